@@ -1,0 +1,79 @@
+# lkvm build: `make` builds ./lkvm, `make ASAN=1` a sanitizer build under build/asan,
+# `make check` runs every test, `make run` builds the guest and boots it.
+
+CC ?= gcc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+PKGS := libfdt libaio libcap-ng
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wformat=2 -Wno-unused-parameter -Wvla
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 $(WARN) -Iinclude -D_GNU_SOURCE -pthread -MMD -MP
+LDLIBS += -pthread -lfdt -laio -lcap-ng
+
+ifeq ($(ASAN),1)
+BUILD := build/asan
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+CFLAGS += $(SAN)
+LDFLAGS += $(SAN)
+LKVM := $(BUILD)/lkvm
+else
+BUILD := build/obj
+LKVM := lkvm
+endif
+
+# Every .c under these folders is part of the VMM library; main.c holds only main().
+LIB_SRCS := $(wildcard builtin/*.c virtio/*.c net/*.c hw/*.c x86/*.c) kvm.c kvm-cpu.c kvm-run.c \
+	util.c mem.c io.c term.c
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+
+.PHONY: all clean distclean check unit guests run deps
+all: $(LKVM)
+
+$(LKVM): $(BUILD)/main.o $(BUILD)/liblkvm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/liblkvm.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%.o: tests/unit/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests/unit -c -o $@ $<
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/liblkvm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+
+# Build and run the unit tests (no /dev/kvm needed).
+unit: $(UNIT_BINS)
+	@tests/run-unit.sh $(UNIT_BINS)
+
+include tests/guest/guests.mk
+
+deps:
+	@scripts/deps.sh all
+
+check:
+	@tests/check.sh
+
+run:
+	@scripts/run.sh
+
+clean:
+	rm -rf build/obj build/asan build/guests lkvm
+
+# Also removes the cached guest kernel and initramfs (minutes to rebuild).
+distclean: clean
+	rm -rf build
+
+-include $(LIB_OBJS:.o=.d) $(BUILD)/main.d $(UNIT_BINS:=.d)

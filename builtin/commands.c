@@ -1,0 +1,28 @@
+/* The table of subcommands and the top-level usage text built from it. */
+#include <string.h>
+
+#include "lkvm/builtin.h"
+#include "lkvm/run.h"
+
+const struct lkvm_cmd lkvm_commands[] = {
+	{ "run", "boot a kernel in a new VM (lkvm run --help for options)", kvm_cmd_run },
+	{ "help", "show this text, or a command's help (lkvm help run)", cmd_help },
+	{ "version", "print lkvm's version", cmd_version },
+	{ NULL, NULL, NULL },
+};
+
+const struct lkvm_cmd *lkvm_find_cmd(const char *name)
+{
+	for (const struct lkvm_cmd *c = lkvm_commands; c->name; c++)
+		if (!strcmp(c->name, name))
+			return c;
+	return NULL;
+}
+
+void lkvm_usage(FILE *out)
+{
+	fprintf(out, "usage: lkvm COMMAND [ARGS]\n\nA lightweight KVM virtual machine monitor for x86-64.\n\nCommands:\n");
+	for (const struct lkvm_cmd *c = lkvm_commands; c->name; c++)
+		fprintf(out, "  %-10s %s\n", c->name, c->summary);
+	fprintf(out, "\nExample: lkvm run -k bzImage -i initrd.img -p \"quiet\" -m 256 -c 2\n");
+}

@@ -1,0 +1,23 @@
+/* `lkvm help [COMMAND]`: the overall usage, or one command's own help. */
+#include <stdio.h>
+
+#include "lkvm/builtin.h"
+#include "lkvm/run.h"
+#include "lkvm/util.h"
+
+int cmd_help(int argc, char **argv)
+{
+	if (argc < 2) {
+		lkvm_usage(stdout);
+		return 0;
+	}
+	if (!lkvm_find_cmd(argv[1])) {
+		pr_err("no command '%s' (lkvm help lists them)", argv[1]);
+		return 1;
+	}
+	if (argv[1][0] == 'r')
+		kvm_run_usage(stdout);
+	else
+		lkvm_usage(stdout);
+	return 0;
+}

@@ -1,0 +1,47 @@
+/* Port-I/O and MMIO dispatch: devices register address ranges, vCPU exits are routed to them. */
+#ifndef LKVM_IO_H
+#define LKVM_IO_H
+
+#include <pthread.h>
+
+#include "lkvm/util.h"
+
+struct kvm_cpu;
+
+/* Called on the vCPU thread that took the exit. addr is the absolute port or guest
+ * physical address; data holds len (1..8) bytes in guest byte order: the handler reads
+ * it on a write and fills it on a read (it arrives zeroed). Handlers must treat
+ * every value as hostile. vcpu may be NULL when called from tests. */
+typedef void (*io_handler_fn)(struct kvm_cpu *vcpu, u64 addr, u8 *data, u32 len, bool is_write,
+			      void *opaque);
+
+struct io_range {
+	u64 base;
+	u64 len;
+	io_handler_fn fn;
+	void *opaque;
+	const char *name;
+};
+
+/* A sorted, non-overlapping set of ranges. A lookup holds the read lock only while it
+ * finds the range; the handler runs unlocked, so a handler may itself (un)register ranges
+ * (PCI BAR programming) on any bus. Devices are destroyed only after the vCPUs stopped. */
+struct io_bus {
+	pthread_rwlock_t lock;
+	struct io_range *r;
+	int nr, cap;
+	u64 unhandled; /* accesses that hit no range: reads return all-ones */
+};
+
+void io_bus_init(struct io_bus *bus);
+void io_bus_destroy(struct io_bus *bus);
+/* -EEXIST on overlap, -EINVAL on an empty or wrapping range, -ENOMEM. */
+int io_bus_register(struct io_bus *bus, u64 base, u64 len, io_handler_fn fn, void *opaque,
+		    const char *name) __must_check;
+/* Removes the range starting exactly at base; -ENOENT if none. */
+int io_bus_unregister(struct io_bus *bus, u64 base);
+/* Dispatch one access; returns true when a handler took it. Unclaimed reads give 0xff bytes. */
+bool io_bus_dispatch(struct io_bus *bus, struct kvm_cpu *vcpu, u64 addr, u8 *data, u32 len,
+		     bool is_write);
+
+#endif

@@ -1,0 +1,21 @@
+/* The `run` command: option parsing (unit-tested) and the VM's life from setup to teardown. */
+#ifndef LKVM_RUN_H
+#define LKVM_RUN_H
+
+#include <stdio.h>
+
+#include "lkvm/kvm.h"
+
+/* Parse `lkvm run` arguments (argv[0] is "run"). Returns 0, 1 when help was asked for
+ * (printed to `out`), or -EINVAL with a one-line message in err. */
+int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err,
+		  size_t errlen) __must_check;
+void kvm_run_usage(FILE *out);
+
+/* Build the kernel command line: user params, lkvm's defaults, and the quirk params. */
+int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, size_t len) __must_check;
+
+/* Run a VM to its end; returns the process exit status (EXIT_*). */
+int kvm_cmd_run(int argc, char **argv);
+
+#endif

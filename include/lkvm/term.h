@@ -1,0 +1,47 @@
+/* The host terminal: raw mode for the serial console, input thread, Ctrl-a escapes, output matching. */
+#ifndef LKVM_TERM_H
+#define LKVM_TERM_H
+
+#include <pthread.h>
+#include <termios.h>
+
+#include "lkvm/util.h"
+
+struct kvm;
+
+#define TERM_ESCAPE 0x01 /* Ctrl-a, then x quits, a sends a literal Ctrl-a */
+
+struct term {
+	struct kvm *kvm;
+	int in_fd, out_fd;
+	bool raw;               /* termios changed, must be restored */
+	struct termios saved;
+	pthread_t input_thread;
+	bool input_started;
+	int wake_fd;            /* eventfd that stops the input thread */
+	bool escape_pending;
+	pthread_mutex_t out_lock;
+	/* --exit-on matching across writes: the tail of what was printed so far. */
+	char *match;
+	size_t match_len;
+	char *tail;
+	size_t tail_len;
+};
+
+/* Set up the console on stdin/stdout. Raw mode only when stdin is a terminal.
+ * Returns 0 or -errno. */
+int term_init(struct kvm *kvm, struct term *t) __must_check;
+/* Start forwarding input to the UART. */
+int term_start(struct term *t) __must_check;
+/* Stop the input thread and restore the terminal (safe to call twice). */
+void term_exit(struct term *t);
+
+/* Console output from the guest (the UART's transmitter). Writes to stdout and checks
+ * for --exit-on text. Thread-safe. */
+void term_output(struct kvm *kvm, const u8 *buf, size_t len);
+
+/* Pure matcher used by term_output (exposed for tests): feeds buf into the rolling
+ * tail and returns true when the match text has appeared. */
+bool term_match_feed(struct term *t, const u8 *buf, size_t len);
+
+#endif

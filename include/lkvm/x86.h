@@ -1,0 +1,31 @@
+/* x86 specifics: CPUID for the guest, host detection, and completion of instructions the host cannot emulate. */
+#ifndef LKVM_X86_H
+#define LKVM_X86_H
+
+#include "lkvm/util.h"
+
+struct kvm;
+struct kvm_cpu;
+
+/* KVM PV feature bit in CPUID 0x40000001 EAX that hangs SMP guests on PVM hosts. */
+#define KVM_FEATURE_PV_SEND_IPI_BIT 11
+
+/* True when the host KVM is the PVM flavour that emulates guest kernel code. */
+bool x86_host_is_pvm(void);
+
+/* Guest kernel parameters that keep a guest off what a PVM host cannot run. */
+extern const char x86_pvm_kernel_params[];
+
+/* Give the vCPU its CPUID table (supported leaves, topology, hypervisor leaves). */
+int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen) __must_check;
+
+/* Handle KVM_EXIT_INTERNAL_ERROR. Returns 0 when the instruction was completed and the
+ * vCPU may go on, or -errno after reporting why the run must end. */
+int x86_handle_internal_error(struct kvm_cpu *vcpu);
+
+/* Pure decoder for tests: which completion (enum emu_insn) matches these bytes, or -1;
+ * *len gets the instruction length. */
+int x86_emu_classify(const u8 *insn, size_t n, int *len);
+const char *x86_emu_name(int which);
+
+#endif

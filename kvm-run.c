@@ -1,0 +1,479 @@
+/* `lkvm run`: parse options, build the machine, boot the kernel, wait for the end, tear down, in that order. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "lkvm/boot.h"
+#include "lkvm/hw.h"
+#include "lkvm/kvm-cpu.h"
+#include "lkvm/layout.h"
+#include "lkvm/kvm.h"
+#include "lkvm/pci.h"
+#include "lkvm/run.h"
+#include "lkvm/term.h"
+#include "lkvm/x86.h"
+
+#define DEFAULT_RAM_MIB 256
+#define MAX_RAM_MIB (1024ULL * 1024) /* 1 TiB */
+#define MAX_TIMEOUT_S (7 * 24 * 3600)
+
+/* Always on the guest command line (before the user's -p, so the user can override). */
+static const char base_kernel_params[] = "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pci=conf1 i8042.noaux";
+
+enum {
+	OPT_NAME = 0x100,
+	OPT_CONSOLE,
+	OPT_TIMEOUT,
+	OPT_QUIRKS,
+	OPT_EXIT_ON,
+	OPT_DEBUG,
+};
+
+static const struct option run_options[] = {
+	{ "kernel", required_argument, NULL, 'k' },
+	{ "initrd", required_argument, NULL, 'i' },
+	{ "params", required_argument, NULL, 'p' },
+	{ "mem", required_argument, NULL, 'm' },
+	{ "cpus", required_argument, NULL, 'c' },
+	{ "name", required_argument, NULL, OPT_NAME },
+	{ "console", required_argument, NULL, OPT_CONSOLE },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "quirks", required_argument, NULL, OPT_QUIRKS },
+	{ "exit-on", required_argument, NULL, OPT_EXIT_ON },
+	{ "debug", no_argument, NULL, OPT_DEBUG },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+void kvm_run_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: lkvm run -k KERNEL [options]\n"
+		"\n"
+		"Boot a Linux kernel (bzImage, or an ELF vmlinux with a PVH note) with a serial console.\n"
+		"\n"
+		"  -k, --kernel FILE     kernel to boot (required)\n"
+		"  -i, --initrd FILE     initial ramdisk\n"
+		"  -p, --params TEXT     kernel command line, appended to lkvm's defaults\n"
+		"                        (\"%s\")\n"
+		"  -m, --mem MIB         guest RAM in MiB, or with a G suffix in GiB (default %d)\n"
+		"  -c, --cpus N          number of vCPUs, 1 to %d (default 1)\n"
+		"      --name NAME       a name for this VM (shown in log lines)\n"
+		"      --console serial  console device (only the 8250 serial console exists)\n"
+		"      --timeout SECS    stop the guest after SECS seconds and exit with 124\n"
+		"      --exit-on TEXT    exit with 0 as soon as the console prints TEXT\n"
+		"      --quirks MODE     auto (default): complete what the host cannot emulate\n"
+		"                        when /sys/module/kvm_pvm exists; pvm: always; none: never\n"
+		"      --debug           more log lines, and boot timing\n"
+		"  -h, --help            this text\n"
+		"\n"
+		"Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
+		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
+		"2 guest panic (pvpanic), 124 --timeout expired.\n",
+		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS);
+}
+
+static int parse_uint(const char *s, u64 min, u64 max, u64 *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end)
+		return -EINVAL;
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+static int parse_mem(const char *s, u64 *mib)
+{
+	char buf[32];
+	size_t n = strlen(s);
+	u64 mult = 1, v;
+	int ret;
+
+	if (n == 0 || n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, n + 1);
+	if (buf[n - 1] == 'G' || buf[n - 1] == 'g') {
+		mult = 1024;
+		buf[n - 1] = 0;
+	} else if (buf[n - 1] == 'M' || buf[n - 1] == 'm') {
+		buf[n - 1] = 0;
+	}
+	ret = parse_uint(buf, 1, MAX_RAM_MIB, &v);
+	if (ret)
+		return ret;
+	if (v * mult > MAX_RAM_MIB)
+		return -ERANGE;
+	*mib = v * mult;
+	return 0;
+}
+
+int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err, size_t errlen)
+{
+	int c;
+	u64 v;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->ram_mib = DEFAULT_RAM_MIB;
+	cfg->nr_cpus = 1;
+	cfg->quirks = QUIRKS_AUTO;
+	cfg->console_serial = true;
+
+	/* getopt keeps its position in globals; reset so parsing can run more than once. */
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":k:i:p:m:c:h", run_options, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			cfg->kernel_path = optarg;
+			break;
+		case 'i':
+			cfg->initrd_path = optarg;
+			break;
+		case 'p':
+			cfg->cmdline = optarg;
+			break;
+		case 'm':
+			if (parse_mem(optarg, &cfg->ram_mib)) {
+				errfmt(err, errlen, "--mem '%s': give the size in MiB (1 to %llu), e.g. -m 256 or -m 2G",
+				       optarg, (unsigned long long)MAX_RAM_MIB);
+				return -EINVAL;
+			}
+			break;
+		case 'c':
+			if (parse_uint(optarg, 1, LKVM_MAX_CPUS, &v)) {
+				errfmt(err, errlen, "--cpus '%s': give a number of vCPUs from 1 to %d", optarg,
+				       LKVM_MAX_CPUS);
+				return -EINVAL;
+			}
+			cfg->nr_cpus = (int)v;
+			break;
+		case OPT_NAME:
+			if (!*optarg || strlen(optarg) > 64) {
+				errfmt(err, errlen, "--name: give 1 to 64 characters");
+				return -EINVAL;
+			}
+			cfg->name = optarg;
+			break;
+		case OPT_CONSOLE:
+			if (strcmp(optarg, "serial") != 0) {
+				errfmt(err, errlen, "--console '%s': only 'serial' is supported", optarg);
+				return -EINVAL;
+			}
+			cfg->console_serial = true;
+			break;
+		case OPT_TIMEOUT:
+			if (parse_uint(optarg, 1, MAX_TIMEOUT_S, &v)) {
+				errfmt(err, errlen, "--timeout '%s': give whole seconds from 1 to %d", optarg,
+				       MAX_TIMEOUT_S);
+				return -EINVAL;
+			}
+			cfg->timeout_s = (int)v;
+			break;
+		case OPT_QUIRKS:
+			if (!strcmp(optarg, "auto"))
+				cfg->quirks = QUIRKS_AUTO;
+			else if (!strcmp(optarg, "pvm"))
+				cfg->quirks = QUIRKS_PVM;
+			else if (!strcmp(optarg, "none"))
+				cfg->quirks = QUIRKS_NONE;
+			else {
+				errfmt(err, errlen, "--quirks '%s': give auto, pvm or none", optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_EXIT_ON:
+			if (!*optarg) {
+				errfmt(err, errlen, "--exit-on: the text must not be empty");
+				return -EINVAL;
+			}
+			cfg->exit_on = optarg;
+			break;
+		case OPT_DEBUG:
+			cfg->debug = true;
+			break;
+		case 'h':
+			kvm_run_usage(out);
+			return 1;
+		case ':':
+			errfmt(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+			return -EINVAL;
+		default:
+			errfmt(err, errlen, "unknown option '%s' (see lkvm run --help)", argv[optind - 1]);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		errfmt(err, errlen, "unexpected argument '%s' (see lkvm run --help)", argv[optind]);
+		return -EINVAL;
+	}
+	if (!cfg->kernel_path) {
+		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s%s%s%s%s", base_kernel_params, pvm_quirks ? " " : "",
+			 pvm_quirks ? x86_pvm_kernel_params : "", cfg->cmdline && *cfg->cmdline ? " " : "",
+			 cfg->cmdline ? cfg->cmdline : "");
+
+	if (n < 0 || (size_t)n >= len)
+		return -E2BIG;
+	return 0;
+}
+
+static int load_file(const char *what, const char *path, u8 **data, size_t *len, char *err, size_t errlen)
+{
+	int ret = read_file(path, data, len);
+
+	if (ret < 0)
+		errfmt(err, errlen, "cannot read %s '%s': %s", what, path, strerror(-ret));
+	else if (*len == 0) {
+		errfmt(err, errlen, "%s '%s' is empty", what, path);
+		free(*data);
+		*data = NULL;
+		ret = -ENOEXEC;
+	}
+	return ret;
+}
+
+/* Everything the run owns, so one function can undo whatever part was built. */
+struct run_state {
+	struct kvm kvm;
+	struct term term;
+	bool kvm_up, term_up;
+	u8 *kernel, *initrd;
+	size_t kernel_len, initrd_len;
+};
+
+static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen)
+{
+	struct kvm *kvm = &st->kvm;
+	char cmdline[BOOT_CMDLINE_MAX];
+	struct boot_entry entry;
+	struct boot_args args;
+	int ret;
+
+	ret = load_file("kernel", cfg->kernel_path, &st->kernel, &st->kernel_len, err, errlen);
+	if (ret < 0)
+		return ret;
+	if (boot_detect(st->kernel, st->kernel_len) < 0) {
+		errfmt(err, errlen, "kernel '%s' is neither a bzImage nor an ELF vmlinux", cfg->kernel_path);
+		return -ENOEXEC;
+	}
+	if (cfg->initrd_path) {
+		ret = load_file("initrd", cfg->initrd_path, &st->initrd, &st->initrd_len, err, errlen);
+		if (ret < 0)
+			return ret;
+	}
+
+	ret = kvm_create(kvm, cfg, err, errlen);
+	if (ret < 0)
+		return ret;
+	st->kvm_up = true;
+	kvm->pvm_quirks = cfg->quirks == QUIRKS_PVM || (cfg->quirks == QUIRKS_AUTO && x86_host_is_pvm());
+	if (kvm->pvm_quirks)
+		pr_debug("PVM host quirks on: completing int3/clac/stac/fwait, adding \"%s\"",
+			 x86_pvm_kernel_params);
+
+	ret = kvm_run_cmdline(cfg, kvm->pvm_quirks, cmdline, sizeof(cmdline));
+	if (ret < 0) {
+		errfmt(err, errlen, "kernel command line too long (at most %d bytes with lkvm's defaults)",
+		       BOOT_CMDLINE_MAX - 1);
+		return ret;
+	}
+	pr_debug("kernel command line: %s", cmdline);
+	args = (struct boot_args){
+		.kernel = st->kernel,
+		.kernel_len = st->kernel_len,
+		.initrd = st->initrd,
+		.initrd_len = st->initrd_len,
+		.cmdline = cmdline,
+	};
+	ret = boot_load(&kvm->mem, &args, &entry, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = mptable_write(&kvm->mem, cfg->nr_cpus, err, errlen);
+	if (ret < 0)
+		return ret;
+
+	ret = pci_bus_create(kvm);
+	if (ret < 0)
+		goto dev_fail;
+	kvm->uart = serial8250_create(kvm, 0x3f8, 4);
+	if (!kvm->uart) {
+		ret = -ENOMEM;
+		goto dev_fail;
+	}
+	if ((ret = i8042_init(kvm)) < 0 || (ret = rtc_init(kvm)) < 0 || (ret = pvpanic_init(kvm)) < 0)
+		goto dev_fail;
+
+	for (int i = 0; i < cfg->nr_cpus; i++) {
+		ret = kvm_cpu_create(kvm, i, err, errlen);
+		if (ret < 0)
+			return ret;
+	}
+	ret = kvm_cpu_setup_boot(kvm->cpus[0], &entry, err, errlen);
+	if (ret < 0)
+		return ret;
+	pr_debug("%s kernel at 0x%llx-0x%llx, entry 0x%llx%s", entry.kind == BOOT_KIND_PVH ? "PVH" : "bzImage",
+		 (unsigned long long)entry.kernel_start, (unsigned long long)entry.kernel_end,
+		 (unsigned long long)entry.rip, entry.initrd_size ? ", with initrd" : "");
+	return 0;
+dev_fail:
+	errfmt(err, errlen, "creating devices: %s", strerror(-ret));
+	return ret;
+}
+
+static void teardown(struct run_state *st)
+{
+	struct kvm *kvm = &st->kvm;
+
+	if (st->kvm_up)
+		kvm_cpu_stop_all(kvm);
+	if (st->term_up)
+		term_exit(&st->term);
+	if (st->kvm_up) {
+		pvpanic_destroy(kvm);
+		rtc_destroy(kvm);
+		i8042_destroy(kvm);
+		if (kvm->uart)
+			serial8250_destroy(kvm->uart);
+		kvm->uart = NULL;
+		pci_bus_destroy(kvm);
+		kvm_destroy(kvm);
+	}
+	free(st->kernel);
+	free(st->initrd);
+}
+
+static void report_completions(struct kvm *kvm)
+{
+	char line[256];
+	int n = 0;
+
+	if (!kvm->pvm_quirks)
+		return;
+	for (int i = 0; i < EMU_NR; i++)
+		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s %s=%llu", i ? "," : "", x86_emu_name(i),
+			      (unsigned long long)atomic_load(&kvm->emu_hits[i]));
+	pr_debug("instructions completed for the host:%s", line);
+}
+
+/* Wait for a stop request, the timeout, or a signal. */
+static void wait_for_end(struct kvm *kvm, int sig_fd)
+{
+	u64 deadline = kvm->cfg.timeout_s ? now_ns() + (u64)kvm->cfg.timeout_s * 1000000000ULL : 0;
+
+	while (!atomic_load(&kvm->stopping)) {
+		struct pollfd p[2] = {
+			{ .fd = kvm->stop_fd, .events = POLLIN },
+			{ .fd = sig_fd, .events = POLLIN },
+		};
+		int ms = -1;
+
+		if (deadline) {
+			u64 now = now_ns();
+
+			if (now >= deadline) {
+				kvm_request_exit(kvm, EXIT_TIMEOUT, "timeout: %d s passed", kvm->cfg.timeout_s);
+				break;
+			}
+			ms = (int)MIN((deadline - now + 999999) / 1000000, (u64)INT_MAX);
+		}
+		if (poll(p, sig_fd >= 0 ? 2 : 1, ms) < 0 && errno != EINTR)
+			break;
+		if (sig_fd >= 0 && (p[1].revents & POLLIN)) {
+			struct signalfd_siginfo si;
+
+			if (read(sig_fd, &si, sizeof(si)) == sizeof(si))
+				kvm_request_exit(kvm, EXIT_LKVM_ERROR, "stopped by signal %u (%s)", si.ssi_signo,
+						 strsignal((int)si.ssi_signo));
+		}
+	}
+}
+
+int kvm_cmd_run(int argc, char **argv)
+{
+	static struct run_state st; /* large; lives for the whole process anyway */
+	u64 t0 = now_ns();
+	struct kvm_config cfg;
+	char err[512] = "";
+	sigset_t sigs;
+	int sig_fd, ret, status;
+
+	ret = kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err));
+	if (ret == 1)
+		return 0;
+	if (ret < 0) {
+		pr_err("%s", err);
+		return EXIT_LKVM_ERROR;
+	}
+	if (cfg.debug)
+		lkvm_set_log_level(LOG_DEBUG);
+
+	/* Termination signals become an orderly stop: block them in every thread and read
+	 * them from a signalfd in the main loop. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	signal(SIGPIPE, SIG_IGN);
+
+	memset(&st, 0, sizeof(st));
+	ret = setup(&st, &cfg, err, sizeof(err));
+	st.kvm.start_ns = t0;
+	if (ret < 0) {
+		pr_err("%s", err);
+		teardown(&st);
+		return EXIT_LKVM_ERROR;
+	}
+	ret = term_init(&st.kvm, &st.term);
+	if (ret == 0) {
+		st.term_up = true;
+		ret = term_start(&st.term);
+	}
+	for (int i = 0; ret == 0 && i < st.kvm.nr_cpus; i++)
+		ret = kvm_cpu_start(st.kvm.cpus[i]);
+	if (ret < 0)
+		kvm_request_exit(&st.kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
+
+	wait_for_end(&st.kvm, sig_fd);
+	kvm_cpu_stop_all(&st.kvm);
+	if (st.term_up)
+		term_exit(&st.term);
+	st.term_up = false;
+
+	status = atomic_load(&st.kvm.exit_status);
+	if (status == EXIT_GUEST_OK)
+		pr_info("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st.kvm.exit_reason);
+	else
+		pr_err("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st.kvm.exit_reason);
+	if (atomic_load(&st.kvm.first_insn_ns))
+		pr_debug("first guest instruction %.3f ms after lkvm run started",
+			 (double)(atomic_load(&st.kvm.first_insn_ns) - st.kvm.start_ns) / 1e6);
+	report_completions(&st.kvm);
+	teardown(&st);
+	if (sig_fd >= 0)
+		close(sig_fd);
+	return status;
+}

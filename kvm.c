@@ -1,0 +1,212 @@
+/* VM creation and teardown: /dev/kvm checks, in-kernel irqchip and PIT, guest RAM, the stop request. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "lkvm/kvm-cpu.h"
+#include "lkvm/kvm.h"
+
+/* Where KVM may put its real-mode TSS and identity page table (needed on VMX without
+ * unrestricted guest); just below the BIOS ROM area, inside the PCI hole, so never RAM. */
+#define KVM_TSS_ADDR 0xfffbd000ULL
+#define KVM_IDENTITY_MAP_ADDR 0xfffbc000ULL
+
+static int open_kvm(char *err, size_t errlen)
+{
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+
+	if (fd >= 0)
+		return fd;
+	switch (errno) {
+	case ENOENT:
+		errfmt(err, errlen, "/dev/kvm does not exist: KVM is not available on this host");
+		break;
+	case EACCES:
+	case EPERM:
+		errfmt(err, errlen, "cannot open /dev/kvm: permission denied (join the kvm group or run as root)");
+		break;
+	default:
+		errfmt(err, errlen, "cannot open /dev/kvm: %s", strerror(errno));
+	}
+	return -errno;
+}
+
+int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t errlen)
+{
+	static const struct {
+		long cap;
+		const char *name;
+	} required[] = {
+		{ KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP" },
+		{ KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY" },
+		{ KVM_CAP_PIT2, "KVM_CAP_PIT2" },
+		{ KVM_CAP_IMMEDIATE_EXIT, "KVM_CAP_IMMEDIATE_EXIT" },
+	};
+	struct kvm_pit_config pit = { .flags = 0 };
+	u64 ram_size = cfg->ram_mib << 20;
+	int ret;
+
+	memset(kvm, 0, sizeof(*kvm));
+	kvm->cfg = *cfg;
+	kvm->sys_fd = kvm->vm_fd = kvm->stop_fd = -1;
+	kvm->mem.base = MAP_FAILED;
+	io_bus_init(&kvm->pio);
+	io_bus_init(&kvm->mmio);
+
+	kvm->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (kvm->stop_fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	ret = open_kvm(err, errlen);
+	if (ret < 0)
+		goto fail;
+	kvm->sys_fd = ret;
+
+	ret = ioctl(kvm->sys_fd, KVM_GET_API_VERSION, 0);
+	if (ret != KVM_API_VERSION) {
+		errfmt(err, errlen, "KVM API version %d, lkvm needs %d", ret, KVM_API_VERSION);
+		ret = -ENOTSUP;
+		goto fail;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(required); i++) {
+		if (ioctl(kvm->sys_fd, KVM_CHECK_EXTENSION, required[i].cap) <= 0) {
+			errfmt(err, errlen, "host KVM lacks %s", required[i].name);
+			ret = -ENOTSUP;
+			goto fail;
+		}
+	}
+	kvm->vcpu_mmap_size = ioctl(kvm->sys_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (kvm->vcpu_mmap_size < (int)sizeof(struct kvm_run)) {
+		errfmt(err, errlen, "KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
+		ret = -ENOTSUP;
+		goto fail;
+	}
+
+	do {
+		kvm->vm_fd = ioctl(kvm->sys_fd, KVM_CREATE_VM, 0);
+	} while (kvm->vm_fd < 0 && errno == EINTR);
+	if (kvm->vm_fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "KVM_CREATE_VM: %s", strerror(errno));
+		goto fail;
+	}
+	/* Only needed on VMX hosts without unrestricted guest; harmless elsewhere. */
+	if (ioctl(kvm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)KVM_TSS_ADDR) < 0)
+		pr_debug("KVM_SET_TSS_ADDR: %s (ignored)", strerror(errno));
+	{
+		u64 idmap = KVM_IDENTITY_MAP_ADDR;
+
+		if (ioctl(kvm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &idmap) < 0)
+			pr_debug("KVM_SET_IDENTITY_MAP_ADDR: %s (ignored)", strerror(errno));
+	}
+	if (ioctl(kvm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
+		goto fail;
+	}
+	if (ioctl(kvm->vm_fd, KVM_CREATE_PIT2, &pit) < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "KVM_CREATE_PIT2: %s", strerror(errno));
+		goto fail;
+	}
+
+	/* NORESERVE: guest RAM is touched lazily, so a large -m costs only what the guest uses. */
+	kvm->mem.base = mmap(NULL, ram_size, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (kvm->mem.base == MAP_FAILED) {
+		ret = -errno;
+		errfmt(err, errlen, "cannot map %llu MiB of guest memory: %s",
+		       (unsigned long long)cfg->ram_mib, strerror(errno));
+		kvm->mem.base = MAP_FAILED;
+		goto fail;
+	}
+	{
+		u8 *base = kvm->mem.base;
+
+		ret = gmem_init(&kvm->mem, base, ram_size);
+		if (ret < 0) {
+			errfmt(err, errlen, "bad memory size %llu MiB", (unsigned long long)cfg->ram_mib);
+			kvm->mem.base = base;
+			goto fail;
+		}
+	}
+	madvise(kvm->mem.base, ram_size, MADV_HUGEPAGE);
+	for (int i = 0; i < kvm->mem.nr; i++) {
+		struct kvm_userspace_memory_region region = {
+			.slot = (u32)i,
+			.guest_phys_addr = kvm->mem.r[i].gpa,
+			.memory_size = kvm->mem.r[i].size,
+			.userspace_addr = (u64)(uintptr_t)kvm->mem.r[i].hva,
+		};
+
+		if (ioctl(kvm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
+			ret = -errno;
+			errfmt(err, errlen, "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
+			goto fail;
+		}
+	}
+	return 0;
+
+fail:
+	kvm_destroy(kvm);
+	return ret < 0 ? ret : -EINVAL;
+}
+
+void kvm_destroy(struct kvm *kvm)
+{
+	for (int i = 0; i < kvm->nr_cpus; i++) {
+		kvm_cpu_destroy(kvm->cpus[i]);
+		kvm->cpus[i] = NULL;
+	}
+	kvm->nr_cpus = 0;
+	if (kvm->mem.base && kvm->mem.base != MAP_FAILED)
+		munmap(kvm->mem.base, kvm->mem.ram_size);
+	kvm->mem.base = MAP_FAILED;
+	kvm->mem.nr = 0;
+	if (kvm->vm_fd >= 0)
+		close(kvm->vm_fd);
+	if (kvm->sys_fd >= 0)
+		close(kvm->sys_fd);
+	if (kvm->stop_fd >= 0)
+		close(kvm->stop_fd);
+	kvm->vm_fd = kvm->sys_fd = kvm->stop_fd = -1;
+	io_bus_destroy(&kvm->pio);
+	io_bus_destroy(&kvm->mmio);
+}
+
+int kvm_irq_line(struct kvm *kvm, u32 gsi, int level)
+{
+	struct kvm_irq_level irq = { .irq = gsi, .level = (u32)level };
+
+	if (ioctl(kvm->vm_fd, KVM_IRQ_LINE, &irq) < 0)
+		return -errno;
+	return 0;
+}
+
+void kvm_request_exit(struct kvm *kvm, int status, const char *fmt, ...)
+{
+	bool expected = false;
+	va_list ap;
+
+	if (!atomic_compare_exchange_strong(&kvm->stopping, &expected, true))
+		return;
+	atomic_store(&kvm->exit_status, status);
+	va_start(ap, fmt);
+	vsnprintf(kvm->exit_reason, sizeof(kvm->exit_reason), fmt, ap);
+	va_end(ap);
+	if (kvm->stop_fd >= 0) {
+		u64 one = 1;
+
+		if (write(kvm->stop_fd, &one, sizeof(one)) < 0) {
+			/* The counter cannot overflow from one write; nothing to do. */
+		}
+	}
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages lkvm needs (build, tests, guest assets) when they are missing.
+# Usage: deps.sh [build|test|guest|all]
+set -euo pipefail
+what=${1:-all}
+build_pkgs="gcc make pkg-config libfdt-dev libaio-dev libcap-ng-dev"
+test_pkgs="check iproute2 iputils-ping"
+guest_pkgs="linux-source-6.1 busybox-static cpio gzip lz4 flex bison bc libelf-dev libssl-dev xz-utils"
+case "$what" in
+    build) pkgs="$build_pkgs" ;;
+    test) pkgs="$build_pkgs $test_pkgs" ;;
+    guest) pkgs="$guest_pkgs" ;;
+    all) pkgs="$build_pkgs $test_pkgs $guest_pkgs" ;;
+    *) echo "usage: $0 [build|test|guest|all]" >&2; exit 2 ;;
+esac
+missing=()
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q >/dev/null
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null

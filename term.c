@@ -1,0 +1,217 @@
+/* Console plumbing between the host terminal and the guest UART, with raw mode always restored. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "lkvm/hw.h"
+#include "lkvm/kvm.h"
+#include "lkvm/term.h"
+
+/* Restoring the terminal must work from atexit and from fatal-signal paths, which have
+ * no VM at hand: this is the one piece of process-wide state, and it only mirrors the
+ * terminal (a process has one). */
+static struct termios saved_termios;
+static volatile sig_atomic_t termios_saved;
+
+static void restore_termios(void)
+{
+	if (termios_saved) {
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved_termios);
+		termios_saved = 0;
+	}
+}
+
+int term_init(struct kvm *kvm, struct term *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->kvm = kvm;
+	t->in_fd = STDIN_FILENO;
+	t->out_fd = STDOUT_FILENO;
+	pthread_mutex_init(&t->out_lock, NULL);
+	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (t->wake_fd < 0)
+		return -errno;
+	if (kvm->cfg.exit_on && *kvm->cfg.exit_on) {
+		t->match = strdup(kvm->cfg.exit_on);
+		t->match_len = strlen(kvm->cfg.exit_on);
+		t->tail = malloc(t->match_len);
+		if (!t->match || !t->tail)
+			return -ENOMEM;
+	}
+	if (isatty(t->in_fd) && tcgetattr(t->in_fd, &t->saved) == 0) {
+		struct termios raw = t->saved;
+
+		saved_termios = t->saved;
+		termios_saved = 1;
+		atexit(restore_termios);
+		cfmakeraw(&raw);
+		/* Keep output post-processing so host log lines stay readable. */
+		raw.c_oflag |= OPOST | ONLCR;
+		if (tcsetattr(t->in_fd, TCSANOW, &raw) == 0)
+			t->raw = true;
+	}
+	kvm->term = t;
+	return 0;
+}
+
+/* Returns the number of bytes of buf to pass on; handles Ctrl-a escapes in place. */
+static size_t filter_escapes(struct term *t, u8 *buf, size_t n)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		u8 c = buf[i];
+
+		if (t->escape_pending) {
+			t->escape_pending = false;
+			if (c == 'x') {
+				kvm_request_exit(t->kvm, EXIT_GUEST_OK, "stopped from the console (Ctrl-a x)");
+				return o;
+			}
+			if (c != TERM_ESCAPE)
+				buf[o++] = TERM_ESCAPE;
+			buf[o++] = c;
+			continue;
+		}
+		if (c == TERM_ESCAPE && t->raw) {
+			t->escape_pending = true;
+			continue;
+		}
+		buf[o++] = c;
+	}
+	return o;
+}
+
+static void *input_thread(void *arg)
+{
+	struct term *t = arg;
+	u8 buf[64];
+
+	pthread_setname_np(pthread_self(), "lkvm-console");
+	for (;;) {
+		struct pollfd p[2] = {
+			{ .fd = t->in_fd, .events = POLLIN },
+			{ .fd = t->wake_fd, .events = POLLIN },
+		};
+		ssize_t r;
+		size_t n, off = 0;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			break;
+		if (!(p[0].revents & (POLLIN | POLLHUP)))
+			continue;
+		r = read(t->in_fd, buf, sizeof(buf));
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0)
+			break; /* EOF: no more input, the guest keeps running */
+		n = filter_escapes(t, buf, (size_t)r);
+		/* The UART's FIFO is small: wait for room rather than dropping keystrokes. */
+		while (off < n && !atomic_load(&t->kvm->stopping)) {
+			size_t took = t->kvm->uart ? serial8250_receive(t->kvm->uart, buf + off, n - off) : n - off;
+
+			off += took;
+			if (off < n) {
+				struct pollfd w = { .fd = t->wake_fd, .events = POLLIN };
+
+				if (poll(&w, 1, 5) > 0)
+					return NULL;
+			}
+		}
+	}
+	return NULL;
+}
+
+int term_start(struct term *t)
+{
+	int ret = pthread_create(&t->input_thread, NULL, input_thread, t);
+
+	if (ret)
+		return -ret;
+	t->input_started = true;
+	return 0;
+}
+
+void term_exit(struct term *t)
+{
+	if (t->input_started) {
+		u64 one = 1;
+
+		if (write(t->wake_fd, &one, sizeof(one)) < 0) {
+			/* cannot fail for an eventfd below its limit */
+		}
+		pthread_join(t->input_thread, NULL);
+		t->input_started = false;
+	}
+	if (t->raw) {
+		tcsetattr(t->in_fd, TCSANOW, &t->saved);
+		t->raw = false;
+		termios_saved = 0;
+	}
+	if (t->wake_fd >= 0)
+		close(t->wake_fd);
+	t->wake_fd = -1;
+	free(t->match);
+	free(t->tail);
+	t->match = t->tail = NULL;
+	if (t->kvm && t->kvm->term == t)
+		t->kvm->term = NULL;
+}
+
+bool term_match_feed(struct term *t, const u8 *buf, size_t len)
+{
+	size_t keep = t->match_len ? t->match_len - 1 : 0;
+	bool hit = false;
+	char *win;
+	size_t wlen;
+
+	if (!t->match_len)
+		return false;
+	/* Search tail + buf, so a match split across two writes is still found. */
+	wlen = t->tail_len + len;
+	win = malloc(wlen ? wlen : 1);
+	if (!win)
+		return false;
+	memcpy(win, t->tail, t->tail_len);
+	memcpy(win + t->tail_len, buf, len);
+	hit = memmem(win, wlen, t->match, t->match_len) != NULL;
+	t->tail_len = MIN(keep, wlen);
+	memcpy(t->tail, win + wlen - t->tail_len, t->tail_len);
+	free(win);
+	return hit;
+}
+
+void term_output(struct kvm *kvm, const u8 *buf, size_t len)
+{
+	struct term *t = kvm->term;
+	size_t off = 0;
+	int fd = t ? t->out_fd : STDOUT_FILENO;
+	bool hit = false;
+
+	if (t)
+		pthread_mutex_lock(&t->out_lock);
+	while (off < len) {
+		ssize_t w = write(fd, buf + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break; /* stdout gone: the guest keeps running, output is dropped */
+		off += (size_t)w;
+	}
+	if (t)
+		hit = term_match_feed(t, buf, len);
+	if (t)
+		pthread_mutex_unlock(&t->out_lock);
+	if (hit)
+		kvm_request_exit(kvm, EXIT_GUEST_OK, "console printed \"%s\"", kvm->cfg.exit_on);
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the Check unit-test executables given as arguments; prints one summary line.
+set -u
+pass=0 fail=0
+for t in "$@"; do
+    out=$("$t" 2>&1); rc=$?
+    echo "$out" | sed "s|^|  $(basename "$t"): |"
+    # Check's summary: "100%: Checks: N, Failures: F, Errors: E"
+    n=$(echo "$out" | sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' | tail -n1)
+    if [ -z "$n" ]; then
+        echo "  $(basename "$t"): no Check summary (exit $rc)"; fail=$((fail + 1)); continue
+    fi
+    read -r c f e <<< "$n"
+    pass=$((pass + c - f - e)); fail=$((fail + f + e))
+    [ $rc -eq 0 ] || [ $((f + e)) -gt 0 ] || fail=$((fail + 1))
+done
+echo "unit: $pass passed, $fail failed"
+[ $fail -eq 0 ]

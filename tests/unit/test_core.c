@@ -1,0 +1,244 @@
+/* Unit tests for the core pieces: I/O bus dispatch, run options, command line, decoder, console matching. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "lkvm/io.h"
+#include "lkvm/kvm.h"
+#include "lkvm/run.h"
+#include "lkvm/term.h"
+#include "lkvm/x86.h"
+
+struct hits {
+	int n;
+	u64 addr;
+	u32 len;
+	bool write;
+	u8 last[8];
+};
+
+static void rec(struct kvm_cpu *v, u64 addr, u8 *data, u32 len, bool w, void *op)
+{
+	struct hits *h = op;
+
+	h->n++;
+	h->addr = addr;
+	h->len = len;
+	h->write = w;
+	if (w)
+		memcpy(h->last, data, len);
+	else
+		memset(data, 0x5a, len);
+}
+
+START_TEST(io_bus_dispatch_and_bounds)
+{
+	struct io_bus bus;
+	struct hits a = { 0 }, b = { 0 };
+	u8 d[8] = { 1, 2, 3, 4 };
+
+	io_bus_init(&bus);
+	ck_assert_int_eq(io_bus_register(&bus, 0x100, 8, rec, &a, "a"), 0);
+	ck_assert_int_eq(io_bus_register(&bus, 0x10, 4, rec, &b, "b"), 0);
+	ck_assert_int_eq(io_bus_register(&bus, 0x104, 8, rec, &b, "overlap"), -EEXIST);
+	ck_assert_int_eq(io_bus_register(&bus, 0xe, 4, rec, &b, "overlap2"), -EEXIST);
+	ck_assert_int_eq(io_bus_register(&bus, 0x0, 0, rec, &b, "empty"), -EINVAL);
+	ck_assert_int_eq(io_bus_register(&bus, ~0ULL - 1, 4, rec, &b, "wrap"), -EINVAL);
+
+	ck_assert(io_bus_dispatch(&bus, NULL, 0x104, d, 4, true));
+	ck_assert_int_eq(a.n, 1);
+	ck_assert_uint_eq(a.addr, 0x104);
+	ck_assert_mem_eq(a.last, "\x01\x02\x03\x04", 4);
+	/* Straddling the end of a range is not claimed. */
+	ck_assert(!io_bus_dispatch(&bus, NULL, 0x106, d, 4, false));
+	ck_assert_uint_eq(d[0], 0xff);
+	ck_assert_uint_eq(d[3], 0xff);
+	ck_assert_int_eq(a.n, 1);
+	ck_assert(io_bus_dispatch(&bus, NULL, 0x10, d, 2, false));
+	ck_assert_uint_eq(d[0], 0x5a);
+	ck_assert_int_eq(b.n, 1);
+	ck_assert(!io_bus_dispatch(&bus, NULL, 0x14, d, 1, true));
+	ck_assert_uint_eq(bus.unhandled, 2);
+	ck_assert_int_eq(io_bus_unregister(&bus, 0x10), 0);
+	ck_assert_int_eq(io_bus_unregister(&bus, 0x10), -ENOENT);
+	ck_assert(!io_bus_dispatch(&bus, NULL, 0x10, d, 1, false));
+	io_bus_destroy(&bus);
+}
+END_TEST
+
+START_TEST(io_bus_many_ranges_sorted)
+{
+	struct io_bus bus;
+	struct hits h[40] = { 0 };
+	u8 d[4];
+
+	io_bus_init(&bus);
+	/* Register out of order; lookups must still find each one. */
+	for (int i = 0; i < 40; i++) {
+		int k = (i * 17) % 40;
+
+		ck_assert_int_eq(io_bus_register(&bus, 0x1000 + (u64)k * 0x10, 0x10, rec, &h[k], "r"), 0);
+	}
+	for (int k = 0; k < 40; k++) {
+		ck_assert(io_bus_dispatch(&bus, NULL, 0x1000 + (u64)k * 0x10 + 0xc, d, 4, false));
+		ck_assert_int_eq(h[k].n, 1);
+	}
+	io_bus_destroy(&bus);
+}
+END_TEST
+
+static int parse(struct kvm_config *cfg, char *err, int argc, ...)
+{
+	char *argv[32];
+	va_list ap;
+	FILE *null = fopen("/dev/null", "w");
+	int ret;
+
+	va_start(ap, argc);
+	for (int i = 0; i < argc; i++)
+		argv[i] = va_arg(ap, char *);
+	va_end(ap);
+	argv[argc] = NULL;
+	err[0] = 0;
+	ret = kvm_run_parse(argc, argv, cfg, null, err, 256);
+	fclose(null);
+	return ret;
+}
+
+START_TEST(run_options_good)
+{
+	struct kvm_config cfg;
+	char err[256];
+
+	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-k", "bz"), 0);
+	ck_assert_str_eq(cfg.kernel_path, "bz");
+	ck_assert_uint_eq(cfg.ram_mib, 256);
+	ck_assert_int_eq(cfg.nr_cpus, 1);
+	ck_assert_int_eq(cfg.quirks, QUIRKS_AUTO);
+	ck_assert_int_eq(parse(&cfg, err, 19, "run", "--kernel", "k", "-i", "rd", "-p", "quiet", "-m", "2G", "-c",
+			       "4", "--timeout", "30", "--quirks", "none", "--exit-on", "Run /init", "--name",
+			       "vm1"),
+			 0);
+	ck_assert_str_eq(cfg.initrd_path, "rd");
+	ck_assert_str_eq(cfg.cmdline, "quiet");
+	ck_assert_uint_eq(cfg.ram_mib, 2048);
+	ck_assert_int_eq(cfg.nr_cpus, 4);
+	ck_assert_int_eq(cfg.timeout_s, 30);
+	ck_assert_int_eq(cfg.quirks, QUIRKS_NONE);
+	ck_assert_str_eq(cfg.exit_on, "Run /init");
+	ck_assert_str_eq(cfg.name, "vm1");
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--quirks", "pvm"), 0);
+	ck_assert_int_eq(cfg.quirks, QUIRKS_PVM);
+	ck_assert_int_eq(parse(&cfg, err, 2, "run", "--help"), 1);
+}
+END_TEST
+
+START_TEST(run_options_bad)
+{
+	struct kvm_config cfg;
+	char err[256];
+
+	ck_assert_int_eq(parse(&cfg, err, 1, "run"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "no kernel"));
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "0"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "--mem '0'"));
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "12x"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "-5"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "99999999999999999999"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-c", "0"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "--cpus '0'"));
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-c", "65"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--timeout", "0"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--timeout", "1.5"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--quirks", "maybe"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "auto, pvm or none"));
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--console", "virtio"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--exit-on", ""), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 4, "run", "-k", "k", "--bogus"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "unknown option '--bogus'"));
+	ck_assert_int_eq(parse(&cfg, err, 4, "run", "-k", "k", "extra"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "unexpected argument 'extra'"));
+	ck_assert_int_eq(parse(&cfg, err, 2, "run", "-k"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "needs a value"));
+}
+END_TEST
+
+START_TEST(cmdline_building)
+{
+	struct kvm_config cfg = { .cmdline = "root=/dev/vda" };
+	char buf[2048], small[16];
+
+	ck_assert_int_eq(kvm_run_cmdline(&cfg, false, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "console=ttyS0"));
+	ck_assert_ptr_null(strstr(buf, "clearcpuid"));
+	/* The user's parameters come last so they override lkvm's. */
+	ck_assert_str_eq(buf + strlen(buf) - strlen("root=/dev/vda"), "root=/dev/vda");
+	ck_assert_int_eq(kvm_run_cmdline(&cfg, true, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "clearcpuid="));
+	ck_assert_ptr_nonnull(strstr(buf, "noxsave"));
+	ck_assert_int_eq(kvm_run_cmdline(&cfg, true, small, sizeof(small)), -E2BIG);
+}
+END_TEST
+
+START_TEST(emulation_decoder)
+{
+	int len = 0;
+
+	ck_assert_int_eq(x86_emu_classify((const u8 *)"\xcc\x90", 2, &len), EMU_INT3);
+	ck_assert_int_eq(len, 1);
+	ck_assert_int_eq(x86_emu_classify((const u8 *)"\x0f\x01\xca", 3, &len), EMU_CLAC);
+	ck_assert_int_eq(len, 3);
+	ck_assert_int_eq(x86_emu_classify((const u8 *)"\x0f\x01\xcb", 3, &len), EMU_STAC);
+	ck_assert_int_eq(x86_emu_classify((const u8 *)"\x9b", 1, &len), EMU_FWAIT);
+	ck_assert_int_eq(x86_emu_classify((const u8 *)"\x0f\x01", 2, &len), -1); /* truncated */
+	ck_assert_int_eq(x86_emu_classify((const u8 *)"\x0f\x01\xc8", 3, &len), -1); /* monitor */
+	ck_assert_int_eq(x86_emu_classify((const u8 *)"\xf3\x48\x0f\xb8", 4, &len), -1); /* popcnt */
+	ck_assert_int_eq(x86_emu_classify((const u8 *)"", 0, &len), -1);
+	ck_assert_str_eq(x86_emu_name(EMU_CLAC), "clac");
+	ck_assert_str_eq(x86_emu_name(99), "?");
+}
+END_TEST
+
+START_TEST(console_match_across_writes)
+{
+	struct term t;
+	char match[] = "Run /init";
+	char tail[16];
+
+	memset(&t, 0, sizeof(t));
+	t.match = match;
+	t.match_len = strlen(match);
+	t.tail = tail;
+	ck_assert(!term_match_feed(&t, (const u8 *)"booting... Ru", 13));
+	ck_assert(!term_match_feed(&t, (const u8 *)"n /in", 5));
+	ck_assert(term_match_feed(&t, (const u8 *)"it as init", 10));
+	t.tail_len = 0;
+	ck_assert(!term_match_feed(&t, (const u8 *)"Run /ini", 8));
+	ck_assert(!term_match_feed(&t, (const u8 *)"x", 1));
+	ck_assert(term_match_feed(&t, (const u8 *)"Run /init", 9));
+	/* Byte by byte. */
+	t.tail_len = 0;
+	for (const char *p = "xxRun /ini"; *p; p++)
+		ck_assert(!term_match_feed(&t, (const u8 *)p, 1));
+	ck_assert(term_match_feed(&t, (const u8 *)"t", 1));
+}
+END_TEST
+
+static Suite *core_suite(void)
+{
+	Suite *s = suite_create("core");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, io_bus_dispatch_and_bounds);
+	tcase_add_test(tc, io_bus_many_ranges_sorted);
+	tcase_add_test(tc, run_options_good);
+	tcase_add_test(tc, run_options_bad);
+	tcase_add_test(tc, cmdline_building);
+	tcase_add_test(tc, emulation_decoder);
+	tcase_add_test(tc, console_match_across_writes);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LKVM_CHECK_MAIN(core_suite)

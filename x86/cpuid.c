@@ -1,0 +1,83 @@
+/* The guest's CPUID table: what KVM supports, plus topology, hypervisor leaves and host quirks. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "lkvm/kvm-cpu.h"
+#include "lkvm/kvm.h"
+#include "lkvm/x86.h"
+
+#define CPUID_1_ECX_HYPERVISOR (1U << 31)
+#define CPUID_1_EDX_HTT (1U << 28)
+#define KVM_CPUID_SIGNATURE 0x40000000U
+#define KVM_CPUID_FEATURES 0x40000001U
+
+static struct kvm_cpuid2 *get_supported(int sys_fd)
+{
+	for (u32 n = 128; n <= 4096; n *= 2) {
+		struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + n * sizeof(c->entries[0]));
+
+		if (!c)
+			return NULL;
+		c->nent = n;
+		if (ioctl(sys_fd, KVM_GET_SUPPORTED_CPUID, c) == 0)
+			return c;
+		free(c);
+		if (errno != E2BIG)
+			return NULL;
+	}
+	errno = E2BIG;
+	return NULL;
+}
+
+int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
+{
+	struct kvm *kvm = vcpu->kvm;
+	struct kvm_cpuid2 *c = get_supported(kvm->sys_fd);
+	u32 ncpu = (u32)(kvm->cfg.nr_cpus > 0 ? kvm->cfg.nr_cpus : 1);
+	bool have_sig = false;
+	int ret = 0;
+
+	if (!c) {
+		errfmt(err, errlen, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
+		return -errno;
+	}
+	for (u32 i = 0; i < c->nent; i++) {
+		struct kvm_cpuid_entry2 *e = &c->entries[i];
+
+		switch (e->function) {
+		case 1:
+			/* Initial APIC id and logical processor count, as the MP table says. */
+			e->ebx = (e->ebx & 0x0000ffffU) | ((u32)vcpu->id << 24) | ((ncpu & 0xff) << 16);
+			e->ecx |= CPUID_1_ECX_HYPERVISOR;
+			if (ncpu > 1)
+				e->edx |= CPUID_1_EDX_HTT;
+			break;
+		case 0xb:
+		case 0x1f:
+			/* x2APIC topology: EDX is this CPU's x2APIC id. */
+			e->edx = (u32)vcpu->id;
+			break;
+		case KVM_CPUID_SIGNATURE:
+			have_sig = true;
+			break;
+		case KVM_CPUID_FEATURES:
+			/* On a PVM host the paravirtual send-IPI hypercall never returns on the
+			 * target (HOST-KVM.md): hide it and Linux uses the APIC's ICR instead. */
+			if (kvm->pvm_quirks)
+				e->eax &= ~(1U << KVM_FEATURE_PV_SEND_IPI_BIT);
+			break;
+		default:
+			break;
+		}
+	}
+	if (!have_sig)
+		pr_debug("host reports no KVM signature leaf; the guest will not see KVM PV features");
+	if (ioctl(vcpu->fd, KVM_SET_CPUID2, c) < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "KVM_SET_CPUID2: %s", strerror(errno));
+	}
+	free(c);
+	return ret;
+}
