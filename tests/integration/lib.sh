@@ -1,0 +1,171 @@
+# Bash helpers for integration tests: run lkvm under a wall-clock guard, assert status and output, tally results.
+# shellcheck shell=bash
+#
+# A test is a shell function run by `run_test NAME FUNC [ARGS...]` (in a subshell, possibly in the
+# background). Inside it: `run_lkvm LOG STATUS -- LKVM-ARGS...`, `expect_status`, `expect_output`,
+# `fail WHY`, `skip WHY`. Each test prints exactly one line: "ok NAME", "FAIL NAME: why (log: path)"
+# or "skip NAME: why". `finish_tests` waits for all, prints them in order and the summary line
+# "guests: N passed, N failed, N skipped", and returns non-zero when any test failed.
+
+REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+LKVM=${LKVM:-$REPO_ROOT/lkvm}
+case $LKVM in /*) ;; *) LKVM=$REPO_ROOT/$LKVM ;; esac
+GUEST_DIR=${GUEST_DIR:-$REPO_ROOT/build/guests}
+LOG_DIR=${LOG_DIR:-$REPO_ROOT/build/test-logs}
+TEST_JOBS=${TEST_JOBS:-2}       # tests run at once (the hosts have 2 cores)
+GUARD_SLACK=${GUARD_SLACK:-10}  # seconds the wall-clock guard allows beyond lkvm's --timeout
+GUARD_DEFAULT=${GUARD_DEFAULT:-60}
+SUMMARY_PREFIX=${SUMMARY_PREFIX:-guests}
+
+mkdir -p "$LOG_DIR"
+_RES_DIR=$(mktemp -d "$LOG_DIR/.results.XXXXXX")
+_TEST_ORDER=()
+_SKIP_ALL=""
+
+# Marks every later test skipped (not passed) when /dev/kvm is missing or cannot be opened.
+skip_unless_kvm() {
+	if [ ! -e /dev/kvm ]; then
+		_SKIP_ALL="/dev/kvm missing"
+	elif ! { exec 9<>/dev/kvm; } 2>/dev/null; then
+		_SKIP_ALL="/dev/kvm cannot be opened read-write"
+	else
+		exec 9>&-
+	fi
+	if [ -z "$_SKIP_ALL" ] && [ ! -x "$LKVM" ]; then
+		_SKIP_ALL="no lkvm binary at $LKVM (run make)"
+	fi
+}
+
+# True on a host whose KVM is kvm_pvm (guest kernel code emulated; lkvm completes some instructions).
+is_pvm_host() { [ -d /sys/module/kvm_pvm ]; }
+
+# --- inside a test -------------------------------------------------------------------------------
+
+fail() {
+	_T_RESULT="FAIL $_T_NAME: $* (log: ${LAST_LOG:-none})"
+	return 1
+}
+
+skip() {
+	_T_RESULT="skip $_T_NAME: $*"
+	return 1
+}
+
+# run_lkvm LOG EXPECTED_STATUS -- ARGS...: runs "$LKVM ARGS..." with stdin from /dev/null, stdout and
+# stderr into $LOG_DIR/LOG.log, under timeout(1) (SIGKILL at lkvm's --timeout + GUARD_SLACK s).
+# Sets LAST_LOG, LAST_STATUS, LAST_SECS (wall time, 0.01 s); fails unless the status is expected.
+run_lkvm() {
+	local log=$1 want=$2
+	shift 2
+	[ "${1-}" = "--" ] && shift
+	local guard=$GUARD_DEFAULT prev="" a
+	for a in "$@"; do
+		if [ "$prev" = "--timeout" ]; then guard=$((a + GUARD_SLACK)); fi
+		case $a in --timeout=*) guard=$((${a#--timeout=} + GUARD_SLACK)) ;; esac
+		prev=$a
+	done
+	LAST_LOG=$LOG_DIR/$log.log
+	local t0 t1
+	t0=$(date +%s%N)
+	{
+		printf '$ %s' "$LKVM"
+		printf ' %q' "$@"
+		printf '\n'
+	} >"$LAST_LOG.cmd"
+	timeout -s KILL "$guard" "$LKVM" "$@" </dev/null >"$LAST_LOG" 2>&1
+	LAST_STATUS=$?
+	t1=$(date +%s%N)
+	LAST_SECS=$(((t1 - t0) / 10000000))
+	LAST_SECS=$((LAST_SECS / 100)).$(printf '%02d' $((LAST_SECS % 100)))
+	if [ "$LAST_STATUS" = 137 ]; then
+		fail "wall-clock guard (${guard}s) killed lkvm: it hung"
+		return 1
+	fi
+	expect_status "$want"
+}
+
+expect_status() {
+	[ "$LAST_STATUS" = "$1" ] && return 0
+	local last
+	last=$(grep -v '^GUEST ' "$LAST_LOG" | tail -n 1 | cut -c1-200)
+	fail "exit status $LAST_STATUS, expected $1${last:+; last line: $last}"
+}
+
+# expect_output REGEX [DESCRIPTION]: extended regex somewhere in the last run's output.
+expect_output() {
+	grep -Eq -- "$1" "$LAST_LOG" && return 0
+	fail "output lacks ${2:-/$1/}"
+}
+
+expect_output_i() {
+	grep -Eiq -- "$1" "$LAST_LOG" && return 0
+	fail "output lacks ${2:-/$1/ (any case)}"
+}
+
+expect_no_output() {
+	grep -Eq -- "$1" "$LAST_LOG" || return 0
+	fail "output has ${2:-/$1/}: $(grep -Em1 -- "$1" "$LAST_LOG" | cut -c1-200)"
+}
+
+# need_guest NAME: sets ELF to the built guest's path; fails the test when it is missing.
+need_guest() {
+	ELF=$GUEST_DIR/$1.elf
+	[ -f "$ELF" ] && return 0
+	fail "guest $ELF not built (run make guests)"
+}
+
+# --- running tests -------------------------------------------------------------------------------
+
+_run_one() {
+	local name=$1
+	shift
+	_T_NAME=$name
+	_T_RESULT=""
+	LAST_LOG=""
+	if [ -n "$_SKIP_ALL" ]; then
+		echo "skip $name: $_SKIP_ALL"
+		return 0
+	fi
+	"$@"
+	if [ -n "$_T_RESULT" ]; then
+		echo "$_T_RESULT"
+	else
+		echo "ok $name"
+	fi
+}
+
+# run_test NAME FUNC [ARGS...]: starts a test in the background, at most TEST_JOBS at once.
+# Tests marked serial (run_test_serial) wait for everything before them and run alone.
+run_test() {
+	local name=$1
+	_TEST_ORDER+=("$name")
+	while [ "$(jobs -pr | wc -l)" -ge "$TEST_JOBS" ]; do
+		wait -n 2>/dev/null || sleep 0.1
+	done
+	(_run_one "$@" >"$_RES_DIR/$name" 2>"$_RES_DIR/$name.err") &
+}
+
+run_test_serial() {
+	wait
+	local name=$1
+	_TEST_ORDER+=("$name")
+	(_run_one "$@" >"$_RES_DIR/$name" 2>"$_RES_DIR/$name.err")
+}
+
+finish_tests() {
+	wait
+	local pass=0 failn=0 skipn=0 name line
+	for name in "${_TEST_ORDER[@]}"; do
+		line=$(head -n 1 "$_RES_DIR/$name" 2>/dev/null)
+		[ -n "$line" ] || line="FAIL $name: test produced no result ($(head -c 200 "$_RES_DIR/$name.err" 2>/dev/null))"
+		echo "$line"
+		case $line in
+		ok\ *) pass=$((pass + 1)) ;;
+		skip\ *) skipn=$((skipn + 1)) ;;
+		*) failn=$((failn + 1)) ;;
+		esac
+	done
+	rm -rf "$_RES_DIR"
+	echo "$SUMMARY_PREFIX: $pass passed, $failn failed, $skipn skipped"
+	[ "$failn" -eq 0 ]
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Boots every freestanding test guest (build/guests/*.elf, from `make guests`) in lkvm and checks the outcome.
+set -u
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+T=20 # lkvm --timeout for guests that should end by themselves
+
+t_cpl0() {
+	need_guest cpl0 || return
+	run_lkvm cpl0 0 -- run -k "$ELF" --timeout $T || return
+	expect_output '^GUEST cpl0-pio: OK' || return
+	expect_output '^GUEST cpl0 pvpanic-port=0x03' "pvpanic port read 0x03" || return
+	expect_output '^GUEST cpl0 pvpanic-pci-dev=0x8000[0-9a-f][08]00' "pvpanic PCI device on bus 0" || return
+	expect_output '^GUEST cpl0 pvpanic-bar0=0x([cde][0-9a-f]|f[0-e])[0-9a-f]{6}' "BAR0 inside the PCI hole" || return
+	expect_output '^GUEST cpl0 pvpanic-mmio=0x03' "pvpanic MMIO read 0x03" || return
+	expect_output '^GUEST cpl0 unclaimed-mmio 0x[0-9a-f]{8}=0xffffffff' "unclaimed MMIO read all-ones" || return
+	expect_output '^GUEST cpl0: done'
+}
+
+t_cpl3() {
+	need_guest cpl3 || return
+	run_lkvm cpl3 0 -- run -k "$ELF" --timeout $T || return
+	expect_output '^GUEST cpl3-pio: OK' || return
+	expect_output '^GUEST cpl3 cpl=3 iopl=3' "cpl=3 iopl=3" || return
+	expect_output '^GUEST cpl3 pvpanic-mmio=0x03' "pvpanic MMIO read 0x03 from CPL3" || return
+	expect_output '^GUEST cpl3: resetting from CPL3'
+}
+
+t_hlt() {
+	need_guest hlt || return
+	run_lkvm hlt 0 -- run -k "$ELF" --timeout $T || return
+	expect_output '^GUEST hlt: woke from HLT count=1$' || return
+	expect_output '^GUEST hlt: woke from HLT count=5$' || return
+	expect_output '^GUEST hlt: done, timer wakes=5$'
+}
+
+t_insn() {
+	need_guest insn || return
+	run_lkvm insn 0 -- run -k "$ELF" --timeout $T || return
+	expect_output '^GUEST insn int3: count=1 eip=0x[0-9a-f]{8} OK' "int3 handled once, continued" || return
+	if grep -q '^GUEST insn smap absent' "$LAST_LOG"; then :; else
+		expect_output '^GUEST insn stac: ac=1 OK' || return
+		expect_output '^GUEST insn clac: ac=0 OK' || return
+	fi
+	expect_output '^GUEST insn fwait: OK' || return
+	expect_output '^GUEST insn: ALL OK' || return
+	is_pvm_host || return 0
+	# Without lkvm's completions the host cannot run int3: proves they are what makes it pass.
+	run_lkvm insn-quirks-none 1 -- run -k "$ELF" --timeout $T --quirks none || return
+	expect_no_output '^GUEST insn int3:' "int3 completed despite --quirks none" || return
+	expect_output_i 'emulat' "an emulation-failure message" || return
+	expect_output_i '\bcc\b|0xcc|\bcc[0-9a-f]' "the instruction bytes (cc)"
+}
+
+t_panic() {
+	need_guest panic || return
+	run_lkvm panic 2 -- run -k "$ELF" --timeout $T || return
+	expect_output '^GUEST panic: writing pvpanic'
+}
+
+t_spin() {
+	need_guest spin || return
+	run_lkvm spin 124 -- run -k "$ELF" --timeout 2 || return
+	expect_output '^GUEST spin: spinning' || return
+	local cs=${LAST_SECS/./}
+	cs=$((10#$cs))
+	[ "$cs" -ge 190 ] || { fail "ended after ${LAST_SECS}s, before the 2s timeout"; return; }
+	[ "$cs" -le 400 ] || fail "took ${LAST_SECS}s for a 2s timeout"
+}
+
+t_exit_on() {
+	need_guest spin || return
+	run_lkvm spin-exit-on 0 -- run -k "$ELF" --timeout $T --exit-on "spin: spinning" || return
+	expect_output '^GUEST spin: spinning' || return
+	local cs=${LAST_SECS/./}
+	[ "$((10#$cs))" -lt 1000 ] || fail "took ${LAST_SECS}s to notice the text"
+}
+
+t_smp() {
+	local n=$1 i
+	need_guest smp || return
+	run_lkvm "smp-$n" 0 -- run -k "$ELF" -c "$n" --timeout $T || return
+	expect_output "^GUEST smp: MP table cpus=$n\$" || return
+	for ((i = 1; i < n; i++)); do
+		expect_output "^GUEST smp: AP $i up\$" || return
+	done
+	expect_output "^GUEST smp: SMP OK cpus=$n\$"
+}
+
+t_badinsn() {
+	is_pvm_host || { skip "host KVM is not kvm_pvm: it emulates nothing for lkvm to reject"; return; }
+	need_guest badinsn || return
+	run_lkvm badinsn 1 -- run -k "$ELF" --timeout $T || return
+	expect_output '^GUEST badinsn: executing' || return
+	expect_no_output '^GUEST badinsn: survived' || return
+	expect_output_i 'emulation' "an emulation-failure message" || return
+	expect_output_i 'f2 ?0f ?38 ?f1|0xf2' "the instruction bytes (f2 0f 38 f1)"
+}
+
+t_missing_kernel() {
+	run_lkvm bad-missing-kernel 1 -- run -k "$LOG_DIR/no-such-kernel.elf" --timeout 5 || return
+	local n
+	n=$(grep -c . "$LAST_LOG")
+	[ "$n" -eq 1 ] || fail "expected a one-line message, got $n lines"
+}
+
+t_garbage_kernel() {
+	local f=$LOG_DIR/garbage-kernel.bin
+	yes 'this is not a kernel image' | head -c 65536 >"$f"
+	run_lkvm bad-garbage-kernel 1 -- run -k "$f" --timeout 5 || return
+	expect_output . "an error message" || return
+	expect_no_output '^GUEST '
+}
+
+t_truncated_kernel() {
+	need_guest cpl0 || return
+	local f=$LOG_DIR/truncated-$1.elf off fsz cut
+	read -r off fsz < <(readelf -lW "$ELF" | awk '$1 == "LOAD" { print $2, $5; exit }')
+	[ -n "$fsz" ] || { fail "no LOAD segment in $ELF"; return; }
+	off=$((off)) fsz=$((fsz))
+	case $1 in
+	header) cut=100 ;;               # ELF header, then half a program header table
+	segment) cut=$((off + fsz / 2)) ;; # half of the load segment's file bytes
+	esac
+	head -c "$cut" "$ELF" >"$f"
+	run_lkvm "bad-truncated-$1" 1 -- run -k "$f" --timeout 5 || return
+	expect_output . "an error message" || return
+	expect_no_output '^GUEST '
+}
+
+skip_unless_kvm
+run_test_serial spin t_spin # alone, so the timing is not skewed by other guests
+run_test cpl0 t_cpl0
+run_test cpl3 t_cpl3
+run_test hlt t_hlt
+run_test insn t_insn
+run_test panic t_panic
+run_test spin-exit-on t_exit_on
+run_test smp-2 t_smp 2
+run_test smp-4 t_smp 4
+run_test badinsn t_badinsn
+run_test bad-missing-kernel t_missing_kernel
+run_test bad-garbage-kernel t_garbage_kernel
+run_test bad-truncated-header t_truncated_kernel header
+run_test bad-truncated-segment t_truncated_kernel segment
+finish_tests
