@@ -1,0 +1,180 @@
+/* MC146818 RTC and CMOS RAM (ports 0x70/0x71): the host's UTC time, read-only clock, 128 bytes of RAM. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lkvm/hw.h"
+#include "lkvm/kvm.h"
+
+#define RTC_INDEX_PORT 0x70
+#define RTC_DATA_PORT 0x71
+#define CMOS_SIZE 128
+
+enum {
+	RTC_SECONDS = 0x00,
+	RTC_MINUTES = 0x02,
+	RTC_HOURS = 0x04,
+	RTC_DAY_OF_WEEK = 0x06,
+	RTC_DAY_OF_MONTH = 0x07,
+	RTC_MONTH = 0x08,
+	RTC_YEAR = 0x09,
+	RTC_REG_A = 0x0a,
+	RTC_REG_B = 0x0b,
+	RTC_REG_C = 0x0c,
+	RTC_REG_D = 0x0d,
+	RTC_CENTURY = 0x32,
+};
+
+#define REG_A_DEFAULT 0x26 /* 32.768 kHz divider, 1024 Hz rate; UIP (bit 7) never set */
+#define REG_B_24H 0x02
+#define REG_B_BINARY 0x04
+#define REG_B_DEFAULT REG_B_24H
+#define REG_D_VRT 0x80 /* RAM and time valid */
+#define HOUR_PM 0x80
+
+struct rtc {
+	pthread_mutex_t lock;
+	u8 index;
+	u8 ram[CMOS_SIZE]; /* also holds A and B; the clock registers are computed */
+};
+
+static u8 encode(const struct rtc *r, int v)
+{
+	if (r->ram[RTC_REG_B] & REG_B_BINARY)
+		return (u8)v;
+	return (u8)(((v / 10) << 4) | (v % 10));
+}
+
+/* The clock is the host's, read at each access: the guest cannot set it (writes to
+ * the time registers are ignored), which keeps the VMM stateless across suspends. */
+static bool clock_read_locked(const struct rtc *r, u8 reg, u8 *out)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+	int h;
+
+	if (!gmtime_r(&now, &tm))
+		return false;
+	switch (reg) {
+	case RTC_SECONDS:
+		*out = encode(r, tm.tm_sec > 59 ? 59 : tm.tm_sec);
+		return true;
+	case RTC_MINUTES:
+		*out = encode(r, tm.tm_min);
+		return true;
+	case RTC_HOURS:
+		if (r->ram[RTC_REG_B] & REG_B_24H) {
+			*out = encode(r, tm.tm_hour);
+		} else {
+			h = tm.tm_hour % 12;
+			*out = (u8)(encode(r, h ? h : 12) | (tm.tm_hour >= 12 ? HOUR_PM : 0));
+		}
+		return true;
+	case RTC_DAY_OF_WEEK:
+		*out = encode(r, tm.tm_wday + 1); /* 1 = Sunday */
+		return true;
+	case RTC_DAY_OF_MONTH:
+		*out = encode(r, tm.tm_mday);
+		return true;
+	case RTC_MONTH:
+		*out = encode(r, tm.tm_mon + 1);
+		return true;
+	case RTC_YEAR:
+		*out = encode(r, tm.tm_year % 100);
+		return true;
+	case RTC_CENTURY:
+		*out = encode(r, (tm.tm_year + 1900) / 100);
+		return true;
+	default:
+		return false;
+	}
+}
+
+static u8 data_read_locked(struct rtc *r)
+{
+	u8 v;
+
+	if (clock_read_locked(r, r->index, &v))
+		return v;
+	switch (r->index) {
+	case RTC_REG_C:
+		return 0; /* no interrupt sources: nothing ever flagged */
+	case RTC_REG_D:
+		return REG_D_VRT;
+	default:
+		return r->ram[r->index];
+	}
+}
+
+static void data_write_locked(struct rtc *r, u8 v)
+{
+	u8 dummy;
+
+	if (clock_read_locked(r, r->index, &dummy))
+		return;
+	switch (r->index) {
+	case RTC_REG_A:
+		r->ram[RTC_REG_A] = v & 0x7f; /* UIP is read-only */
+		break;
+	case RTC_REG_C:
+	case RTC_REG_D:
+		break; /* read-only */
+	default:
+		r->ram[r->index] = v;
+		break;
+	}
+}
+
+static void rtc_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write,
+		   void *opaque)
+{
+	struct rtc *r = opaque;
+
+	pthread_mutex_lock(&r->lock);
+	if (port == RTC_INDEX_PORT) {
+		/* Bit 7 masks NMIs on real hardware; we have none to mask. */
+		if (is_write)
+			r->index = data[0] & 0x7f;
+		else
+			data[0] = r->index;
+	} else if (is_write) {
+		data_write_locked(r, data[0]);
+	} else {
+		data[0] = data_read_locked(r);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+int rtc_init(struct kvm *kvm)
+{
+	struct rtc *r = calloc(1, sizeof(*r));
+	int ret;
+
+	if (!r)
+		return -ENOMEM;
+	r->ram[RTC_REG_A] = REG_A_DEFAULT;
+	r->ram[RTC_REG_B] = REG_B_DEFAULT;
+	pthread_mutex_init(&r->lock, NULL);
+	ret = io_bus_register(&kvm->pio, RTC_INDEX_PORT, 2, rtc_io, r, "rtc");
+	if (ret) {
+		pthread_mutex_destroy(&r->lock);
+		free(r);
+		return ret;
+	}
+	kvm->rtc = r;
+	return 0;
+}
+
+void rtc_destroy(struct kvm *kvm)
+{
+	struct rtc *r = kvm->rtc;
+
+	if (!r)
+		return;
+	io_bus_unregister(&kvm->pio, RTC_INDEX_PORT);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+	kvm->rtc = NULL;
+}

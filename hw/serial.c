@@ -1,0 +1,296 @@
+/* 16550A UART: the guest's serial console (TX to the terminal, RX FIFO fed by the input thread). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lkvm/hw.h"
+#include "lkvm/kvm.h"
+#include "lkvm/term.h"
+
+/* Register offsets; DLAB (LCR bit 7) turns 0/1 into the divisor latch. */
+enum {
+	UART_RBR_THR = 0,
+	UART_IER = 1,
+	UART_IIR_FCR = 2,
+	UART_LCR = 3,
+	UART_MCR = 4,
+	UART_LSR = 5,
+	UART_MSR = 6,
+	UART_SCR = 7,
+	UART_NR_PORTS = 8,
+};
+
+#define IER_ERBFI 0x01 /* RX data available */
+#define IER_ETBEI 0x02 /* THR empty */
+#define IER_MASK 0x0f  /* the 16550A has only these; Linux probes that the rest stay 0 */
+
+#define IIR_NONE 0x01
+#define IIR_THRE 0x02
+#define IIR_RDA 0x04
+#define IIR_FIFO 0xc0 /* FIFOs enabled: what tells Linux this is a 16550A */
+
+#define FCR_ENABLE 0x01
+#define FCR_CLEAR_RX 0x02
+
+#define LCR_DLAB 0x80
+
+#define MCR_DTR 0x01
+#define MCR_RTS 0x02
+#define MCR_OUT1 0x04
+#define MCR_OUT2 0x08
+#define MCR_LOOP 0x10
+#define MCR_MASK 0x1f
+
+#define LSR_DR 0x01
+#define LSR_OE 0x02
+#define LSR_THRE 0x20
+#define LSR_TEMT 0x40
+
+#define MSR_CTS 0x10
+#define MSR_DSR 0x20
+#define MSR_RI 0x40
+#define MSR_DCD 0x80
+
+struct serial8250 {
+	struct kvm *kvm;
+	u16 base;
+	u32 irq;
+	serial_irq_fn irq_fn;
+	serial_out_fn out_fn;
+
+	pthread_mutex_t lock; /* everything below: vCPU threads and the input thread */
+	u8 ier, lcr, mcr, scr, dll, dlm, fcr;
+	u8 lsr_err;           /* overrun, sticky until LSR is read */
+	bool thre_pending;    /* THR-empty interrupt armed (see update_irq) */
+	int irq_level;        /* what we last told the irqchip, so we signal only edges */
+	u8 rx[SERIAL_RX_FIFO_SIZE];
+	unsigned rx_head, rx_count;
+};
+
+static u8 iir_locked(const struct serial8250 *s)
+{
+	u8 fifo = (s->fcr & FCR_ENABLE) ? IIR_FIFO : 0;
+
+	/* Priority: received data before THR empty (line/modem status never pend here). */
+	if ((s->ier & IER_ERBFI) && s->rx_count)
+		return fifo | IIR_RDA;
+	if ((s->ier & IER_ETBEI) && s->thre_pending)
+		return fifo | IIR_THRE;
+	return fifo | IIR_NONE;
+}
+
+/* The line is a level: it follows "some enabled condition pends". Only changes reach
+ * the irqchip, as a KVM_IRQ_LINE per edge. */
+static void update_irq_locked(struct serial8250 *s)
+{
+	int level = !(iir_locked(s) & IIR_NONE);
+
+	if (level == s->irq_level)
+		return;
+	s->irq_level = level;
+	s->irq_fn(s->kvm, s->irq, level);
+}
+
+static bool rx_push_locked(struct serial8250 *s, u8 c)
+{
+	if (s->rx_count == SERIAL_RX_FIFO_SIZE)
+		return false;
+	s->rx[(s->rx_head + s->rx_count) % SERIAL_RX_FIFO_SIZE] = c;
+	s->rx_count++;
+	return true;
+}
+
+static u8 rx_pop_locked(struct serial8250 *s)
+{
+	u8 c;
+
+	if (!s->rx_count)
+		return 0;
+	c = s->rx[s->rx_head];
+	s->rx_head = (s->rx_head + 1) % SERIAL_RX_FIFO_SIZE;
+	s->rx_count--;
+	return c;
+}
+
+static u8 msr_locked(const struct serial8250 *s)
+{
+	u8 m = s->mcr;
+
+	if (!(s->mcr & MCR_LOOP))
+		return MSR_DCD | MSR_DSR | MSR_CTS; /* a host console that is always there */
+	/* Loopback wires the modem outputs to the inputs: RTS->CTS, DTR->DSR,
+	 * OUT1->RI, OUT2->DCD. Linux's probe checks exactly this. */
+	return (u8)(((m & MCR_RTS) ? MSR_CTS : 0) | ((m & MCR_DTR) ? MSR_DSR : 0) |
+		    ((m & MCR_OUT1) ? MSR_RI : 0) | ((m & MCR_OUT2) ? MSR_DCD : 0));
+}
+
+/* Returns true when `*tx` holds a byte to send once the lock is dropped. */
+static bool write_locked(struct serial8250 *s, unsigned reg, u8 v, u8 *tx)
+{
+	bool dlab = s->lcr & LCR_DLAB;
+
+	switch (reg) {
+	case UART_RBR_THR:
+		if (dlab) {
+			s->dll = v;
+			return false;
+		}
+		if (s->mcr & MCR_LOOP) {
+			if (!rx_push_locked(s, v))
+				s->lsr_err |= LSR_OE;
+		} else {
+			*tx = v;
+		}
+		/* The byte leaves at once, so THR is empty again right away. */
+		s->thre_pending = true;
+		update_irq_locked(s);
+		return !(s->mcr & MCR_LOOP);
+	case UART_IER:
+		if (dlab) {
+			s->dlm = v;
+			return false;
+		}
+		/* Enabling ETBEI with THR empty interrupts at once (16550 behaviour that
+		 * Linux's serial core relies on to start transmitting). */
+		if ((v & IER_ETBEI) && !(s->ier & IER_ETBEI))
+			s->thre_pending = true;
+		s->ier = v & IER_MASK;
+		break;
+	case UART_IIR_FCR:
+		if (v & FCR_CLEAR_RX)
+			s->rx_head = s->rx_count = 0;
+		/* Keep enable and the trigger level; the reset bits are self-clearing. */
+		s->fcr = v & 0xc9;
+		break;
+	case UART_LCR:
+		s->lcr = v;
+		break;
+	case UART_MCR:
+		s->mcr = v & MCR_MASK;
+		break;
+	case UART_SCR:
+		s->scr = v;
+		break;
+	default: /* LSR and MSR are read-only */
+		break;
+	}
+	update_irq_locked(s);
+	return false;
+}
+
+static u8 read_locked(struct serial8250 *s, unsigned reg)
+{
+	bool dlab = s->lcr & LCR_DLAB;
+	u8 v = 0;
+
+	switch (reg) {
+	case UART_RBR_THR:
+		if (dlab)
+			return s->dll;
+		v = rx_pop_locked(s);
+		break;
+	case UART_IER:
+		return dlab ? s->dlm : s->ier;
+	case UART_IIR_FCR:
+		v = iir_locked(s);
+		/* Reading IIR while it reports THRE acknowledges that interrupt. */
+		if ((v & 0x0f) == IIR_THRE)
+			s->thre_pending = false;
+		break;
+	case UART_LCR:
+		return s->lcr;
+	case UART_MCR:
+		return s->mcr;
+	case UART_LSR:
+		v = LSR_THRE | LSR_TEMT | (s->rx_count ? LSR_DR : 0) | s->lsr_err;
+		s->lsr_err = 0;
+		return v;
+	case UART_MSR:
+		return msr_locked(s);
+	case UART_SCR:
+		return s->scr;
+	}
+	update_irq_locked(s);
+	return v;
+}
+
+static void serial_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write,
+		      void *opaque)
+{
+	struct serial8250 *s = opaque;
+	unsigned reg = (unsigned)(port - s->base);
+	serial_out_fn out;
+	bool send = false;
+	u8 tx = 0;
+
+	/* The registers are bytes; a wider access is a guest bug: use its low byte. */
+	pthread_mutex_lock(&s->lock);
+	if (is_write)
+		send = write_locked(s, reg, data[0], &tx);
+	else
+		data[0] = read_locked(s, reg);
+	out = s->out_fn;
+	pthread_mutex_unlock(&s->lock);
+	/* Outside the lock: the terminal may block briefly or take its own lock while its
+	 * input thread is calling serial8250_receive. */
+	if (send)
+		out(s->kvm, &tx, 1);
+}
+
+size_t serial8250_receive(struct serial8250 *s, const u8 *buf, size_t n)
+{
+	size_t done = 0;
+
+	pthread_mutex_lock(&s->lock);
+	/* In loopback the receiver is disconnected from the line. */
+	if (!(s->mcr & MCR_LOOP)) {
+		while (done < n && rx_push_locked(s, buf[done]))
+			done++;
+		update_irq_locked(s);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return done;
+}
+
+void serial8250_set_hooks(struct serial8250 *s, serial_irq_fn irq, serial_out_fn out)
+{
+	pthread_mutex_lock(&s->lock);
+	s->irq_fn = irq ? irq : kvm_irq_line;
+	s->out_fn = out ? out : term_output;
+	pthread_mutex_unlock(&s->lock);
+}
+
+struct serial8250 *serial8250_create(struct kvm *kvm, u16 base, u32 irq)
+{
+	struct serial8250 *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s)
+		return NULL;
+	s->kvm = kvm;
+	s->base = base;
+	s->irq = irq;
+	s->irq_fn = kvm_irq_line;
+	s->out_fn = term_output;
+	s->dll = 12; /* 9600 baud, what firmware would leave behind */
+	s->lcr = 0x03; /* 8N1 */
+	pthread_mutex_init(&s->lock, NULL);
+	ret = io_bus_register(&kvm->pio, base, UART_NR_PORTS, serial_io, s, "serial8250");
+	if (ret) {
+		pr_err("serial8250 at %#x: %s", base, strerror(-ret));
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void serial8250_destroy(struct serial8250 *s)
+{
+	if (!s)
+		return;
+	io_bus_unregister(&s->kvm->pio, s->base);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}

@@ -1,0 +1,308 @@
+/* Unit tests of the small legacy devices: RTC/CMOS, i8042 and reset ports, pvpanic (ISA and PCI). */
+#include <string.h>
+#include <time.h>
+
+#include "check_main.h"
+#include "lkvm/hw.h"
+#include "lkvm/kvm.h"
+#include "lkvm/layout.h"
+#include "lkvm/pci.h"
+
+static struct kvm *vm_new(bool with_pci)
+{
+	struct kvm *kvm = calloc(1, sizeof(*kvm));
+
+	ck_assert_ptr_nonnull(kvm);
+	kvm->stop_fd = -1;
+	io_bus_init(&kvm->pio);
+	io_bus_init(&kvm->mmio);
+	if (with_pci)
+		ck_assert_int_eq(pci_bus_create(kvm), 0);
+	return kvm;
+}
+
+static void vm_free(struct kvm *kvm)
+{
+	pci_bus_destroy(kvm);
+	ck_assert_int_eq(kvm->pio.nr, 0);
+	ck_assert_int_eq(kvm->mmio.nr, 0);
+	io_bus_destroy(&kvm->pio);
+	io_bus_destroy(&kvm->mmio);
+	free(kvm);
+}
+
+static void outb(struct kvm *kvm, u16 port, u8 v)
+{
+	ck_assert(io_bus_dispatch(&kvm->pio, NULL, port, &v, 1, true));
+}
+
+static u8 inb(struct kvm *kvm, u16 port)
+{
+	u8 v = 0;
+
+	ck_assert(io_bus_dispatch(&kvm->pio, NULL, port, &v, 1, false));
+	return v;
+}
+
+static u8 cmos(struct kvm *kvm, u8 idx)
+{
+	outb(kvm, 0x70, idx | 0x80); /* NMI mask bit must not matter */
+	return inb(kvm, 0x71);
+}
+
+static int bcd(u8 v)
+{
+	ck_assert_uint_le(v & 0x0f, 9);
+	ck_assert_uint_le(v >> 4, 9);
+	return (v >> 4) * 10 + (v & 0x0f);
+}
+
+/* Read the clock twice around the host's time so a minute rollover cannot flake. */
+START_TEST(test_rtc_time_bcd)
+{
+	struct kvm *kvm = vm_new(false);
+	struct tm tm;
+	time_t now;
+	int tries = 0;
+
+	ck_assert_int_eq(rtc_init(kvm), 0);
+	ck_assert_ptr_nonnull(kvm->rtc);
+	ck_assert_uint_eq(cmos(kvm, 0x0b), 0x02);
+	ck_assert_uint_eq(cmos(kvm, 0x0a), 0x26);
+	ck_assert_uint_eq(cmos(kvm, 0x0c), 0);
+	ck_assert_uint_eq(cmos(kvm, 0x0d), 0x80);
+	for (;;) {
+		int min = bcd(cmos(kvm, 0x02));
+		int hour = bcd(cmos(kvm, 0x04)), mday = bcd(cmos(kvm, 0x07));
+		int mon = bcd(cmos(kvm, 0x08)), year = bcd(cmos(kvm, 0x09));
+		int cent = bcd(cmos(kvm, 0x32)), wday = bcd(cmos(kvm, 0x06));
+		int sec = bcd(cmos(kvm, 0x00));
+
+		now = time(NULL);
+		gmtime_r(&now, &tm);
+		if (tm.tm_min != min && ++tries < 3)
+			continue;
+		ck_assert_int_eq(min, tm.tm_min);
+		ck_assert_int_eq(hour, tm.tm_hour);
+		ck_assert_int_eq(mday, tm.tm_mday);
+		ck_assert_int_eq(mon, tm.tm_mon + 1);
+		ck_assert_int_eq(cent * 100 + year, tm.tm_year + 1900);
+		ck_assert_int_eq(wday, tm.tm_wday + 1);
+		ck_assert_int_le(sec, 59);
+		break;
+	}
+	rtc_destroy(kvm);
+	ck_assert_ptr_null(kvm->rtc);
+	vm_free(kvm);
+}
+END_TEST
+
+START_TEST(test_rtc_binary_and_ram)
+{
+	struct kvm *kvm = vm_new(false);
+	struct tm tm;
+	time_t now;
+	u8 h;
+
+	ck_assert_int_eq(rtc_init(kvm), 0);
+	outb(kvm, 0x70, 0x0b);
+	outb(kvm, 0x71, 0x06); /* binary, 24h */
+	ck_assert_uint_eq(cmos(kvm, 0x0b), 0x06);
+	ck_assert_uint_eq(cmos(kvm, 0x32), 20);
+	ck_assert_uint_le(cmos(kvm, 0x02), 59);
+	now = time(NULL);
+	gmtime_r(&now, &tm);
+	ck_assert_uint_eq(cmos(kvm, 0x09), (unsigned)(tm.tm_year % 100));
+
+	/* 12-hour binary mode: 1..12 with the PM flag. */
+	outb(kvm, 0x70, 0x0b);
+	outb(kvm, 0x71, 0x04);
+	h = cmos(kvm, 0x04);
+	ck_assert_uint_ge(h & 0x7f, 1);
+	ck_assert_uint_le(h & 0x7f, 12);
+
+	/* RAM bytes keep what the guest writes; the clock and C/D do not. */
+	for (u8 i = 0x0e; i < 0x80; i++) {
+		if (i == 0x32)
+			continue;
+		outb(kvm, 0x70, i);
+		outb(kvm, 0x71, (u8)(i ^ 0xa5));
+	}
+	for (u8 i = 0x0e; i < 0x80; i++)
+		if (i != 0x32)
+			ck_assert_uint_eq(cmos(kvm, i), (u8)(i ^ 0xa5));
+	outb(kvm, 0x70, 0x0d);
+	outb(kvm, 0x71, 0x00);
+	ck_assert_uint_eq(cmos(kvm, 0x0d), 0x80);
+	outb(kvm, 0x70, 0x0a);
+	outb(kvm, 0x71, 0xa6); /* UIP cannot be set */
+	ck_assert_uint_eq(cmos(kvm, 0x0a), 0x26);
+	outb(kvm, 0x70, 0x32);
+	outb(kvm, 0x71, 0x99);
+	ck_assert_uint_eq(cmos(kvm, 0x32), 20);
+	rtc_destroy(kvm);
+	vm_free(kvm);
+}
+END_TEST
+
+START_TEST(test_i8042_probe_answers)
+{
+	struct kvm *kvm = vm_new(false);
+
+	ck_assert_int_eq(i8042_init(kvm), 0);
+	ck_assert_uint_eq(inb(kvm, 0x64) & 0x03, 0); /* nothing pending, input empty */
+	outb(kvm, 0x64, 0xaa);
+	ck_assert_uint_eq(inb(kvm, 0x64) & 0x01, 0x01);
+	ck_assert_uint_eq(inb(kvm, 0x60), 0x55);
+	ck_assert_uint_eq(inb(kvm, 0x64) & 0x01, 0);
+	outb(kvm, 0x64, 0x60);
+	outb(kvm, 0x60, 0x45);
+	outb(kvm, 0x64, 0x20);
+	ck_assert_uint_eq(inb(kvm, 0x60), 0x45);
+	outb(kvm, 0x64, 0xd3); /* AUX loop does not echo: Linux then finds no mouse */
+	outb(kvm, 0x60, 0x5a);
+	ck_assert_uint_ne(inb(kvm, 0x60), 0x5a);
+	outb(kvm, 0x64, 0xa9);
+	ck_assert_uint_eq(inb(kvm, 0x60), 0x01);
+	ck_assert(!atomic_load(&kvm->stopping));
+	i8042_destroy(kvm);
+	ck_assert_ptr_null(kvm->i8042);
+	vm_free(kvm);
+}
+END_TEST
+
+START_TEST(test_i8042_reset)
+{
+	struct kvm *kvm = vm_new(false);
+
+	ck_assert_int_eq(i8042_init(kvm), 0);
+	atomic_store(&kvm->exit_status, -1);
+	outb(kvm, 0x64, 0xfe);
+	ck_assert(atomic_load(&kvm->stopping));
+	ck_assert_int_eq(atomic_load(&kvm->exit_status), EXIT_GUEST_OK);
+	ck_assert_str_eq(kvm->exit_reason, "guest reset (i8042)");
+	i8042_destroy(kvm);
+	vm_free(kvm);
+}
+END_TEST
+
+START_TEST(test_reset_ports)
+{
+	struct kvm *kvm = vm_new(false);
+
+	/* Without PCI, 0xCF9 is i8042.c's. */
+	ck_assert_int_eq(i8042_init(kvm), 0);
+	outb(kvm, 0xcf9, 0x02); /* selects the type only */
+	outb(kvm, 0x92, 0x02);  /* A20 only */
+	ck_assert_uint_eq(inb(kvm, 0x92), 0x02);
+	ck_assert(!atomic_load(&kvm->stopping));
+	outb(kvm, 0xcf9, 0x06);
+	ck_assert(atomic_load(&kvm->stopping));
+	ck_assert_str_eq(kvm->exit_reason, "guest reset (port 0xcf9)");
+	i8042_destroy(kvm);
+	vm_free(kvm);
+
+	/* With PCI, the config address range forwards it; 0x92 fast reset. */
+	kvm = vm_new(true);
+	ck_assert_int_eq(i8042_init(kvm), 0);
+	outb(kvm, 0xcf9, 0x0e);
+	ck_assert(atomic_load(&kvm->stopping));
+	ck_assert_int_eq(atomic_load(&kvm->exit_status), EXIT_GUEST_OK);
+	i8042_destroy(kvm);
+	vm_free(kvm);
+
+	kvm = vm_new(true);
+	ck_assert_int_eq(i8042_init(kvm), 0);
+	outb(kvm, 0x92, 0x01);
+	ck_assert(atomic_load(&kvm->stopping));
+	ck_assert_str_eq(kvm->exit_reason, "guest reset (port 0x92)");
+	i8042_destroy(kvm);
+	vm_free(kvm);
+}
+END_TEST
+
+START_TEST(test_pvpanic_port)
+{
+	struct kvm *kvm = vm_new(false);
+
+	ck_assert_int_eq(pvpanic_init(kvm), 0);
+	ck_assert_uint_eq(inb(kvm, PVPANIC_PORT), 0x03);
+	outb(kvm, PVPANIC_PORT, 0x02); /* crash kernel loaded: keep going */
+	ck_assert(!atomic_load(&kvm->stopping));
+	outb(kvm, PVPANIC_PORT, 0x01);
+	ck_assert(atomic_load(&kvm->stopping));
+	ck_assert_int_eq(atomic_load(&kvm->exit_status), EXIT_GUEST_PANIC);
+	ck_assert_str_eq(kvm->exit_reason, "guest panicked (pvpanic)");
+	pvpanic_destroy(kvm);
+	ck_assert_ptr_null(kvm->pvpanic);
+	vm_free(kvm);
+}
+END_TEST
+
+START_TEST(test_pvpanic_pci)
+{
+	struct kvm *kvm = vm_new(true);
+	struct pci_bus *bus;
+	u8 d[4] = { 0 };
+	u32 bar;
+
+	ck_assert_int_eq(pvpanic_init(kvm), 0);
+	bus = kvm->pci;
+	ck_assert_uint_eq(pci_cfg_read(bus, 1, PCI_VENDOR_ID, 4), 0x00111b36);
+	ck_assert_uint_eq(pci_cfg_read(bus, 1, 0x08, 4), 0x08800001);
+	ck_assert_uint_eq(pci_cfg_read(bus, 1, PCI_SUBSYSTEM_VENDOR_ID, 4), 0x11001af4);
+	bar = pci_cfg_read(bus, 1, 0x10, 4);
+	ck_assert_uint_eq(bar & 0xf, 0);
+	ck_assert_uint_ne(bar, 0);
+	pci_cfg_write(bus, 1, 0x10, 4, 0xffffffffu);
+	ck_assert_uint_eq(pci_cfg_read(bus, 1, 0x10, 4), 0xfffff000u);
+	pci_cfg_write(bus, 1, 0x10, 4, bar);
+
+	ck_assert(io_bus_dispatch(&kvm->mmio, NULL, bar, d, 1, false));
+	ck_assert_uint_eq(d[0], 0x03);
+	d[0] = 0x01;
+	ck_assert(io_bus_dispatch(&kvm->mmio, NULL, bar + 4, d, 1, true)); /* not byte 0 */
+	ck_assert(!atomic_load(&kvm->stopping));
+	ck_assert(io_bus_dispatch(&kvm->mmio, NULL, bar, d, 1, true));
+	ck_assert(atomic_load(&kvm->stopping));
+	ck_assert_int_eq(atomic_load(&kvm->exit_status), EXIT_GUEST_PANIC);
+	pvpanic_destroy(kvm);
+	ck_assert_uint_eq(pci_cfg_read(bus, 1, 0, 4), 0xffffffffu);
+	vm_free(kvm);
+}
+END_TEST
+
+/* Destroying the bus first must leave pvpanic_destroy safe. */
+START_TEST(test_destroy_order)
+{
+	struct kvm *kvm = vm_new(true);
+
+	ck_assert_int_eq(pvpanic_init(kvm), 0);
+	pci_bus_destroy(kvm);
+	pvpanic_destroy(kvm);
+	vm_free(kvm);
+}
+END_TEST
+
+static Suite *hw_suite(void)
+{
+	Suite *s = suite_create("hw");
+	TCase *rtc = tcase_create("rtc");
+	TCase *kbd = tcase_create("i8042");
+	TCase *pv = tcase_create("pvpanic");
+
+	tcase_add_test(rtc, test_rtc_time_bcd);
+	tcase_add_test(rtc, test_rtc_binary_and_ram);
+	tcase_add_test(kbd, test_i8042_probe_answers);
+	tcase_add_test(kbd, test_i8042_reset);
+	tcase_add_test(kbd, test_reset_ports);
+	tcase_add_test(pv, test_pvpanic_port);
+	tcase_add_test(pv, test_pvpanic_pci);
+	tcase_add_test(pv, test_destroy_order);
+	suite_add_tcase(s, rtc);
+	suite_add_tcase(s, kbd);
+	suite_add_tcase(s, pv);
+	return s;
+}
+
+LKVM_CHECK_MAIN(hw_suite)
