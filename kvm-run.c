@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -364,6 +365,31 @@ static void teardown(struct run_state *st)
 	free(st->initrd);
 }
 
+/* lkvm's own footprint: resident set minus the guest RAM pages that are resident. */
+static void report_memory(struct kvm *kvm)
+{
+	u64 pages = kvm->mem.ram_size / 4096, resident = 0, rss_kib = 0;
+	unsigned char *vec = malloc(pages ? pages : 1);
+	char line[128];
+	FILE *f;
+
+	if (!vec)
+		return;
+	if (mincore(kvm->mem.base, kvm->mem.ram_size, vec) == 0)
+		for (u64 i = 0; i < pages; i++)
+			resident += vec[i] & 1;
+	free(vec);
+	f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %llu kB", (unsigned long long *)&rss_kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	pr_debug("memory: RSS %llu KiB, guest RAM resident %llu KiB, lkvm itself %lld KiB",
+		 (unsigned long long)rss_kib, (unsigned long long)resident * 4,
+		 (long long)rss_kib - (long long)resident * 4);
+}
+
 static void report_completions(struct kvm *kvm)
 {
 	char line[256];
@@ -403,9 +429,10 @@ static void wait_for_end(struct kvm *kvm, int sig_fd)
 		if (sig_fd >= 0 && (p[1].revents & POLLIN)) {
 			struct signalfd_siginfo si;
 
+			/* The shell's convention, so a stop by signal is never taken for success. */
 			if (read(sig_fd, &si, sizeof(si)) == sizeof(si))
-				kvm_request_exit(kvm, EXIT_LKVM_ERROR, "stopped by signal %u (%s)", si.ssi_signo,
-						 strsignal((int)si.ssi_signo));
+				kvm_request_exit(kvm, 128 + (int)si.ssi_signo, "stopped by signal %u (%s)",
+						 si.ssi_signo, strsignal((int)si.ssi_signo));
 		}
 	}
 }
@@ -459,6 +486,8 @@ int kvm_cmd_run(int argc, char **argv)
 
 	wait_for_end(&st.kvm, sig_fd);
 	kvm_cpu_stop_all(&st.kvm);
+	if (cfg.debug)
+		report_memory(&st.kvm);
 	if (st.term_up)
 		term_exit(&st.term);
 	st.term_up = false;

@@ -152,6 +152,10 @@ void term_exit(struct term *t)
 		pthread_join(t->input_thread, NULL);
 		t->input_started = false;
 	}
+	/* lkvm's closing line must not run on from the guest's last, unfinished one. */
+	if (t->last_out != '\n' && t->last_out != 0 && write(t->out_fd, "\r\n", 2) < 0) {
+		/* stdout is gone; nothing to tidy */
+	}
 	if (t->raw) {
 		tcsetattr(t->in_fd, TCSANOW, &t->saved);
 		t->raw = false;
@@ -208,8 +212,10 @@ void term_output(struct kvm *kvm, const u8 *buf, size_t len)
 			break; /* stdout gone: the guest keeps running, output is dropped */
 		off += (size_t)w;
 	}
-	if (t)
+	if (t && len) {
 		hit = term_match_feed(t, buf, len);
+		t->last_out = buf[len - 1];
+	}
 	if (t)
 		pthread_mutex_unlock(&t->out_lock);
 	if (hit)

@@ -20,6 +20,7 @@ struct term {
 	bool input_started;
 	int wake_fd;            /* eventfd that stops the input thread */
 	bool escape_pending;
+	u8 last_out;            /* last byte written to out_fd, 0 before any */
 	pthread_mutex_t out_lock;
 	/* --exit-on matching across writes: the tail of what was printed so far. */
 	char *match;
