@@ -1,0 +1,93 @@
+/* Host network backends behind one small interface (tap, a fake for tests), and the -n option. */
+#ifndef LKVM_NET_H
+#define LKVM_NET_H
+
+#include <sys/uio.h>
+
+#include "lkvm/util.h"
+
+#define NET_MAX_QUEUE_PAIRS 8
+/* sizeof(struct virtio_net_hdr_v1): the only header layout the device and backends use. */
+#define NET_VNET_HDR_LEN 12
+
+enum net_mode { NET_MODE_NONE, NET_MODE_TAP, NET_MODE_FAKE };
+
+/* What `-n mode=tap,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,ioeventfd=on|off,queues=N`
+ * says (kvmtool's names). Unset strings are NULL. */
+struct net_opts {
+	enum net_mode mode;
+	char tapif[16];          /* IFNAMSIZ; empty: let the kernel pick (tap%d) */
+	u8 guest_mac[6];
+	bool mac_set;
+	char host_ip[48];        /* "10.0.0.1/24" or empty: leave the tap unconfigured */
+	char script[256];        /* "none" or empty: no script; else run "script IFNAME" after creation */
+	bool ioeventfd;          /* default true; false: notifies trap to the vCPU thread */
+	int queue_pairs;         /* default 1, up to NET_MAX_QUEUE_PAIRS */
+};
+
+/* Parse one -n value. Returns 0 or -EINVAL with a one-line reason in err. */
+int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen) __must_check;
+
+/* "aa:bb:cc:dd:ee:ff" (exactly six hex pairs) into mac. Syntax only: multicast and
+ * all-zero addresses are accepted here (net_parse_opts rejects them). 0 or -EINVAL. */
+int net_parse_mac(const char *s, u8 mac[6]) __must_check;
+/* "A.B.C.D/N" (N 0..32) or "A.B.C.D" (meaning /24); addr in network byte order.
+ * 0 or -EINVAL. */
+int net_parse_host_ip(const char *s, u32 *addr_be, int *prefix) __must_check;
+
+/* Offloads the guest negotiated, to apply to the backend (TUNSETOFFLOAD). */
+struct net_offloads {
+	bool csum, tso4, tso6, ecn, ufo;
+};
+
+/* Which offloads the backend may use towards the guest, from the negotiated
+ * VIRTIO_NET_F_GUEST_* feature bits (virtio 1.2 5.1.3.1: TSO/UFO need GUEST_CSUM,
+ * ECN needs TSO4 or TSO6). Pass the result to ops->set_offloads. */
+void net_offloads_from_features(u64 guest_features, struct net_offloads *off);
+
+struct net_backend;
+
+struct net_backend_ops {
+	/* Send one frame: iov starts with a struct virtio_net_hdr_v1 (12 bytes), then the
+	 * frame, possibly split anywhere. Returns bytes sent, -EAGAIN when the backend is
+	 * full (caller waits for writability), or another -errno (frame dropped). */
+	ssize_t (*send)(struct net_backend *be, const struct iovec *iov, int iovcnt);
+	/* Receive one frame into iov (12-byte virtio_net_hdr_v1 first, filled by the
+	 * backend); returns bytes written including the header, -EAGAIN when nothing is
+	 * pending, or another -errno. A frame longer than iov is truncated and counted. */
+	ssize_t (*recv)(struct net_backend *be, const struct iovec *iov, int iovcnt);
+	/* Bytes of the next pending frame including the header, 0 when none (optional). */
+	ssize_t (*peek_len)(struct net_backend *be);
+	int (*set_offloads)(struct net_backend *be, const struct net_offloads *off);
+	void (*close)(struct net_backend *be);
+};
+
+/* One backend instance = one queue pair's host side (a multiqueue tap has one fd per
+ * queue). rx_fd becomes readable when a frame is pending, tx_fd writable when there
+ * is room (the same fd for tap). */
+struct net_backend {
+	const struct net_backend_ops *ops;
+	int rx_fd, tx_fd;
+	char ifname[16];
+	void *priv;
+};
+
+/* Open (or create) the tap named in o (IFF_TAP|IFF_NO_PI|IFF_VNET_HDR, IFF_MULTI_QUEUE
+ * when queue_pairs > 1), set TUNSETVNETHDRSZ 12, non-blocking; bring it up, assign
+ * host_ip, run the script. be[i] for each queue pair. Returns 0 or -errno with a reason
+ * naming the cause (no /dev/net/tun, EPERM without CAP_NET_ADMIN, busy name, ...). */
+int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char *err,
+		 size_t errlen) __must_check;
+
+/* In-memory backend for tests: frames sent by the device are queued for the test to
+ * read with net_fake_take; frames the test injects with net_fake_inject are delivered
+ * to the device. rx_fd is an eventfd that is readable while frames are pending. */
+struct net_backend *net_fake_create(void);
+int net_fake_inject(struct net_backend *be, const void *frame, size_t len) __must_check;
+/* Copies the oldest sent frame (with its 12-byte header) into buf; returns its length,
+ * 0 when none, -EMSGSIZE (frame kept) when len is too small. */
+ssize_t net_fake_take(struct net_backend *be, void *buf, size_t len);
+/* The offloads last given to the fake's set_offloads (all false initially). */
+void net_fake_offloads(struct net_backend *be, struct net_offloads *out);
+
+#endif

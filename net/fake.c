@@ -1,0 +1,256 @@
+/* In-memory net backend for tests: bounded frame queues in each direction behind eventfds. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "lkvm/net.h"
+
+#define FAKE_QLEN 256
+#define FAKE_MAX_FRAME 65550 /* without the 12-byte header */
+
+struct fake_q {
+	u8 *buf[FAKE_QLEN];
+	size_t len[FAKE_QLEN];
+	unsigned head, count;
+};
+
+struct fake {
+	struct net_backend be;
+	pthread_mutex_t lock;
+	struct fake_q inject, sent;
+	struct net_offloads off;
+};
+
+static struct fake *to_fake(struct net_backend *be)
+{
+	return be->priv;
+}
+
+static bool q_push(struct fake_q *q, u8 *buf, size_t len)
+{
+	unsigned tail;
+
+	if (q->count == FAKE_QLEN)
+		return false;
+	tail = (q->head + q->count) % FAKE_QLEN;
+	q->buf[tail] = buf;
+	q->len[tail] = len;
+	q->count++;
+	return true;
+}
+
+static void q_pop(struct fake_q *q)
+{
+	free(q->buf[q->head]);
+	q->buf[q->head] = NULL;
+	q->head = (q->head + 1) % FAKE_QLEN;
+	q->count--;
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* Copies src into the iov starting at byte offset off; returns bytes copied. */
+static size_t iov_put(const struct iovec *iov, int iovcnt, size_t off, const u8 *src, size_t len)
+{
+	size_t done = 0;
+
+	for (int i = 0; i < iovcnt && done < len; i++) {
+		size_t n;
+
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		n = MIN(iov[i].iov_len - off, len - done);
+		memcpy((u8 *)iov[i].iov_base + off, src + done, n);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
+
+static ssize_t fake_send(struct net_backend *be, const struct iovec *iov, int iovcnt)
+{
+	struct fake *f = to_fake(be);
+	size_t total = iov_total(iov, iovcnt), off = 0;
+	u8 *buf;
+
+	if (total < NET_VNET_HDR_LEN)
+		return -EINVAL;
+	if (total > NET_VNET_HDR_LEN + FAKE_MAX_FRAME)
+		return -EMSGSIZE;
+	buf = malloc(total);
+	if (!buf)
+		return -ENOMEM;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	pthread_mutex_lock(&f->lock);
+	if (!q_push(&f->sent, buf, total)) {
+		pthread_mutex_unlock(&f->lock);
+		free(buf);
+		return -ENOBUFS;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return (ssize_t)total;
+}
+
+static ssize_t fake_recv(struct net_backend *be, const struct iovec *iov, int iovcnt)
+{
+	static const u8 zero_hdr[NET_VNET_HDR_LEN];
+	struct fake *f = to_fake(be);
+	size_t total = iov_total(iov, iovcnt), n;
+	eventfd_t v;
+	struct fake_q *q = &f->inject;
+
+	if (total < NET_VNET_HDR_LEN)
+		return -EINVAL;
+	pthread_mutex_lock(&f->lock);
+	if (!q->count) {
+		pthread_mutex_unlock(&f->lock);
+		return -EAGAIN;
+	}
+	n = iov_put(iov, iovcnt, 0, zero_hdr, sizeof(zero_hdr));
+	n += iov_put(iov, iovcnt, n, q->buf[q->head], q->len[q->head]);
+	q_pop(q);
+	/* rx_fd is a semaphore eventfd holding the queue length: readable iff non-empty.
+	 * Adjusted under the lock so the count and the queue never disagree. */
+	if (eventfd_read(be->rx_fd, &v)) /* cannot fail: the count equals q->count >= 1 */
+		abort();
+	pthread_mutex_unlock(&f->lock);
+	return (ssize_t)n;
+}
+
+static ssize_t fake_peek_len(struct net_backend *be)
+{
+	struct fake *f = to_fake(be);
+	ssize_t n = 0;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->inject.count)
+		n = (ssize_t)(NET_VNET_HDR_LEN + f->inject.len[f->inject.head]);
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
+static int fake_set_offloads(struct net_backend *be, const struct net_offloads *off)
+{
+	struct fake *f = to_fake(be);
+
+	pthread_mutex_lock(&f->lock);
+	f->off = *off;
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+static void fake_close(struct net_backend *be)
+{
+	struct fake *f;
+
+	if (!be)
+		return;
+	f = to_fake(be);
+	while (f->inject.count)
+		q_pop(&f->inject);
+	while (f->sent.count)
+		q_pop(&f->sent);
+	if (be->rx_fd >= 0)
+		close(be->rx_fd);
+	if (be->tx_fd >= 0)
+		close(be->tx_fd);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static const struct net_backend_ops fake_ops = {
+	.send = fake_send,
+	.recv = fake_recv,
+	.peek_len = fake_peek_len,
+	.set_offloads = fake_set_offloads,
+	.close = fake_close,
+};
+
+struct net_backend *net_fake_create(void)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	pthread_mutex_init(&f->lock, NULL);
+	f->be.ops = &fake_ops;
+	f->be.priv = f;
+	f->be.rx_fd = eventfd(0, EFD_NONBLOCK | EFD_SEMAPHORE | EFD_CLOEXEC);
+	/* Never written, so always writable: the fake drops (-ENOBUFS) rather than blocks. */
+	f->be.tx_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	snprintf(f->be.ifname, sizeof(f->be.ifname), "fake");
+	if (f->be.rx_fd < 0 || f->be.tx_fd < 0) {
+		fake_close(&f->be);
+		return NULL;
+	}
+	return &f->be;
+}
+
+int net_fake_inject(struct net_backend *be, const void *frame, size_t len)
+{
+	struct fake *f = to_fake(be);
+	u8 *buf;
+
+	if (len == 0)
+		return -EINVAL;
+	if (len > FAKE_MAX_FRAME)
+		return -EMSGSIZE;
+	buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, frame, len);
+	pthread_mutex_lock(&f->lock);
+	if (!q_push(&f->inject, buf, len)) {
+		pthread_mutex_unlock(&f->lock);
+		free(buf);
+		return -ENOBUFS;
+	}
+	if (eventfd_write(be->rx_fd, 1))
+		abort();
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+ssize_t net_fake_take(struct net_backend *be, void *buf, size_t len)
+{
+	struct fake *f = to_fake(be);
+	ssize_t n;
+
+	pthread_mutex_lock(&f->lock);
+	if (!f->sent.count) {
+		n = 0;
+	} else if (f->sent.len[f->sent.head] > len) {
+		n = -EMSGSIZE;
+	} else {
+		n = (ssize_t)f->sent.len[f->sent.head];
+		memcpy(buf, f->sent.buf[f->sent.head], (size_t)n);
+		q_pop(&f->sent);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
+void net_fake_offloads(struct net_backend *be, struct net_offloads *out)
+{
+	struct fake *f = to_fake(be);
+
+	pthread_mutex_lock(&f->lock);
+	*out = f->off;
+	pthread_mutex_unlock(&f->lock);
+}
