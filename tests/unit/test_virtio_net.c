@@ -1,0 +1,964 @@
+/* Unit tests for the virtio-net device without KVM: the test drives the rings, the fake backend plays the host network. */
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_net.h>
+#include <linux/virtio_ring.h>
+
+#include "check_main.h"
+#include "lkvm/kvm.h"
+#include "lkvm/virtio-net.h"
+
+#define RAM_SIZE MiB(4)
+#define QBASE(i) (0x10000ULL * ((u64)(i) + 1)) /* desc; avail +0x1000; used +0x2000 */
+#define BUF_BASE 0x100000ULL
+#define WAIT_MS 2000
+#define F(b) (1ULL << (b))
+#define BASE_FEATURES (F(VIRTIO_F_VERSION_1) | F(VIRTIO_NET_F_CTRL_VQ))
+
+/* The test's side of one queue: what a driver keeps. */
+struct dq {
+	u16 size;
+	struct vring_desc *desc;
+	struct vring_avail *avail;
+	struct vring_used *used;
+	u16 next_desc;
+	u16 aidx;
+};
+
+struct tb {
+	u64 gpa;
+	u32 len;
+	bool write;
+};
+
+static struct {
+	u8 *ram;
+	struct kvm *kvm;
+	struct net_backend *be[NET_MAX_QUEUE_PAIRS];
+	struct virtio_net *n;
+	struct virtio_device *vdev;
+	struct dq q[VIRTIO_MAX_QUEUES];
+	int nq;
+	u64 buf_next;
+} t;
+
+static void *gp(u64 gpa)
+{
+	return t.ram + gpa;
+}
+
+static u64 galloc(u64 len)
+{
+	u64 a = t.buf_next;
+
+	t.buf_next = ALIGN_UP(a + len, 64);
+	ck_assert_uint_le(t.buf_next, RAM_SIZE);
+	return a;
+}
+
+/* Create the device (pairs queue pairs over fake backends, or over `custom`). */
+static void dev_create(int pairs, struct net_backend *custom)
+{
+	struct net_opts o = { .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = pairs };
+	struct net_backend *be[NET_MAX_QUEUE_PAIRS];
+
+	memset(&t, 0, sizeof(t));
+	t.ram = aligned_alloc(4096, RAM_SIZE);
+	ck_assert_ptr_nonnull(t.ram);
+	memset(t.ram, 0, RAM_SIZE);
+	t.kvm = calloc(1, sizeof(*t.kvm));
+	ck_assert_ptr_nonnull(t.kvm);
+	ck_assert_int_eq(gmem_init(&t.kvm->mem, t.ram, RAM_SIZE), 0);
+	for (int i = 0; i < pairs; i++) {
+		t.be[i] = custom && i == 0 ? custom : net_fake_create();
+		ck_assert_ptr_nonnull(t.be[i]);
+	}
+	/* The device takes ownership and clears the caller's array; keep our copy. */
+	memcpy(be, t.be, sizeof(be));
+	ck_assert_int_eq(virtio_net_create_bare(t.kvm, &o, be, &t.n), 0);
+	ck_assert_ptr_null(be[0]);
+	t.vdev = virtio_net_vdev(t.n);
+	t.nq = 2 * pairs + 1;
+	t.buf_next = BUF_BASE;
+}
+
+/* Negotiate, lay out every queue (size each), give it eventfds, DRIVER_OK. */
+static void dev_start(u64 features, u16 size)
+{
+	struct virtio_device *vdev = t.vdev;
+
+	features |= F(VIRTIO_F_VERSION_1);
+	ck_assert(vdev->ops->features_ok(vdev, features));
+	vdev->features = features;
+	for (int i = 0; i < t.nq; i++) {
+		struct virtio_queue *q = &vdev->q[i];
+		struct dq *d = &t.q[i];
+		u64 b = QBASE(i);
+
+		ck_assert_int_eq(vq_init(&q->vq, &t.kvm->mem, size, b, b + 0x1000, b + 0x2000,
+					 features & F(VIRTIO_RING_F_EVENT_IDX)),
+				 0);
+		q->size = size;
+		q->enabled = true;
+		q->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		q->irq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		ck_assert_int_ge(q->kick_fd, 0);
+		ck_assert_int_ge(q->irq_fd, 0);
+		*d = (struct dq){ .size = size, .desc = gp(b), .avail = gp(b + 0x1000),
+				  .used = gp(b + 0x2000) };
+	}
+	atomic_store(&vdev->status, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
+					    VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK);
+	ck_assert_int_eq(vdev->ops->start(vdev), 0);
+}
+
+static void dev_destroy(void)
+{
+	int fds[VIRTIO_MAX_QUEUES][2];
+
+	for (int i = 0; i < t.nq; i++) {
+		fds[i][0] = t.vdev->q[i].kick_fd;
+		fds[i][1] = t.vdev->q[i].irq_fd;
+	}
+	virtio_net_destroy(t.n);
+	for (int i = 0; i < t.nq; i++) {
+		if (fds[i][0] >= 0)
+			close(fds[i][0]);
+		if (fds[i][1] >= 0)
+			close(fds[i][1]);
+	}
+	free(t.ram);
+	free(t.kvm);
+	memset(&t, 0, sizeof(t));
+}
+
+/* Post one chain of buffers, in order; returns its head. */
+static u16 post(int qi, const struct tb *b, int nb)
+{
+	struct dq *d = &t.q[qi];
+	u16 head = d->next_desc;
+
+	for (int i = 0; i < nb; i++) {
+		u16 idx = (u16)((d->next_desc + i) % d->size);
+		u16 next = (u16)((idx + 1) % d->size);
+
+		d->desc[idx] = (struct vring_desc){ .addr = b[i].gpa, .len = b[i].len,
+						    .flags = (u16)((b[i].write ? VRING_DESC_F_WRITE : 0) |
+								   (i + 1 < nb ? VRING_DESC_F_NEXT : 0)),
+						    .next = next };
+	}
+	d->next_desc = (u16)((d->next_desc + nb) % d->size);
+	d->avail->ring[d->aidx % d->size] = head;
+	__atomic_store_n(&d->avail->idx, ++d->aidx, __ATOMIC_RELEASE);
+	return head;
+}
+
+static void kick(int qi)
+{
+	u64 one = 1;
+
+	ck_assert_int_eq(write(t.vdev->q[qi].kick_fd, &one, sizeof(one)), sizeof(one));
+}
+
+static u16 used_idx(int qi)
+{
+	return __atomic_load_n(&t.q[qi].used->idx, __ATOMIC_ACQUIRE);
+}
+
+/* Bounded wait for the used index to reach want. */
+static bool wait_used(int qi, u16 want)
+{
+	for (int ms = 0; ms < WAIT_MS; ms++) {
+		if (used_idx(qi) == want)
+			return true;
+		poll(NULL, 0, 1);
+	}
+	return used_idx(qi) == want;
+}
+
+static bool wait_cond_u16(const u16 *p, u16 want)
+{
+	for (int ms = 0; ms < WAIT_MS; ms++) {
+		if (__atomic_load_n(p, __ATOMIC_ACQUIRE) == want)
+			return true;
+		poll(NULL, 0, 1);
+	}
+	return false;
+}
+
+static bool wait_needs_reset(void)
+{
+	for (int ms = 0; ms < WAIT_MS; ms++) {
+		if (atomic_load(&t.vdev->status) & VIRTIO_CONFIG_S_NEEDS_RESET)
+			return true;
+		poll(NULL, 0, 1);
+	}
+	return false;
+}
+
+/* Is the queue's interrupt eventfd signalled (within ms)? Consumes it. */
+static bool irq_fired(int qi, int ms)
+{
+	struct pollfd p = { .fd = t.vdev->q[qi].irq_fd, .events = POLLIN };
+	u64 v;
+
+	if (poll(&p, 1, ms) != 1)
+		return false;
+	return read(p.fd, &v, sizeof(v)) == sizeof(v);
+}
+
+static u64 stat(int qi, size_t off)
+{
+	return atomic_load((atomic_ullong *)((u8 *)&t.vdev->q[qi].stats + off));
+}
+#define STAT(qi, field) stat(qi, offsetof(struct virtio_queue_stats, field))
+
+static void fill_pattern(u8 *p, size_t len, u8 seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (u8)(seed + i * 7);
+}
+
+static u16 rx_num_buffers(u64 gpa)
+{
+	struct virtio_net_hdr_v1 h;
+
+	memcpy(&h, gp(gpa), sizeof(h));
+	return h.num_buffers;
+}
+
+/* ---- RX ---- */
+
+START_TEST(rx_single_frame)
+{
+	u8 frame[60];
+	u64 buf;
+	u16 head;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES, 256);
+	buf = galloc(2048);
+	head = post(0, &(struct tb){ buf, 2048, true }, 1);
+	kick(0);
+	fill_pattern(frame, sizeof(frame), 1);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 1));
+	ck_assert_uint_eq(t.q[0].used->ring[0].id, head);
+	ck_assert_uint_eq(t.q[0].used->ring[0].len, 72);
+	ck_assert_uint_eq(rx_num_buffers(buf), 1);
+	ck_assert_mem_eq(gp(buf + 12), frame, sizeof(frame));
+	ck_assert(irq_fired(0, WAIT_MS));
+	ck_assert_uint_eq(STAT(0, packets), 1);
+	ck_assert_uint_eq(STAT(0, bytes), 60);
+	ck_assert_uint_eq(STAT(0, irqs), 1);
+	ck_assert_uint_eq(STAT(0, drops), 0);
+	dev_destroy();
+}
+END_TEST
+
+/* A frame that arrives before any buffer waits in the backend, then goes out on the kick. */
+START_TEST(rx_waits_for_buffers)
+{
+	u8 frame[100];
+	u64 buf;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES | F(VIRTIO_RING_F_EVENT_IDX), 256);
+	fill_pattern(frame, sizeof(frame), 9);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	/* Ring empty: the device asks for a kick at the next chain (avail_event = 0). */
+	poll(NULL, 0, 50);
+	ck_assert_uint_eq(used_idx(0), 0);
+	ck_assert_uint_eq(t.be[0]->ops->peek_len(t.be[0]), 112);
+	buf = galloc(4096);
+	post(0, &(struct tb){ buf, 4096, true }, 1);
+	kick(0);
+	ck_assert(wait_used(0, 1));
+	ck_assert_uint_eq(t.q[0].used->ring[0].len, 112);
+	ck_assert_mem_eq(gp(buf + 12), frame, sizeof(frame));
+	ck_assert_uint_eq(STAT(0, kicks), 1);
+	/* Many frames, one buffer each, posted in one go: delivered in batches. */
+	for (int i = 0; i < 20; i++)
+		post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
+	kick(0);
+	for (int i = 0; i < 20; i++)
+		ck_assert_int_eq(net_fake_inject(t.be[0], frame, 60 + i), 0);
+	ck_assert(wait_used(0, 21));
+	ck_assert_uint_eq(STAT(0, packets), 21);
+	ck_assert_uint_le(STAT(0, batches), 21);
+	dev_destroy();
+}
+END_TEST
+
+START_TEST(rx_mergeable_spans_buffers)
+{
+	static u8 frame[5000], got[5000];
+	u64 buf[8];
+	u16 head[8];
+	size_t off = 0;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF), 256);
+	for (int i = 0; i < 8; i++) {
+		buf[i] = galloc(2048);
+		head[i] = post(0, &(struct tb){ buf[i], 2048, true }, 1);
+	}
+	kick(0);
+	fill_pattern(frame, sizeof(frame), 3);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 3));
+	ck_assert_uint_eq(rx_num_buffers(buf[0]), 3);
+	ck_assert_uint_eq(t.q[0].used->ring[0].id, head[0]);
+	ck_assert_uint_eq(t.q[0].used->ring[0].len, 2048);
+	ck_assert_uint_eq(t.q[0].used->ring[1].id, head[1]);
+	ck_assert_uint_eq(t.q[0].used->ring[1].len, 2048);
+	ck_assert_uint_eq(t.q[0].used->ring[2].id, head[2]);
+	ck_assert_uint_eq(t.q[0].used->ring[2].len, 5012 - 4096);
+	memcpy(got, gp(buf[0] + 12), 2036);
+	off = 2036;
+	memcpy(got + off, gp(buf[1]), 2048);
+	off += 2048;
+	memcpy(got + off, gp(buf[2]), 5000 - off);
+	ck_assert_mem_eq(got, frame, sizeof(frame));
+	/* The five chains not needed were given back, in order. */
+	ck_assert(wait_cond_u16(&t.vdev->q[0].vq.last_avail, 3));
+	ck_assert_uint_eq(t.q[0].avail->idx, 8);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, 100), 0);
+	ck_assert(wait_used(0, 4));
+	ck_assert_uint_eq(t.q[0].used->ring[3].id, head[3]);
+	ck_assert_uint_eq(t.q[0].used->ring[3].len, 112);
+	ck_assert_uint_eq(rx_num_buffers(buf[3]), 1);
+	ck_assert(wait_cond_u16(&t.vdev->q[0].vq.last_avail, 4));
+	ck_assert_uint_eq(STAT(0, packets), 2);
+	ck_assert_uint_eq(STAT(0, bytes), 5100);
+	dev_destroy();
+}
+END_TEST
+
+/* Not enough room for a known-size frame: wait for more buffers rather than truncate. */
+START_TEST(rx_mergeable_waits_for_room)
+{
+	static u8 frame[5000];
+	u64 b1 = 0;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF) | F(VIRTIO_RING_F_EVENT_IDX), 256);
+	for (int i = 0; i < 2; i++) {
+		u64 b = galloc(2048);
+
+		if (!i)
+			b1 = b;
+		post(0, &(struct tb){ b, 2048, true }, 1);
+	}
+	kick(0);
+	fill_pattern(frame, sizeof(frame), 5);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	poll(NULL, 0, 50);
+	ck_assert_uint_eq(used_idx(0), 0);
+	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
+	kick(0);
+	ck_assert(wait_used(0, 3));
+	ck_assert_uint_eq(rx_num_buffers(b1), 3);
+	ck_assert_uint_eq(STAT(0, bytes), 5000);
+	dev_destroy();
+}
+END_TEST
+
+/* The 12-byte header split over several buffers of the first chain. */
+START_TEST(rx_header_split)
+{
+	u8 frame[64];
+	u64 a, b, c;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF), 256);
+	a = galloc(7);
+	b = galloc(4);
+	c = galloc(2000);
+	memset(gp(a), 0xee, 7);
+	memset(gp(b), 0xee, 4);
+	post(0, (struct tb[]){ { a, 7, true }, { b, 4, true }, { c, 2000, true } }, 3);
+	kick(0);
+	fill_pattern(frame, sizeof(frame), 11);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 1));
+	ck_assert_uint_eq(t.q[0].used->ring[0].len, 76);
+	/* num_buffers is bytes 10-11: the last byte of b and the first byte of c. */
+	ck_assert_uint_eq(*(u8 *)gp(b + 3), 1);
+	ck_assert_uint_eq(*(u8 *)gp(c), 0);
+	ck_assert_mem_eq(gp(c + 1), frame, sizeof(frame));
+	dev_destroy();
+}
+END_TEST
+
+START_TEST(rx_malformed_chain_needs_reset)
+{
+	u8 frame[60] = { 1 };
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES, 256);
+	/* A receive chain with only a readable buffer. */
+	post(0, &(struct tb){ galloc(2048), 2048, false }, 1);
+	kick(0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_needs_reset());
+	ck_assert_uint_eq(used_idx(0), 0);
+	/* TX carries on. */
+	u64 tx = galloc(72);
+	post(1, &(struct tb){ tx, 72, false }, 1);
+	kick(1);
+	ck_assert(wait_used(1, 1));
+	dev_destroy();
+}
+END_TEST
+
+/* ---- TX ---- */
+
+START_TEST(tx_split_chain)
+{
+	u8 pkt[112], out[200];
+	u64 a, b, c;
+	u16 head;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES, 256);
+	fill_pattern(pkt, sizeof(pkt), 42);
+	a = galloc(10);
+	b = galloc(50);
+	c = galloc(52);
+	memcpy(gp(a), pkt, 10);
+	memcpy(gp(b), pkt + 10, 50);
+	memcpy(gp(c), pkt + 60, 52);
+	head = post(1, (struct tb[]){ { a, 10, false }, { b, 50, false }, { c, 52, false } }, 3);
+	kick(1);
+	ck_assert(wait_used(1, 1));
+	ck_assert_uint_eq(t.q[1].used->ring[0].id, head);
+	ck_assert_uint_eq(t.q[1].used->ring[0].len, 0);
+	ck_assert_int_eq(net_fake_take(t.be[0], out, sizeof(out)), sizeof(pkt));
+	ck_assert_mem_eq(out, pkt, sizeof(pkt));
+	ck_assert_int_eq(net_fake_take(t.be[0], out, sizeof(out)), 0);
+	ck_assert_uint_eq(STAT(1, kicks), 1);
+	ck_assert_uint_eq(STAT(1, packets), 1);
+	ck_assert_uint_eq(STAT(1, bytes), 100);
+	ck_assert_uint_eq(STAT(1, batches), 1);
+	ck_assert(irq_fired(1, WAIT_MS));
+
+	/* 30 chains, one kick: all sent, in order. */
+	for (int i = 0; i < 30; i++) {
+		u64 g = galloc(12 + 60);
+
+		memset(gp(g), 0, 12);
+		memset(gp(g + 12), i, 60);
+		post(1, &(struct tb){ g, 72, false }, 1);
+	}
+	kick(1);
+	ck_assert(wait_used(1, 31));
+	for (int i = 0; i < 30; i++) {
+		ck_assert_int_eq(net_fake_take(t.be[0], out, sizeof(out)), 72);
+		ck_assert_uint_eq(out[12], i);
+	}
+	ck_assert_uint_eq(STAT(1, kicks), 2);
+	ck_assert_uint_eq(STAT(1, packets), 31);
+	dev_destroy();
+}
+END_TEST
+
+START_TEST(tx_bad_lengths_dropped)
+{
+	u8 out[64];
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES, 256);
+	post(1, &(struct tb){ galloc(8), 8, false }, 1);                 /* shorter than the header */
+	post(1, &(struct tb){ galloc(2048), 2048, true }, 1);            /* nothing readable */
+	post(1, &(struct tb){ galloc(70000), 70000, false }, 1);         /* longer than any frame */
+	kick(1);
+	ck_assert(wait_used(1, 3));
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_eq(t.q[1].used->ring[i].len, 0);
+	ck_assert_int_eq(net_fake_take(t.be[0], out, sizeof(out)), 0);
+	ck_assert_uint_eq(STAT(1, drops), 3);
+	ck_assert_uint_eq(STAT(1, packets), 0);
+	ck_assert(!(atomic_load(&t.vdev->status) & VIRTIO_CONFIG_S_NEEDS_RESET));
+	dev_destroy();
+}
+END_TEST
+
+START_TEST(tx_malformed_chain_needs_reset)
+{
+	u8 frame[60] = { 7 };
+	u64 rx, good;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES, 256);
+	/* Descriptor 0 points at itself. */
+	t.q[1].desc[0] = (struct vring_desc){ .addr = galloc(64), .len = 64,
+					      .flags = VRING_DESC_F_NEXT, .next = 0 };
+	t.q[1].avail->ring[0] = 0;
+	__atomic_store_n(&t.q[1].avail->idx, ++t.q[1].aidx, __ATOMIC_RELEASE);
+	t.q[1].next_desc = 1;
+	kick(1);
+	ck_assert(wait_needs_reset());
+	ck_assert_uint_eq(used_idx(1), 0);
+	/* The queue is left alone from now on; kicks are still counted. */
+	good = galloc(72);
+	post(1, &(struct tb){ good, 72, false }, 1);
+	kick(1);
+	poll(NULL, 0, 50);
+	ck_assert_uint_eq(used_idx(1), 0);
+	/* RX still works. */
+	rx = galloc(2048);
+	post(0, &(struct tb){ rx, 2048, true }, 1);
+	kick(0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 1));
+	ck_assert_mem_eq(gp(rx + 12), frame, sizeof(frame));
+	dev_destroy();
+}
+END_TEST
+
+START_TEST(tx_buffer_outside_ram_needs_reset)
+{
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES, 256);
+	post(1, &(struct tb){ RAM_SIZE - 16, 64, false }, 1);
+	kick(1);
+	ck_assert(wait_needs_reset());
+	ck_assert_uint_eq(used_idx(1), 0);
+	dev_destroy();
+}
+END_TEST
+
+/* ---- notification suppression ---- */
+
+START_TEST(event_idx_suppresses_interrupts)
+{
+	u8 frame[60] = { 0 };
+	u16 *used_event, *avail_event;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES | F(VIRTIO_RING_F_EVENT_IDX), 256);
+	used_event = &t.q[0].avail->ring[256];
+	for (int i = 0; i < 4; i++)
+		post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
+	kick(0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 1));
+	ck_assert(irq_fired(0, WAIT_MS)); /* the first one always interrupts */
+	/* Interrupt only after used idx passes 5: nothing for the next two. */
+	__atomic_store_n(used_event, 4, __ATOMIC_RELEASE);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 2));
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 3));
+	ck_assert(!irq_fired(0, 100));
+	/* used_event = 3: the next element takes used idx from 3 to 4, crossing it. */
+	__atomic_store_n(used_event, 3, __ATOMIC_RELEASE);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 4));
+	ck_assert(irq_fired(0, WAIT_MS));
+	ck_assert_uint_eq(STAT(0, irqs), 2);
+
+	/* TX: after draining, avail_event asks for a kick at the next chain only. */
+	avail_event = (u16 *)(void *)&t.q[1].used->ring[256];
+	for (int i = 0; i < 3; i++)
+		post(1, &(struct tb){ galloc(72), 72, false }, 1);
+	kick(1);
+	ck_assert(wait_used(1, 3));
+	ck_assert(wait_cond_u16(avail_event, 3));
+	dev_destroy();
+}
+END_TEST
+
+START_TEST(no_interrupt_flag_respected)
+{
+	u8 frame[60] = { 0 };
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES, 256);
+	t.q[0].avail->flags = VRING_AVAIL_F_NO_INTERRUPT;
+	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
+	kick(0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 1));
+	ck_assert(!irq_fired(0, 100));
+	ck_assert_uint_eq(STAT(0, irqs), 0);
+	dev_destroy();
+}
+END_TEST
+
+/* ---- control queue ---- */
+
+/* Send one command (readable parts as given) with a 1-byte status; returns the ack. */
+static u8 ctl(int qi, const void *cmd, u32 len, u32 split)
+{
+	u64 a = galloc(len + 1), st = galloc(1);
+	u16 want = (u16)(used_idx(qi) + 1);
+	struct tb b[3];
+	int nb = 0;
+
+	if (len)
+		memcpy(gp(a), cmd, len);
+	*(u8 *)gp(st) = 0xaa;
+	if (split && split < len) {
+		b[nb++] = (struct tb){ a, split, false };
+		b[nb++] = (struct tb){ a + split, len - split, false };
+	} else if (len) {
+		b[nb++] = (struct tb){ a, len, false };
+	}
+	b[nb++] = (struct tb){ st, 1, true };
+	post(qi, b, nb);
+	kick(qi);
+	ck_assert(wait_used(qi, want));
+	ck_assert_uint_eq(t.q[qi].used->ring[(u16)(want - 1) % t.q[qi].size].len, 1);
+	return *(u8 *)gp(st);
+}
+
+START_TEST(ctrl_commands)
+{
+	u8 promisc[] = { VIRTIO_NET_CTRL_RX, VIRTIO_NET_CTRL_RX_PROMISC, 1 };
+	u8 allmulti_bad[] = { VIRTIO_NET_CTRL_RX, VIRTIO_NET_CTRL_RX_ALLMULTI };
+	u8 mac_set[] = { VIRTIO_NET_CTRL_MAC, VIRTIO_NET_CTRL_MAC_ADDR_SET, 2, 0, 0, 0xaa, 0xbb, 0xcc };
+	u8 mac_short[] = { VIRTIO_NET_CTRL_MAC, VIRTIO_NET_CTRL_MAC_ADDR_SET, 2, 0, 0 };
+	u8 table[2 + 4 + 6 + 4 + 12] = { VIRTIO_NET_CTRL_MAC, VIRTIO_NET_CTRL_MAC_TABLE_SET, 1 };
+	u8 table_bad[2 + 4 + 6 + 4] = { VIRTIO_NET_CTRL_MAC, VIRTIO_NET_CTRL_MAC_TABLE_SET, 1, 0, 0, 0,
+					1, 2, 3, 4, 5, 6, 0xff, 0xff, 0xff, 0xff };
+	u8 mq[] = { VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 1, 0 };
+	u8 unknown[] = { 99, 0, 0 };
+	u8 vlan[] = { VIRTIO_NET_CTRL_VLAN, VIRTIO_NET_CTRL_VLAN_ADD, 1, 0 };
+	u8 one[] = { VIRTIO_NET_CTRL_RX };
+	u8 mac[6];
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_CTRL_RX), 64);
+	table[2 + 4 + 6] = 2; /* second table: 2 entries */
+	ck_assert_uint_eq(ctl(2, promisc, sizeof(promisc), 0), VIRTIO_NET_OK);
+	ck_assert_uint_eq(ctl(2, promisc, sizeof(promisc), 1), VIRTIO_NET_OK); /* header split */
+	ck_assert_uint_eq(ctl(2, allmulti_bad, sizeof(allmulti_bad), 0), VIRTIO_NET_ERR);
+	ck_assert_uint_eq(ctl(2, mac_set, sizeof(mac_set), 5), VIRTIO_NET_OK);
+	t.vdev->ops->config_read(t.vdev, 0, mac, 6);
+	ck_assert_mem_eq(mac, "\x02\x00\x00\xaa\xbb\xcc", 6);
+	ck_assert_uint_eq(ctl(2, mac_short, sizeof(mac_short), 0), VIRTIO_NET_ERR);
+	ck_assert_uint_eq(ctl(2, table, sizeof(table), 9), VIRTIO_NET_OK);
+	ck_assert_uint_eq(ctl(2, table, sizeof(table) - 1, 0), VIRTIO_NET_ERR);
+	ck_assert_uint_eq(ctl(2, table_bad, sizeof(table_bad), 0), VIRTIO_NET_ERR);
+	ck_assert_uint_eq(ctl(2, mq, sizeof(mq), 0), VIRTIO_NET_ERR); /* MQ not negotiated */
+	ck_assert_uint_eq(ctl(2, unknown, sizeof(unknown), 0), VIRTIO_NET_ERR);
+	ck_assert_uint_eq(ctl(2, vlan, sizeof(vlan), 0), VIRTIO_NET_ERR);
+	ck_assert_uint_eq(ctl(2, one, sizeof(one), 0), VIRTIO_NET_ERR);
+	ck_assert_uint_eq(ctl(2, NULL, 0, 0), VIRTIO_NET_ERR);
+	/* No status byte: given back with length 0, queue still fine. */
+	post(2, &(struct tb){ galloc(3), 3, false }, 1);
+	kick(2);
+	ck_assert(wait_used(2, 14));
+	ck_assert_uint_eq(t.q[2].used->ring[13].len, 0);
+	ck_assert_uint_eq(ctl(2, promisc, sizeof(promisc), 0), VIRTIO_NET_OK);
+	ck_assert(!(atomic_load(&t.vdev->status) & VIRTIO_CONFIG_S_NEEDS_RESET));
+	/* A malformed chain does break it. */
+	post(2, &(struct tb){ RAM_SIZE, 16, false }, 1);
+	kick(2);
+	ck_assert(wait_needs_reset());
+	dev_destroy();
+}
+END_TEST
+
+/* ---- multiqueue, negotiation, config, lifecycle ---- */
+
+static int count_threads(const char *name)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d))) {
+		char path[300], comm[32] = "";
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+		n += !strcmp(comm, name);
+	}
+	closedir(d);
+	return n;
+}
+
+START_TEST(multiqueue_pairs)
+{
+	u8 mq2[] = { VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 2, 0 };
+	u8 mq3[] = { VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 3, 0 };
+	u8 mq0[] = { VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 0, 0 };
+	u8 out[128], frame[60] = { 0x33 };
+	u64 g, rx;
+
+	dev_create(2, NULL);
+	ck_assert(t.vdev->ops->get_features(t.vdev) & F(VIRTIO_NET_F_MQ));
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MQ), 256);
+	ck_assert_int_eq(count_threads("lkvm-net-rx0"), 1);
+	ck_assert_int_eq(count_threads("lkvm-net-tx1"), 1);
+	ck_assert_int_eq(count_threads("lkvm-net-ctl"), 1);
+	/* Control queue is queue 4. */
+	ck_assert_uint_eq(ctl(4, mq2, sizeof(mq2), 0), VIRTIO_NET_OK);
+	ck_assert_uint_eq(ctl(4, mq3, sizeof(mq3), 0), VIRTIO_NET_ERR);
+	ck_assert_uint_eq(ctl(4, mq0, sizeof(mq0), 0), VIRTIO_NET_ERR);
+	/* tx1 goes to the second backend, rx1 comes from it. */
+	g = galloc(80);
+	memset(gp(g), 0, 80);
+	post(3, &(struct tb){ g, 80, false }, 1);
+	kick(3);
+	ck_assert(wait_used(3, 1));
+	ck_assert_int_eq(net_fake_take(t.be[1], out, sizeof(out)), 80);
+	ck_assert_int_eq(net_fake_take(t.be[0], out, sizeof(out)), 0);
+	rx = galloc(2048);
+	post(2, &(struct tb){ rx, 2048, true }, 1);
+	kick(2);
+	ck_assert_int_eq(net_fake_inject(t.be[1], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(2, 1));
+	ck_assert_uint_eq(STAT(2, packets), 1);
+	ck_assert_uint_eq(STAT(0, packets), 0);
+	dev_destroy();
+	ck_assert_int_eq(count_threads("lkvm-net-tx1"), 0);
+}
+END_TEST
+
+START_TEST(features_negotiation)
+{
+	struct virtio_device *v;
+	u64 off, ver = F(VIRTIO_F_VERSION_1);
+	struct net_offloads o;
+
+	dev_create(1, NULL);
+	v = t.vdev;
+	off = v->ops->get_features(v);
+	ck_assert(!(off & F(VIRTIO_NET_F_MQ)));
+	ck_assert(off & F(VIRTIO_RING_F_EVENT_IDX));
+	ck_assert(off & F(VIRTIO_RING_F_INDIRECT_DESC));
+	ck_assert(off & F(VIRTIO_NET_F_MRG_RXBUF));
+	ck_assert(off & F(VIRTIO_NET_F_CTRL_RX));
+	ck_assert(v->ops->features_ok(v, off | ver));
+	ck_assert(v->ops->features_ok(v, ver));
+	ck_assert(!v->ops->features_ok(v, off));                       /* no VERSION_1 */
+	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_GUEST_TSO4)));
+	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_GUEST_TSO6)));
+	ck_assert(v->ops->features_ok(v, ver | F(VIRTIO_NET_F_GUEST_TSO6) | F(VIRTIO_NET_F_GUEST_CSUM)));
+	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_HOST_TSO4)));
+	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_HOST_TSO6)));
+	ck_assert(v->ops->features_ok(v, ver | F(VIRTIO_NET_F_HOST_TSO4) | F(VIRTIO_NET_F_CSUM)));
+	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_CTRL_RX)));
+	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_MQ) | F(VIRTIO_NET_F_CTRL_VQ)));
+	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_GUEST_UFO) | F(VIRTIO_NET_F_GUEST_CSUM)));
+	ck_assert_uint_eq(v->ops->device_id, 1);
+	ck_assert_int_eq(v->nr_queues, 3);
+	ck_assert_uint_eq(v->q[0].max_size, 256);
+	/* Offloads follow the negotiated guest features at start. */
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_GUEST_CSUM) | F(VIRTIO_NET_F_GUEST_TSO4), 16);
+	net_fake_offloads(t.be[0], &o);
+	ck_assert(o.csum && o.tso4 && !o.tso6);
+	dev_destroy();
+}
+END_TEST
+
+START_TEST(config_space)
+{
+	struct virtio_net_config c;
+	u8 b[4], big[64];
+	struct net_opts o = { .mode = NET_MODE_FAKE, .queue_pairs = 3, .mac_set = true,
+			      .guest_mac = { 2, 1, 2, 3, 4, 5 } };
+	struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { net_fake_create(), net_fake_create(),
+							net_fake_create() };
+	struct virtio_net *n2;
+	struct virtio_device *v2;
+
+	dev_create(1, NULL);
+	ck_assert_uint_eq(t.vdev->ops->config_size, sizeof(c));
+	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&c, sizeof(c));
+	ck_assert_mem_eq(c.mac, "\x52\x54\x00\x12\x34\x56", 6);
+	ck_assert_uint_eq(c.status, VIRTIO_NET_S_LINK_UP);
+	ck_assert_uint_eq(c.max_virtqueue_pairs, 1);
+	t.vdev->ops->config_read(t.vdev, 5, b, 3); /* any offset and width */
+	ck_assert_mem_eq(b, "\x56\x01\x00", 3);
+	memset(big, 0xff, sizeof(big));
+	t.vdev->ops->config_read(t.vdev, 20, big, 10); /* past the end reads as zero */
+	for (int i = 0; i < 10; i++)
+		ck_assert_uint_eq(big[i], 0);
+	t.vdev->ops->config_write(t.vdev, 0, (const u8 *)"\xff\xff", 2); /* ignored */
+	t.vdev->ops->config_read(t.vdev, 0, b, 2);
+	ck_assert_mem_eq(b, "\x52\x54", 2);
+
+	/* A second NIC: its own MAC, three pairs, seven queues. */
+	t.kvm->nets[0] = t.n;
+	ck_assert_int_eq(virtio_net_create_bare(t.kvm, &o, be, &n2), 0);
+	v2 = virtio_net_vdev(n2);
+	v2->ops->config_read(v2, 0, (u8 *)&c, sizeof(c));
+	ck_assert_mem_eq(c.mac, "\x02\x01\x02\x03\x04\x05", 6);
+	ck_assert_uint_eq(c.max_virtqueue_pairs, 3);
+	ck_assert_int_eq(v2->nr_queues, 7);
+	virtio_net_destroy(n2); /* never started */
+	o.mac_set = false;
+	be[0] = net_fake_create();
+	ck_assert_int_eq(virtio_net_create_bare(t.kvm, &o, be, &n2), -EINVAL); /* be[1] missing */
+	o.queue_pairs = 1;
+	be[0] = net_fake_create();
+	ck_assert_int_eq(virtio_net_create_bare(t.kvm, &o, be, &n2), 0);
+	virtio_net_vdev(n2)->ops->config_read(virtio_net_vdev(n2), 0, (u8 *)&c, sizeof(c));
+	ck_assert_mem_eq(c.mac, "\x52\x54\x00\x12\x34\x57", 6);
+	virtio_net_destroy(n2);
+	dev_destroy();
+}
+END_TEST
+
+/* A backend that is always full, to see a TX thread blocked on it still stop. */
+struct stuck {
+	struct net_backend be;
+	int sends;
+};
+
+static ssize_t stuck_send(struct net_backend *be, const struct iovec *iov, int n)
+{
+	__atomic_add_fetch(&((struct stuck *)be->priv)->sends, 1, __ATOMIC_RELAXED);
+	return -EAGAIN;
+}
+
+static ssize_t stuck_recv(struct net_backend *be, const struct iovec *iov, int n)
+{
+	return -EAGAIN;
+}
+
+static void stuck_close(struct net_backend *be)
+{
+	close(be->rx_fd);
+	close(be->tx_fd);
+	free(be->priv);
+}
+
+static const struct net_backend_ops stuck_ops = {
+	.send = stuck_send, .recv = stuck_recv, .close = stuck_close,
+};
+
+START_TEST(stop_while_backend_full)
+{
+	struct stuck *s = calloc(1, sizeof(*s));
+	u64 max = 0xfffffffffffffffeULL;
+
+	ck_assert_ptr_nonnull(s);
+	s->be.ops = &stuck_ops;
+	s->be.priv = s;
+	s->be.rx_fd = eventfd(0, EFD_NONBLOCK);
+	s->be.tx_fd = eventfd(0, EFD_NONBLOCK);
+	/* An eventfd at its maximum is not writable. */
+	ck_assert_int_eq(write(s->be.tx_fd, &max, sizeof(max)), sizeof(max));
+	dev_create(1, &s->be);
+	dev_start(BASE_FEATURES, 256);
+	post(1, &(struct tb){ galloc(72), 72, false }, 1);
+	kick(1);
+	for (int ms = 0; ms < WAIT_MS && !__atomic_load_n(&s->sends, __ATOMIC_RELAXED); ms++)
+		poll(NULL, 0, 1);
+	ck_assert_int_eq(__atomic_load_n(&s->sends, __ATOMIC_RELAXED), 1);
+	poll(NULL, 0, 20);
+	ck_assert_int_eq(__atomic_load_n(&s->sends, __ATOMIC_RELAXED), 1); /* waiting, not spinning */
+	/* RX without peek_len: a buffer but no frame, so nothing delivered. */
+	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
+	kick(0);
+	t.vdev->ops->stop(t.vdev);
+	/* The chain was not consumed: given back for the next start. */
+	ck_assert_uint_eq(t.vdev->q[1].vq.last_avail, 0);
+	ck_assert_uint_eq(used_idx(1), 0);
+	ck_assert_uint_eq(t.vdev->q[0].vq.last_avail, 0);
+	ck_assert_int_eq(count_threads("lkvm-net-tx0"), 0);
+	dev_destroy();
+}
+END_TEST
+
+START_TEST(restart_and_stats)
+{
+	u8 frame[60] = { 0 };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	int depth = 0;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES, 256);
+	post(1, &(struct tb){ galloc(72), 72, false }, 1);
+	kick(1);
+	ck_assert(wait_used(1, 1));
+	t.vdev->ops->stop(t.vdev);
+	t.vdev->ops->stop(t.vdev); /* idempotent */
+	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
+	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0); /* restart without stop */
+	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
+	kick(0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 1));
+	ck_assert_int_eq(count_threads("lkvm-net-rx0"), 1);
+
+	f = open_memstream(&buf, &len);
+	virtio_net_print_stats(t.n, f, false);
+	fclose(f);
+	ck_assert_ptr_nonnull(strstr(buf, "pkts/kick"));
+	ck_assert_ptr_nonnull(strstr(buf, "\nrx0 "));
+	ck_assert_ptr_nonnull(strstr(buf, "\ntx0 "));
+	ck_assert_ptr_nonnull(strstr(buf, "\nctrl "));
+	free(buf);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	virtio_net_print_stats(t.n, f, true);
+	fclose(f);
+	ck_assert_ptr_nonnull(strstr(buf, "{\"queues\":[{\"name\":\"rx0\",\"kicks\":1,"));
+	ck_assert_ptr_nonnull(strstr(buf, "{\"name\":\"tx0\",\"kicks\":1,\"trapped\":0,\"irqs\":1,\"packets\":1,\"bytes\":60,"));
+	ck_assert_ptr_nonnull(strstr(buf, "\"name\":\"ctrl\""));
+	ck_assert_ptr_nonnull(strstr(buf, "\"pkts_per_irq\":null"));
+	for (char *p = buf; *p; p++) {
+		depth += (*p == '{' || *p == '[') - (*p == '}' || *p == ']');
+		ck_assert_int_ge(depth, 0);
+	}
+	ck_assert_int_eq(depth, 0);
+	ck_assert_int_eq(buf[strlen(buf) - 1], '}');
+	free(buf);
+	dev_destroy();
+}
+END_TEST
+
+static Suite *virtio_net_suite(void)
+{
+	Suite *s = suite_create("virtio_net");
+	TCase *tc = tcase_create("device");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, rx_single_frame);
+	tcase_add_test(tc, rx_waits_for_buffers);
+	tcase_add_test(tc, rx_mergeable_spans_buffers);
+	tcase_add_test(tc, rx_mergeable_waits_for_room);
+	tcase_add_test(tc, rx_header_split);
+	tcase_add_test(tc, rx_malformed_chain_needs_reset);
+	tcase_add_test(tc, tx_split_chain);
+	tcase_add_test(tc, tx_bad_lengths_dropped);
+	tcase_add_test(tc, tx_malformed_chain_needs_reset);
+	tcase_add_test(tc, tx_buffer_outside_ram_needs_reset);
+	tcase_add_test(tc, event_idx_suppresses_interrupts);
+	tcase_add_test(tc, no_interrupt_flag_respected);
+	tcase_add_test(tc, ctrl_commands);
+	tcase_add_test(tc, multiqueue_pairs);
+	tcase_add_test(tc, features_negotiation);
+	tcase_add_test(tc, config_space);
+	tcase_add_test(tc, stop_while_backend_full);
+	tcase_add_test(tc, restart_and_stats);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LKVM_CHECK_MAIN(virtio_net_suite)

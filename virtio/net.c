@@ -1,0 +1,1094 @@
+/* The virtio-net device (virtio 1.2 §5.1): features, config space, per-queue TX/RX threads, control queue, counters. */
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ids.h>
+#include <linux/virtio_net.h>
+#include <linux/virtio_ring.h>
+
+#include "lkvm/kvm.h"
+#include "lkvm/virtio-net.h"
+
+#define HDR_LEN NET_VNET_HDR_LEN
+#define MAX_FRAME 65550                  /* 64 KiB GSO payload + Ethernet and VLAN headers */
+#define MAX_PKT (HDR_LEN + MAX_FRAME)   /* header + largest frame, in either direction */
+#define BATCH 64                        /* TX: chains per flush; RX: frames per wake-up */
+#define RX_MAX_CHAINS 64                /* mergeable buffers one frame may span */
+#define RX_MAX_IOV 1024                 /* IOV_MAX: iovecs one recv may take */
+#define NUM_BUFFERS_OFF offsetof(struct virtio_net_hdr_v1, num_buffers)
+
+_Static_assert(sizeof(struct virtio_net_hdr_v1) == HDR_LEN, "virtio_net_hdr_v1 is 12 bytes");
+_Static_assert(2 * NET_MAX_QUEUE_PAIRS + 1 <= VIRTIO_MAX_QUEUES, "queue table too small");
+_Static_assert(RX_MAX_IOV >= VQ_MAX_SG, "one chain's writable part always fits");
+
+#define F(bit) (1ULL << (bit))
+
+enum worker_kind { W_RX, W_TX, W_CTL };
+
+/* What an RX thread waits for next. */
+enum rx_wait {
+	RX_WAIT_FRAME,   /* the guest may have buffers: wait for the backend (and count kicks) */
+	RX_WAIT_BUFFERS, /* ring empty, notifications on: wait for the guest's kick */
+	RX_WAIT_DEAD,    /* queue broken: wait for stop only */
+};
+
+/* An RX chain popped and not yet used. */
+struct rx_chain {
+	u16 head;
+	u16 niov; /* its writable iovecs in worker.iov */
+	u64 len;  /* their total */
+};
+
+/* One device thread: serves one queue (RX, TX or control). */
+struct net_worker {
+	struct virtio_net *n;
+	enum worker_kind kind;
+	int qi;      /* index in vdev->q */
+	int pair;    /* backend index */
+	char qname[24];
+	pthread_t tid;
+	bool broken; /* the guest broke the queue: touch it no more */
+	struct vq_elem *elem;
+	/* RX: chains taken from the ring but not yet used, in pop order, so that they are
+	 * always the last ones popped and vq_unpop can give them back; their writable
+	 * iovecs are gathered in iov so recv writes straight into guest memory. */
+	struct rx_chain held[RX_MAX_CHAINS];
+	int nheld, nheld_iov;
+	u64 held_len;
+	struct iovec *iov;
+	u16 pending; /* used elements filled, not yet flushed */
+};
+
+struct virtio_net {
+	struct virtio_device vdev;
+	struct kvm *kvm;
+	int pairs;
+	struct net_backend *be[NET_MAX_QUEUE_PAIRS];
+	bool pci;
+
+	/* Config space: written by the control thread (MAC_ADDR_SET), read by vCPUs. */
+	pthread_mutex_t cfg_lock;
+	struct virtio_net_config cfg;
+
+	/* Threads: start/stop serialised by run_lock (a reset on a vCPU against teardown). */
+	pthread_mutex_t run_lock;
+	int stop_fd;            /* eventfd, every thread polls it */
+	atomic_bool stopping;   /* the same, cheap to test inside drain loops */
+	int nworkers;
+	struct net_worker w[VIRTIO_MAX_QUEUES];
+
+	/* Negotiated at start. */
+	bool mrg_rxbuf;
+	atomic_int curr_pairs;  /* VQ_PAIRS_SET (recorded; every pair keeps being served) */
+	atomic_bool promisc, allmulti;
+};
+
+static inline void stat_add(atomic_ullong *c, u64 v)
+{
+	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+static inline u64 stat_get(atomic_ullong *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static inline bool stopping(const struct virtio_net *n)
+{
+	return atomic_load_explicit(&n->stopping, memory_order_relaxed);
+}
+
+/* ---- iovec helpers: every copy bounded by the iovecs themselves ---- */
+
+static size_t iov_from(const struct iovec *iov, int cnt, u64 off, void *dst, size_t len)
+{
+	size_t done = 0;
+
+	for (int i = 0; i < cnt && done < len; i++) {
+		size_t k;
+
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		k = MIN(iov[i].iov_len - off, len - done);
+		memcpy((u8 *)dst + done, (u8 *)iov[i].iov_base + off, k);
+		done += k;
+		off = 0;
+	}
+	return done;
+}
+
+static size_t iov_to(const struct iovec *iov, int cnt, u64 off, const void *src, size_t len)
+{
+	size_t done = 0;
+
+	for (int i = 0; i < cnt && done < len; i++) {
+		size_t k;
+
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		k = MIN(iov[i].iov_len - off, len - done);
+		memcpy((u8 *)iov[i].iov_base + off, (const u8 *)src + done, k);
+		done += k;
+		off = 0;
+	}
+	return done;
+}
+
+/* ---- waiting ---- */
+
+enum { WAKE_STOP = 1, WAKE_KICK = 2, WAKE_IO = 4 };
+
+/* Add what the guest's notifies left in kick_fd to stats.kicks. Only this queue's
+ * thread reads the eventfd, so POLLIN means the read will not block. */
+static bool take_kicks(struct virtio_queue *q)
+{
+	u64 v;
+
+	if (read(q->kick_fd, &v, sizeof(v)) != sizeof(v))
+		return false;
+	stat_add(&q->stats.kicks, v);
+	return true;
+}
+
+/* Non-blocking: count kicks still pending (at thread exit, so the totals are complete). */
+static void drain_kicks(struct virtio_queue *q)
+{
+	struct pollfd p = { .fd = q->kick_fd, .events = POLLIN };
+
+	if (q->kick_fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN))
+		take_kicks(q);
+}
+
+/* Block until stop, a kick (if want_kick) or io_fd ready for io_events (if io_fd >= 0).
+ * Returns WAKE_* bits; kicks are read and counted here. */
+static int wait_for(struct net_worker *w, bool want_kick, int io_fd, short io_events)
+{
+	struct virtio_queue *q = &w->n->vdev.q[w->qi];
+	struct pollfd p[3];
+	int np = 0, ki = -1, ii = -1, r, m = 0;
+
+	p[np++] = (struct pollfd){ .fd = w->n->stop_fd, .events = POLLIN };
+	if (want_kick && q->kick_fd >= 0) {
+		ki = np;
+		p[np++] = (struct pollfd){ .fd = q->kick_fd, .events = POLLIN };
+	}
+	if (io_fd >= 0) {
+		ii = np;
+		p[np++] = (struct pollfd){ .fd = io_fd, .events = io_events };
+	}
+	do
+		r = poll(p, np, -1);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		/* Only EFAULT/ENOMEM/EINVAL remain: nothing sensible to retry; park the thread. */
+		pr_err("virtio-net %s: poll: %s", w->qname, strerror(errno));
+		return WAKE_STOP;
+	}
+	if (p[0].revents)
+		return WAKE_STOP;
+	if (ki >= 0 && (p[ki].revents & POLLIN) && take_kicks(q))
+		m |= WAKE_KICK;
+	if (ii >= 0 && p[ii].revents)
+		m |= WAKE_IO;
+	return m;
+}
+
+static void queue_broken(struct net_worker *w, const char *why)
+{
+	char msg[96];
+
+	snprintf(msg, sizeof(msg), "%s: %s", w->qname, why);
+	w->broken = true;
+	virtio_set_needs_reset(&w->n->vdev, msg);
+}
+
+/* Publish the filled used elements and interrupt the guest if it asked for it
+ * (virtio_notify_queue applies EVENT_IDX / NO_INTERRUPT). */
+static void flush_pending(struct net_worker *w)
+{
+	struct virtio_queue *q = &w->n->vdev.q[w->qi];
+
+	if (!w->pending)
+		return;
+	vq_flush(&q->vq, w->pending);
+	w->pending = 0;
+	virtio_notify_queue(&w->n->vdev, w->qi);
+}
+
+/* Fill one used element; flush early if a hostile driver could make the unflushed
+ * batch wrap onto itself (a well-behaved one cannot: it has only size chains). */
+static void fill_used(struct net_worker *w, u16 head, u32 len)
+{
+	struct virtqueue *vq = &w->n->vdev.q[w->qi].vq;
+
+	vq_fill(vq, head, len, w->pending++);
+	if (w->pending >= vq->size)
+		flush_pending(w);
+}
+
+/* ---- TX ---- */
+
+/* Send one chain as is (header + frame). Returns true when stop was requested while the
+ * backend was full (the chain is then not consumed). */
+static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq_elem *e)
+{
+	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
+
+	if (e->out_num == 0 || e->out_len < HDR_LEN || e->out_len > MAX_PKT) {
+		stat_add(&st->drops, 1);
+		return false;
+	}
+	for (;;) {
+		ssize_t r = be->ops->send(be, e->iov, e->out_num);
+
+		if (r >= 0) {
+			stat_add(&st->packets, 1);
+			stat_add(&st->bytes, e->out_len - HDR_LEN);
+			return false;
+		}
+		if (r != -EAGAIN) {
+			stat_add(&st->drops, 1);
+			return false;
+		}
+		if (wait_for(w, false, be->tx_fd, POLLOUT) & WAKE_STOP)
+			return true;
+	}
+}
+
+/*
+ * Wake-up protocol (the same for TX and control queues): disable notifications, drain the
+ * ring, re-enable, re-check. vq_enable_notify has a full barrier between publishing
+ * "kick me" and re-reading avail->idx, and the driver has one between its avail->idx
+ * store and reading our flag, so either it kicks or we see its chain and loop: no lost
+ * kick. A full ring cannot stall us either: draining takes every chain, whatever the
+ * kick count, and with the backend full we block on its writability, not on the guest.
+ * Returns true when stop was requested.
+ */
+static bool tx_drain(struct net_worker *w)
+{
+	struct virtio_net *n = w->n;
+	struct virtio_queue *q = &n->vdev.q[w->qi];
+	struct virtqueue *vq = &q->vq;
+	struct net_backend *be = n->be[w->pair];
+	struct vq_elem *e = w->elem;
+	u16 batch = MIN(BATCH, vq->size);
+	bool worked = false, stop = false;
+
+	do {
+		vq_disable_notify(vq);
+		for (;;) {
+			int r = vq_pop(vq, e);
+
+			if (r == 0)
+				break;
+			if (r < 0) {
+				flush_pending(w);
+				queue_broken(w, "malformed descriptor chain");
+				goto out;
+			}
+			worked = true;
+			if (tx_one(w, be, e)) {
+				vq_unpop(vq, 1);
+				stop = true;
+				goto out;
+			}
+			/* The device writes nothing into a TX chain: used len 0. */
+			fill_used(w, e->head, 0);
+			if (w->pending >= batch) {
+				flush_pending(w);
+				if (stopping(n)) {
+					stop = true;
+					goto out;
+				}
+			}
+		}
+		flush_pending(w);
+		if (stopping(n)) {
+			stop = true;
+			break;
+		}
+	} while (vq_enable_notify(vq));
+out:
+	flush_pending(w);
+	if (worked)
+		stat_add(&q->stats.batches, 1);
+	return stop;
+}
+
+static void *tx_thread(void *arg)
+{
+	struct net_worker *w = arg;
+	struct virtio_queue *q = &w->n->vdev.q[w->qi];
+	/* Chains may have been posted (and kicked) before the thread existed. */
+	bool stop = tx_drain(w);
+
+	while (!stop) {
+		if (wait_for(w, !w->broken, -1, 0) & WAKE_STOP)
+			break;
+		if (!w->broken)
+			stop = tx_drain(w);
+	}
+	drain_kicks(q);
+	return NULL;
+}
+
+/* ---- RX ---- */
+
+/* Give back every held chain (the last ones popped). */
+static void rx_release(struct net_worker *w)
+{
+	if (w->nheld && !w->broken)
+		vq_unpop(&w->n->vdev.q[w->qi].vq, (u16)w->nheld);
+	w->nheld = w->nheld_iov = 0;
+	w->held_len = 0;
+}
+
+/* Forget the first k held chains (used by a frame), keeping the rest in order. */
+static void rx_consume(struct net_worker *w, int k)
+{
+	int iovs = 0;
+
+	for (int i = 0; i < k; i++) {
+		iovs += w->held[i].niov;
+		w->held_len -= w->held[i].len;
+	}
+	memmove(w->held, w->held + k, (size_t)(w->nheld - k) * sizeof(w->held[0]));
+	memmove(w->iov, w->iov + iovs, (size_t)(w->nheld_iov - iovs) * sizeof(w->iov[0]));
+	w->nheld -= k;
+	w->nheld_iov -= iovs;
+}
+
+enum { GATHER_OK, GATHER_DRY, GATHER_BROKEN };
+
+/* Hold chains until their writable bytes cover want (one chain without MRG_RXBUF, at
+ * most RX_MAX_CHAINS / RX_MAX_IOV). GATHER_DRY: the ring ran out first. */
+static int rx_gather(struct net_worker *w, u64 want)
+{
+	struct virtqueue *vq = &w->n->vdev.q[w->qi].vq;
+	struct vq_elem *e = w->elem;
+	int max = w->n->mrg_rxbuf ? RX_MAX_CHAINS : 1;
+
+	while (w->nheld < max && w->held_len < want) {
+		int r = vq_pop(vq, e);
+
+		if (r == 0)
+			return GATHER_DRY;
+		if (r < 0) {
+			queue_broken(w, "malformed descriptor chain");
+			return GATHER_BROKEN;
+		}
+		/* Every receive buffer must hold at least the header (§5.1.6.3.1). */
+		if (e->in_num == 0 || e->in_len < HDR_LEN) {
+			queue_broken(w, "receive buffer smaller than the header");
+			return GATHER_BROKEN;
+		}
+		if (w->nheld_iov + e->in_num > RX_MAX_IOV) {
+			vq_unpop(vq, 1);
+			break;
+		}
+		memcpy(&w->iov[w->nheld_iov], &e->iov[e->out_num], e->in_num * sizeof(struct iovec));
+		w->held[w->nheld++] = (struct rx_chain){ .head = e->head, .niov = e->in_num,
+							 .len = e->in_len };
+		w->nheld_iov += e->in_num;
+		w->held_len += e->in_len;
+	}
+	return GATHER_OK;
+}
+
+enum { RECV_NONE, RECV_DONE };
+
+/* Receive one frame into the held chains; fill the used elements of those it took. */
+static int rx_one(struct net_worker *w, struct net_backend *be)
+{
+	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
+	ssize_t got = be->ops->recv(be, w->iov, w->nheld_iov);
+	u64 rem;
+	int used = 0;
+	u16 nb;
+
+	if (got == -EAGAIN)
+		return RECV_NONE;
+	if (got < 0) {
+		/* Backend error: nothing was consumed that we know of; wait for readiness again. */
+		stat_add(&st->drops, 1);
+		pr_debug("virtio-net %s: receive: %s", w->qname, strerror((int)-got));
+		return RECV_NONE;
+	}
+	if ((u64)got < HDR_LEN || (u64)got > w->held_len) {
+		/* A backend that broke its contract: the frame is gone; keep the buffers. */
+		stat_add(&st->drops, 1);
+		return RECV_DONE;
+	}
+	/* Buffers are filled in order: the frame spans as many chains as it needs. */
+	rem = (u64)got;
+	for (used = 0; used < w->nheld && rem; used++)
+		rem -= MIN(rem, w->held[used].len);
+	/* num_buffers lives inside the first chain (its writable part is >= 12 bytes),
+	 * possibly split across that chain's iovecs. Always present with VERSION_1; 1 when
+	 * MRG_RXBUF is off. Written before any used element that could be flushed. */
+	nb = htole16((u16)used);
+	iov_to(w->iov, w->held[0].niov, NUM_BUFFERS_OFF, &nb, sizeof(nb));
+	rem = (u64)got;
+	for (int i = 0; i < used; i++) {
+		u64 l = MIN(rem, w->held[i].len);
+
+		rem -= l;
+		fill_used(w, w->held[i].head, (u32)l);
+	}
+	stat_add(&st->packets, 1);
+	stat_add(&st->bytes, (u64)got - HDR_LEN);
+	rx_consume(w, used);
+	return RECV_DONE;
+}
+
+/*
+ * Deliver up to BATCH frames, one interrupt per batch. RX notification protocol: while
+ * the ring has buffers we leave notifications disabled and wait on the backend; when it
+ * runs dry we flush (so the guest can recycle), re-enable and re-check (full barrier in
+ * vq_enable_notify, see tx_drain), and only if still dry wait for the kick. We never read
+ * a frame we have no room for: the backend's own queue holds it (backpressure).
+ */
+static enum rx_wait rx_drain(struct net_worker *w)
+{
+	struct virtio_net *n = w->n;
+	struct virtio_queue *q = &n->vdev.q[w->qi];
+	struct virtqueue *vq = &q->vq;
+	struct net_backend *be = n->be[w->pair];
+	enum rx_wait next = RX_WAIT_FRAME;
+	int frames = 0;
+
+	while (frames < BATCH && !stopping(n)) {
+		ssize_t peek = be->ops->peek_len ? be->ops->peek_len(be) : -ENOTSUP;
+		u64 want = peek > 0 ? MIN((u64)peek, (u64)MAX_PKT) : MAX_PKT;
+		int g;
+
+		if (peek == 0)
+			break; /* nothing pending: wait on the backend */
+		g = rx_gather(w, want);
+		if (g == GATHER_BROKEN) {
+			next = RX_WAIT_DEAD;
+			break;
+		}
+		/* Short of buffers. With the frame size known (peek) wait for the guest to
+		 * post more instead of truncating, unless we already hold every chain the
+		 * ring can have; without it, deliver into what we have. */
+		if (g == GATHER_DRY && (w->nheld == 0 || (peek > 0 && w->nheld < vq->size))) {
+			flush_pending(w);
+			if (vq_enable_notify(vq)) {
+				vq_disable_notify(vq);
+				continue;
+			}
+			next = RX_WAIT_BUFFERS;
+			break;
+		}
+		if (rx_one(w, be) == RECV_NONE)
+			break;
+		frames++;
+	}
+	flush_pending(w);
+	/* Waiting on the backend: hand the held chains back (kept while waiting for more). */
+	if (next == RX_WAIT_FRAME)
+		rx_release(w);
+	if (frames)
+		stat_add(&q->stats.batches, 1);
+	return next;
+}
+
+static void *rx_thread(void *arg)
+{
+	struct net_worker *w = arg;
+	struct virtio_net *n = w->n;
+	struct virtio_queue *q = &n->vdev.q[w->qi];
+	struct net_backend *be = n->be[w->pair];
+	enum rx_wait next = RX_WAIT_FRAME;
+
+	/* We learn about buffers by looking at the ring when a frame is pending; kicks
+	 * are needed only once it ran dry (vq_enable_notify in rx_drain). */
+	vq_disable_notify(&q->vq);
+	for (;;) {
+		int m;
+
+		if (next == RX_WAIT_DEAD)
+			m = wait_for(w, false, -1, 0);
+		else if (next == RX_WAIT_BUFFERS)
+			m = wait_for(w, true, -1, 0);
+		else /* kicks are not needed now, but counted as they come */
+			m = wait_for(w, true, be->rx_fd, POLLIN);
+		if (m & WAKE_STOP)
+			break;
+		if (next == RX_WAIT_BUFFERS && (m & WAKE_KICK)) {
+			vq_disable_notify(&q->vq);
+			next = rx_drain(w);
+		} else if (next == RX_WAIT_FRAME && (m & WAKE_IO)) {
+			next = rx_drain(w);
+		}
+	}
+	rx_release(w);
+	drain_kicks(q);
+	return NULL;
+}
+
+/* ---- control queue ---- */
+
+/* The command's payload: readable bytes after the 2-byte class/command header. */
+struct ctl_cmd {
+	const struct vq_elem *e;
+	u64 len;
+};
+
+static bool ctl_read(const struct ctl_cmd *c, u64 off, void *dst, size_t len)
+{
+	if (!range_ok(off, len, c->len))
+		return false;
+	return iov_from(c->e->iov, c->e->out_num, sizeof(struct virtio_net_ctrl_hdr) + off, dst,
+			len) == len;
+}
+
+static u8 ctl_rx(struct virtio_net *n, u8 cmd, const struct ctl_cmd *c)
+{
+	u8 on;
+
+	if (cmd > VIRTIO_NET_CTRL_RX_NOBCAST || c->len != 1 || !ctl_read(c, 0, &on, 1))
+		return VIRTIO_NET_ERR;
+	/* A tap hands us everything; the guest's own stack filters. Recorded only. */
+	if (cmd == VIRTIO_NET_CTRL_RX_PROMISC)
+		atomic_store(&n->promisc, on != 0);
+	else if (cmd == VIRTIO_NET_CTRL_RX_ALLMULTI)
+		atomic_store(&n->allmulti, on != 0);
+	return VIRTIO_NET_OK;
+}
+
+static u8 ctl_mac(struct virtio_net *n, u8 cmd, const struct ctl_cmd *c)
+{
+	if (cmd == VIRTIO_NET_CTRL_MAC_ADDR_SET) {
+		u8 mac[6];
+
+		if (c->len != sizeof(mac) || !ctl_read(c, 0, mac, sizeof(mac)))
+			return VIRTIO_NET_ERR;
+		pthread_mutex_lock(&n->cfg_lock);
+		memcpy(n->cfg.mac, mac, sizeof(mac));
+		pthread_mutex_unlock(&n->cfg_lock);
+		return VIRTIO_NET_OK;
+	}
+	if (cmd == VIRTIO_NET_CTRL_MAC_TABLE_SET) {
+		/* Two tables (unicast, multicast): le32 entries, then entries * 6 bytes each;
+		 * together exactly the payload. */
+		u64 off = 0;
+
+		for (int t = 0; t < 2; t++) {
+			u32 entries;
+
+			if (!ctl_read(c, off, &entries, sizeof(entries)))
+				return VIRTIO_NET_ERR;
+			off += sizeof(entries);
+			if (!range_ok(off, (u64)le32toh(entries) * 6, c->len))
+				return VIRTIO_NET_ERR;
+			off += (u64)le32toh(entries) * 6;
+		}
+		return off == c->len ? VIRTIO_NET_OK : VIRTIO_NET_ERR;
+	}
+	return VIRTIO_NET_ERR;
+}
+
+static u8 ctl_mq(struct virtio_net *n, u8 cmd, const struct ctl_cmd *c)
+{
+	u16 pairs;
+
+	if (cmd != VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET || !(n->vdev.features & F(VIRTIO_NET_F_MQ)) ||
+	    c->len != sizeof(pairs) || !ctl_read(c, 0, &pairs, sizeof(pairs)))
+		return VIRTIO_NET_ERR;
+	pairs = le16toh(pairs);
+	if (pairs < 1 || pairs > n->pairs)
+		return VIRTIO_NET_ERR;
+	atomic_store(&n->curr_pairs, pairs);
+	return VIRTIO_NET_OK;
+}
+
+typedef u8 (*ctl_handler)(struct virtio_net *n, u8 cmd, const struct ctl_cmd *c);
+
+static const ctl_handler ctl_handlers[] = {
+	[VIRTIO_NET_CTRL_RX] = ctl_rx,
+	[VIRTIO_NET_CTRL_MAC] = ctl_mac,
+	[VIRTIO_NET_CTRL_MQ] = ctl_mq,
+};
+
+/* Handle one command chain and acknowledge it in its last writable byte. */
+static void ctl_one(struct net_worker *w, const struct vq_elem *e)
+{
+	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
+	struct virtio_net_ctrl_hdr h;
+	struct ctl_cmd c = { .e = e };
+	u8 ack = VIRTIO_NET_ERR;
+	const struct iovec *last;
+
+	if (e->out_len >= sizeof(h) && iov_from(e->iov, e->out_num, 0, &h, sizeof(h)) == sizeof(h)) {
+		c.len = e->out_len - sizeof(h);
+		if (h.class < ARRAY_SIZE(ctl_handlers) && ctl_handlers[h.class])
+			ack = ctl_handlers[h.class](w->n, h.cmd, &c);
+	}
+	if (e->in_num == 0) {
+		/* Nowhere to put the ack: hand the chain back untouched. */
+		stat_add(&st->drops, 1);
+		fill_used(w, e->head, 0);
+		return;
+	}
+	last = &e->iov[e->out_num + e->in_num - 1];
+	/* The walker drops empty buffers, so iov_len >= 1. The used length must not claim
+	 * bytes we did not write (§2.7.8.2): 1 only when the ack is the whole writable part. */
+	((u8 *)last->iov_base)[last->iov_len - 1] = ack;
+	stat_add(&st->packets, 1);
+	if (ack != VIRTIO_NET_OK)
+		stat_add(&st->drops, 1);
+	fill_used(w, e->head, e->in_len == 1 ? 1 : 0);
+}
+
+/* Same wake-up protocol as tx_drain. */
+static void ctl_drain(struct net_worker *w)
+{
+	struct virtio_queue *q = &w->n->vdev.q[w->qi];
+	struct virtqueue *vq = &q->vq;
+	bool worked = false;
+
+	do {
+		vq_disable_notify(vq);
+		for (;;) {
+			int r = vq_pop(vq, w->elem);
+
+			if (r == 0)
+				break;
+			if (r < 0) {
+				flush_pending(w);
+				queue_broken(w, "malformed descriptor chain");
+				goto out;
+			}
+			worked = true;
+			ctl_one(w, w->elem);
+			if (w->pending >= MIN(BATCH, vq->size))
+				flush_pending(w);
+			if (stopping(w->n))
+				goto out;
+		}
+		flush_pending(w);
+	} while (!stopping(w->n) && vq_enable_notify(vq));
+out:
+	flush_pending(w);
+	if (worked)
+		stat_add(&q->stats.batches, 1);
+}
+
+static void *ctl_thread(void *arg)
+{
+	struct net_worker *w = arg;
+	struct virtio_queue *q = &w->n->vdev.q[w->qi];
+
+	ctl_drain(w);
+	for (;;) {
+		if (wait_for(w, !w->broken, -1, 0) & WAKE_STOP)
+			break;
+		if (!w->broken && !stopping(w->n))
+			ctl_drain(w);
+	}
+	drain_kicks(q);
+	return NULL;
+}
+
+/* ---- device ops ---- */
+
+static struct virtio_net *to_net(struct virtio_device *vdev)
+{
+	return vdev->priv;
+}
+
+static u64 net_offered(const struct virtio_net *n)
+{
+	u64 f = F(VIRTIO_NET_F_MAC) | F(VIRTIO_NET_F_STATUS) | F(VIRTIO_NET_F_MRG_RXBUF) |
+		F(VIRTIO_NET_F_CSUM) | F(VIRTIO_NET_F_GUEST_CSUM) | F(VIRTIO_NET_F_HOST_TSO4) |
+		F(VIRTIO_NET_F_HOST_TSO6) | F(VIRTIO_NET_F_GUEST_TSO4) | F(VIRTIO_NET_F_GUEST_TSO6) |
+		F(VIRTIO_NET_F_CTRL_VQ) | F(VIRTIO_NET_F_CTRL_RX) | F(VIRTIO_RING_F_EVENT_IDX) |
+		F(VIRTIO_RING_F_INDIRECT_DESC);
+
+	if (n->pairs > 1)
+		f |= F(VIRTIO_NET_F_MQ);
+	return f;
+}
+
+static u64 net_get_features(struct virtio_device *vdev)
+{
+	return net_offered(to_net(vdev));
+}
+
+/* Feature dependencies of §5.1.3.1, and nothing device-specific we did not offer. */
+static bool net_features_ok(struct virtio_device *vdev, u64 f)
+{
+	u64 transport = 0;
+
+	for (unsigned b = VIRTIO_TRANSPORT_F_START; b < VIRTIO_TRANSPORT_F_END; b++)
+		transport |= F(b);
+	if (f & ~(net_offered(to_net(vdev)) | transport))
+		return false;
+	/* The 12-byte header and little-endian config assume a modern driver. */
+	if (!(f & F(VIRTIO_F_VERSION_1)))
+		return false;
+	if ((f & (F(VIRTIO_NET_F_GUEST_TSO4) | F(VIRTIO_NET_F_GUEST_TSO6))) &&
+	    !(f & F(VIRTIO_NET_F_GUEST_CSUM)))
+		return false;
+	if ((f & (F(VIRTIO_NET_F_HOST_TSO4) | F(VIRTIO_NET_F_HOST_TSO6))) && !(f & F(VIRTIO_NET_F_CSUM)))
+		return false;
+	if ((f & (F(VIRTIO_NET_F_CTRL_RX) | F(VIRTIO_NET_F_MQ))) && !(f & F(VIRTIO_NET_F_CTRL_VQ)))
+		return false;
+	return true;
+}
+
+static void net_config_read(struct virtio_device *vdev, u32 off, u8 *data, u32 len)
+{
+	struct virtio_net *n = to_net(vdev);
+	u32 size = sizeof(n->cfg);
+
+	memset(data, 0, len);
+	if (off >= size)
+		return;
+	pthread_mutex_lock(&n->cfg_lock);
+	memcpy(data, (const u8 *)&n->cfg + off, MIN(len, size - off));
+	pthread_mutex_unlock(&n->cfg_lock);
+}
+
+static void net_config_write(struct virtio_device *vdev, u32 off, const u8 *data, u32 len)
+{
+	/* Every field is read-only for a VERSION_1 driver (the MAC changes through the
+	 * control queue); ignore. */
+}
+
+static void net_stop(struct virtio_device *vdev);
+
+static void worker_free(struct net_worker *w)
+{
+	free(w->elem);
+	free(w->iov);
+	w->elem = NULL;
+	w->iov = NULL;
+}
+
+static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int pair)
+{
+	static void *(*const fn[])(void *) = { [W_RX] = rx_thread, [W_TX] = tx_thread,
+					       [W_CTL] = ctl_thread };
+	static const char *const prefix[] = { [W_RX] = "rx", [W_TX] = "tx", [W_CTL] = "ctrl" };
+	struct net_worker *w;
+	char tname[32];
+	int ret;
+
+	if (!n->vdev.q[qi].vq.ready)
+		return 0; /* the driver did not enable this queue */
+	w = &n->w[n->nworkers];
+	memset(w, 0, sizeof(*w));
+	w->n = n;
+	w->kind = kind;
+	w->qi = qi;
+	w->pair = pair;
+	if (kind == W_CTL)
+		snprintf(w->qname, sizeof(w->qname), "ctrl");
+	else
+		snprintf(w->qname, sizeof(w->qname), "%s%d", prefix[kind], pair);
+	w->elem = malloc(sizeof(*w->elem));
+	if (kind == W_RX)
+		w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov));
+	if (!w->elem || (kind == W_RX && !w->iov)) {
+		worker_free(w);
+		return -ENOMEM;
+	}
+	ret = pthread_create(&w->tid, NULL, fn[kind], w);
+	if (ret) {
+		worker_free(w);
+		return -ret;
+	}
+	n->nworkers++;
+	snprintf(tname, sizeof(tname), kind == W_CTL ? "lkvm-net-ctl" : "lkvm-net-%s", w->qname);
+	tname[15] = '\0'; /* the kernel's limit; "lkvm-net-tx7" fits */
+	pthread_setname_np(w->tid, tname);
+	return 0;
+}
+
+static int net_start(struct virtio_device *vdev)
+{
+	struct virtio_net *n = to_net(vdev);
+	u64 f = vdev->features;
+	int data_pairs = (f & F(VIRTIO_NET_F_MQ)) ? n->pairs : 1;
+	struct net_offloads off;
+	int ret = 0;
+
+	net_stop(vdev); /* a second DRIVER_OK without reset: restart cleanly */
+	pthread_mutex_lock(&n->run_lock);
+	n->mrg_rxbuf = f & F(VIRTIO_NET_F_MRG_RXBUF);
+	atomic_store(&n->curr_pairs, 1);
+	net_offloads_from_features(f, &off);
+	for (int p = 0; p < n->pairs; p++) {
+		if (n->be[p]->ops->set_offloads && (ret = n->be[p]->ops->set_offloads(n->be[p], &off)) < 0) {
+			pr_warn("virtio-net: %s: setting offloads: %s", n->be[p]->ifname, strerror(-ret));
+			goto out;
+		}
+	}
+	atomic_store(&n->stopping, false);
+	for (int p = 0; p < data_pairs && !ret; p++) {
+		ret = worker_start(n, W_RX, 2 * p, p);
+		if (!ret)
+			ret = worker_start(n, W_TX, 2 * p + 1, p);
+	}
+	/* The control queue follows the data queues in use (§5.1.2). */
+	if (!ret && (f & F(VIRTIO_NET_F_CTRL_VQ)))
+		ret = worker_start(n, W_CTL, 2 * data_pairs, 0);
+out:
+	pthread_mutex_unlock(&n->run_lock);
+	if (ret < 0) {
+		pr_warn("virtio-net: cannot start: %s", strerror(-ret));
+		net_stop(vdev);
+	}
+	return ret;
+}
+
+static void net_stop(struct virtio_device *vdev)
+{
+	struct virtio_net *n = to_net(vdev);
+	eventfd_t v;
+
+	pthread_mutex_lock(&n->run_lock);
+	if (n->nworkers) {
+		atomic_store(&n->stopping, true);
+		if (eventfd_write(n->stop_fd, 1) < 0)
+			pr_err("virtio-net: cannot signal the device threads"); /* cannot happen */
+		for (int i = 0; i < n->nworkers; i++) {
+			pthread_join(n->w[i].tid, NULL);
+			worker_free(&n->w[i]);
+		}
+		n->nworkers = 0;
+		/* Re-arm for the next start. */
+		if (eventfd_read(n->stop_fd, &v) < 0)
+			pr_debug("virtio-net: stop eventfd already clear");
+	}
+	pthread_mutex_unlock(&n->run_lock);
+}
+
+static const struct virtio_dev_ops virtio_net_ops = {
+	.device_id = VIRTIO_ID_NET,
+	.subsys_id = VIRTIO_ID_NET,
+	.class_code = 0x020000,
+	.get_features = net_get_features,
+	.config_size = sizeof(struct virtio_net_config),
+	.config_read = net_config_read,
+	.config_write = net_config_write,
+	.features_ok = net_features_ok,
+	.start = net_start,
+	.stop = net_stop,
+};
+
+/* ---- creation, teardown, counters ---- */
+
+static void close_backends(struct net_backend **be, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (be[i] && be[i]->ops && be[i]->ops->close)
+			be[i]->ops->close(be[i]);
+		be[i] = NULL;
+	}
+}
+
+static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backend **be,
+		     struct virtio_net **out, char *err, size_t errlen)
+{
+	static const u8 default_mac[6] = VIRTIO_NET_DEFAULT_MAC;
+	int pairs = o->queue_pairs ? o->queue_pairs : 1;
+	struct virtio_net *n;
+	int nics = 0;
+
+	*out = NULL;
+	if (pairs < 1 || pairs > NET_MAX_QUEUE_PAIRS) {
+		errfmt(err, errlen, "virtio-net: %d queue pairs (1..%d)", pairs, NET_MAX_QUEUE_PAIRS);
+		close_backends(be, MAX(0, MIN(pairs, NET_MAX_QUEUE_PAIRS)));
+		return -EINVAL;
+	}
+	for (int i = 0; i < pairs; i++) {
+		if (!be[i] || !be[i]->ops || !be[i]->ops->send || !be[i]->ops->recv) {
+			errfmt(err, errlen, "virtio-net: no backend for queue pair %d", i);
+			close_backends(be, pairs);
+			return -EINVAL;
+		}
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n) {
+		errfmt(err, errlen, "virtio-net: out of memory");
+		close_backends(be, pairs);
+		return -ENOMEM;
+	}
+	n->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (n->stop_fd < 0) {
+		int e = errno;
+
+		errfmt(err, errlen, "virtio-net: eventfd: %s", strerror(e));
+		close_backends(be, pairs);
+		free(n);
+		return -e;
+	}
+	n->kvm = kvm;
+	n->pairs = pairs;
+	for (int i = 0; i < pairs; i++) {
+		n->be[i] = be[i];
+		be[i] = NULL;
+	}
+	pthread_mutex_init(&n->cfg_lock, NULL);
+	pthread_mutex_init(&n->run_lock, NULL);
+
+	memcpy(n->cfg.mac, default_mac, sizeof(n->cfg.mac));
+	for (size_t i = 0; kvm && i < ARRAY_SIZE(kvm->nets); i++)
+		nics += kvm->nets[i] != NULL;
+	n->cfg.mac[5] += (u8)nics;
+	if (o->mac_set)
+		memcpy(n->cfg.mac, o->guest_mac, sizeof(n->cfg.mac));
+	n->cfg.status = htole16(VIRTIO_NET_S_LINK_UP);
+	n->cfg.max_virtqueue_pairs = htole16((u16)pairs);
+	atomic_init(&n->curr_pairs, 1);
+
+	struct virtio_device *vdev = &n->vdev;
+
+	vdev->kvm = kvm;
+	vdev->ops = &virtio_net_ops;
+	vdev->priv = n;
+	vdev->nr_queues = 2 * pairs + 1;
+	vdev->host_features = net_offered(n);
+	vdev->use_ioeventfd = o->ioeventfd;
+	vdev->config_irq_fd = -1;
+	pthread_mutex_init(&vdev->lock, NULL);
+	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++) {
+		vdev->q[i].max_size = VIRTIO_NET_QUEUE_SIZE;
+		vdev->q[i].msix_vector = VIRTIO_MSI_NO_VECTOR;
+		vdev->q[i].kick_fd = -1;
+		vdev->q[i].irq_fd = -1;
+	}
+	*out = n;
+	return 0;
+}
+
+int virtio_net_create_bare(struct kvm *kvm, const struct net_opts *o, struct net_backend **be,
+			   struct virtio_net **out)
+{
+	char err[128];
+	int ret = net_alloc(kvm, o, be, out, err, sizeof(err));
+
+	if (ret < 0)
+		pr_debug("%s", err);
+	return ret;
+}
+
+int virtio_net_create(struct kvm *kvm, const struct net_opts *o, struct net_backend **be,
+		      struct virtio_net **out, char *err, size_t errlen)
+{
+	struct virtio_net *n;
+	int ret = net_alloc(kvm, o, be, &n, err, errlen);
+
+	if (ret < 0)
+		return ret;
+	ret = virtio_pci_init(kvm, &n->vdev, n->vdev.nr_queues, VIRTIO_NET_QUEUE_SIZE);
+	if (ret < 0) {
+		errfmt(err, errlen, "virtio-net: PCI transport: %s", strerror(-ret));
+		virtio_net_destroy(n);
+		return ret;
+	}
+	n->pci = true;
+	*out = n;
+	return 0;
+}
+
+void virtio_net_destroy(struct virtio_net *n)
+{
+	if (!n)
+		return;
+	net_stop(&n->vdev);
+	if (n->pci)
+		virtio_pci_destroy(&n->vdev);
+	close_backends(n->be, n->pairs);
+	close(n->stop_fd);
+	pthread_mutex_destroy(&n->cfg_lock);
+	pthread_mutex_destroy(&n->run_lock);
+	if (!n->pci) /* else virtio_pci_destroy did */
+		pthread_mutex_destroy(&n->vdev.lock);
+	free(n);
+}
+
+struct virtio_device *virtio_net_vdev(struct virtio_net *n)
+{
+	return &n->vdev;
+}
+
+/* Queue names in the layout the driver negotiated (all pairs if it never got that far). */
+static int stats_rows(struct virtio_net *n, int qi[], const char *name[], char buf[][24])
+{
+	u64 f = n->vdev.features;
+	int pairs = (!f || (f & F(VIRTIO_NET_F_MQ))) ? n->pairs : 1, rows = 0;
+
+	for (int p = 0; p < pairs; p++) {
+		for (int d = 0; d < 2; d++) {
+			snprintf(buf[rows], sizeof(buf[rows]), "%s%d", d ? "tx" : "rx", p);
+			qi[rows] = 2 * p + d;
+			name[rows] = buf[rows];
+			rows++;
+		}
+	}
+	qi[rows] = 2 * pairs;
+	name[rows] = "ctrl";
+	return rows + 1;
+}
+
+static void ratio(char *buf, size_t len, u64 a, u64 b, bool json)
+{
+	if (b)
+		snprintf(buf, len, "%.2f", (double)a / (double)b);
+	else
+		snprintf(buf, len, "%s", json ? "null" : "-");
+}
+
+void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json)
+{
+	int qi[VIRTIO_MAX_QUEUES];
+	const char *name[VIRTIO_MAX_QUEUES];
+	char buf[VIRTIO_MAX_QUEUES][24];
+	int rows = stats_rows(n, qi, name, buf);
+
+	if (json)
+		fputs("{\"queues\":[", out);
+	else
+		fprintf(out, "%-6s %12s %12s %12s %12s %14s %10s %10s %10s\n", "queue", "kicks", "trapped",
+			"irqs", "packets", "bytes", "pkts/kick", "pkts/irq", "drops");
+	for (int r = 0; r < rows; r++) {
+		struct virtio_queue_stats *s = &n->vdev.q[qi[r]].stats;
+		u64 kicks = stat_get(&s->kicks), trapped = stat_get(&s->trapped), irqs = stat_get(&s->irqs);
+		u64 pkts = stat_get(&s->packets), bytes = stat_get(&s->bytes), drops = stat_get(&s->drops);
+		u64 batches = stat_get(&s->batches);
+		char pk[32], pi[32];
+
+		ratio(pk, sizeof(pk), pkts, kicks, json);
+		ratio(pi, sizeof(pi), pkts, irqs, json);
+		if (json)
+			fprintf(out,
+				"%s{\"name\":\"%s\",\"kicks\":%" PRIu64 ",\"trapped\":%" PRIu64
+				",\"irqs\":%" PRIu64 ",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
+				",\"drops\":%" PRIu64 ",\"batches\":%" PRIu64
+				",\"pkts_per_kick\":%s,\"pkts_per_irq\":%s}",
+				r ? "," : "", name[r], kicks, trapped, irqs, pkts, bytes, drops, batches, pk, pi);
+		else
+			fprintf(out,
+				"%-6s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %14" PRIu64
+				" %10s %10s %10" PRIu64 "\n",
+				name[r], kicks, trapped, irqs, pkts, bytes, pk, pi, drops);
+	}
+	if (json)
+		fputs("]}", out);
+}
