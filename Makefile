@@ -33,7 +33,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all clean distclean check unit guests run deps
+.PHONY: all clean distclean check unit guests run deps tools
 all: $(LKVM)
 
 $(LKVM): $(BUILD)/main.o $(BUILD)/liblkvm.a
@@ -53,6 +53,13 @@ $(BUILD)/tests/%.o: tests/unit/%.c
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/liblkvm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+
+# Small host-side programs the integration tests use.
+TOOLS := build/tools/udp-sink
+tools: $(TOOLS)
+build/tools/%: tests/tools/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $<
 
 # Build and run the unit tests (no /dev/kvm needed).
 unit: $(UNIT_BINS)

@@ -19,6 +19,7 @@
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
 #include "lkvm/term.h"
+#include "lkvm/virtio-net.h"
 #include "lkvm/x86.h"
 
 #define DEFAULT_RAM_MIB 256
@@ -35,6 +36,8 @@ enum {
 	OPT_QUIRKS,
 	OPT_EXIT_ON,
 	OPT_DEBUG,
+	OPT_NO_IOEVENTFD,
+	OPT_STATS,
 };
 
 static const struct option run_options[] = {
@@ -49,6 +52,9 @@ static const struct option run_options[] = {
 	{ "quirks", required_argument, NULL, OPT_QUIRKS },
 	{ "exit-on", required_argument, NULL, OPT_EXIT_ON },
 	{ "debug", no_argument, NULL, OPT_DEBUG },
+	{ "network", required_argument, NULL, 'n' },
+	{ "no-ioeventfd", no_argument, NULL, OPT_NO_IOEVENTFD },
+	{ "stats", optional_argument, NULL, OPT_STATS },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -72,6 +78,12 @@ void kvm_run_usage(FILE *out)
 		"      --exit-on TEXT    exit with 0 as soon as the console prints TEXT\n"
 		"      --quirks MODE     auto (default): complete what the host cannot emulate\n"
 		"                        when /sys/module/kvm_pvm exists; pvm: always; none: never\n"
+		"  -n, --network OPTS    a virtio-net NIC (up to 4), OPTS as in kvmtool:\n"
+		"                        mode=tap|none,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,\n"
+		"                        script=PATH|none,ioeventfd=on|off,queues=N\n"
+		"      --no-ioeventfd    every virtio notify traps to the vCPU thread (for comparison)\n"
+		"      --stats[=json]    print exit and per-queue counters (table or JSON) to stderr at\n"
+		"                        the end, and whenever lkvm gets SIGUSR2\n"
 		"      --debug           more log lines, and boot timing\n"
 		"  -h, --help            this text\n"
 		"\n"
@@ -137,7 +149,7 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 	/* getopt keeps its position in globals; reset so parsing can run more than once. */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":k:i:p:m:c:h", run_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":k:i:p:m:c:n:h", run_options, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			cfg->kernel_path = optarg;
@@ -206,6 +218,28 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 			break;
 		case OPT_DEBUG:
 			cfg->debug = true;
+			break;
+		case 'n':
+			if (cfg->nr_nets >= (int)ARRAY_SIZE(cfg->net)) {
+				errfmt(err, errlen, "-n: at most %d network devices", (int)ARRAY_SIZE(cfg->net));
+				return -EINVAL;
+			}
+			if (net_parse_opts(optarg, &cfg->net[cfg->nr_nets], err, errlen) < 0)
+				return -EINVAL;
+			cfg->nr_nets++;
+			break;
+		case OPT_NO_IOEVENTFD:
+			cfg->no_ioeventfd = true;
+			break;
+		case OPT_STATS:
+			if (!optarg || !strcmp(optarg, "table"))
+				cfg->stats = STATS_TABLE;
+			else if (!strcmp(optarg, "json"))
+				cfg->stats = STATS_JSON;
+			else {
+				errfmt(err, errlen, "--stats='%s': give --stats, --stats=table or --stats=json", optarg);
+				return -EINVAL;
+			}
 			break;
 		case 'h':
 			kvm_run_usage(out);
@@ -311,6 +345,10 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 	ret = boot_load(&kvm->mem, &args, &entry, err, errlen);
 	if (ret < 0)
 		return ret;
+	/* Copied into guest RAM: the file images need not stay resident for the run. */
+	free(st->kernel);
+	free(st->initrd);
+	st->kernel = st->initrd = NULL;
 	ret = mptable_write(&kvm->mem, cfg->nr_cpus, err, errlen);
 	if (ret < 0)
 		return ret;
@@ -325,6 +363,26 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 	}
 	if ((ret = i8042_init(kvm)) < 0 || (ret = rtc_init(kvm)) < 0 || (ret = pvpanic_init(kvm)) < 0)
 		goto dev_fail;
+	for (int i = 0; i < cfg->nr_nets; i++) {
+		struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { NULL };
+		struct net_opts o = cfg->net[i];
+
+		if (o.mode == NET_MODE_NONE)
+			continue;
+		if (cfg->no_ioeventfd)
+			o.ioeventfd = false;
+		char ifname[sizeof(be[0]->ifname)];
+
+		ret = net_tap_open(&o, be, o.queue_pairs, err, errlen);
+		if (ret < 0)
+			return ret;
+		memcpy(ifname, be[0]->ifname, sizeof(ifname));
+		/* From here the device owns the backends, on failure too. */
+		ret = virtio_net_create(kvm, &o, be, &kvm->nets[i], err, errlen);
+		if (ret < 0)
+			return ret;
+		pr_debug("virtio-net %d on tap %s, %s", i, ifname, o.ioeventfd ? "ioeventfd" : "trapped notifies");
+	}
 
 	for (int i = 0; i < cfg->nr_cpus; i++) {
 		ret = kvm_cpu_create(kvm, i, err, errlen);
@@ -352,6 +410,11 @@ static void teardown(struct run_state *st)
 	if (st->term_up)
 		term_exit(&st->term);
 	if (st->kvm_up) {
+		for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++) {
+			if (kvm->nets[i])
+				virtio_net_destroy(kvm->nets[i]);
+			kvm->nets[i] = NULL;
+		}
 		pvpanic_destroy(kvm);
 		rtc_destroy(kvm);
 		i8042_destroy(kvm);
@@ -363,6 +426,39 @@ static void teardown(struct run_state *st)
 	}
 	free(st->kernel);
 	free(st->initrd);
+}
+
+/* Exit counters of every vCPU and each NIC's queue counters, to stderr. */
+static void print_stats(struct kvm *kvm)
+{
+	bool json = kvm->cfg.stats == STATS_JSON;
+	u64 io = 0, mmio = 0, total = 0;
+
+	for (int i = 0; i < kvm->nr_cpus; i++) {
+		/* Racy snapshot while vCPUs run (SIGUSR2): each counter is one aligned word. */
+		io += __atomic_load_n(&kvm->cpus[i]->pio_exits, __ATOMIC_RELAXED);
+		mmio += __atomic_load_n(&kvm->cpus[i]->mmio_exits, __ATOMIC_RELAXED);
+		for (size_t r = 0; r < ARRAY_SIZE(kvm->cpus[i]->exits); r++)
+			total += __atomic_load_n(&kvm->cpus[i]->exits[r], __ATOMIC_RELAXED);
+	}
+	if (json)
+		fprintf(stderr, "{\"vcpu_exits\":{\"total\":%llu,\"io\":%llu,\"mmio\":%llu},\"nets\":[",
+			(unsigned long long)total, (unsigned long long)io, (unsigned long long)mmio);
+	else
+		fprintf(stderr, "vCPU exits: %llu (port I/O %llu, MMIO %llu)\n", (unsigned long long)total,
+			(unsigned long long)io, (unsigned long long)mmio);
+	for (size_t i = 0, n = 0; i < ARRAY_SIZE(kvm->nets); i++) {
+		if (!kvm->nets[i])
+			continue;
+		if (json && n++)
+			fputc(',', stderr);
+		if (!json)
+			fprintf(stderr, "net%zu:\n", i);
+		virtio_net_print_stats(kvm->nets[i], stderr, json);
+	}
+	if (json)
+		fprintf(stderr, "]}\n");
+	fflush(stderr);
 }
 
 /* lkvm's own footprint: resident set minus the guest RAM pages that are resident. */
@@ -429,10 +525,17 @@ static void wait_for_end(struct kvm *kvm, int sig_fd)
 		if (sig_fd >= 0 && (p[1].revents & POLLIN)) {
 			struct signalfd_siginfo si;
 
+			if (read(sig_fd, &si, sizeof(si)) != sizeof(si))
+				continue;
+			/* SIGUSR2: a snapshot of the counters, for benchmarks that diff two. */
+			if (si.ssi_signo == SIGUSR2) {
+				if (kvm->cfg.stats != STATS_OFF)
+					print_stats(kvm);
+				continue;
+			}
 			/* The shell's convention, so a stop by signal is never taken for success. */
-			if (read(sig_fd, &si, sizeof(si)) == sizeof(si))
-				kvm_request_exit(kvm, 128 + (int)si.ssi_signo, "stopped by signal %u (%s)",
-						 si.ssi_signo, strsignal((int)si.ssi_signo));
+			kvm_request_exit(kvm, 128 + (int)si.ssi_signo, "stopped by signal %u (%s)", si.ssi_signo,
+					 strsignal((int)si.ssi_signo));
 		}
 	}
 }
@@ -462,6 +565,7 @@ int kvm_cmd_run(int argc, char **argv)
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
@@ -488,6 +592,8 @@ int kvm_cmd_run(int argc, char **argv)
 	kvm_cpu_stop_all(&st.kvm);
 	if (cfg.debug)
 		report_memory(&st.kvm);
+	if (cfg.stats != STATS_OFF)
+		print_stats(&st.kvm);
 	if (st.term_up)
 		term_exit(&st.term);
 	st.term_up = false;

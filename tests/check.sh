@@ -8,12 +8,11 @@ scripts/deps.sh guest
 
 jobs=$(nproc)
 total_p=0 total_f=0 total_s=0
-tally() { # reads "...: N passed, N failed[, N skipped]" from the last matching line of a log
-    local line p f s
-    line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
-    p=$(echo "$line" | sed -n 's/.*\b\([0-9]\+\) passed.*/\1/p'); p=${p:-0}
-    f=$(echo "$line" | sed -n 's/.* \([0-9]\+\) failed.*/\1/p'); f=${f:-1}
-    s=$(echo "$line" | sed -n 's/.* \([0-9]\+\) skipped.*/\1/p'); s=${s:-0}
+tally() { # sums every "NAME: N passed, N failed[, N skipped]" summary line of a stage's log
+    local p f s
+    read -r p f s < <(grep -E '^[A-Za-z0-9_-]+: [0-9]+ passed, [0-9]+ failed' "$1" |
+        sed -E 's/^[^:]*: ([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?.*/\1 \2 \4/' |
+        awk '{p+=$1; f+=$2; s+=($3==""?0:$3); n++} END {if (n) print p, f, s; else print 0, 1, 0}')
     total_p=$((total_p + p)); total_f=$((total_f + f)); total_s=$((total_s + s))
 }
 mkdir -p build/test-logs
@@ -39,6 +38,7 @@ stage unit make -s unit
 stage unit-asan make -s ASAN=1 unit
 stage guests bash -c 'make -s guests && tests/integration/test-guests.sh'
 stage linux bash -c 'scripts/build-guest.sh && tests/integration/test-linux.sh'
+stage net bash -c 'make -s tools guests || exit 1; rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit $rc'
 
 echo "check: $total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]

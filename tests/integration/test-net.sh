@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Linux guest on virtio-net over a tap, in a network namespace this test creates: static ip=,
+# netconsole, ping from the host in ioeventfd and trapped-notify modes, counters checked.
+set -u
+SUMMARY_PREFIX=net
+. "$(dirname "$0")/lib.sh"
+
+G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
+SINK=$REPO_ROOT/build/tools/udp-sink
+T=${LINUX_TIMEOUT:-300}
+HOST_IP=10.0.2.1
+GUEST_IP=10.0.2.15
+NSES=()
+cleanup() { for ns in "${NSES[@]}"; do ip netns del "$ns" 2>/dev/null; done; }
+trap cleanup EXIT
+
+net_skip_reason() {
+	[ -c /dev/net/tun ] || { echo "no /dev/net/tun"; return; }
+	local ns=lkvm-probe-$$
+	ip netns add $ns 2>/dev/null || { echo "cannot create network namespaces (ip netns)"; return; }
+	ip netns del $ns
+	command -v ping >/dev/null || { echo "no ping"; return; }
+	[ -x "$SINK" ] || { echo "no $SINK (make tools)"; return; }
+	[ -f "$G/bzImage" ] || echo "no guest kernel (scripts/build-guest.sh)"
+}
+
+# t_ping MODE: MODE is ioeventfd or trap.
+t_ping() {
+	local mode=$1 ns=lkvm-net-$mode-$$ tap=lkvmt$mode extra=""
+	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return; }
+	[ "$mode" = trap ] && extra=",ioeventfd=off"
+	ip netns add $ns && NSES+=("$ns") || { fail "ip netns add $ns"; return; }
+	ip netns exec $ns ip link set lo up
+	local log=$LOG_DIR/net-$mode.log nc=$LOG_DIR/net-$mode.netconsole
+	LAST_LOG=$log
+	ip netns exec $ns "$SINK" 6666 $((T + 30)) > "$nc" 2>&1 &
+	local sink=$!
+	# Kernel mode only after boot (HOST-KVM.md): no initramfs, wait for a disk that never comes.
+	ip netns exec $ns "$LKVM" run -k "$G/bzImage" -m 256 --timeout $T --stats=json \
+		-n mode=tap,tapif=$tap,host_ip=$HOST_IP/24,script=none$extra \
+		-p "root=/dev/vda rootwait ip=$GUEST_IP::$HOST_IP:255.255.255.0:lkvm:eth0:off netconsole=6665@$GUEST_IP/eth0,6666@$HOST_IP/" \
+		</dev/null > "$log" 2>&1 &
+	local vm=$! i
+	for ((i = 0; i < T; i++)); do
+		grep -q "Waiting for root device" "$log" && break
+		kill -0 $vm 2>/dev/null || break
+		sleep 1
+	done
+	if ! grep -q "Waiting for root device" "$log"; then
+		kill -KILL $vm $sink 2>/dev/null; wait $vm $sink 2>/dev/null
+		fail "guest did not finish booting"; return
+	fi
+	ip netns exec $ns ping -c 20 -i 0.2 -W 3 $GUEST_IP > "$LOG_DIR/net-$mode.ping" 2>&1
+	local ping_rc=$?
+	kill -TERM $vm; wait $vm; local st=$?
+	kill $sink 2>/dev/null; wait $sink 2>/dev/null
+	LAST_STATUS=$st
+	[ $ping_rc -eq 0 ] && grep -q " 0% packet loss" "$LOG_DIR/net-$mode.ping" ||
+		{ fail "ping lost packets: $(grep 'packet loss' "$LOG_DIR/net-$mode.ping")"; return; }
+	expect_status 143 || return
+	expect_output "virtio_net|eth0" "the guest's NIC" || return
+	expect_output "IP-Config: Complete" "static IP configuration" || return
+	grep -q "Waiting for root device" "$nc" || { fail "no netconsole line arrived (log: $nc)"; return; }
+	local json; json=$(grep '^{"vcpu_exits"' "$log" | tail -n 1)
+	[ -n "$json" ] || { fail "no --stats=json line"; return; }
+	echo "$json" > "$LOG_DIR/net-$mode.json"
+	# Sums over the NIC's queues, by name prefix.
+	sum() { echo "$json" | grep -o "\"name\":\"$1[0-9]*\"[^}]*" | grep -o "\"$2\":[0-9]*" | cut -d: -f2 | awk '{s+=$1} END {print s+0}'; }
+	local tx_pk rx_pk tx_kicks trapped irqs
+	tx_pk=$(sum tx packets); rx_pk=$(sum rx packets); tx_kicks=$(sum tx kicks)
+	trapped=$(echo "$json" | grep -o '"trapped":[0-9]*' | cut -d: -f2 | awk '{s+=$1} END {print s+0}')
+	irqs=$(echo "$json" | grep -o '"irqs":[0-9]*' | cut -d: -f2 | awk '{s+=$1} END {print s+0}')
+	[ "$rx_pk" -ge 20 ] || { fail "rx packets $rx_pk < 20 pings"; return; }
+	[ "$tx_pk" -ge 20 ] || { fail "tx packets $tx_pk < 20 replies"; return; }
+	[ "$tx_kicks" -ge 1 ] || { fail "no tx kicks counted"; return; }
+	[ "$irqs" -ge 1 ] || { fail "no interrupts counted"; return; }
+	if [ "$mode" = trap ]; then
+		[ "$trapped" -ge "$tx_kicks" ] || { fail "trap mode: trapped $trapped < tx kicks $tx_kicks"; return; }
+	else
+		[ "$trapped" -eq 0 ] || { fail "ioeventfd mode: $trapped trapped notifies"; return; }
+	fi
+	return 0
+}
+
+t_bad_tap() {
+	# A tap name that cannot exist: a one-line error and status 1, no crash.
+	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return; }
+	run_lkvm net-bad-tap 1 -- run -k "$G/bzImage" -n "mode=tap,tapif=this-name-is-too-long0" --timeout 5 || return
+	expect_output "error: .*tapif" "a message naming tapif"
+}
+
+skip_unless_kvm
+run_test net-ioeventfd t_ping ioeventfd
+run_test net-trap t_ping trap
+run_test net-bad-tap t_bad_tap
+finish_tests
