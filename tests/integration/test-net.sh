@@ -16,7 +16,7 @@ trap cleanup EXIT
 
 net_skip_reason() {
 	[ -c /dev/net/tun ] || { echo "no /dev/net/tun"; return; }
-	local ns=lkvm-probe-$$
+	local ns=lkvm-probe-$BASHPID
 	ip netns add $ns 2>/dev/null || { echo "cannot create network namespaces (ip netns)"; return; }
 	ip netns del $ns
 	command -v ping >/dev/null || { echo "no ping"; return; }
@@ -26,7 +26,8 @@ net_skip_reason() {
 
 # t_ping MODE: MODE is ioeventfd or trap.
 t_ping() {
-	local mode=$1 ns=lkvm-net-$mode-$$ tap=lkvmt$mode extra=""
+	local mode=$1
+	local ns=lkvm-net-$mode-$$ tap=lkvmt$mode extra=""
 	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return; }
 	[ "$mode" = trap ] && extra=",ioeventfd=off"
 	ip netns add $ns && NSES+=("$ns") || { fail "ip netns add $ns"; return; }
