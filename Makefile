@@ -26,7 +26,7 @@ endif
 
 # Every .c under these folders is part of the VMM library; main.c holds only main().
 LIB_SRCS := $(wildcard builtin/*.c virtio/*.c net/*.c hw/*.c x86/*.c) kvm.c kvm-cpu.c kvm-run.c \
-	util.c mem.c io.c term.c
+	util.c mem.c io.c iov.c term.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)

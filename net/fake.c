@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "lkvm/iov.h"
 #include "lkvm/net.h"
 
 #define FAKE_QLEN 256
@@ -51,39 +52,10 @@ static void q_pop(struct fake_q *q)
 	q->count--;
 }
 
-static size_t iov_total(const struct iovec *iov, int iovcnt)
-{
-	size_t t = 0;
-
-	for (int i = 0; i < iovcnt; i++)
-		t += iov[i].iov_len;
-	return t;
-}
-
-/* Copies src into the iov starting at byte offset off; returns bytes copied. */
-static size_t iov_put(const struct iovec *iov, int iovcnt, size_t off, const u8 *src, size_t len)
-{
-	size_t done = 0;
-
-	for (int i = 0; i < iovcnt && done < len; i++) {
-		size_t n;
-
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
-			continue;
-		}
-		n = MIN(iov[i].iov_len - off, len - done);
-		memcpy((u8 *)iov[i].iov_base + off, src + done, n);
-		done += n;
-		off = 0;
-	}
-	return done;
-}
-
 static ssize_t fake_send(struct net_backend *be, const struct iovec *iov, int iovcnt)
 {
 	struct fake *f = to_fake(be);
-	size_t total = iov_total(iov, iovcnt), off = 0;
+	size_t total = iov_length(iov, iovcnt);
 	u8 *buf;
 
 	if (total < NET_VNET_HDR_LEN)
@@ -93,10 +65,7 @@ static ssize_t fake_send(struct net_backend *be, const struct iovec *iov, int io
 	buf = malloc(total);
 	if (!buf)
 		return -ENOMEM;
-	for (int i = 0; i < iovcnt; i++) {
-		memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
-		off += iov[i].iov_len;
-	}
+	iov_from(iov, iovcnt, 0, buf, total);
 	pthread_mutex_lock(&f->lock);
 	if (!q_push(&f->sent, buf, total)) {
 		pthread_mutex_unlock(&f->lock);
@@ -111,7 +80,7 @@ static ssize_t fake_recv(struct net_backend *be, const struct iovec *iov, int io
 {
 	static const u8 zero_hdr[NET_VNET_HDR_LEN];
 	struct fake *f = to_fake(be);
-	size_t total = iov_total(iov, iovcnt), n;
+	size_t total = iov_length(iov, iovcnt), n;
 	eventfd_t v;
 	struct fake_q *q = &f->inject;
 
@@ -122,8 +91,8 @@ static ssize_t fake_recv(struct net_backend *be, const struct iovec *iov, int io
 		pthread_mutex_unlock(&f->lock);
 		return -EAGAIN;
 	}
-	n = iov_put(iov, iovcnt, 0, zero_hdr, sizeof(zero_hdr));
-	n += iov_put(iov, iovcnt, n, q->buf[q->head], q->len[q->head]);
+	n = iov_to(iov, iovcnt, 0, zero_hdr, sizeof(zero_hdr));
+	n += iov_to(iov, iovcnt, n, q->buf[q->head], q->len[q->head]);
 	q_pop(q);
 	/* rx_fd is a semaphore eventfd holding the queue length: readable iff non-empty.
 	 * Adjusted under the lock so the count and the queue never disagree. */

@@ -14,6 +14,7 @@
 #include <linux/virtio_ring.h>
 
 #include "lkvm/kvm.h"
+#include "lkvm/iov.h"
 #include "lkvm/virtio-net.h"
 
 #define HDR_LEN NET_VNET_HDR_LEN
@@ -106,44 +107,6 @@ static inline bool stopping(const struct virtio_net *n)
 }
 
 /* ---- iovec helpers: every copy bounded by the iovecs themselves ---- */
-
-static size_t iov_from(const struct iovec *iov, int cnt, u64 off, void *dst, size_t len)
-{
-	size_t done = 0;
-
-	for (int i = 0; i < cnt && done < len; i++) {
-		size_t k;
-
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
-			continue;
-		}
-		k = MIN(iov[i].iov_len - off, len - done);
-		memcpy((u8 *)dst + done, (u8 *)iov[i].iov_base + off, k);
-		done += k;
-		off = 0;
-	}
-	return done;
-}
-
-static size_t iov_to(const struct iovec *iov, int cnt, u64 off, const void *src, size_t len)
-{
-	size_t done = 0;
-
-	for (int i = 0; i < cnt && done < len; i++) {
-		size_t k;
-
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
-			continue;
-		}
-		k = MIN(iov[i].iov_len - off, len - done);
-		memcpy((u8 *)iov[i].iov_base + off, (const u8 *)src + done, k);
-		done += k;
-		off = 0;
-	}
-	return done;
-}
 
 /* ---- waiting ---- */
 
