@@ -82,14 +82,14 @@ void kvm_run_usage(FILE *out)
 		"                        mode=tap|none,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,\n"
 		"                        script=PATH|none,ioeventfd=on|off,queues=N\n"
 		"      --no-ioeventfd    every virtio notify traps to the vCPU thread (for comparison)\n"
-		"      --stats[=json]    print exit and per-queue counters (table or JSON) to stderr at\n"
+		"      --stats[=table|json]  print exit and per-queue counters to stderr at\n"
 		"                        the end, and whenever lkvm gets SIGUSR2\n"
 		"      --debug           more log lines, and boot timing\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
 		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
-		"2 guest panic (pvpanic), 124 --timeout expired.\n",
+		"2 guest panic (pvpanic), 124 --timeout expired, 128+N stopped by signal N.\n",
 		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS);
 }
 
