@@ -24,12 +24,15 @@ net_skip_reason() {
 	[ -f "$G/bzImage" ] || echo "no guest kernel (scripts/build-guest.sh)"
 }
 
-# t_ping MODE: MODE is ioeventfd or trap.
+# t_ping MODE: ioeventfd, trap (notifies trap to the vCPU), or intx (the guest is told not to
+# use MSI-X, so interrupts take the legacy INTx pin through the IOAPIC).
 t_ping() {
 	local mode=$1
 	local ns=lkvm-net-$mode-$$ tap=lkvmt$mode extra=""
 	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return; }
+	local kparams=""
 	[ "$mode" = trap ] && extra=",ioeventfd=off"
+	[ "$mode" = intx ] && kparams=" pci=nomsi"
 	ip netns add $ns && NSES+=("$ns") || { fail "ip netns add $ns"; return; }
 	ip netns exec $ns ip link set lo up
 	local log=$LOG_DIR/net-$mode.log nc=$LOG_DIR/net-$mode.netconsole
@@ -39,7 +42,7 @@ t_ping() {
 	# Kernel mode only after boot (HOST-KVM.md): no initramfs, wait for a disk that never comes.
 	ip netns exec $ns "$LKVM" run -k "$G/bzImage" -m 256 --timeout $T --stats=json \
 		-n mode=tap,tapif=$tap,host_ip=$HOST_IP/24,script=none$extra \
-		-p "root=/dev/vda rootwait ip=$GUEST_IP::$HOST_IP:255.255.255.0:lkvm:eth0:off netconsole=6665@$GUEST_IP/eth0,6666@$HOST_IP/" \
+		-p "root=/dev/vda rootwait ip=$GUEST_IP::$HOST_IP:255.255.255.0:lkvm:eth0:off netconsole=6665@$GUEST_IP/eth0,6666@$HOST_IP/$kparams" \
 		</dev/null > "$log" 2>&1 &
 	local vm=$! i
 	for ((i = 0; i < T; i++)); do
@@ -61,6 +64,9 @@ t_ping() {
 	expect_status 143 || return
 	expect_output "virtio_net|eth0" "the guest's NIC" || return
 	expect_output "IP-Config: Complete" "static IP configuration" || return
+	if [ "$mode" = intx ]; then
+		expect_output "virtio-pci .*INT A -> IRQ" "virtio-pci on its INTx pin" || return
+	fi
 	grep -q "Waiting for root device" "$nc" || { fail "no netconsole line arrived (log: $nc)"; return; }
 	local json; json=$(grep '^{"vcpu_exits"' "$log" | tail -n 1)
 	[ -n "$json" ] || { fail "no --stats=json line"; return; }
@@ -93,5 +99,6 @@ t_bad_tap() {
 skip_unless_kvm
 run_test net-ioeventfd t_ping ioeventfd
 run_test net-trap t_ping trap
+run_test net-intx t_ping intx
 run_test net-bad-tap t_bad_tap
 finish_tests
