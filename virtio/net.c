@@ -38,7 +38,12 @@ enum rx_wait {
 	RX_WAIT_FRAME,   /* the guest may have buffers: wait for the backend (and count kicks) */
 	RX_WAIT_BUFFERS, /* ring empty, notifications on: wait for the guest's kick */
 	RX_WAIT_DEAD,    /* queue broken: wait for stop only */
+	RX_WAIT_BACKOFF, /* the backend failed while readable: pause, then try again */
 };
+
+/* How long RX pauses after a backend error, so a backend whose fd stays readable while
+ * every read fails cannot make the thread spin. */
+#define RX_BACKOFF_MS 10
 
 /* An RX chain popped and not yet used. */
 struct rx_chain {
@@ -369,7 +374,7 @@ static int rx_gather(struct net_worker *w, u64 want)
 	return GATHER_OK;
 }
 
-enum { RECV_NONE, RECV_DONE };
+enum { RECV_NONE, RECV_DONE, RECV_ERROR };
 
 /* Receive one frame into the held chains; fill the used elements of those it took. */
 static int rx_one(struct net_worker *w, struct net_backend *be)
@@ -386,7 +391,7 @@ static int rx_one(struct net_worker *w, struct net_backend *be)
 		/* Backend error: nothing was consumed that we know of; wait for readiness again. */
 		stat_add(&st->drops, 1);
 		pr_debug("virtio-net %s: receive: %s", w->qname, strerror((int)-got));
-		return RECV_NONE;
+		return RECV_ERROR;
 	}
 	if ((u64)got < HDR_LEN || (u64)got > w->held_len) {
 		/* A backend that broke its contract: the frame is gone; keep the buffers. */
@@ -434,7 +439,7 @@ static enum rx_wait rx_drain(struct net_worker *w)
 	while (frames < BATCH && !stopping(n)) {
 		ssize_t peek = be->ops->peek_len ? be->ops->peek_len(be) : -ENOTSUP;
 		u64 want = peek > 0 ? MIN((u64)peek, (u64)MAX_PKT) : MAX_PKT;
-		int g;
+		int g, r;
 
 		if (peek == 0)
 			break; /* nothing pending: wait on the backend */
@@ -455,13 +460,16 @@ static enum rx_wait rx_drain(struct net_worker *w)
 			next = RX_WAIT_BUFFERS;
 			break;
 		}
-		if (rx_one(w, be) == RECV_NONE)
+		r = rx_one(w, be);
+		if (r == RECV_ERROR)
+			next = RX_WAIT_BACKOFF;
+		if (r != RECV_DONE)
 			break;
 		frames++;
 	}
 	flush_pending(w);
 	/* Waiting on the backend: hand the held chains back (kept while waiting for more). */
-	if (next == RX_WAIT_FRAME)
+	if (next == RX_WAIT_FRAME || next == RX_WAIT_BACKOFF)
 		rx_release(w);
 	if (frames)
 		stat_add(&q->stats.batches, 1);
@@ -482,6 +490,14 @@ static void *rx_thread(void *arg)
 	for (;;) {
 		int m;
 
+		if (next == RX_WAIT_BACKOFF) {
+			struct pollfd p = { .fd = n->stop_fd, .events = POLLIN };
+
+			if (poll(&p, 1, RX_BACKOFF_MS) > 0)
+				break;
+			next = RX_WAIT_FRAME;
+			continue;
+		}
 		if (next == RX_WAIT_DEAD)
 			m = wait_for(w, false, -1, 0);
 		else if (next == RX_WAIT_BUFFERS)
