@@ -1,0 +1,127 @@
+/* C guest time: the TSC rate from kvm-clock (pvclock), CPUID 0x15/0x16, or the LAPIC timer, so CPL3 code can time with RDTSC. */
+#include "guest.h"
+
+#define KVM_CPUID_SIGNATURE 0x40000000
+#define KVM_CPUID_FEATURES 0x40000001
+#define KVM_FEATURE_CLOCKSOURCE 0
+#define KVM_FEATURE_CLOCKSOURCE2 3
+#define MSR_KVM_SYSTEM_TIME 0x12
+#define MSR_KVM_SYSTEM_TIME_NEW 0x4b564d01
+#define LAPIC_BASE 0xfee00000ull
+#define LAPIC_LVT_TIMER 0x320
+#define LAPIC_TIMER_INIT 0x380
+#define LAPIC_TIMER_CUR 0x390
+#define LAPIC_TIMER_DIV 0x3e0
+#define LAPIC_BUS_HZ 1000000000ull /* KVM's APIC bus: 1 ns per tick */
+
+struct pvclock {
+	u32 version, pad0;
+	u64 tsc_timestamp, system_time;
+	u32 tsc_to_system_mul;
+	s8 tsc_shift;
+	u8 flags, pad[2];
+};
+
+u64 tsc_hz;
+static const char *source = "none";
+static struct pvclock pvclock __attribute__((aligned(64)));
+
+const char *clock_source(void)
+{
+	return source;
+}
+
+static bool is_kvm(void)
+{
+	u32 a, b, c, d;
+
+	cpuid(KVM_CPUID_SIGNATURE, 0, &a, &b, &c, &d);
+	return b == 0x4b4d564b && c == 0x564b4d56 && d == 0x4d && a >= KVM_CPUID_FEATURES;
+}
+
+/*
+ * kvm-clock: KVM publishes ns = system_time + (((tsc - tsc_timestamp) << shift) * mul >> 32),
+ * shift negative meaning a right shift, so the TSC runs at 10^9 * 2^32 / (mul * 2^shift) Hz.
+ * This is the rate KVM itself uses for the guest's TSC.
+ */
+static u64 from_kvmclock(void)
+{
+	u32 a, b, c, d, msr;
+	u64 hz;
+
+	if (!is_kvm())
+		return 0;
+	cpuid(KVM_CPUID_FEATURES, 0, &a, &b, &c, &d);
+	if (a & (1u << KVM_FEATURE_CLOCKSOURCE2))
+		msr = MSR_KVM_SYSTEM_TIME_NEW;
+	else if (a & (1u << KVM_FEATURE_CLOCKSOURCE))
+		msr = MSR_KVM_SYSTEM_TIME;
+	else
+		return 0;
+	wrmsr(msr, (u64)(uintptr_t)&pvclock | 1);
+	for (int i = 0; i < 1000 && !READ_ONCE(pvclock.tsc_to_system_mul); i++)
+		cpu_relax();
+	u32 mul = READ_ONCE(pvclock.tsc_to_system_mul);
+	s8 shift = READ_ONCE(pvclock.tsc_shift);
+	wrmsr(msr, 0); /* read once; no need for KVM to keep updating it */
+	if (!mul)
+		return 0;
+	hz = (1000000000ull << 32) / mul;
+	return shift >= 0 ? hz >> shift : hz << -shift;
+}
+
+static u64 from_cpuid(const char **name)
+{
+	u32 a, b, c, d, max;
+
+	cpuid(0, 0, &max, &b, &c, &d);
+	if (max >= 0x15) {
+		cpuid(0x15, 0, &a, &b, &c, &d);
+		if (a && b && c) {
+			*name = "cpuid15";
+			return (u64)c * b / a;
+		}
+	}
+	if (max >= 0x16) {
+		cpuid(0x16, 0, &a, &b, &c, &d);
+		if (a & 0xffff) {
+			*name = "cpuid16";
+			return (u64)(a & 0xffff) * 1000000;
+		}
+	}
+	return 0;
+}
+
+/* Counts TSC ticks over 10 ms of the LAPIC timer (one-shot, divide by 1, masked). */
+static u64 from_lapic(void)
+{
+	const u32 ticks = 10000000;
+	u64 t0, t1;
+
+	mmio_write32(LAPIC_BASE + LAPIC_TIMER_DIV, 0xb);
+	mmio_write32(LAPIC_BASE + LAPIC_LVT_TIMER, 1u << 16);
+	mmio_write32(LAPIC_BASE + LAPIC_TIMER_INIT, ticks);
+	t0 = rdtsc();
+	while (mmio_read32(LAPIC_BASE + LAPIC_TIMER_CUR))
+		cpu_relax();
+	t1 = rdtsc();
+	return (t1 - t0) * (LAPIC_BUS_HZ / ticks);
+}
+
+const char *clock_init(void)
+{
+	const char *name = "kvmclock";
+	u64 hz = from_kvmclock();
+
+	if (!hz)
+		hz = from_cpuid(&name);
+	if (!hz) {
+		name = "lapic";
+		hz = from_lapic();
+	}
+	if (!hz)
+		GUEST_FAIL("no way to find the TSC rate");
+	tsc_hz = hz;
+	source = name;
+	return name;
+}

@@ -1,0 +1,163 @@
+/* C guest console: the 8250 UART at COM1 (0x3f8) and a small printf (gprintf) with the formats tests need. */
+#include "guest.h"
+
+#define COM1 0x3f8
+#define COM1_LSR (COM1 + 5)
+#define LSR_THRE 0x20
+
+/* Waits for THRE like a driver would; at CPL3 each port access is an exit, so lines are short. */
+void serial_putc(char c)
+{
+	while (!(inb(COM1_LSR) & LSR_THRE))
+		cpu_relax();
+	outb(COM1, (u8)c);
+}
+
+void serial_puts(const char *s)
+{
+	while (*s)
+		serial_putc(*s++);
+}
+
+struct out {
+	char *buf;
+	size_t size, n;
+};
+
+static void emit(struct out *o, char c)
+{
+	if (o->n + 1 < o->size)
+		o->buf[o->n] = c;
+	o->n++;
+}
+
+static void emit_num(struct out *o, u64 v, unsigned base, bool neg, bool upper, int width, bool zero,
+		     bool left)
+{
+	const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+	char tmp[24];
+	int n = 0, len;
+
+	do {
+		tmp[n++] = digits[v % base];
+		v /= base;
+	} while (v);
+	len = n + neg;
+	if (neg && zero)
+		emit(o, '-');
+	if (!left)
+		for (; width > len; width--)
+			emit(o, zero ? '0' : ' ');
+	if (neg && !zero)
+		emit(o, '-');
+	while (n)
+		emit(o, tmp[--n]);
+	if (left)
+		for (; width > len; width--)
+			emit(o, ' ');
+}
+
+int gvsnprintf(char *buf, size_t size, const char *fmt, va_list ap)
+{
+	struct out o = { buf, size, 0 };
+
+	for (; *fmt; fmt++) {
+		bool zero = false, left = false;
+		int width = 0, longs = 0;
+
+		if (*fmt != '%') {
+			emit(&o, *fmt);
+			continue;
+		}
+		for (fmt++; *fmt == '0' || *fmt == '-'; fmt++) {
+			if (*fmt == '0')
+				zero = true;
+			else
+				left = true;
+		}
+		if (left)
+			zero = false;
+		for (; *fmt >= '0' && *fmt <= '9'; fmt++)
+			width = width * 10 + (*fmt - '0');
+		for (; *fmt == 'l'; fmt++)
+			longs++;
+		switch (*fmt) {
+		case 'd':
+		case 'i': {
+			s64 v = longs ? va_arg(ap, s64) : va_arg(ap, int);
+
+			emit_num(&o, v < 0 ? -(u64)v : (u64)v, 10, v < 0, false, width, zero, left);
+			break;
+		}
+		case 'u':
+		case 'x':
+		case 'X': {
+			u64 v = longs ? va_arg(ap, u64) : va_arg(ap, unsigned);
+
+			emit_num(&o, v, *fmt == 'u' ? 10 : 16, false, *fmt == 'X', width, zero, left);
+			break;
+		}
+		case 'p':
+			emit(&o, '0');
+			emit(&o, 'x');
+			emit_num(&o, (u64)(uintptr_t)va_arg(ap, void *), 16, false, false, width, zero, left);
+			break;
+		case 's': {
+			const char *s = va_arg(ap, const char *);
+			int len;
+
+			if (!s)
+				s = "(null)";
+			len = (int)strlen(s);
+			if (!left)
+				for (; width > len; width--)
+					emit(&o, ' ');
+			while (*s)
+				emit(&o, *s++);
+			for (; width > len; width--)
+				emit(&o, ' ');
+			break;
+		}
+		case 'c':
+			emit(&o, (char)va_arg(ap, int));
+			break;
+		case '%':
+			emit(&o, '%');
+			break;
+		case '\0':
+			fmt--;
+			break;
+		default: /* unknown conversion: show it as written */
+			emit(&o, '%');
+			emit(&o, *fmt);
+			break;
+		}
+	}
+	if (size)
+		buf[o.n < size ? o.n : size - 1] = '\0';
+	return (int)o.n;
+}
+
+int gsnprintf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = gvsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+int gprintf(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = gvsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	serial_puts(buf);
+	return n;
+}

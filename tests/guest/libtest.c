@@ -1,0 +1,127 @@
+/* Guest libtest: exercises the C guest library (printf, command line, PCI, clock, CPL3 with port and MMIO I/O) and its failure paths. */
+#include "guest.h"
+
+/*
+ * The command line word test=NAME picks what to do:
+ *   all (default)  every check below, ends with guest_done() from CPL3 (lkvm exit 0)
+ *   assert         a GUEST_ASSERT that fails at CPL3 (exit 2, "GUEST FAIL file:line: cond")
+ *   assert0        the same at CPL0
+ *   fault          a page fault at CPL3 (exit 2, "GUEST EXCEPTION vector=14")
+ *   ud             ud2 at CPL3 (exit 2, "GUEST EXCEPTION vector=6")
+ */
+
+#define PVPANIC_PORT 0x505
+#define PVPANIC_FEATURES 0x03 /* PANICKED | CRASH_LOADED, what lkvm's device offers */
+
+static char test[32];
+static u64 pvpanic_mmio;
+
+static void check_fmt(const char *want, const char *fmt, ...) __printf(2, 3);
+static void check_fmt(const char *want, const char *fmt, ...)
+{
+	char got[128];
+	va_list ap;
+
+	va_start(ap, fmt);
+	gvsnprintf(got, sizeof(got), fmt, ap);
+	va_end(ap);
+	if (strcmp(got, want))
+		GUEST_FAIL("format \"%s\" gave \"%s\", expected \"%s\"", fmt, got, want);
+}
+
+static void test_printf(void)
+{
+	char small[6];
+
+	check_fmt("-42 42 2a", "%d %u %x", -42, 42u, 0x2a);
+	check_fmt("ffffffffffffffff", "%lx", ~0ul);
+	check_fmt("18446744073709551615", "%llu", ~0ull);
+	check_fmt("-9223372036854775808", "%lld", (s64)(1ull << 63));
+	check_fmt("[str] [Z] [100%]", "[%s] [%c] [100%%]", "str", 'Z');
+	check_fmt("[0042] [  42] [42  ] [-042]", "[%04d] [%4d] [%-4d] [%04d]", 42, 42, 42, -42);
+	check_fmt("0x00001000 0X1F", "0x%08x 0X%X", 0x1000, 0x1f);
+	check_fmt("0x100000", "%p", (void *)0x100000);
+	GUEST_ASSERT_EQ(gsnprintf(small, sizeof(small), "%s", "truncated"), 9);
+	GUEST_ASSERT(!strcmp(small, "trunc"));
+	gprintf("GUEST libtest printf: d=%d u=%u x=%x lx=%lx s=%s c=%c llu=%llu OK\n", -42, 42u, 0xbeefu,
+		0x123456789abcdeful, "str", 'Z', 18446744073709551615ull);
+}
+
+static bool list_dev(const struct pci_dev *d, void *arg)
+{
+	gprintf("GUEST libtest pci %02x:%02x.%u %04x:%04x class=%06x\n", d->bus, d->dev, d->fn,
+		d->vendor, d->device, pci_read32(d, PCI_CLASS_REV) >> 8);
+	return false;
+}
+
+static void test_pci(void)
+{
+	struct pci_dev pv;
+	bool io;
+	int n = pci_scan(list_dev, NULL);
+
+	GUEST_ASSERT(n >= 2); /* host bridge and pvpanic at least */
+	GUEST_ASSERT(pci_find(0x1b36, 0x0011, &pv));
+	GUEST_ASSERT(!pci_find(0x1234, 0x5678, &(struct pci_dev){ 0 }));
+	pvpanic_mmio = pci_bar(&pv, 0, &io);
+	GUEST_ASSERT(!io && pvpanic_mmio);
+	pci_enable(&pv, PCI_CMD_MEM);
+	GUEST_ASSERT(pci_read16(&pv, PCI_COMMAND) & PCI_CMD_MEM);
+	GUEST_ASSERT_EQ(mmio_read8(pvpanic_mmio), PVPANIC_FEATURES);
+	gprintf("GUEST libtest pci: %d functions, pvpanic 1b36:0011 at %02x:%02x.%u bar0=0x%llx mmio=0x%02x OK\n",
+		n, pv.bus, pv.dev, pv.fn, pvpanic_mmio, mmio_read8(pvpanic_mmio));
+}
+
+static void user_main(void *arg)
+{
+	u64 t0, t1, iters = 100000000, ns;
+	volatile u64 sink = 0;
+
+	GUEST_ASSERT_EQ((u64)(uintptr_t)arg, 0x1234);
+	gprintf("GUEST libtest cpl3: cpl=%u iopl=%u\n", cpl(), iopl());
+	GUEST_ASSERT_EQ(cpl(), 3);
+	if (!strcmp(test, "assert"))
+		GUEST_ASSERT(cpl() == 0);
+	if (!strcmp(test, "fault"))
+		WRITE_ONCE(*(volatile u32 *)0x100000000ull, 1); /* above the 4 GiB identity map */
+	if (!strcmp(test, "ud"))
+		__asm__ __volatile__("ud2");
+	GUEST_ASSERT_EQ(inb(PVPANIC_PORT), PVPANIC_FEATURES);
+	GUEST_ASSERT_EQ(mmio_read8(pvpanic_mmio), PVPANIC_FEATURES);
+	gprintf("GUEST libtest cpl3: port 0x505=0x%02x mmio=0x%02x OK (port accesses completed by the #GP handler so far: %llu)\n",
+		inb(PVPANIC_PORT), mmio_read8(pvpanic_mmio), lib_io_emulated);
+	/* Native speed at CPL3 (on a PVM host CPL0 would be ~300x slower). */
+	t0 = rdtsc();
+	for (u64 i = 0; i < iters; i++)
+		sink += i;
+	t1 = rdtsc();
+	ns = tsc_to_ns(t1 - t0);
+	gprintf("GUEST libtest cpl3 loop: %llu iterations in %llu us (%llu M/s)\n", iters, ns / 1000,
+		ns ? iters * 1000 / ns : 0);
+	t0 = rdtsc();
+	for (int i = 0; i < 1000; i++)
+		(void)rdtsc();
+	t1 = rdtsc();
+	gprintf("GUEST libtest cpl3 rdtsc: %llu ns each\n", tsc_to_ns(t1 - t0) / 1000);
+	gprintf("GUEST libtest: ALL OK\n");
+}
+
+void guest_main(void)
+{
+	char arg[32];
+
+	if (!cmdline_get("test", test, sizeof(test)))
+		memcpy(test, "all", 4);
+	gprintf("GUEST libtest: start test=%s cpl=%u ram_top=0x%llx\n", test, cpl(), guest_ram_top());
+	GUEST_ASSERT_EQ(cpl(), 0);
+	if (!strcmp(test, "assert0"))
+		GUEST_ASSERT(cpl() == 3);
+	test_printf();
+	if (cmdline_get("libtest.echo", arg, sizeof(arg)))
+		gprintf("GUEST libtest cmdline: libtest.echo=%s n=%llu\n", arg, cmdline_u64("libtest.n", 7));
+	test_pci();
+	const char *src = clock_init();
+	gprintf("GUEST libtest clock: source=%s tsc_hz=%llu\n", src, tsc_hz);
+	gprintf("GUEST libtest: entering CPL3\n");
+	guest_run_user(user_main, (void *)0x1234);
+}
