@@ -55,7 +55,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/liblkvm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 # Small host-side programs the integration tests use.
-TOOLS := build/tools/udp-sink
+TOOLS := build/tools/udp-sink build/tools/net-peer
 tools: $(TOOLS)
 build/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)

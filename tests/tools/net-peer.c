@@ -1,0 +1,213 @@
+/* Test helper: the host side of net-bench on a tap (AF_PACKET): count the guest's frames, echo them back, or send frames to it. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * net-peer MODE IFNAME SECONDS [SIZE]
+ *   count  count frames of EtherType 0x88b5 arriving from the guest
+ *   echo   send each such frame back with the MAC addresses swapped (source: IFNAME's MAC)
+ *   blast  send SIZE-byte frames (EtherType 0x88b5, "LKVB" magic) to the guest as fast as possible
+ * Runs until SECONDS pass or SIGTERM/SIGINT, prints "ready" on stderr once the socket is bound,
+ * then one line on stdout:
+ *   PEER MODE frames=N bytes=N drops=N
+ * frames/bytes: what it received (count, echo) or sent (blast), bytes counting the Ethernet
+ * header; drops: frames the kernel dropped on this socket (PACKET_STATISTICS), or for blast
+ * the sends that failed.
+ */
+
+#define ETHERTYPE 0x88b5
+#define BATCH 64
+#define FRAME_MAX 2048
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int open_socket(const char *ifname, int *ifindex, unsigned char mac[6])
+{
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETHERTYPE) };
+	struct ifreq ifr;
+	int fd, one = 1, big = 32 << 20;
+
+	fd = socket(AF_PACKET, SOCK_RAW, htons(ETHERTYPE));
+	if (fd < 0) {
+		perror("net-peer: socket(AF_PACKET)");
+		return -1;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	if (ioctl(fd, SIOCGIFINDEX, &ifr) < 0) {
+		fprintf(stderr, "net-peer: %s: %s\n", ifname, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	*ifindex = ifr.ifr_ifindex;
+	if (ioctl(fd, SIOCGIFHWADDR, &ifr) < 0) {
+		perror("net-peer: SIOCGIFHWADDR");
+		close(fd);
+		return -1;
+	}
+	memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+	sll.sll_ifindex = *ifindex;
+	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		perror("net-peer: bind");
+		close(fd);
+		return -1;
+	}
+	/* Our own transmissions are not input. Best effort: the pkttype check below remains. */
+	setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
+	/* A deep queue so a burst from the guest is counted, not dropped (root: FORCE). */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
+	return fd;
+}
+
+static unsigned long long socket_drops(int fd)
+{
+	struct tpacket_stats st;
+	socklen_t len = sizeof(st);
+
+	if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) < 0)
+		return 0;
+	return st.tp_drops;
+}
+
+static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, int echo)
+{
+	static unsigned char bufs[BATCH][FRAME_MAX];
+	struct mmsghdr msgs[BATCH];
+	struct iovec iov[BATCH];
+	struct sockaddr_ll from[BATCH];
+	unsigned long long frames = 0, bytes = 0, drops = 0, send_fail = 0;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	while (!stop && now() < end) {
+		int n;
+
+		for (int i = 0; i < BATCH; i++) {
+			iov[i] = (struct iovec){ bufs[i], FRAME_MAX };
+			msgs[i].msg_hdr = (struct msghdr){ .msg_name = &from[i],
+							   .msg_namelen = sizeof(from[i]),
+							   .msg_iov = &iov[i],
+							   .msg_iovlen = 1 };
+		}
+		n = recvmmsg(fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR) {
+				perror("net-peer: recvmmsg");
+				return 1;
+			}
+			poll(&p, 1, 50);
+			continue;
+		}
+		for (int i = 0; i < n; i++) {
+			unsigned char *f = bufs[i];
+			unsigned len = msgs[i].msg_len;
+
+			if (from[i].sll_pkttype == PACKET_OUTGOING || len < 14)
+				continue;
+			frames++;
+			bytes += len;
+			if (!echo)
+				continue;
+			memcpy(f, f + 6, 6);
+			memcpy(f + 6, mac, 6);
+			struct sockaddr_ll to = { .sll_family = AF_PACKET, .sll_ifindex = ifindex,
+						  .sll_halen = 6, .sll_protocol = htons(ETHERTYPE) };
+			memcpy(to.sll_addr, f, 6);
+			if (sendto(fd, f, len, 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)len)
+				send_fail++;
+		}
+	}
+	drops = socket_drops(fd);
+	printf("PEER %s frames=%llu bytes=%llu drops=%llu send_fail=%llu\n", echo ? "echo" : "count",
+	       frames, bytes, drops, send_fail);
+	return 0;
+}
+
+static int run_blast(int fd, int ifindex, const unsigned char mac[6], double end, unsigned size)
+{
+	unsigned char f[FRAME_MAX];
+	unsigned long long frames = 0, fails = 0, seq = 0;
+	uint32_t magic = 0x42564b4c, test = 3;
+	struct sockaddr_ll to = { .sll_family = AF_PACKET, .sll_ifindex = ifindex, .sll_halen = 6,
+				  .sll_protocol = htons(ETHERTYPE) };
+
+	memset(f, 0, sizeof(f));
+	memset(f, 0xff, 6);
+	memcpy(f + 6, mac, 6);
+	f[12] = ETHERTYPE >> 8;
+	f[13] = ETHERTYPE & 0xff;
+	memcpy(f + 14, &magic, 4);
+	memcpy(f + 18, &test, 4);
+	memset(to.sll_addr, 0xff, 6);
+	while (!stop && ((frames & 1023) || now() < end)) {
+		seq++;
+		memcpy(f + 22, &seq, 8);
+		if (sendto(fd, f, size, 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)size) {
+			frames++;
+		} else {
+			fails++;
+			if (errno == ENOBUFS || errno == EAGAIN)
+				usleep(100);
+		}
+	}
+	printf("PEER blast frames=%llu bytes=%llu drops=%llu\n", frames, frames * size, fails);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	unsigned char mac[6];
+	int fd, ifindex;
+	unsigned size;
+	double end;
+
+	if (argc < 4 || (strcmp(argv[1], "count") && strcmp(argv[1], "echo") && strcmp(argv[1], "blast"))) {
+		fprintf(stderr, "usage: net-peer count|echo|blast IFNAME SECONDS [SIZE]\n");
+		return 2;
+	}
+	size = argc > 4 ? (unsigned)atoi(argv[4]) : 64;
+	if (size < 60 || size > 1514) {
+		fprintf(stderr, "net-peer: SIZE must be 60-1514\n");
+		return 2;
+	}
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	setvbuf(stdout, NULL, _IONBF, 0);
+	fd = open_socket(argv[2], &ifindex, mac);
+	if (fd < 0)
+		return 1;
+	fprintf(stderr, "net-peer: ready on %s (ifindex %d)\n", argv[2], ifindex);
+	end = now() + atof(argv[3]);
+	if (!strcmp(argv[1], "blast"))
+		return run_blast(fd, ifindex, mac, end, size);
+	return run_rx(fd, ifindex, mac, end, !strcmp(argv[1], "echo"));
+}
