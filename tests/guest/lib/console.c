@@ -2,21 +2,45 @@
 #include "guest.h"
 
 #define COM1 0x3f8
+#define COM1_IIR (COM1 + 2) /* read */
+#define COM1_FCR (COM1 + 2) /* write */
 #define COM1_LSR (COM1 + 5)
 #define LSR_THRE 0x20
+#define FCR_ENABLE_CLEAR 0x07
+#define IIR_FIFO_ON 0xc0
+#define FIFO_DEPTH 16
 
-/* Waits for THRE like a driver would; at CPL3 each port access is an exit, so lines are short. */
-void serial_putc(char c)
+static unsigned tx_burst; /* bytes the UART takes after THRE: 1, or 16 with the FIFO on */
+
+/* Turns the 16550 FIFO on if there is one: one THRE poll then covers 16 bytes. At CPL3 every
+ * port access is an exit (a #GP round trip on PVM hosts), so this halves what a line costs. */
+void serial_init(void)
+{
+	outb(COM1_FCR, FCR_ENABLE_CLEAR);
+	tx_burst = (inb(COM1_IIR) & IIR_FIFO_ON) == IIR_FIFO_ON ? FIFO_DEPTH : 1;
+}
+
+static void wait_thre(void)
 {
 	while (!(inb(COM1_LSR) & LSR_THRE))
 		cpu_relax();
+}
+
+void serial_putc(char c)
+{
+	wait_thre();
 	outb(COM1, (u8)c);
 }
 
 void serial_puts(const char *s)
 {
-	while (*s)
-		serial_putc(*s++);
+	unsigned burst = tx_burst ? tx_burst : 1;
+
+	while (*s) {
+		wait_thre();
+		for (unsigned n = 0; n < burst && *s; n++)
+			outb(COM1, (u8)*s++);
+	}
 }
 
 struct out {

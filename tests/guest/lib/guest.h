@@ -135,6 +135,7 @@ typedef __builtin_va_list va_list;
 #define va_arg(ap, type) __builtin_va_arg(ap, type)
 #define va_end(ap) __builtin_va_end(ap)
 
+void serial_init(void); /* called before guest_main: FIFO on when the UART has one */
 void serial_putc(char c);
 void serial_puts(const char *s);
 /* %d %i %u %x %X %p %s %c %% with the l / ll length modifiers, width, '0' and '-' flags. */

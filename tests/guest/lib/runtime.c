@@ -342,6 +342,7 @@ void guest_run_user(void (*fn)(void *), void *arg)
 
 void lib_start(void)
 {
+	serial_init();
 	guest_main();
 	guest_done();
 }
