@@ -101,13 +101,18 @@ t_bench() {
 	ip netns exec "$ns" ip tuntap add dev "$tap" mode tap vnet_hdr &&
 		ip netns exec "$ns" ip link set "$tap" up || { fail "could not create tap $tap"; return; }
 	local plog=$LOG_DIR/$name.peer
+	rm -f "$plog" "$plog.err" # an earlier run's "ready" must not count
 	ip netns exec "$ns" "$PEER" "$mode" "$tap" $((T + 10)) "$size" >"$plog" 2>"$plog.err" &
 	local peer=$! i
-	for ((i = 0; i < 50; i++)); do
+	for ((i = 0; i < 100; i++)); do
 		grep -q ready "$plog.err" && break
 		sleep 0.1
 	done
-	grep -q ready "$plog.err" || { kill "$peer" 2>/dev/null; fail "net-peer did not start: $(head -c 200 "$plog.err")"; return; }
+	grep -q ready "$plog.err" || {
+		kill "$peer" 2>/dev/null
+		fail "net-peer not ready after 10 s: $(head -c 200 "$plog.err")"
+		return
+	}
 	export LKVM_NETNS=$ns LKVM_REAL=$REAL_LKVM
 	LKVM=$WRAP
 	run_lkvm "$name" 0 -- run -k "$ELF" --timeout $T --stats=json \

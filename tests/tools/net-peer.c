@@ -21,8 +21,8 @@
  *   count  count frames of EtherType 0x88b5 arriving from the guest
  *   echo   send each such frame back with the MAC addresses swapped (source: IFNAME's MAC)
  *   blast  send SIZE-byte frames (EtherType 0x88b5, "LKVB" magic) to the guest as fast as possible
- * Runs until SECONDS pass or SIGTERM/SIGINT, prints "ready" on stderr once the socket is bound,
- * then one line on stdout:
+ * Runs until SECONDS pass (counted from the start) or SIGTERM/SIGINT, prints "ready" on
+ * stderr once it receives, then one line on stdout:
  *   PEER MODE frames=N bytes=N drops=N
  * frames/bytes: what it received (count, echo) or sent (blast), bytes counting the Ethernet
  * header; drops: frames the kernel dropped on this socket (PACKET_STATISTICS), or for blast
@@ -51,13 +51,17 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * Opened with protocol 0 (receiving nothing yet) and bound to the EtherType only once the
+ * socket is ready: binding a socket that already receives, or adding a ring to one, waits
+ * for an RCU grace period each, which on a loaded host has taken seconds.
+ */
 static int open_socket(const char *ifname, int *ifindex, unsigned char mac[6])
 {
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETHERTYPE) };
 	struct ifreq ifr;
 	int fd, one = 1, big = 32 << 20;
 
-	fd = socket(AF_PACKET, SOCK_RAW, htons(ETHERTYPE));
+	fd = socket(AF_PACKET, SOCK_RAW, 0);
 	if (fd < 0) {
 		perror("net-peer: socket(AF_PACKET)");
 		return -1;
@@ -76,19 +80,27 @@ static int open_socket(const char *ifname, int *ifindex, unsigned char mac[6])
 		return -1;
 	}
 	memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
-	sll.sll_ifindex = *ifindex;
-	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
-		perror("net-peer: bind");
-		close(fd);
-		return -1;
-	}
-	/* Our own transmissions are not input. Best effort: the pkttype check below remains. */
+	/* Our own transmissions are not input. Best effort: the pkttype check remains. */
 	setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
 	/* A deep queue so a burst from the guest is counted, not dropped (root: FORCE). */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)) < 0)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
 	return fd;
+}
+
+/* Starts receiving EtherType frames on ifindex, then tells the test script so. */
+static int bind_socket(int fd, int ifindex, const char *ifname)
+{
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETHERTYPE),
+				   .sll_ifindex = ifindex };
+
+	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		perror("net-peer: bind");
+		return -1;
+	}
+	fprintf(stderr, "net-peer: ready on %s (ifindex %d)\n", ifname, ifindex);
+	return 0;
 }
 
 static unsigned long long socket_drops(int fd)
@@ -176,7 +188,7 @@ static void count_block(struct tpacket_block_desc *bd, unsigned long long *frame
 	__atomic_store_n(&bd->hdr.bh1.block_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
 }
 
-static int run_count(int fd, double end)
+static int run_count(int fd, int ifindex, const char *ifname, double end)
 {
 	int v = TPACKET_V3;
 	struct tpacket_req3 req = { .tp_block_size = RING_BLOCK, .tp_block_nr = RING_BLOCKS,
@@ -201,6 +213,8 @@ static int run_count(int fd, double end)
 		perror("net-peer: mmap");
 		return 1;
 	}
+	if (bind_socket(fd, ifindex, ifname) < 0)
+		return 1;
 	/* After the stop request keep draining until no block has come for 10 retire periods:
 	 * the last, partly filled block is handed over only when its timer runs out. */
 	for (;;) {
@@ -279,11 +293,12 @@ int main(int argc, char **argv)
 	fd = open_socket(argv[2], &ifindex, mac);
 	if (fd < 0)
 		return 1;
-	fprintf(stderr, "net-peer: ready on %s (ifindex %d)\n", argv[2], ifindex);
 	end = now() + atof(argv[3]);
+	if (!strcmp(argv[1], "count"))
+		return run_count(fd, ifindex, argv[2], end);
+	if (bind_socket(fd, ifindex, argv[2]) < 0)
+		return 1;
 	if (!strcmp(argv[1], "blast"))
 		return run_blast(fd, ifindex, mac, end, size);
-	if (!strcmp(argv[1], "count"))
-		return run_count(fd, end);
 	return run_rx(fd, ifindex, mac, end, 1);
 }
