@@ -8,6 +8,7 @@
 #include "lkvm/kvm.h"
 #include "lkvm/x86.h"
 
+#define CPUID_1_ECX_TSC_DEADLINE (1U << 24)
 #define CPUID_1_ECX_HYPERVISOR (1U << 31)
 #define CPUID_1_EDX_HTT (1U << 28)
 #define KVM_CPUID_SIGNATURE 0x40000000U
@@ -37,6 +38,11 @@ int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
 	struct kvm_cpuid2 *c = get_supported(kvm->sys_fd);
 	u32 ncpu = (u32)(kvm->cfg.nr_cpus > 0 ? kvm->cfg.nr_cpus : 1);
 	bool have_sig = false;
+	/* KVM emulates the TSC-deadline timer but leaves its CPUID bit to the VMM. Without it
+	 * Linux calibrates the LAPIC timer against the PIT; where guest time is distorted (an
+	 * emulated host) that calibration fails, the LAPIC timer is disabled and the guest's
+	 * clock stops. */
+	bool tsc_deadline = ioctl(kvm->sys_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
 	int ret = 0;
 
 	if (!c) {
@@ -51,6 +57,8 @@ int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
 			/* Initial APIC id and logical processor count, as the MP table says. */
 			e->ebx = (e->ebx & 0x0000ffffU) | ((u32)vcpu->id << 24) | ((ncpu & 0xff) << 16);
 			e->ecx |= CPUID_1_ECX_HYPERVISOR;
+			if (tsc_deadline)
+				e->ecx |= CPUID_1_ECX_TSC_DEADLINE;
 			if (ncpu > 1)
 				e->edx |= CPUID_1_EDX_HTT;
 			break;
