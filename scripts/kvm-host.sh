@@ -4,10 +4,12 @@
 # files read-only and the checkout read-write.
 #
 # Usage: scripts/kvm-host.sh [--emulated|--native] [--timeout SECS] [--mem MIB] [--] CMD [ARGS...]
+#        scripts/kvm-host.sh [--emulated|--native] --print-kind
 #   --emulated     use the emulated host even when /dev/kvm works here (LKVM_HOST=emulated too)
 #   --native       never emulate: fail (exit 1) when /dev/kvm does not work here
 #   --timeout S    stop CMD (and the emulated host) after S seconds, exit 124 (default 3600)
 #   --mem MIB      the emulated host's RAM (default 4096)
+#   --print-kind   print where CMD would run (native-pvm, native, emulated-svm) and exit
 # CMD runs in the current directory with this environment plus LKVM_HOST_KIND (native-pvm,
 # native, emulated-svm). Its output and exit status come back; stdout and stderr stay apart.
 # Nothing is left running: QEMU is killed on timeout and on SIGINT/SIGTERM/SIGHUP.
@@ -18,13 +20,15 @@ cache=$here/build/kvm-host
 mode=${LKVM_HOST:-auto}
 timeout=3600
 mem=4096
+print_kind=0
 
-usage() { sed -n '5,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '5,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 say() { echo "kvm-host: $*" >&2; }
 die() { echo "kvm-host: error: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--emulated) mode=emulated; shift ;;
+	--print-kind) print_kind=1; shift ;;
 	--native) mode=native; shift ;;
 	--timeout) [ $# -ge 2 ] || usage; timeout=$2; shift 2 ;;
 	--timeout=*) timeout=${1#*=}; shift ;;
@@ -36,19 +40,26 @@ while [ $# -gt 0 ]; do
 	*) break ;;
 	esac
 done
-[ $# -gt 0 ] || usage
+[ $# -gt 0 ] || [ $print_kind = 1 ] || usage
 [[ $timeout =~ ^[0-9]+$ ]] && [ "$timeout" -gt 0 ] || die "--timeout wants a positive number of seconds"
 [[ $mem =~ ^[0-9]+$ ]] && [ "$mem" -ge 1024 ] || die "--mem wants at least 1024 (MiB)"
 
 # A /dev/kvm that exists but whose module did not bind cannot be opened: ask the device.
 kvm_works() { [ -c /dev/kvm ] && (exec 9<>/dev/kvm) 2>/dev/null; }
 
+# kvm_pvm (guest kernel code emulated) serves /dev/kvm when it is loaded and the CPU offers
+# neither VMX nor SVM; loaded alone it proves nothing (it may not have bound).
+native_kind() {
+	if [ -d /sys/module/kvm_pvm ] && ! grep -qwE 'vmx|svm' /proc/cpuinfo; then echo native-pvm; else echo native; fi
+}
+
 case $mode in
 auto|native)
 	if kvm_works; then
-		kind=native
-		[ -d /sys/module/kvm_pvm ] && [ ! -d /sys/module/kvm_amd ] && [ ! -d /sys/module/kvm_intel ] &&
-			kind=native-pvm
+		kind=$(native_kind)
+		# Inside the emulated host itself (a nested call) it stays the emulated host.
+		[ "${LKVM_HOST_KIND-}" = emulated-svm ] && kind=emulated-svm
+		[ $print_kind = 1 ] && { echo "$kind"; exit 0; }
 		export LKVM_HOST_KIND=$kind
 		exec timeout --foreground -k 10 "$timeout" "$@"
 	fi
@@ -57,6 +68,7 @@ auto|native)
 emulated) ;;
 *) die "LKVM_HOST must be auto, native or emulated, not '$mode'" ;;
 esac
+[ $print_kind = 1 ] && { echo emulated-svm; exit 0; }
 
 # --- the emulated host -------------------------------------------------------------------------
 case $here in *[[:space:]]*) die "the checkout's path ($here) must not contain spaces" ;; esac

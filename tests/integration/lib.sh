@@ -5,7 +5,7 @@
 # background). Inside it: `run_lkvm LOG STATUS -- LKVM-ARGS...`, `expect_status`, `expect_output`,
 # `fail WHY`, `skip WHY`. Each test prints exactly one line: "ok NAME", "FAIL NAME: why (log: path)"
 # or "skip NAME: why". `finish_tests` waits for all, prints them in order and the summary line
-# "guests: N passed, N failed, N skipped", and returns non-zero when any test failed.
+# "guests: N passed, N failed, N skipped (host: KIND)", and returns non-zero when any test failed.
 
 REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 LKVM=${LKVM:-$REPO_ROOT/lkvm}
@@ -36,8 +36,22 @@ skip_unless_kvm() {
 	fi
 }
 
+# Where the guests run: native-pvm (this machine's KVM is kvm_pvm: guest kernel code emulated,
+# no guest user space), native (VMX or SVM), or emulated-svm (inside scripts/kvm-host.sh's
+# emulated host, which sets LKVM_HOST_KIND). "kvm_pvm loaded" alone does not make a PVM host: it
+# may not have bound (no /dev/kvm), and a CPU with VMX/SVM serves /dev/kvm through kvm_intel/amd.
+host_kind() {
+	if [ -n "${LKVM_HOST_KIND-}" ]; then
+		echo "$LKVM_HOST_KIND"
+	elif [ -d /sys/module/kvm_pvm ] && ! grep -qwE 'vmx|svm' /proc/cpuinfo; then
+		echo native-pvm
+	else
+		echo native
+	fi
+}
+
 # True on a host whose KVM is kvm_pvm (guest kernel code emulated; lkvm completes some instructions).
-is_pvm_host() { [ -d /sys/module/kvm_pvm ]; }
+is_pvm_host() { [ "$(host_kind)" = native-pvm ]; }
 
 # --- inside a test -------------------------------------------------------------------------------
 
@@ -52,7 +66,7 @@ skip() {
 }
 
 # run_lkvm LOG EXPECTED_STATUS -- ARGS...: runs "$LKVM ARGS..." with stdin from /dev/null, stdout and
-# stderr into $LOG_DIR/LOG.log, under timeout(1) (SIGKILL at lkvm's --timeout + GUARD_SLACK s).
+# stderr into $LOG_DIR/LOG.log (under $LKVM_WRAP when set), under timeout(1) (SIGKILL at lkvm's --timeout + GUARD_SLACK s).
 # Sets LAST_LOG, LAST_STATUS, LAST_SECS (wall time, 0.01 s); fails unless the status is expected.
 run_lkvm() {
 	local log=$1 want=$2
@@ -72,7 +86,9 @@ run_lkvm() {
 		printf ' %q' "$@"
 		printf '\n'
 	} >"$LAST_LOG.cmd"
-	timeout -s KILL "$guard" "$LKVM" "$@" </dev/null >"$LAST_LOG" 2>&1
+	# LKVM_WRAP: a command lkvm runs under, e.g. "ip netns exec NS" (word-split on purpose).
+	# shellcheck disable=SC2086
+	timeout -s KILL "$guard" ${LKVM_WRAP-} "$LKVM" "$@" </dev/null >"$LAST_LOG" 2>&1
 	LAST_STATUS=$?
 	t1=$(date +%s%N)
 	LAST_SECS=$(((t1 - t0) / 10000000))
@@ -166,6 +182,6 @@ finish_tests() {
 		esac
 	done
 	rm -rf "$_RES_DIR"
-	echo "$SUMMARY_PREFIX: $pass passed, $failn failed, $skipn skipped"
+	echo "$SUMMARY_PREFIX: $pass passed, $failn failed, $skipn skipped (host: $(host_kind))"
 	[ "$failn" -eq 0 ]
 }
