@@ -80,10 +80,17 @@ void kvm_run_usage(FILE *out)
 		"                        when /sys/module/kvm_pvm exists; pvm: always; none: never\n"
 		"  -n, --network OPTS    a virtio-net NIC (up to 4), OPTS as in kvmtool:\n"
 		"                        mode=tap|none,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,\n"
-		"                        script=PATH|none,ioeventfd=on|off,queues=N\n"
+		"                        script=PATH|none,ioeventfd=on|off,queues=N,\n"
+		"                        tx=kick|timer|poll (TX wake-ups: kick drains on every\n"
+		"                        notify (default); timer keeps notifies off for\n"
+		"                        tx_timer_us=N (1-10000, default 150) after one, then drains;\n"
+		"                        poll keeps polling the ring after draining, for an adaptive\n"
+		"                        window of at most poll_us=N (1-10000, default 50), yielding\n"
+		"                        the CPU between looks)\n"
 		"      --no-ioeventfd    every virtio notify traps to the vCPU thread (for comparison)\n"
-		"      --stats[=table|json]  print exit and per-queue counters to stderr at\n"
-		"                        the end, and whenever lkvm gets SIGUSR2\n"
+		"      --stats[=table|json]  print exit and per-queue counters (kicks, trapped,\n"
+		"                        irqs, packets, drops; polls, poll_hits, poll_us for\n"
+		"                        tx=poll) to stderr at the end, and on SIGUSR2\n"
 		"      --debug           more log lines, and boot timing\n"
 		"  -h, --help            this text\n"
 		"\n"
@@ -381,7 +388,8 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 		ret = virtio_net_create(kvm, &o, be, &kvm->nets[i], err, errlen);
 		if (ret < 0)
 			return ret;
-		pr_debug("virtio-net %d on tap %s, %s", i, ifname, o.ioeventfd ? "ioeventfd" : "trapped notifies");
+		pr_debug("virtio-net %d on tap %s, %s, tx=%s", i, ifname,
+			 o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
 	}
 
 	for (int i = 0; i < cfg->nr_cpus; i++) {

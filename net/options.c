@@ -89,14 +89,42 @@ static bool ifname_ok(const char *v, size_t len)
 	return true;
 }
 
-enum net_key { K_MODE, K_TAPIF, K_MAC, K_HOSTIP, K_SCRIPT, K_IOEVENTFD, K_QUEUES, K_NR };
+enum net_key { K_MODE, K_TAPIF, K_MAC, K_HOSTIP, K_SCRIPT, K_IOEVENTFD, K_QUEUES, K_TX, K_TX_TIMER,
+	       K_POLL_US, K_NR };
 
 static const char *const key_names[] = {
 	[K_MODE] = "mode",	   [K_TAPIF] = "tapif",		[K_MAC] = "guest_mac",
 	[K_HOSTIP] = "host_ip",	   [K_SCRIPT] = "script",	[K_IOEVENTFD] = "ioeventfd",
-	[K_QUEUES] = "queues",
+	[K_QUEUES] = "queues",	   [K_TX] = "tx",		[K_TX_TIMER] = "tx_timer_us",
+	[K_POLL_US] = "poll_us",
 };
 _Static_assert(ARRAY_SIZE(key_names) == K_NR, "key_names must name every key");
+
+static const char *const tx_mode_names[] = {
+	[NET_TX_KICK] = "kick",
+	[NET_TX_TIMER] = "timer",
+	[NET_TX_POLL] = "poll",
+};
+_Static_assert(ARRAY_SIZE(tx_mode_names) == NET_TX_NR, "tx_mode_names must name every mode");
+
+const char *net_tx_mode_name(enum net_tx_mode m)
+{
+	return (unsigned)m < NET_TX_NR ? tx_mode_names[m] : "?";
+}
+
+/* A decimal number in lo..hi, nothing else. */
+static bool parse_range(const char *v, long lo, long hi, long *out)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (!is_digit(v[0]) || *end || errno || n < lo || n > hi)
+		return false;
+	*out = n;
+	return true;
+}
 
 /* Applies one key's value (NUL-terminated copy) to o; on error writes the reason. */
 static int apply_value(enum net_key k, const char *v, struct net_opts *o, char *err, size_t errlen)
@@ -174,17 +202,38 @@ static int apply_value(enum net_key k, const char *v, struct net_opts *o, char *
 		}
 		return 0;
 	case K_QUEUES: {
-		char *end;
 		long n;
 
-		errno = 0;
-		n = strtol(v, &end, 10);
-		if (!is_digit(v[0]) || *end || errno || n < 1 || n > NET_MAX_QUEUE_PAIRS) {
+		if (!parse_range(v, 1, NET_MAX_QUEUE_PAIRS, &n)) {
 			errfmt(err, errlen, "-n %s '%s': want a number from 1 to %d", kn, v,
 			       NET_MAX_QUEUE_PAIRS);
 			return -EINVAL;
 		}
 		o->queue_pairs = (int)n;
+		return 0;
+	}
+	case K_TX:
+		for (int m = 0; m < NET_TX_NR; m++) {
+			if (!strcmp(v, tx_mode_names[m])) {
+				o->tx_mode = (enum net_tx_mode)m;
+				return 0;
+			}
+		}
+		errfmt(err, errlen, "-n %s '%s': want kick, timer or poll", kn, v);
+		return -EINVAL;
+	case K_TX_TIMER:
+	case K_POLL_US: {
+		long n;
+
+		if (!parse_range(v, 1, NET_TX_US_MAX, &n)) {
+			errfmt(err, errlen, "-n %s '%s': want microseconds from 1 to %d", kn, v,
+			       NET_TX_US_MAX);
+			return -EINVAL;
+		}
+		if (k == K_TX_TIMER)
+			o->tx_timer_us = (u32)n;
+		else
+			o->poll_us = (u32)n;
 		return 0;
 	}
 	case K_NR:
@@ -208,6 +257,9 @@ int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen
 	o->mode = NET_MODE_TAP;
 	o->ioeventfd = true;
 	o->queue_pairs = 1;
+	o->tx_mode = NET_TX_KICK;
+	o->tx_timer_us = NET_TX_TIMER_US_DEFAULT;
+	o->poll_us = NET_POLL_US_DEFAULT;
 	memcpy(o->guest_mac, default_mac, sizeof(default_mac));
 	if (err && errlen)
 		err[0] = '\0';
@@ -261,9 +313,20 @@ int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen
 		if (ret)
 			return ret;
 		if (!comma)
-			return 0;
+			break;
 		p = comma + 1;
 	}
+	/* A tuning key for another strategy would be silently ignored: say so instead. */
+	if ((seen & (1u << K_TX_TIMER)) && o->tx_mode != NET_TX_TIMER) {
+		errfmt(err, errlen, "-n tx_timer_us: only with tx=timer (tx is %s)",
+		       net_tx_mode_name(o->tx_mode));
+		return -EINVAL;
+	}
+	if ((seen & (1u << K_POLL_US)) && o->tx_mode != NET_TX_POLL) {
+		errfmt(err, errlen, "-n poll_us: only with tx=poll (tx is %s)", net_tx_mode_name(o->tx_mode));
+		return -EINVAL;
+	}
+	return 0;
 }
 
 void net_offloads_from_features(u64 f, struct net_offloads *off)

@@ -4,9 +4,11 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_ids.h>
@@ -70,6 +72,7 @@ struct net_worker {
 	u64 held_len;
 	struct iovec *iov;
 	u16 pending; /* used elements filled, not yet flushed */
+	u64 poll_budget_ns; /* tx=poll: the next window's length (adapts, <= poll_max_ns) */
 };
 
 struct virtio_net {
@@ -94,6 +97,13 @@ struct virtio_net {
 	bool mrg_rxbuf;
 	atomic_int curr_pairs;  /* VQ_PAIRS_SET (recorded; every pair keeps being served) */
 	atomic_bool promisc, allmulti;
+
+	/* TX strategy (-n tx=...), fixed at creation. */
+	enum net_tx_mode tx_mode;
+	u64 tx_timer_ns;        /* tx=timer: how long notifications stay off after a notify */
+	u64 poll_max_ns;        /* tx=poll: upper bound of a poll window */
+	virtio_net_tx_hook tx_hook; /* tests: called between drain and re-enable */
+	void *tx_hook_arg;
 };
 
 static inline void stat_add(atomic_ullong *c, u64 v)
@@ -234,6 +244,99 @@ static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq
 	}
 }
 
+enum tx_pass { TX_EMPTY, TX_STOP, TX_BROKEN };
+
+/* Pop and send chains until the ring is empty (or stop, or a malformed chain); every
+ * used element is flushed on return. Notifications stay as the caller set them. */
+static enum tx_pass tx_pass(struct net_worker *w, bool *worked)
+{
+	struct virtio_net *n = w->n;
+	struct virtqueue *vq = &n->vdev.q[w->qi].vq;
+	struct net_backend *be = n->be[w->pair];
+	struct vq_elem *e = w->elem;
+	u16 batch = MIN(BATCH, vq->size);
+
+	for (;;) {
+		int r = vq_pop(vq, e);
+
+		if (r == 0)
+			break;
+		if (r < 0) {
+			flush_pending(w);
+			queue_broken(w, "malformed descriptor chain");
+			return TX_BROKEN;
+		}
+		*worked = true;
+		if (tx_one(w, be, e)) {
+			vq_unpop(vq, 1);
+			flush_pending(w);
+			return TX_STOP;
+		}
+		/* The device writes nothing into a TX chain: used len 0. */
+		fill_used(w, e->head, 0);
+		if (w->pending >= batch) {
+			flush_pending(w);
+			if (stopping(n))
+				return TX_STOP;
+		}
+	}
+	flush_pending(w);
+	return stopping(n) ? TX_STOP : TX_EMPTY;
+}
+
+/* The one place a TX thread re-enables notifications: returns true when chains arrived
+ * meanwhile (the caller drains again). The test hook runs at the racy point: ring seen
+ * empty, notifications still off, so a chain posted there gets no kick. */
+static bool tx_reenable(struct net_worker *w)
+{
+	struct virtio_net *n = w->n;
+
+	if (n->tx_hook)
+		n->tx_hook(n->tx_hook_arg, w->qi);
+	return vq_enable_notify(&n->vdev.q[w->qi].vq);
+}
+
+/* Smallest poll window: below this a window costs more in clock reads than it can save. */
+#define POLL_MIN_NS 1000ull
+
+/*
+ * tx=poll: with notifications still off, watch the avail ring for at most the current
+ * budget. The budget adapts to the arrival rate like halt-polling: a window that found a
+ * chain doubles it (traffic is flowing: a kick would cost more than waiting), one that
+ * ran out halves it (the guest is idle: stop burning CPU), always within
+ * [POLL_MIN_NS, poll_max_ns], a bound in time, never in retries. Between looks the thread
+ * yields: on a 2-core host a spinning device thread would take the vCPU's core.
+ * Returns true when a chain is waiting.
+ */
+static bool tx_poll(struct net_worker *w)
+{
+	struct virtio_net *n = w->n;
+	struct virtio_queue *q = &n->vdev.q[w->qi];
+	u64 t0 = now_ns(), t = t0, budget = w->poll_budget_ns;
+	bool found = false;
+
+	stat_add(&q->stats.polls, 1);
+	while (!stopping(n)) {
+		if (vq_has_avail(&q->vq)) {
+			found = true;
+			break;
+		}
+		if (t - t0 >= budget)
+			break;
+		sched_yield();
+		t = now_ns();
+	}
+	t = now_ns();
+	stat_add(&q->stats.poll_ns, t - t0);
+	if (found) {
+		stat_add(&q->stats.poll_hits, 1);
+		w->poll_budget_ns = MIN(budget * 2, n->poll_max_ns);
+	} else {
+		w->poll_budget_ns = MAX(budget / 2, MIN(POLL_MIN_NS, n->poll_max_ns));
+	}
+	return found;
+}
+
 /*
  * Wake-up protocol (the same for TX and control queues): disable notifications, drain the
  * ring, re-enable, re-check. vq_enable_notify has a full barrier between publishing
@@ -241,57 +344,57 @@ static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq
  * store and reading our flag, so either it kicks or we see its chain and loop: no lost
  * kick. A full ring cannot stall us either: draining takes every chain, whatever the
  * kick count, and with the backend full we block on its writability, not on the guest.
+ * tx=poll inserts poll windows between "drained" and "re-enable": notifications stay off
+ * while the thread watches the ring itself, and the re-enable + re-check still ends every
+ * round, so a chain posted after the last look is seen there or kicked.
  * Returns true when stop was requested.
  */
 static bool tx_drain(struct net_worker *w)
 {
-	struct virtio_net *n = w->n;
-	struct virtio_queue *q = &n->vdev.q[w->qi];
-	struct virtqueue *vq = &q->vq;
-	struct net_backend *be = n->be[w->pair];
-	struct vq_elem *e = w->elem;
-	u16 batch = MIN(BATCH, vq->size);
+	struct virtio_queue *q = &w->n->vdev.q[w->qi];
 	bool worked = false, stop = false;
+	enum tx_pass r;
 
 	do {
-		vq_disable_notify(vq);
-		for (;;) {
-			int r = vq_pop(vq, e);
-
-			if (r == 0)
-				break;
-			if (r < 0) {
-				flush_pending(w);
-				queue_broken(w, "malformed descriptor chain");
-				goto out;
-			}
-			worked = true;
-			if (tx_one(w, be, e)) {
-				vq_unpop(vq, 1);
-				stop = true;
-				goto out;
-			}
-			/* The device writes nothing into a TX chain: used len 0. */
-			fill_used(w, e->head, 0);
-			if (w->pending >= batch) {
-				flush_pending(w);
-				if (stopping(n)) {
-					stop = true;
-					goto out;
-				}
-			}
-		}
-		flush_pending(w);
-		if (stopping(n)) {
-			stop = true;
+		vq_disable_notify(&q->vq);
+		do
+			r = tx_pass(w, &worked);
+		while (r == TX_EMPTY && w->n->tx_mode == NET_TX_POLL && tx_poll(w));
+		if (r != TX_EMPTY) {
+			stop = r == TX_STOP;
 			break;
 		}
-	} while (vq_enable_notify(vq));
-out:
-	flush_pending(w);
+	} while (tx_reenable(w));
 	if (worked)
 		stat_add(&q->stats.batches, 1);
 	return stop;
+}
+
+/* tx=timer: after a notify keep notifications off for tx_timer_ns so the guest can queue
+ * more without exits, then drain them in one go. Returns true when stop was requested. */
+static bool tx_hold(struct net_worker *w)
+{
+	struct timespec ts = { .tv_sec = (time_t)(w->n->tx_timer_ns / 1000000000ull),
+			       .tv_nsec = (long)(w->n->tx_timer_ns % 1000000000ull) };
+	struct pollfd p = { .fd = w->n->stop_fd, .events = POLLIN };
+	u64 end = now_ns() + w->n->tx_timer_ns;
+
+	vq_disable_notify(&w->n->vdev.q[w->qi].vq);
+	for (;;) {
+		int r = ppoll(&p, 1, &ts, NULL);
+		u64 t;
+
+		if (r > 0)
+			return true;
+		if (r < 0 && errno != EINTR) {
+			pr_err("virtio-net %s: ppoll: %s", w->qname, strerror(errno));
+			return true;
+		}
+		t = now_ns();
+		if (t >= end)
+			return false;
+		ts = (struct timespec){ .tv_sec = 0, .tv_nsec = (long)MIN(end - t, 999999999ull) };
+	}
 }
 
 static void *tx_thread(void *arg)
@@ -304,8 +407,11 @@ static void *tx_thread(void *arg)
 	while (!stop) {
 		if (wait_for(w, !w->broken, -1, 0) & WAKE_STOP)
 			break;
-		if (!w->broken)
-			stop = tx_drain(w);
+		if (w->broken)
+			continue;
+		if (w->n->tx_mode == NET_TX_TIMER && tx_hold(w))
+			break;
+		stop = tx_drain(w);
 	}
 	drain_kicks(q);
 	return NULL;
@@ -775,6 +881,7 @@ static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int
 	w->kind = kind;
 	w->qi = qi;
 	w->pair = pair;
+	w->poll_budget_ns = n->poll_max_ns;
 	if (kind == W_CTL)
 		snprintf(w->qname, sizeof(w->qname), "ctrl");
 	else
@@ -919,6 +1026,9 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 	}
 	n->kvm = kvm;
 	n->pairs = pairs;
+	n->tx_mode = o->tx_mode;
+	n->tx_timer_ns = 1000ull * (o->tx_timer_us ? o->tx_timer_us : NET_TX_TIMER_US_DEFAULT);
+	n->poll_max_ns = 1000ull * (o->poll_us ? o->poll_us : NET_POLL_US_DEFAULT);
 	for (int i = 0; i < pairs; i++) {
 		n->be[i] = be[i];
 		be[i] = NULL;
@@ -1007,6 +1117,12 @@ struct virtio_device *virtio_net_vdev(struct virtio_net *n)
 	return &n->vdev;
 }
 
+void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *arg)
+{
+	n->tx_hook_arg = arg;
+	n->tx_hook = fn;
+}
+
 /* Queue names in the layout the driver negotiated (all pairs if it never got that far). */
 static int stats_rows(struct virtio_net *n, int qi[], const char *name[], char buf[][24])
 {
@@ -1044,13 +1160,15 @@ void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json)
 	if (json)
 		fputs("{\"queues\":[", out);
 	else
-		fprintf(out, "%-6s %12s %12s %12s %12s %14s %10s %10s %10s\n", "queue", "kicks", "trapped",
-			"irqs", "packets", "bytes", "pkts/kick", "pkts/irq", "drops");
+		fprintf(out, "%-6s %12s %12s %12s %12s %14s %10s %10s %10s %10s %10s %10s\n", "queue",
+			"kicks", "trapped", "irqs", "packets", "bytes", "pkts/kick", "pkts/irq", "drops",
+			"polls", "poll_hits", "poll_us");
 	for (int r = 0; r < rows; r++) {
 		struct virtio_queue_stats *s = &n->vdev.q[qi[r]].stats;
 		u64 kicks = stat_get(&s->kicks), trapped = stat_get(&s->trapped), irqs = stat_get(&s->irqs);
 		u64 pkts = stat_get(&s->packets), bytes = stat_get(&s->bytes), drops = stat_get(&s->drops);
-		u64 batches = stat_get(&s->batches);
+		u64 batches = stat_get(&s->batches), polls = stat_get(&s->polls);
+		u64 hits = stat_get(&s->poll_hits), poll_us = stat_get(&s->poll_ns) / 1000;
 		char pk[32], pi[32];
 
 		ratio(pk, sizeof(pk), pkts, kicks, json);
@@ -1060,13 +1178,15 @@ void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json)
 				"%s{\"name\":\"%s\",\"kicks\":%" PRIu64 ",\"trapped\":%" PRIu64
 				",\"irqs\":%" PRIu64 ",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
 				",\"drops\":%" PRIu64 ",\"batches\":%" PRIu64
-				",\"pkts_per_kick\":%s,\"pkts_per_irq\":%s}",
-				r ? "," : "", name[r], kicks, trapped, irqs, pkts, bytes, drops, batches, pk, pi);
+				",\"pkts_per_kick\":%s,\"pkts_per_irq\":%s,\"polls\":%" PRIu64
+				",\"poll_hits\":%" PRIu64 ",\"poll_us\":%" PRIu64 "}",
+				r ? "," : "", name[r], kicks, trapped, irqs, pkts, bytes, drops, batches, pk, pi,
+				polls, hits, poll_us);
 		else
 			fprintf(out,
 				"%-6s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %14" PRIu64
-				" %10s %10s %10" PRIu64 "\n",
-				name[r], kicks, trapped, irqs, pkts, bytes, pk, pi, drops);
+				" %10s %10s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 "\n",
+				name[r], kicks, trapped, irqs, pkts, bytes, pk, pi, drops, polls, hits, poll_us);
 	}
 	if (json)
 		fputs("]}", out);

@@ -12,8 +12,19 @@
 
 enum net_mode { NET_MODE_NONE, NET_MODE_TAP, NET_MODE_FAKE };
 
-/* What `-n mode=tap,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,ioeventfd=on|off,queues=N`
- * says (kvmtool's names). Unset strings are NULL. */
+/* How a TX thread learns about new chains (see tx_thread in virtio/net.c). */
+enum net_tx_mode {
+	NET_TX_KICK,  /* drain on every notify (EVENT_IDX keeps notifies rare) */
+	NET_TX_TIMER, /* on a notify keep notifications off for tx_timer_us, then drain */
+	NET_TX_POLL,  /* after draining keep polling the ring for up to poll_us, then re-enable */
+	NET_TX_NR,
+};
+#define NET_TX_TIMER_US_DEFAULT 150 /* QEMU's tx=timer default */
+#define NET_POLL_US_DEFAULT 50
+#define NET_TX_US_MAX 10000         /* tx_timer_us and poll_us: 1..10 ms */
+
+/* What `-n mode=tap,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,ioeventfd=on|off,queues=N,
+ * tx=kick|timer|poll,tx_timer_us=N,poll_us=N` says (kvmtool's names, plus the TX strategy). Unset strings are empty. */
 struct net_opts {
 	enum net_mode mode;
 	char tapif[16];          /* IFNAMSIZ; empty: let the kernel pick (tap%d) */
@@ -23,7 +34,13 @@ struct net_opts {
 	char script[256];        /* "none" or empty: no script; else run "script IFNAME" after creation */
 	bool ioeventfd;          /* default true; false: notifies trap to the vCPU thread */
 	int queue_pairs;         /* default 1, up to NET_MAX_QUEUE_PAIRS */
+	enum net_tx_mode tx_mode; /* default NET_TX_KICK */
+	u32 tx_timer_us;         /* tx=timer: hold time (0 in a zeroed struct: the default) */
+	u32 poll_us;             /* tx=poll: the longest poll window (0: the default) */
 };
+
+/* "kick", "timer", "poll" (for messages and stats). */
+const char *net_tx_mode_name(enum net_tx_mode m);
 
 /* Parse one -n value. Returns 0 or -EINVAL with a one-line reason in err. */
 int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen) __must_check;

@@ -35,8 +35,15 @@ struct virtio_device *virtio_net_vdev(struct virtio_net *n);
 int virtio_net_create_bare(struct kvm *kvm, const struct net_opts *o, struct net_backend **be,
 			   struct virtio_net **out) __must_check;
 
+/* Tests only: fn(arg, queue index) runs on a TX thread each time it found the ring empty
+ * and is about to re-enable notifications (the window where a chain gets no kick). Set it
+ * before start; NULL removes it. */
+typedef void (*virtio_net_tx_hook)(void *arg, int qi);
+void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *arg);
+
 /* Counters per queue: kicks, trapped exits, interrupts, packets, bytes, packets per
- * kick, packets per interrupt, drops; as an aligned table (a header line, then one
+ * kick, packets per interrupt, drops, and for tx=poll poll windows, those that found
+ * work and the time spent polling (us); as an aligned table (a header line, then one
  * line per queue in use: rx0, tx0, ..., ctrl), or as one JSON object
  * {"queues":[{"name":"rx0",...},...]} with no trailing newline, so callers can embed it. */
 void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json);
