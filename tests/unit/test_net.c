@@ -42,6 +42,9 @@ START_TEST(test_opts_defaults)
 	ck_assert_str_eq(o.tapif, "");
 	ck_assert_str_eq(o.host_ip, "");
 	ck_assert_str_eq(o.script, "");
+	ck_assert_int_eq(o.tx_mode, NET_TX_KICK);
+	ck_assert_uint_eq(o.tx_timer_us, NET_TX_TIMER_US_DEFAULT);
+	ck_assert_uint_eq(o.poll_us, NET_POLL_US_DEFAULT);
 
 	ck_assert_int_eq(net_parse_opts("mode=none", &o, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.mode, NET_MODE_NONE);
@@ -140,7 +143,46 @@ static const struct {
 	{ "queues=-1", "queues '-1'" },
 	{ "queues= 2", "queues ' 2'" },
 	{ "queues=99999999999999999999", "queues '99999999999999999999'" },
+	{ "tx=fast", "tx 'fast': want kick, timer or poll" },
+	{ "tx=", "empty value for 'tx'" },
+	{ "tx=Poll", "tx 'Poll'" },
+	{ "tx=poll,tx=kick", "duplicate key 'tx'" },
+	{ "tx_timer_us=100", "tx_timer_us: only with tx=timer (tx is kick)" },
+	{ "tx=poll,tx_timer_us=100", "tx_timer_us: only with tx=timer (tx is poll)" },
+	{ "poll_us=10", "poll_us: only with tx=poll (tx is kick)" },
+	{ "poll_us=10,tx=timer", "poll_us: only with tx=poll (tx is timer)" },
+	{ "tx=timer,tx_timer_us=0", "tx_timer_us '0': want microseconds from 1 to 10000" },
+	{ "tx=timer,tx_timer_us=10001", "tx_timer_us '10001'" },
+	{ "tx=timer,tx_timer_us=-5", "tx_timer_us '-5'" },
+	{ "tx=poll,poll_us=0", "poll_us '0': want microseconds from 1 to 10000" },
+	{ "tx=poll,poll_us=1ms", "poll_us '1ms'" },
+	{ "tx=poll,poll_us=99999999999999999999", "poll_us '99999999999999999999'" },
 };
+
+START_TEST(test_opts_tx_modes)
+{
+	struct net_opts o;
+	char err[128];
+
+	ck_assert_int_eq(net_parse_opts("tx=kick", &o, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.tx_mode, NET_TX_KICK);
+	ck_assert_int_eq(net_parse_opts("tx=timer", &o, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.tx_mode, NET_TX_TIMER);
+	ck_assert_uint_eq(o.tx_timer_us, NET_TX_TIMER_US_DEFAULT);
+	ck_assert_int_eq(net_parse_opts("tx_timer_us=1,tx=timer", &o, err, sizeof(err)), 0);
+	ck_assert_uint_eq(o.tx_timer_us, 1);
+	ck_assert_int_eq(net_parse_opts("mode=tap,tx=timer,tx_timer_us=10000", &o, err, sizeof(err)), 0);
+	ck_assert_uint_eq(o.tx_timer_us, 10000);
+	ck_assert_int_eq(net_parse_opts("tx=poll", &o, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.tx_mode, NET_TX_POLL);
+	ck_assert_uint_eq(o.poll_us, NET_POLL_US_DEFAULT);
+	ck_assert_int_eq(net_parse_opts("poll_us=200,tx=poll,ioeventfd=off", &o, err, sizeof(err)), 0);
+	ck_assert_uint_eq(o.poll_us, 200);
+	ck_assert(!o.ioeventfd);
+	ck_assert_str_eq(net_tx_mode_name(NET_TX_POLL), "poll");
+	ck_assert_str_eq(net_tx_mode_name(NET_TX_NR), "?");
+}
+END_TEST
 
 START_TEST(test_opts_bad)
 {
@@ -801,6 +843,7 @@ static Suite *net_suite(void)
 
 	tcase_add_test(opts, test_opts_defaults);
 	tcase_add_test(opts, test_opts_all_keys);
+	tcase_add_test(opts, test_opts_tx_modes);
 	tcase_add_loop_test(opts, test_opts_bad, 0, (int)ARRAY_SIZE(bad_opts));
 	tcase_add_test(opts, test_opts_err_buffers);
 	tcase_add_test(opts, test_parse_mac);
