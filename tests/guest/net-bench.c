@@ -2,12 +2,14 @@
 #include "guest.h"
 
 /*
- * Command line (lkvm -p): bench=tx|rr|rx size=BYTES secs=SECONDS event_idx=0|1
+ * Command line (lkvm -p): bench=tx|rr|rx|notify size=BYTES secs=SECONDS event_idx=0|1
  *   tx  sends frames of `size` bytes (Ethernet header included, 60-1514) as fast as the TX
  *       ring allows for `secs`, then waits for the device to consume the rest;
  *   rr  sends one frame, waits for the host's echo (same bytes, MAC addresses swapped), repeats;
  *       per-transaction latency from RDTSC (rate from kvm-clock, see clock.c);
- *   rx  counts the frames the host sends for `secs`.
+ *   rx  counts the frames the host sends for `secs`;
+ *   notify  writes the TX queue's notify register in a loop for `secs` with no chain posted:
+ *       the bare cost of one notification (trapped exit or ioeventfd), the floor of a kick.
  * Frames are broadcast with EtherType 0x88b5 (IEEE local experimental), then "LKVB", a
  * 32-bit test id, a 64-bit sequence number and a pattern derived from it.
  * Set-up (PCI, virtio status, queue registers) runs at CPL0; buffers and the measured loop
@@ -32,7 +34,7 @@
 #define RR_TIMEOUT_NS 200000000ull /* a transaction with no echo after this is lost */
 #define DRAIN_TIMEOUT_NS 2000000000ull
 
-enum test { T_TX = 1, T_RR, T_RX };
+enum test { T_TX = 1, T_RR, T_RX, T_NOTIFY };
 
 struct bench {
 	struct virtio_pci vp;
@@ -338,6 +340,25 @@ static void run_rx(void)
 		B.rx.kicks, clock_source());
 }
 
+/* ---- notify ---- */
+
+static void run_notify(void)
+{
+	u64 n = 0, t0 = rdtsc(), end = t0 + ns_to_tsc(B.secs * 1000000000ull), ns;
+	char secs[32];
+
+	/* Check the clock every 64 writes: rdtsc is cheap, but not free next to an ioeventfd. */
+	do {
+		for (int i = 0; i < 64; i++)
+			mmio_write16(B.tx.notify_addr, B.tx.index);
+		n += 64;
+	} while (rdtsc() < end);
+	ns = tsc_to_ns(rdtsc() - t0);
+	print_secs(secs, sizeof(secs), ns);
+	gprintf("BENCH test=notify notifies=%llu secs=%s rate=%llu ns_per_notify=%llu clock=%s\n", n, secs,
+		per_sec(n, ns), n ? ns / n : 0, clock_source());
+}
+
 static void user_main(void *arg)
 {
 	B.txbuf = galloc(QSIZE * BUF_SIZE, 4096);
@@ -346,6 +367,8 @@ static void user_main(void *arg)
 		run_tx();
 	else if (B.test == T_RR)
 		run_rr();
+	else if (B.test == T_NOTIFY)
+		run_notify();
 	else
 		run_rx();
 }
@@ -382,13 +405,15 @@ void guest_main(void)
 	char name[8];
 
 	if (!cmdline_get("bench", name, sizeof(name)))
-		GUEST_FAIL("no bench=tx|rr|rx on the command line");
+		GUEST_FAIL("no bench=tx|rr|rx|notify on the command line");
 	if (!strcmp(name, "tx"))
 		B.test = T_TX;
 	else if (!strcmp(name, "rr"))
 		B.test = T_RR;
 	else if (!strcmp(name, "rx"))
 		B.test = T_RX;
+	else if (!strcmp(name, "notify"))
+		B.test = T_NOTIFY;
 	else
 		GUEST_FAIL("unknown bench=%s", name);
 	B.size = (u32)cmdline_u64("size", 64);
