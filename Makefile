@@ -33,7 +33,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all clean distclean check unit guests run deps tools
+.PHONY: all clean distclean check unit guests run deps tools bench
 all: $(LKVM)
 
 $(LKVM): $(BUILD)/main.o $(BUILD)/liblkvm.a
@@ -69,6 +69,15 @@ include tests/guest/guests.mk
 
 deps:
 	@scripts/deps.sh all
+
+# The default `lkvm bench net` matrix (root, /dev/kvm): table, JSON and SVG under build/bench/.
+# BENCH_ARGS adds options, e.g. make bench BENCH_ARGS="--duration 2 --sizes 64".
+bench: $(LKVM) guests tools
+	@scripts/deps.sh bench
+	@mkdir -p build/bench
+	@./$(LKVM) bench net --json build/bench/net.json --svg build/bench/net.svg $(BENCH_ARGS) \
+		>build/bench/net.txt; st=$$?; cat build/bench/net.txt; \
+		[ $$st != 0 ] || echo "bench: wrote build/bench/net.txt, net.json, net.svg"; exit $$st
 
 check:
 	@tests/check.sh

@@ -6,6 +6,7 @@
 
 const struct lkvm_cmd lkvm_commands[] = {
 	{ "run", "boot a kernel in a new VM (lkvm run --help for options)", kvm_cmd_run },
+	{ "bench", "measure virtio-net per TX strategy (lkvm bench net --help)", cmd_bench },
 	{ "help", "show this text, or a command's help (lkvm help run)", cmd_help },
 	{ "version", "print lkvm's version", cmd_version },
 	{ NULL, NULL, NULL },

@@ -1,5 +1,6 @@
 /* `lkvm help [COMMAND]`: the overall usage, or one command's own help. */
 #include <stdio.h>
+#include <string.h>
 
 #include "lkvm/builtin.h"
 #include "lkvm/run.h"
@@ -15,8 +16,10 @@ int cmd_help(int argc, char **argv)
 		pr_err("no command '%s' (lkvm help lists them)", argv[1]);
 		return 1;
 	}
-	if (argv[1][0] == 'r')
+	if (!strcmp(argv[1], "run"))
 		kvm_run_usage(stdout);
+	else if (!strcmp(argv[1], "bench"))
+		bench_usage(stdout);
 	else
 		lkvm_usage(stdout);
 	return 0;

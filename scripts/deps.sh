@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lkvm needs (build, tests, guest assets) when they are missing.
-# Usage: deps.sh [build|test|guest|kvm-host|all]
+# Usage: deps.sh [build|test|guest|kvm-host|bench|all]
 set -euo pipefail
 what=${1:-all}
 build_pkgs="gcc make pkg-config libfdt-dev libaio-dev libcap-ng-dev"
 test_pkgs="check iproute2 iputils-ping"
 kvm_host_pkgs="qemu-system-x86 busybox-static cpio gzip xz-utils binutils util-linux coreutils"
+bench_pkgs="gnuplot-nox python3"  # lkvm bench net --svg; python3 checks its JSON in tests
 guest_pkgs="linux-source-6.1 busybox-static cpio gzip lz4 flex bison bc libelf-dev libssl-dev xz-utils"
 case "$what" in
     build) pkgs="$build_pkgs" ;;
     test) pkgs="$build_pkgs $test_pkgs" ;;
     guest) pkgs="$guest_pkgs" ;;
     kvm-host) pkgs="$kvm_host_pkgs" ;;
+    bench) pkgs="$build_pkgs $test_pkgs $bench_pkgs" ;;
     all) pkgs="$build_pkgs $test_pkgs $guest_pkgs" ;;
-    *) echo "usage: $0 [build|test|guest|kvm-host|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [build|test|guest|kvm-host|bench|all]" >&2; exit 2 ;;
 esac
 missing=()
 for p in $pkgs; do

@@ -16,6 +16,8 @@ void lkvm_usage(FILE *out);
 
 int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+void bench_usage(FILE *out);
 
 #ifndef LKVM_VERSION
 #define LKVM_VERSION "0.1.0"

@@ -1,0 +1,1332 @@
+/* `lkvm bench net`: the net-bench guest per TX strategy, test and frame size against net-peer on a private tap, with floors, as a table, JSON and SVG. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/if_tun.h>
+
+#include "lkvm/builtin.h"
+#include "lkvm/util.h"
+
+/*
+ * How it runs. The command first moves itself into a new, unnamed network namespace
+ * (unshare(CLONE_NEWNET)) and creates a persistent tap there; every child (lkvm run,
+ * net-peer) inherits the namespace, and when the last of them exits the kernel deletes the
+ * namespace and the tap with it: nothing is left behind on any exit path, SIGKILL included.
+ * The host peer is build/tools/net-peer, executed per cell (count for tx, echo for rr, blast
+ * for rx); the guest is build/guests/net-bench.elf, booted per cell by this same binary
+ * (/proc/self/exe run ... --stats=json). Floors run in this process, on the same tap.
+ */
+
+#define TAP_NAME "lkvmbench0"
+#define MAX_LIST 8
+#define MAX_ROWS 256
+#define MAX_SAMPLES (1u << 20)
+#define ETHERTYPE 0x88b5
+#define MAGIC 0x42564b4c
+#define OUT_MAX (4u << 20)   /* most output kept from one child */
+#define READY_MS 10000       /* net-peer must be receiving within this */
+#define RR_TIMEOUT_NS 200000000ull
+
+enum bench_mode { M_IOEVENTFD, M_TRAP, M_TIMER, M_POLL, M_TIMER_TRAP, M_POLL_TRAP, M_NR };
+
+struct mode_info {
+	const char *name;
+	const char *nopts; /* appended to -n */
+	const char *what;
+};
+
+static const struct mode_info mode_info[] = {
+	[M_IOEVENTFD] = { "ioeventfd", "", "tx=kick, notifies through ioeventfd" },
+	[M_TRAP] = { "trap", ",ioeventfd=off", "tx=kick, every notify a trapped exit" },
+	[M_TIMER] = { "timer", ",tx=timer", "tx=timer (150 us), ioeventfd" },
+	[M_POLL] = { "poll", ",tx=poll", "tx=poll (adaptive window up to 50 us), ioeventfd" },
+	[M_TIMER_TRAP] = { "timer-trap", ",tx=timer,ioeventfd=off", "tx=timer, trapped notifies" },
+	[M_POLL_TRAP] = { "poll-trap", ",tx=poll,ioeventfd=off", "tx=poll, trapped notifies" },
+};
+_Static_assert(ARRAY_SIZE(mode_info) == M_NR, "mode_info must name every mode");
+
+enum bench_test { T_TX, T_RR, T_RX, T_NR };
+
+struct test_info {
+	const char *name;
+	const char *peer; /* net-peer mode */
+};
+
+static const struct test_info test_info[] = {
+	[T_TX] = { "tx", "count" },
+	[T_RR] = { "rr", "echo" },
+	[T_RX] = { "rx", "blast" },
+};
+_Static_assert(ARRAY_SIZE(test_info) == T_NR, "test_info must name every test");
+
+struct bench_cfg {
+	int modes[M_NR], nmodes;
+	int tests[T_NR], ntests;
+	unsigned sizes[MAX_LIST];
+	int nsizes;
+	unsigned secs;
+	const char *json, *svg, *log_dir;
+	char self[PATH_MAX], guest[PATH_MAX], peer[PATH_MAX];
+};
+
+/* One line of the table: a cell (mode x test x size) or a floor. NAN: not applicable. */
+struct row {
+	char mode[24], test[8];
+	unsigned size;
+	bool floor;
+	char error[160];         /* non-empty: the cell failed, why */
+	double secs, pps, mbps, rtt_med_us, rtt_p99_us, tps, ratio;
+	unsigned long long guest_frames, lost, peer_frames, peer_drops;
+	unsigned long long tx_pkts, tx_drops, rx_pkts, rx_drops, tap_rx, tap_tx, tap_tx_drops;
+	unsigned long long kicks, trapped, irqs, exits, polls, poll_hits, poll_us, packets;
+};
+
+struct bench {
+	struct bench_cfg cfg;
+	struct row rows[MAX_ROWS];
+	int nrows, total, done;
+	pid_t kids[2];           /* children running now, for the signal path */
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	interrupted = sig;
+}
+
+/* ---- options ---- */
+
+void bench_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: lkvm bench net [--modes LIST] [--tests LIST] [--sizes LIST] [--duration S]\n"
+		"                      [--json FILE] [--svg FILE] [--log-dir DIR] [--guest ELF] [--peer PATH]\n"
+		"\n"
+		"Boots build/guests/net-bench.elf once per mode, test and size against the host peer\n"
+		"build/tools/net-peer on a tap in a private network namespace (gone when the command\n"
+		"exits, on every path), and prints one table row per cell, after the floors measured\n"
+		"in the same run. Needs root (network namespace, tap) and /dev/kvm.\n"
+		"\n"
+		"  --modes LIST     TX strategies, comma-separated (default ioeventfd,trap,timer,poll):\n");
+	for (int m = 0; m < M_NR; m++)
+		fprintf(out, "                     %-10s %s\n", mode_info[m].name, mode_info[m].what);
+	fprintf(out,
+		"  --tests LIST     tx (guest sends), rr (guest sends, peer echoes: latency), rx (peer\n"
+		"                   sends) (default tx,rr,rx)\n"
+		"  --sizes LIST     frame sizes in bytes, 60-1514 (default 64,1500)\n"
+		"  --duration S     seconds per cell, 1-600 (default 5)\n"
+		"  --json FILE      every row as JSON (one object per line inside \"rows\")\n"
+		"  --svg FILE       a chart of packet rates and rr latency (needs gnuplot)\n"
+		"  --log-dir DIR    keep each cell's lkvm and net-peer output there\n"
+		"  --guest ELF      the guest (default: build/guests/net-bench.elf beside lkvm)\n"
+		"  --peer PATH      the host peer (default: build/tools/net-peer beside lkvm)\n"
+		"\n"
+		"Floors: notify (a bare notify-register loop in the guest: trapped and ioeventfd),\n"
+		"tap write (a host thread writes frames into the tap; tx's floor), tap read (a host thread\n"
+		"reads what net-peer blasts; rx's floor), peer echo (a host thread and net-peer's echo\n"
+		"over the tap; rr's floor). \"x floor\" is pps / floor pps for tx and rx and RTT median /\n"
+		"floor RTT median for rr. Per-packet counters come from lkvm's --stats=json: packets are\n"
+		"frames through tx0 and rx0; rr's Kpps and Mb/s count frames both ways.\n"
+		"Exit status: 0 every cell produced a row, 1 some cell failed or bad arguments,\n"
+		"130/143 interrupted (the rows so far are still printed).\n");
+}
+
+/* Splits a comma list and maps each item with fn; 0 or -EINVAL with a message. */
+static int parse_list(const char *opt, const char *arg, int (*fn)(const char *item, int *out),
+		      int *out, int max, int *n)
+{
+	char *copy = strdup(arg), *save = NULL;
+
+	if (!copy)
+		return -ENOMEM;
+	*n = 0;
+	for (char *it = strtok_r(copy, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+		int v;
+
+		if (*n >= max || fn(it, &v) < 0) {
+			pr_err("bench: %s: '%s' %s", opt, it,
+			       *n >= max ? "is one too many" : "is not valid (lkvm bench net --help)");
+			free(copy);
+			return -EINVAL;
+		}
+		for (int i = 0; i < *n; i++) {
+			if (out[i] == v) {
+				pr_err("bench: %s: '%s' given twice", opt, it);
+				free(copy);
+				return -EINVAL;
+			}
+		}
+		out[(*n)++] = v;
+	}
+	free(copy);
+	if (!*n) {
+		pr_err("bench: %s: empty list", opt);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int mode_of(const char *s, int *out)
+{
+	for (int m = 0; m < M_NR; m++)
+		if (!strcmp(s, mode_info[m].name))
+			return *out = m, 0;
+	return -EINVAL;
+}
+
+static int test_of(const char *s, int *out)
+{
+	for (int t = 0; t < T_NR; t++)
+		if (!strcmp(s, test_info[t].name))
+			return *out = t, 0;
+	return -EINVAL;
+}
+
+static bool parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (*end || errno || v < lo || v > hi)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+static int size_of(const char *s, int *out)
+{
+	unsigned v;
+
+	if (!parse_uint(s, 60, 1514, &v))
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+/* Finds `rel` beside the lkvm binary: next to it (./lkvm) or two levels up (build/asan/lkvm). */
+static int find_beside(const char *self, const char *rel, char *out, size_t len)
+{
+	static const char *const up[] = { "", "/../.." };
+	char dir[PATH_MAX / 2];
+	char *slash;
+
+	if (snprintf(dir, sizeof(dir), "%s", self) >= (int)sizeof(dir))
+		return -ENAMETOOLONG;
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(up); i++) {
+		if (snprintf(out, len, "%s%s/%s", dir, up[i], rel) >= (int)len)
+			continue;
+		if (access(out, R_OK) == 0)
+			return 0;
+	}
+	if (snprintf(out, len, "%s/%s", dir, rel) >= (int)len)
+		return -ENAMETOOLONG;
+	return -ENOENT;
+}
+
+static bool in_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+
+	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+		const char *c = strchr(p, ':');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int)l, p, prog);
+		if (access(buf, X_OK) == 0)
+			return true;
+		if (!c)
+			break;
+		p = c + 1;
+	}
+	return false;
+}
+
+enum { OPT_MODES = 1, OPT_TESTS, OPT_SIZES, OPT_DURATION, OPT_JSON, OPT_SVG, OPT_LOGDIR, OPT_GUEST, OPT_PEER };
+
+static const struct {
+	const char *name;
+	int id;
+} bench_opts[] = {
+	{ "--modes", OPT_MODES },   { "--tests", OPT_TESTS }, { "--sizes", OPT_SIZES },
+	{ "--duration", OPT_DURATION }, { "--json", OPT_JSON }, { "--svg", OPT_SVG },
+	{ "--log-dir", OPT_LOGDIR }, { "--guest", OPT_GUEST }, { "--peer", OPT_PEER },
+};
+
+/* 0: go; 1: error (message printed); 2: --help printed. */
+static int parse_args(int argc, char **argv, struct bench_cfg *c)
+{
+	const char *guest = NULL, *peer = NULL;
+	ssize_t l;
+
+	memset(c, 0, sizeof(*c));
+	c->secs = 5;
+	if (parse_list("--modes", "ioeventfd,trap,timer,poll", mode_of, c->modes, M_NR, &c->nmodes) ||
+	    parse_list("--tests", "tx,rr,rx", test_of, c->tests, T_NR, &c->ntests) ||
+	    parse_list("--sizes", "64,1500", size_of, (int *)c->sizes, MAX_LIST, &c->nsizes))
+		return 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = NULL;
+		size_t k;
+		int id = 0;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			bench_usage(stdout);
+			return 2;
+		}
+		for (k = 0; k < ARRAY_SIZE(bench_opts); k++) {
+			size_t nl = strlen(bench_opts[k].name);
+
+			if (!strncmp(a, bench_opts[k].name, nl) && (a[nl] == '\0' || a[nl] == '=')) {
+				id = bench_opts[k].id;
+				v = a[nl] == '=' ? a + nl + 1 : (i + 1 < argc ? argv[++i] : NULL);
+				break;
+			}
+		}
+		if (!id) {
+			pr_err("bench: unknown argument '%s' (lkvm bench net --help)", a);
+			return 1;
+		}
+		if (!v || !*v) {
+			pr_err("bench: %s needs a value", bench_opts[k].name);
+			return 1;
+		}
+		switch (id) {
+		case OPT_MODES:
+			if (parse_list("--modes", v, mode_of, c->modes, M_NR, &c->nmodes))
+				return 1;
+			break;
+		case OPT_TESTS:
+			if (parse_list("--tests", v, test_of, c->tests, T_NR, &c->ntests))
+				return 1;
+			break;
+		case OPT_SIZES:
+			if (parse_list("--sizes", v, size_of, (int *)c->sizes, MAX_LIST, &c->nsizes))
+				return 1;
+			break;
+		case OPT_DURATION:
+			if (!parse_uint(v, 1, 600, &c->secs)) {
+				pr_err("bench: --duration '%s': want whole seconds from 1 to 600", v);
+				return 1;
+			}
+			break;
+		case OPT_JSON: c->json = v; break;
+		case OPT_SVG: c->svg = v; break;
+		case OPT_LOGDIR: c->log_dir = v; break;
+		case OPT_GUEST: guest = v; break;
+		case OPT_PEER: peer = v; break;
+		}
+	}
+	l = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);
+	if (l < 0) {
+		pr_err("bench: /proc/self/exe: %s", strerror(errno));
+		return 1;
+	}
+	c->self[l] = '\0';
+	if (guest)
+		snprintf(c->guest, sizeof(c->guest), "%s", guest);
+	else
+		find_beside(c->self, "build/guests/net-bench.elf", c->guest, sizeof(c->guest));
+	if (peer)
+		snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	else
+		find_beside(c->self, "build/tools/net-peer", c->peer, sizeof(c->peer));
+	if (access(c->guest, R_OK)) {
+		pr_err("bench: no guest at %s (make guests, or --guest ELF)", c->guest);
+		return 1;
+	}
+	if (access(c->peer, X_OK)) {
+		pr_err("bench: no host peer at %s (make tools, or --peer PATH)", c->peer);
+		return 1;
+	}
+	if (c->svg && !in_path("gnuplot")) {
+		pr_err("bench: --svg needs gnuplot (scripts/deps.sh bench installs gnuplot-nox)");
+		return 1;
+	}
+	if (c->log_dir && mkdir(c->log_dir, 0755) < 0 && errno != EEXIST) {
+		pr_err("bench: --log-dir %s: %s", c->log_dir, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- the namespace and the tap ---- */
+
+static void write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (write(fd, text, strlen(text)) < 0)
+		pr_debug("bench: %s: %s", path, strerror(errno));
+	close(fd);
+}
+
+static int tap_attach(bool vnet_hdr, bool persist)
+{
+	struct ifreq ifr = { .ifr_flags = IFF_TAP | IFF_NO_PI | (vnet_hdr ? IFF_VNET_HDR : 0) };
+	int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", TAP_NAME);
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0 || (persist && ioctl(fd, TUNSETPERSIST, 1) < 0)) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+/* A private network namespace with one persistent tap, up, and no IPv6 chatter on it. */
+static int setup_netns(void)
+{
+	struct ifreq ifr = { 0 };
+	int fd, s;
+
+	if (unshare(CLONE_NEWNET) < 0) {
+		pr_err("bench: unshare(CLONE_NEWNET): %s (run as root)", strerror(errno));
+		return -1;
+	}
+	write_file("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
+	write_file("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+	fd = tap_attach(true, true);
+	if (fd < 0) {
+		pr_err("bench: creating tap %s: %s", TAP_NAME, strerror(-fd));
+		return -1;
+	}
+	close(fd);
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", TAP_NAME);
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0 ||
+	    (ifr.ifr_flags |= IFF_UP, ioctl(s, SIOCSIFFLAGS, &ifr) < 0)) {
+		pr_err("bench: bringing %s up: %s", TAP_NAME, strerror(errno));
+		if (s >= 0)
+			close(s);
+		return -1;
+	}
+	close(s);
+	return 0;
+}
+
+/* The tap's counters from /proc/net/dev (this namespace's). rx: frames the host took from
+ * the tap (what lkvm wrote), tx: frames the host put into it. */
+static void tap_counters(unsigned long long *rx, unsigned long long *tx, unsigned long long *tx_drop)
+{
+	char line[512];
+	FILE *f = fopen("/proc/net/dev", "re");
+
+	*rx = *tx = *tx_drop = 0;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, TAP_NAME ":");
+		unsigned long long v[12];
+
+		if (!p)
+			continue;
+		if (sscanf(p + strlen(TAP_NAME) + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+			   &v[11]) == 12) {
+			*rx = v[1];
+			*tx = v[9];
+			*tx_drop = v[11];
+		}
+	}
+	fclose(f);
+}
+
+/* ---- children ---- */
+
+struct kid {
+	pid_t pid;
+	int out, err; /* read ends; err -1 when merged into out */
+};
+
+static int spawn(struct bench *b, int slot, char *const argv[], bool merge, struct kid *k)
+{
+	int o[2], e[2] = { -1, -1 };
+
+	if (pipe2(o, O_CLOEXEC) < 0)
+		return -errno;
+	if (!merge && pipe2(e, O_CLOEXEC) < 0) {
+		close(o[0]);
+		close(o[1]);
+		return -errno;
+	}
+	k->pid = fork();
+	if (k->pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+
+		dup2(null, 0);
+		dup2(o[1], 1);
+		dup2(merge ? o[1] : e[1], 2);
+		execv(argv[0], argv);
+		fprintf(stderr, "bench: exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(o[1]);
+	if (e[1] >= 0)
+		close(e[1]);
+	if (k->pid < 0) {
+		close(o[0]);
+		if (e[0] >= 0)
+			close(e[0]);
+		return -errno;
+	}
+	k->out = o[0];
+	k->err = e[0];
+	b->kids[slot] = k->pid;
+	return 0;
+}
+
+/* Appends what fd has to *buf until EOF (true), the deadline, or a signal (false). */
+static bool slurp(int fd, char **buf, size_t *len, u64 deadline)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		u64 now = now_ns();
+		char tmp[8192];
+		ssize_t r;
+
+		if (interrupted || now >= deadline)
+			return false;
+		if (poll(&p, 1, (int)MIN((deadline - now) / 1000000 + 1, 1000)) <= 0)
+			continue;
+		r = read(fd, tmp, sizeof(tmp));
+		if (r == 0)
+			return true;
+		if (r < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return true;
+		}
+		if (*len + (size_t)r + 1 > OUT_MAX)
+			continue; /* keep the beginning; the rest is dropped */
+		char *nb = realloc(*buf, *len + (size_t)r + 1);
+
+		if (!nb)
+			return false;
+		*buf = nb;
+		memcpy(*buf + *len, tmp, (size_t)r);
+		*len += (size_t)r;
+		(*buf)[*len] = '\0';
+	}
+}
+
+/* Waits for "ready" on the peer's stderr. */
+static bool peer_ready(struct kid *k, char **err, size_t *len)
+{
+	u64 deadline = now_ns() + READY_MS * 1000000ull;
+
+	while (!interrupted && now_ns() < deadline) {
+		struct pollfd p = { .fd = k->err, .events = POLLIN };
+		char tmp[1024];
+		ssize_t r;
+
+		if (poll(&p, 1, 100) <= 0)
+			continue;
+		r = read(k->err, tmp, sizeof(tmp) - 1);
+		if (r <= 0)
+			return false;
+		tmp[r] = '\0';
+		char *nb = realloc(*err, *len + (size_t)r + 1);
+
+		if (!nb)
+			return false;
+		*err = nb;
+		memcpy(*err + *len, tmp, (size_t)r + 1);
+		*len += (size_t)r;
+		if (strstr(*err, "ready"))
+			return true;
+	}
+	return false;
+}
+
+static int reap(struct bench *b, int slot, struct kid *k)
+{
+	int st = 0;
+
+	if (k->pid > 0)
+		while (waitpid(k->pid, &st, 0) < 0 && errno == EINTR)
+			;
+	b->kids[slot] = 0;
+	if (k->out >= 0)
+		close(k->out);
+	if (k->err >= 0)
+		close(k->err);
+	k->pid = 0;
+	k->out = k->err = -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+struct peer_run {
+	struct kid k;
+	char *err;
+	size_t err_len;
+};
+
+static int peer_start(struct bench *b, const char *mode, unsigned size, struct peer_run *p,
+		      char *why, size_t wlen)
+{
+	char secs[16], sz[16];
+	char *argv[] = { b->cfg.peer, (char *)mode, TAP_NAME, secs, sz, NULL };
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	p->k.out = p->k.err = -1;
+	snprintf(secs, sizeof(secs), "%u", b->cfg.secs + 120);
+	snprintf(sz, sizeof(sz), "%u", size);
+	ret = spawn(b, 1, argv, false, &p->k);
+	if (ret < 0) {
+		snprintf(why, wlen, "cannot start net-peer: %s", strerror(-ret));
+		return ret;
+	}
+	if (!peer_ready(&p->k, &p->err, &p->err_len)) {
+		snprintf(why, wlen, "net-peer %s not ready: %.100s", mode, p->err ? p->err : "no output");
+		kill(p->k.pid, SIGTERM);
+		reap(b, 1, &p->k);
+		free(p->err);
+		return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+/* Stops the peer and returns its PEER line's numbers. */
+static void peer_stop(struct bench *b, struct peer_run *p, unsigned long long *frames,
+		      unsigned long long *drops, const char *log)
+{
+	char *out = NULL;
+	size_t len = 0;
+	const char *l;
+
+	kill(p->k.pid, SIGTERM);
+	slurp(p->k.out, &out, &len, now_ns() + 5000000000ull);
+	reap(b, 1, &p->k);
+	*frames = *drops = 0;
+	l = out ? strstr(out, "PEER ") : NULL;
+	if (l) {
+		const char *f = strstr(l, " frames="), *d = strstr(l, " drops=");
+
+		if (f)
+			*frames = strtoull(f + 8, NULL, 10);
+		if (d)
+			*drops = strtoull(d + 7, NULL, 10);
+	}
+	if (log && b->cfg.log_dir) {
+		FILE *f = fopen(log, "we");
+
+		if (f) {
+			fprintf(f, "%s%s", p->err ? p->err : "", out ? out : "");
+			fclose(f);
+		}
+	}
+	free(out);
+	free(p->err);
+}
+
+/* ---- parsing lkvm's output ---- */
+
+/* The value after " key=" in a BENCH line, or NAN. */
+static double kv(const char *line, const char *key)
+{
+	char pat[48];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), " %s=", key);
+	p = strstr(line, pat);
+	return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* A number field of the JSON object starting at obj (up to its first '}'). */
+static unsigned long long jnum(const char *obj, const char *key)
+{
+	char pat[48];
+	const char *end, *p;
+
+	if (!obj)
+		return 0;
+	end = strchr(obj, '}');
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(obj, pat);
+	if (!p || (end && p > end))
+		return 0;
+	return strtoull(p + strlen(pat), NULL, 10);
+}
+
+static const char *jqueue(const char *stats, const char *name)
+{
+	char pat[48];
+
+	snprintf(pat, sizeof(pat), "\"name\":\"%s\"", name);
+	return stats ? strstr(stats, pat) : NULL;
+}
+
+static const char *last_line(const char *out, const char *prefix)
+{
+	const char *best = NULL;
+	size_t pl = strlen(prefix);
+
+	for (const char *p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, prefix, pl))
+			best = p;
+	return best;
+}
+
+/* Fills the device counters of r from the --stats=json line. */
+static void parse_stats(struct row *r, const char *stats)
+{
+	const char *tx = jqueue(stats, "tx0"), *rx = jqueue(stats, "rx0");
+
+	r->exits = jnum(stats, "total");
+	r->tx_pkts = jnum(tx, "packets");
+	r->tx_drops = jnum(tx, "drops");
+	r->rx_pkts = jnum(rx, "packets");
+	r->rx_drops = jnum(rx, "drops");
+	r->kicks = jnum(tx, "kicks") + jnum(rx, "kicks");
+	r->trapped = jnum(tx, "trapped") + jnum(rx, "trapped");
+	r->irqs = jnum(tx, "irqs") + jnum(rx, "irqs");
+	r->polls = jnum(tx, "polls");
+	r->poll_hits = jnum(tx, "poll_hits");
+	r->poll_us = jnum(tx, "poll_us");
+	r->packets = r->tx_pkts + r->rx_pkts;
+}
+
+/* Boots the guest once; fills r from its BENCH line and the stats. Returns lkvm's status. */
+static int run_guest(struct bench *b, const char *nopts, const char *params, struct row *r,
+		     const char *log)
+{
+	char timeout[16], net[128];
+	char *argv[] = { b->cfg.self, "run", "-k", b->cfg.guest, "--timeout", timeout, "--stats=json",
+			 "-n", net, "-p", (char *)params, NULL };
+	struct kid k = { .out = -1, .err = -1 };
+	char *out = NULL;
+	size_t len = 0;
+	const char *bl, *st;
+	int ret, status;
+
+	snprintf(timeout, sizeof(timeout), "%u", b->cfg.secs + 30);
+	snprintf(net, sizeof(net), "mode=tap,tapif=%s,script=none%s", TAP_NAME, nopts);
+	ret = spawn(b, 0, argv, true, &k);
+	if (ret < 0) {
+		snprintf(r->error, sizeof(r->error), "cannot start lkvm: %s", strerror(-ret));
+		return 1;
+	}
+	if (!slurp(k.out, &out, &len, now_ns() + (b->cfg.secs + 40) * 1000000000ull))
+		kill(k.pid, SIGTERM);
+	status = reap(b, 0, &k);
+	if (log && b->cfg.log_dir) {
+		FILE *f = fopen(log, "we");
+
+		if (f) {
+			fputs(out ? out : "", f);
+			fclose(f);
+		}
+	}
+	bl = out ? last_line(out, "BENCH ") : NULL;
+	st = out ? last_line(out, "{\"vcpu_exits\"") : NULL;
+	if (interrupted) {
+		snprintf(r->error, sizeof(r->error), "interrupted");
+		free(out);
+		return status ? status : 1;
+	}
+	if (status != 0 || !bl || !st) {
+		const char *why = out ? last_line(out, "GUEST FAIL") : NULL;
+
+		if (!why && out)
+			why = last_line(out, "lkvm: error");
+		snprintf(r->error, sizeof(r->error), "lkvm exited %d%s%s%.100s", status,
+			 bl ? "" : ", no BENCH line", why ? ": " : "", why ? why : "");
+		char *nl = strchr(r->error, '\n');
+
+		if (nl)
+			*nl = '\0';
+		free(out);
+		return status ? status : 1;
+	}
+	{
+		char line[1024];
+		size_t l = strcspn(bl, "\n");
+
+		snprintf(line, sizeof(line), "%.*s", (int)MIN(l, sizeof(line) - 1), bl);
+		r->secs = kv(line, "secs");
+		if (!strcmp(r->test, "tx")) {
+			r->guest_frames = (unsigned long long)kv(line, "frames");
+			r->pps = kv(line, "pps");
+			r->mbps = kv(line, "mbps");
+		} else if (!strcmp(r->test, "rx")) {
+			r->guest_frames = (unsigned long long)kv(line, "frames");
+			r->pps = kv(line, "pps");
+			r->mbps = kv(line, "mbps");
+		} else if (!strcmp(r->test, "rr")) {
+			r->guest_frames = (unsigned long long)kv(line, "transactions");
+			r->lost = (unsigned long long)kv(line, "lost");
+			r->tps = kv(line, "tps");
+			r->pps = 2 * r->tps;
+			r->mbps = 2 * r->tps * r->size * 8 / 1e6;
+			r->rtt_med_us = kv(line, "lat_median_ns") / 1000;
+			r->rtt_p99_us = kv(line, "lat_p99_ns") / 1000;
+		} else { /* notify */
+			r->guest_frames = (unsigned long long)kv(line, "notifies");
+			r->pps = kv(line, "rate");
+		}
+	}
+	parse_stats(r, st);
+	free(out);
+	return 0;
+}
+
+/* ---- floors measured in this process ---- */
+
+static void build_frame(unsigned char *f, unsigned size)
+{
+	static const unsigned char mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
+	unsigned magic = MAGIC, test = 1;
+
+	memset(f, 0, size);
+	memset(f, 0xff, 6);
+	memcpy(f + 6, mac, 6);
+	f[12] = ETHERTYPE >> 8;
+	f[13] = ETHERTYPE & 0xff;
+	memcpy(f + 14, &magic, 4);
+	memcpy(f + 18, &test, 4);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Host thread -> tap (write) while net-peer counts: the most a tx cell can reach. */
+static void floor_tap_write(struct bench *b, int fd, struct row *r)
+{
+	unsigned char f[1514];
+	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, t = t0, n = 0;
+
+	build_frame(f, r->size);
+	while (!interrupted && t < end) {
+		memcpy(f + 22, &n, 8);
+		if (write(fd, f, r->size) == (ssize_t)r->size) {
+			n++;
+		} else if (errno == EAGAIN) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+			poll(&p, 1, 10);
+		}
+		if (!(n & 63))
+			t = now_ns();
+	}
+	t = now_ns();
+	r->guest_frames = n;
+	r->secs = (double)(t - t0) / 1e9;
+	r->pps = (double)n / r->secs;
+	r->mbps = r->pps * r->size * 8 / 1e6;
+	r->packets = n;
+}
+
+/* net-peer blasts, a host thread reads the tap: the most an rx cell can take. */
+static void floor_tap_read(struct bench *b, int fd, struct row *r)
+{
+	unsigned char f[2048];
+	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, t = t0, n = 0, bytes = 0;
+
+	while (!interrupted && (t = now_ns()) < end) {
+		ssize_t l = read(fd, f, sizeof(f));
+
+		if (l >= 14 && f[12] == (ETHERTYPE >> 8) && f[13] == (ETHERTYPE & 0xff)) {
+			n++;
+			bytes += (u64)l;
+		} else if (l < 0 && errno == EAGAIN) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+
+			poll(&p, 1, 10);
+		}
+	}
+	r->guest_frames = n;
+	r->secs = (double)(t - t0) / 1e9;
+	r->pps = (double)n / r->secs;
+	r->mbps = (double)bytes * 8 / r->secs / 1e6;
+	r->packets = n;
+}
+
+/* One frame into the tap, net-peer echoes it, read it back: rr without a VM. */
+static void floor_peer_echo(struct bench *b, int fd, struct row *r)
+{
+	unsigned char f[1514], in[2048];
+	u64 *lat = malloc(MAX_SAMPLES * sizeof(u64));
+	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, n = 0, seq = 0, lost = 0;
+
+	if (!lat) {
+		snprintf(r->error, sizeof(r->error), "out of memory");
+		return;
+	}
+	build_frame(f, r->size);
+	while (!interrupted && now_ns() < end && n < MAX_SAMPLES) {
+		u64 ts, te;
+		bool got = false;
+
+		seq++;
+		memcpy(f + 22, &seq, 8);
+		ts = now_ns();
+		if (write(fd, f, r->size) != (ssize_t)r->size) {
+			lost++;
+			continue;
+		}
+		while (!got && !interrupted && (te = now_ns()) - ts < RR_TIMEOUT_NS) {
+			ssize_t l = read(fd, in, sizeof(in));
+
+			if (l < 0) {
+				struct pollfd p = { .fd = fd, .events = POLLIN };
+
+				poll(&p, 1, 10);
+				continue;
+			}
+			got = l == (ssize_t)r->size && !memcmp(in + 22, &seq, 8) && !memcmp(in + 12, f + 12, 2);
+			if (got)
+				lat[n++] = now_ns() - ts;
+		}
+		if (!got)
+			lost++;
+	}
+	r->secs = (double)(now_ns() - t0) / 1e9;
+	r->guest_frames = n;
+	r->lost = lost;
+	if (n) {
+		qsort(lat, n, sizeof(*lat), cmp_u64);
+		r->rtt_med_us = (double)lat[n / 2] / 1000;
+		r->rtt_p99_us = (double)lat[n * 99 / 100] / 1000;
+	} else {
+		snprintf(r->error, sizeof(r->error), "no echo came back");
+	}
+	r->tps = (double)n / r->secs;
+	r->pps = 2 * r->tps;
+	r->mbps = r->pps * r->size * 8 / 1e6;
+	r->packets = 2 * n;
+	free(lat);
+}
+
+/* ---- rows ---- */
+
+static struct row *new_row(struct bench *b, const char *mode, const char *test, unsigned size, bool floor)
+{
+	struct row *r = &b->rows[b->nrows++];
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->mode, sizeof(r->mode), "%s", mode);
+	snprintf(r->test, sizeof(r->test), "%s", test);
+	r->size = size;
+	r->floor = floor;
+	r->secs = r->pps = r->mbps = r->rtt_med_us = r->rtt_p99_us = r->tps = r->ratio = NAN;
+	return r;
+}
+
+static const struct row *find_floor(const struct bench *b, const char *test, unsigned size)
+{
+	for (int i = 0; i < b->nrows; i++) {
+		const struct row *f = &b->rows[i];
+
+		if (f->floor && !f->error[0] && !strcmp(f->test, test) && (f->size == size || !size))
+			return f;
+	}
+	return NULL;
+}
+
+static void set_ratio(const struct bench *b, struct row *r)
+{
+	const struct row *f = find_floor(b, r->test, r->size);
+
+	if (!f || r->floor)
+		return;
+	if (!strcmp(r->test, "rr"))
+		r->ratio = r->rtt_med_us / f->rtt_med_us;
+	else
+		r->ratio = r->pps / f->pps;
+}
+
+static void fmt(char *buf, size_t len, double v, int prec)
+{
+	if (isnan(v) || isinf(v))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.*f", prec, v);
+}
+
+static double per(unsigned long long a, unsigned long long b)
+{
+	return b ? (double)a / (double)b : NAN;
+}
+
+static void print_header(FILE *out)
+{
+	fprintf(out, "%-16s %-6s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", "mode", "test", "size",
+		"Kpps", "Mb/s", "RTTmed_us", "RTTp99_us", "trans/s", "exits/pkt", "kicks/pkt", "irqs/pkt",
+		"pkts/kick", "x_floor");
+}
+
+static void print_row(FILE *out, const struct row *r)
+{
+	char c[11][24];
+
+	if (r->error[0]) {
+		fprintf(out, "%-16s %-6s %5u FAILED: %s\n", r->mode, r->test, r->size, r->error);
+		return;
+	}
+	fmt(c[0], sizeof(c[0]), r->pps / 1000, 1);
+	fmt(c[1], sizeof(c[1]), r->mbps, 1);
+	fmt(c[2], sizeof(c[2]), r->rtt_med_us, 1);
+	fmt(c[3], sizeof(c[3]), r->rtt_p99_us, 1);
+	fmt(c[4], sizeof(c[4]), r->tps, 0);
+	fmt(c[5], sizeof(c[5]), r->floor ? NAN : per(r->exits, r->packets), 3);
+	fmt(c[6], sizeof(c[6]), r->floor ? NAN : per(r->kicks, r->packets), 3);
+	fmt(c[7], sizeof(c[7]), r->floor ? NAN : per(r->irqs, r->packets), 3);
+	fmt(c[8], sizeof(c[8]), r->floor ? NAN : per(r->packets, r->kicks), 1);
+	fmt(c[9], sizeof(c[9]), r->ratio, 2);
+	if (!strcmp(r->test, "notify")) {
+		/* Per notify rather than per packet. */
+		fmt(c[5], sizeof(c[5]), per(r->exits, r->guest_frames), 3);
+		fmt(c[6], sizeof(c[6]), per(r->kicks, r->guest_frames), 3);
+	}
+	fprintf(out, "%-16s %-6s %5u %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", r->mode, r->test, r->size,
+		c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]);
+}
+
+static void jdbl(FILE *f, const char *key, double v)
+{
+	if (isnan(v) || isinf(v))
+		fprintf(f, ",\"%s\":null", key);
+	else
+		fprintf(f, ",\"%s\":%.3f", key, v);
+}
+
+static int write_json(const struct bench *b, const char *path)
+{
+	FILE *f = fopen(path, "we");
+
+	if (!f) {
+		pr_err("bench: --json %s: %s", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "{\"duration\":%u,\"tap\":\"%s\",\"rows\":[\n", b->cfg.secs, TAP_NAME);
+	for (int i = 0; i < b->nrows; i++) {
+		const struct row *r = &b->rows[i];
+
+		fprintf(f, "{\"mode\":\"%s\",\"test\":\"%s\",\"size\":%u,\"floor\":%s,\"ok\":%s", r->mode,
+			r->test, r->size, r->floor ? "true" : "false", r->error[0] ? "false" : "true");
+		if (r->error[0]) {
+			fputs(",\"error\":\"", f);
+			for (const char *p = r->error; *p; p++)
+				fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : (*p < 0x20 ? "?" : "%c"), *p);
+			fputc('"', f);
+		}
+		jdbl(f, "secs", r->secs);
+		jdbl(f, "pps", r->pps);
+		jdbl(f, "mbps", r->mbps);
+		jdbl(f, "rtt_median_us", r->rtt_med_us);
+		jdbl(f, "rtt_p99_us", r->rtt_p99_us);
+		jdbl(f, "tps", r->tps);
+		jdbl(f, "x_floor", r->ratio);
+		fprintf(f,
+			",\"guest_frames\":%llu,\"lost\":%llu,\"peer_frames\":%llu,\"peer_drops\":%llu"
+			",\"dev_tx_packets\":%llu,\"dev_tx_drops\":%llu,\"dev_rx_packets\":%llu,\"dev_rx_drops\":%llu"
+			",\"tap_rx\":%llu,\"tap_tx\":%llu,\"tap_tx_drops\":%llu,\"packets\":%llu,\"kicks\":%llu"
+			",\"trapped\":%llu,\"irqs\":%llu,\"vcpu_exits\":%llu,\"polls\":%llu,\"poll_hits\":%llu"
+			",\"poll_us\":%llu}%s\n",
+			r->guest_frames, r->lost, r->peer_frames, r->peer_drops, r->tx_pkts, r->tx_drops,
+			r->rx_pkts, r->rx_drops, r->tap_rx, r->tap_tx, r->tap_tx_drops, r->packets, r->kicks,
+			r->trapped, r->irqs, r->exits, r->polls, r->poll_hits, r->poll_us,
+			i + 1 < b->nrows ? "," : "");
+	}
+	fputs("]}\n", f);
+	return fclose(f) ? -1 : 0;
+}
+
+/* Two bar charts through gnuplot: packet rates (tx, rx, their floors) and rr latency. */
+static int write_svg(const struct bench *b, const char *path)
+{
+	char dir[] = "/tmp/lkvm-bench-XXXXXX", rates[PATH_MAX], rtt[PATH_MAX], plot[PATH_MAX];
+	FILE *fr, *fl, *fp;
+	int nr = 0, nl = 0, st;
+	pid_t pid;
+
+	if (!mkdtemp(dir)) {
+		pr_err("bench: --svg: mkdtemp: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(rates, sizeof(rates), "%s/rates.dat", dir);
+	snprintf(rtt, sizeof(rtt), "%s/rtt.dat", dir);
+	snprintf(plot, sizeof(plot), "%s/plot.gp", dir);
+	fr = fopen(rates, "we");
+	fl = fopen(rtt, "we");
+	fp = fopen(plot, "we");
+	if (!fr || !fl || !fp) {
+		pr_err("bench: --svg: temporary files in %s: %s", dir, strerror(errno));
+		if (fr)
+			fclose(fr);
+		if (fl)
+			fclose(fl);
+		if (fp)
+			fclose(fp);
+		return -1;
+	}
+	for (int i = 0; i < b->nrows; i++) {
+		const struct row *r = &b->rows[i];
+
+		if (r->error[0])
+			continue;
+		if (!strcmp(r->test, "tx") || !strcmp(r->test, "rx"))
+			fprintf(fr, "\"%s\\n%s %u\" %.1f\n", r->mode, r->test, r->size, r->pps / 1000), nr++;
+		else if (!strcmp(r->test, "rr"))
+			fprintf(fl, "\"%s\\n%u B\" %.1f %.1f\n", r->mode, r->size, r->rtt_med_us, r->rtt_p99_us), nl++;
+	}
+	fclose(fr);
+	fclose(fl);
+	fprintf(fp,
+		"set terminal svg size %d,900 dynamic font 'sans,10'\n"
+		"set output '%s'\n"
+		"set multiplot layout 2,1 title 'lkvm bench net (%u s per cell)'\n"
+		"set style fill solid 0.6 border -1\nset boxwidth 0.7\nset grid ytics\n"
+		"set xtics rotate by -40 font ',8'\nset yrange [0:*]\nset offsets 0,0,graph 0.12,0\n",
+		MAX(900, 60 * MAX(nr, nl) + 200), path, b->cfg.secs);
+	if (nr)
+		fprintf(fp,
+			"set title 'packet rate (tx, rx and their floors)'\nset ylabel 'Kpps'\n"
+			"plot '%s' using 0:2:xtic(1) with boxes notitle, '' using 0:2:(sprintf('%%.0f',$2)) "
+			"with labels offset 0,0.8 notitle\n",
+			rates);
+	if (nl)
+		fprintf(fp,
+			"set title 'rr round trip (median bars, p99 in labels)'\nset ylabel 'us'\n"
+			"plot '%s' using 0:2:xtic(1) with boxes notitle, '' using 0:2:(sprintf('%%.0f (p99 %%.0f)',$2,$3)) "
+			"with labels offset 0,0.8 font ',8' notitle\n",
+			rtt);
+	fputs("unset multiplot\n", fp);
+	fclose(fp);
+	pid = fork();
+	if (pid == 0) {
+		execlp("gnuplot", "gnuplot", plot, (char *)NULL);
+		_exit(127);
+	}
+	while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	unlink(rates);
+	unlink(rtt);
+	unlink(plot);
+	rmdir(dir);
+	if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		pr_err("bench: gnuplot failed writing %s", path);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the run ---- */
+
+static void progress(struct bench *b, const struct row *r)
+{
+	char a[24], c[24];
+
+	b->done++;
+	if (r->error[0]) {
+		fprintf(stderr, "bench: [%2d/%d] %s %s %u: FAILED: %s\n", b->done, b->total, r->mode, r->test,
+			r->size, r->error);
+		return;
+	}
+	if (!strcmp(r->test, "rr")) {
+		fmt(a, sizeof(a), r->tps, 0);
+		fmt(c, sizeof(c), r->rtt_med_us, 1);
+		fprintf(stderr, "bench: [%2d/%d] %s %s %u: %s trans/s, RTT median %s us\n", b->done, b->total,
+			r->mode, r->test, r->size, a, c);
+	} else {
+		fmt(a, sizeof(a), r->pps / 1000, 1);
+		fprintf(stderr, "bench: [%2d/%d] %s %s %u: %s K%s/s\n", b->done, b->total, r->mode, r->test,
+			r->size, a, strcmp(r->test, "notify") ? "frames" : "notifies");
+	}
+}
+
+static void log_path(const struct bench *b, char *buf, size_t len, const struct row *r, const char *what)
+{
+	if (b->cfg.log_dir)
+		snprintf(buf, len, "%s/%s-%s-%u.%s", b->cfg.log_dir, r->mode, r->test, r->size, what);
+	else
+		buf[0] = '\0';
+}
+
+static void run_notify_floor(struct bench *b, bool trap)
+{
+	struct row *r = new_row(b, trap ? "floor/trap" : "floor/ioeventfd", "notify", 0, true);
+	char params[64], log[PATH_MAX];
+
+	snprintf(params, sizeof(params), "bench=notify secs=%u", b->cfg.secs);
+	log_path(b, log, sizeof(log), r, "log");
+	run_guest(b, trap ? ",ioeventfd=off" : "", params, r, log[0] ? log : NULL);
+	progress(b, r);
+}
+
+/* A floor that runs in this process on the tap while net-peer runs in peer_mode. */
+static void run_host_floor(struct bench *b, const char *test, const char *peer_mode, unsigned size,
+			   void (*fn)(struct bench *, int, struct row *))
+{
+	static const char *const names[] = { "floor/tap", "floor/tap", "floor/peer" };
+	int which = !strcmp(test, "tx") ? 0 : !strcmp(test, "rx") ? 1 : 2;
+	struct row *r = new_row(b, names[which], test, size, true);
+	struct peer_run p;
+	char log[PATH_MAX];
+	int fd;
+
+	log_path(b, log, sizeof(log), r, "peer");
+	if (peer_start(b, peer_mode, size, &p, r->error, sizeof(r->error)) == 0) {
+		fd = tap_attach(false, false);
+		if (fd < 0) {
+			snprintf(r->error, sizeof(r->error), "attaching to %s: %s", TAP_NAME, strerror(-fd));
+		} else {
+			fn(b, fd, r);
+			close(fd);
+		}
+		peer_stop(b, &p, &r->peer_frames, &r->peer_drops, log[0] ? log : NULL);
+	}
+	progress(b, r);
+}
+
+static void run_cell(struct bench *b, int mode, int test, unsigned size)
+{
+	struct row *r = new_row(b, mode_info[mode].name, test_info[test].name, size, false);
+	unsigned long long rx0, tx0, txd0, rx1, tx1, txd1;
+	char params[96], log[PATH_MAX], plog[PATH_MAX];
+	struct peer_run p;
+
+	log_path(b, log, sizeof(log), r, "log");
+	log_path(b, plog, sizeof(plog), r, "peer");
+	snprintf(params, sizeof(params), "bench=%s size=%u secs=%u", test_info[test].name, size, b->cfg.secs);
+	if (peer_start(b, test_info[test].peer, size, &p, r->error, sizeof(r->error)) == 0) {
+		tap_counters(&rx0, &tx0, &txd0);
+		run_guest(b, mode_info[mode].nopts, params, r, log[0] ? log : NULL);
+		tap_counters(&rx1, &tx1, &txd1);
+		peer_stop(b, &p, &r->peer_frames, &r->peer_drops, plog[0] ? plog : NULL);
+		r->tap_rx = rx1 - rx0;
+		r->tap_tx = tx1 - tx0;
+		r->tap_tx_drops = txd1 - txd0;
+	}
+	if (!r->error[0])
+		set_ratio(b, r);
+	progress(b, r);
+}
+
+static bool wants(const struct bench_cfg *c, int test)
+{
+	for (int i = 0; i < c->ntests; i++)
+		if (c->tests[i] == test)
+			return true;
+	return false;
+}
+
+static void run_all(struct bench *b)
+{
+	const struct bench_cfg *c = &b->cfg;
+	int host_floors = (wants(c, T_TX) + wants(c, T_RX) + wants(c, T_RR)) * c->nsizes;
+
+	b->total = 2 + host_floors + c->nmodes * c->ntests * c->nsizes;
+	run_notify_floor(b, false);
+	if (!interrupted)
+		run_notify_floor(b, true);
+	for (int s = 0; s < c->nsizes && !interrupted; s++) {
+		if (wants(c, T_TX) && !interrupted)
+			run_host_floor(b, "tx", "count", c->sizes[s], floor_tap_write);
+		if (wants(c, T_RX) && !interrupted)
+			run_host_floor(b, "rx", "blast", c->sizes[s], floor_tap_read);
+		if (wants(c, T_RR) && !interrupted)
+			run_host_floor(b, "rr", "echo", c->sizes[s], floor_peer_echo);
+	}
+	/* Tests outermost, then sizes, then modes: the modes to compare run back to back. */
+	for (int t = 0; t < c->ntests && !interrupted; t++)
+		for (int s = 0; s < c->nsizes && !interrupted; s++)
+			for (int m = 0; m < c->nmodes && !interrupted; m++)
+				run_cell(b, c->modes[m], c->tests[t], c->sizes[s]);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct bench *b;
+	int ret, failed = 0;
+
+	if (argc < 2 || (strcmp(argv[1], "net") && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))) {
+		if (argc >= 2)
+			pr_err("bench: unknown benchmark '%s' (only: net)", argv[1]);
+		bench_usage(stderr);
+		return 1;
+	}
+	if (strcmp(argv[1], "net")) {
+		bench_usage(stdout);
+		return 0;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		pr_err("bench: out of memory");
+		return 1;
+	}
+	ret = parse_args(argc - 1, argv + 1, &b->cfg);
+	if (ret) {
+		free(b);
+		return ret == 2 ? 0 : 1;
+	}
+	if (access("/dev/kvm", R_OK | W_OK)) {
+		pr_err("bench: /dev/kvm: %s", strerror(errno));
+		free(b);
+		return 1;
+	}
+	if (setup_netns() < 0) {
+		free(b);
+		return 1;
+	}
+	/* No SA_RESTART: blocking reads and polls return, and every loop checks the flag. */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	fprintf(stderr, "bench: %u s per cell, tap %s in a private network namespace, guest %s, peer %s\n",
+		b->cfg.secs, TAP_NAME, b->cfg.guest, b->cfg.peer);
+	run_all(b);
+	for (int i = 0; i < 2; i++)
+		if (b->kids[i] > 0)
+			kill(b->kids[i], SIGTERM);
+	print_header(stdout);
+	for (int i = 0; i < b->nrows; i++) {
+		print_row(stdout, &b->rows[i]);
+		failed += b->rows[i].error[0] != 0;
+	}
+	fflush(stdout);
+	if (b->cfg.json && write_json(b, b->cfg.json) < 0)
+		failed++;
+	if (b->cfg.svg && !interrupted && write_svg(b, b->cfg.svg) < 0)
+		failed++;
+	ret = interrupted ? 128 + interrupted : failed ? 1 : 0;
+	if (interrupted)
+		fprintf(stderr, "bench: interrupted after %d of %d rows\n", b->nrows, b->total);
+	free(b);
+	return ret;
+}

@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# Runs `lkvm bench net` in a short mode (1 s a cell, 64-byte frames, every default mode and test) and checks that its rows are sane: never its speed.
+set -u
+# shellcheck disable=SC2034 # read by lib.sh
+SUMMARY_PREFIX=bench
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+MODES=${BENCH_MODES:-ioeventfd,trap,timer,poll}
+TESTS=tx,rr,rx
+SIZES=64
+OUT=$LOG_DIR/bench
+JSON=$OUT/bench.json
+SVG=$OUT/bench.svg
+CELLS=$(($(tr ',' '\n' <<<"$MODES" | wc -l) * 3))
+FLOORS=5 # notify ioeventfd and trap, tap write, tap read, peer echo (one size)
+
+BENCH_SKIP=""
+if [ ! -c /dev/net/tun ]; then
+	BENCH_SKIP="/dev/net/tun missing"
+elif command -v unshare >/dev/null 2>&1 && ! unshare -n true 2>/dev/null; then
+	BENCH_SKIP="cannot create a network namespace (unshare -n)"
+elif [ ! -x "$REPO_ROOT/build/tools/net-peer" ] || [ ! -f "$GUEST_DIR/net-bench.elf" ]; then
+	BENCH_SKIP="net-peer or net-bench.elf not built (make tools guests)"
+fi
+
+# jv KEY ROW: a field of one JSON row (the bench writes one row per line).
+jv() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$2" | tr -d '"'; }
+# rows MODE TEST: the JSON rows of that cell.
+rows() { grep "\"mode\":\"$1\",\"test\":\"$2\"" "$JSON"; }
+need_run() {
+	[ -z "$BENCH_SKIP" ] || { skip "$BENCH_SKIP"; return 1; }
+	[ -s "$JSON" ] || { fail "the bench run wrote no $JSON"; return 1; }
+}
+
+t_run() {
+	[ -z "$BENCH_SKIP" ] || { skip "$BENCH_SKIP"; return; }
+	rm -rf "$OUT"
+	mkdir -p "$OUT"
+	local svg=()
+	command -v gnuplot >/dev/null 2>&1 && svg=(--svg "$SVG")
+	GUARD_DEFAULT=240 run_lkvm bench 0 -- bench net --modes "$MODES" --tests $TESTS --sizes $SIZES \
+		--duration 1 --json "$JSON" --log-dir "$OUT/cells" "${svg[@]}" || return
+	expect_output '^mode +test +size +Kpps +Mb/s +RTTmed_us +RTTp99_us +trans/s +exits/pkt +kicks/pkt +irqs/pkt +pkts/kick +x_floor$' \
+		"the table header" || return
+	expect_output "^bench: \[ *$((CELLS + FLOORS))/$((CELLS + FLOORS))\] " "a progress line per row" || return
+	expect_no_output 'FAILED' "a failed cell" || return
+	if [ ${#svg[@]} -gt 0 ]; then
+		grep -q '<svg' "$SVG" || fail "no SVG chart in $SVG"
+	fi
+}
+
+# Every requested cell and floor has exactly one row in the table and in the JSON, and each is ok.
+t_rows() {
+	need_run || return
+	local m t n
+	for m in ${MODES//,/ }; do
+		for t in ${TESTS//,/ }; do
+			n=$(grep -cE "^$m +$t +$SIZES " "$LOG_DIR/bench.log")
+			[ "$n" = 1 ] || { fail "table has $n rows for $m $t $SIZES"; return; }
+			n=$(rows "$m" "$t" | grep -c "\"size\":$SIZES,\"floor\":false,\"ok\":true")
+			[ "$n" = 1 ] || { fail "JSON has $n ok rows for $m $t $SIZES"; return; }
+		done
+	done
+	for m in floor/ioeventfd:notify floor/trap:notify floor/tap:tx floor/tap:rx floor/peer:rr; do
+		n=$(rows "${m%:*}" "${m#*:}" | grep -c '"floor":true,"ok":true')
+		[ "$n" = 1 ] || { fail "JSON has $n ok rows for the floor $m"; return; }
+	done
+	n=$(grep -c '^{"mode"' "$JSON")
+	[ "$n" = $((CELLS + FLOORS)) ] || fail "JSON has $n rows, want $((CELLS + FLOORS))"
+}
+
+t_json() {
+	need_run || return
+	if command -v python3 >/dev/null 2>&1; then
+		python3 -m json.tool "$JSON" >/dev/null 2>"$OUT/json.err" || fail "python3 cannot parse $JSON: $(head -c 200 "$OUT/json.err")"
+		return
+	fi
+	# Without python3: the shape the bench writes (one object a line, balanced braces, no NaN).
+	head -n 1 "$JSON" | grep -q '^{"duration":[0-9]*,"tap":"[^"]*","rows":\[$' || { fail "JSON header"; return; }
+	[ "$(tail -n 1 "$JSON")" = ']}' ] || { fail "JSON does not end with ]}"; return; }
+	grep -v '^{"mode":"[^"]*",.*}[,]\?$' "$JSON" | grep -vq '^\({"duration".*\|]}\)$' && { fail "a malformed JSON row"; return; }
+	grep -qiE ':(nan|inf|-nan)[,}]' "$JSON" && fail "NaN or inf in the JSON"
+}
+
+# tx: what the guest sent, minus the device's drops, is what the device sent, what the tap
+# received, and what the peer counted plus what its socket dropped.
+t_tx_frames() {
+	need_run || return
+	local m r g tx txd tap pf pd
+	for m in ${MODES//,/ }; do
+		r=$(rows "$m" tx)
+		g=$(jv guest_frames "$r"); tx=$(jv dev_tx_packets "$r"); txd=$(jv dev_tx_drops "$r")
+		tap=$(jv tap_rx "$r"); pf=$(jv peer_frames "$r"); pd=$(jv peer_drops "$r")
+		[ "${g:-0}" -gt 0 ] || { fail "$m tx: the guest sent nothing"; return; }
+		[ "$tx" = $((g - txd)) ] || { fail "$m tx: device sent $tx, guest $g, device drops $txd"; return; }
+		[ "$tap" = "$tx" ] || { fail "$m tx: tap received $tap, device sent $tx"; return; }
+		[ $((pf + pd)) = "$tx" ] || { fail "$m tx: peer counted $pf + $pd dropped, device sent $tx"; return; }
+	done
+}
+
+# rr: every transaction is one frame each way; a lost one went out but did not come back.
+t_rr_frames() {
+	need_run || return
+	local m r n lost pf tx rx
+	for m in ${MODES//,/ }; do
+		r=$(rows "$m" rr)
+		n=$(jv guest_frames "$r"); lost=$(jv lost "$r"); pf=$(jv peer_frames "$r")
+		tx=$(jv dev_tx_packets "$r"); rx=$(jv dev_rx_packets "$r")
+		[ "${n:-0}" -gt 0 ] || { fail "$m rr: no transactions"; return; }
+		[ "$pf" = $((n + lost)) ] || { fail "$m rr: peer echoed $pf for $n transactions + $lost lost"; return; }
+		[ "$tx" = "$pf" ] || { fail "$m rr: device sent $tx, peer saw $pf"; return; }
+		[ "$rx" -ge "$n" ] || { fail "$m rr: device delivered $rx < $n echoes"; return; }
+		[ "$(jv rtt_median_us "$r" | cut -d. -f1)" != "" ] || { fail "$m rr: no RTT"; return; }
+	done
+	r=$(rows floor/peer rr)
+	[ "$(jv peer_frames "$r")" = $(($(jv guest_frames "$r") + $(jv lost "$r"))) ] ||
+		fail "peer echo floor: peer echoed $(jv peer_frames "$r"), $(jv guest_frames "$r") came back + $(jv lost "$r") lost"
+}
+
+# rx: the device delivered exactly what the tap handed it; the guest counted no more than that;
+# the tap handed over or dropped no more than the peer sent (the rest was in flight at the end).
+t_rx_frames() {
+	need_run || return
+	local m r g rx tap tapd pf
+	for m in ${MODES//,/ }; do
+		r=$(rows "$m" rx)
+		g=$(jv guest_frames "$r"); rx=$(jv dev_rx_packets "$r"); tap=$(jv tap_tx "$r")
+		tapd=$(jv tap_tx_drops "$r"); pf=$(jv peer_frames "$r")
+		[ "${g:-0}" -gt 0 ] || { fail "$m rx: the guest received nothing (peer sent $pf)"; return; }
+		[ "$rx" = "$tap" ] || { fail "$m rx: device delivered $rx, tap handed over $tap"; return; }
+		[ "$g" -le "$rx" ] || { fail "$m rx: guest counted $g > device delivered $rx"; return; }
+		[ $((tap + tapd)) -le "$pf" ] || { fail "$m rx: tap passed $tap + dropped $tapd > peer sent $pf"; return; }
+	done
+}
+
+# The device counters agree with the packets and the mode: trapped exits only where notifies
+# trap (and then every kick is one), poll windows only with tx=poll.
+t_counters() {
+	need_run || return
+	local m t r pk tx rx kicks trapped exits polls hits
+	for m in ${MODES//,/ }; do
+		for t in ${TESTS//,/ }; do
+			r=$(rows "$m" "$t")
+			pk=$(jv packets "$r"); tx=$(jv dev_tx_packets "$r"); rx=$(jv dev_rx_packets "$r")
+			kicks=$(jv kicks "$r"); trapped=$(jv trapped "$r"); exits=$(jv vcpu_exits "$r")
+			polls=$(jv polls "$r"); hits=$(jv poll_hits "$r")
+			[ "$pk" = $((tx + rx)) ] || { fail "$m $t: packets $pk != tx $tx + rx $rx"; return; }
+			case $m in
+			*trap*)
+				[ "$trapped" -gt 0 ] && [ "$trapped" = "$kicks" ] ||
+					{ fail "$m $t: $trapped trapped of $kicks kicks (want all, and some)"; return; } ;;
+			*)
+				[ "$trapped" = 0 ] || { fail "$m $t: $trapped trapped exits without trapping"; return; } ;;
+			esac
+			[ "$exits" -ge "$trapped" ] || { fail "$m $t: $exits vCPU exits < $trapped trapped"; return; }
+			[ "$hits" -le "$polls" ] || { fail "$m $t: $hits poll hits > $polls polls"; return; }
+			case $m in
+			poll*) [ "$t" = rx ] || [ "$polls" -gt 0 ] || { fail "$m $t: no poll windows"; return; } ;;
+			*) [ "$polls" = 0 ] || { fail "$m $t: $polls poll windows without tx=poll"; return; } ;;
+			esac
+		done
+	done
+	# The notify floors: one kick per notify, trapped only when trapping.
+	for m in ioeventfd trap; do
+		r=$(rows "floor/$m" notify)
+		[ "$(jv kicks "$r")" = "$(jv guest_frames "$r")" ] ||
+			{ fail "notify floor $m: $(jv kicks "$r") kicks for $(jv guest_frames "$r") notifies"; return; }
+	done
+	[ "$(jv trapped "$(rows floor/trap notify)")" = "$(jv guest_frames "$(rows floor/trap notify)")" ] ||
+		{ fail "notify floor trap: not every notify trapped"; return; }
+	[ "$(jv trapped "$(rows floor/ioeventfd notify)")" = 0 ] || fail "notify floor ioeventfd: trapped exits"
+}
+
+t_usage() {
+	run_lkvm bench-help 0 -- bench net --help || return
+	local o
+	for o in --modes --tests --sizes --duration --json --svg ioeventfd trap timer poll; do
+		grep -q -- "$o" "$LAST_LOG" || { fail "bench net --help does not mention $o"; return; }
+	done
+	run_lkvm bench-list 0 -- help || return
+	expect_output '^  bench ' "bench in lkvm help" || return
+	run_lkvm bench-bad-mode 1 -- bench net --modes ioeventfd,fast || return
+	expect_output "^lkvm: error: bench: --modes: 'fast' is not valid" || return
+	run_lkvm bench-bad-size 1 -- bench net --sizes 64,20 || return
+	expect_output "^lkvm: error: bench: --sizes: '20' is not valid" || return
+	run_lkvm bench-bad-duration 1 -- bench net --duration 0 || return
+	expect_output "^lkvm: error: bench: --duration '0'" || return
+	run_lkvm bench-unknown 1 -- bench disk || return
+	expect_output "unknown benchmark 'disk'"
+}
+
+# SIGINT in the middle of a cell: exit 130, the rows so far printed, no lkvm or net-peer left.
+t_interrupt() {
+	[ -z "$BENCH_SKIP" ] || { skip "$BENCH_SKIP"; return; }
+	local tag=$OUT/int-$$ log=$LOG_DIR/bench-interrupt.log i pid st
+	mkdir -p "$OUT"
+	cp "$GUEST_DIR/net-bench.elf" "$tag.elf" && cp "$REPO_ROOT/build/tools/net-peer" "$tag.peer" || { fail "copy"; return; }
+	LAST_LOG=$log
+	"$LKVM" bench net --modes poll --tests rr --sizes 64 --duration 2 --guest "$tag.elf" --peer "$tag.peer" \
+		</dev/null >"$log" 2>&1 &
+	pid=$!
+	# Wait for the first row, then for the lkvm of the second (the trapped notify floor).
+	for ((i = 0; i < 300; i++)); do
+		grep -q '\[ 1/' "$log" && pgrep -f "run -k $tag.elf" >/dev/null && break
+		sleep 0.1
+	done
+	kill -INT "$pid"
+	wait "$pid"
+	st=$?
+	[ "$st" = 130 ] || { fail "exit status $st after SIGINT, want 130"; return; }
+	expect_output 'bench: interrupted after' || return
+	expect_output '^floor/ioeventfd +notify +0 +[0-9]' "the row measured before the signal" || return
+	for ((i = 0; i < 50; i++)); do
+		pgrep -f "$tag" >/dev/null || break
+		sleep 0.1
+	done
+	pgrep -f "$tag" >/dev/null && { fail "processes left: $(pgrep -af "$tag" | head -c 200)"; return; }
+	rm -f "$tag.elf" "$tag.peer"
+}
+
+skip_unless_kvm
+run_test_serial bench-run t_run
+run_test bench-rows t_rows
+run_test bench-json t_json
+run_test bench-tx-frames t_tx_frames
+run_test bench-rr-frames t_rr_frames
+run_test bench-rx-frames t_rx_frames
+run_test bench-counters t_counters
+run_test bench-usage t_usage
+run_test_serial bench-interrupt t_interrupt
+finish_tests
