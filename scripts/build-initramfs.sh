@@ -13,7 +13,7 @@ root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 mkdir -p "$root"/{bin,sbin,dev,proc,sys,tmp,etc}
 cp /bin/busybox "$root/bin/busybox"
-for a in sh mount echo cat ls ip ping grep poweroff reboot sleep uname dmesg ifconfig; do
+for a in sh mount echo cat ls ip ping grep sed tr tail wc seq nc sha256sum poweroff reboot sleep uname dmesg ifconfig; do
     ln -s busybox "$root/bin/$a"
 done
 install -m 0755 "$init" "$root/init"
