@@ -4,17 +4,26 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
+# Where the guest will run is decided before any long build (scripts/kvm-host.sh).
+kind=$(scripts/kvm-host.sh --print-kind)
+case $kind in
+native-pvm) echo "run: this machine's KVM is kvm_pvm (guest kernel code emulated, no guest user space)" ;;
+native) echo "run: this machine's KVM (VMX/SVM)" ;;
+emulated-svm) echo "run: no usable /dev/kvm here: the guest runs in an emulated KVM host (QEMU TCG with nested SVM), emulated and slow (about a minute to the shell)" ;;
+esac
 scripts/deps.sh all
 make -s -j"$(nproc)" lkvm
 scripts/build-guest.sh
 g=build/guest
-if [ -e /sys/module/kvm_pvm ]; then
-    # This host runs guest kernel code emulated and cannot run guest user space
-    # (../shared/HOST-KVM.md), so stop at the kernel's last boot stage: no initramfs,
-    # waiting for a root disk, network stack up. On a VMX/SVM host the initramfs runs.
+if [ "$kind" = native-pvm ]; then
+    # Guest user space cannot make system calls here (../shared/HOST-KVM.md), so stop at the
+    # kernel's last boot stage: no initramfs, waiting for a root disk, network stack up.
     # The PVH vmlinux skips the decompressor, which costs ~20 s when emulated.
-    echo "run: PVM host: booting vmlinux to the kernel's last boot stage (about 30 s); Ctrl-a x quits"
+    echo "run: booting vmlinux to the kernel's last boot stage (about 30 s); Ctrl-a x quits"
+    # shellcheck disable=SC2086
     exec ./lkvm run -k $g/vmlinux -m 256 -c 2 -p "root=/dev/vda rootwait" ${ARGS:-}
 fi
 echo "run: booting to a busybox shell; Ctrl-a x quits"
-exec ./lkvm run -k $g/bzImage -i $g/initramfs.cpio.gz -m 256 -c 2 -p "lkvm.shell" ${ARGS:-}
+# shellcheck disable=SC2086
+exec scripts/kvm-host.sh --timeout 86400 -- ./lkvm run -k $g/bzImage -i $g/initramfs.cpio.gz -m 256 -c 2 \
+    -p "lkvm.shell" ${ARGS:-}

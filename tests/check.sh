@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make check`: every test: unit tests (normal and ASan+UBSan builds), freestanding guests, Linux boots.
+# `make check`: every test: unit tests (normal and ASan+UBSan builds), freestanding guests, Linux boots,
+# networking, and Linux guest user space (in the emulated SVM host where this machine cannot run it).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -34,11 +35,23 @@ if ! make -s -j"$jobs" lkvm unit > build/test-logs/build.log 2>&1 ||
     echo "check: 0 passed, 1 failed, 0 skipped"
     exit 1
 fi
+# The stages that need /dev/kvm run through scripts/kvm-host.sh: on this machine's KVM when it has
+# one, otherwise in the emulated SVM host (one emulated-host boot per stage). Everything is built
+# here first; inside, only the tests run.
+kind=$(scripts/kvm-host.sh --print-kind)
+echo "check: KVM stages run on: $kind"
 stage unit make -s unit
 stage unit-asan make -s ASAN=1 unit
-stage guests bash -c 'make -s guests && tests/integration/test-guests.sh'
-stage linux bash -c 'scripts/build-guest.sh && tests/integration/test-linux.sh'
-stage net bash -c 'make -s tools guests || exit 1; rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit $rc'
+stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-guests.sh'
+stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
+scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
+stage linux scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-linux.sh
+stage net bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 1500 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"'
+# Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
+# no /dev/kvm, in the emulated SVM host, the only place here where it runs; natively on VMX/SVM.
+us_host=
+[ "$kind" = native ] || us_host=--emulated
+stage userspace scripts/kvm-host.sh $us_host --timeout 1500 -- tests/integration/test-userspace.sh
 
 echo "check: $total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]
