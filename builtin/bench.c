@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -90,6 +91,7 @@ struct row {
 	bool floor;
 	char error[160];         /* non-empty: the cell failed, why */
 	double secs, pps, mbps, rtt_med_us, rtt_p99_us, tps, ratio;
+	double cpu;              /* lkvm's CPU time (all threads) / its wall time: 1.0 = one core */
 	unsigned long long guest_frames, lost, peer_frames, peer_drops;
 	unsigned long long tx_pkts, tx_drops, rx_pkts, rx_drops, tap_rx, tap_tx, tap_tx_drops;
 	unsigned long long kicks, trapped, irqs, exits, polls, poll_hits, poll_us, packets;
@@ -141,7 +143,8 @@ void bench_usage(FILE *out)
 		"reads what net-peer blasts; rx's floor), peer echo (a host thread and net-peer's echo\n"
 		"over the tap; rr's floor). \"x floor\" is pps / floor pps for tx and rx and RTT median /\n"
 		"floor RTT median for rr. Per-packet counters come from lkvm's --stats=json: packets are\n"
-		"frames through tx0 and rx0; rr's Kpps and Mb/s count frames both ways.\n"
+		"frames through tx0 and rx0; rr's Kpps and Mb/s count frames both ways. cpu: lkvm's CPU\n"
+		"time (vCPU and device threads, boot included) per second of its run: 1.00 = one core.\n"
 		"Exit status: 0 every cell produced a row, 1 some cell failed or bad arguments,\n"
 		"130/143 interrupted (the rows so far are still printed).\n");
 }
@@ -567,13 +570,17 @@ static bool peer_ready(struct kid *k, char **err, size_t *len)
 	return false;
 }
 
-static int reap(struct bench *b, int slot, struct kid *k)
+static int reap(struct bench *b, int slot, struct kid *k, double *cpu_secs)
 {
+	struct rusage ru = { 0 };
 	int st = 0;
 
 	if (k->pid > 0)
-		while (waitpid(k->pid, &st, 0) < 0 && errno == EINTR)
+		while (wait4(k->pid, &st, 0, &ru) < 0 && errno == EINTR)
 			;
+	if (cpu_secs)
+		*cpu_secs = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+			    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	b->kids[slot] = 0;
 	if (k->out >= 0)
 		close(k->out);
@@ -609,7 +616,7 @@ static int peer_start(struct bench *b, const char *mode, unsigned size, struct p
 	if (!peer_ready(&p->k, &p->err, &p->err_len)) {
 		snprintf(why, wlen, "net-peer %s not ready: %.100s", mode, p->err ? p->err : "no output");
 		kill(p->k.pid, SIGTERM);
-		reap(b, 1, &p->k);
+		reap(b, 1, &p->k, NULL);
 		free(p->err);
 		return -ETIMEDOUT;
 	}
@@ -626,7 +633,7 @@ static void peer_stop(struct bench *b, struct peer_run *p, unsigned long long *f
 
 	kill(p->k.pid, SIGTERM);
 	slurp(p->k.out, &out, &len, now_ns() + 5000000000ull);
-	reap(b, 1, &p->k);
+	reap(b, 1, &p->k, NULL);
 	*frames = *drops = 0;
 	l = out ? strstr(out, "PEER ") : NULL;
 	if (l) {
@@ -731,6 +738,9 @@ static int run_guest(struct bench *b, const char *nopts, const char *params, str
 
 	snprintf(timeout, sizeof(timeout), "%u", b->cfg.secs + 30);
 	snprintf(net, sizeof(net), "mode=tap,tapif=%s,script=none%s", TAP_NAME, nopts);
+	u64 t0 = now_ns();
+	double cpu = 0;
+
 	ret = spawn(b, 0, argv, true, &k);
 	if (ret < 0) {
 		snprintf(r->error, sizeof(r->error), "cannot start lkvm: %s", strerror(-ret));
@@ -738,7 +748,8 @@ static int run_guest(struct bench *b, const char *nopts, const char *params, str
 	}
 	if (!slurp(k.out, &out, &len, now_ns() + (b->cfg.secs + 40) * 1000000000ull))
 		kill(k.pid, SIGTERM);
-	status = reap(b, 0, &k);
+	status = reap(b, 0, &k, &cpu);
+	r->cpu = cpu / ((double)(now_ns() - t0) / 1e9);
 	if (log && b->cfg.log_dir) {
 		FILE *f = fopen(log, "we");
 
@@ -942,7 +953,7 @@ static struct row *new_row(struct bench *b, const char *mode, const char *test, 
 	snprintf(r->test, sizeof(r->test), "%s", test);
 	r->size = size;
 	r->floor = floor;
-	r->secs = r->pps = r->mbps = r->rtt_med_us = r->rtt_p99_us = r->tps = r->ratio = NAN;
+	r->secs = r->pps = r->mbps = r->rtt_med_us = r->rtt_p99_us = r->tps = r->ratio = r->cpu = NAN;
 	return r;
 }
 
@@ -984,9 +995,9 @@ static double per(unsigned long long a, unsigned long long b)
 
 static void print_header(FILE *out)
 {
-	fprintf(out, "%-16s %-6s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", "mode", "test", "size",
+	fprintf(out, "%-16s %-6s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %6s\n", "mode", "test", "size",
 		"Kpps", "Mb/s", "RTTmed_us", "RTTp99_us", "trans/s", "exits/pkt", "kicks/pkt", "irqs/pkt",
-		"pkts/kick", "x_floor");
+		"pkts/kick", "x_floor", "cpu");
 }
 
 static void print_row(FILE *out, const struct row *r)
@@ -1007,13 +1018,14 @@ static void print_row(FILE *out, const struct row *r)
 	fmt(c[7], sizeof(c[7]), r->floor ? NAN : per(r->irqs, r->packets), 3);
 	fmt(c[8], sizeof(c[8]), r->floor ? NAN : per(r->packets, r->kicks), 1);
 	fmt(c[9], sizeof(c[9]), r->ratio, 2);
+	fmt(c[10], sizeof(c[10]), r->cpu, 2);
 	if (!strcmp(r->test, "notify")) {
 		/* Per notify rather than per packet. */
 		fmt(c[5], sizeof(c[5]), per(r->exits, r->guest_frames), 3);
 		fmt(c[6], sizeof(c[6]), per(r->kicks, r->guest_frames), 3);
 	}
-	fprintf(out, "%-16s %-6s %5u %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", r->mode, r->test, r->size,
-		c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9]);
+	fprintf(out, "%-16s %-6s %5u %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %6s\n", r->mode, r->test,
+		r->size, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10]);
 }
 
 static void jdbl(FILE *f, const char *key, double v)
@@ -1051,6 +1063,7 @@ static int write_json(const struct bench *b, const char *path)
 		jdbl(f, "rtt_p99_us", r->rtt_p99_us);
 		jdbl(f, "tps", r->tps);
 		jdbl(f, "x_floor", r->ratio);
+		jdbl(f, "lkvm_cpu", r->cpu);
 		fprintf(f,
 			",\"guest_frames\":%llu,\"lost\":%llu,\"peer_frames\":%llu,\"peer_drops\":%llu"
 			",\"dev_tx_packets\":%llu,\"dev_tx_drops\":%llu,\"dev_rx_packets\":%llu,\"dev_rx_drops\":%llu"

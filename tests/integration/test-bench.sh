@@ -41,7 +41,7 @@ t_run() {
 	command -v gnuplot >/dev/null 2>&1 && svg=(--svg "$SVG")
 	GUARD_DEFAULT=240 run_lkvm bench 0 -- bench net --modes "$MODES" --tests $TESTS --sizes $SIZES \
 		--duration 1 --json "$JSON" --log-dir "$OUT/cells" "${svg[@]}" || return
-	expect_output '^mode +test +size +Kpps +Mb/s +RTTmed_us +RTTp99_us +trans/s +exits/pkt +kicks/pkt +irqs/pkt +pkts/kick +x_floor$' \
+	expect_output '^mode +test +size +Kpps +Mb/s +RTTmed_us +RTTp99_us +trans/s +exits/pkt +kicks/pkt +irqs/pkt +pkts/kick +x_floor +cpu$' \
 		"the table header" || return
 	expect_output "^bench: \[ *$((CELLS + FLOORS))/$((CELLS + FLOORS))\] " "a progress line per row" || return
 	expect_no_output 'FAILED' "a failed cell" || return
