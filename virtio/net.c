@@ -4,10 +4,10 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/virtio_config.h>
@@ -298,6 +298,10 @@ static bool tx_reenable(struct net_worker *w)
 
 /* Smallest poll window: below this a window costs more in clock reads than it can save. */
 #define POLL_MIN_NS 1000ull
+/* The pause between two looks at the ring. A sleep, not sched_yield: a yielding thread
+ * that shares a core with a busy vCPU gets the core back only at the vCPU's next tick
+ * (milliseconds), while a timer wake-up preempts it. */
+#define POLL_PAUSE_NS 2000
 
 /*
  * tx=poll: with notifications still off, watch the avail ring for at most the current
@@ -305,7 +309,7 @@ static bool tx_reenable(struct net_worker *w)
  * chain doubles it (traffic is flowing: a kick would cost more than waiting), one that
  * ran out halves it (the guest is idle: stop burning CPU), always within
  * [POLL_MIN_NS, poll_max_ns], a bound in time, never in retries. Between looks the thread
- * yields: on a 2-core host a spinning device thread would take the vCPU's core.
+ * sleeps POLL_PAUSE_NS: on a 2-core host a spinning device thread would take the vCPU's core.
  * Returns true when a chain is waiting.
  */
 static bool tx_poll(struct net_worker *w)
@@ -323,7 +327,7 @@ static bool tx_poll(struct net_worker *w)
 		}
 		if (t - t0 >= budget)
 			break;
-		sched_yield();
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &(struct timespec){ .tv_nsec = POLL_PAUSE_NS }, NULL);
 		t = now_ns();
 	}
 	t = now_ns();
@@ -401,8 +405,14 @@ static void *tx_thread(void *arg)
 {
 	struct net_worker *w = arg;
 	struct virtio_queue *q = &w->n->vdev.q[w->qi];
+	bool stop;
+
+	/* Short sleeps must stay short: the default 50 us timer slack would dwarf the pause
+	 * between polls and the timer hold. This thread only. */
+	if (w->n->tx_mode != NET_TX_KICK)
+		prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	/* Chains may have been posted (and kicked) before the thread existed. */
-	bool stop = tx_drain(w);
+	stop = tx_drain(w);
 
 	while (!stop) {
 		if (wait_for(w, !w->broken, -1, 0) & WAKE_STOP)
