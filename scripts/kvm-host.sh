@@ -79,7 +79,12 @@ say "running in an emulated KVM host (QEMU TCG with nested SVM); everything runs
 # The L1 kernel: Debian's current 6.1 image, unpacked, never installed.
 prepare_kernel() {
 	local pkg deb
-	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/.*Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -n 1)
+	l1_package() { apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/.*Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -n 1; }
+	pkg=$(l1_package)
+	if [ -z "$pkg" ] && [ ! -f "$cache/kernel/package" ]; then
+		apt-get update -q > /dev/null 2>&1 || true # a fresh machine may have no package lists yet
+		pkg=$(l1_package)
+	fi
 	if [ -z "$pkg" ] && [ -f "$cache/kernel/package" ]; then pkg=$(cat "$cache/kernel/package"); fi
 	[ -n "$pkg" ] || die "cannot tell which linux-image package linux-image-amd64 depends on (apt-get update?)"
 	if [ -f "$cache/kernel/package" ] && [ "$(cat "$cache/kernel/package")" = "$pkg" ]; then
@@ -159,6 +164,8 @@ kernel=$cache/kernel/vmlinux
 
 # The command, as a script in the checkout (which L1 mounts read-write at the same path).
 mkdir -p "$cache/runs"
+# Run folders of emulated hosts that were killed (SIGKILL leaves them) and are a day old.
+find "$cache/runs" -mindepth 1 -maxdepth 1 -type d -mmin +1440 -exec rm -rf {} + 2>/dev/null || true
 rundir=$(mktemp -d "$cache/runs/run.XXXXXX")
 runrel=${rundir#"$here"/}
 cleanup_run() { [ -n "${LKVM_HOST_KEEP-}" ] || rm -rf "$rundir"; }

@@ -6,6 +6,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 scripts/deps.sh test
 scripts/deps.sh guest
+scripts/deps.sh bench
 
 jobs=$(nproc)
 total_p=0 total_f=0 total_s=0
@@ -17,11 +18,14 @@ tally() { # sums every "NAME: N passed, N failed[, N skipped]" summary line of a
     total_p=$((total_p + p)); total_f=$((total_f + f)); total_s=$((total_s + s))
 }
 mkdir -p build/test-logs
+TIMES=()
 stage() { # stage NAME COMMAND...: run, show output, count
     local name=$1; shift
     echo "== $name"
+    local t0=$SECONDS
     "$@" 2>&1 | tee "build/test-logs/stage-$name.log"
     local rc=${PIPESTATUS[0]}
+    TIMES+=("$name $((SECONDS - t0))s")
     tally "build/test-logs/stage-$name.log"
     if [ "$rc" -ne 0 ] && ! grep -qE '[1-9][0-9]* failed' "build/test-logs/stage-$name.log"; then
         echo "$name: exited $rc without reporting a failed test"; total_f=$((total_f + 1))
@@ -44,6 +48,7 @@ stage unit make -s unit
 stage unit-asan make -s ASAN=1 unit
 stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-guests.sh'
 stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
+stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
 scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
 stage linux scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-linux.sh
 stage net bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 1500 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"'
@@ -53,5 +58,6 @@ us_host=
 [ "$kind" = native ] || us_host=--emulated
 stage userspace scripts/kvm-host.sh $us_host --timeout 1500 -- tests/integration/test-userspace.sh
 
+echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
 echo "check: $total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]
