@@ -183,7 +183,10 @@ cleanup_run() { [ -n "${LKVM_HOST_KEEP-}" ] || rm -rf "$rundir"; }
 
 tty=0
 [ -t 0 ] && [ -t 1 ] && tty=1
-append="console=ttyS2 panic=-1 lkvmhost.repo=$here lkvmhost.run=$runrel lkvmhost.time=$(date +%s) lkvmhost.tty=$tty"
+# L1's timer in periodic mode (no TSC deadline, no high-resolution one-shot, ticks while idle):
+# QEMU re-arms a periodic LAPIC timer itself, so one lost wake-up of an idle TCG vCPU cannot
+# stall it for good (seen: "rcu_preempt kthread timer wakeup didn't happen", L1 hung).
+append="console=ttyS2 panic=-1 lapic=notscdeadline highres=off nohz=off lkvmhost.repo=$here lkvmhost.run=$runrel lkvmhost.time=$(date +%s) lkvmhost.tty=$tty"
 qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 2 -m "$mem" -machine pc
 	-nodefaults -no-user-config -display none -no-reboot
 	-kernel "$kernel" -initrd "$cache/l1-initramfs.cpio.gz" -append "$append"

@@ -123,6 +123,19 @@ expect_no_output() {
 	fail "output has ${2:-/$1/}: $(grep -Em1 -- "$1" "$LAST_LOG" | cut -c1-200)"
 }
 
+# in_netns FUNC [ARGS...]: runs FUNC with NETNS naming a new network namespace (lo up) and deletes
+# it when FUNC returns, whatever FUNC returns. Tests run in background subshells, where the
+# script's EXIT trap would never see a namespace they made. Skips the test when none can be made.
+in_netns() {
+	NETNS=lkvm-$_T_NAME-$$
+	ip netns add "$NETNS" 2>/dev/null || { skip "cannot create network namespaces (ip netns add)"; return 1; }
+	ip netns exec "$NETNS" ip link set lo up
+	local rc=0
+	"$@" || rc=$?
+	ip netns del "$NETNS" 2>/dev/null
+	return $rc
+}
+
 # need_guest NAME: sets ELF to the built guest's path; fails the test when it is missing.
 need_guest() {
 	ELF=$GUEST_DIR/$1.elf

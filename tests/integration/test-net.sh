@@ -10,9 +10,6 @@ SINK=$REPO_ROOT/build/tools/udp-sink
 T=${LINUX_TIMEOUT:-300}
 HOST_IP=10.0.2.1
 GUEST_IP=10.0.2.15
-NSES=()
-cleanup() { for ns in "${NSES[@]}"; do ip netns del "$ns" 2>/dev/null; done; }
-trap cleanup EXIT
 
 net_skip_reason() {
 	[ -c /dev/net/tun ] || { echo "no /dev/net/tun"; return; }
@@ -27,14 +24,16 @@ net_skip_reason() {
 # t_ping MODE: ioeventfd, trap (notifies trap to the vCPU), or intx (the guest is told not to
 # use MSI-X, so interrupts take the legacy INTx pin through the IOAPIC).
 t_ping() {
-	local mode=$1
-	local ns=lkvm-net-$mode-$$ tap=lkvmt$mode extra=""
 	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return; }
+	in_netns t_ping_in "$1"
+}
+
+t_ping_in() {
+	local mode=$1
+	local ns=$NETNS tap=lkvmt$mode extra=""
 	local kparams=""
 	[ "$mode" = trap ] && extra=",ioeventfd=off"
 	[ "$mode" = intx ] && kparams=" pci=nomsi"
-	ip netns add $ns && NSES+=("$ns") || { fail "ip netns add $ns"; return; }
-	ip netns exec $ns ip link set lo up
 	local log=$LOG_DIR/net-$mode.log nc=$LOG_DIR/net-$mode.netconsole
 	LAST_LOG=$log
 	ip netns exec $ns "$SINK" 6666 $((T + 30)) > "$nc" 2>&1 &

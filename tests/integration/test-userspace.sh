@@ -10,9 +10,6 @@ G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
 T=${LINUX_TIMEOUT:-300}
 HOST_IP=10.0.3.1
 GUEST_IP=10.0.3.15
-NSES=()
-cleanup() { for ns in "${NSES[@]}"; do ip netns del "$ns" 2>/dev/null; done; }
-trap cleanup EXIT
 
 need_userspace() {
 	if is_pvm_host; then
@@ -33,15 +30,16 @@ t_smp() {
 
 # t_net MODE: ioeventfd, or trap (every notify a trapped exit).
 t_net() {
-	local mode=$1
 	need_userspace || return
 	command -v socat > /dev/null || { skip "no socat (scripts/deps.sh test)"; return; }
 	[ -c /dev/net/tun ] || { skip "no /dev/net/tun"; return; }
-	local ns=lkvm-us-$mode-$$ tap=lkvmu$mode extra="" d=$LOG_DIR/userspace-net-$mode
+	in_netns t_net_in "$1"
+}
+
+t_net_in() {
+	local mode=$1 ns=$NETNS
+	local tap=lkvmu$mode extra="" d=$LOG_DIR/userspace-net-$mode
 	[ "$mode" = trap ] && extra=",ioeventfd=off"
-	ip netns add "$ns" 2> /dev/null || { skip "cannot create network namespaces (ip netns)"; return; }
-	NSES+=("$ns")
-	ip netns exec "$ns" ip link set lo up
 	rm -rf "$d" && mkdir -p "$d"
 	head -c 262144 /dev/urandom > "$d/to-guest"
 	# The tap (and so HOST_IP) exists only once lkvm runs: listen on any address of the namespace.
