@@ -46,17 +46,17 @@ kind=$(scripts/kvm-host.sh --print-kind)
 echo "check: KVM stages run on: $kind"
 stage unit make -s unit
 stage unit-asan make -s ASAN=1 unit
-stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-guests.sh'
+stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
 stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
 stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
 scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
-stage linux scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-linux.sh
-stage net bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 1500 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"'
+stage linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
+stage net bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"'
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
 # no /dev/kvm, in the emulated SVM host, the only place here where it runs; natively on VMX/SVM.
 us_host=
 [ "$kind" = native ] || us_host=--emulated
-stage userspace scripts/kvm-host.sh $us_host --timeout 1500 -- tests/integration/test-userspace.sh
+stage userspace scripts/kvm-host.sh $us_host --timeout 900 -- tests/integration/test-userspace.sh
 
 echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
 echo "check: $total_p passed, $total_f failed, $total_s skipped"

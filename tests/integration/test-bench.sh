@@ -72,12 +72,16 @@ t_rows() {
 
 t_json() {
 	need_run || return
+	# Every figure says where it was measured (emulated-svm: under QEMU's TCG).
+	grep -q "\"host\":\"$(host_kind)\",\"emulated\":$([ "$(host_kind)" = emulated-svm ] && echo true || echo false)," "$JSON" ||
+		{ fail "JSON does not name the host $(host_kind)"; return; }
+	grep -q "^# host: $(host_kind)" "$LOG_DIR/bench.log" || { fail "the table does not name the host $(host_kind)"; return; }
 	if command -v python3 >/dev/null 2>&1; then
 		python3 -m json.tool "$JSON" >/dev/null 2>"$OUT/json.err" || fail "python3 cannot parse $JSON: $(head -c 200 "$OUT/json.err")"
 		return
 	fi
 	# Without python3: the shape the bench writes (one object a line, balanced braces, no NaN).
-	head -n 1 "$JSON" | grep -q '^{"duration":[0-9]*,"tap":"[^"]*","rows":\[$' || { fail "JSON header"; return; }
+	head -n 1 "$JSON" | grep -q '^{"duration":[0-9]*,"tap":"[^"]*","host":"[^"]*","emulated":[a-z]*,"rows":\[$' || { fail "JSON header"; return; }
 	[ "$(tail -n 1 "$JSON")" = ']}' ] || { fail "JSON does not end with ]}"; return; }
 	grep -v '^{"mode":"[^"]*",.*}[,]\?$' "$JSON" | grep -vq '^\({"duration".*\|]}\)$' && { fail "a malformed JSON row"; return; }
 	grep -qiE ':(nan|inf|-nan)[,}]' "$JSON" && fail "NaN or inf in the JSON"
