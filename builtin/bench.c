@@ -61,6 +61,21 @@ static const struct mode_info mode_info[] = {
 };
 _Static_assert(ARRAY_SIZE(mode_info) == M_NR, "mode_info must name every mode");
 
+/* --qemu: the same guest under QEMU's virtio-net-pci (modern only, no vhost) on the same tap. */
+enum qemu_mode { Q_BH, Q_BH_TRAP, Q_TIMER, Q_TIMER_TRAP, Q_NR };
+
+static const struct {
+	const char *name;
+	const char *dev; /* virtio-net-pci properties */
+	const char *what;
+} qemu_info[] = {
+	[Q_BH] = { "qemu/bh", "tx=bh,ioeventfd=on", "QEMU tx=bh, notifies through ioeventfd" },
+	[Q_BH_TRAP] = { "qemu/bh-trap", "tx=bh,ioeventfd=off", "QEMU tx=bh, trapped notifies" },
+	[Q_TIMER] = { "qemu/timer", "tx=timer,ioeventfd=on", "QEMU tx=timer (150 us), ioeventfd" },
+	[Q_TIMER_TRAP] = { "qemu/timer-trap", "tx=timer,ioeventfd=off", "QEMU tx=timer, trapped notifies" },
+};
+_Static_assert(ARRAY_SIZE(qemu_info) == Q_NR, "qemu_info must name every QEMU mode");
+
 enum bench_test { T_TX, T_RR, T_RX, T_NR };
 
 struct test_info {
@@ -81,8 +96,9 @@ struct bench_cfg {
 	unsigned sizes[MAX_LIST];
 	int nsizes;
 	unsigned secs;
+	bool qemu;               /* --qemu given */
 	const char *json, *svg, *log_dir;
-	char self[PATH_MAX], guest[PATH_MAX], peer[PATH_MAX];
+	char self[PATH_MAX], guest[PATH_MAX], peer[PATH_MAX], qemu_bin[PATH_MAX];
 };
 
 /* One line of the table: a cell (mode x test x size) or a floor. NAN: not applicable. */
@@ -90,6 +106,7 @@ struct row {
 	char mode[24], test[8];
 	unsigned size;
 	bool floor;
+	bool qemu;               /* measured under QEMU: no device counters, kicks as the guest counted them */
 	char error[160];         /* non-empty: the cell failed, why */
 	double secs, pps, mbps, rtt_med_us, rtt_p99_us, tps, ratio;
 	double cpu;              /* lkvm's CPU time (all threads) / its wall time: 1.0 = one core */
@@ -102,6 +119,7 @@ struct bench {
 	struct bench_cfg cfg;
 	struct row rows[MAX_ROWS];
 	int nrows, total, done;
+	char qemu_note[200];     /* non-empty: --qemu was asked for and could not run, why */
 	pid_t kids[2];           /* children running now, for the signal path */
 };
 
@@ -118,7 +136,8 @@ void bench_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: lkvm bench net [--modes LIST] [--tests LIST] [--sizes LIST] [--duration S]\n"
-		"                      [--json FILE] [--svg FILE] [--log-dir DIR] [--guest ELF] [--peer PATH]\n"
+		"                      [--qemu[=PATH]] [--json FILE] [--svg FILE] [--log-dir DIR]\n"
+		"                      [--guest ELF] [--peer PATH]\n"
 		"\n"
 		"Boots build/guests/net-bench.elf once per mode, test and size against the host peer\n"
 		"build/tools/net-peer on a tap in a private network namespace (gone when the command\n"
@@ -135,6 +154,16 @@ void bench_usage(FILE *out)
 		"                   sends) (default tx,rr,rx)\n"
 		"  --sizes LIST     frame sizes in bytes, 60-1514 (default 64,1500)\n"
 		"  --duration S     seconds per cell, 1-600 (default 5)\n"
+		"  --qemu[=PATH]    also boot the same guest under QEMU (qemu-system-x86_64 from PATH, or\n"
+		"                   the one given) with virtio-net-pci, modern only, on the same tap and\n"
+		"                   peer, and print its rows beside lkvm's: QEMU's notify floors, then per\n"
+		"                   cell:\n");
+	for (int q = 0; q < Q_NR; q++)
+		fprintf(out, "                     %-16s %s\n", qemu_info[q].name, qemu_info[q].what);
+	fprintf(out,
+		"                   QEMU rows have no device counters (shown as -) except kicks, which\n"
+		"                   the guest counts itself. Where QEMU cannot run, one line says why\n"
+		"                   and only lkvm's rows are printed.\n"
 		"  --json FILE      every row as JSON (one object per line inside \"rows\")\n"
 		"  --svg FILE       a chart of packet rates and rr latency (needs gnuplot)\n"
 		"  --log-dir DIR    keep each cell's lkvm and net-peer output there\n"
@@ -251,7 +280,8 @@ static int find_beside(const char *self, const char *rel, char *out, size_t len)
 	return -ENOENT;
 }
 
-static bool in_path(const char *prog)
+/* Finds prog in $PATH; its path goes to out (if any). */
+static bool find_in_path(const char *prog, char *out, size_t len)
 {
 	const char *path = getenv("PATH");
 	char buf[PATH_MAX];
@@ -261,13 +291,21 @@ static bool in_path(const char *prog)
 		size_t l = c ? (size_t)(c - p) : strlen(p);
 
 		snprintf(buf, sizeof(buf), "%.*s/%s", (int)l, p, prog);
-		if (access(buf, X_OK) == 0)
+		if (access(buf, X_OK) == 0) {
+			if (out)
+				snprintf(out, len, "%s", buf);
 			return true;
+		}
 		if (!c)
 			break;
 		p = c + 1;
 	}
 	return false;
+}
+
+static bool in_path(const char *prog)
+{
+	return find_in_path(prog, NULL, 0);
 }
 
 enum { OPT_MODES = 1, OPT_TESTS, OPT_SIZES, OPT_DURATION, OPT_JSON, OPT_SVG, OPT_LOGDIR, OPT_GUEST, OPT_PEER };
@@ -301,6 +339,17 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			bench_usage(stdout);
 			return 2;
+		}
+		if (!strcmp(a, "--qemu") || !strncmp(a, "--qemu=", 7)) {
+			c->qemu = true;
+			if (a[6] == '=') {
+				if (!a[7]) {
+					pr_err("bench: --qemu= needs a path");
+					return 1;
+				}
+				snprintf(c->qemu_bin, sizeof(c->qemu_bin), "%s", a + 7);
+			}
+			continue;
 		}
 		for (k = 0; k < ARRAY_SIZE(bench_opts); k++) {
 			size_t nl = strlen(bench_opts[k].name);
@@ -367,6 +416,8 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 		pr_err("bench: no host peer at %s (make tools, or --peer PATH)", c->peer);
 		return 1;
 	}
+	if (c->qemu && !c->qemu_bin[0])
+		find_in_path("qemu-system-x86_64", c->qemu_bin, sizeof(c->qemu_bin));
 	if (c->svg && !in_path("gnuplot")) {
 		pr_err("bench: --svg needs gnuplot (scripts/deps.sh bench installs gnuplot-nox)");
 		return 1;
@@ -726,13 +777,59 @@ static void parse_stats(struct row *r, const char *stats)
 	r->packets = r->tx_pkts + r->rx_pkts;
 }
 
-/* Boots the guest once; fills r from its BENCH line and the stats. Returns lkvm's status. */
-static int run_guest(struct bench *b, const char *nopts, const char *params, struct row *r,
+/*
+ * QEMU's command line for the same guest on the same tap: KVM, one vCPU, no firmware devices
+ * beyond the PC's, the serial console on stdout, the guest's i8042 reset ends the run
+ * (-no-reboot: exit 0) and its pvpanic write fails it (exit 1). Without vhost, so QEMU's own
+ * TX strategy (tx=bh or tx=timer) is what runs. -cpu host without arch-capabilities: on a PVM
+ * host QEMU cannot set that MSR and aborts, and the guest does not need it anywhere.
+ */
+static void qemu_argv(struct bench *b, int q, const char *params, char *netdev, size_t nlen, char *dev,
+		      size_t dlen, char **argv)
+{
+	int n = 0;
+
+	snprintf(netdev, nlen, "tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off", TAP_NAME);
+	snprintf(dev, dlen, "virtio-net-pci,netdev=n0,disable-legacy=on,mac=52:54:00:12:34:56,%s",
+		 qemu_info[q].dev);
+	argv[n++] = b->cfg.qemu_bin;
+	argv[n++] = (char *)"-enable-kvm";
+	argv[n++] = (char *)"-cpu";
+	argv[n++] = (char *)"host,-arch-capabilities";
+	argv[n++] = (char *)"-smp";
+	argv[n++] = (char *)"1";
+	argv[n++] = (char *)"-m";
+	argv[n++] = (char *)"256";
+	argv[n++] = (char *)"-nodefaults";
+	argv[n++] = (char *)"-no-reboot";
+	argv[n++] = (char *)"-display";
+	argv[n++] = (char *)"none";
+	argv[n++] = (char *)"-serial";
+	argv[n++] = (char *)"stdio";
+	argv[n++] = (char *)"-kernel";
+	argv[n++] = b->cfg.guest;
+	argv[n++] = (char *)"-append";
+	argv[n++] = (char *)params;
+	argv[n++] = (char *)"-netdev";
+	argv[n++] = netdev;
+	argv[n++] = (char *)"-device";
+	argv[n++] = dev;
+	argv[n++] = (char *)"-device";
+	argv[n++] = (char *)"pvpanic";
+	argv[n++] = (char *)"-action";
+	argv[n++] = (char *)"panic=exit-failure";
+	argv[n] = NULL;
+}
+
+/* Boots the guest once, under lkvm (q < 0) or QEMU in QEMU mode q; fills r from its BENCH
+ * line and, under lkvm, the stats. Returns the VMM's exit status. */
+static int run_guest(struct bench *b, int q, const char *nopts, const char *params, struct row *r,
 		     const char *log)
 {
-	char timeout[16], net[128];
-	char *argv[] = { b->cfg.self, "run", "-k", b->cfg.guest, "--timeout", timeout, "--stats=json",
-			 "-n", net, "-p", (char *)params, NULL };
+	char timeout[16], net[128], qnetdev[160], qdev[192];
+	char *argv[32] = { b->cfg.self, "run", "-k", b->cfg.guest, "--timeout", timeout, "--stats=json",
+			   "-n", net, "-p", (char *)params, NULL };
+	const char *vmm = q < 0 ? "lkvm" : "qemu";
 	struct kid k = { .out = -1, .err = -1 };
 	char *out = NULL;
 	size_t len = 0;
@@ -741,12 +838,16 @@ static int run_guest(struct bench *b, const char *nopts, const char *params, str
 
 	snprintf(timeout, sizeof(timeout), "%u", b->cfg.secs + 30);
 	snprintf(net, sizeof(net), "mode=tap,tapif=%s,script=none%s", TAP_NAME, nopts);
+	if (q >= 0) {
+		qemu_argv(b, q, params, qnetdev, sizeof(qnetdev), qdev, sizeof(qdev), argv);
+		r->qemu = true;
+	}
 	u64 t0 = now_ns();
 	double cpu = 0;
 
 	ret = spawn(b, 0, argv, true, &k);
 	if (ret < 0) {
-		snprintf(r->error, sizeof(r->error), "cannot start lkvm: %s", strerror(-ret));
+		snprintf(r->error, sizeof(r->error), "cannot start %s: %s", vmm, strerror(-ret));
 		return 1;
 	}
 	if (!slurp(k.out, &out, &len, now_ns() + (b->cfg.secs + 40) * 1000000000ull))
@@ -768,12 +869,14 @@ static int run_guest(struct bench *b, const char *nopts, const char *params, str
 		free(out);
 		return status ? status : 1;
 	}
-	if (status != 0 || !bl || !st) {
+	if (status != 0 || !bl || (q < 0 && !st)) {
 		const char *why = out ? last_line(out, "GUEST FAIL") : NULL;
 
 		if (!why && out)
-			why = last_line(out, "lkvm: error");
-		snprintf(r->error, sizeof(r->error), "lkvm exited %d%s%s%.100s", status,
+			why = last_line(out, q < 0 ? "lkvm: error" : "qemu-system-x86_64:");
+		if (!why && out && q >= 0 && len)
+			why = last_line(out, ""); /* QEMU's last word */
+		snprintf(r->error, sizeof(r->error), "%s exited %d%s%s%.100s", vmm, status,
 			 bl ? "" : ", no BENCH line", why ? ": " : "", why ? why : "");
 		char *nl = strchr(r->error, '\n');
 
@@ -808,8 +911,16 @@ static int run_guest(struct bench *b, const char *nopts, const char *params, str
 			r->guest_frames = (unsigned long long)kv(line, "notifies");
 			r->pps = kv(line, "rate");
 		}
+		if (q >= 0) {
+			/* No device counters from QEMU: the notifies the guest wrote stand for kicks. */
+			double gk = kv(line, "kicks");
+
+			r->kicks = !strcmp(r->test, "notify") ? r->guest_frames : isnan(gk) ? 0 : (unsigned long long)gk;
+			r->packets = !strcmp(r->test, "rr") ? 2 * r->guest_frames : r->guest_frames;
+		}
 	}
-	parse_stats(r, st);
+	if (q < 0)
+		parse_stats(r, st);
 	free(out);
 	return 0;
 }
@@ -1015,7 +1126,7 @@ static void print_header(FILE *out)
 {
 	fprintf(out, "# host: %s%s\n", host_kind(),
 		host_emulated() ? " (EMULATED: everything ran under QEMU's TCG; no figure stands for real hardware)" : "");
-	fprintf(out, "%-16s %-6s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %6s\n", "mode", "test", "size",
+	fprintf(out, "%-20s %-6s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %6s\n", "mode", "test", "size",
 		"Kpps", "Mb/s", "RTTmed_us", "RTTp99_us", "trans/s", "exits/pkt", "kicks/pkt", "irqs/pkt",
 		"pkts/kick", "x_floor", "cpu");
 }
@@ -1025,7 +1136,7 @@ static void print_row(FILE *out, const struct row *r)
 	char c[11][24];
 
 	if (r->error[0]) {
-		fprintf(out, "%-16s %-6s %5u FAILED: %s\n", r->mode, r->test, r->size, r->error);
+		fprintf(out, "%-20s %-6s %5u FAILED: %s\n", r->mode, r->test, r->size, r->error);
 		return;
 	}
 	fmt(c[0], sizeof(c[0]), r->pps / 1000, 1);
@@ -1033,18 +1144,18 @@ static void print_row(FILE *out, const struct row *r)
 	fmt(c[2], sizeof(c[2]), r->rtt_med_us, 1);
 	fmt(c[3], sizeof(c[3]), r->rtt_p99_us, 1);
 	fmt(c[4], sizeof(c[4]), r->tps, 0);
-	fmt(c[5], sizeof(c[5]), r->floor ? NAN : per(r->exits, r->packets), 3);
+	fmt(c[5], sizeof(c[5]), r->floor || r->qemu ? NAN : per(r->exits, r->packets), 3);
 	fmt(c[6], sizeof(c[6]), r->floor ? NAN : per(r->kicks, r->packets), 3);
-	fmt(c[7], sizeof(c[7]), r->floor ? NAN : per(r->irqs, r->packets), 3);
+	fmt(c[7], sizeof(c[7]), r->floor || r->qemu ? NAN : per(r->irqs, r->packets), 3);
 	fmt(c[8], sizeof(c[8]), r->floor ? NAN : per(r->packets, r->kicks), 1);
 	fmt(c[9], sizeof(c[9]), r->ratio, 2);
 	fmt(c[10], sizeof(c[10]), r->cpu, 2);
 	if (!strcmp(r->test, "notify")) {
 		/* Per notify rather than per packet. */
-		fmt(c[5], sizeof(c[5]), per(r->exits, r->guest_frames), 3);
+		fmt(c[5], sizeof(c[5]), r->qemu ? NAN : per(r->exits, r->guest_frames), 3);
 		fmt(c[6], sizeof(c[6]), per(r->kicks, r->guest_frames), 3);
 	}
-	fprintf(out, "%-16s %-6s %5u %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %6s\n", r->mode, r->test,
+	fprintf(out, "%-20s %-6s %5u %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %6s\n", r->mode, r->test,
 		r->size, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10]);
 }
 
@@ -1064,13 +1175,18 @@ static int write_json(const struct bench *b, const char *path)
 		pr_err("bench: --json %s: %s", path, strerror(errno));
 		return -1;
 	}
-	fprintf(f, "{\"duration\":%u,\"tap\":\"%s\",\"host\":\"%s\",\"emulated\":%s,\"rows\":[\n",
+	fprintf(f, "{\"duration\":%u,\"tap\":\"%s\",\"host\":\"%s\",\"emulated\":%s,\"qemu\":\"",
 		b->cfg.secs, TAP_NAME, host_kind(), host_emulated() ? "true" : "false");
+	/* "ran", "not asked", or why it could not run */
+	for (const char *p = !b->cfg.qemu ? "not asked" : b->qemu_note[0] ? b->qemu_note : "ran"; *p; p++)
+		fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : (*p < 0x20 ? "?" : "%c"), *p);
+	fputs("\",\"rows\":[\n", f);
 	for (int i = 0; i < b->nrows; i++) {
 		const struct row *r = &b->rows[i];
 
-		fprintf(f, "{\"mode\":\"%s\",\"test\":\"%s\",\"size\":%u,\"floor\":%s,\"ok\":%s", r->mode,
-			r->test, r->size, r->floor ? "true" : "false", r->error[0] ? "false" : "true");
+		fprintf(f, "{\"mode\":\"%s\",\"test\":\"%s\",\"size\":%u,\"floor\":%s,\"ok\":%s,\"vmm\":\"%s\"",
+			r->mode, r->test, r->size, r->floor ? "true" : "false", r->error[0] ? "false" : "true",
+			r->qemu ? "qemu" : "lkvm");
 		if (r->error[0]) {
 			fputs(",\"error\":\"", f);
 			for (const char *p = r->error; *p; p++)
@@ -1087,14 +1203,25 @@ static int write_json(const struct bench *b, const char *path)
 		jdbl(f, "lkvm_cpu", r->cpu);
 		fprintf(f,
 			",\"guest_frames\":%llu,\"lost\":%llu,\"peer_frames\":%llu,\"peer_drops\":%llu"
-			",\"dev_tx_packets\":%llu,\"dev_tx_drops\":%llu,\"dev_rx_packets\":%llu,\"dev_rx_drops\":%llu"
-			",\"tap_rx\":%llu,\"tap_tx\":%llu,\"tap_tx_drops\":%llu,\"packets\":%llu,\"kicks\":%llu"
-			",\"trapped\":%llu,\"irqs\":%llu,\"vcpu_exits\":%llu,\"polls\":%llu,\"poll_hits\":%llu"
-			",\"poll_us\":%llu}%s\n",
-			r->guest_frames, r->lost, r->peer_frames, r->peer_drops, r->tx_pkts, r->tx_drops,
-			r->rx_pkts, r->rx_drops, r->tap_rx, r->tap_tx, r->tap_tx_drops, r->packets, r->kicks,
-			r->trapped, r->irqs, r->exits, r->polls, r->poll_hits, r->poll_us,
-			i + 1 < b->nrows ? "," : "");
+			",\"tap_rx\":%llu,\"tap_tx\":%llu,\"tap_tx_drops\":%llu,\"packets\":%llu,\"kicks\":%llu",
+			r->guest_frames, r->lost, r->peer_frames, r->peer_drops, r->tap_rx, r->tap_tx,
+			r->tap_tx_drops, r->packets, r->kicks);
+		/* lkvm's device counters; QEMU has none to read: null. */
+		const struct {
+			const char *key;
+			unsigned long long v;
+		} dev[] = { { "dev_tx_packets", r->tx_pkts }, { "dev_tx_drops", r->tx_drops },
+			    { "dev_rx_packets", r->rx_pkts }, { "dev_rx_drops", r->rx_drops },
+			    { "trapped", r->trapped },        { "irqs", r->irqs },
+			    { "vcpu_exits", r->exits },       { "polls", r->polls },
+			    { "poll_hits", r->poll_hits },    { "poll_us", r->poll_us } };
+		for (size_t d = 0; d < ARRAY_SIZE(dev); d++) {
+			if (r->qemu)
+				fprintf(f, ",\"%s\":null", dev[d].key);
+			else
+				fprintf(f, ",\"%s\":%llu", dev[d].key, dev[d].v);
+		}
+		fprintf(f, "}%s\n", i + 1 < b->nrows ? "," : "");
 	}
 	fputs("]}\n", f);
 	return fclose(f) ? -1 : 0;
@@ -1211,15 +1338,23 @@ static void log_path(const struct bench *b, char *buf, size_t len, const struct 
 		buf[0] = '\0';
 }
 
-static void run_notify_floor(struct bench *b, bool trap)
+/* The notify floor under lkvm (q < 0) or QEMU (Q_BH: ioeventfd, Q_BH_TRAP: trapped); its row. */
+static struct row *notify_floor(struct bench *b, bool trap, int q)
 {
-	struct row *r = new_row(b, trap ? "floor/trap" : "floor/ioeventfd", "notify", 0, true);
+	static const char *const names[2][2] = { { "floor/ioeventfd", "floor/trap" },
+						 { "qemu/floor/ioeventfd", "qemu/floor/trap" } };
+	struct row *r = new_row(b, names[q >= 0][trap], "notify", 0, true);
 	char params[64], log[PATH_MAX];
 
 	snprintf(params, sizeof(params), "bench=notify secs=%u", b->cfg.secs);
 	log_path(b, log, sizeof(log), r, "log");
-	run_guest(b, trap ? ",ioeventfd=off" : "", params, r, log[0] ? log : NULL);
-	progress(b, r);
+	run_guest(b, q, trap ? ",ioeventfd=off" : "", params, r, log[0] ? log : NULL);
+	return r;
+}
+
+static void run_notify_floor(struct bench *b, bool trap, int q)
+{
+	progress(b, notify_floor(b, trap, q));
 }
 
 /* A floor that runs in this process on the tap while net-peer runs in peer_mode. */
@@ -1247,9 +1382,11 @@ static void run_host_floor(struct bench *b, const char *test, const char *peer_m
 	progress(b, r);
 }
 
-static void run_cell(struct bench *b, int mode, int test, unsigned size)
+/* One cell: lkvm in mode (q < 0), or QEMU in QEMU mode q. */
+static void run_cell(struct bench *b, int mode, int q, int test, unsigned size)
 {
-	struct row *r = new_row(b, mode_info[mode].name, test_info[test].name, size, false);
+	struct row *r = new_row(b, q < 0 ? mode_info[mode].name : qemu_info[q].name, test_info[test].name,
+				size, false);
 	unsigned long long rx0, tx0, txd0, rx1, tx1, txd1;
 	char params[96], log[PATH_MAX], plog[PATH_MAX];
 	struct peer_run p;
@@ -1259,7 +1396,7 @@ static void run_cell(struct bench *b, int mode, int test, unsigned size)
 	snprintf(params, sizeof(params), "bench=%s size=%u secs=%u", test_info[test].name, size, b->cfg.secs);
 	if (peer_start(b, test_info[test].peer, size, &p, r->error, sizeof(r->error)) == 0) {
 		tap_counters(&rx0, &tx0, &txd0);
-		run_guest(b, mode_info[mode].nopts, params, r, log[0] ? log : NULL);
+		run_guest(b, q, q < 0 ? mode_info[mode].nopts : "", params, r, log[0] ? log : NULL);
 		tap_counters(&rx1, &tx1, &txd1);
 		peer_stop(b, &p, &r->peer_frames, &r->peer_drops, plog[0] ? plog : NULL);
 		r->tap_rx = rx1 - rx0;
@@ -1269,6 +1406,43 @@ static void run_cell(struct bench *b, int mode, int test, unsigned size)
 	if (!r->error[0])
 		set_ratio(b, r);
 	progress(b, r);
+}
+
+/*
+ * --qemu: QEMU's notify floors, which also tell whether QEMU can run the guest here at all.
+ * Returns how many QEMU modes to run per cell (Q_NR, or 0 with b->qemu_note saying why).
+ */
+static int qemu_probe(struct bench *b)
+{
+	const struct bench_cfg *c = &b->cfg;
+	struct row *r;
+
+	if (!c->qemu_bin[0]) {
+		snprintf(b->qemu_note, sizeof(b->qemu_note),
+			 "not run: qemu-system-x86_64 is not in PATH (apt-get install qemu-system-x86)");
+	} else if (access(c->qemu_bin, X_OK)) {
+		snprintf(b->qemu_note, sizeof(b->qemu_note), "not run: %.120s: %s", c->qemu_bin, strerror(errno));
+	} else {
+		r = notify_floor(b, false, Q_BH);
+		if (!r->error[0]) {
+			b->total += 2;
+			progress(b, r);
+		} else if (!interrupted) {
+			/* QEMU cannot run the guest here: one line says why, no QEMU rows. */
+			snprintf(b->qemu_note, sizeof(b->qemu_note), "cannot run the guest here: %.150s", r->error);
+			b->nrows--;
+		}
+		if (b->qemu_note[0] || interrupted)
+			goto out;
+		if (!interrupted)
+			run_notify_floor(b, true, Q_BH_TRAP);
+		b->total += Q_NR * c->ntests * c->nsizes;
+		return Q_NR;
+	}
+out:
+	if (b->qemu_note[0])
+		fprintf(stderr, "bench: --qemu: %s\n", b->qemu_note);
+	return 0;
 }
 
 static bool wants(const struct bench_cfg *c, int test)
@@ -1284,10 +1458,14 @@ static void run_all(struct bench *b)
 	const struct bench_cfg *c = &b->cfg;
 	int host_floors = (wants(c, T_TX) + wants(c, T_RX) + wants(c, T_RR)) * c->nsizes;
 
+	int qemu_modes = 0;
+
 	b->total = 2 + host_floors + c->nmodes * c->ntests * c->nsizes;
-	run_notify_floor(b, false);
+	run_notify_floor(b, false, -1);
 	if (!interrupted)
-		run_notify_floor(b, true);
+		run_notify_floor(b, true, -1);
+	if (c->qemu && !interrupted)
+		qemu_modes = qemu_probe(b);
 	for (int s = 0; s < c->nsizes && !interrupted; s++) {
 		if (wants(c, T_TX) && !interrupted)
 			run_host_floor(b, "tx", "count", c->sizes[s], floor_tap_write);
@@ -1298,9 +1476,12 @@ static void run_all(struct bench *b)
 	}
 	/* Tests outermost, then sizes, then modes: the modes to compare run back to back. */
 	for (int t = 0; t < c->ntests && !interrupted; t++)
-		for (int s = 0; s < c->nsizes && !interrupted; s++)
+		for (int s = 0; s < c->nsizes && !interrupted; s++) {
 			for (int m = 0; m < c->nmodes && !interrupted; m++)
-				run_cell(b, c->modes[m], c->tests[t], c->sizes[s]);
+				run_cell(b, c->modes[m], -1, c->tests[t], c->sizes[s]);
+			for (int q = 0; q < qemu_modes && !interrupted; q++)
+				run_cell(b, 0, q, c->tests[t], c->sizes[s]);
+		}
 }
 
 /* A /dev/kvm whose module did not bind exists but cannot be opened: open it to know. */
@@ -1392,6 +1573,8 @@ int cmd_bench(int argc, char **argv)
 		if (b->kids[i] > 0)
 			kill(b->kids[i], SIGTERM);
 	print_header(stdout);
+	if (b->qemu_note[0])
+		printf("# qemu: %s\n", b->qemu_note);
 	for (int i = 0; i < b->nrows; i++) {
 		print_row(stdout, &b->rows[i]);
 		failed += b->rows[i].error[0] != 0;

@@ -14,6 +14,11 @@ JSON=$OUT/bench.json
 SVG=$OUT/bench.svg
 CELLS=$(($(tr ',' '\n' <<<"$MODES" | wc -l) * 3))
 FLOORS=5 # notify ioeventfd and trap, tap write, tap read, peer echo (one size)
+# --qemu where QEMU is installed: its two notify floors and four modes per test, or one line
+# saying why it could not run (then no QEMU rows).
+QEMU_MODES="qemu/bh qemu/bh-trap qemu/timer qemu/timer-trap"
+QEMU=()
+command -v qemu-system-x86_64 >/dev/null 2>&1 && QEMU=(--qemu)
 
 BENCH_SKIP=""
 if [ ! -c /dev/net/tun ]; then
@@ -28,6 +33,8 @@ fi
 jv() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$2" | tr -d '"'; }
 # rows MODE TEST: the JSON rows of that cell.
 rows() { grep "\"mode\":\"$1\",\"test\":\"$2\"" "$JSON"; }
+# qemu_ran: the run was asked for QEMU rows and QEMU could run here.
+qemu_ran() { [ ${#QEMU[@]} -gt 0 ] && grep -q '"qemu":"ran"' "$JSON" 2>/dev/null; }
 need_run() {
 	[ -z "$BENCH_SKIP" ] || { skip "$BENCH_SKIP"; return 1; }
 	[ -s "$JSON" ] || { fail "the bench run wrote no $JSON"; return 1; }
@@ -39,11 +46,13 @@ t_run() {
 	mkdir -p "$OUT"
 	local svg=()
 	command -v gnuplot >/dev/null 2>&1 && svg=(--svg "$SVG")
-	GUARD_DEFAULT=240 run_lkvm bench 0 -- bench net --modes "$MODES" --tests $TESTS --sizes $SIZES \
-		--duration 1 --json "$JSON" --log-dir "$OUT/cells" "${svg[@]}" || return
+	GUARD_DEFAULT=600 run_lkvm bench 0 -- bench net --modes "$MODES" --tests $TESTS --sizes $SIZES \
+		--duration 1 --json "$JSON" --log-dir "$OUT/cells" "${svg[@]}" "${QEMU[@]}" || return
 	expect_output '^mode +test +size +Kpps +Mb/s +RTTmed_us +RTTp99_us +trans/s +exits/pkt +kicks/pkt +irqs/pkt +pkts/kick +x_floor +cpu$' \
 		"the table header" || return
-	expect_output "^bench: \[ *$((CELLS + FLOORS))/$((CELLS + FLOORS))\] " "a progress line per row" || return
+	local want=$((CELLS + FLOORS))
+	qemu_ran && want=$((want + 2 + 4 * 3))
+	expect_output "^bench: \[ *$want/$want\] " "a progress line per row" || return
 	expect_no_output 'FAILED' "a failed cell" || return
 	if [ ${#svg[@]} -gt 0 ]; then
 		grep -q '<svg' "$SVG" || fail "no SVG chart in $SVG"
@@ -66,8 +75,59 @@ t_rows() {
 		n=$(rows "${m%:*}" "${m#*:}" | grep -c '"floor":true,"ok":true')
 		[ "$n" = 1 ] || { fail "JSON has $n ok rows for the floor $m"; return; }
 	done
+	local want=$((CELLS + FLOORS))
+	if qemu_ran; then
+		want=$((want + 2 + 4 * 3))
+		for m in $QEMU_MODES; do
+			for t in ${TESTS//,/ }; do
+				n=$(rows "$m" "$t" | grep -c "\"size\":$SIZES,\"floor\":false,\"ok\":true,\"vmm\":\"qemu\"")
+				[ "$n" = 1 ] || { fail "JSON has $n ok rows for $m $t $SIZES"; return; }
+			done
+		done
+		for m in qemu/floor/ioeventfd qemu/floor/trap; do
+			n=$(rows "$m" notify | grep -c '"floor":true,"ok":true,"vmm":"qemu"')
+			[ "$n" = 1 ] || { fail "JSON has $n ok rows for the floor $m"; return; }
+		done
+	fi
 	n=$(grep -c '^{"mode"' "$JSON")
-	[ "$n" = $((CELLS + FLOORS)) ] || fail "JSON has $n rows, want $((CELLS + FLOORS))"
+	[ "$n" = "$want" ] || fail "JSON has $n rows, want $want"
+}
+
+# --qemu: QEMU ran and produced its rows, or the table says in one line why it could not.
+t_qemu() {
+	need_run || return
+	if [ ${#QEMU[@]} = 0 ]; then
+		skip "qemu-system-x86_64 is not installed"
+		return
+	fi
+	if ! qemu_ran; then
+		expect_output '^# qemu: ' "the line saying why QEMU did not run" || return
+		skip "QEMU could not run the guest here: $(grep -m1 '^# qemu: ' "$LOG_DIR/bench.log")"
+		return
+	fi
+	# QEMU has no device counters: null, never a number pretending to be one.
+	local r m g tap pf pd n lost
+	r=$(rows qemu/bh tx)
+	[ "$(jv vcpu_exits "$r")" = null ] && [ "$(jv dev_tx_packets "$r")" = null ] ||
+		{ fail "qemu/bh tx: device counters should be null: $r"; return; }
+	for m in $QEMU_MODES; do
+		# tx: every frame the guest sent reached the tap, and the peer counted or dropped it.
+		r=$(rows "$m" tx)
+		g=$(jv guest_frames "$r"); tap=$(jv tap_rx "$r"); pf=$(jv peer_frames "$r"); pd=$(jv peer_drops "$r")
+		[ "${g:-0}" -gt 0 ] || { fail "$m tx: the guest sent nothing"; return; }
+		[ "$tap" = "$g" ] || { fail "$m tx: tap received $tap, guest sent $g"; return; }
+		[ $((pf + pd)) = "$tap" ] || { fail "$m tx: peer counted $pf + $pd dropped, tap received $tap"; return; }
+		# rr: the peer echoed each transaction and each lost one.
+		r=$(rows "$m" rr)
+		n=$(jv guest_frames "$r"); lost=$(jv lost "$r"); pf=$(jv peer_frames "$r")
+		[ "${n:-0}" -gt 0 ] || { fail "$m rr: no transactions"; return; }
+		[ "$pf" = $((n + lost)) ] || { fail "$m rr: peer echoed $pf for $n transactions + $lost lost"; return; }
+		# rx: the guest counted no more than the tap handed over.
+		r=$(rows "$m" rx)
+		g=$(jv guest_frames "$r"); tap=$(jv tap_tx "$r")
+		[ "${g:-0}" -gt 0 ] && [ "$g" -le "$tap" ] || { fail "$m rx: guest counted $g, tap handed over $tap"; return; }
+	done
+	grep -qE '^qemu/bh +tx +64 +[0-9]' "$LOG_DIR/bench.log" || fail "no qemu/bh row in the table"
 }
 
 t_json() {
@@ -179,7 +239,7 @@ t_counters() {
 t_usage() {
 	run_lkvm bench-help 0 -- bench net --help || return
 	local o
-	for o in --modes --tests --sizes --duration --json --svg ioeventfd trap timer poll; do
+	for o in --modes --tests --sizes --duration --qemu --json --svg ioeventfd trap timer poll qemu/bh qemu/timer-trap; do
 		grep -q -- "$o" "$LAST_LOG" || { fail "bench net --help does not mention $o"; return; }
 	done
 	run_lkvm bench-list 0 -- help || return
@@ -231,6 +291,7 @@ run_test bench-tx-frames t_tx_frames
 run_test bench-rr-frames t_rr_frames
 run_test bench-rx-frames t_rx_frames
 run_test bench-counters t_counters
+run_test bench-qemu t_qemu
 run_test bench-usage t_usage
 run_test_serial bench-interrupt t_interrupt
 finish_tests
