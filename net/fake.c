@@ -24,6 +24,7 @@ struct fake {
 	pthread_mutex_t lock;
 	struct fake_q inject, sent;
 	struct net_offloads off;
+	bool no_peek; /* behave like a tap: no peek_len */
 };
 
 static struct fake *to_fake(struct net_backend *be)
@@ -91,6 +92,7 @@ static ssize_t fake_recv(struct net_backend *be, const struct iovec *iov, int io
 		pthread_mutex_unlock(&f->lock);
 		return -EAGAIN;
 	}
+	/* As tun does: what fit, cut silently. */
 	n = iov_to(iov, iovcnt, 0, zero_hdr, sizeof(zero_hdr));
 	n += iov_to(iov, iovcnt, n, q->buf[q->head], q->len[q->head]);
 	q_pop(q);
@@ -108,7 +110,9 @@ static ssize_t fake_peek_len(struct net_backend *be)
 	ssize_t n = 0;
 
 	pthread_mutex_lock(&f->lock);
-	if (f->inject.count)
+	if (f->no_peek)
+		n = -ENOTSUP;
+	else if (f->inject.count)
 		n = (ssize_t)(NET_VNET_HDR_LEN + f->inject.len[f->inject.head]);
 	pthread_mutex_unlock(&f->lock);
 	return n;
@@ -221,5 +225,14 @@ void net_fake_offloads(struct net_backend *be, struct net_offloads *out)
 
 	pthread_mutex_lock(&f->lock);
 	*out = f->off;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void net_fake_set_no_peek(struct net_backend *be, bool no_peek)
+{
+	struct fake *f = to_fake(be);
+
+	pthread_mutex_lock(&f->lock);
+	f->no_peek = no_peek;
 	pthread_mutex_unlock(&f->lock);
 }

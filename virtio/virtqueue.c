@@ -101,7 +101,9 @@ static int vq_malformed(struct virtqueue *vq, const char *why)
 {
 	vq->broken = true;
 	vq->nr_malformed++;
-	pr_debug("virtqueue: malformed ring (%s), queue stopped until reset", why);
+	/* No log line here: a guest could repeat this after every reset. The device reports
+	 * it, rate-limited, through virtio_set_needs_reset. */
+	vq->malformed_why = why;
 	return -EINVAL;
 }
 
