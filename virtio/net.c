@@ -305,8 +305,11 @@ static bool tx_reenable(struct net_worker *w)
 {
 	struct virtio_net *n = w->n;
 
-	if (n->tx_hook)
-		n->tx_hook(n->tx_hook_arg, w->qi);
+	/* Set and cleared by a test while the threads run: atomics (found by TSan). */
+	virtio_net_tx_hook hook = __atomic_load_n(&n->tx_hook, __ATOMIC_ACQUIRE);
+
+	if (hook)
+		hook(__atomic_load_n(&n->tx_hook_arg, __ATOMIC_RELAXED), w->qi);
 	return vq_enable_notify(&n->vdev.q[w->qi].vq);
 }
 
@@ -1215,8 +1218,8 @@ struct virtio_device *virtio_net_vdev(struct virtio_net *n)
 
 void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *arg)
 {
-	n->tx_hook_arg = arg;
-	n->tx_hook = fn;
+	__atomic_store_n(&n->tx_hook_arg, arg, __ATOMIC_RELAXED);
+	__atomic_store_n(&n->tx_hook, fn, __ATOMIC_RELEASE);
 }
 
 /* Queue names in the layout the driver negotiated (all pairs if it never got that far). */

@@ -1137,7 +1137,7 @@ static bool driver_wants_kick(int qi, u16 old, u16 new, bool event_idx)
 {
 	struct dq *d = &t.q[qi];
 
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	full_barrier();
 	if (event_idx) {
 		u16 ev = __atomic_load_n((u16 *)(void *)&d->used->ring[d->size], __ATOMIC_RELAXED);
 
