@@ -36,6 +36,12 @@ void virtio_notify_config(struct virtio_device *vdev)
 	signal_fd_or_intx(vdev, __atomic_load_n(&vdev->config_irq_fd, __ATOMIC_ACQUIRE), 0x2);
 }
 
+void virtio_config_changed(struct virtio_device *vdev)
+{
+	__atomic_fetch_add(&vdev->config_generation, 1, __ATOMIC_RELEASE);
+	virtio_notify_config(vdev);
+}
+
 void virtio_set_needs_reset(struct virtio_device *vdev, const char *why)
 {
 	bool was = false;

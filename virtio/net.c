@@ -108,6 +108,8 @@ struct virtio_net {
 	bool mrg_rxbuf;
 	atomic_int curr_pairs;  /* VQ_PAIRS_SET (recorded; every pair keeps being served) */
 	atomic_bool promisc, allmulti;
+	/* The host side went away (the tap was deleted under us): link down, said once. */
+	atomic_bool backend_gone;
 
 	/* TX strategy (-n tx=...), fixed at creation. */
 	enum net_tx_mode tx_mode;
@@ -229,6 +231,37 @@ static void fill_used(struct net_worker *w, u16 head, u32 len)
 		flush_pending(w);
 }
 
+/* ---- the backend going away ---- */
+
+/* What a tap's fd returns once its interface was deleted (tun: EBADFD). */
+static bool gone_error(ssize_t r)
+{
+	return r == -EBADFD || r == -ENODEV || r == -ENXIO;
+}
+
+/* The tap disappeared: tell the guest the link is down (VIRTIO_NET_F_STATUS, config-change
+ * interrupt) and say so once. The device keeps running: TX drops what the guest sends,
+ * RX waits for a reset or the end, lkvm and the guest carry on. */
+static void backend_gone(struct net_worker *w, ssize_t err)
+{
+	struct virtio_net *n = w->n;
+	bool was = false;
+
+	if (!atomic_compare_exchange_strong(&n->backend_gone, &was, true))
+		return;
+	pthread_mutex_lock(&n->cfg_lock);
+	n->cfg.status &= htole16((u16)~VIRTIO_NET_S_LINK_UP);
+	pthread_mutex_unlock(&n->cfg_lock);
+	pr_warn("virtio-net: tap %s is gone (%s): link down; the guest keeps running without it",
+		n->be[w->pair]->ifname, strerror((int)-err));
+	virtio_config_changed(&n->vdev);
+}
+
+static bool is_gone(const struct virtio_net *n)
+{
+	return atomic_load_explicit(&n->backend_gone, memory_order_relaxed);
+}
+
 /* ---- TX ---- */
 
 /* Send one chain as is (header + frame). Returns true when stop was requested while the
@@ -237,7 +270,7 @@ static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq
 {
 	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
 
-	if (e->out_num == 0 || e->out_len < HDR_LEN || e->out_len > MAX_PKT) {
+	if (e->out_num == 0 || e->out_len < HDR_LEN || e->out_len > MAX_PKT || is_gone(w->n)) {
 		stat_add(&st->drops, 1);
 		return false;
 	}
@@ -250,6 +283,8 @@ static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq
 			return false;
 		}
 		if (r != -EAGAIN) {
+			if (gone_error(r))
+				backend_gone(w, r);
 			stat_add(&st->drops, 1);
 			return false;
 		}
@@ -519,7 +554,7 @@ static int rx_gather(struct net_worker *w, u64 want)
 	return GATHER_OK;
 }
 
-enum { RECV_NONE, RECV_DONE, RECV_SPILLED, RECV_ERROR };
+enum { RECV_NONE, RECV_DONE, RECV_SPILLED, RECV_ERROR, RECV_GONE };
 
 /* The frame (got bytes, header included) is in the first held chains: fill their used
  * elements and num_buffers, count it, forget those chains. */
@@ -582,6 +617,10 @@ static int rx_one(struct net_worker *w, struct net_backend *be)
 	got = be->ops->recv(be, w->iov, niov);
 	if (got == -EAGAIN)
 		return RECV_NONE;
+	if (got < 0 && gone_error(got)) {
+		backend_gone(w, got);
+		return RECV_GONE;
+	}
 	if (got < 0) {
 		/* Backend error: nothing was consumed that we know of; wait for readiness again. */
 		stat_add(&st->drops, 1);
@@ -634,6 +673,12 @@ static enum rx_wait rx_drain(struct net_worker *w)
 
 		if (peek == 0)
 			break; /* nothing pending: wait on the backend */
+		if (peek < 0 && gone_error(peek)) {
+			backend_gone(w, peek);
+			rx_release(w);
+			next = RX_WAIT_DEAD;
+			break;
+		}
 		g = rx_gather(w, want);
 		if (g == GATHER_BROKEN) {
 			next = RX_WAIT_DEAD;
@@ -654,6 +699,11 @@ static enum rx_wait rx_drain(struct net_worker *w)
 		r = rx_one(w, be);
 		if (r == RECV_SPILLED)
 			continue;
+		if (r == RECV_GONE) {
+			rx_release(w);
+			next = RX_WAIT_DEAD;
+			break;
+		}
 		if (r == RECV_ERROR)
 			next = RX_WAIT_BACKOFF;
 		if (r != RECV_DONE)
@@ -680,6 +730,8 @@ static void *rx_thread(void *arg)
 	/* We learn about buffers by looking at the ring when a frame is pending; kicks
 	 * are needed only once it ran dry (vq_enable_notify in rx_drain). */
 	vq_disable_notify(&q->vq);
+	if (is_gone(n))
+		next = RX_WAIT_DEAD;
 	for (;;) {
 		int m;
 

@@ -361,7 +361,7 @@ static void vp_reset(struct virtio_pci *vp)
 	atomic_store(&vdev->isr, 0);
 	intx_set(vp, 0);
 	atomic_store(&vdev->needs_reset_logged, false);
-	vdev->config_generation++;
+	__atomic_fetch_add(&vdev->config_generation, 1, __ATOMIC_RELAXED);
 	atomic_store(&vdev->status, 0);
 }
 
@@ -493,7 +493,10 @@ static void wr_msix(struct virtio_pci *vp, u8 a, u32 v)
 static u32 rd_numq(struct virtio_pci *vp, u8 a) { return (u32)vp->vdev->nr_queues; }
 static u32 rd_status(struct virtio_pci *vp, u8 a) { return atomic_load(&vp->vdev->status) & 0xff; }
 static void wr_status(struct virtio_pci *vp, u8 a, u32 v) { status_write(vp, (u8)v); }
-static u32 rd_cfggen(struct virtio_pci *vp, u8 a) { return vp->vdev->config_generation; }
+static u32 rd_cfggen(struct virtio_pci *vp, u8 a)
+{
+	return __atomic_load_n(&vp->vdev->config_generation, __ATOMIC_ACQUIRE);
+}
 static u32 rd_qselect(struct virtio_pci *vp, u8 a) { return vp->queue_select; }
 static void wr_qselect(struct virtio_pci *vp, u8 a, u32 v) { vp->queue_select = (u16)v; }
 

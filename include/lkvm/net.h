@@ -110,6 +110,9 @@ ssize_t net_fake_take(struct net_backend *be, void *buf, size_t len);
 /* Make the fake behave like a tap, whose frame sizes are unknown until read:
  * peek_len returns -ENOTSUP. Set it before the device starts. */
 void net_fake_set_no_peek(struct net_backend *be, bool no_peek);
+/* Make the fake behave like a tap whose interface was deleted: send and recv fail with
+ * -EBADFD from now on, rx_fd stays readable. */
+void net_fake_set_gone(struct net_backend *be);
 /* The offloads last given to the fake's set_offloads (all false initially). */
 void net_fake_offloads(struct net_backend *be, struct net_offloads *out);
 

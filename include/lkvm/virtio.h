@@ -81,7 +81,7 @@ struct virtio_device {
 	                              * transport under lock, read elsewhere with atomics */
 	atomic_uint status;          /* VIRTIO_CONFIG_S_* */
 	atomic_uint isr;             /* ISR status bits for INTx */
-	u8 config_generation;
+	u8 config_generation;        /* atomics: bumped by devices too (virtio_config_changed) */
 	bool use_ioeventfd;          /* per-device: --no-ioeventfd / ioeventfd=off clear it */
 	bool msix_enabled;
 	pthread_mutex_t lock;        /* transport state: common config, status, MSI-X table;
@@ -101,6 +101,9 @@ struct virtio_device {
 void virtio_notify_queue(struct virtio_device *vdev, int qi);
 /* Config-change interrupt (ISR bit 1 / config vector). */
 void virtio_notify_config(struct virtio_device *vdev);
+/* The device changed its config space (device thread, no lock): bump config_generation
+ * so a driver reading several fields sees the change, then the config-change interrupt. */
+void virtio_config_changed(struct virtio_device *vdev);
 /* The driver broke a queue: set DEVICE_NEEDS_RESET, log once, notify config. The
  * device stops using that queue; lkvm and other devices carry on. */
 void virtio_set_needs_reset(struct virtio_device *vdev, const char *why);

@@ -13,6 +13,7 @@
 #include <linux/virtio_net.h>
 #include <linux/virtio_ring.h>
 
+#include "capture.h"
 #include "check_main.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-net.h"
@@ -685,6 +686,48 @@ START_TEST(tx_buffer_outside_ram_needs_reset)
 }
 END_TEST
 
+/* The backend disappears (a deleted tap): link down in the config space, a config-change
+ * interrupt, one log line; TX keeps consuming (dropping) what the guest sends. */
+START_TEST(backend_gone_link_down)
+{
+	struct virtio_net_config c;
+	struct capture cap;
+	char out[512];
+	int lines;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_STATUS), 256);
+	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&c, sizeof(c));
+	ck_assert_uint_eq(c.status, VIRTIO_NET_S_LINK_UP);
+	ck_assert_uint_eq(atomic_load(&t.vdev->isr), 0);
+	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
+	kick(0);
+	capture_start(&cap);
+	net_fake_set_gone(t.be[0]);
+	for (int ms = 0; ms < WAIT_MS && !(atomic_load(&t.vdev->isr) & 2); ms++)
+		poll(NULL, 0, 1);
+	ck_assert_uint_eq(atomic_load(&t.vdev->isr) & 2, 2);
+	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&c, sizeof(c));
+	ck_assert_uint_eq(c.status & VIRTIO_NET_S_LINK_UP, 0);
+	/* TX: each chain used (and counted as dropped), none left waiting. */
+	for (int i = 0; i < 10; i++)
+		post(1, &(struct tb){ galloc(72), 72, false }, 1);
+	kick(1);
+	ck_assert(wait_used(1, 10));
+	ck_assert_uint_eq(STAT(1, drops), 10);
+	/* A reset and a new start: still down, still quiet. */
+	t.vdev->ops->stop(t.vdev);
+	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	lines = capture_end(&cap, out, sizeof(out));
+	ck_assert_int_eq(lines, 1);
+	ck_assert_msg(strstr(out, "tap fake is gone") && strstr(out, "link down"), "%s", out);
+	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&c, sizeof(c));
+	ck_assert_uint_eq(c.status & VIRTIO_NET_S_LINK_UP, 0);
+	dev_destroy();
+}
+END_TEST
+
 /* ---- notification suppression ---- */
 
 START_TEST(event_idx_suppresses_interrupts)
@@ -1335,6 +1378,7 @@ static Suite *virtio_net_suite(void)
 	tcase_add_test(tc, tx_bad_lengths_dropped);
 	tcase_add_test(tc, tx_malformed_chain_needs_reset);
 	tcase_add_test(tc, tx_buffer_outside_ram_needs_reset);
+	tcase_add_test(tc, backend_gone_link_down);
 	tcase_add_test(tc, event_idx_suppresses_interrupts);
 	tcase_add_test(tc, no_interrupt_flag_respected);
 	tcase_add_test(tc, ctrl_commands);
