@@ -54,8 +54,9 @@ stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 90
 stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
 scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
 stage linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
-# Host faults under a running guest: the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets.
-stage faults bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-faults.sh'
+# Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
+# and a malicious virtio-net driver.
+stage faults bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 600 -- bash -c "rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc"'
 stage net bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"'
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
 # no /dev/kvm, in the emulated SVM host, the only place here where it runs; natively on VMX/SVM.
