@@ -26,7 +26,8 @@ fi
 
 WRAP=$LOG_DIR/.tsan-netns-exec.$$
 # shellcheck disable=SC2016 # expanded by the wrapper
-printf '#!/bin/sh\nexec ip netns exec "$LKVM_NETNS" "$LKVM_REAL" "$@"\n' >"$WRAP"
+# It also leaves its pid, which exec hands on to lkvm, for the SIGUSR2 sender below.
+printf '#!/bin/sh\necho $$ >"$LKVM_PIDFILE"\nexec ip netns exec "$LKVM_NETNS" "$LKVM_REAL" "$@"\n' >"$WRAP"
 chmod +x "$WRAP"
 trap 'rm -f "$WRAP"' EXIT
 
@@ -52,27 +53,27 @@ rr_run() {
 	grep -q ready "$plog.err" || { kill "$peer"; fail "net-peer not ready after 10 s"; return; }
 	export LKVM_NETNS=$NETNS LKVM_REAL=$REAL_LKVM
 	# --stats snapshots (SIGUSR2) while the threads run, so the counters' readers race their
-	# writers if they can: the lkvm in this namespace only, every 0.3 s until it is gone.
+	# writers if they can: every 0.3 s while this run's lkvm (its pid from the wrapper, its
+	# name checked before each signal) is there.
+	export LKVM_PIDFILE=$LOG_DIR/$name.pid
+	rm -f "$LKVM_PIDFILE" "$LOG_DIR/$name.done"
 	(
-		local real pid
-		real=$(readlink -f "$REAL_LKVM")
+		local pid=""
 		for ((i = 0; i < 400; i++)); do
 			sleep 0.3
-			for pid in $(ip netns pids "$NETNS" 2>/dev/null); do
-				[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$real" ] && kill -USR2 "$pid" 2>/dev/null
-			done
 			[ -e "$LOG_DIR/$name.done" ] && break
+			[ -n "$pid" ] || pid=$(cat "$LKVM_PIDFILE" 2>/dev/null)
+			[ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = lkvm ] && kill -USR2 "$pid" 2>/dev/null
 		done
 	) &
 	local usr2=$!
-	rm -f "$LOG_DIR/$name.done"
 	LKVM=$WRAP
 	run_lkvm "$name" 0 -- run -k "$GUEST_DIR/net-bench.elf" --timeout $T --stats=json \
 		-n "mode=tap,tapif=$tap,script=none$nextra" -p "bench=rr size=64 secs=$SECS"
 	local st=$?
 	touch "$LOG_DIR/$name.done"
 	wait "$usr2"
-	rm -f "$LOG_DIR/$name.done"
+	rm -f "$LOG_DIR/$name.done" "$LKVM_PIDFILE"
 	kill -TERM "$peer" 2>/dev/null
 	wait "$peer"
 	[ "$(grep -c '^{"vcpu_exits"' "$LAST_LOG")" -ge 2 ] || { fail "no --stats snapshot taken while running"; return; }
