@@ -1,4 +1,5 @@
-# lkvm build: `make` builds ./lkvm, `make ASAN=1` a sanitizer build under build/asan,
+# lkvm build: `make` builds ./lkvm, `make ASAN=1` a sanitizer build under build/asan
+# (`make TSAN=1`: ThreadSanitizer, build/tsan),
 # `make check` runs every test, `make run` builds the guest and boots it.
 
 CC ?= gcc
@@ -19,6 +20,17 @@ SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-po
 CFLAGS += $(SAN)
 LDFLAGS += $(SAN)
 LKVM := $(BUILD)/lkvm
+else ifeq ($(TSAN),1)
+# ThreadSanitizer: the unit tests and lkvm itself (tests/integration/test-tsan.sh); reports
+# are errors (TSAN_OPTIONS in the test scripts), suppressions in tests/tsan.supp.
+BUILD := build/tsan
+SAN := -fsanitize=thread -fno-omit-frame-pointer
+CFLAGS += $(SAN)
+LDFLAGS += $(SAN)
+LKVM := $(BUILD)/lkvm
+# A report fails the test that caused it (exit 66); see tests/tsan.supp for the
+# suppressions and why each is there.
+UNIT_ENV := TSAN_OPTIONS="exitcode=66 halt_on_error=0 suppressions=$(CURDIR)/tests/tsan.supp"
 else
 BUILD := build/obj
 LKVM := lkvm
@@ -63,7 +75,7 @@ build/tools/%: tests/tools/%.c
 
 # Build and run the unit tests (no /dev/kvm needed).
 unit: $(UNIT_BINS)
-	@tests/run-unit.sh $(UNIT_BINS)
+	@$(UNIT_ENV) tests/run-unit.sh $(UNIT_BINS)
 
 include tests/guest/guests.mk
 
@@ -86,7 +98,7 @@ run:
 	@scripts/run.sh
 
 clean:
-	rm -rf build/obj build/asan build/guests lkvm
+	rm -rf build/obj build/asan build/tsan build/guests lkvm
 
 # Also removes the cached guest kernel and initramfs (minutes to rebuild).
 distclean: clean

@@ -144,7 +144,7 @@ static enum exit_action handle_io(struct kvm_cpu *vcpu)
 		kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "vCPU %d: malformed port I/O exit", vcpu->id);
 		return EXIT_STOP;
 	}
-	vcpu->pio_exits++;
+	kvm_cpu_count(&vcpu->pio_exits);
 	for (u32 i = 0; i < count; i++) {
 		u8 *p = data + off + (u64)i * size;
 
@@ -165,7 +165,7 @@ static enum exit_action handle_mmio(struct kvm_cpu *vcpu)
 		kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "vCPU %d: malformed MMIO exit", vcpu->id);
 		return EXIT_STOP;
 	}
-	vcpu->mmio_exits++;
+	kvm_cpu_count(&vcpu->mmio_exits);
 	if (!run->mmio.is_write)
 		memset(run->mmio.data, 0, sizeof(run->mmio.data));
 	io_bus_dispatch(&vcpu->kvm->mmio, vcpu, run->mmio.phys_addr, run->mmio.data, len,
@@ -261,7 +261,7 @@ static void *vcpu_thread(void *arg)
 		}
 		reason = vcpu->run->exit_reason;
 		if (reason < ARRAY_SIZE(vcpu->exits))
-			vcpu->exits[reason]++;
+			kvm_cpu_count(&vcpu->exits[reason]);
 		if (reason >= ARRAY_SIZE(exit_handlers) || !exit_handlers[reason]) {
 			pr_err("vCPU %d: unhandled KVM exit reason %u", vcpu->id, reason);
 			kvm_cpu_dump(vcpu);

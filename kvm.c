@@ -133,8 +133,11 @@ int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t 
 
 		ret = gmem_init(&kvm->mem, base, ram_size);
 		if (ret < 0) {
+			/* gmem_init cleared kvm->mem (ram_size 0 included): unmap here, with the
+			 * size that was mapped, or kvm_destroy would munmap(base, 0) and leak it. */
 			errfmt(err, errlen, "bad memory size %llu MiB", (unsigned long long)cfg->ram_mib);
-			kvm->mem.base = base;
+			munmap(base, ram_size);
+			kvm->mem.base = MAP_FAILED;
 			goto fail;
 		}
 	}

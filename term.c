@@ -33,14 +33,26 @@ int term_init(struct kvm *kvm, struct term *t)
 	t->out_fd = STDOUT_FILENO;
 	pthread_mutex_init(&t->out_lock, NULL);
 	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (t->wake_fd < 0)
-		return -errno;
+	if (t->wake_fd < 0) {
+		int e = errno;
+
+		pthread_mutex_destroy(&t->out_lock);
+		return -e;
+	}
 	if (kvm->cfg.exit_on && *kvm->cfg.exit_on) {
 		t->match = strdup(kvm->cfg.exit_on);
 		t->match_len = strlen(kvm->cfg.exit_on);
 		t->tail = malloc(t->match_len);
-		if (!t->match || !t->tail)
+		if (!t->match || !t->tail) {
+			/* The caller runs term_exit only after a success: undo it all here. */
+			free(t->match);
+			free(t->tail);
+			t->match = t->tail = NULL;
+			close(t->wake_fd);
+			t->wake_fd = -1;
+			pthread_mutex_destroy(&t->out_lock);
 			return -ENOMEM;
+		}
 	}
 	if (isatty(t->in_fd) && tcgetattr(t->in_fd, &t->saved) == 0) {
 		struct termios raw = t->saved;

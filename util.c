@@ -18,7 +18,51 @@ void lkvm_set_log_level(enum log_level lvl)
 	log_threshold = lvl;
 }
 
+static void log_line(enum log_level lvl, const char *fmt, va_list ap, unsigned missed) __printf(2, 0);
+
 void lkvm_log(enum log_level lvl, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (lvl > log_threshold)
+		return;
+	va_start(ap, fmt);
+	log_line(lvl, fmt, ap, 0);
+	va_end(ap);
+}
+
+void lkvm_log_rl(struct ratelimit *rl, enum log_level lvl, const char *fmt, ...)
+{
+	unsigned missed;
+	va_list ap;
+
+	if (lvl > log_threshold || !ratelimit_allow(rl, &missed))
+		return;
+	va_start(ap, fmt);
+	log_line(lvl, fmt, ap, missed);
+	va_end(ap);
+}
+
+bool ratelimit_allow(struct ratelimit *rl, unsigned *missed)
+{
+	u64 now = now_ns(), start = atomic_load_explicit(&rl->start_ns, memory_order_relaxed);
+
+	*missed = 0;
+	/* now is never 0 here (monotonic time since boot), so 0 can mean "no window". */
+	if (!start || now - start >= (u64)RATELIMIT_INTERVAL_MS * 1000000ull) {
+		/* One caller opens the new window; the others count in it. */
+		if (atomic_compare_exchange_strong(&rl->start_ns, &start, now))
+			atomic_store(&rl->count, 0);
+	}
+	if (atomic_fetch_add(&rl->count, 1) < RATELIMIT_BURST) {
+		*missed = atomic_exchange(&rl->missed, 0);
+		return true;
+	}
+	atomic_fetch_add(&rl->missed, 1);
+	return false;
+}
+
+static void log_line(enum log_level lvl, const char *fmt, va_list ap, unsigned missed)
 {
 	static const char *const prefix[] = {
 		[LOG_ERR] = "error: ",
@@ -27,15 +71,12 @@ void lkvm_log(enum log_level lvl, const char *fmt, ...)
 		[LOG_DEBUG] = "debug: ",
 	};
 	char line[1024];
-	va_list ap;
 	int n;
 
-	if (lvl > log_threshold)
-		return;
 	n = snprintf(line, sizeof(line), "lkvm: %s", prefix[lvl]);
-	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-	va_end(ap);
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	if (missed && n < (int)sizeof(line))
+		snprintf(line + n, sizeof(line) - (size_t)n, " (%u similar messages suppressed)", missed);
 	/* One write per line so lines from several threads do not interleave; \r\n because
 	 * the terminal may be in raw mode while the guest runs. */
 	n = (int)strnlen(line, sizeof(line) - 3);

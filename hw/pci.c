@@ -70,6 +70,10 @@ static u32 bar_addr(const struct pci_device *dev, int i)
 	return cfg_get(dev->cfg, (u16)(PCI_BASE_ADDRESS_0 + 4 * i), 4) & ~0xfu;
 }
 
+/* mapped_at while a BAR is not registered: pci_bar_io drops every access (addr < base)
+ * and pci_bar_base reports 0, so nothing (an ioeventfd) is ever placed there. */
+#define BAR_UNMAPPED UINT64_MAX
+
 static void bar_unmap(struct pci_bus *bus, struct pci_device *dev, int i)
 {
 	struct pci_bar *bar = &dev->bar[i];
@@ -77,11 +81,15 @@ static void bar_unmap(struct pci_bus *bus, struct pci_device *dev, int i)
 	if (!bar->mapped)
 		return;
 	io_bus_unregister(&bus->kvm->mmio, bar->mapped_at);
+	__atomic_store_n(&bar->mapped_at, BAR_UNMAPPED, __ATOMIC_RELEASE);
 	bar->mapped = false;
+	if (dev->bar_moved)
+		dev->bar_moved(dev, i);
 }
 
 /* Map BAR i where the guest (or we) programmed it. Address 0 means unassigned; a
- * collision with another range is the guest's mistake: log it and leave it unmapped. */
+ * collision with another range is the guest's mistake: log it (rate-limited, a guest
+ * can retry forever) and leave the BAR unmapped, mapped_at included. */
 static void bar_map(struct pci_bus *bus, struct pci_device *dev, int i)
 {
 	struct pci_bar *bar = &dev->bar[i];
@@ -90,15 +98,26 @@ static void bar_map(struct pci_bus *bus, struct pci_device *dev, int i)
 
 	if (!bar->size || bar->mapped || !addr)
 		return;
+	/* Published before the range exists, so the first access through it sees it. */
 	__atomic_store_n(&bar->mapped_at, addr, __ATOMIC_RELEASE);
 	ret = io_bus_register(&bus->kvm->mmio, addr, bar->size, pci_bar_io, bar,
 			      bar->name ? bar->name : dev->name);
 	if (ret) {
-		pr_warn("pci %02x: BAR%d at %#x+%#x not mapped: %s", dev->slot, i, addr, bar->size,
-			strerror(-ret));
+		__atomic_store_n(&bar->mapped_at, BAR_UNMAPPED, __ATOMIC_RELEASE);
+		pr_warn_rl(&bus->log_rl, "pci %02x: BAR%d at %#x+%#x not mapped: %s", dev->slot, i,
+			   addr, bar->size, strerror(-ret));
 		return;
 	}
 	bar->mapped = true;
+	if (dev->bar_moved)
+		dev->bar_moved(dev, i);
+}
+
+u64 pci_bar_base(const struct pci_device *dev, int i)
+{
+	u64 a = __atomic_load_n(&dev->bar[i].mapped_at, __ATOMIC_ACQUIRE);
+
+	return a == BAR_UNMAPPED ? 0 : a;
 }
 
 static bool mem_decode(const struct pci_device *dev)
@@ -149,7 +168,9 @@ static void bar_write(struct pci_bus *bus, struct pci_device *dev, u16 off, int 
 	if (v == cfg_get(dev->cfg, reg, 4))
 		return;
 	cfg_put(dev->cfg, reg, 4, v);
-	if (dev->bar[i].mapped) {
+	/* With decode on, follow the new address, also when the old one could not be
+	 * mapped (a guest moving a colliding BAR elsewhere). */
+	if (mem_decode(dev)) {
 		bar_unmap(bus, dev, i);
 		bar_map(bus, dev, i);
 	}
@@ -377,6 +398,7 @@ int pci_device_register(struct kvm *kvm, struct pci_device *dev)
 		}
 		cfg_put(dev->cfg, (u16)(PCI_BASE_ADDRESS_0 + 4 * i), 4, v);
 		dev->bar[i].mapped = false;
+		dev->bar[i].mapped_at = BAR_UNMAPPED;
 	}
 	bus->next_mmio = next;
 

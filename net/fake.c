@@ -24,6 +24,8 @@ struct fake {
 	pthread_mutex_t lock;
 	struct fake_q inject, sent;
 	struct net_offloads off;
+	bool no_peek; /* behave like a tap: no peek_len */
+	bool gone;    /* like a deleted tap: every send and receive fails with EBADFD */
 };
 
 static struct fake *to_fake(struct net_backend *be)
@@ -62,6 +64,12 @@ static ssize_t fake_send(struct net_backend *be, const struct iovec *iov, int io
 		return -EINVAL;
 	if (total > NET_VNET_HDR_LEN + FAKE_MAX_FRAME)
 		return -EMSGSIZE;
+	pthread_mutex_lock(&f->lock);
+	if (f->gone) {
+		pthread_mutex_unlock(&f->lock);
+		return -EBADFD;
+	}
+	pthread_mutex_unlock(&f->lock);
 	buf = malloc(total);
 	if (!buf)
 		return -ENOMEM;
@@ -87,10 +95,15 @@ static ssize_t fake_recv(struct net_backend *be, const struct iovec *iov, int io
 	if (total < NET_VNET_HDR_LEN)
 		return -EINVAL;
 	pthread_mutex_lock(&f->lock);
+	if (f->gone) {
+		pthread_mutex_unlock(&f->lock);
+		return -EBADFD;
+	}
 	if (!q->count) {
 		pthread_mutex_unlock(&f->lock);
 		return -EAGAIN;
 	}
+	/* As tun does: what fit, cut silently. */
 	n = iov_to(iov, iovcnt, 0, zero_hdr, sizeof(zero_hdr));
 	n += iov_to(iov, iovcnt, n, q->buf[q->head], q->len[q->head]);
 	q_pop(q);
@@ -108,7 +121,11 @@ static ssize_t fake_peek_len(struct net_backend *be)
 	ssize_t n = 0;
 
 	pthread_mutex_lock(&f->lock);
-	if (f->inject.count)
+	if (f->gone)
+		n = -EBADFD;
+	else if (f->no_peek)
+		n = -ENOTSUP;
+	else if (f->inject.count)
 		n = (ssize_t)(NET_VNET_HDR_LEN + f->inject.len[f->inject.head]);
 	pthread_mutex_unlock(&f->lock);
 	return n;
@@ -221,5 +238,26 @@ void net_fake_offloads(struct net_backend *be, struct net_offloads *out)
 
 	pthread_mutex_lock(&f->lock);
 	*out = f->off;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void net_fake_set_no_peek(struct net_backend *be, bool no_peek)
+{
+	struct fake *f = to_fake(be);
+
+	pthread_mutex_lock(&f->lock);
+	f->no_peek = no_peek;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void net_fake_set_gone(struct net_backend *be)
+{
+	struct fake *f = to_fake(be);
+
+	pthread_mutex_lock(&f->lock);
+	f->gone = true;
+	/* A deleted tap's fd polls as ready (POLLERR): make rx_fd readable for good. */
+	if (eventfd_write(be->rx_fd, 1))
+		abort();
 	pthread_mutex_unlock(&f->lock);
 }

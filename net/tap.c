@@ -35,18 +35,16 @@ static ssize_t tap_send(struct net_backend *be, const struct iovec *iov, int iov
 
 static ssize_t tap_recv(struct net_backend *be, const struct iovec *iov, int iovcnt)
 {
-	size_t total = 0;
 	ssize_t n;
 
-	for (int i = 0; i < iovcnt; i++)
-		total += iov[i].iov_len;
 	do
 		n = readv(be->rx_fd, iov, iovcnt);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return (errno == EAGAIN || errno == EWOULDBLOCK) ? -EAGAIN : -errno;
-	/* tun truncates a frame that does not fit but reports its full length. */
-	return (size_t)n > total ? (ssize_t)total : n;
+	/* tun cuts a frame that does not fit and returns what it copied (tun_chr_read_iter
+	 * clamps to the iov's size): the caller must offer room to spare to see a cut. */
+	return n;
 }
 
 /* A tap fd has no way to ask the size of the next frame without reading it. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make check`: every test: unit tests (normal and ASan+UBSan builds), freestanding guests, Linux boots,
+# `make check`: every test: unit tests (normal, ASan+UBSan and ThreadSanitizer builds), freestanding guests, Linux boots,
 # networking, and Linux guest user space (in the emulated SVM host where this machine cannot run it).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,7 +33,8 @@ stage() { # stage NAME COMMAND...: run, show output, count
 }
 
 if ! make -s -j"$jobs" lkvm unit > build/test-logs/build.log 2>&1 ||
-   ! make -s -j"$jobs" ASAN=1 build/asan/lkvm >> build/test-logs/build.log 2>&1; then
+   ! make -s -j"$jobs" ASAN=1 build/asan/lkvm >> build/test-logs/build.log 2>&1 ||
+   ! make -s -j"$jobs" TSAN=1 build/tsan/lkvm >> build/test-logs/build.log 2>&1; then
     cat build/test-logs/build.log
     echo "check: build failed"
     echo "check: 0 passed, 1 failed, 0 skipped"
@@ -46,11 +47,16 @@ kind=$(scripts/kvm-host.sh --print-kind)
 echo "check: KVM stages run on: $kind"
 stage unit make -s unit
 stage unit-asan make -s ASAN=1 unit
+# ThreadSanitizer: the unit tests, then lkvm moving traffic with ioeventfd and with trapped notifies.
+stage tsan bash -c 'make -s TSAN=1 unit; rc=$?; make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 600 -- tests/integration/test-tsan.sh || rc=1; exit $rc'
 stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
 stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
 stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
 scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
 stage linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
+# Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
+# and a malicious virtio-net driver.
+stage faults bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 600 -- bash -c "rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc"'
 stage net bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"'
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
 # no /dev/kvm, in the emulated SVM host, the only place here where it runs; natively on VMX/SVM.

@@ -26,6 +26,9 @@
 #define RX_MAX_CHAINS 64                /* mergeable buffers one frame may span */
 #define RX_MAX_IOV 1024                 /* IOV_MAX: iovecs one recv may take */
 #define NUM_BUFFERS_OFF offsetof(struct virtio_net_hdr_v1, num_buffers)
+/* RX without peek_len: chains + spill always offer one byte more than the largest
+ * frame, so a result of SPILL_CAP bytes can only mean a frame that was cut. */
+#define SPILL_CAP (MAX_PKT + 1)
 
 _Static_assert(sizeof(struct virtio_net_hdr_v1) == HDR_LEN, "virtio_net_hdr_v1 is 12 bytes");
 _Static_assert(2 * NET_MAX_QUEUE_PAIRS + 1 <= VIRTIO_MAX_QUEUES, "queue table too small");
@@ -71,6 +74,14 @@ struct net_worker {
 	int nheld, nheld_iov;
 	u64 held_len;
 	struct iovec *iov;
+	/* RX without peek_len (tap): recv gets one more iovec, into spill, so chains +
+	 * spill hold SPILL_CAP bytes and a frame longer than the held chains is never cut
+	 * unseen. Its first spill_off bytes are then in the held chains, the rest in spill;
+	 * it waits there for more chains (MRG_RXBUF) or is dropped and counted: delivered
+	 * whole or not at all. */
+	u8 *spill;
+	u64 spill_len; /* the waiting frame's length with header; 0: none */
+	u64 spill_off;
 	u16 pending; /* used elements filled, not yet flushed */
 	u64 poll_budget_ns; /* tx=poll: the next window's length (adapts, <= poll_max_ns) */
 };
@@ -97,6 +108,8 @@ struct virtio_net {
 	bool mrg_rxbuf;
 	atomic_int curr_pairs;  /* VQ_PAIRS_SET (recorded; every pair keeps being served) */
 	atomic_bool promisc, allmulti;
+	/* The host side went away (the tap was deleted under us): link down, said once. */
+	atomic_bool backend_gone;
 
 	/* TX strategy (-n tx=...), fixed at creation. */
 	enum net_tx_mode tx_mode;
@@ -104,6 +117,7 @@ struct virtio_net {
 	u64 poll_max_ns;        /* tx=poll: upper bound of a poll window */
 	virtio_net_tx_hook tx_hook; /* tests: called between drain and re-enable */
 	void *tx_hook_arg;
+	struct ratelimit log_rl;    /* messages a guest (or the host network) can repeat */
 };
 
 static inline void stat_add(atomic_ullong *c, u64 v)
@@ -184,9 +198,11 @@ static int wait_for(struct net_worker *w, bool want_kick, int io_fd, short io_ev
 
 static void queue_broken(struct net_worker *w, const char *why)
 {
-	char msg[96];
+	const char *detail = w->n->vdev.q[w->qi].vq.malformed_why;
+	char msg[128];
 
-	snprintf(msg, sizeof(msg), "%s: %s", w->qname, why);
+	snprintf(msg, sizeof(msg), "%s: %s%s%s%s", w->qname, why, detail ? " (" : "",
+		 detail ? detail : "", detail ? ")" : "");
 	w->broken = true;
 	virtio_set_needs_reset(&w->n->vdev, msg);
 }
@@ -215,6 +231,37 @@ static void fill_used(struct net_worker *w, u16 head, u32 len)
 		flush_pending(w);
 }
 
+/* ---- the backend going away ---- */
+
+/* What a tap's fd returns once its interface was deleted (tun: EBADFD). */
+static bool gone_error(ssize_t r)
+{
+	return r == -EBADFD || r == -ENODEV || r == -ENXIO;
+}
+
+/* The tap disappeared: tell the guest the link is down (VIRTIO_NET_F_STATUS, config-change
+ * interrupt) and say so once. The device keeps running: TX drops what the guest sends,
+ * RX waits for a reset or the end, lkvm and the guest carry on. */
+static void backend_gone(struct net_worker *w, ssize_t err)
+{
+	struct virtio_net *n = w->n;
+	bool was = false;
+
+	if (!atomic_compare_exchange_strong(&n->backend_gone, &was, true))
+		return;
+	pthread_mutex_lock(&n->cfg_lock);
+	n->cfg.status &= htole16((u16)~VIRTIO_NET_S_LINK_UP);
+	pthread_mutex_unlock(&n->cfg_lock);
+	pr_warn("virtio-net: tap %s is gone (%s): link down; the guest keeps running without it",
+		n->be[w->pair]->ifname, strerror((int)-err));
+	virtio_config_changed(&n->vdev);
+}
+
+static bool is_gone(const struct virtio_net *n)
+{
+	return atomic_load_explicit(&n->backend_gone, memory_order_relaxed);
+}
+
 /* ---- TX ---- */
 
 /* Send one chain as is (header + frame). Returns true when stop was requested while the
@@ -223,7 +270,7 @@ static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq
 {
 	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
 
-	if (e->out_num == 0 || e->out_len < HDR_LEN || e->out_len > MAX_PKT) {
+	if (e->out_num == 0 || e->out_len < HDR_LEN || e->out_len > MAX_PKT || is_gone(w->n)) {
 		stat_add(&st->drops, 1);
 		return false;
 	}
@@ -236,6 +283,8 @@ static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq
 			return false;
 		}
 		if (r != -EAGAIN) {
+			if (gone_error(r))
+				backend_gone(w, r);
 			stat_add(&st->drops, 1);
 			return false;
 		}
@@ -291,8 +340,11 @@ static bool tx_reenable(struct net_worker *w)
 {
 	struct virtio_net *n = w->n;
 
-	if (n->tx_hook)
-		n->tx_hook(n->tx_hook_arg, w->qi);
+	/* Set and cleared by a test while the threads run: atomics (found by TSan). */
+	virtio_net_tx_hook hook = __atomic_load_n(&n->tx_hook, __ATOMIC_ACQUIRE);
+
+	if (hook)
+		hook(__atomic_load_n(&n->tx_hook_arg, __ATOMIC_RELAXED), w->qi);
 	return vq_enable_notify(&n->vdev.q[w->qi].vq);
 }
 
@@ -429,9 +481,20 @@ static void *tx_thread(void *arg)
 
 /* ---- RX ---- */
 
+/* A frame waiting in spill for chains that will not come (stop, reset, no room):
+ * counted as a drop. */
+static void rx_drop_spill(struct net_worker *w)
+{
+	if (!w->spill_len)
+		return;
+	w->spill_len = 0;
+	stat_add(&w->n->vdev.q[w->qi].stats.drops, 1);
+}
+
 /* Give back every held chain (the last ones popped). */
 static void rx_release(struct net_worker *w)
 {
+	rx_drop_spill(w);
 	if (w->nheld && !w->broken)
 		vq_unpop(&w->n->vdev.q[w->qi].vq, (u16)w->nheld);
 	w->nheld = w->nheld_iov = 0;
@@ -462,6 +525,7 @@ static int rx_gather(struct net_worker *w, u64 want)
 	struct virtqueue *vq = &w->n->vdev.q[w->qi].vq;
 	struct vq_elem *e = w->elem;
 	int max = w->n->mrg_rxbuf ? RX_MAX_CHAINS : 1;
+	int max_iov = w->spill ? RX_MAX_IOV - 1 : RX_MAX_IOV; /* readv's limit, spill included */
 
 	while (w->nheld < max && w->held_len < want) {
 		int r = vq_pop(vq, e);
@@ -477,7 +541,7 @@ static int rx_gather(struct net_worker *w, u64 want)
 			queue_broken(w, "receive buffer smaller than the header");
 			return GATHER_BROKEN;
 		}
-		if (w->nheld_iov + e->in_num > RX_MAX_IOV) {
+		if (w->nheld_iov + e->in_num > max_iov) {
 			vq_unpop(vq, 1);
 			break;
 		}
@@ -490,32 +554,19 @@ static int rx_gather(struct net_worker *w, u64 want)
 	return GATHER_OK;
 }
 
-enum { RECV_NONE, RECV_DONE, RECV_ERROR };
+enum { RECV_NONE, RECV_DONE, RECV_SPILLED, RECV_ERROR, RECV_GONE };
 
-/* Receive one frame into the held chains; fill the used elements of those it took. */
-static int rx_one(struct net_worker *w, struct net_backend *be)
+/* The frame (got bytes, header included) is in the first held chains: fill their used
+ * elements and num_buffers, count it, forget those chains. */
+static void rx_complete(struct net_worker *w, u64 got)
 {
 	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
-	ssize_t got = be->ops->recv(be, w->iov, w->nheld_iov);
 	u64 rem;
 	int used = 0;
 	u16 nb;
 
-	if (got == -EAGAIN)
-		return RECV_NONE;
-	if (got < 0) {
-		/* Backend error: nothing was consumed that we know of; wait for readiness again. */
-		stat_add(&st->drops, 1);
-		pr_debug("virtio-net %s: receive: %s", w->qname, strerror((int)-got));
-		return RECV_ERROR;
-	}
-	if ((u64)got < HDR_LEN || (u64)got > w->held_len) {
-		/* A backend that broke its contract: the frame is gone; keep the buffers. */
-		stat_add(&st->drops, 1);
-		return RECV_DONE;
-	}
 	/* Buffers are filled in order: the frame spans as many chains as it needs. */
-	rem = (u64)got;
+	rem = got;
 	for (used = 0; used < w->nheld && rem; used++)
 		rem -= MIN(rem, w->held[used].len);
 	/* num_buffers lives inside the first chain (its writable part is >= 12 bytes),
@@ -523,7 +574,7 @@ static int rx_one(struct net_worker *w, struct net_backend *be)
 	 * MRG_RXBUF is off. Written before any used element that could be flushed. */
 	nb = htole16((u16)used);
 	iov_to(w->iov, w->held[0].niov, NUM_BUFFERS_OFF, &nb, sizeof(nb));
-	rem = (u64)got;
+	rem = got;
 	for (int i = 0; i < used; i++) {
 		u64 l = MIN(rem, w->held[i].len);
 
@@ -531,8 +582,69 @@ static int rx_one(struct net_worker *w, struct net_backend *be)
 		fill_used(w, w->held[i].head, (u32)l);
 	}
 	stat_add(&st->packets, 1);
-	stat_add(&st->bytes, (u64)got - HDR_LEN);
+	stat_add(&st->bytes, got - HDR_LEN);
 	rx_consume(w, used);
+}
+
+/* Receive one frame into the held chains; fill the used elements of those it took. A
+ * frame longer than them is kept in spill (RECV_SPILLED: the caller gathers more
+ * chains and calls again) or dropped and counted, never delivered cut. */
+static int rx_one(struct net_worker *w, struct net_backend *be)
+{
+	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
+	int niov = w->nheld_iov;
+	u64 room = 0;
+	ssize_t got;
+
+	if (w->spill_len) {
+		/* The waiting frame, now with more chains held (or all there will be). */
+		if (w->spill_len > w->held_len) {
+			rx_drop_spill(w);
+			return RECV_DONE;
+		}
+		iov_to(w->iov, w->nheld_iov, w->spill_off, w->spill, w->spill_len - w->spill_off);
+		got = (ssize_t)w->spill_len;
+		w->spill_len = 0;
+		rx_complete(w, (u64)got);
+		return RECV_DONE;
+	}
+	/* Without peek_len the frame's size is unknown until read: lend recv the spill
+	 * buffer behind the chains (rx_gather keeps an iovec free for it). */
+	if (w->spill && w->held_len < SPILL_CAP) {
+		room = SPILL_CAP - w->held_len;
+		w->iov[niov++] = (struct iovec){ .iov_base = w->spill, .iov_len = room };
+	}
+	got = be->ops->recv(be, w->iov, niov);
+	if (got == -EAGAIN)
+		return RECV_NONE;
+	if (got < 0 && gone_error(got)) {
+		backend_gone(w, got);
+		return RECV_GONE;
+	}
+	if (got < 0) {
+		/* Backend error: nothing was consumed that we know of; wait for readiness again. */
+		stat_add(&st->drops, 1);
+		pr_debug_rl(&w->n->log_rl, "virtio-net %s: receive: %s", w->qname, strerror((int)-got));
+		return RECV_ERROR;
+	}
+	if ((u64)got < HDR_LEN) {
+		/* A backend that broke its contract: the frame is gone; keep the buffers. */
+		stat_add(&st->drops, 1);
+		return RECV_DONE;
+	}
+	if ((u64)got > w->held_len || (room && (u64)got == w->held_len + room)) {
+		/* Longer than the chains. Whole in chains + spill (shorter than their total)
+		 * and more chains may come (MRG_RXBUF): wait for them. Otherwise (cut by the
+		 * backend, or one chain per frame) it is lost: counted, the chains kept. */
+		if ((u64)got < w->held_len + room && w->n->mrg_rxbuf) {
+			w->spill_off = w->held_len;
+			w->spill_len = (u64)got;
+			return RECV_SPILLED;
+		}
+		stat_add(&st->drops, 1);
+		return RECV_DONE;
+	}
+	rx_complete(w, (u64)got);
 	return RECV_DONE;
 }
 
@@ -553,12 +665,20 @@ static enum rx_wait rx_drain(struct net_worker *w)
 	int frames = 0;
 
 	while (frames < BATCH && !stopping(n)) {
-		ssize_t peek = be->ops->peek_len ? be->ops->peek_len(be) : -ENOTSUP;
+		/* A frame waiting in spill comes first; its size is known. */
+		ssize_t peek = w->spill_len ? (ssize_t)w->spill_len
+			       : be->ops->peek_len ? be->ops->peek_len(be) : -ENOTSUP;
 		u64 want = peek > 0 ? MIN((u64)peek, (u64)MAX_PKT) : MAX_PKT;
 		int g, r;
 
 		if (peek == 0)
 			break; /* nothing pending: wait on the backend */
+		if (peek < 0 && gone_error(peek)) {
+			backend_gone(w, peek);
+			rx_release(w);
+			next = RX_WAIT_DEAD;
+			break;
+		}
 		g = rx_gather(w, want);
 		if (g == GATHER_BROKEN) {
 			next = RX_WAIT_DEAD;
@@ -577,6 +697,13 @@ static enum rx_wait rx_drain(struct net_worker *w)
 			break;
 		}
 		r = rx_one(w, be);
+		if (r == RECV_SPILLED)
+			continue;
+		if (r == RECV_GONE) {
+			rx_release(w);
+			next = RX_WAIT_DEAD;
+			break;
+		}
 		if (r == RECV_ERROR)
 			next = RX_WAIT_BACKOFF;
 		if (r != RECV_DONE)
@@ -603,6 +730,8 @@ static void *rx_thread(void *arg)
 	/* We learn about buffers by looking at the ring when a frame is pending; kicks
 	 * are needed only once it ran dry (vq_enable_notify in rx_drain). */
 	vq_disable_notify(&q->vq);
+	if (is_gone(n))
+		next = RX_WAIT_DEAD;
 	for (;;) {
 		int m;
 
@@ -870,8 +999,10 @@ static void worker_free(struct net_worker *w)
 {
 	free(w->elem);
 	free(w->iov);
+	free(w->spill);
 	w->elem = NULL;
 	w->iov = NULL;
+	w->spill = NULL;
 }
 
 static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int pair)
@@ -897,8 +1028,18 @@ static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int
 	else
 		snprintf(w->qname, sizeof(w->qname), "%s%d", prefix[kind], pair);
 	w->elem = malloc(sizeof(*w->elem));
-	if (kind == W_RX)
+	if (kind == W_RX) {
+		struct net_backend *be = n->be[pair];
+		bool peeks = be->ops->peek_len && be->ops->peek_len(be) != -ENOTSUP;
+
 		w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov));
+		if (!peeks)
+			w->spill = malloc(SPILL_CAP);
+		if (!peeks && !w->spill) {
+			worker_free(w);
+			return -ENOMEM;
+		}
+	}
 	if (!w->elem || (kind == W_RX && !w->iov)) {
 		worker_free(w);
 		return -ENOMEM;
@@ -930,7 +1071,8 @@ static int net_start(struct virtio_device *vdev)
 	net_offloads_from_features(f, &off);
 	for (int p = 0; p < n->pairs; p++) {
 		if (n->be[p]->ops->set_offloads && (ret = n->be[p]->ops->set_offloads(n->be[p], &off)) < 0) {
-			pr_warn("virtio-net: %s: setting offloads: %s", n->be[p]->ifname, strerror(-ret));
+			pr_warn_rl(&n->log_rl, "virtio-net: %s: setting offloads: %s", n->be[p]->ifname,
+				   strerror(-ret));
 			goto out;
 		}
 	}
@@ -946,7 +1088,7 @@ static int net_start(struct virtio_device *vdev)
 out:
 	pthread_mutex_unlock(&n->run_lock);
 	if (ret < 0) {
-		pr_warn("virtio-net: cannot start: %s", strerror(-ret));
+		pr_warn_rl(&n->log_rl, "virtio-net: cannot start: %s", strerror(-ret));
 		net_stop(vdev);
 	}
 	return ret;
@@ -1117,8 +1259,7 @@ void virtio_net_destroy(struct virtio_net *n)
 	close(n->stop_fd);
 	pthread_mutex_destroy(&n->cfg_lock);
 	pthread_mutex_destroy(&n->run_lock);
-	if (!n->pci) /* else virtio_pci_destroy did */
-		pthread_mutex_destroy(&n->vdev.lock);
+	pthread_mutex_destroy(&n->vdev.lock);
 	free(n);
 }
 
@@ -1129,14 +1270,14 @@ struct virtio_device *virtio_net_vdev(struct virtio_net *n)
 
 void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *arg)
 {
-	n->tx_hook_arg = arg;
-	n->tx_hook = fn;
+	__atomic_store_n(&n->tx_hook_arg, arg, __ATOMIC_RELAXED);
+	__atomic_store_n(&n->tx_hook, fn, __ATOMIC_RELEASE);
 }
 
 /* Queue names in the layout the driver negotiated (all pairs if it never got that far). */
 static int stats_rows(struct virtio_net *n, int qi[], const char *name[], char buf[][24])
 {
-	u64 f = n->vdev.features;
+	u64 f = __atomic_load_n(&n->vdev.features, __ATOMIC_RELAXED);
 	int pairs = (!f || (f & F(VIRTIO_NET_F_MQ))) ? n->pairs : 1, rows = 0;
 
 	for (int p = 0; p < pairs; p++) {

@@ -101,7 +101,9 @@ static int vq_malformed(struct virtqueue *vq, const char *why)
 {
 	vq->broken = true;
 	vq->nr_malformed++;
-	pr_debug("virtqueue: malformed ring (%s), queue stopped until reset", why);
+	/* No log line here: a guest could repeat this after every reset. The device reports
+	 * it, rate-limited, through virtio_set_needs_reset. */
+	vq->malformed_why = why;
 	return -EINVAL;
 }
 
@@ -253,7 +255,7 @@ bool vq_should_notify(struct virtqueue *vq)
 	 * processes the element without waiting for an interrupt. Without this fence the
 	 * x86 store buffer lets both loads see old values and the wake-up is lost.
 	 */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	full_barrier();
 	if (!vq->event_idx)
 		return !(load16(&vq->avail->flags) & VRING_AVAIL_F_NO_INTERRUPT);
 
@@ -303,6 +305,6 @@ bool vq_enable_notify(struct virtqueue *vq)
 	 * the new avail->idx here and the caller keeps draining. Without the fence the
 	 * store could sit in the store buffer past our load: both miss, the queue stalls.
 	 */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	full_barrier();
 	return __atomic_load_n(&vq->avail->idx, __ATOMIC_ACQUIRE) != vq->last_avail;
 }

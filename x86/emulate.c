@@ -11,7 +11,8 @@
 #define RFLAGS_AC (1ULL << 18)
 #define BP_VECTOR 3
 
-static const char *const emu_names[EMU_NR] = {
+/* Unsized, so the assertion below fails when a completion is added without a name. */
+static const char *const emu_names[] = {
 	[EMU_INT3] = "int3",
 	[EMU_CLAC] = "clac",
 	[EMU_STAC] = "stac",

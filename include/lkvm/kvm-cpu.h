@@ -17,11 +17,17 @@ struct kvm_cpu {
 	struct kvm_run *run;
 	pthread_t thread;
 	bool started;
-	/* Per-vCPU exit counters, by KVM exit reason (only read after the thread joined
-	 * or as a racy snapshot for statistics). */
+	/* Per-vCPU exit counters, by KVM exit reason. Written only by the vCPU thread, read
+	 * by --stats on SIGUSR2 while it runs: both sides use relaxed atomics
+	 * (kvm_cpu_count), a plain load + store on x86, no locked instruction. */
 	u64 exits[64];
 	u64 pio_exits, mmio_exits;
 };
+
+static inline void kvm_cpu_count(u64 *c)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
 
 int kvm_cpu_create(struct kvm *kvm, int id, char *err, size_t errlen) __must_check;
 void kvm_cpu_destroy(struct kvm_cpu *vcpu);

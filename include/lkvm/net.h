@@ -70,8 +70,11 @@ struct net_backend_ops {
 	 * full (caller waits for writability), or another -errno (frame dropped). */
 	ssize_t (*send)(struct net_backend *be, const struct iovec *iov, int iovcnt);
 	/* Receive one frame into iov (12-byte virtio_net_hdr_v1 first, filled by the
-	 * backend); returns bytes written including the header, -EAGAIN when nothing is
-	 * pending, or another -errno. A frame longer than iov is truncated and counted. */
+	 * backend); returns the bytes written including the header, -EAGAIN when nothing
+	 * is pending, or another -errno. A frame longer than iov is consumed and cut
+	 * silently, as tun's read does (the result is then the iov's total): a caller that
+	 * must not deliver cut frames offers more room than the largest frame, or knows
+	 * the size from peek_len first. */
 	ssize_t (*recv)(struct net_backend *be, const struct iovec *iov, int iovcnt);
 	/* Bytes of the next pending frame including the header, 0 when none (optional). */
 	ssize_t (*peek_len)(struct net_backend *be);
@@ -104,6 +107,12 @@ int net_fake_inject(struct net_backend *be, const void *frame, size_t len) __mus
 /* Copies the oldest sent frame (with its 12-byte header) into buf; returns its length,
  * 0 when none, -EMSGSIZE (frame kept) when len is too small. */
 ssize_t net_fake_take(struct net_backend *be, void *buf, size_t len);
+/* Make the fake behave like a tap, whose frame sizes are unknown until read:
+ * peek_len returns -ENOTSUP. Set it before the device starts. */
+void net_fake_set_no_peek(struct net_backend *be, bool no_peek);
+/* Make the fake behave like a tap whose interface was deleted: send and recv fail with
+ * -EBADFD from now on, rx_fd stays readable. */
+void net_fake_set_gone(struct net_backend *be);
 /* The offloads last given to the fake's set_offloads (all false initially). */
 void net_fake_offloads(struct net_backend *be, struct net_offloads *out);
 

@@ -68,6 +68,9 @@ struct pci_device;
 typedef bool (*pci_cfg_read_fn)(struct pci_device *dev, u16 off, int len, u32 *val);
 /* Called after a guest write to the device-specific area was stored through wmask. */
 typedef void (*pci_cfg_write_fn)(struct pci_device *dev, u16 off, int len, u32 val);
+/* BAR bar was mapped or unmapped (moved, decode toggled, a failed mapping); ask
+ * pci_bar_base where it is now. */
+typedef void (*pci_bar_moved_fn)(struct pci_device *dev, int bar);
 
 struct pci_bar {
 	u32 size;
@@ -75,7 +78,8 @@ struct pci_bar {
 	void *opaque;
 	const char *name;
 	/* Bus-private: where the range is registered on kvm->mmio (accessed atomically,
-	 * the handler trampoline reads it without the bus lock). */
+	 * the handler trampoline reads it without the bus lock; UINT64_MAX while not
+	 * mapped). Others ask pci_bar_base. */
 	u64 mapped_at;
 	bool mapped;
 };
@@ -86,6 +90,7 @@ struct pci_device {
 	struct pci_bar bar[PCI_NUM_BARS];
 	pci_cfg_read_fn cfg_read;
 	pci_cfg_write_fn cfg_write;
+	pci_bar_moved_fn bar_moved; /* optional */
 	void *priv;           /* device's own pointer, for the hooks */
 	const char *name;
 	/* Set by the bus. */
@@ -100,6 +105,7 @@ struct pci_bus {
 	struct pci_device *slots[PCI_MAX_SLOTS];
 	struct pci_device host_bridge;
 	u64 next_mmio;        /* allocator cursor inside the MMIO window */
+	struct ratelimit log_rl; /* guest-triggered messages (BAR collisions) */
 };
 
 /* Create bus 0 with the host bridge in slot 0, register 0xCF8-0xCFB and 0xCFC-0xCFF on
@@ -114,6 +120,9 @@ void pci_bus_destroy(struct kvm *kvm);
  * decode and map the BARs. Returns the slot or -errno (-ENOSPC: no slot or address
  * space, -EINVAL: bad BAR size). */
 int pci_device_register(struct kvm *kvm, struct pci_device *dev) __must_check;
+/* Where BAR i is mapped now, 0 when it is not (decode off, unassigned, or its mapping
+ * failed): what an ioeventfd inside the BAR must follow. Lock-free. */
+u64 pci_bar_base(const struct pci_device *dev, int i);
 /* Unmap its BARs and free its slot; no-op if dev is not on a bus. */
 void pci_device_unregister(struct pci_device *dev);
 

@@ -3,6 +3,7 @@
 #define LKVM_UTIL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +38,30 @@ void lkvm_set_log_level(enum log_level lvl);
 #define pr_info(...) lkvm_log(LOG_INFO, __VA_ARGS__)
 #define pr_debug(...) lkvm_log(LOG_DEBUG, __VA_ARGS__)
 
+/*
+ * Rate limit for messages a guest can trigger (it must not be able to flood the host's
+ * log): at most RATELIMIT_BURST lines per RATELIMIT_INTERVAL_MS for one limiter, then
+ * silence; the next line that passes says how many were suppressed. A zeroed struct is
+ * ready to use; keep one per message source in the device's state (never file-static).
+ * Lock-free: concurrent callers may let a line or two more through a window, never an
+ * unbounded number.
+ */
+#define RATELIMIT_BURST 5
+#define RATELIMIT_INTERVAL_MS 5000
+struct ratelimit {
+	atomic_ullong start_ns; /* start of the current window (0: none yet) */
+	atomic_uint count;      /* lines asked for in this window */
+	atomic_uint missed;     /* suppressed since the last line that passed */
+};
+/* True when a line may go out now; *missed is then the number suppressed before it. */
+bool ratelimit_allow(struct ratelimit *rl, unsigned *missed) __must_check;
+/* lkvm_log through rl; below the log threshold nothing is counted. */
+void lkvm_log_rl(struct ratelimit *rl, enum log_level lvl, const char *fmt, ...) __printf(3, 4);
+#define pr_err_rl(rl, ...) lkvm_log_rl(rl, LOG_ERR, __VA_ARGS__)
+#define pr_warn_rl(rl, ...) lkvm_log_rl(rl, LOG_WARN, __VA_ARGS__)
+#define pr_info_rl(rl, ...) lkvm_log_rl(rl, LOG_INFO, __VA_ARGS__)
+#define pr_debug_rl(rl, ...) lkvm_log_rl(rl, LOG_DEBUG, __VA_ARGS__)
+
 /* Format an error message into buf (library code reports problems this way and
  * returns -errno; only main/command files print). Always NUL-terminates. */
 void errfmt(char *buf, size_t len, const char *fmt, ...) __printf(3, 4);
@@ -46,6 +71,18 @@ int read_file(const char *path, u8 **data, size_t *len) __must_check;
 
 /* Monotonic clock in nanoseconds. */
 u64 now_ns(void);
+
+/* A full memory barrier (store-load ordering included). GCC refuses fences under
+ * ThreadSanitizer, which does not model them: there it is the x86 locked no-op Linux's
+ * smp_mb() uses, the same barrier in hardware, invisible to TSan. */
+static inline void full_barrier(void)
+{
+#ifdef __SANITIZE_THREAD__
+	__asm__ __volatile__("lock; orl $0, (%%rsp)" ::: "memory", "cc");
+#else
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
 
 /* Overflow-checked a + b <= limit, in u64. */
 static inline bool range_ok(u64 base, u64 len, u64 limit)

@@ -77,19 +77,22 @@ struct virtio_device {
 	int nr_queues;
 	struct virtio_queue q[VIRTIO_MAX_QUEUES];
 	u64 host_features;           /* offered */
-	u64 features;                /* negotiated (valid after FEATURES_OK) */
+	u64 features;                /* negotiated (valid after FEATURES_OK); written by the
+	                              * transport under lock, read elsewhere with atomics */
 	atomic_uint status;          /* VIRTIO_CONFIG_S_* */
 	atomic_uint isr;             /* ISR status bits for INTx */
-	u8 config_generation;
+	u8 config_generation;        /* atomics: bumped by devices too (virtio_config_changed) */
 	bool use_ioeventfd;          /* per-device: --no-ioeventfd / ioeventfd=off clear it */
 	bool msix_enabled;
-	pthread_mutex_t lock;        /* transport state: common config, status, MSI-X table */
+	pthread_mutex_t lock;        /* transport state: common config, status, MSI-X table;
+	                              * initialised and destroyed by the device */
 	void *transport;             /* struct virtio_pci */
 	/* Set by the transport: raise the legacy interrupt after ISR bits were set (used
 	 * when a queue has no irqfd). NULL in tests without a transport. */
 	void (*intx_notify)(struct virtio_device *vdev);
 	int config_irq_fd;           /* irqfd of the config vector, -1 without MSI-X */
-	atomic_bool needs_reset_logged;
+	atomic_bool needs_reset_logged; /* once per reset cycle ... */
+	struct ratelimit log_rl;     /* ... and rate-limited: a guest may loop resets */
 };
 
 /* Called by device threads; transport-independent (virtio/core.c). */
@@ -98,6 +101,9 @@ struct virtio_device {
 void virtio_notify_queue(struct virtio_device *vdev, int qi);
 /* Config-change interrupt (ISR bit 1 / config vector). */
 void virtio_notify_config(struct virtio_device *vdev);
+/* The device changed its config space (device thread, no lock): bump config_generation
+ * so a driver reading several fields sees the change, then the config-change interrupt. */
+void virtio_config_changed(struct virtio_device *vdev);
 /* The driver broke a queue: set DEVICE_NEEDS_RESET, log once, notify config. The
  * device stops using that queue; lkvm and other devices carry on. */
 void virtio_set_needs_reset(struct virtio_device *vdev, const char *why);
@@ -110,8 +116,8 @@ void virtio_set_needs_reset(struct virtio_device *vdev, const char *why);
  * INTx through the queue's PCI pin when MSI-X is off. nr_queues and ops must be set.
  * Returns 0 or -errno.
  * Before calling: vdev->ops, vdev->priv, vdev->use_ioeventfd (and host_features, if
- * any beyond ops->get_features) are set. The call (re)initialises vdev->lock (left
- * initialised on failure; virtio_pci_destroy destroys it), every
+ * any beyond ops->get_features) are set, and vdev->lock is initialised: the device owns
+ * it (initialises and destroys it), the transport only takes it. The call sets every
  * q[i] (max_size = size = queue_max_size, a power of two <= VQ_MAX_SIZE; kick_fd
  * created; irq_fd -1; stats zeroed), kvm, nr_queues (1..VIRTIO_MAX_QUEUES),
  * transport, intx_notify, config_irq_fd; it ORs ops->get_features and VERSION_1 into

@@ -37,6 +37,7 @@ struct virtqueue {
 	u16 signalled_used;        /* used_idx when we last interrupted (EVENT_IDX) */
 	bool signalled_used_valid;
 	u64 nr_malformed;          /* chains rejected */
+	const char *malformed_why; /* the last rejection's reason (a static string) */
 };
 
 /* Map a queue whose driver set size and the three guest addresses. Checks: size a power

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "capture.h"
 #include "check_main.h"
 #include "lkvm/boot.h"
 #include "lkvm/kvm.h"
@@ -333,6 +334,79 @@ START_TEST(test_bar_collision)
 }
 END_TEST
 
+static int moved_calls;
+
+static void count_moves(struct pci_device *dev, int bar)
+{
+	moved_calls++;
+}
+
+/* A BAR whose mapping failed is not "mapped" anywhere: pci_bar_base says 0 (what an
+ * ioeventfd would follow), its mover hears of it, and moving it somewhere free maps it. */
+START_TEST(test_bar_collision_leaves_no_address)
+{
+	struct kvm *kvm = vm_new();
+	struct pci_bus *bus = kvm->pci;
+	struct tdev a, b;
+	u32 a0, b0;
+	bool hit;
+
+	tdev_init(&a, 0x1000, 0);
+	tdev_init(&b, 0x1000, 0);
+	b.pci.bar_moved = count_moves;
+	ck_assert_int_eq(pci_device_register(kvm, &a.pci), 1);
+	ck_assert_int_eq(pci_device_register(kvm, &b.pci), 2);
+	a0 = pci_cfg_read(bus, 1, 0x10, 4);
+	b0 = pci_cfg_read(bus, 2, 0x10, 4);
+	ck_assert_uint_eq(pci_bar_base(&b.pci, 0), b0);
+	ck_assert_uint_eq(pci_bar_base(&b.pci, 2), 0); /* no such BAR */
+	moved_calls = 0;
+	pci_cfg_write(bus, 2, 0x10, 4, a0);
+	ck_assert_uint_eq(pci_bar_base(&b.pci, 0), 0);
+	ck_assert_uint_eq(pci_bar_base(&a.pci, 0), a0);
+	ck_assert_int_ge(moved_calls, 1);
+	/* Moved to a free address while decoding: mapped there. */
+	pci_cfg_write(bus, 2, 0x10, 4, 0xd8000000u);
+	ck_assert_uint_eq(pci_bar_base(&b.pci, 0), 0xd8000000u);
+	b.accesses = 0;
+	mmio_read(kvm, 0xd8000000u, &hit);
+	ck_assert(hit);
+	ck_assert_int_eq(b.accesses, 1);
+	/* Decode off: nowhere. */
+	pci_cfg_write(bus, 2, PCI_COMMAND, 2, 0);
+	ck_assert_uint_eq(pci_bar_base(&b.pci, 0), 0);
+	vm_free(kvm);
+}
+END_TEST
+
+/* A guest retrying a colliding BAR forever logs a bounded number of lines. */
+START_TEST(test_bar_collision_log_bounded)
+{
+	struct kvm *kvm = vm_new();
+	struct pci_bus *bus = kvm->pci;
+	struct tdev a, b;
+	struct capture c;
+	u32 a0;
+	int lines;
+
+	tdev_init(&a, 0x1000, 0);
+	tdev_init(&b, 0x1000, 0);
+	ck_assert_int_eq(pci_device_register(kvm, &a.pci), 1);
+	ck_assert_int_eq(pci_device_register(kvm, &b.pci), 2);
+	a0 = pci_cfg_read(bus, 1, 0x10, 4);
+	capture_start(&c);
+	for (int i = 0; i < 1000; i++) {
+		pci_cfg_write(bus, 2, PCI_COMMAND, 2, 0);
+		pci_cfg_write(bus, 2, 0x10, 4, a0);
+		pci_cfg_write(bus, 2, PCI_COMMAND, 2, PCI_COMMAND_MEMORY);
+	}
+	lines = capture_end(&c, NULL, 0);
+	ck_assert_int_ge(lines, 1);
+	ck_assert_int_le(lines, RATELIMIT_BURST);
+	vm_free(kvm);
+}
+END_TEST
+
 static Suite *pci_suite(void)
 {
 	Suite *s = suite_create("pci");
@@ -344,6 +418,8 @@ static Suite *pci_suite(void)
 	tcase_add_test(tc, test_register_rejects);
 	tcase_add_test(tc, test_bar_sizing_and_move);
 	tcase_add_test(tc, test_bar_collision);
+	tcase_add_test(tc, test_bar_collision_leaves_no_address);
+	tcase_add_test(tc, test_bar_collision_log_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -7,11 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_net.h>
 #include <linux/virtio_ring.h>
 
+#include "capture.h"
 #include "check_main.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-net.h"
@@ -212,6 +214,60 @@ static bool wait_needs_reset(void)
 	return false;
 }
 
+/*
+ * Wait until the device thread `name` is blocked in poll/ppoll, i.e. it has handled
+ * everything it was woken for. An eventfd write (kick, injected frame) makes a thread
+ * waiting on it runnable before write() returns, and /proc/<tid>/syscall shows
+ * "running" for a runnable thread, so once this returns true after such a write, the
+ * thread has seen it and gone back to sleep: a "nothing happened" check that follows
+ * is exact, with no guess at how long the device might take.
+ */
+static bool thread_idle_now(const char *name)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	bool idle = false;
+
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d))) {
+		char path[300], comm[32] = "", sc[64] = "";
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+		if (strcmp(comm, name))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/syscall", de->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(sc, sizeof(sc), f)) {
+			long nr = strtol(sc, NULL, 10);
+
+			idle = strncmp(sc, "running", 7) && (nr == SYS_poll || nr == SYS_ppoll);
+		}
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return idle;
+}
+
+static bool wait_thread_idle(const char *name)
+{
+	for (int ms = 0; ms < WAIT_MS; ms++) {
+		if (thread_idle_now(name))
+			return true;
+		poll(NULL, 0, 1);
+	}
+	return false;
+}
+
 /* Is the queue's interrupt eventfd signalled (within ms)? Consumes it. */
 static bool irq_fired(int qi, int ms)
 {
@@ -283,7 +339,7 @@ START_TEST(rx_waits_for_buffers)
 	fill_pattern(frame, sizeof(frame), 9);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	/* Ring empty: the device asks for a kick at the next chain (avail_event = 0). */
-	poll(NULL, 0, 50);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
 	ck_assert_uint_eq(used_idx(0), 0);
 	ck_assert_uint_eq(t.be[0]->ops->peek_len(t.be[0]), 112);
 	buf = galloc(4096);
@@ -369,13 +425,98 @@ START_TEST(rx_mergeable_waits_for_room)
 	kick(0);
 	fill_pattern(frame, sizeof(frame), 5);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
-	poll(NULL, 0, 50);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
 	ck_assert_uint_eq(used_idx(0), 0);
 	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
 	kick(0);
 	ck_assert(wait_used(0, 3));
 	ck_assert_uint_eq(rx_num_buffers(b1), 3);
 	ck_assert_uint_eq(STAT(0, bytes), 5000);
+	dev_destroy();
+}
+END_TEST
+
+/* A backend that cannot tell a frame's size before reading it (a tap): a frame longer
+ * than the receive buffer is dropped and counted, never delivered cut. */
+START_TEST(rx_no_peek_long_frame_dropped)
+{
+	static u8 big[500], small[60];
+	u64 buf;
+	u16 head;
+
+	dev_create(1, NULL);
+	net_fake_set_no_peek(t.be[0], true);
+	dev_start(BASE_FEATURES, 256);
+	buf = galloc(200);
+	head = post(0, &(struct tb){ buf, 200, true }, 1);
+	kick(0);
+	fill_pattern(big, sizeof(big), 21);
+	fill_pattern(small, sizeof(small), 22);
+	ck_assert_int_eq(net_fake_inject(t.be[0], big, sizeof(big)), 0);
+	for (int ms = 0; ms < WAIT_MS && STAT(0, drops) == 0; ms++)
+		poll(NULL, 0, 1);
+	ck_assert_uint_eq(STAT(0, drops), 1);
+	ck_assert_uint_eq(used_idx(0), 0);
+	/* The buffer is still there for the next frame, which fits. */
+	ck_assert_int_eq(net_fake_inject(t.be[0], small, sizeof(small)), 0);
+	ck_assert(wait_used(0, 1));
+	ck_assert_uint_eq(t.q[0].used->ring[0].id, head);
+	ck_assert_uint_eq(t.q[0].used->ring[0].len, 72);
+	ck_assert_mem_eq(gp(buf + 12), small, sizeof(small));
+	ck_assert_uint_eq(STAT(0, packets), 1);
+	ck_assert_uint_eq(STAT(0, bytes), 60);
+	ck_assert_uint_eq(STAT(0, drops), 1);
+	dev_destroy();
+}
+END_TEST
+
+/* The same with MRG_RXBUF: a frame longer than the buffers posted so far waits for more
+ * (read already, kept aside), then arrives whole across them. */
+START_TEST(rx_no_peek_mergeable_waits_whole)
+{
+	static u8 frame[3000], got[3000];
+	u64 b[4];
+	size_t off;
+
+	dev_create(1, NULL);
+	net_fake_set_no_peek(t.be[0], true);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF) | F(VIRTIO_RING_F_EVENT_IDX), 256);
+	for (int i = 0; i < 4; i++)
+		b[i] = galloc(1000);
+	post(0, &(struct tb){ b[0], 1000, true }, 1);
+	post(0, &(struct tb){ b[1], 1000, true }, 1);
+	kick(0);
+	fill_pattern(frame, sizeof(frame), 31);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	ck_assert_uint_eq(used_idx(0), 0);
+	ck_assert_uint_eq(STAT(0, drops), 0);
+	post(0, &(struct tb){ b[2], 1000, true }, 1);
+	post(0, &(struct tb){ b[3], 1000, true }, 1);
+	kick(0);
+	ck_assert(wait_used(0, 4));
+	ck_assert_uint_eq(rx_num_buffers(b[0]), 4);
+	ck_assert_uint_eq(t.q[0].used->ring[3].len, 12);
+	memcpy(got, gp(b[0] + 12), 988);
+	off = 988;
+	for (int i = 1; i < 4; i++) {
+		size_t n = MIN(sizeof(frame) - off, (size_t)1000);
+
+		memcpy(got + off, gp(b[i]), n);
+		off += n;
+	}
+	ck_assert_uint_eq(off, sizeof(frame));
+	ck_assert_mem_eq(got, frame, sizeof(frame));
+	ck_assert_uint_eq(STAT(0, packets), 1);
+	ck_assert_uint_eq(STAT(0, drops), 0);
+	/* A frame that waits while the device stops is counted as dropped. */
+	post(0, &(struct tb){ b[0], 1000, true }, 1);
+	kick(0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	t.vdev->ops->stop(t.vdev);
+	ck_assert_uint_eq(STAT(0, drops), 1);
+	ck_assert_uint_eq(used_idx(0), 4);
 	dev_destroy();
 }
 END_TEST
@@ -520,7 +661,7 @@ START_TEST(tx_malformed_chain_needs_reset)
 	good = galloc(72);
 	post(1, &(struct tb){ good, 72, false }, 1);
 	kick(1);
-	poll(NULL, 0, 50);
+	ck_assert(wait_thread_idle("lkvm-net-tx0"));
 	ck_assert_uint_eq(used_idx(1), 0);
 	/* RX still works. */
 	rx = galloc(2048);
@@ -541,6 +682,48 @@ START_TEST(tx_buffer_outside_ram_needs_reset)
 	kick(1);
 	ck_assert(wait_needs_reset());
 	ck_assert_uint_eq(used_idx(1), 0);
+	dev_destroy();
+}
+END_TEST
+
+/* The backend disappears (a deleted tap): link down in the config space, a config-change
+ * interrupt, one log line; TX keeps consuming (dropping) what the guest sends. */
+START_TEST(backend_gone_link_down)
+{
+	struct virtio_net_config c;
+	struct capture cap;
+	char out[512];
+	int lines;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_STATUS), 256);
+	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&c, sizeof(c));
+	ck_assert_uint_eq(c.status, VIRTIO_NET_S_LINK_UP);
+	ck_assert_uint_eq(atomic_load(&t.vdev->isr), 0);
+	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
+	kick(0);
+	capture_start(&cap);
+	net_fake_set_gone(t.be[0]);
+	for (int ms = 0; ms < WAIT_MS && !(atomic_load(&t.vdev->isr) & 2); ms++)
+		poll(NULL, 0, 1);
+	ck_assert_uint_eq(atomic_load(&t.vdev->isr) & 2, 2);
+	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&c, sizeof(c));
+	ck_assert_uint_eq(c.status & VIRTIO_NET_S_LINK_UP, 0);
+	/* TX: each chain used (and counted as dropped), none left waiting. */
+	for (int i = 0; i < 10; i++)
+		post(1, &(struct tb){ galloc(72), 72, false }, 1);
+	kick(1);
+	ck_assert(wait_used(1, 10));
+	ck_assert_uint_eq(STAT(1, drops), 10);
+	/* A reset and a new start: still down, still quiet. */
+	t.vdev->ops->stop(t.vdev);
+	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	lines = capture_end(&cap, out, sizeof(out));
+	ck_assert_int_eq(lines, 1);
+	ck_assert_msg(strstr(out, "tap fake is gone") && strstr(out, "link down"), "%s", out);
+	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&c, sizeof(c));
+	ck_assert_uint_eq(c.status & VIRTIO_NET_S_LINK_UP, 0);
 	dev_destroy();
 }
 END_TEST
@@ -567,7 +750,8 @@ START_TEST(event_idx_suppresses_interrupts)
 	ck_assert(wait_used(0, 2));
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_used(0, 3));
-	ck_assert(!irq_fired(0, 100));
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	ck_assert(!irq_fired(0, 0));
 	/* used_event = 3: the next element takes used idx from 3 to 4, crossing it. */
 	__atomic_store_n(used_event, 3, __ATOMIC_RELEASE);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
@@ -597,7 +781,8 @@ START_TEST(no_interrupt_flag_respected)
 	kick(0);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_used(0, 1));
-	ck_assert(!irq_fired(0, 100));
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	ck_assert(!irq_fired(0, 0));
 	ck_assert_uint_eq(STAT(0, irqs), 0);
 	dev_destroy();
 }
@@ -876,8 +1061,7 @@ START_TEST(stop_while_backend_full)
 	kick(1);
 	for (int ms = 0; ms < WAIT_MS && !__atomic_load_n(&s->sends, __ATOMIC_RELAXED); ms++)
 		poll(NULL, 0, 1);
-	ck_assert_int_eq(__atomic_load_n(&s->sends, __ATOMIC_RELAXED), 1);
-	poll(NULL, 0, 20);
+	ck_assert(wait_thread_idle("lkvm-net-tx0"));
 	ck_assert_int_eq(__atomic_load_n(&s->sends, __ATOMIC_RELAXED), 1); /* waiting, not spinning */
 	/* RX without peek_len: a buffer but no frame, so nothing delivered. */
 	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
@@ -906,7 +1090,7 @@ static const struct net_backend_ops failing_ops = {
 START_TEST(rx_backend_error_backs_off)
 {
 	struct stuck *s = calloc(1, sizeof(*s));
-	u64 one = 1;
+	u64 one = 1, t0, elapsed_ms;
 	int tries;
 
 	ck_assert_ptr_nonnull(s);
@@ -916,15 +1100,21 @@ START_TEST(rx_backend_error_backs_off)
 	s->be.tx_fd = eventfd(0, EFD_NONBLOCK);
 	ck_assert_int_eq(write(s->be.rx_fd, &one, sizeof(one)), sizeof(one)); /* always readable */
 	dev_create(1, &s->be);
+	t0 = now_ns();
 	dev_start(BASE_FEATURES, 256);
 	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
 	kick(0);
-	poll(NULL, 0, 200);
+	/* Wait for a count of tries, not for a time: at least 10 ms apart, so the 5th comes
+	 * 40 ms or more after the first however loaded the machine is. */
+	for (int ms = 0; ms < 10 * WAIT_MS && __atomic_load_n(&s->sends, __ATOMIC_RELAXED) < 5; ms++)
+		poll(NULL, 0, 1);
 	t.vdev->ops->stop(t.vdev); /* threads joined: the counts below are final */
+	elapsed_ms = (now_ns() - t0) / 1000000;
 	tries = __atomic_load_n(&s->sends, __ATOMIC_RELAXED);
-	/* About one try per 10 ms pause; a spinning thread would make hundreds of thousands. */
-	ck_assert_int_ge(tries, 2);
-	ck_assert_int_le(tries, 60);
+	ck_assert_int_ge(tries, 5);
+	/* A pause between tries: a spinning thread would make thousands in this time. */
+	ck_assert_msg((u64)(tries - 1) * 10 <= elapsed_ms, "%d tries in %llu ms", tries,
+		      (unsigned long long)elapsed_ms);
 	ck_assert_uint_eq(STAT(0, drops), (u64)tries);
 	ck_assert_uint_eq(used_idx(0), 0); /* the buffer was given back, not consumed */
 	dev_destroy();
@@ -990,7 +1180,7 @@ static bool driver_wants_kick(int qi, u16 old, u16 new, bool event_idx)
 {
 	struct dq *d = &t.q[qi];
 
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	full_barrier();
 	if (event_idx) {
 		u16 ev = __atomic_load_n((u16 *)(void *)&d->used->ring[d->size], __ATOMIC_RELAXED);
 
@@ -1181,11 +1371,14 @@ static Suite *virtio_net_suite(void)
 	tcase_add_test(tc, rx_mergeable_spans_buffers);
 	tcase_add_test(tc, rx_mergeable_waits_for_room);
 	tcase_add_test(tc, rx_header_split);
+	tcase_add_test(tc, rx_no_peek_long_frame_dropped);
+	tcase_add_test(tc, rx_no_peek_mergeable_waits_whole);
 	tcase_add_test(tc, rx_malformed_chain_needs_reset);
 	tcase_add_test(tc, tx_split_chain);
 	tcase_add_test(tc, tx_bad_lengths_dropped);
 	tcase_add_test(tc, tx_malformed_chain_needs_reset);
 	tcase_add_test(tc, tx_buffer_outside_ram_needs_reset);
+	tcase_add_test(tc, backend_gone_link_down);
 	tcase_add_test(tc, event_idx_suppresses_interrupts);
 	tcase_add_test(tc, no_interrupt_flag_respected);
 	tcase_add_test(tc, ctrl_commands);

@@ -1,12 +1,17 @@
 /* Unit tests of the virtio-pci transport without /dev/kvm: capabilities, common config, notify, reset, pci-cfg window, MSI-X. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
+#include <linux/kvm.h>
 #include <linux/virtio_pci.h>
 #include <linux/virtio_ring.h>
 
+#include "capture.h"
 #include "check_main.h"
 #include "lkvm/kvm.h"
 #include "lkvm/pci.h"
@@ -112,6 +117,7 @@ static struct env *env_new(void)
 	e->t.vdev.ops = &tops;
 	e->t.vdev.priv = &e->t;
 	e->t.vdev.use_ioeventfd = true; /* no VM: the transport must fall back to trapping */
+	pthread_mutex_init(&e->t.vdev.lock, NULL); /* the device's, not the transport's */
 	memcpy(e->t.config, "\x52\x54\x00\x12\x34\x56\x01\x00", 8);
 	ck_assert_int_eq(virtio_pci_init(&e->kvm, &e->t.vdev, 2, QMAX), 0);
 	ck_assert(!e->t.vdev.use_ioeventfd);
@@ -130,6 +136,7 @@ static void env_free(struct env *e)
 	ck_assert_int_eq(e->t.stops, stops + 1);
 	ck_assert_ptr_null(e->t.vdev.transport);
 	ck_assert_int_eq(e->kvm.mmio.nr, 0);
+	pthread_mutex_destroy(&e->t.vdev.lock);
 	pci_bus_destroy(&e->kvm);
 	io_bus_destroy(&e->kvm.pio);
 	io_bus_destroy(&e->kvm.mmio);
@@ -915,6 +922,7 @@ START_TEST(test_init_errors)
 
 	t2.vdev.ops = &tops;
 	t2.vdev.priv = &t2;
+	pthread_mutex_init(&t2.vdev.lock, NULL);
 	ck_assert_int_eq(virtio_pci_init(&e->kvm, &t2.vdev, 0, 256), -EINVAL);
 	ck_assert_int_eq(virtio_pci_init(&e->kvm, &t2.vdev, VIRTIO_MAX_QUEUES + 1, 256), -EINVAL);
 	ck_assert_int_eq(virtio_pci_init(&e->kvm, &t2.vdev, 1, 100), -EINVAL);
@@ -926,7 +934,118 @@ START_TEST(test_init_errors)
 	virtio_pci_destroy(&t2.vdev);
 	virtio_pci_destroy(&t2.vdev); /* twice: no-op */
 	ck_assert_uint_eq(pci_cfg_read(e->kvm.pci, 2, PCI_VENDOR_ID, 4), 0xffffffffu);
+	pthread_mutex_destroy(&t2.vdev.lock);
 	env_free(e);
+}
+END_TEST
+
+/* A guest looping "reset, break a queue" logs a bounded number of NEEDS_RESET lines. */
+START_TEST(test_needs_reset_log_bounded)
+{
+	struct env *e = env_new();
+	struct capture c;
+	int lines;
+
+	capture_start(&c);
+	for (int i = 0; i < 300; i++) {
+		bring_up(e);
+		virtio_set_needs_reset(&e->t.vdev, "looping guest");
+		ck_assert(status(e) & VIRTIO_CONFIG_S_NEEDS_RESET);
+		set_status(e, 0);
+	}
+	lines = capture_end(&c, NULL, 0);
+	ck_assert_int_ge(lines, 1);
+	ck_assert_int_le(lines, RATELIMIT_BURST);
+	env_free(e);
+}
+END_TEST
+
+/* Is there a KVM_IOEVENTFD (any datamatch) of this length at addr? KVM refuses a second
+ * one on the same address and length with EEXIST; a successful probe is taken back. */
+static bool ioeventfd_at(int vm_fd, u64 addr, u32 len)
+{
+	int fd = eventfd(0, EFD_CLOEXEC);
+	struct kvm_ioeventfd req = { .addr = addr, .len = len, .fd = fd };
+	bool exists;
+
+	ck_assert_int_ge(fd, 0);
+	if (ioctl(vm_fd, KVM_IOEVENTFD, &req) == 0) {
+		req.flags = KVM_IOEVENTFD_FLAG_DEASSIGN;
+		ck_assert_int_eq(ioctl(vm_fd, KVM_IOEVENTFD, &req), 0);
+		exists = false;
+	} else {
+		ck_assert_int_eq(errno, EEXIST);
+		exists = true;
+	}
+	close(fd);
+	return exists;
+}
+
+/* The notify ioeventfds follow BAR 0: gone from where it was, never placed where its
+ * mapping failed (on top of another device's BAR), back when it is mapped again. */
+START_TEST(test_ioeventfds_follow_bar0)
+{
+	struct env *e = calloc(1, sizeof(*e));
+	struct tdev t2 = { 0 };
+	int sys_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	u64 b0, other;
+
+	ck_assert_ptr_nonnull(e);
+	ck_assert_int_ge(sys_fd, 0);
+	e->kvm.sys_fd = e->kvm.stop_fd = -1;
+	e->kvm.vm_fd = ioctl(sys_fd, KVM_CREATE_VM, 0);
+	ck_assert_int_ge(e->kvm.vm_fd, 0);
+	pthread_mutex_init(&e->kvm.irq_lock, NULL);
+	io_bus_init(&e->kvm.pio);
+	io_bus_init(&e->kvm.mmio);
+	e->ram = calloc(1, RAM_SIZE);
+	ck_assert_int_eq(gmem_init(&e->kvm.mem, e->ram, RAM_SIZE), 0);
+	ck_assert_int_eq(pci_bus_create(&e->kvm), 0);
+	e->t.vdev.ops = &tops;
+	e->t.vdev.priv = &e->t;
+	e->t.vdev.use_ioeventfd = true;
+	pthread_mutex_init(&e->t.vdev.lock, NULL);
+	ck_assert_int_eq(virtio_pci_init(&e->kvm, &e->t.vdev, 2, QMAX), 0);
+	ck_assert(e->t.vdev.use_ioeventfd);
+	t2.vdev.ops = &tops;
+	t2.vdev.priv = &t2;
+	pthread_mutex_init(&t2.vdev.lock, NULL);
+	ck_assert_int_eq(virtio_pci_init(&e->kvm, &t2.vdev, 2, QMAX), 0);
+	b0 = e->bar0 = pci_cfg_read(e->kvm.pci, 1, PCI_BASE_ADDRESS_0, 4) & ~0xfULL;
+	other = pci_cfg_read(e->kvm.pci, 2, PCI_BASE_ADDRESS_0, 4) & ~0xfULL;
+
+	bring_up(e);
+	ck_assert(ioeventfd_at(e->kvm.vm_fd, b0 + NOTIFY + 4, 2));
+	ck_assert(ioeventfd_at(e->kvm.vm_fd, b0 + NOTIFY + 4, 4));
+	/* Onto the other device's BAR 0: the mapping fails; no ioeventfd stays behind at the
+	 * old address, and none lands on the other device's registers. */
+	cfg_wr(e, PCI_BASE_ADDRESS_0, 4, (u32)other);
+	ck_assert(!ioeventfd_at(e->kvm.vm_fd, b0 + NOTIFY + 4, 2));
+	ck_assert(!ioeventfd_at(e->kvm.vm_fd, other + NOTIFY + 4, 2));
+	ck_assert(!ioeventfd_at(e->kvm.vm_fd, other + NOTIFY, 4));
+	/* Back where it was: mapped, and the ioeventfds with it. */
+	cfg_wr(e, PCI_BASE_ADDRESS_0, 4, (u32)b0);
+	ck_assert(ioeventfd_at(e->kvm.vm_fd, b0 + NOTIFY + 4, 2));
+	/* Decode off: none. A reset drops them too. */
+	cfg_wr(e, PCI_COMMAND, 2, 0);
+	ck_assert(!ioeventfd_at(e->kvm.vm_fd, b0 + NOTIFY, 2));
+	cfg_wr(e, PCI_COMMAND, 2, PCI_COMMAND_MEMORY);
+	ck_assert(ioeventfd_at(e->kvm.vm_fd, b0 + NOTIFY, 2));
+	set_status(e, 0);
+	ck_assert(!ioeventfd_at(e->kvm.vm_fd, b0 + NOTIFY, 2));
+
+	virtio_pci_destroy(&t2.vdev);
+	pthread_mutex_destroy(&t2.vdev.lock);
+	virtio_pci_destroy(&e->t.vdev);
+	pthread_mutex_destroy(&e->t.vdev.lock);
+	pci_bus_destroy(&e->kvm);
+	io_bus_destroy(&e->kvm.pio);
+	io_bus_destroy(&e->kvm.mmio);
+	pthread_mutex_destroy(&e->kvm.irq_lock);
+	close(e->kvm.vm_fd);
+	close(sys_fd);
+	free(e->ram);
+	free(e);
 }
 END_TEST
 
@@ -947,6 +1066,11 @@ static Suite *virtio_pci_suite(void)
 	tcase_add_test(tc, test_msix);
 	tcase_add_test(tc, test_gsi_allocator);
 	tcase_add_test(tc, test_init_errors);
+	tcase_add_test(tc, test_needs_reset_log_bounded);
+	if (access("/dev/kvm", R_OK | W_OK) == 0)
+		tcase_add_test(tc, test_ioeventfds_follow_bar0);
+	else
+		lkvm_skip("test_virtio_pci", 1, "test_ioeventfds_follow_bar0", "no usable /dev/kvm");
 	suite_add_tcase(s, tc);
 	return s;
 }

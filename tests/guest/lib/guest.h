@@ -307,6 +307,9 @@ bool virtio_negotiate(struct virtio_pci *vp, u64 want);
 /* Queue idx with up to max_size entries (0: the device's maximum); interrupts off (no MSI-X
  * vector, NO_INTERRUPT / used_event). Returns false when the device has no such queue. */
 bool virtq_setup(struct virtio_pci *vp, struct virtq *vq, u16 idx, u16 max_size);
+/* After a device reset and a new negotiation: the same queue on the same memory, empty
+ * again (no allocation, so a guest can reset as often as it likes). */
+void virtq_resetup(struct virtq *vq);
 void virtio_driver_ok(struct virtio_pci *vp);
 u8 virtio_status(struct virtio_pci *vp);
 u16 virtio_num_queues(struct virtio_pci *vp);

@@ -120,6 +120,35 @@ void virtio_driver_ok(struct virtio_pci *vp)
 		GUEST_FAIL("virtio: device status 0x%x after DRIVER_OK", s);
 }
 
+/* Lay out vq's (allocated) rings afresh and hand them to the device: the queue is empty. */
+static void virtq_program(struct virtq *vq)
+{
+	struct virtio_pci *vp = vq->vp;
+	u16 size = vq->size;
+
+	memset(vq->desc, 0, sizeof(struct virtq_desc) * size);
+	memset((void *)vq->avail, 0, 6 + 2u * size);
+	memset((void *)vq->used, 0, 6 + sizeof(struct virtq_used_elem) * size);
+	memset(vq->token, 0, sizeof(void *) * size);
+	vq->free_head = 0;
+	vq->avail_idx = vq->kicked_idx = vq->last_used = 0;
+	for (u16 i = 0; i < size; i++)
+		vq->desc[i].next = (u16)(i + 1);
+	vq->num_free = size;
+	/* Polled queues: no interrupts, with or without EVENT_IDX (then used_event trails us). */
+	vq->avail->flags = VIRTQ_AVAIL_F_NO_INTERRUPT;
+	*vq->used_event = 0xffff;
+	mmio_write16(vp->common + CC_Q_SELECT, vq->index);
+	mmio_write16(vp->common + CC_Q_SIZE, size);
+	mmio_write16(vp->common + CC_Q_MSIX, NO_VECTOR);
+	mmio_write64(vp->common + CC_Q_DESC, (u64)(uintptr_t)vq->desc);
+	mmio_write64(vp->common + CC_Q_DRIVER, (u64)(uintptr_t)vq->avail);
+	mmio_write64(vp->common + CC_Q_DEVICE, (u64)(uintptr_t)vq->used);
+	vq->notify_addr = vp->notify + (u64)mmio_read16(vp->common + CC_Q_NOTIFY_OFF) * vp->notify_mult;
+	mmio_write16(vp->common + CC_Q_ENABLE, 1);
+	GUEST_ASSERT_EQ(mmio_read16(vp->common + CC_Q_ENABLE), 1);
+}
+
 bool virtq_setup(struct virtio_pci *vp, struct virtq *vq, u16 idx, u16 max_size)
 {
 	u16 size;
@@ -137,7 +166,6 @@ bool virtq_setup(struct virtio_pci *vp, struct virtq *vq, u16 idx, u16 max_size)
 	vq->vp = vp;
 	vq->index = idx;
 	vq->size = size;
-	vq->event_idx = vp->features & (1ull << VIRTIO_F_RING_EVENT_IDX);
 	/* Each part on its own page: more than the alignment the spec asks (16, 2, 4). */
 	vq->desc = galloc(sizeof(struct virtq_desc) * size, 4096);
 	vq->avail = galloc(6 + 2u * size, 4096);
@@ -145,21 +173,16 @@ bool virtq_setup(struct virtio_pci *vp, struct virtq *vq, u16 idx, u16 max_size)
 	vq->token = galloc(sizeof(void *) * size, 8);
 	vq->used_event = &vq->avail->ring[size];
 	vq->avail_event = (volatile u16 *)&vq->used->ring[size];
-	for (u16 i = 0; i < size; i++)
-		vq->desc[i].next = (u16)(i + 1);
-	vq->num_free = size;
-	/* Polled queues: no interrupts, with or without EVENT_IDX (then used_event trails us). */
-	vq->avail->flags = VIRTQ_AVAIL_F_NO_INTERRUPT;
-	*vq->used_event = 0xffff;
-	mmio_write16(vp->common + CC_Q_SIZE, size);
-	mmio_write16(vp->common + CC_Q_MSIX, NO_VECTOR);
-	mmio_write64(vp->common + CC_Q_DESC, (u64)(uintptr_t)vq->desc);
-	mmio_write64(vp->common + CC_Q_DRIVER, (u64)(uintptr_t)vq->avail);
-	mmio_write64(vp->common + CC_Q_DEVICE, (u64)(uintptr_t)vq->used);
-	vq->notify_addr = vp->notify + (u64)mmio_read16(vp->common + CC_Q_NOTIFY_OFF) * vp->notify_mult;
-	mmio_write16(vp->common + CC_Q_ENABLE, 1);
-	GUEST_ASSERT_EQ(mmio_read16(vp->common + CC_Q_ENABLE), 1);
+	vq->event_idx = vp->features & (1ull << VIRTIO_F_RING_EVENT_IDX);
+	virtq_program(vq);
 	return true;
+}
+
+void virtq_resetup(struct virtq *vq)
+{
+	vq->event_idx = vq->vp->features & (1ull << VIRTIO_F_RING_EVENT_IDX);
+	vq->kicks = 0;
+	virtq_program(vq);
 }
 
 bool virtq_add(struct virtq *vq, const struct vq_buf *bufs, int nout, int nin, void *token)

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# lkvm built with ThreadSanitizer (make TSAN=1: build/tsan/lkvm) moving traffic both ways: the
+# net-bench guest's request/response run against net-peer on a tap, once with ioeventfd and once
+# with trapped notifies. Any TSan report fails the run (exit 66) and the test.
+set -u
+# shellcheck disable=SC2034 # read by lib.sh
+SUMMARY_PREFIX=tsan
+LKVM=${LKVM:-build/tsan/lkvm}
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+T=60
+SECS=${TSAN_SECS:-2}
+PEER=$REPO_ROOT/build/tools/net-peer
+REAL_LKVM=$LKVM
+export TSAN_OPTIONS="exitcode=66 halt_on_error=0 suppressions=$REPO_ROOT/tests/tsan.supp${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
+
+NET_SKIP=""
+if [ ! -c /dev/net/tun ]; then
+	NET_SKIP="/dev/net/tun missing"
+elif ! command -v ip >/dev/null 2>&1; then
+	NET_SKIP="no ip(8) for network namespaces"
+elif [ ! -x "$PEER" ]; then
+	NET_SKIP="no $PEER (make tools)"
+fi
+
+WRAP=$LOG_DIR/.tsan-netns-exec.$$
+# shellcheck disable=SC2016 # expanded by the wrapper
+# It also leaves its pid, which exec hands on to lkvm, for the SIGUSR2 sender below.
+printf '#!/bin/sh\necho $$ >"$LKVM_PIDFILE"\nexec ip netns exec "$LKVM_NETNS" "$LKVM_REAL" "$@"\n' >"$WRAP"
+chmod +x "$WRAP"
+trap 'rm -f "$WRAP"' EXIT
+
+qstat() {
+	grep '^{"vcpu_exits"' "$LAST_LOG" | tail -n 1 | grep -o "\"name\":\"$1\"[^}]*" |
+		grep -o "\"$2\":[0-9]*" | cut -d: -f2
+}
+
+# rr_run NAME -n-EXTRA: inside in_netns.
+rr_run() {
+	local name=$1 nextra=$2 tap=lkvmts0
+	ip netns exec "$NETNS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+	ip netns exec "$NETNS" ip tuntap add dev "$tap" mode tap vnet_hdr &&
+		ip netns exec "$NETNS" ip link set "$tap" up || { fail "could not create tap $tap"; return; }
+	local plog=$LOG_DIR/$name.peer i
+	rm -f "$plog" "$plog.err"
+	ip netns exec "$NETNS" "$PEER" echo "$tap" $((T + 10)) 64 >"$plog" 2>"$plog.err" &
+	local peer=$!
+	for ((i = 0; i < 100; i++)); do
+		grep -q ready "$plog.err" && break
+		sleep 0.1
+	done
+	grep -q ready "$plog.err" || { kill "$peer"; fail "net-peer not ready after 10 s"; return; }
+	export LKVM_NETNS=$NETNS LKVM_REAL=$REAL_LKVM
+	# --stats snapshots (SIGUSR2) while the threads run, so the counters' readers race their
+	# writers if they can: every 0.3 s while this run's lkvm (its pid from the wrapper, its
+	# name checked before each signal) is there, from when the guest runs (lkvm blocks the
+	# signal during set-up; before that it would still kill it, and TSan's start is slow).
+	export LKVM_PIDFILE=$LOG_DIR/$name.pid
+	rm -f "$LKVM_PIDFILE" "$LOG_DIR/$name.done"
+	(
+		local pid=""
+		for ((i = 0; i < 400; i++)); do
+			sleep 0.3
+			[ -e "$LOG_DIR/$name.done" ] && break
+			grep -q '^GUEST net-bench' "$LOG_DIR/$name.log" 2>/dev/null || continue
+			[ -n "$pid" ] || pid=$(cat "$LKVM_PIDFILE" 2>/dev/null)
+			[ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = lkvm ] && kill -USR2 "$pid" 2>/dev/null
+		done
+	) &
+	local usr2=$!
+	LKVM=$WRAP
+	run_lkvm "$name" 0 -- run -k "$GUEST_DIR/net-bench.elf" --timeout $T --stats=json \
+		-n "mode=tap,tapif=$tap,script=none$nextra" -p "bench=rr size=64 secs=$SECS"
+	local st=$?
+	touch "$LOG_DIR/$name.done"
+	wait "$usr2"
+	rm -f "$LOG_DIR/$name.done" "$LKVM_PIDFILE"
+	kill -TERM "$peer" 2>/dev/null
+	wait "$peer"
+	expect_no_output 'WARNING: ThreadSanitizer' "a ThreadSanitizer report" || return
+	[ $st = 0 ] || return
+	[ "$(grep -c '^{"vcpu_exits"' "$LAST_LOG")" -ge 2 ] || { fail "no --stats snapshot taken while running"; return; }
+	expect_output '^GUEST DONE$' || return
+	local n
+	# A snapshot may land in the middle of the guest's BENCH line (same terminal).
+	n=$(grep -o 'transactions=[0-9]*' "$LAST_LOG" | tail -n 1 | cut -d= -f2)
+	[ "${n:-0}" -gt 0 ] || { fail "no transactions"; return; }
+	[ "$(qstat tx0 packets)" -ge "$n" ] && [ "$(qstat rx0 packets)" -ge "$n" ] ||
+		fail "device counters below $n transactions"
+}
+
+t_rr() {
+	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	[ -x "$REAL_LKVM" ] || { fail "no $REAL_LKVM (make TSAN=1 build/tsan/lkvm)"; return; }
+	need_guest net-bench || return
+	in_netns rr_run "$@"
+}
+
+skip_unless_kvm
+run_test_serial tsan-net-ioeventfd t_rr tsan-net-ioeventfd ""
+run_test_serial tsan-net-trapped t_rr tsan-net-trapped ",ioeventfd=off"
+finish_tests
