@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lkvm/boot.h"
+#include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/layout.h"
@@ -305,6 +306,138 @@ struct run_state {
 	size_t kernel_len, initrd_len;
 };
 
+/* ---- The machine's devices, as entries of the VM's device list (dev.h) ---- */
+
+static int pci_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return pci_bus_create(kvm);
+}
+
+static void pci_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	pci_bus_destroy(kvm);
+}
+
+static int uart_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	kvm->uart = serial8250_create(kvm, SERIAL_COM1_BASE, SERIAL_COM1_IRQ);
+	return kvm->uart ? 0 : -ENOMEM;
+}
+
+static void uart_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	serial8250_destroy(kvm->uart);
+	kvm->uart = NULL;
+}
+
+static int i8042_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return i8042_init(kvm);
+}
+
+static void i8042_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	i8042_destroy(kvm);
+}
+
+static int rtc_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return rtc_init(kvm);
+}
+
+static void rtc_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	rtc_destroy(kvm);
+}
+
+static int pvpanic_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return pvpanic_init(kvm);
+}
+
+static void pvpanic_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	pvpanic_destroy(kvm);
+}
+
+/* A NIC: its backends (a tap, or fake ones for tests), then the device. The n-th NIC
+ * given without a MAC gets the default MAC plus n in its last byte. */
+static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { NULL };
+	static const u8 default_mac[6] = VIRTIO_NET_DEFAULT_MAC;
+	struct net_opts o = *(const struct net_opts *)d->arg;
+	struct virtio_net *n;
+	char ifname[sizeof(be[0]->ifname)] = "fake";
+	int ret, pairs = o.queue_pairs ? o.queue_pairs : 1;
+
+	if (kvm->cfg.no_ioeventfd)
+		o.ioeventfd = false;
+	if (!o.mac_set) {
+		memcpy(o.guest_mac, default_mac, sizeof(o.guest_mac));
+		o.guest_mac[5] = (u8)(o.guest_mac[5] + d->index);
+		o.mac_set = true;
+	}
+	if (o.mode == NET_MODE_FAKE) {
+		/* One that cannot be made is reported by virtio_net_create ("no backend"). */
+		for (int i = 0; i < pairs && i < NET_MAX_QUEUE_PAIRS; i++)
+			be[i] = net_fake_create();
+	} else {
+		ret = net_tap_open(&o, be, pairs, err, errlen);
+		if (ret < 0)
+			return ret;
+		memcpy(ifname, be[0]->ifname, sizeof(ifname));
+	}
+	/* From here the device owns the backends, on failure too. */
+	ret = virtio_net_create(kvm, &o, be, &n, err, errlen);
+	if (ret < 0)
+		return ret;
+	d->priv = n;
+	if (d->index < (int)ARRAY_SIZE(kvm->nets))
+		kvm->nets[d->index] = n;
+	pr_debug("virtio-net %d on %s %s, %s, tx=%s", d->index, o.mode == NET_MODE_FAKE ? "fake" : "tap",
+		 ifname, o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
+	return 0;
+}
+
+static void net_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	if (d->index < (int)ARRAY_SIZE(kvm->nets))
+		kvm->nets[d->index] = NULL;
+	virtio_net_destroy(d->priv);
+}
+
+static const struct {
+	const char *name;
+	int prio;
+	kvm_dev_init_fn init;
+	kvm_dev_exit_fn exit;
+} base_devices[] = {
+	{ "pci", DEV_PRIO_BUS, pci_dev_init, pci_dev_exit },
+	{ "uart", DEV_PRIO_LEGACY, uart_dev_init, uart_dev_exit },
+	/* After the PCI bus, which owns 0xCF8-0xCFB and forwards 0xCF9. */
+	{ "i8042", DEV_PRIO_LEGACY, i8042_dev_init, i8042_dev_exit },
+	{ "rtc", DEV_PRIO_LEGACY, rtc_dev_init, rtc_dev_exit },
+	{ "pvpanic", DEV_PRIO_LEGACY, pvpanic_dev_init, pvpanic_dev_exit },
+};
+
+int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
+{
+	const struct kvm_config *cfg = &kvm->cfg;
+	int ret = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(base_devices) && !ret; i++)
+		ret = kvm_dev_add(kvm, base_devices[i].name, base_devices[i].prio, base_devices[i].init,
+				  base_devices[i].exit, NULL, 0);
+	for (int i = 0; i < cfg->nr_nets && !ret; i++)
+		if (cfg->net[i].mode != NET_MODE_NONE)
+			ret = kvm_dev_add(kvm, "virtio-net", DEV_PRIO_VIRTIO, net_dev_init, net_dev_exit,
+					  &cfg->net[i], sizeof(cfg->net[i]));
+	if (ret < 0)
+		errfmt(err, errlen, "registering devices: %s", strerror(-ret));
+	return ret;
+}
+
 static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen)
 {
 	struct kvm *kvm = &st->kvm;
@@ -360,37 +493,12 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 	if (ret < 0)
 		return ret;
 
-	ret = pci_bus_create(kvm);
+	ret = kvm_run_add_devices(kvm, err, errlen);
 	if (ret < 0)
-		goto dev_fail;
-	kvm->uart = serial8250_create(kvm, 0x3f8, 4);
-	if (!kvm->uart) {
-		ret = -ENOMEM;
-		goto dev_fail;
-	}
-	if ((ret = i8042_init(kvm)) < 0 || (ret = rtc_init(kvm)) < 0 || (ret = pvpanic_init(kvm)) < 0)
-		goto dev_fail;
-	for (int i = 0; i < cfg->nr_nets; i++) {
-		struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { NULL };
-		struct net_opts o = cfg->net[i];
-
-		if (o.mode == NET_MODE_NONE)
-			continue;
-		if (cfg->no_ioeventfd)
-			o.ioeventfd = false;
-		char ifname[sizeof(be[0]->ifname)];
-
-		ret = net_tap_open(&o, be, o.queue_pairs, err, errlen);
-		if (ret < 0)
-			return ret;
-		memcpy(ifname, be[0]->ifname, sizeof(ifname));
-		/* From here the device owns the backends, on failure too. */
-		ret = virtio_net_create(kvm, &o, be, &kvm->nets[i], err, errlen);
-		if (ret < 0)
-			return ret;
-		pr_debug("virtio-net %d on tap %s, %s, tx=%s", i, ifname,
-			 o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
-	}
+		return ret;
+	ret = kvm_devs_init(kvm, err, errlen);
+	if (ret < 0)
+		return ret;
 
 	for (int i = 0; i < cfg->nr_cpus; i++) {
 		ret = kvm_cpu_create(kvm, i, err, errlen);
@@ -404,9 +512,6 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 		 (unsigned long long)entry.kernel_start, (unsigned long long)entry.kernel_end,
 		 (unsigned long long)entry.rip, entry.initrd_size ? ", with initrd" : "");
 	return 0;
-dev_fail:
-	errfmt(err, errlen, "creating devices: %s", strerror(-ret));
-	return ret;
 }
 
 static void teardown(struct run_state *st)
@@ -417,21 +522,8 @@ static void teardown(struct run_state *st)
 		kvm_cpu_stop_all(kvm);
 	if (st->term_up)
 		term_exit(&st->term);
-	if (st->kvm_up) {
-		for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++) {
-			if (kvm->nets[i])
-				virtio_net_destroy(kvm->nets[i]);
-			kvm->nets[i] = NULL;
-		}
-		pvpanic_destroy(kvm);
-		rtc_destroy(kvm);
-		i8042_destroy(kvm);
-		if (kvm->uart)
-			serial8250_destroy(kvm->uart);
-		kvm->uart = NULL;
-		pci_bus_destroy(kvm);
-		kvm_destroy(kvm);
-	}
+	if (st->kvm_up)
+		kvm_destroy(kvm); /* devices too, in reverse order */
 	free(st->kernel);
 	free(st->initrd);
 }
@@ -550,7 +642,7 @@ static void wait_for_end(struct kvm *kvm, int sig_fd)
 
 int kvm_cmd_run(int argc, char **argv)
 {
-	static struct run_state st; /* large; lives for the whole process anyway */
+	struct run_state *st;
 	u64 t0 = now_ns();
 	struct kvm_config cfg;
 	char err[512] = "";
@@ -578,44 +670,50 @@ int kvm_cmd_run(int argc, char **argv)
 	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
 
-	memset(&st, 0, sizeof(st));
-	ret = setup(&st, &cfg, err, sizeof(err));
-	st.kvm.start_ns = t0;
-	if (ret < 0) {
-		pr_err("%s", err);
-		teardown(&st);
+	st = calloc(1, sizeof(*st)); /* large (struct kvm) */
+	if (!st) {
+		pr_err("out of memory");
 		return EXIT_LKVM_ERROR;
 	}
-	ret = term_init(&st.kvm, &st.term);
-	if (ret == 0) {
-		st.term_up = true;
-		ret = term_start(&st.term);
+	ret = setup(st, &cfg, err, sizeof(err));
+	st->kvm.start_ns = t0;
+	if (ret < 0) {
+		pr_err("%s", err);
+		teardown(st);
+		free(st);
+		return EXIT_LKVM_ERROR;
 	}
-	for (int i = 0; ret == 0 && i < st.kvm.nr_cpus; i++)
-		ret = kvm_cpu_start(st.kvm.cpus[i]);
+	ret = term_init(&st->kvm, &st->term);
+	if (ret == 0) {
+		st->term_up = true;
+		ret = term_start(&st->term);
+	}
+	for (int i = 0; ret == 0 && i < st->kvm.nr_cpus; i++)
+		ret = kvm_cpu_start(st->kvm.cpus[i]);
 	if (ret < 0)
-		kvm_request_exit(&st.kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
 
-	wait_for_end(&st.kvm, sig_fd);
-	kvm_cpu_stop_all(&st.kvm);
+	wait_for_end(&st->kvm, sig_fd);
+	kvm_cpu_stop_all(&st->kvm);
 	if (cfg.debug)
-		report_memory(&st.kvm);
+		report_memory(&st->kvm);
 	if (cfg.stats != STATS_OFF)
-		print_stats(&st.kvm);
-	if (st.term_up)
-		term_exit(&st.term);
-	st.term_up = false;
+		print_stats(&st->kvm);
+	if (st->term_up)
+		term_exit(&st->term);
+	st->term_up = false;
 
-	status = atomic_load(&st.kvm.exit_status);
+	status = atomic_load(&st->kvm.exit_status);
 	if (status == EXIT_GUEST_OK)
-		pr_info("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st.kvm.exit_reason);
+		pr_info("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st->kvm.exit_reason);
 	else
-		pr_err("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st.kvm.exit_reason);
-	if (atomic_load(&st.kvm.first_insn_ns))
+		pr_err("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st->kvm.exit_reason);
+	if (atomic_load(&st->kvm.first_insn_ns))
 		pr_debug("first guest instruction %.3f ms after lkvm run started",
-			 (double)(atomic_load(&st.kvm.first_insn_ns) - st.kvm.start_ns) / 1e6);
-	report_completions(&st.kvm);
-	teardown(&st);
+			 (double)(atomic_load(&st->kvm.first_insn_ns) - st->kvm.start_ns) / 1e6);
+	report_completions(&st->kvm);
+	teardown(st);
+	free(st);
 	if (sig_fd >= 0)
 		close(sig_fd);
 	return status;

@@ -59,6 +59,7 @@ struct kvm_msi_route {
 struct term;
 struct pci_bus;
 struct virtio_net;
+struct kvm_dev;
 
 /* Counters of the host-instruction completions (x86/emulate.c); see `--stats`. */
 enum emu_insn {
@@ -91,7 +92,8 @@ struct kvm {
 	void *pvpanic;
 	void *i8042;
 	void *rtc;
-	struct virtio_net *nets[4];
+	struct virtio_net *nets[4];           /* set by the NICs' device entries, for --stats */
+	struct kvm_dev *devs;                 /* the device list (dev.h), exited by kvm_destroy */
 
 	/* Ending the run: the first kvm_request_exit wins; stop_fd wakes the main thread. */
 	atomic_bool stopping;
@@ -111,6 +113,8 @@ struct kvm {
 /* Open /dev/kvm, check the API, create the VM with in-kernel irqchip and PIT, map RAM.
  * Returns 0 or -errno with a one-line reason in err. */
 int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t errlen) __must_check;
+/* Stops the vCPUs, exits every registered device (kvm_devs_exit) in reverse order, then
+ * frees the vCPUs, guest memory, buses and file descriptors: everything the VM made. */
 void kvm_destroy(struct kvm *kvm);
 
 /* Raise/lower a GSI on the in-kernel irqchip. */

@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 
 #include "lkvm/util.h"
+#include "lkvm/virtio.h"
 
 #define NET_MAX_QUEUE_PAIRS 8
 /* sizeof(struct virtio_net_hdr_v1): the only header layout the device and backends use. */
@@ -33,6 +34,7 @@ struct net_opts {
 	char host_ip[48];        /* "10.0.0.1/24" or empty: leave the tap unconfigured */
 	char script[256];        /* "none" or empty: no script; else run "script IFNAME" after creation */
 	bool ioeventfd;          /* default true; false: notifies trap to the vCPU thread */
+	enum virtio_trans trans; /* default (zero) VIRTIO_TRANS_PCI */
 	int queue_pairs;         /* default 1, up to NET_MAX_QUEUE_PAIRS */
 	enum net_tx_mode tx_mode; /* default NET_TX_KICK */
 	u32 tx_timer_us;         /* tx=timer: hold time (0 in a zeroed struct: the default) */
