@@ -13,6 +13,7 @@
 
 #include "lkvm/boot.h"
 #include "lkvm/dev.h"
+#include "lkvm/fdt.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/layout.h"
@@ -20,6 +21,7 @@
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
 #include "lkvm/term.h"
+#include "lkvm/virtio-mmio.h"
 #include "lkvm/virtio-net.h"
 #include "lkvm/x86.h"
 
@@ -39,6 +41,8 @@ enum {
 	OPT_DEBUG,
 	OPT_NO_IOEVENTFD,
 	OPT_STATS,
+	OPT_VIRTIO_TRANSPORT,
+	OPT_DUMP_DTB,
 };
 
 static const struct option run_options[] = {
@@ -56,6 +60,8 @@ static const struct option run_options[] = {
 	{ "network", required_argument, NULL, 'n' },
 	{ "no-ioeventfd", no_argument, NULL, OPT_NO_IOEVENTFD },
 	{ "stats", optional_argument, NULL, OPT_STATS },
+	{ "virtio-transport", required_argument, NULL, OPT_VIRTIO_TRANSPORT },
+	{ "dump-dtb", required_argument, NULL, OPT_DUMP_DTB },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -87,8 +93,14 @@ void kvm_run_usage(FILE *out)
 		"                        tx_timer_us=N (1-10000, default 150) after one, then drains;\n"
 		"                        poll keeps polling the ring after draining, for an adaptive\n"
 		"                        window of at most poll_us=N (1-10000, default 50), yielding\n"
-		"                        the CPU between looks)\n"
+		"                        the CPU between looks), trans=pci|mmio (the transport;\n"
+		"                        default: --virtio-transport)\n"
 		"      --no-ioeventfd    every virtio notify traps to the vCPU thread (for comparison)\n"
+		"      --virtio-transport pci|mmio  transport of virtio devices without trans=\n"
+		"                        (default pci; mmio devices are announced to Linux with\n"
+		"                        virtio_mmio.device= on its command line and in the DTB)\n"
+		"      --dump-dtb FILE   write the machine's flattened device tree to FILE (also\n"
+		"                        given to a bzImage guest as setup_data SETUP_DTB)\n"
 		"      --stats[=table|json]  print exit and per-queue counters (kicks, trapped,\n"
 		"                        irqs, packets, drops; polls, poll_hits, poll_us for\n"
 		"                        tx=poll) to stderr at the end, and on SIGUSR2\n"
@@ -239,6 +251,19 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 		case OPT_NO_IOEVENTFD:
 			cfg->no_ioeventfd = true;
 			break;
+		case OPT_VIRTIO_TRANSPORT:
+			if (virtio_trans_parse(optarg, &cfg->virtio_trans)) {
+				errfmt(err, errlen, "--virtio-transport '%s': give pci or mmio", optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_DUMP_DTB:
+			if (!*optarg) {
+				errfmt(err, errlen, "--dump-dtb: give a file name");
+				return -EINVAL;
+			}
+			cfg->dump_dtb = optarg;
+			break;
 		case OPT_STATS:
 			if (!optarg || !strcmp(optarg, "table"))
 				cfg->stats = STATS_TABLE;
@@ -302,8 +327,8 @@ struct run_state {
 	struct kvm kvm;
 	struct term term;
 	bool kvm_up, term_up;
-	u8 *kernel, *initrd;
-	size_t kernel_len, initrd_len;
+	u8 *kernel, *initrd, *dtb;
+	size_t kernel_len, initrd_len, dtb_len;
 };
 
 /* ---- The machine's devices, as entries of the VM's device list (dev.h) ---- */
@@ -373,6 +398,8 @@ static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t er
 
 	if (kvm->cfg.no_ioeventfd)
 		o.ioeventfd = false;
+	if (!o.trans_set)
+		o.trans = kvm->cfg.virtio_trans;
 	if (!o.mac_set) {
 		memcpy(o.guest_mac, default_mac, sizeof(o.guest_mac));
 		o.guest_mac[5] = (u8)(o.guest_mac[5] + d->index);
@@ -395,8 +422,9 @@ static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t er
 	d->priv = n;
 	if (d->index < (int)ARRAY_SIZE(kvm->nets))
 		kvm->nets[d->index] = n;
-	pr_debug("virtio-net %d on %s %s, %s, tx=%s", d->index, o.mode == NET_MODE_FAKE ? "fake" : "tap",
-		 ifname, o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
+	pr_debug("virtio-net %d over %s on %s %s, %s, tx=%s", d->index, virtio_trans_name(o.trans),
+		 o.mode == NET_MODE_FAKE ? "fake" : "tap", ifname,
+		 o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
 	return 0;
 }
 
@@ -438,6 +466,38 @@ int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
 	return ret;
 }
 
+/* The device tree, for the guest and for --dump-dtb FILE. */
+static int make_dtb(struct run_state *st, const struct kvm_config *cfg, const char *cmdline, char *err,
+		    size_t errlen)
+{
+	FILE *f;
+	int n;
+
+	st->dtb = malloc(FDT_MAX_SIZE);
+	if (!st->dtb)
+		return -ENOMEM;
+	n = fdt_build(&st->kvm, cmdline, st->dtb, FDT_MAX_SIZE);
+	if (n < 0) {
+		errfmt(err, errlen, "building the device tree: %s", strerror(-n));
+		return n;
+	}
+	st->dtb_len = (size_t)n;
+	if (!cfg->dump_dtb)
+		return 0;
+	f = fopen(cfg->dump_dtb, "wb");
+	if (!f) {
+		errfmt(err, errlen, "--dump-dtb '%s': %s", cfg->dump_dtb, strerror(errno));
+		return -EIO;
+	}
+	n = fwrite(st->dtb, 1, st->dtb_len, f) == st->dtb_len;
+	if (fclose(f) != 0 || !n) {
+		errfmt(err, errlen, "--dump-dtb '%s': write failed", cfg->dump_dtb);
+		return -EIO;
+	}
+	pr_info("device tree (%zu bytes) written to %s", st->dtb_len, cfg->dump_dtb);
+	return 0;
+}
+
 static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen)
 {
 	struct kvm *kvm = &st->kvm;
@@ -468,19 +528,34 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 		pr_debug("PVM host quirks on: completing int3/clac/stac/fwait, adding \"%s\"",
 			 x86_pvm_kernel_params);
 
+	/* Devices first: the command line and the device tree describe them. */
+	ret = kvm_run_add_devices(kvm, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = kvm_devs_init(kvm, err, errlen);
+	if (ret < 0)
+		return ret;
+
 	ret = kvm_run_cmdline(cfg, kvm->pvm_quirks, cmdline, sizeof(cmdline));
+	if (!ret)
+		ret = virtio_mmio_cmdline(kvm, cmdline, sizeof(cmdline));
 	if (ret < 0) {
 		errfmt(err, errlen, "kernel command line too long (at most %d bytes with lkvm's defaults)",
 		       BOOT_CMDLINE_MAX - 1);
 		return ret;
 	}
 	pr_debug("kernel command line: %s", cmdline);
+	ret = make_dtb(st, cfg, cmdline, err, errlen);
+	if (ret < 0)
+		return ret;
 	args = (struct boot_args){
 		.kernel = st->kernel,
 		.kernel_len = st->kernel_len,
 		.initrd = st->initrd,
 		.initrd_len = st->initrd_len,
 		.cmdline = cmdline,
+		.dtb = st->dtb,
+		.dtb_len = st->dtb_len,
 	};
 	ret = boot_load(&kvm->mem, &args, &entry, err, errlen);
 	if (ret < 0)
@@ -488,15 +563,9 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 	/* Copied into guest RAM: the file images need not stay resident for the run. */
 	free(st->kernel);
 	free(st->initrd);
-	st->kernel = st->initrd = NULL;
+	free(st->dtb);
+	st->kernel = st->initrd = st->dtb = NULL;
 	ret = mptable_write(&kvm->mem, cfg->nr_cpus, err, errlen);
-	if (ret < 0)
-		return ret;
-
-	ret = kvm_run_add_devices(kvm, err, errlen);
-	if (ret < 0)
-		return ret;
-	ret = kvm_devs_init(kvm, err, errlen);
 	if (ret < 0)
 		return ret;
 
@@ -526,6 +595,7 @@ static void teardown(struct run_state *st)
 		kvm_destroy(kvm); /* devices too, in reverse order */
 	free(st->kernel);
 	free(st->initrd);
+	free(st->dtb);
 }
 
 /* Exit counters of every vCPU and each NIC's queue counters, to stderr. */

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lkvm/virtio-mmio.h"
 #include "lkvm/virtio-pci.h"
 #include "lkvm/virtio.h"
 
@@ -52,6 +53,8 @@ int virtio_device_attach(struct kvm *kvm, struct virtio_device *vdev, enum virti
 	switch (t) {
 	case VIRTIO_TRANS_PCI:
 		return virtio_pci_init(kvm, vdev, nr_queues, queue_max_size);
+	case VIRTIO_TRANS_MMIO:
+		return virtio_mmio_init(kvm, vdev, nr_queues, queue_max_size);
 	default:
 		return -EOPNOTSUPP;
 	}

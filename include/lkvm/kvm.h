@@ -36,6 +36,8 @@ struct kvm_config {
 	bool console_serial;   /* --console serial (the only console for now) */
 	bool debug;
 	bool no_ioeventfd;     /* --no-ioeventfd: every virtio notify is a trapped exit */
+	enum virtio_trans virtio_trans; /* --virtio-transport: for devices without trans= */
+	const char *dump_dtb;  /* --dump-dtb FILE */
 	enum { STATS_OFF, STATS_TABLE, STATS_JSON } stats;
 	int nr_nets;
 	struct net_opts net[4]; /* -n, once per NIC */
@@ -94,6 +96,13 @@ struct kvm {
 	void *rtc;
 	struct virtio_net *nets[4];           /* set by the NICs' device entries, for --stats */
 	struct kvm_dev *devs;                 /* the device list (dev.h), exited by kvm_destroy */
+	/* virtio-mmio slots in use (virtio/mmio.c), for the command line and the DTB. */
+	struct kvm_mmio_slot {
+		u64 addr;
+		u32 size, irq;
+		u16 device_id;
+		bool used;
+	} virtio_mmio[9];                      /* VIRTIO_MMIO_MAX_DEVS */
 
 	/* Ending the run: the first kvm_request_exit wins; stop_fd wakes the main thread. */
 	atomic_bool stopping;
