@@ -58,6 +58,7 @@ static const struct option run_options[] = {
 	{ "exit-on", required_argument, NULL, OPT_EXIT_ON },
 	{ "debug", no_argument, NULL, OPT_DEBUG },
 	{ "network", required_argument, NULL, 'n' },
+	{ "disk", required_argument, NULL, 'd' },
 	{ "no-ioeventfd", no_argument, NULL, OPT_NO_IOEVENTFD },
 	{ "stats", optional_argument, NULL, OPT_STATS },
 	{ "virtio-transport", required_argument, NULL, OPT_VIRTIO_TRANSPORT },
@@ -95,6 +96,10 @@ void kvm_run_usage(FILE *out)
 		"                        window of at most poll_us=N (1-10000, default 50), yielding\n"
 		"                        the CPU between looks), trans=pci|mmio (the transport;\n"
 		"                        default: --virtio-transport)\n"
+		"  -d, --disk PATH[,ro][,trans=pci|mmio][,aio=libaio|sync][,direct=on|off]\n"
+		"                        a virtio-blk disk on a raw image (up to %d): ro makes it\n"
+		"                        read-only; I/O through libaio (default) or pread/pwrite;\n"
+		"                        O_DIRECT where the file system allows unless direct=off\n"
 		"      --no-ioeventfd    every virtio notify traps to the vCPU thread (for comparison)\n"
 		"      --virtio-transport pci|mmio  transport of virtio devices without trans=\n"
 		"                        (default pci; mmio devices are announced to Linux with\n"
@@ -110,7 +115,7 @@ void kvm_run_usage(FILE *out)
 		"Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
 		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
 		"2 guest panic (pvpanic), 124 --timeout expired, 128+N stopped by signal N.\n",
-		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS);
+		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS, VIRTIO_BLK_MAX_DISKS);
 }
 
 static int parse_uint(const char *s, u64 min, u64 max, u64 *out)
@@ -169,7 +174,7 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 	/* getopt keeps its position in globals; reset so parsing can run more than once. */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":k:i:p:m:c:n:h", run_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":k:i:p:m:c:n:d:h", run_options, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			cfg->kernel_path = optarg;
@@ -247,6 +252,15 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 			if (net_parse_opts(optarg, &cfg->net[cfg->nr_nets], err, errlen) < 0)
 				return -EINVAL;
 			cfg->nr_nets++;
+			break;
+		case 'd':
+			if (cfg->nr_disks >= (int)ARRAY_SIZE(cfg->disk)) {
+				errfmt(err, errlen, "-d: at most %d disks", (int)ARRAY_SIZE(cfg->disk));
+				return -EINVAL;
+			}
+			if (blk_parse_opts(optarg, &cfg->disk[cfg->nr_disks], err, errlen) < 0)
+				return -EINVAL;
+			cfg->nr_disks++;
 			break;
 		case OPT_NO_IOEVENTFD:
 			cfg->no_ioeventfd = true;
@@ -435,6 +449,30 @@ static void net_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	virtio_net_destroy(d->priv);
 }
 
+/* A disk: the image and its virtio-blk device. */
+static int blk_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct blk_opts o = *(const struct blk_opts *)d->arg;
+	struct virtio_blk *b;
+	int ret;
+
+	if (!o.trans_set)
+		o.trans = kvm->cfg.virtio_trans;
+	ret = virtio_blk_create(kvm, &o, &b, err, errlen);
+	if (ret < 0)
+		return ret;
+	d->priv = b;
+	pr_debug("virtio-blk %d over %s: %s%s, %s%s", d->index, virtio_trans_name(o.trans), o.path,
+		 o.ro ? " (read-only)" : "", o.io == BLK_IO_SYNC ? "pread/pwrite" : "libaio",
+		 virtio_blk_direct(b) ? ", O_DIRECT" : "");
+	return 0;
+}
+
+static void blk_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	virtio_blk_destroy(d->priv);
+}
+
 static const struct {
 	const char *name;
 	int prio;
@@ -461,6 +499,9 @@ int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
 		if (cfg->net[i].mode != NET_MODE_NONE)
 			ret = kvm_dev_add(kvm, "virtio-net", DEV_PRIO_VIRTIO, net_dev_init, net_dev_exit,
 					  &cfg->net[i], sizeof(cfg->net[i]));
+	for (int i = 0; i < cfg->nr_disks && !ret; i++)
+		ret = kvm_dev_add(kvm, "virtio-blk", DEV_PRIO_VIRTIO, blk_dev_init, blk_dev_exit, &cfg->disk[i],
+				  sizeof(cfg->disk[i]));
 	if (ret < 0)
 		errfmt(err, errlen, "registering devices: %s", strerror(-ret));
 	return ret;
@@ -625,6 +666,15 @@ static void print_stats(struct kvm *kvm)
 		if (!json)
 			fprintf(stderr, "net%zu:\n", i);
 		virtio_net_print_stats(kvm->nets[i], stderr, json);
+	}
+	if (json)
+		fprintf(stderr, "],\"disks\":[");
+	for (int i = 0; kvm_dev_find(kvm, "virtio-blk", i); i++) {
+		if (json && i)
+			fputc(',', stderr);
+		if (!json)
+			fprintf(stderr, "disk%d:\n", i);
+		virtio_blk_print_stats(kvm_dev_find(kvm, "virtio-blk", i)->priv, stderr, json);
 	}
 	if (json)
 		fprintf(stderr, "]}\n");

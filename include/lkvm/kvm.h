@@ -9,6 +9,7 @@
 #include "lkvm/io.h"
 #include "lkvm/mem.h"
 #include "lkvm/net.h"
+#include "lkvm/virtio-blk.h"
 #include "lkvm/util.h"
 
 #define LKVM_MAX_CPUS 64
@@ -41,6 +42,8 @@ struct kvm_config {
 	enum { STATS_OFF, STATS_TABLE, STATS_JSON } stats;
 	int nr_nets;
 	struct net_opts net[4]; /* -n, once per NIC */
+	int nr_disks;
+	struct blk_opts disk[VIRTIO_BLK_MAX_DISKS]; /* -d, once per disk */
 };
 
 struct kvm_cpu;
