@@ -21,6 +21,7 @@
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
 #include "lkvm/term.h"
+#include "lkvm/virtio-console.h"
 #include "lkvm/virtio-mmio.h"
 #include "lkvm/virtio-net.h"
 #include "lkvm/x86.h"
@@ -43,6 +44,7 @@ enum {
 	OPT_STATS,
 	OPT_VIRTIO_TRANSPORT,
 	OPT_DUMP_DTB,
+	OPT_RNG,
 };
 
 static const struct option run_options[] = {
@@ -63,6 +65,7 @@ static const struct option run_options[] = {
 	{ "stats", optional_argument, NULL, OPT_STATS },
 	{ "virtio-transport", required_argument, NULL, OPT_VIRTIO_TRANSPORT },
 	{ "dump-dtb", required_argument, NULL, OPT_DUMP_DTB },
+	{ "rng", no_argument, NULL, OPT_RNG },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -81,7 +84,10 @@ void kvm_run_usage(FILE *out)
 		"  -m, --mem MIB         guest RAM in MiB, or with a G suffix in GiB (default %d)\n"
 		"  -c, --cpus N          number of vCPUs, 1 to %d (default 1)\n"
 		"      --name NAME       a name for this VM (shown in log lines)\n"
-		"      --console serial  console device (only the 8250 serial console exists)\n"
+		"      --console serial|virtio  the console: the 8250 UART (ttyS0, default), or\n"
+		"                        virtio-console (hvc0: console=hvc0 is added, terminal\n"
+		"                        input goes there; the UART stays for early messages)\n"
+		"      --rng             a virtio-rng device fed from getrandom(2)\n"
 		"      --timeout SECS    stop the guest after SECS seconds and exit with 124\n"
 		"      --exit-on TEXT    exit with 0 as soon as the console prints TEXT\n"
 		"      --quirks MODE     auto (default): complete what the host cannot emulate\n"
@@ -208,8 +214,12 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 			cfg->name = optarg;
 			break;
 		case OPT_CONSOLE:
-			if (strcmp(optarg, "serial") != 0) {
-				errfmt(err, errlen, "--console '%s': only 'serial' is supported", optarg);
+			if (!strcmp(optarg, "serial")) {
+				cfg->console_virtio = false;
+			} else if (!strcmp(optarg, "virtio")) {
+				cfg->console_virtio = true;
+			} else {
+				errfmt(err, errlen, "--console '%s': give serial or virtio", optarg);
 				return -EINVAL;
 			}
 			cfg->console_serial = true;
@@ -271,6 +281,9 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 				return -EINVAL;
 			}
 			break;
+		case OPT_RNG:
+			cfg->rng = true;
+			break;
 		case OPT_DUMP_DTB:
 			if (!*optarg) {
 				errfmt(err, errlen, "--dump-dtb: give a file name");
@@ -312,7 +325,8 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 
 int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s%s%s%s%s", base_kernel_params, pvm_quirks ? " " : "",
+	int n = snprintf(buf, len, "%s%s%s%s%s%s", base_kernel_params,
+			 cfg->console_virtio ? " console=hvc0" : "", pvm_quirks ? " " : "",
 			 pvm_quirks ? x86_pvm_kernel_params : "", cfg->cmdline && *cfg->cmdline ? " " : "",
 			 cfg->cmdline ? cfg->cmdline : "");
 
@@ -449,6 +463,37 @@ static void net_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	virtio_net_destroy(d->priv);
 }
 
+static int vcon_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct virtio_console *c;
+	int ret = virtio_console_create(kvm, kvm->cfg.virtio_trans, NULL, false, &c);
+
+	if (ret < 0)
+		return ret;
+	d->priv = kvm->vcon = c;
+	return 0;
+}
+
+static void vcon_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	kvm->vcon = NULL;
+	virtio_console_destroy(d->priv);
+}
+
+static int rng_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct virtio_rng *r;
+	int ret = virtio_rng_create(kvm, kvm->cfg.virtio_trans, false, &r);
+
+	d->priv = r;
+	return ret;
+}
+
+static void rng_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	virtio_rng_destroy(d->priv);
+}
+
 /* A disk: the image and its virtio-blk device. */
 static int blk_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
@@ -502,6 +547,10 @@ int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
 	for (int i = 0; i < cfg->nr_disks && !ret; i++)
 		ret = kvm_dev_add(kvm, "virtio-blk", DEV_PRIO_VIRTIO, blk_dev_init, blk_dev_exit, &cfg->disk[i],
 				  sizeof(cfg->disk[i]));
+	if (!ret && cfg->console_virtio)
+		ret = kvm_dev_add(kvm, "virtio-console", DEV_PRIO_VIRTIO, vcon_dev_init, vcon_dev_exit, NULL, 0);
+	if (!ret && cfg->rng)
+		ret = kvm_dev_add(kvm, "virtio-rng", DEV_PRIO_VIRTIO, rng_dev_init, rng_dev_exit, NULL, 0);
 	if (ret < 0)
 		errfmt(err, errlen, "registering devices: %s", strerror(-ret));
 	return ret;

@@ -34,7 +34,9 @@ struct kvm_config {
 	int nr_cpus;
 	int timeout_s;         /* 0: none */
 	enum quirks_mode quirks;
-	bool console_serial;   /* --console serial (the only console for now) */
+	bool console_serial;   /* the 8250 UART is always there (earlyprintk, ttyS0) */
+	bool console_virtio;   /* --console virtio: hvc0 is the console and takes the input */
+	bool rng;              /* --rng: a virtio-rng device */
 	bool debug;
 	bool no_ioeventfd;     /* --no-ioeventfd: every virtio notify is a trapped exit */
 	enum virtio_trans virtio_trans; /* --virtio-transport: for devices without trans= */
@@ -65,6 +67,7 @@ struct term;
 struct pci_bus;
 struct virtio_net;
 struct kvm_dev;
+struct virtio_console;
 
 /* Counters of the host-instruction completions (x86/emulate.c); see `--stats`. */
 enum emu_insn {
@@ -99,6 +102,7 @@ struct kvm {
 	void *rtc;
 	struct virtio_net *nets[4];           /* set by the NICs' device entries, for --stats */
 	struct kvm_dev *devs;                 /* the device list (dev.h), exited by kvm_destroy */
+	struct virtio_console *vcon;          /* --console virtio: where terminal input goes */
 	/* virtio-mmio slots in use (virtio/mmio.c), for the command line and the DTB. */
 	struct kvm_mmio_slot {
 		u64 addr;
