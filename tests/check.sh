@@ -51,12 +51,13 @@ stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 90
 stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
 scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
 stage linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
+stage blk bash -c 'make -s guests || exit 1; scripts/kvm-host.sh --timeout 900 -- tests/integration/test-blk.sh'
 stage net bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"'
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
 # no /dev/kvm, in the emulated SVM host, the only place here where it runs; natively on VMX/SVM.
 us_host=
 [ "$kind" = native ] || us_host=--emulated
-stage userspace scripts/kvm-host.sh $us_host --timeout 900 -- tests/integration/test-userspace.sh
+stage userspace scripts/kvm-host.sh $us_host --timeout 900 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
 
 echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
 echo "check: $total_p passed, $total_f failed, $total_s skipped"
