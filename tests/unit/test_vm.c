@@ -43,13 +43,25 @@ static bool have_kvm(void)
 	return true;
 }
 
+static char disk_path[64]; /* a small image every VM's disk opens */
+
 static struct kvm_config vm_config(void)
 {
 	struct kvm_config cfg = { .ram_mib = RAM_MIB, .nr_cpus = 1 };
 
-	cfg.nr_nets = 2;
+	cfg.nr_disks = 2;
+	snprintf(cfg.disk[0].path, sizeof(cfg.disk[0].path), "%s", disk_path);
+	cfg.disk[0].trans = VIRTIO_TRANS_MMIO;
+	cfg.disk[0].trans_set = true;
+	snprintf(cfg.disk[1].path, sizeof(cfg.disk[1].path), "%s", disk_path);
+	cfg.disk[1].ro = true;
+
+	cfg.nr_nets = 3;
 	cfg.net[0] = (struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 1 };
 	cfg.net[1] = (struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 2 };
+	cfg.net[2] = (struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 1,
+					.trans = VIRTIO_TRANS_MMIO, .trans_set = true };
+	cfg.console_virtio = cfg.rng = true; /* on --virtio-transport: PCI */
 	return cfg;
 }
 
@@ -90,10 +102,18 @@ static void vm_devices(struct kvm *kvm)
 	ck_assert_ptr_nonnull(kvm->rtc);
 	ck_assert_ptr_nonnull(kvm->nets[0]);
 	ck_assert_ptr_nonnull(kvm->nets[1]);
-	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-net", 1));
-	ck_assert_ptr_null(kvm_dev_find(kvm, "virtio-net", 2));
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-net", 2));
+	ck_assert_ptr_null(kvm_dev_find(kvm, "virtio-net", 3));
+	ck_assert_ptr_nonnull(kvm->vcon);
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-rng", 0));
+	/* The third NIC on virtio-mmio, in the first slot. */
+	ck_assert(kvm->virtio_mmio[0].used);
+	ck_assert_uint_eq(kvm->virtio_mmio[0].device_id, 1);
+	ck_assert(kvm->virtio_mmio[1].used); /* the first disk */
+	ck_assert_uint_eq(kvm->virtio_mmio[1].device_id, 2);
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-blk", 1));
 	/* The run numbers NICs without a MAC. */
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		struct virtio_device *v = virtio_net_vdev(kvm->nets[i]);
 
 		v->ops->config_read(v, 0, (u8 *)&c, sizeof(c));
@@ -106,7 +126,14 @@ static void vm_devices(struct kvm *kvm)
 
 static void many_vms(bool real)
 {
-	int fds = count_fds();
+	int fds, dfd;
+
+	strcpy(disk_path, "/var/tmp/lkvm-vm-XXXXXX");
+	dfd = mkstemp(disk_path);
+	ck_assert_int_ge(dfd, 0);
+	ck_assert_int_eq(ftruncate(dfd, 1 << 20), 0);
+	close(dfd);
+	fds = count_fds();
 
 	for (int r = 0; r < ROUNDS; r++) {
 		struct kvm *vm[NR_VMS];
@@ -124,6 +151,7 @@ static void many_vms(bool real)
 		}
 		ck_assert_int_eq(count_fds(), fds);
 	}
+	unlink(disk_path);
 }
 
 START_TEST(many_vms_without_kvm)
