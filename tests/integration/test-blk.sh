@@ -90,14 +90,21 @@ t_dtb() {
 		fail "CPUs, UART or memory missing ($WORK/lkvm.dts)"
 }
 
-# A disk with an MBR and one ext4 partition whose files come from DIR (mkfs.ext4 -d).
+# A little-endian 32-bit value as printf escapes.
+le32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 & 255)) $((($1 >> 8) & 255)) $((($1 >> 16) & 255)) $((($1 >> 24) & 255)); }
+
+# A disk with an MBR (one Linux partition from sector 2048 to the end, written here) and an ext4
+# file system in it whose files come from DIR (mkfs.ext4 -d).
 make_ext4_disk() { # FILE DIR
-	local img=$1 dir=$2
-	command -v mkfs.ext4 >/dev/null && command -v sfdisk >/dev/null || return 1
+	local img=$1 dir=$2 sectors=$((40 * 2048))
+	command -v mkfs.ext4 >/dev/null || return 1
 	rm -f "$img"
-	truncate -s 40M "$img"
-	echo 'start=2048, type=83' | sfdisk -q "$img" >/dev/null || return 1
-	mkfs.ext4 -q -F -E offset=$((2048 * 512)) -d "$dir" "$img" 38M >/dev/null 2>&1
+	truncate -s $((sectors * 512)) "$img"
+	# Entry 1 at 446: not bootable, CHS unused, type 0x83, first LBA, sector count; then 0x55aa.
+	printf "\\x00\\x00\\x00\\x00\\x83\\x00\\x00\\x00$(le32 2048)$(le32 $((sectors - 2048)))" |
+		dd of="$img" bs=1 seek=446 conv=notrunc status=none
+	printf '\x55\xaa' | dd of="$img" bs=1 seek=510 conv=notrunc status=none
+	mkfs.ext4 -q -F -E offset=$((2048 * 512)) -d "$dir" "$img" $(((sectors - 2048) / 2))k >/dev/null 2>&1
 }
 
 # t_linux TRANS: the kernel finds the disk and its partition, and mounts the ext4 root. On a PVM
@@ -107,7 +114,7 @@ t_linux() {
 	[ -f "$G/bzImage" ] || { fail "$G/bzImage missing (scripts/build-guest.sh)"; return; }
 	grep -q '^CONFIG_EXT4_FS=y' "$G/linux/.config" 2>/dev/null || { fail "guest kernel lacks ext4 (rebuild with scripts/build-guest.sh)"; return; }
 	mkdir -p "$WORK/root-$trans/sbin" && echo lkvm > "$WORK/root-$trans/hello"
-	make_ext4_disk "$img" "$WORK/root-$trans" || { skip "no mkfs.ext4 or sfdisk (scripts/deps.sh test)"; return; }
+	make_ext4_disk "$img" "$WORK/root-$trans" || { skip "no mkfs.ext4 (scripts/deps.sh test)"; return; }
 	run_lkvm blk-linux-$trans 0 -- run -k "$G/bzImage" -m 256 -d "$img,trans=$trans" --rng --stats \
 		-p "root=/dev/vda1 rootfstype=ext4 ro rootwait" --timeout $T --exit-on "VFS: Mounted root" || return
 	if [ "$trans" = mmio ]; then
@@ -151,7 +158,7 @@ echo "LKVM-BLK-WRITTEN"
 reboot -f
 EOF
 	chmod 755 "$root/init"
-	make_ext4_disk "$img" "$root" || { skip "no mkfs.ext4 or sfdisk (scripts/deps.sh test)"; return; }
+	make_ext4_disk "$img" "$root" || { skip "no mkfs.ext4 (scripts/deps.sh test)"; return; }
 	run_lkvm blk-userspace 0 -- run -k "$G/bzImage" -m 256 -d "$img,trans=mmio" --console virtio --rng \
 		--virtio-transport mmio -p "root=/dev/vda1 rootfstype=ext4 ro init=/init" --timeout $T || return
 	expect_output "LKVM-BLK-USERSPACE-OK .* console=.*hvc0" "user space from the ext4 root, on hvc0" || return
