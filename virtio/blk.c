@@ -22,6 +22,7 @@
 #define HDR_LEN sizeof(struct virtio_blk_outhdr)
 #define NR_REQS VIRTIO_BLK_QUEUE_SIZE /* a well-behaved driver never has more in flight */
 #define BOUNCE_ALIGN 4096
+#define MAX_REQ_BYTES (64ULL << 20) /* far above seg_max pages; keeps used lengths in 32 bits */
 #define F(bit) (1ULL << (bit))
 
 _Static_assert(sizeof(struct virtio_blk_outhdr) == 16, "virtio-blk header is 16 bytes");
@@ -346,7 +347,7 @@ static bool handle(struct virtio_blk *b, const struct vq_elem *e, struct blk_req
 	}
 	r->len = data_len;
 	/* Whole sectors, inside the image, no overflow; writes only when writable. */
-	if (!r->iov || data_len % SECTOR || sector > b->size / SECTOR ||
+	if (!r->iov || data_len % SECTOR || data_len > MAX_REQ_BYTES || sector > b->size / SECTOR ||
 	    !range_ok(sector * SECTOR, data_len, b->size) || (r->type == VIRTIO_BLK_T_OUT && b->ro)) {
 		complete(b, r, VIRTIO_BLK_S_IOERR);
 		return true;
