@@ -116,7 +116,7 @@ t_linux() {
 	mkdir -p "$WORK/root-$trans/sbin" && echo lkvm > "$WORK/root-$trans/hello"
 	make_ext4_disk "$img" "$WORK/root-$trans" || { skip "no mkfs.ext4 (scripts/deps.sh test)"; return; }
 	run_lkvm blk-linux-$trans 0 -- run -k "$G/bzImage" -m 256 -d "$img,trans=$trans" --rng --stats \
-		-p "root=/dev/vda1 rootfstype=ext4 ro rootwait" --timeout $T --exit-on "VFS: Mounted root" || return
+		-p "root=/dev/vda1 rootfstype=ext4 ro rootwait" --timeout $T --exit-on "VFS: Mounted root (ext4 filesystem) readonly" || return
 	if [ "$trans" = mmio ]; then
 		expect_output "virtio_mmio.device=0x200@0xc0000000:5" "the disk on the command line" || return
 		expect_output "virtio-mmio: Registering device virtio-mmio.0 at 0xc0000000-0xc00001ff, IRQ 5" "Linux registering the disk" || return
