@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "lkvm/boot.h"
+#include "lkvm/dev.h"
+#include "lkvm/fdt.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/layout.h"
@@ -19,6 +21,8 @@
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
 #include "lkvm/term.h"
+#include "lkvm/virtio-console.h"
+#include "lkvm/virtio-mmio.h"
 #include "lkvm/virtio-net.h"
 #include "lkvm/x86.h"
 
@@ -38,6 +42,9 @@ enum {
 	OPT_DEBUG,
 	OPT_NO_IOEVENTFD,
 	OPT_STATS,
+	OPT_VIRTIO_TRANSPORT,
+	OPT_DUMP_DTB,
+	OPT_RNG,
 };
 
 static const struct option run_options[] = {
@@ -53,8 +60,12 @@ static const struct option run_options[] = {
 	{ "exit-on", required_argument, NULL, OPT_EXIT_ON },
 	{ "debug", no_argument, NULL, OPT_DEBUG },
 	{ "network", required_argument, NULL, 'n' },
+	{ "disk", required_argument, NULL, 'd' },
 	{ "no-ioeventfd", no_argument, NULL, OPT_NO_IOEVENTFD },
 	{ "stats", optional_argument, NULL, OPT_STATS },
+	{ "virtio-transport", required_argument, NULL, OPT_VIRTIO_TRANSPORT },
+	{ "dump-dtb", required_argument, NULL, OPT_DUMP_DTB },
+	{ "rng", no_argument, NULL, OPT_RNG },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -73,7 +84,10 @@ void kvm_run_usage(FILE *out)
 		"  -m, --mem MIB         guest RAM in MiB, or with a G suffix in GiB (default %d)\n"
 		"  -c, --cpus N          number of vCPUs, 1 to %d (default 1)\n"
 		"      --name NAME       a name for this VM (shown in log lines)\n"
-		"      --console serial  console device (only the 8250 serial console exists)\n"
+		"      --console serial|virtio  the console: the 8250 UART (ttyS0, default), or\n"
+		"                        virtio-console (hvc0: console=hvc0 is added, terminal\n"
+		"                        input goes there; the UART stays for early messages)\n"
+		"      --rng             a virtio-rng device fed from getrandom(2)\n"
 		"      --timeout SECS    stop the guest after SECS seconds and exit with 124\n"
 		"      --exit-on TEXT    exit with 0 as soon as the console prints TEXT\n"
 		"      --quirks MODE     auto (default): complete what the host cannot emulate\n"
@@ -86,18 +100,29 @@ void kvm_run_usage(FILE *out)
 		"                        tx_timer_us=N (1-10000, default 150) after one, then drains;\n"
 		"                        poll keeps polling the ring after draining, for an adaptive\n"
 		"                        window of at most poll_us=N (1-10000, default 50), yielding\n"
-		"                        the CPU between looks)\n"
+		"                        the CPU between looks), trans=pci|mmio (the transport;\n"
+		"                        default: --virtio-transport)\n"
+		"  -d, --disk PATH[,ro][,trans=pci|mmio][,aio=libaio|sync][,direct=on|off]\n"
+		"                        a virtio-blk disk on a raw image (up to %d): ro makes it\n"
+		"                        read-only; I/O through libaio (default) or pread/pwrite;\n"
+		"                        O_DIRECT where the file system allows unless direct=off\n"
 		"      --no-ioeventfd    every virtio notify traps to the vCPU thread (for comparison)\n"
+		"      --virtio-transport pci|mmio  transport of virtio devices without trans=\n"
+		"                        (default pci; mmio devices are announced to Linux with\n"
+		"                        virtio_mmio.device= on its command line and in the DTB)\n"
+		"      --dump-dtb FILE   write the machine's flattened device tree to FILE (also\n"
+		"                        given to a bzImage guest as setup_data SETUP_DTB)\n"
 		"      --stats[=table|json]  print exit and per-queue counters (kicks, trapped,\n"
 		"                        irqs, packets, drops; polls, poll_hits, poll_us for\n"
-		"                        tx=poll) to stderr at the end, and on SIGUSR2\n"
+		"                        tx=poll; each disk's requests, bytes, errors) to stderr\n"
+		"                        at the end, and on SIGUSR2\n"
 		"      --debug           more log lines, and boot timing\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
 		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
 		"2 guest panic (pvpanic), 124 --timeout expired, 128+N stopped by signal N.\n",
-		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS);
+		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS, VIRTIO_BLK_MAX_DISKS);
 }
 
 static int parse_uint(const char *s, u64 min, u64 max, u64 *out)
@@ -156,7 +181,7 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 	/* getopt keeps its position in globals; reset so parsing can run more than once. */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":k:i:p:m:c:n:h", run_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":k:i:p:m:c:n:d:h", run_options, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			cfg->kernel_path = optarg;
@@ -190,8 +215,12 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 			cfg->name = optarg;
 			break;
 		case OPT_CONSOLE:
-			if (strcmp(optarg, "serial") != 0) {
-				errfmt(err, errlen, "--console '%s': only 'serial' is supported", optarg);
+			if (!strcmp(optarg, "serial")) {
+				cfg->console_virtio = false;
+			} else if (!strcmp(optarg, "virtio")) {
+				cfg->console_virtio = true;
+			} else {
+				errfmt(err, errlen, "--console '%s': give serial or virtio", optarg);
 				return -EINVAL;
 			}
 			cfg->console_serial = true;
@@ -235,8 +264,33 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 				return -EINVAL;
 			cfg->nr_nets++;
 			break;
+		case 'd':
+			if (cfg->nr_disks >= (int)ARRAY_SIZE(cfg->disk)) {
+				errfmt(err, errlen, "-d: at most %d disks", (int)ARRAY_SIZE(cfg->disk));
+				return -EINVAL;
+			}
+			if (blk_parse_opts(optarg, &cfg->disk[cfg->nr_disks], err, errlen) < 0)
+				return -EINVAL;
+			cfg->nr_disks++;
+			break;
 		case OPT_NO_IOEVENTFD:
 			cfg->no_ioeventfd = true;
+			break;
+		case OPT_VIRTIO_TRANSPORT:
+			if (virtio_trans_parse(optarg, &cfg->virtio_trans)) {
+				errfmt(err, errlen, "--virtio-transport '%s': give pci or mmio", optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_RNG:
+			cfg->rng = true;
+			break;
+		case OPT_DUMP_DTB:
+			if (!*optarg) {
+				errfmt(err, errlen, "--dump-dtb: give a file name");
+				return -EINVAL;
+			}
+			cfg->dump_dtb = optarg;
 			break;
 		case OPT_STATS:
 			if (!optarg || !strcmp(optarg, "table"))
@@ -272,7 +326,8 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 
 int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s%s%s%s%s", base_kernel_params, pvm_quirks ? " " : "",
+	int n = snprintf(buf, len, "%s%s%s%s%s%s", base_kernel_params,
+			 cfg->console_virtio ? " console=hvc0" : "", pvm_quirks ? " " : "",
 			 pvm_quirks ? x86_pvm_kernel_params : "", cfg->cmdline && *cfg->cmdline ? " " : "",
 			 cfg->cmdline ? cfg->cmdline : "");
 
@@ -301,9 +356,238 @@ struct run_state {
 	struct kvm kvm;
 	struct term term;
 	bool kvm_up, term_up;
-	u8 *kernel, *initrd;
-	size_t kernel_len, initrd_len;
+	u8 *kernel, *initrd, *dtb;
+	size_t kernel_len, initrd_len, dtb_len;
 };
+
+/* ---- The machine's devices, as entries of the VM's device list (dev.h) ---- */
+
+static int pci_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return pci_bus_create(kvm);
+}
+
+static void pci_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	pci_bus_destroy(kvm);
+}
+
+static int uart_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	kvm->uart = serial8250_create(kvm, SERIAL_COM1_BASE, SERIAL_COM1_IRQ);
+	return kvm->uart ? 0 : -ENOMEM;
+}
+
+static void uart_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	serial8250_destroy(kvm->uart);
+	kvm->uart = NULL;
+}
+
+static int i8042_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return i8042_init(kvm);
+}
+
+static void i8042_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	i8042_destroy(kvm);
+}
+
+static int rtc_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return rtc_init(kvm);
+}
+
+static void rtc_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	rtc_destroy(kvm);
+}
+
+static int pvpanic_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return pvpanic_init(kvm);
+}
+
+static void pvpanic_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	pvpanic_destroy(kvm);
+}
+
+/* A NIC: its backends (a tap, or fake ones for tests), then the device. The n-th NIC
+ * given without a MAC gets the default MAC plus n in its last byte. */
+static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { NULL };
+	static const u8 default_mac[6] = VIRTIO_NET_DEFAULT_MAC;
+	struct net_opts o = *(const struct net_opts *)d->arg;
+	struct virtio_net *n;
+	char ifname[sizeof(be[0]->ifname)] = "fake";
+	int ret, pairs = o.queue_pairs ? o.queue_pairs : 1;
+
+	if (kvm->cfg.no_ioeventfd)
+		o.ioeventfd = false;
+	if (!o.trans_set)
+		o.trans = kvm->cfg.virtio_trans;
+	if (!o.mac_set) {
+		memcpy(o.guest_mac, default_mac, sizeof(o.guest_mac));
+		o.guest_mac[5] = (u8)(o.guest_mac[5] + d->index);
+		o.mac_set = true;
+	}
+	if (o.mode == NET_MODE_FAKE) {
+		/* One that cannot be made is reported by virtio_net_create ("no backend"). */
+		for (int i = 0; i < pairs && i < NET_MAX_QUEUE_PAIRS; i++)
+			be[i] = net_fake_create();
+	} else {
+		ret = net_tap_open(&o, be, pairs, err, errlen);
+		if (ret < 0)
+			return ret;
+		memcpy(ifname, be[0]->ifname, sizeof(ifname));
+	}
+	/* From here the device owns the backends, on failure too. */
+	ret = virtio_net_create(kvm, &o, be, &n, err, errlen);
+	if (ret < 0)
+		return ret;
+	d->priv = n;
+	if (d->index < (int)ARRAY_SIZE(kvm->nets))
+		kvm->nets[d->index] = n;
+	pr_debug("virtio-net %d over %s on %s %s, %s, tx=%s", d->index, virtio_trans_name(o.trans),
+		 o.mode == NET_MODE_FAKE ? "fake" : "tap", ifname,
+		 o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
+	return 0;
+}
+
+static void net_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	if (d->index < (int)ARRAY_SIZE(kvm->nets))
+		kvm->nets[d->index] = NULL;
+	virtio_net_destroy(d->priv);
+}
+
+static int vcon_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct virtio_console *c;
+	int ret = virtio_console_create(kvm, kvm->cfg.virtio_trans, NULL, false, &c);
+
+	if (ret < 0)
+		return ret;
+	d->priv = kvm->vcon = c;
+	return 0;
+}
+
+static void vcon_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	kvm->vcon = NULL;
+	virtio_console_destroy(d->priv);
+}
+
+static int rng_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct virtio_rng *r;
+	int ret = virtio_rng_create(kvm, kvm->cfg.virtio_trans, false, &r);
+
+	d->priv = r;
+	return ret;
+}
+
+static void rng_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	virtio_rng_destroy(d->priv);
+}
+
+/* A disk: the image and its virtio-blk device. */
+static int blk_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct blk_opts o = *(const struct blk_opts *)d->arg;
+	struct virtio_blk *b;
+	int ret;
+
+	if (!o.trans_set)
+		o.trans = kvm->cfg.virtio_trans;
+	ret = virtio_blk_create(kvm, &o, &b, err, errlen);
+	if (ret < 0)
+		return ret;
+	d->priv = b;
+	pr_debug("virtio-blk %d over %s: %s%s, %s%s", d->index, virtio_trans_name(o.trans), o.path,
+		 o.ro ? " (read-only)" : "", o.io == BLK_IO_SYNC ? "pread/pwrite" : "libaio",
+		 virtio_blk_direct(b) ? ", O_DIRECT" : "");
+	return 0;
+}
+
+static void blk_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	virtio_blk_destroy(d->priv);
+}
+
+static const struct {
+	const char *name;
+	int prio;
+	kvm_dev_init_fn init;
+	kvm_dev_exit_fn exit;
+} base_devices[] = {
+	{ "pci", DEV_PRIO_BUS, pci_dev_init, pci_dev_exit },
+	{ "uart", DEV_PRIO_LEGACY, uart_dev_init, uart_dev_exit },
+	/* After the PCI bus, which owns 0xCF8-0xCFB and forwards 0xCF9. */
+	{ "i8042", DEV_PRIO_LEGACY, i8042_dev_init, i8042_dev_exit },
+	{ "rtc", DEV_PRIO_LEGACY, rtc_dev_init, rtc_dev_exit },
+	{ "pvpanic", DEV_PRIO_LEGACY, pvpanic_dev_init, pvpanic_dev_exit },
+};
+
+int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
+{
+	const struct kvm_config *cfg = &kvm->cfg;
+	int ret = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(base_devices) && !ret; i++)
+		ret = kvm_dev_add(kvm, base_devices[i].name, base_devices[i].prio, base_devices[i].init,
+				  base_devices[i].exit, NULL, 0);
+	for (int i = 0; i < cfg->nr_nets && !ret; i++)
+		if (cfg->net[i].mode != NET_MODE_NONE)
+			ret = kvm_dev_add(kvm, "virtio-net", DEV_PRIO_VIRTIO, net_dev_init, net_dev_exit,
+					  &cfg->net[i], sizeof(cfg->net[i]));
+	for (int i = 0; i < cfg->nr_disks && !ret; i++)
+		ret = kvm_dev_add(kvm, "virtio-blk", DEV_PRIO_VIRTIO, blk_dev_init, blk_dev_exit, &cfg->disk[i],
+				  sizeof(cfg->disk[i]));
+	if (!ret && cfg->console_virtio)
+		ret = kvm_dev_add(kvm, "virtio-console", DEV_PRIO_VIRTIO, vcon_dev_init, vcon_dev_exit, NULL, 0);
+	if (!ret && cfg->rng)
+		ret = kvm_dev_add(kvm, "virtio-rng", DEV_PRIO_VIRTIO, rng_dev_init, rng_dev_exit, NULL, 0);
+	if (ret < 0)
+		errfmt(err, errlen, "registering devices: %s", strerror(-ret));
+	return ret;
+}
+
+/* The device tree, for the guest and for --dump-dtb FILE. */
+static int make_dtb(struct run_state *st, const struct kvm_config *cfg, const char *cmdline, char *err,
+		    size_t errlen)
+{
+	FILE *f;
+	int n;
+
+	st->dtb = malloc(FDT_MAX_SIZE);
+	if (!st->dtb)
+		return -ENOMEM;
+	n = fdt_build(&st->kvm, cmdline, st->dtb, FDT_MAX_SIZE);
+	if (n < 0) {
+		errfmt(err, errlen, "building the device tree: %s", strerror(-n));
+		return n;
+	}
+	st->dtb_len = (size_t)n;
+	if (!cfg->dump_dtb)
+		return 0;
+	f = fopen(cfg->dump_dtb, "wb");
+	if (!f) {
+		errfmt(err, errlen, "--dump-dtb '%s': %s", cfg->dump_dtb, strerror(errno));
+		return -EIO;
+	}
+	n = fwrite(st->dtb, 1, st->dtb_len, f) == st->dtb_len;
+	if (fclose(f) != 0 || !n) {
+		errfmt(err, errlen, "--dump-dtb '%s': write failed", cfg->dump_dtb);
+		return -EIO;
+	}
+	pr_info("device tree (%zu bytes) written to %s", st->dtb_len, cfg->dump_dtb);
+	return 0;
+}
 
 static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen)
 {
@@ -335,19 +619,34 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 		pr_debug("PVM host quirks on: completing int3/clac/stac/fwait, adding \"%s\"",
 			 x86_pvm_kernel_params);
 
+	/* Devices first: the command line and the device tree describe them. */
+	ret = kvm_run_add_devices(kvm, err, errlen);
+	if (ret < 0)
+		return ret;
+	ret = kvm_devs_init(kvm, err, errlen);
+	if (ret < 0)
+		return ret;
+
 	ret = kvm_run_cmdline(cfg, kvm->pvm_quirks, cmdline, sizeof(cmdline));
+	if (!ret)
+		ret = virtio_mmio_cmdline(kvm, cmdline, sizeof(cmdline));
 	if (ret < 0) {
 		errfmt(err, errlen, "kernel command line too long (at most %d bytes with lkvm's defaults)",
 		       BOOT_CMDLINE_MAX - 1);
 		return ret;
 	}
 	pr_debug("kernel command line: %s", cmdline);
+	ret = make_dtb(st, cfg, cmdline, err, errlen);
+	if (ret < 0)
+		return ret;
 	args = (struct boot_args){
 		.kernel = st->kernel,
 		.kernel_len = st->kernel_len,
 		.initrd = st->initrd,
 		.initrd_len = st->initrd_len,
 		.cmdline = cmdline,
+		.dtb = st->dtb,
+		.dtb_len = st->dtb_len,
 	};
 	ret = boot_load(&kvm->mem, &args, &entry, err, errlen);
 	if (ret < 0)
@@ -355,42 +654,11 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 	/* Copied into guest RAM: the file images need not stay resident for the run. */
 	free(st->kernel);
 	free(st->initrd);
-	st->kernel = st->initrd = NULL;
+	free(st->dtb);
+	st->kernel = st->initrd = st->dtb = NULL;
 	ret = mptable_write(&kvm->mem, cfg->nr_cpus, err, errlen);
 	if (ret < 0)
 		return ret;
-
-	ret = pci_bus_create(kvm);
-	if (ret < 0)
-		goto dev_fail;
-	kvm->uart = serial8250_create(kvm, 0x3f8, 4);
-	if (!kvm->uart) {
-		ret = -ENOMEM;
-		goto dev_fail;
-	}
-	if ((ret = i8042_init(kvm)) < 0 || (ret = rtc_init(kvm)) < 0 || (ret = pvpanic_init(kvm)) < 0)
-		goto dev_fail;
-	for (int i = 0; i < cfg->nr_nets; i++) {
-		struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { NULL };
-		struct net_opts o = cfg->net[i];
-
-		if (o.mode == NET_MODE_NONE)
-			continue;
-		if (cfg->no_ioeventfd)
-			o.ioeventfd = false;
-		char ifname[sizeof(be[0]->ifname)];
-
-		ret = net_tap_open(&o, be, o.queue_pairs, err, errlen);
-		if (ret < 0)
-			return ret;
-		memcpy(ifname, be[0]->ifname, sizeof(ifname));
-		/* From here the device owns the backends, on failure too. */
-		ret = virtio_net_create(kvm, &o, be, &kvm->nets[i], err, errlen);
-		if (ret < 0)
-			return ret;
-		pr_debug("virtio-net %d on tap %s, %s, tx=%s", i, ifname,
-			 o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
-	}
 
 	for (int i = 0; i < cfg->nr_cpus; i++) {
 		ret = kvm_cpu_create(kvm, i, err, errlen);
@@ -404,9 +672,6 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 		 (unsigned long long)entry.kernel_start, (unsigned long long)entry.kernel_end,
 		 (unsigned long long)entry.rip, entry.initrd_size ? ", with initrd" : "");
 	return 0;
-dev_fail:
-	errfmt(err, errlen, "creating devices: %s", strerror(-ret));
-	return ret;
 }
 
 static void teardown(struct run_state *st)
@@ -417,23 +682,11 @@ static void teardown(struct run_state *st)
 		kvm_cpu_stop_all(kvm);
 	if (st->term_up)
 		term_exit(&st->term);
-	if (st->kvm_up) {
-		for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++) {
-			if (kvm->nets[i])
-				virtio_net_destroy(kvm->nets[i]);
-			kvm->nets[i] = NULL;
-		}
-		pvpanic_destroy(kvm);
-		rtc_destroy(kvm);
-		i8042_destroy(kvm);
-		if (kvm->uart)
-			serial8250_destroy(kvm->uart);
-		kvm->uart = NULL;
-		pci_bus_destroy(kvm);
-		kvm_destroy(kvm);
-	}
+	if (st->kvm_up)
+		kvm_destroy(kvm); /* devices too, in reverse order */
 	free(st->kernel);
 	free(st->initrd);
+	free(st->dtb);
 }
 
 /* Exit counters of every vCPU and each NIC's queue counters, to stderr. */
@@ -463,6 +716,15 @@ static void print_stats(struct kvm *kvm)
 		if (!json)
 			fprintf(stderr, "net%zu:\n", i);
 		virtio_net_print_stats(kvm->nets[i], stderr, json);
+	}
+	if (json)
+		fprintf(stderr, "],\"disks\":[");
+	for (int i = 0; kvm_dev_find(kvm, "virtio-blk", i); i++) {
+		if (json && i)
+			fputc(',', stderr);
+		if (!json)
+			fprintf(stderr, "disk%d:\n", i);
+		virtio_blk_print_stats(kvm_dev_find(kvm, "virtio-blk", i)->priv, stderr, json);
 	}
 	if (json)
 		fprintf(stderr, "]}\n");
@@ -550,7 +812,7 @@ static void wait_for_end(struct kvm *kvm, int sig_fd)
 
 int kvm_cmd_run(int argc, char **argv)
 {
-	static struct run_state st; /* large; lives for the whole process anyway */
+	struct run_state *st;
 	u64 t0 = now_ns();
 	struct kvm_config cfg;
 	char err[512] = "";
@@ -578,44 +840,50 @@ int kvm_cmd_run(int argc, char **argv)
 	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
 
-	memset(&st, 0, sizeof(st));
-	ret = setup(&st, &cfg, err, sizeof(err));
-	st.kvm.start_ns = t0;
-	if (ret < 0) {
-		pr_err("%s", err);
-		teardown(&st);
+	st = calloc(1, sizeof(*st)); /* large (struct kvm) */
+	if (!st) {
+		pr_err("out of memory");
 		return EXIT_LKVM_ERROR;
 	}
-	ret = term_init(&st.kvm, &st.term);
-	if (ret == 0) {
-		st.term_up = true;
-		ret = term_start(&st.term);
+	ret = setup(st, &cfg, err, sizeof(err));
+	st->kvm.start_ns = t0;
+	if (ret < 0) {
+		pr_err("%s", err);
+		teardown(st);
+		free(st);
+		return EXIT_LKVM_ERROR;
 	}
-	for (int i = 0; ret == 0 && i < st.kvm.nr_cpus; i++)
-		ret = kvm_cpu_start(st.kvm.cpus[i]);
+	ret = term_init(&st->kvm, &st->term);
+	if (ret == 0) {
+		st->term_up = true;
+		ret = term_start(&st->term);
+	}
+	for (int i = 0; ret == 0 && i < st->kvm.nr_cpus; i++)
+		ret = kvm_cpu_start(st->kvm.cpus[i]);
 	if (ret < 0)
-		kvm_request_exit(&st.kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
 
-	wait_for_end(&st.kvm, sig_fd);
-	kvm_cpu_stop_all(&st.kvm);
+	wait_for_end(&st->kvm, sig_fd);
+	kvm_cpu_stop_all(&st->kvm);
 	if (cfg.debug)
-		report_memory(&st.kvm);
+		report_memory(&st->kvm);
 	if (cfg.stats != STATS_OFF)
-		print_stats(&st.kvm);
-	if (st.term_up)
-		term_exit(&st.term);
-	st.term_up = false;
+		print_stats(&st->kvm);
+	if (st->term_up)
+		term_exit(&st->term);
+	st->term_up = false;
 
-	status = atomic_load(&st.kvm.exit_status);
+	status = atomic_load(&st->kvm.exit_status);
 	if (status == EXIT_GUEST_OK)
-		pr_info("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st.kvm.exit_reason);
+		pr_info("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st->kvm.exit_reason);
 	else
-		pr_err("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st.kvm.exit_reason);
-	if (atomic_load(&st.kvm.first_insn_ns))
+		pr_err("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st->kvm.exit_reason);
+	if (atomic_load(&st->kvm.first_insn_ns))
 		pr_debug("first guest instruction %.3f ms after lkvm run started",
-			 (double)(atomic_load(&st.kvm.first_insn_ns) - st.kvm.start_ns) / 1e6);
-	report_completions(&st.kvm);
-	teardown(&st);
+			 (double)(atomic_load(&st->kvm.first_insn_ns) - st->kvm.start_ns) / 1e6);
+	report_completions(&st->kvm);
+	teardown(st);
+	free(st);
 	if (sig_fd >= 0)
 		close(sig_fd);
 	return status;

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
 
@@ -165,6 +166,8 @@ fail:
 
 void kvm_destroy(struct kvm *kvm)
 {
+	kvm_cpu_stop_all(kvm);
+	kvm_devs_exit(kvm);
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		kvm_cpu_destroy(kvm->cpus[i]);
 		kvm->cpus[i] = NULL;

@@ -10,6 +10,7 @@
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/term.h"
+#include "lkvm/virtio-console.h"
 
 /* Restoring the terminal must work from atexit and from fatal-signal paths, which have
  * no VM at hand: this is the one piece of process-wide state, and it only mirrors the
@@ -127,9 +128,12 @@ static void *input_thread(void *arg)
 		if (r <= 0)
 			break; /* EOF: no more input, the guest keeps running */
 		n = filter_escapes(t, buf, (size_t)r);
-		/* The UART's FIFO is small: wait for room rather than dropping keystrokes. */
+		/* The UART's FIFO (or the virtio console's buffer) is small: wait for room
+		 * rather than dropping keystrokes. */
 		while (off < n && !atomic_load(&t->kvm->stopping)) {
-			size_t took = t->kvm->uart ? serial8250_receive(t->kvm->uart, buf + off, n - off) : n - off;
+			size_t took = t->kvm->vcon   ? virtio_console_receive(t->kvm->vcon, buf + off, n - off)
+				      : t->kvm->uart ? serial8250_receive(t->kvm->uart, buf + off, n - off)
+						     : n - off;
 
 			off += took;
 			if (off < n) {

@@ -90,13 +90,13 @@ static bool ifname_ok(const char *v, size_t len)
 }
 
 enum net_key { K_MODE, K_TAPIF, K_MAC, K_HOSTIP, K_SCRIPT, K_IOEVENTFD, K_QUEUES, K_TX, K_TX_TIMER,
-	       K_POLL_US, K_NR };
+	       K_POLL_US, K_TRANS, K_NR };
 
 static const char *const key_names[] = {
 	[K_MODE] = "mode",	   [K_TAPIF] = "tapif",		[K_MAC] = "guest_mac",
 	[K_HOSTIP] = "host_ip",	   [K_SCRIPT] = "script",	[K_IOEVENTFD] = "ioeventfd",
 	[K_QUEUES] = "queues",	   [K_TX] = "tx",		[K_TX_TIMER] = "tx_timer_us",
-	[K_POLL_US] = "poll_us",
+	[K_POLL_US] = "poll_us",   [K_TRANS] = "trans",
 };
 _Static_assert(ARRAY_SIZE(key_names) == K_NR, "key_names must name every key");
 
@@ -236,6 +236,13 @@ static int apply_value(enum net_key k, const char *v, struct net_opts *o, char *
 			o->poll_us = (u32)n;
 		return 0;
 	}
+	case K_TRANS:
+		if (virtio_trans_parse(v, &o->trans)) {
+			errfmt(err, errlen, "-n %s '%s': want pci or mmio", kn, v);
+			return -EINVAL;
+		}
+		o->trans_set = true;
+		return 0;
 	case K_NR:
 		break;
 	}

@@ -57,12 +57,13 @@ stage linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
 # Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
 # and a malicious virtio-net driver.
 stage faults bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 600 -- bash -c "rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc"'
+stage blk bash -c 'make -s guests || exit 1; scripts/kvm-host.sh --timeout 900 -- tests/integration/test-blk.sh'
 stage net bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"'
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
 # no /dev/kvm, in the emulated SVM host, the only place here where it runs; natively on VMX/SVM.
 us_host=
 [ "$kind" = native ] || us_host=--emulated
-stage userspace scripts/kvm-host.sh $us_host --timeout 900 -- tests/integration/test-userspace.sh
+stage userspace scripts/kvm-host.sh $us_host --timeout 900 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
 
 echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
 echo "check: $total_p passed, $total_f failed, $total_s skipped"

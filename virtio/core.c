@@ -1,8 +1,94 @@
-/* Transport-independent virtio helpers: interrupting the guest and marking a device broken. */
+/* Transport-independent virtio helpers: device state set-up, attaching a transport, interrupting the guest, marking a device broken. */
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "lkvm/virtio-mmio.h"
+#include "lkvm/virtio-pci.h"
 #include "lkvm/virtio.h"
+
+int virtio_device_init(struct virtio_device *vdev, struct kvm *kvm, int nr_queues,
+		       u16 queue_max_size)
+{
+	const struct virtio_dev_ops *ops = vdev->ops;
+
+	if (!ops || nr_queues < 1 || nr_queues > VIRTIO_MAX_QUEUES || !queue_max_size ||
+	    queue_max_size > VQ_MAX_SIZE || (queue_max_size & (queue_max_size - 1)))
+		return -EINVAL;
+	vdev->kvm = kvm;
+	vdev->nr_queues = nr_queues;
+	vdev->features = 0;
+	vdev->config_generation = 0;
+	vdev->config_irq_fd = -1;
+	vdev->tops = NULL;
+	vdev->transport = NULL;
+	atomic_store(&vdev->status, 0);
+	atomic_store(&vdev->isr, 0);
+	atomic_store(&vdev->needs_reset_logged, false);
+	memset(&vdev->log_rl, 0, sizeof(vdev->log_rl));
+	vdev->host_features |= (ops->get_features ? ops->get_features(vdev) : 0) |
+			       1ULL << VIRTIO_F_VERSION_1;
+	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++) {
+		memset(&vdev->q[i], 0, sizeof(vdev->q[i]));
+		vdev->q[i].kick_fd = vdev->q[i].irq_fd = -1;
+		if (i < nr_queues)
+			vdev->q[i].max_size = vdev->q[i].size = queue_max_size;
+	}
+	pthread_mutex_init(&vdev->lock, NULL);
+	vdev->initialised = true;
+	return 0;
+}
+
+void virtio_device_uninit(struct virtio_device *vdev)
+{
+	if (!vdev->initialised)
+		return;
+	pthread_mutex_destroy(&vdev->lock);
+	vdev->initialised = false;
+}
+
+int virtio_device_attach(struct kvm *kvm, struct virtio_device *vdev, enum virtio_trans t,
+			 int nr_queues, u16 queue_max_size)
+{
+	switch (t) {
+	case VIRTIO_TRANS_PCI:
+		return virtio_pci_init(kvm, vdev, nr_queues, queue_max_size);
+	case VIRTIO_TRANS_MMIO:
+		return virtio_mmio_init(kvm, vdev, nr_queues, queue_max_size);
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+void virtio_device_exit(struct virtio_device *vdev)
+{
+	if (vdev->tops)
+		vdev->tops->destroy(vdev); /* uninitialises too */
+	else
+		virtio_device_uninit(vdev);
+}
+
+static const char *const trans_names[VIRTIO_TRANS_NR] = {
+	[VIRTIO_TRANS_PCI] = "pci",
+	[VIRTIO_TRANS_MMIO] = "mmio",
+};
+
+const char *virtio_trans_name(enum virtio_trans t)
+{
+	return (unsigned)t < VIRTIO_TRANS_NR ? trans_names[t] : "?";
+}
+
+int virtio_trans_parse(const char *s, enum virtio_trans *t)
+{
+	for (int i = 0; i < VIRTIO_TRANS_NR; i++) {
+		if (!strcmp(s, trans_names[i])) {
+			*t = (enum virtio_trans)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
 
 static void signal_fd_or_intx(struct virtio_device *vdev, int fd, unsigned isr_bit)
 {
@@ -16,8 +102,8 @@ static void signal_fd_or_intx(struct virtio_device *vdev, int fd, unsigned isr_b
 		return;
 	}
 	atomic_fetch_or(&vdev->isr, isr_bit);
-	if (vdev->intx_notify)
-		vdev->intx_notify(vdev);
+	if (vdev->tops && vdev->tops->signal_isr)
+		vdev->tops->signal_isr(vdev);
 }
 
 void virtio_notify_queue(struct virtio_device *vdev, int qi)

@@ -91,7 +91,6 @@ struct virtio_net {
 	struct kvm *kvm;
 	int pairs;
 	struct net_backend *be[NET_MAX_QUEUE_PAIRS];
-	bool pci;
 
 	/* Config space: written by the control thread (MAC_ADDR_SET), read by vCPUs. */
 	pthread_mutex_t cfg_lock;
@@ -1146,7 +1145,6 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 	static const u8 default_mac[6] = VIRTIO_NET_DEFAULT_MAC;
 	int pairs = o->queue_pairs ? o->queue_pairs : 1;
 	struct virtio_net *n;
-	int nics = 0;
 
 	*out = NULL;
 	if (pairs < 1 || pairs > NET_MAX_QUEUE_PAIRS) {
@@ -1189,31 +1187,16 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 	pthread_mutex_init(&n->run_lock, NULL);
 
 	memcpy(n->cfg.mac, default_mac, sizeof(n->cfg.mac));
-	for (size_t i = 0; kvm && i < ARRAY_SIZE(kvm->nets); i++)
-		nics += kvm->nets[i] != NULL;
-	n->cfg.mac[5] += (u8)nics;
 	if (o->mac_set)
 		memcpy(n->cfg.mac, o->guest_mac, sizeof(n->cfg.mac));
 	n->cfg.status = htole16(VIRTIO_NET_S_LINK_UP);
 	n->cfg.max_virtqueue_pairs = htole16((u16)pairs);
 	atomic_init(&n->curr_pairs, 1);
 
-	struct virtio_device *vdev = &n->vdev;
-
-	vdev->kvm = kvm;
-	vdev->ops = &virtio_net_ops;
-	vdev->priv = n;
-	vdev->nr_queues = 2 * pairs + 1;
-	vdev->host_features = net_offered(n);
-	vdev->use_ioeventfd = o->ioeventfd;
-	vdev->config_irq_fd = -1;
-	pthread_mutex_init(&vdev->lock, NULL);
-	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++) {
-		vdev->q[i].max_size = VIRTIO_NET_QUEUE_SIZE;
-		vdev->q[i].msix_vector = VIRTIO_MSI_NO_VECTOR;
-		vdev->q[i].kick_fd = -1;
-		vdev->q[i].irq_fd = -1;
-	}
+	/* The device's part only; the transport (or virtio_device_init) does the rest. */
+	n->vdev.ops = &virtio_net_ops;
+	n->vdev.priv = n;
+	n->vdev.use_ioeventfd = o->ioeventfd;
 	*out = n;
 	return 0;
 }
@@ -1224,8 +1207,15 @@ int virtio_net_create_bare(struct kvm *kvm, const struct net_opts *o, struct net
 	char err[128];
 	int ret = net_alloc(kvm, o, be, out, err, sizeof(err));
 
-	if (ret < 0)
+	if (ret < 0) {
 		pr_debug("%s", err);
+		return ret;
+	}
+	ret = virtio_device_init(&(*out)->vdev, kvm, 2 * (*out)->pairs + 1, VIRTIO_NET_QUEUE_SIZE);
+	if (ret < 0) {
+		virtio_net_destroy(*out);
+		*out = NULL;
+	}
 	return ret;
 }
 
@@ -1237,13 +1227,13 @@ int virtio_net_create(struct kvm *kvm, const struct net_opts *o, struct net_back
 
 	if (ret < 0)
 		return ret;
-	ret = virtio_pci_init(kvm, &n->vdev, n->vdev.nr_queues, VIRTIO_NET_QUEUE_SIZE);
+	ret = virtio_device_attach(kvm, &n->vdev, o->trans, 2 * n->pairs + 1, VIRTIO_NET_QUEUE_SIZE);
 	if (ret < 0) {
-		errfmt(err, errlen, "virtio-net: PCI transport: %s", strerror(-ret));
+		errfmt(err, errlen, "virtio-net: %s transport: %s", virtio_trans_name(o->trans),
+		       strerror(-ret));
 		virtio_net_destroy(n);
 		return ret;
 	}
-	n->pci = true;
 	*out = n;
 	return 0;
 }
@@ -1253,13 +1243,11 @@ void virtio_net_destroy(struct virtio_net *n)
 	if (!n)
 		return;
 	net_stop(&n->vdev);
-	if (n->pci)
-		virtio_pci_destroy(&n->vdev);
+	virtio_device_exit(&n->vdev);
 	close_backends(n->be, n->pairs);
 	close(n->stop_fd);
 	pthread_mutex_destroy(&n->cfg_lock);
 	pthread_mutex_destroy(&n->run_lock);
-	pthread_mutex_destroy(&n->vdev.lock);
 	free(n);
 }
 

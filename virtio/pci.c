@@ -10,7 +10,8 @@
 
 #include "lkvm/boot.h"
 #include "lkvm/kvm.h"
-#include "lkvm/virtio.h"
+#include "lkvm/pci.h"
+#include "lkvm/virtio-pci.h"
 
 #define VP_VENDOR 0x1af4
 #define VP_DEVICE_BASE 0x1040
@@ -86,6 +87,8 @@ struct virtio_pci {
 	u64 guest_features; /* driver_feature as written, checked at FEATURES_OK */
 	u16 msix_config;
 	u16 queue_select;
+	u16 qvec[VIRTIO_MAX_QUEUES]; /* each queue's MSI-X vector */
+	bool msix_enabled;          /* also read by device threads (atomic loads) */
 	int nvec;
 	bool func_mask;
 	struct vp_vector vec[VP_MAX_VECTORS];
@@ -138,7 +141,7 @@ static void drain_fd(int fd)
 
 static bool vec_active(const struct virtio_pci *vp, const struct vp_vector *e)
 {
-	return vp->vdev->msix_enabled && !vp->func_mask && !(e->ctrl & MSIX_ENTRY_MASKED);
+	return vp->msix_enabled && !vp->func_mask && !(e->ctrl & MSIX_ENTRY_MASKED);
 }
 
 static int irqfd(struct virtio_pci *vp, struct vp_vector *e, bool assign)
@@ -206,18 +209,18 @@ static void vec_update(struct virtio_pci *vp, int v)
 
 static int vector_fd(const struct virtio_pci *vp, u16 v)
 {
-	return vp->vdev->msix_enabled && v < vp->nvec ? vp->vec[v].efd : -1;
+	return vp->msix_enabled && v < vp->nvec ? vp->vec[v].efd : -1;
 }
 
 /* Which eventfd each queue and the config change signal. Device threads read irq_fd
- * without a lock, hence the atomic stores. -1 means core.c's ISR + intx_notify path,
+ * without a lock, hence the atomic stores. -1 means core.c's ISR + signal_isr path,
  * which does nothing while MSI-X is on (a queue without a vector gets no interrupt). */
 static void update_irq_fds(struct virtio_pci *vp)
 {
 	struct virtio_device *vdev = vp->vdev;
 
 	for (int i = 0; i < vdev->nr_queues; i++)
-		__atomic_store_n(&vdev->q[i].irq_fd, vector_fd(vp, vdev->q[i].msix_vector),
+		__atomic_store_n(&vdev->q[i].irq_fd, vector_fd(vp, vp->qvec[i]),
 				 __ATOMIC_RELEASE);
 	__atomic_store_n(&vdev->config_irq_fd, vector_fd(vp, vp->msix_config), __ATOMIC_RELEASE);
 }
@@ -232,9 +235,11 @@ static void intx_set(struct virtio_pci *vp, int level)
  * until the driver reads the ISR. With MSI-X on, INTx is not used. */
 static void vp_intx_notify(struct virtio_device *vdev)
 {
-	if (__atomic_load_n(&vdev->msix_enabled, __ATOMIC_ACQUIRE))
+	struct virtio_pci *vp = vdev->transport;
+
+	if (__atomic_load_n(&vp->msix_enabled, __ATOMIC_ACQUIRE))
 		return;
-	intx_set(vdev->transport, 1);
+	intx_set(vp, 1);
 }
 
 /* Reading the ISR acknowledges it: clear the bits, lower the line. A device thread that
@@ -246,7 +251,7 @@ static u8 isr_read(struct virtio_pci *vp)
 	u8 v = (u8)atomic_exchange(&vdev->isr, 0);
 
 	intx_set(vp, 0);
-	if (atomic_load(&vdev->isr) && !__atomic_load_n(&vdev->msix_enabled, __ATOMIC_ACQUIRE))
+	if (atomic_load(&vdev->isr) && !__atomic_load_n(&vp->msix_enabled, __ATOMIC_ACQUIRE))
 		intx_set(vp, 1);
 	return v;
 }
@@ -345,8 +350,7 @@ static void vp_reset(struct virtio_pci *vp)
 		q->size = q->max_size;
 		q->enabled = false;
 		q->desc = q->driver = q->device = 0;
-		q->msix_vector = VIRTIO_MSI_NO_VECTOR;
-		q->notify_off = (u16)i;
+		vp->qvec[i] = VIRTIO_MSI_NO_VECTOR;
 	}
 	vp->msix_config = VIRTIO_MSI_NO_VECTOR;
 	update_irq_fds(vp);
@@ -520,7 +524,7 @@ static u32 rd_qmsix(struct virtio_pci *vp, u8 a)
 {
 	struct virtio_queue *q = selq(vp);
 
-	return q ? q->msix_vector : 0;
+	return q ? vp->qvec[vp->queue_select] : 0;
 }
 
 static void wr_qmsix(struct virtio_pci *vp, u8 a, u32 v)
@@ -529,7 +533,7 @@ static void wr_qmsix(struct virtio_pci *vp, u8 a, u32 v)
 
 	if (!q)
 		return;
-	q->msix_vector = vector_or_none(vp, v);
+	vp->qvec[vp->queue_select] = vector_or_none(vp, v);
 	update_irq_fds(vp);
 }
 
@@ -553,7 +557,7 @@ static u32 rd_qnoff(struct virtio_pci *vp, u8 a)
 {
 	struct virtio_queue *q = selq(vp);
 
-	return q ? q->notify_off : 0;
+	return q ? vp->queue_select : 0; /* queue_notify_off = queue index */
 }
 
 /* a: bit 0 high half, bits 1-2 which area (0 desc, 1 driver, 2 device). */
@@ -819,7 +823,7 @@ static void msix_control_changed(struct virtio_pci *vp)
 	bool on = ctrl & MSIX_CTRL_ENABLE;
 
 	pthread_mutex_lock(&vdev->lock);
-	__atomic_store_n(&vdev->msix_enabled, on, __ATOMIC_RELEASE);
+	__atomic_store_n(&vp->msix_enabled, on, __ATOMIC_RELEASE);
 	vp->func_mask = ctrl & MSIX_CTRL_MASKALL;
 	for (int v = 0; v < vp->nvec; v++)
 		vec_update(vp, v);
@@ -936,6 +940,12 @@ static void release_fds(struct virtio_pci *vp)
 	vdev->config_irq_fd = -1;
 }
 
+static const struct virtio_transport_ops vp_tops = {
+	.name = "pci",
+	.signal_isr = vp_intx_notify,
+	.destroy = virtio_pci_destroy,
+};
+
 int virtio_pci_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 		    u16 queue_max_size)
 {
@@ -943,30 +953,22 @@ int virtio_pci_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 	struct virtio_pci *vp;
 	int ret;
 
-	if (!kvm || !ops || nr_queues < 1 || nr_queues > VIRTIO_MAX_QUEUES || !queue_max_size ||
-	    (queue_max_size & (queue_max_size - 1)) || ops->config_size > VP_REGION_SIZE)
+	if (!kvm || !ops || ops->config_size > VP_REGION_SIZE)
 		return -EINVAL;
+	ret = virtio_device_init(vdev, kvm, nr_queues, queue_max_size);
+	if (ret < 0)
+		return ret;
 	vp = calloc(1, sizeof(*vp));
-	if (!vp)
+	if (!vp) {
+		virtio_device_uninit(vdev);
 		return -ENOMEM;
+	}
 	vp->vdev = vdev;
 	vp->kvm = kvm;
 	vp->nvec = nr_queues + 1;
 	vp->msix_config = VIRTIO_MSI_NO_VECTOR;
-
-	vdev->kvm = kvm;
-	vdev->nr_queues = nr_queues;
 	vdev->transport = vp;
-	vdev->intx_notify = vp_intx_notify;
-	vdev->config_irq_fd = -1;
-	vdev->msix_enabled = false;
-	vdev->features = 0;
-	vdev->config_generation = 0;
-	atomic_store(&vdev->status, 0);
-	atomic_store(&vdev->isr, 0);
-	atomic_store(&vdev->needs_reset_logged, false);
-	vdev->host_features |= (ops->get_features ? ops->get_features(vdev) : 0) |
-			       1ULL << VIRTIO_F_VERSION_1;
+	vdev->tops = &vp_tops;
 	/* Trap mode when there is no VM or KVM cannot do it; decided once, before the
 	 * device threads exist. */
 	if (kvm->vm_fd < 0 || ioctl(kvm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IOEVENTFD) <= 0)
@@ -974,16 +976,11 @@ int virtio_pci_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 
 	for (int v = 0; v < VP_MAX_VECTORS; v++)
 		vp->vec[v] = (struct vp_vector){ .ctrl = MSIX_ENTRY_MASKED, .efd = -1, .gsi = -1 };
-	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++) {
-		memset(&vdev->q[i], 0, sizeof(vdev->q[i]));
-		vdev->q[i].kick_fd = vdev->q[i].irq_fd = -1;
-	}
+	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++)
+		vp->qvec[i] = VIRTIO_MSI_NO_VECTOR;
 	for (int i = 0; i < nr_queues; i++) {
 		struct virtio_queue *q = &vdev->q[i];
 
-		q->max_size = q->size = queue_max_size;
-		q->msix_vector = VIRTIO_MSI_NO_VECTOR;
-		q->notify_off = (u16)i;
 		q->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (q->kick_fd < 0) {
 			ret = -errno;
@@ -1018,7 +1015,8 @@ int virtio_pci_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 fail:
 	release_fds(vp);
 	vdev->transport = NULL;
-	vdev->intx_notify = NULL;
+	vdev->tops = NULL;
+	virtio_device_uninit(vdev);
 	free(vp);
 	return ret;
 }
@@ -1040,6 +1038,14 @@ void virtio_pci_destroy(struct virtio_device *vdev)
 	release_fds(vp);
 	pthread_mutex_unlock(&vdev->lock);
 	vdev->transport = NULL;
-	vdev->intx_notify = NULL;
+	vdev->tops = NULL;
+	virtio_device_uninit(vdev);
 	free(vp);
+}
+
+bool virtio_pci_msix_enabled(struct virtio_device *vdev)
+{
+	struct virtio_pci *vp = vdev->transport;
+
+	return vp && __atomic_load_n(&vp->msix_enabled, __ATOMIC_ACQUIRE);
 }

@@ -142,6 +142,29 @@ static int place_initrd(const struct guest_mem *m, const struct boot_args *a, u6
 	return 0;
 }
 
+/* The device tree as the one setup_data entry (protocol 2.09 added the list). */
+static int put_setup_data(const struct guest_mem *m, const struct boot_args *a, struct boot_params *bp,
+			  u16 version, char *err, size_t errlen)
+{
+	struct setup_data sd = { .next = 0, .type = SETUP_DTB };
+	int ret;
+
+	if (!a->dtb || !a->dtb_len || version < 0x0209)
+		return 0;
+	if (a->dtb_len > BOOT_SETUP_DATA_MAX - sizeof(sd)) {
+		errfmt(err, errlen, "device tree of %zu bytes does not fit below 0x%llx", a->dtb_len,
+		       BOOT_SETUP_DATA_ADDR + BOOT_SETUP_DATA_MAX);
+		return -E2BIG;
+	}
+	sd.len = (u32)a->dtb_len;
+	ret = gput(m, BOOT_SETUP_DATA_ADDR, &sd, sizeof(sd), "setup_data", err, errlen);
+	if (!ret)
+		ret = gput(m, BOOT_SETUP_DATA_ADDR + sizeof(sd), a->dtb, a->dtb_len, "device tree", err, errlen);
+	if (!ret)
+		bp->hdr.setup_data = BOOT_SETUP_DATA_ADDR;
+	return ret;
+}
+
 static int load_bzimage(const struct guest_mem *m, const struct boot_args *a, struct boot_entry *e,
 			char *err, size_t errlen)
 {
@@ -239,7 +262,9 @@ static int load_bzimage(const struct guest_mem *m, const struct boot_args *a, st
 		return n;
 	}
 	bp.e820_entries = (u8)n;
-	ret = gput(m, BOOT_PARAMS_ADDR, &bp, sizeof(bp), "zero page", err, errlen);
+	ret = put_setup_data(m, a, &bp, hdr.version, err, errlen);
+	if (!ret)
+		ret = gput(m, BOOT_PARAMS_ADDR, &bp, sizeof(bp), "zero page", err, errlen);
 	if (!ret)
 		ret = write_page_tables(m, err, errlen);
 	if (!ret)

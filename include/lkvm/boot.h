@@ -55,6 +55,11 @@ struct boot_args {
 	const u8 *initrd; /* NULL when there is none */
 	size_t initrd_len;
 	const char *cmdline; /* NULL or "" for none; must fit BOOT_CMDLINE_MAX incl. NUL */
+	/* A flattened device tree for the guest, or NULL: a bzImage (boot protocol 2.09 or
+	 * later) gets it as setup_data SETUP_DTB at BOOT_SETUP_DATA_ADDR; PVH has no field
+	 * for it. */
+	const void *dtb;
+	size_t dtb_len;
 };
 
 /* What the vCPU setup needs to start the boot CPU. */

@@ -9,6 +9,7 @@
 #include "lkvm/io.h"
 #include "lkvm/mem.h"
 #include "lkvm/net.h"
+#include "lkvm/virtio-blk.h"
 #include "lkvm/util.h"
 
 #define LKVM_MAX_CPUS 64
@@ -33,12 +34,18 @@ struct kvm_config {
 	int nr_cpus;
 	int timeout_s;         /* 0: none */
 	enum quirks_mode quirks;
-	bool console_serial;   /* --console serial (the only console for now) */
+	bool console_serial;   /* the 8250 UART is always there (earlyprintk, ttyS0) */
+	bool console_virtio;   /* --console virtio: hvc0 is the console and takes the input */
+	bool rng;              /* --rng: a virtio-rng device */
 	bool debug;
 	bool no_ioeventfd;     /* --no-ioeventfd: every virtio notify is a trapped exit */
+	enum virtio_trans virtio_trans; /* --virtio-transport: for devices without trans= */
+	const char *dump_dtb;  /* --dump-dtb FILE */
 	enum { STATS_OFF, STATS_TABLE, STATS_JSON } stats;
 	int nr_nets;
 	struct net_opts net[4]; /* -n, once per NIC */
+	int nr_disks;
+	struct blk_opts disk[VIRTIO_BLK_MAX_DISKS]; /* -d, once per disk */
 };
 
 struct kvm_cpu;
@@ -59,6 +66,8 @@ struct kvm_msi_route {
 struct term;
 struct pci_bus;
 struct virtio_net;
+struct kvm_dev;
+struct virtio_console;
 
 /* Counters of the host-instruction completions (x86/emulate.c); see `--stats`. */
 enum emu_insn {
@@ -91,7 +100,16 @@ struct kvm {
 	void *pvpanic;
 	void *i8042;
 	void *rtc;
-	struct virtio_net *nets[4];
+	struct virtio_net *nets[4];           /* set by the NICs' device entries, for --stats */
+	struct kvm_dev *devs;                 /* the device list (dev.h), exited by kvm_destroy */
+	struct virtio_console *vcon;          /* --console virtio: where terminal input goes */
+	/* virtio-mmio slots in use (virtio/mmio.c), for the command line and the DTB. */
+	struct kvm_mmio_slot {
+		u64 addr;
+		u32 size, irq;
+		u16 device_id;
+		bool used;
+	} virtio_mmio[9];                      /* VIRTIO_MMIO_MAX_DEVS */
 
 	/* Ending the run: the first kvm_request_exit wins; stop_fd wakes the main thread. */
 	atomic_bool stopping;
@@ -111,6 +129,8 @@ struct kvm {
 /* Open /dev/kvm, check the API, create the VM with in-kernel irqchip and PIT, map RAM.
  * Returns 0 or -errno with a one-line reason in err. */
 int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t errlen) __must_check;
+/* Stops the vCPUs, exits every registered device (kvm_devs_exit) in reverse order, then
+ * frees the vCPUs, guest memory, buses and file descriptors: everything the VM made. */
 void kvm_destroy(struct kvm *kvm);
 
 /* Raise/lower a GSI on the in-kernel irqchip. */

@@ -11,6 +11,8 @@
 #define BOOT_CMDLINE_ADDR 0x20000ULL
 #define BOOT_CMDLINE_MAX 2048         /* x86 COMMAND_LINE_SIZE, NUL included */
 #define BOOT_STACK_TOP 0x8ff0ULL
+#define BOOT_SETUP_DATA_ADDR 0x30000ULL /* setup_data list (the DTB), up to 64 KiB */
+#define BOOT_SETUP_DATA_MAX 0x10000ULL
 #define EBDA_START 0x9FC00ULL         /* RAM below this; reserved from here to 1 MiB */
 #define MPTABLE_ADDR 0xF0000ULL       /* MP floating pointer + config table (BIOS area) */
 #define BIOS_END 0x100000ULL

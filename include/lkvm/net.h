@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 
 #include "lkvm/util.h"
+#include "lkvm/virtio.h"
 
 #define NET_MAX_QUEUE_PAIRS 8
 /* sizeof(struct virtio_net_hdr_v1): the only header layout the device and backends use. */
@@ -24,7 +25,7 @@ enum net_tx_mode {
 #define NET_TX_US_MAX 10000         /* tx_timer_us and poll_us: 1..10 ms */
 
 /* What `-n mode=tap,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,ioeventfd=on|off,queues=N,
- * tx=kick|timer|poll,tx_timer_us=N,poll_us=N` says (kvmtool's names, plus the TX strategy). Unset strings are empty. */
+ * tx=kick|timer|poll,tx_timer_us=N,poll_us=N,trans=pci|mmio` says (kvmtool's names, plus the TX strategy). Unset strings are empty. */
 struct net_opts {
 	enum net_mode mode;
 	char tapif[16];          /* IFNAMSIZ; empty: let the kernel pick (tap%d) */
@@ -33,6 +34,8 @@ struct net_opts {
 	char host_ip[48];        /* "10.0.0.1/24" or empty: leave the tap unconfigured */
 	char script[256];        /* "none" or empty: no script; else run "script IFNAME" after creation */
 	bool ioeventfd;          /* default true; false: notifies trap to the vCPU thread */
+	enum virtio_trans trans; /* trans=pci|mmio; default (zero) VIRTIO_TRANS_PCI */
+	bool trans_set;          /* trans= given (else --virtio-transport decides) */
 	int queue_pairs;         /* default 1, up to NET_MAX_QUEUE_PAIRS */
 	enum net_tx_mode tx_mode; /* default NET_TX_KICK */
 	u32 tx_timer_us;         /* tx=timer: hold time (0 in a zeroed struct: the default) */

@@ -15,6 +15,11 @@ void kvm_run_usage(FILE *out);
 /* Build the kernel command line: user params, lkvm's defaults, and the quirk params. */
 int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, size_t len) __must_check;
 
+/* Register the machine's devices from kvm->cfg in kvm's device list (PCI bus, UART,
+ * i8042, RTC, pvpanic, each -n NIC; NET_MODE_FAKE NICs get fake backends, for tests);
+ * kvm_devs_init then builds them and kvm_destroy removes them. 0 or -errno. */
+int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen) __must_check;
+
 /* Run a VM to its end; returns the process exit status (EXIT_*). */
 int kvm_cmd_run(int argc, char **argv);
 

@@ -12,8 +12,8 @@ struct virtio_net;
 
 /* Largest queue the device offers (queue_size_max of every queue). */
 #define VIRTIO_NET_QUEUE_SIZE 256
-/* Default MAC when -n gives none: 52:54:00:12:34:56, the last byte plus the number of
- * NICs already in kvm->nets, so several NICs differ. */
+/* The MAC when net_opts has none (mac_set false): 52:54:00:12:34:56. The caller numbers
+ * several NICs (lkvm run adds the NIC's index to the last byte). */
 #define VIRTIO_NET_DEFAULT_MAC { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 }
 
 /* Queue layout (virtio 1.2 §5.1.2): rx0, tx0, rx1, tx1, ..., then the control queue,
@@ -21,16 +21,16 @@ struct virtio_net;
  * queue is queue 2 whatever queue_pairs says, and only pair 0 is served. */
 
 /* Create the device over `be` (one backend per queue pair, owned by the device from
- * now on: closed by virtio_net_destroy, or here when creation fails) and register it
- * on the PCI bus with virtio_pci_init. Returns 0 or -errno with a reason in err. */
+ * now on: closed by virtio_net_destroy, or here when creation fails) and attach it to
+ * the transport o->trans (virtio_device_attach). Returns 0 or -errno with a reason in err. */
 int virtio_net_create(struct kvm *kvm, const struct net_opts *o, struct net_backend **be,
 		      struct virtio_net **out, char *err, size_t errlen) __must_check;
 /* Stops the threads, unregisters the transport, closes the backends, frees. NULL is fine. */
 void virtio_net_destroy(struct virtio_net *n);
 
-/* For tests without PCI: the device's virtio_device (ops, queues) and a constructor
- * that does not register a transport (the test initialises queues and calls start).
- * kvm needs only .mem (and .nets for the default MAC); kick_fd/irq_fd start at -1. */
+/* For tests without a transport: the device's virtio_device (ops, queues) and a
+ * constructor that attaches none (the test initialises queues and calls start).
+ * kvm needs only .mem; kick_fd/irq_fd start at -1. */
 struct virtio_device *virtio_net_vdev(struct virtio_net *n);
 int virtio_net_create_bare(struct kvm *kvm, const struct net_opts *o, struct net_backend **be,
 			   struct virtio_net **out) __must_check;

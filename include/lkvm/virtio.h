@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <linux/virtio_config.h>
 
-#include "lkvm/pci.h"
+#include "lkvm/util.h"
 #include "lkvm/virtqueue.h"
 
 struct kvm;
@@ -34,15 +34,14 @@ struct virtio_queue_stats {
 	atomic_ullong poll_ns;       /* time spent in poll windows */
 };
 
-/* Transport-owned state of one queue, visible to the device. */
+/* Transport-owned state of one queue, visible to the device (the same for every
+ * transport; what only one transport needs, such as MSI-X vectors, lives in it). */
 struct virtio_queue {
 	struct virtqueue vq;         /* valid while the device runs (after DRIVER_OK) */
 	u16 size;                    /* driver-written size (<= max) */
 	u16 max_size;
-	bool enabled;                /* queue_enable written 1 */
-	u64 desc, driver, device;    /* guest addresses from the common config */
-	u16 msix_vector;
-	u16 notify_off;
+	bool enabled;                /* queue enable/ready written 1 */
+	u64 desc, driver, device;    /* guest addresses from the transport's registers */
 	int kick_fd;                 /* eventfd: the guest's notify lands here either way */
 	int irq_fd;                  /* eventfd bound with KVM_IRQFD to this queue's vector
 	                              * (or -1: use virtio_signal_queue's fallback path) */
@@ -50,9 +49,10 @@ struct virtio_queue {
 };
 
 struct virtio_dev_ops {
-	u16 device_id;                               /* VIRTIO_ID_* (transport adds 0x1040) */
-	u16 subsys_id;
-	u32 class_code;                              /* PCI class, e.g. 0x020000 for network */
+	u16 device_id;                               /* VIRTIO_ID_* */
+	u16 subsys_id;                               /* 0: device_id */
+	u32 class_code;                              /* class code for transports that have one
+	                                              * (PCI), e.g. 0x020000 for network */
 	u64 (*get_features)(struct virtio_device *vdev); /* device bits; VERSION_1 is added */
 	u32 config_size;
 	/* Device-specific config reads/writes (offset checked by the transport against
@@ -70,6 +70,20 @@ struct virtio_dev_ops {
 	void (*stop)(struct virtio_device *vdev);
 };
 
+/* What a transport does for the transport-neutral code (virtio/core.c). */
+struct virtio_transport_ops {
+	const char *name;                            /* "pci", "mmio" */
+	/* Raise the device's interrupt after ISR bits were set, for a queue or a config
+	 * change that has no irqfd (device threads call it; must not take vdev->lock). */
+	void (*signal_isr)(struct virtio_device *vdev);
+	/* Unplug, stop the device (ops->stop), release what the transport created and
+	 * uninitialise the device (virtio_device_uninit). */
+	void (*destroy)(struct virtio_device *vdev);
+};
+
+/* Which transport a device is attached to (-n/-d trans=, --virtio-transport). */
+enum virtio_trans { VIRTIO_TRANS_PCI, VIRTIO_TRANS_MMIO, VIRTIO_TRANS_NR };
+
 struct virtio_device {
 	struct kvm *kvm;
 	const struct virtio_dev_ops *ops;
@@ -83,17 +97,39 @@ struct virtio_device {
 	atomic_uint isr;             /* ISR status bits for INTx */
 	u8 config_generation;        /* atomics: bumped by devices too (virtio_config_changed) */
 	bool use_ioeventfd;          /* per-device: --no-ioeventfd / ioeventfd=off clear it */
-	bool msix_enabled;
-	pthread_mutex_t lock;        /* transport state: common config, status, MSI-X table;
-	                              * initialised and destroyed by the device */
-	void *transport;             /* struct virtio_pci */
-	/* Set by the transport: raise the legacy interrupt after ISR bits were set (used
-	 * when a queue has no irqfd). NULL in tests without a transport. */
-	void (*intx_notify)(struct virtio_device *vdev);
-	int config_irq_fd;           /* irqfd of the config vector, -1 without MSI-X */
+	bool initialised;            /* virtio_device_init ran (lock valid) */
+	pthread_mutex_t lock;        /* transport state: registers, status, interrupt tables */
+	/* Set by the transport; NULL in tests without one. */
+	const struct virtio_transport_ops *tops;
+	void *transport;
+	int config_irq_fd;           /* eventfd for config-change interrupts, or -1: ISR +
+	                              * tops->signal_isr */
 	atomic_bool needs_reset_logged; /* once per reset cycle ... */
 	struct ratelimit log_rl;     /* ... and rate-limited: a guest may loop resets */
 };
+
+/* The device's side of setting up: before attaching, a device sets only vdev->ops,
+ * vdev->priv, vdev->use_ioeventfd (and host_features beyond ops->get_features). */
+
+/* Initialise the transport-neutral state: lock, kvm, nr_queues (1..VIRTIO_MAX_QUEUES),
+ * every queue (max_size = size = queue_max_size, a power of two <= VQ_MAX_SIZE;
+ * kick_fd and irq_fd -1, stats zeroed), status, features, and ORs ops->get_features
+ * and VERSION_1 into host_features. Transports call it; so do tests that drive a
+ * device without one. Returns 0 or -EINVAL (nothing initialised then). */
+int virtio_device_init(struct virtio_device *vdev, struct kvm *kvm, int nr_queues,
+		       u16 queue_max_size) __must_check;
+/* Destroy the lock; no-op when not initialised. */
+void virtio_device_uninit(struct virtio_device *vdev);
+/* Put the device on transport t (virtio_pci_init or virtio_mmio_init). The device is
+ * reachable by the guest when this returns: finish the device's own setup first. */
+int virtio_device_attach(struct kvm *kvm, struct virtio_device *vdev, enum virtio_trans t,
+			 int nr_queues, u16 queue_max_size) __must_check;
+/* Detach from the transport (which stops the device) and uninitialise; for a device
+ * without transport just uninitialise. Call before freeing the device; no-op twice. */
+void virtio_device_exit(struct virtio_device *vdev);
+/* "pci", "mmio"; and the reverse (-EINVAL for anything else). */
+const char *virtio_trans_name(enum virtio_trans t);
+int virtio_trans_parse(const char *s, enum virtio_trans *t) __must_check;
 
 /* Called by device threads; transport-independent (virtio/core.c). */
 /* Interrupt the guest for queue qi if the ring says so (vq_should_notify): via the
@@ -107,29 +143,5 @@ void virtio_config_changed(struct virtio_device *vdev);
 /* The driver broke a queue: set DEVICE_NEEDS_RESET, log once, notify config. The
  * device stops using that queue; lkvm and other devices carry on. */
 void virtio_set_needs_reset(struct virtio_device *vdev, const char *why);
-
-/* Modern virtio-pci transport (device id 0x1040 + id, vendor 0x1af4): common, notify,
- * ISR, device and pci-cfg capabilities in one memory BAR, MSI-X table and PBA in
- * another; one KVM_IOEVENTFD per queue on its notify address (unless use_ioeventfd is
- * false: then the notify write traps and the handler writes kick_fd on the vCPU
- * thread); MSI-X vectors routed with KVM_SET_GSI_ROUTING, one KVM_IRQFD per vector;
- * INTx through the queue's PCI pin when MSI-X is off. nr_queues and ops must be set.
- * Returns 0 or -errno.
- * Before calling: vdev->ops, vdev->priv, vdev->use_ioeventfd (and host_features, if
- * any beyond ops->get_features) are set, and vdev->lock is initialised: the device owns
- * it (initialises and destroys it), the transport only takes it. The call sets every
- * q[i] (max_size = size = queue_max_size, a power of two <= VQ_MAX_SIZE; kick_fd
- * created; irq_fd -1; stats zeroed), kvm, nr_queues (1..VIRTIO_MAX_QUEUES),
- * transport, intx_notify, config_irq_fd; it ORs ops->get_features and VERSION_1 into
- * host_features, and clears use_ioeventfd when there is no VM or KVM lacks
- * KVM_CAP_IOEVENTFD. ops->config_size is at most 4096. The device is on the bus, so
- * reachable by the guest, when this returns: finish the device's own setup first.
- * Guest resets call ops->stop on a vCPU thread with vdev->lock held (device threads
- * must never take it); the transport then resets the queues. */
-int virtio_pci_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
-		    u16 queue_max_size) __must_check;
-/* Unplugs the device, calls ops->stop, drops ioeventfds/irqfds/routes, closes kick_fd
- * and the vector eventfds. Call it before freeing the device's state; no-op twice. */
-void virtio_pci_destroy(struct virtio_device *vdev);
 
 #endif

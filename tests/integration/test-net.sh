@@ -21,8 +21,9 @@ net_skip_reason() {
 	[ -f "$G/bzImage" ] || echo "no guest kernel (scripts/build-guest.sh)"
 }
 
-# t_ping MODE: ioeventfd, trap (notifies trap to the vCPU), or intx (the guest is told not to
-# use MSI-X, so interrupts take the legacy INTx pin through the IOAPIC).
+# t_ping MODE: ioeventfd, trap (notifies trap to the vCPU), intx (the guest is told not to
+# use MSI-X, so interrupts take the legacy INTx pin through the IOAPIC), or mmio and mmio-trap
+# (the NIC on the virtio-mmio transport, with ioeventfd or trapped notifies).
 t_ping() {
 	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return; }
 	in_netns t_ping_in "$1"
@@ -32,8 +33,12 @@ t_ping_in() {
 	local mode=$1
 	local ns=$NETNS tap=lkvmt$mode extra=""
 	local kparams=""
-	[ "$mode" = trap ] && extra=",ioeventfd=off"
-	[ "$mode" = intx ] && kparams=" pci=nomsi"
+	case $mode in
+	trap) extra=",ioeventfd=off" ;;
+	intx) kparams=" pci=nomsi" ;;
+	mmio) extra=",trans=mmio" ;;
+	mmio-trap) extra=",trans=mmio,ioeventfd=off" ;;
+	esac
 	local log=$LOG_DIR/net-$mode.log nc=$LOG_DIR/net-$mode.netconsole
 	LAST_LOG=$log
 	ip netns exec $ns "$SINK" 6666 $((T + 30)) > "$nc" 2>&1 &
@@ -66,6 +71,10 @@ t_ping_in() {
 	if [ "$mode" = intx ]; then
 		expect_output "virtio-pci .*INT A -> IRQ" "virtio-pci on its INTx pin" || return
 	fi
+	if [[ $mode == mmio* ]]; then
+		expect_output "virtio_mmio.device=0x200@0xc0000000:5" "the device on the command line" || return
+		expect_output "virtio-mmio: Registering device virtio-mmio.0 at 0xc0000000" "Linux finding it" || return
+	fi
 	grep -q "Waiting for root device" "$nc" || { fail "no netconsole line arrived (log: $nc)"; return; }
 	local json; json=$(grep '^{"vcpu_exits"' "$log" | tail -n 1)
 	[ -n "$json" ] || { fail "no --stats=json line"; return; }
@@ -80,7 +89,7 @@ t_ping_in() {
 	[ "$tx_pk" -ge 20 ] || { fail "tx packets $tx_pk < 20 replies"; return; }
 	[ "$tx_kicks" -ge 1 ] || { fail "no tx kicks counted"; return; }
 	[ "$irqs" -ge 1 ] || { fail "no interrupts counted"; return; }
-	if [ "$mode" = trap ]; then
+	if [[ $mode == *trap ]]; then
 		[ "$trapped" -ge "$tx_kicks" ] || { fail "trap mode: trapped $trapped < tx kicks $tx_kicks"; return; }
 	else
 		[ "$trapped" -eq 0 ] || { fail "ioeventfd mode: $trapped trapped notifies"; return; }
@@ -99,5 +108,7 @@ skip_unless_kvm
 run_test net-ioeventfd t_ping ioeventfd
 run_test net-trap t_ping trap
 run_test net-intx t_ping intx
+run_test net-mmio t_ping mmio
+run_test net-mmio-trap t_ping mmio-trap
 run_test net-bad-tap t_bad_tap
 finish_tests

@@ -133,6 +133,15 @@ START_TEST(run_options_good)
 	ck_assert_str_eq(cfg.name, "vm1");
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--quirks", "pvm"), 0);
 	ck_assert_int_eq(cfg.quirks, QUIRKS_PVM);
+	ck_assert_int_eq(parse(&cfg, err, 14, "run", "-k", "k", "--console", "virtio", "--rng", "--virtio-transport",
+			       "mmio", "-d", "a.img,ro", "--disk", "b.img,trans=pci,aio=sync", "--dump-dtb", "t.dtb"),
+			 0);
+	ck_assert(cfg.console_virtio && cfg.rng);
+	ck_assert_int_eq(cfg.virtio_trans, VIRTIO_TRANS_MMIO);
+	ck_assert_int_eq(cfg.nr_disks, 2);
+	ck_assert(cfg.disk[0].ro && !cfg.disk[0].trans_set);
+	ck_assert(cfg.disk[1].trans_set && cfg.disk[1].trans == VIRTIO_TRANS_PCI && cfg.disk[1].io == BLK_IO_SYNC);
+	ck_assert_str_eq(cfg.dump_dtb, "t.dtb");
 	ck_assert_int_eq(parse(&cfg, err, 2, "run", "--help"), 1);
 }
 END_TEST
@@ -156,7 +165,13 @@ START_TEST(run_options_bad)
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--timeout", "1.5"), -EINVAL);
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--quirks", "maybe"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "auto, pvm or none"));
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--console", "virtio"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--console", "usb"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "serial or virtio"));
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--virtio-transport", "isa"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--dump-dtb", ""), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-d", "x.img,bogus"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-n", "mode=tap,trans=isa"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "pci or mmio"));
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--exit-on", ""), -EINVAL);
 	ck_assert_int_eq(parse(&cfg, err, 4, "run", "-k", "k", "--bogus"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "unknown option '--bogus'"));
@@ -181,6 +196,12 @@ START_TEST(cmdline_building)
 	ck_assert_ptr_nonnull(strstr(buf, "clearcpuid="));
 	ck_assert_ptr_nonnull(strstr(buf, "noxsave"));
 	ck_assert_int_eq(kvm_run_cmdline(&cfg, true, small, sizeof(small)), -E2BIG);
+	/* --console virtio: hvc0 becomes the console, still before the user's parameters. */
+	cfg.console_virtio = true;
+	ck_assert_int_eq(kvm_run_cmdline(&cfg, false, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "console=ttyS0 "));
+	ck_assert(strstr(buf, "console=hvc0") > strstr(buf, "console=ttyS0"));
+	ck_assert_str_eq(buf + strlen(buf) - strlen("root=/dev/vda"), "root=/dev/vda");
 }
 END_TEST
 

@@ -994,7 +994,6 @@ START_TEST(config_space)
 	ck_assert_mem_eq(b, "\x52\x54", 2);
 
 	/* A second NIC: its own MAC, three pairs, seven queues. */
-	t.kvm->nets[0] = t.n;
 	ck_assert_int_eq(virtio_net_create_bare(t.kvm, &o, be, &n2), 0);
 	v2 = virtio_net_vdev(n2);
 	v2->ops->config_read(v2, 0, (u8 *)&c, sizeof(c));
@@ -1009,7 +1008,8 @@ START_TEST(config_space)
 	be[0] = net_fake_create();
 	ck_assert_int_eq(virtio_net_create_bare(t.kvm, &o, be, &n2), 0);
 	virtio_net_vdev(n2)->ops->config_read(virtio_net_vdev(n2), 0, (u8 *)&c, sizeof(c));
-	ck_assert_mem_eq(c.mac, "\x52\x54\x00\x12\x34\x57", 6);
+	/* The device does not number NICs (lkvm run does: test_vm.c). */
+	ck_assert_mem_eq(c.mac, "\x52\x54\x00\x12\x34\x56", 6);
 	virtio_net_destroy(n2);
 	dev_destroy();
 }

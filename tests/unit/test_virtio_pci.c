@@ -15,7 +15,7 @@
 #include "check_main.h"
 #include "lkvm/kvm.h"
 #include "lkvm/pci.h"
-#include "lkvm/virtio.h"
+#include "lkvm/virtio-pci.h"
 
 #define RAM_SIZE MiB(1)
 #define QMAX 256
@@ -374,10 +374,10 @@ START_TEST(test_capabilities)
 	/* Only enable (15) and function mask (14) are writable. */
 	cfg_wr(e, msix + 2, 2, 0xffff);
 	ck_assert_uint_eq(cfg_rd(e, msix + 2, 2), 0xc002);
-	ck_assert(e->t.vdev.msix_enabled);
+	ck_assert(virtio_pci_msix_enabled(&e->t.vdev));
 	cfg_wr(e, msix + 2, 2, 0);
 	ck_assert_uint_eq(cfg_rd(e, msix + 2, 2), 2);
-	ck_assert(!e->t.vdev.msix_enabled);
+	ck_assert(!virtio_pci_msix_enabled(&e->t.vdev));
 	cfg_wr(e, msix, 4, 0);
 	cfg_wr(e, msix + 4, 4, 0);
 	ck_assert_uint_eq(cfg_rd(e, msix, 1), 0x11);
@@ -824,7 +824,7 @@ START_TEST(test_msix)
 
 	/* Enable: the queue and config signal their vectors' eventfds. */
 	cfg_wr(e, msix + 2, 2, 0x8000);
-	ck_assert(vdev->msix_enabled);
+	ck_assert(virtio_pci_msix_enabled(vdev));
 	ck_assert_int_ge(vdev->q[0].irq_fd, 0);
 	ck_assert_int_ge(vdev->q[1].irq_fd, 0);
 	ck_assert_int_ge(vdev->config_irq_fd, 0);
@@ -865,7 +865,7 @@ START_TEST(test_msix)
 
 	/* Disable: back to INTx, the ISR carries the cause. */
 	cfg_wr(e, msix + 2, 2, 0);
-	ck_assert(!vdev->msix_enabled);
+	ck_assert(!virtio_pci_msix_enabled(vdev));
 	ck_assert_int_eq(vdev->q[1].irq_fd, -1);
 	ck_assert_int_eq(vdev->config_irq_fd, -1);
 	atomic_store(&vdev->isr, 0);

@@ -285,6 +285,7 @@ struct virtq {
 	struct virtq_used *used;
 	volatile u16 *used_event, *avail_event;
 	u64 notify_addr;
+	bool notify32;      /* virtio-mmio: QueueNotify takes 32-bit writes (virtio-pci: 16) */
 	bool event_idx;
 	u16 free_head, num_free;
 	u16 avail_idx;      /* our shadow of avail->idx */

@@ -232,7 +232,10 @@ bool virtq_kick(struct virtq *vq)
 	vq->kicked_idx = new;
 	if (!need)
 		return false;
-	mmio_write16(vq->notify_addr, vq->index);
+	if (vq->notify32)
+		mmio_write32(vq->notify_addr, vq->index);
+	else
+		mmio_write16(vq->notify_addr, vq->index);
 	vq->kicks++;
 	return true;
 }

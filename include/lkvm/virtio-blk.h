@@ -1,0 +1,48 @@
+/* The virtio-blk device on a raw image file: requests through libaio (or synchronous pread/pwrite), flush, get-id, read-only. */
+#ifndef LKVM_VIRTIO_BLK_H
+#define LKVM_VIRTIO_BLK_H
+
+#include <limits.h>
+#include <stdio.h>
+
+#include "lkvm/virtio.h"
+
+struct kvm;
+struct virtio_blk;
+
+#define VIRTIO_BLK_QUEUE_SIZE 256
+#define VIRTIO_BLK_SEG_MAX 254      /* data segments per request (queue size - header - status) */
+#define VIRTIO_BLK_MAX_DISKS 4
+
+enum blk_io { BLK_IO_LIBAIO, BLK_IO_SYNC };
+
+/* What `-d PATH[,ro][,trans=pci|mmio][,aio=libaio|sync][,direct=on|off]` says. */
+struct blk_opts {
+	char path[PATH_MAX];
+	bool ro;
+	enum virtio_trans trans;
+	bool trans_set;            /* else --virtio-transport decides */
+	enum blk_io io;            /* default libaio */
+	bool no_direct;            /* direct=off: never O_DIRECT */
+};
+
+/* Parse one -d value. 0 or -EINVAL with a one-line reason in err. */
+int blk_parse_opts(const char *arg, struct blk_opts *o, char *err, size_t errlen) __must_check;
+
+/* Open the image (O_DIRECT when the file system allows and direct is not off; read-only
+ * for ro) and attach the device to o->trans. 0 or -errno with a reason in err. */
+int virtio_blk_create(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out, char *err,
+		      size_t errlen) __must_check;
+/* The same without a transport, for tests (the test sets up the queue and calls
+ * ops->start); kvm needs only .mem. */
+int virtio_blk_create_bare(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out, char *err,
+			   size_t errlen) __must_check;
+struct virtio_device *virtio_blk_vdev(struct virtio_blk *b);
+/* Whether the image is open with O_DIRECT (for tests and --debug). */
+bool virtio_blk_direct(struct virtio_blk *b);
+/* Waits for requests in flight, stops the thread, detaches, closes the image. NULL is fine. */
+void virtio_blk_destroy(struct virtio_blk *b);
+/* Per-queue counters (requests as packets, bytes, errors as drops), like virtio-net's. */
+void virtio_blk_print_stats(struct virtio_blk *b, FILE *out, bool json);
+
+#endif

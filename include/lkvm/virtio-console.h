@@ -1,0 +1,29 @@
+/* virtio-console (hvc0 in Linux) and virtio-rng devices. */
+#ifndef LKVM_VIRTIO_CONSOLE_H
+#define LKVM_VIRTIO_CONSOLE_H
+
+#include "lkvm/virtio.h"
+
+struct kvm;
+struct virtio_console;
+struct virtio_rng;
+
+/* Where guest output goes (default term_output); tests catch it. */
+typedef void (*virtio_console_out_fn)(struct kvm *kvm, const u8 *buf, size_t len);
+
+/* One console port (no multiport): receiveq 0, transmitq 1. bare: no transport (tests
+ * set up the queues and call ops->start). 0 or -errno. */
+int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_console_out_fn out, bool bare,
+			  struct virtio_console **c) __must_check;
+/* Terminal input (any thread): queues up to the free buffer space (4 KiB) for the guest's
+ * receive buffers and returns how many bytes were taken. */
+size_t virtio_console_receive(struct virtio_console *c, const u8 *buf, size_t n);
+struct virtio_device *virtio_console_vdev(struct virtio_console *c);
+void virtio_console_destroy(struct virtio_console *c);
+
+/* Entropy device: fills every buffer the guest posts with getrandom(2) bytes. */
+int virtio_rng_create(struct kvm *kvm, enum virtio_trans trans, bool bare, struct virtio_rng **r) __must_check;
+struct virtio_device *virtio_rng_vdev(struct virtio_rng *r);
+void virtio_rng_destroy(struct virtio_rng *r);
+
+#endif

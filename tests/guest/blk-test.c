@@ -1,0 +1,308 @@
+/* blk-test: a freestanding virtio-blk driver (virtio-pci or virtio-mmio, polled) that checks known sectors, writes some, and measures IOPS and the cost of a notify. */
+#include "guest.h"
+
+/*
+ * Command line (lkvm -p):
+ *   trans=pci|mmio     where the disk is (mmio: the first virtio-mmio window, 0xc0000000)
+ *   blk=verify         read sectors 0..63 and check the host's pattern (byte i of sector s is
+ *                      (s * 13 + i * 7 + 1) & 0xff), then write sectors 64..71 with
+ *                      (s * 29 + i * 3 + 5) & 0xff and flush; "BLK-VERIFY-OK" at the end
+ *   blk=bench qd=N pattern=seq|rand secs=S
+ *                      4 KiB reads at queue depth N for S seconds from CPL3; prints
+ *                      "BENCH blk ... iops=..."
+ *   blk=notify secs=S  back-to-back notifies of the request queue with nothing posted:
+ *                      "BENCH notify ... ns_per_notify=..."
+ */
+
+#define SECTOR 512
+#define QSIZE 128
+#define BLK_T_IN 0
+#define BLK_T_OUT 1
+#define BLK_T_FLUSH 4
+#define BLK_S_OK 0
+#define MMIO_BASE 0xc0000000ull
+#define IO_SIZE 4096
+#define MAX_QD 64
+
+struct blk_hdr {
+	u32 type;
+	u32 reserved;
+	u64 sector;
+};
+
+struct req {
+	struct blk_hdr hdr;
+	u8 status;
+	u8 *buf;
+};
+
+static struct {
+	bool mmio;
+	struct virtio_pci vp;
+	struct virtq vq;
+	u64 capacity;      /* sectors */
+	struct req *reqs;  /* MAX_QD */
+	u64 secs, qd;
+	bool rand;
+} B;
+
+/* ---- virtio-mmio (version 2), enough for one queue ---- */
+
+#define M_MAGIC 0x000
+#define M_VERSION 0x004
+#define M_DEVICE_ID 0x008
+#define M_DEV_FEATURES 0x010
+#define M_DEV_FEATURES_SEL 0x014
+#define M_DRV_FEATURES 0x020
+#define M_DRV_FEATURES_SEL 0x024
+#define M_QUEUE_SEL 0x030
+#define M_QUEUE_NUM_MAX 0x034
+#define M_QUEUE_NUM 0x038
+#define M_QUEUE_READY 0x044
+#define M_QUEUE_NOTIFY 0x050
+#define M_STATUS 0x070
+#define M_QUEUE_DESC 0x080
+#define M_QUEUE_DRIVER 0x090
+#define M_QUEUE_DEVICE 0x0a0
+#define M_CONFIG 0x100
+
+static u32 mr(u32 off)
+{
+	return mmio_read32(MMIO_BASE + off);
+}
+
+static void mw(u32 off, u32 v)
+{
+	mmio_write32(MMIO_BASE + off, v);
+}
+
+static void mmio_setup(void)
+{
+	struct virtq *vq = &B.vq;
+	u64 offered;
+
+	if (mr(M_MAGIC) != 0x74726976 || mr(M_VERSION) != 2 || mr(M_DEVICE_ID) != 2)
+		GUEST_FAIL("no virtio-mmio v2 block device at 0x%llx (lkvm -d IMAGE,trans=mmio)", MMIO_BASE);
+	mw(M_STATUS, 0);
+	mw(M_STATUS, 1 | 2);
+	mw(M_DEV_FEATURES_SEL, 1);
+	offered = (u64)mr(M_DEV_FEATURES) << 32;
+	GUEST_ASSERT(offered & (1ull << VIRTIO_F_VERSION_1));
+	mw(M_DRV_FEATURES_SEL, 0);
+	mw(M_DRV_FEATURES, 0);
+	mw(M_DRV_FEATURES_SEL, 1);
+	mw(M_DRV_FEATURES, 1); /* VERSION_1 only */
+	mw(M_STATUS, 1 | 2 | 8);
+	GUEST_ASSERT(mr(M_STATUS) & 8);
+	mw(M_QUEUE_SEL, 0);
+	GUEST_ASSERT(mr(M_QUEUE_NUM_MAX) >= QSIZE);
+	memset(vq, 0, sizeof(*vq));
+	vq->size = QSIZE;
+	vq->desc = galloc(sizeof(struct virtq_desc) * QSIZE, 4096);
+	vq->avail = galloc(6 + 2u * QSIZE, 4096);
+	vq->used = galloc(6 + sizeof(struct virtq_used_elem) * QSIZE, 4096);
+	vq->token = galloc(sizeof(void *) * QSIZE, 8);
+	vq->used_event = &vq->avail->ring[QSIZE];
+	vq->avail_event = (volatile u16 *)&vq->used->ring[QSIZE];
+	for (u16 i = 0; i < QSIZE; i++)
+		vq->desc[i].next = (u16)(i + 1);
+	vq->num_free = QSIZE;
+	vq->avail->flags = VIRTQ_AVAIL_F_NO_INTERRUPT;
+	vq->notify_addr = MMIO_BASE + M_QUEUE_NOTIFY;
+	vq->notify32 = true;
+	mw(M_QUEUE_NUM, QSIZE);
+	mw(M_QUEUE_DESC, (u32)(uintptr_t)vq->desc);
+	mw(M_QUEUE_DESC + 4, 0);
+	mw(M_QUEUE_DRIVER, (u32)(uintptr_t)vq->avail);
+	mw(M_QUEUE_DRIVER + 4, 0);
+	mw(M_QUEUE_DEVICE, (u32)(uintptr_t)vq->used);
+	mw(M_QUEUE_DEVICE + 4, 0);
+	mw(M_QUEUE_READY, 1);
+	B.capacity = mr(M_CONFIG) | (u64)mr(M_CONFIG + 4) << 32;
+	mw(M_STATUS, 1 | 2 | 8 | 4);
+	if (mr(M_STATUS) != (1 | 2 | 8 | 4))
+		GUEST_FAIL("virtio-mmio: status 0x%x after DRIVER_OK", mr(M_STATUS));
+}
+
+static void pci_setup(void)
+{
+	struct pci_dev d;
+
+	if (!pci_find(0x1af4, 0x1042, &d))
+		GUEST_FAIL("no virtio-blk device 1af4:1042 (lkvm -d IMAGE)");
+	if (!virtio_pci_init(&B.vp, &d))
+		GUEST_FAIL("virtio-blk: a virtio capability is missing");
+	virtio_reset(&B.vp);
+	if (!virtio_negotiate(&B.vp, 0))
+		GUEST_FAIL("virtio-blk: feature negotiation failed");
+	if (!virtq_setup(&B.vp, &B.vq, 0, QSIZE))
+		GUEST_FAIL("virtio-blk: no request queue");
+	B.capacity = 0;
+	for (int i = 0; i < 8; i++)
+		B.capacity |= (u64)virtio_cfg_read8(&B.vp, (u32)i) << (8 * i);
+	virtio_driver_ok(&B.vp);
+}
+
+/* ---- requests ---- */
+
+static void submit(struct req *r, u32 type, u64 sector, u32 len)
+{
+	struct vq_buf b[3];
+	int n = 0, nout = 1;
+
+	r->hdr = (struct blk_hdr){ .type = type, .sector = sector };
+	r->status = 0xff;
+	b[n++] = (struct vq_buf){ (u64)(uintptr_t)&r->hdr, sizeof(r->hdr) };
+	if (len) {
+		b[n++] = (struct vq_buf){ (u64)(uintptr_t)r->buf, len };
+		if (type == BLK_T_OUT)
+			nout = 2;
+	}
+	b[n++] = (struct vq_buf){ (u64)(uintptr_t)&r->status, 1 };
+	if (!virtq_add(&B.vq, b, nout, n - nout, r))
+		GUEST_FAIL("virtio-blk: ring full");
+}
+
+static struct req *wait_one(void)
+{
+	struct req *r;
+
+	while (!(r = virtq_get(&B.vq, NULL)))
+		cpu_relax();
+	return r;
+}
+
+static u8 do_io(u32 type, u64 sector, u32 len)
+{
+	struct req *r = &B.reqs[0];
+
+	submit(r, type, sector, len);
+	virtq_kick(&B.vq);
+	GUEST_ASSERT(wait_one() == r);
+	return r->status;
+}
+
+static void verify(void)
+{
+	u8 *p = B.reqs[0].buf;
+
+	GUEST_ASSERT(B.capacity >= 72);
+	for (u64 s = 0; s < 64; s += 8) {
+		GUEST_ASSERT_EQ(do_io(BLK_T_IN, s, 8 * SECTOR), BLK_S_OK);
+		for (u64 k = 0; k < 8; k++)
+			for (u64 i = 0; i < SECTOR; i++)
+				if (p[k * SECTOR + i] != (u8)((s + k) * 13 + i * 7 + 1))
+					GUEST_FAIL("sector %llu byte %llu: 0x%x", s + k, i, p[k * SECTOR + i]);
+	}
+	gprintf("GUEST blk-test: sectors 0-63 read back as the host wrote them\n");
+	for (u64 k = 0; k < 8; k++)
+		for (u64 i = 0; i < SECTOR; i++)
+			p[k * SECTOR + i] = (u8)((64 + k) * 29 + i * 3 + 5);
+	GUEST_ASSERT_EQ(do_io(BLK_T_OUT, 64, 8 * SECTOR), BLK_S_OK);
+	GUEST_ASSERT_EQ(do_io(BLK_T_FLUSH, 0, 0), BLK_S_OK);
+	/* Past the end: an error status, not a crash. */
+	GUEST_ASSERT(do_io(BLK_T_IN, B.capacity, SECTOR) != BLK_S_OK);
+	gprintf("BLK-VERIFY-OK capacity=%llu\n", B.capacity);
+}
+
+static u64 rng_state = 88172645463325252ull;
+
+static u64 next_sector(u64 *seq)
+{
+	u64 blocks = B.capacity / (IO_SIZE / SECTOR);
+
+	if (!B.rand) {
+		u64 s = *seq;
+
+		*seq = (*seq + 1) % blocks;
+		return s * (IO_SIZE / SECTOR);
+	}
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (rng_state % blocks) * (IO_SIZE / SECTOR);
+}
+
+static void bench(void *arg)
+{
+	u64 t0 = rdtsc(), end = t0 + ns_to_tsc(B.secs * 1000000000ull), done = 0, seq = 0, errors = 0;
+	u64 ns;
+
+	for (u64 i = 0; i < B.qd; i++)
+		submit(&B.reqs[i], BLK_T_IN, next_sector(&seq), IO_SIZE);
+	virtq_kick(&B.vq);
+	while (rdtsc() < end) {
+		struct req *r = virtq_get(&B.vq, NULL);
+
+		if (!r) {
+			cpu_relax();
+			continue;
+		}
+		done++;
+		errors += r->status != BLK_S_OK;
+		submit(r, BLK_T_IN, next_sector(&seq), IO_SIZE);
+		virtq_kick(&B.vq);
+	}
+	ns = tsc_to_ns(rdtsc() - t0);
+	gprintf("BENCH blk trans=%s pattern=%s qd=%llu ios=%llu errors=%llu ns=%llu iops=%llu kicks=%llu\n",
+		B.mmio ? "mmio" : "pci", B.rand ? "rand" : "seq", B.qd, done, errors, ns,
+		ns ? done * 1000000000ull / ns : 0, B.vq.kicks);
+	guest_done();
+}
+
+/* The bare cost of one notify (ioeventfd or trapped, whatever lkvm set up), from CPL3. */
+static void notify(void *arg)
+{
+	u64 t0 = rdtsc(), end = t0 + ns_to_tsc(B.secs * 1000000000ull), n = 0, ns;
+
+	do {
+		for (int i = 0; i < 64; i++) {
+			if (B.vq.notify32)
+				mmio_write32(B.vq.notify_addr, 0);
+			else
+				mmio_write16(B.vq.notify_addr, 0);
+		}
+		n += 64;
+	} while (rdtsc() < end);
+	ns = tsc_to_ns(rdtsc() - t0);
+	gprintf("BENCH notify trans=%s notifies=%llu ns=%llu ns_per_notify=%llu\n", B.mmio ? "mmio" : "pci", n,
+		ns, n ? ns / n : 0);
+	guest_done();
+}
+
+void guest_main(void)
+{
+	char mode[16], trans[8] = "pci", pat[8] = "seq";
+
+	if (!cmdline_get("blk", mode, sizeof(mode)))
+		GUEST_FAIL("no blk=verify|bench|notify on the command line");
+	cmdline_get("trans", trans, sizeof(trans));
+	cmdline_get("pattern", pat, sizeof(pat));
+	B.mmio = !strcmp(trans, "mmio");
+	B.rand = !strcmp(pat, "rand");
+	B.qd = cmdline_u64("qd", 1);
+	B.secs = cmdline_u64("secs", 2);
+	if (B.qd < 1 || B.qd > MAX_QD || B.secs < 1 || B.secs > 600)
+		GUEST_FAIL("qd=%llu (1-%u) or secs=%llu (1-600) out of range", B.qd, MAX_QD, B.secs);
+	clock_init();
+	B.reqs = galloc(sizeof(struct req) * MAX_QD, 64);
+	for (int i = 0; i < MAX_QD; i++)
+		B.reqs[i].buf = galloc(IO_SIZE, 4096);
+	if (B.mmio)
+		mmio_setup();
+	else
+		pci_setup();
+	gprintf("GUEST blk-test: %s disk, %llu sectors, mode %s\n", B.mmio ? "virtio-mmio" : "virtio-pci",
+		B.capacity, mode);
+	if (!strcmp(mode, "verify")) {
+		verify();
+		guest_done();
+	}
+	if (B.capacity < 2 * (IO_SIZE / SECTOR))
+		GUEST_FAIL("disk too small to benchmark");
+	if (!strcmp(mode, "bench"))
+		guest_run_user(bench, NULL);
+	if (!strcmp(mode, "notify"))
+		guest_run_user(notify, NULL);
+	GUEST_FAIL("unknown blk=%s", mode);
+}

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# virtio-blk, virtio-mmio, the device tree, virtio-console and virtio-rng: a freestanding guest reads
+# known sectors and writes some (checked in the image afterwards) over PCI and MMIO, libaio and
+# pread/pwrite; read-only disks; --dump-dtb parsed by dtc; Linux finds the mmio disk, its partition
+# table and mounts its ext4 root; where guest user space runs, it boots from an ext4 image built here.
+# BLK_TESTS=userspace runs only the user-space tests (make check runs them in the emulated host).
+set -u
+SUMMARY_PREFIX=blk
+. "$(dirname "$0")/lib.sh"
+
+G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
+T=${LINUX_TIMEOUT:-300}
+WORK=$LOG_DIR/blk
+mkdir -p "$WORK"
+
+# An image of N sectors where byte i of sector s is (s*13 + i*7 + 1) & 0xff (what blk-test checks).
+make_pattern_image() { # FILE SECTORS
+	python3 - "$1" "$2" <<'EOF'
+import sys
+with open(sys.argv[1], 'wb') as f:
+    for s in range(int(sys.argv[2])):
+        f.write(bytes(((s * 13 + i * 7 + 1) & 0xff) for i in range(512)))
+EOF
+}
+
+# Sectors 64..71 hold what blk-test writes, (s*29 + i*3 + 5) & 0xff, and 72 on are untouched.
+check_written() { # FILE
+	python3 - "$1" <<'EOF'
+import sys
+d = open(sys.argv[1], 'rb').read()
+for s in range(64, 72):
+    want = bytes(((s * 29 + i * 3 + 5) & 0xff) for i in range(512))
+    if d[s * 512:(s + 1) * 512] != want:
+        sys.exit("sector %d not written as expected" % s)
+for s in (63, 72, 100):
+    if d[s * 512:(s + 1) * 512] != bytes(((s * 13 + i * 7 + 1) & 0xff) for i in range(512)):
+        sys.exit("sector %d changed" % s)
+EOF
+}
+
+need_python() { command -v python3 >/dev/null || { skip "no python3 (scripts/deps.sh bench)"; return 1; }; }
+
+# t_verify TRANS EXTRA: the guest checks sectors 0-63 and writes 64-71; the host checks the image.
+t_verify() {
+	local trans=$1 extra=${2-}
+	local img=$WORK/verify-$trans${extra//[,=]/-}.img
+	need_python && need_guest blk-test || return
+	make_pattern_image "$img" 2048
+	run_lkvm blk-verify-$trans${extra//[,=]/-} 0 -- run -k "$ELF" -d "$img,trans=$trans$extra" \
+		-p "blk=verify trans=$trans" --timeout 60 --stats || return
+	expect_output "BLK-VERIFY-OK capacity=2048" "the guest's verdict" || return
+	expect_output "GUEST DONE" || return
+	check_written "$img" || { fail "image check: $(check_written "$img" 2>&1)"; return; }
+	# 8 reads, a write, a flush and one refused read past the end: 11 requests, 1 error.
+	grep -Eq '^req0 +[0-9]+ +0 +[0-9]+ +11 +36864 +1$' "$LAST_LOG" ||
+		fail "disk counters: $(grep '^req0' "$LAST_LOG")"
+}
+
+t_read_only() {
+	local img=$WORK/ro.img sum
+	need_python && need_guest blk-test || return
+	make_pattern_image "$img" 2048
+	sum=$(sha256sum < "$img")
+	# The guest's write fails (VIRTIO_BLK_S_IOERR): its assertion ends the run with status 2.
+	run_lkvm blk-ro 2 -- run -k "$ELF" -d "$img,ro,trans=mmio" -p "blk=verify trans=mmio" --timeout 60 || return
+	expect_output "sectors 0-63 read back" "the reads" || return
+	expect_output "GUEST FAIL .*BLK_T_OUT" "the refused write" || return
+	[ "$(sha256sum < "$img")" = "$sum" ] || fail "the read-only image changed"
+}
+
+t_bad_disk() {
+	need_guest blk-test || return
+	run_lkvm blk-missing 1 -- run -k "$ELF" -d "$WORK/does-not-exist.img" --timeout 10 || return
+	expect_output "error: virtio-blk: -d '.*does-not-exist.img': No such file" "a clear error" || return
+	run_lkvm blk-bad-opt 1 -- run -k "$ELF" -d "$WORK/x.img,rw" --timeout 10 || return
+	expect_output "error: -d .*unknown option 'rw'" "the bad option named"
+}
+
+t_dtb() {
+	command -v dtc >/dev/null || { skip "no dtc (scripts/deps.sh test)"; return; }
+	need_guest hlt || return
+	local img=$WORK/dtb.img dtb=$WORK/lkvm.dtb
+	truncate -s 1M "$img"
+	rm -f "$dtb"
+	run_lkvm blk-dtb 0 -- run -k "$ELF" -c 2 -d "$img" --virtio-transport mmio --rng --dump-dtb "$dtb" --timeout 30 || return
+	dtc -I dtb -O dts -o "$WORK/lkvm.dts" "$dtb" 2> "$WORK/dtc.err" || { fail "dtc: $(head -c 200 "$WORK/dtc.err")"; return; }
+	grep -q 'virtio_mmio@c0000000' "$WORK/lkvm.dts" && grep -q 'virtio_mmio@c0000200' "$WORK/lkvm.dts" ||
+		{ fail "the two mmio devices are not in the tree ($WORK/lkvm.dts)"; return; }
+	grep -q 'cpu@1' "$WORK/lkvm.dts" && grep -q 'serial@3f8' "$WORK/lkvm.dts" && grep -q 'memory@0' "$WORK/lkvm.dts" ||
+		fail "CPUs, UART or memory missing ($WORK/lkvm.dts)"
+}
+
+# A little-endian 32-bit value as printf escapes.
+le32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 & 255)) $((($1 >> 8) & 255)) $((($1 >> 16) & 255)) $((($1 >> 24) & 255)); }
+
+# A disk with an MBR (one Linux partition from sector 2048 to the end, written here) and an ext4
+# file system in it whose files come from DIR (mkfs.ext4 -d).
+make_ext4_disk() { # FILE DIR
+	local img=$1 dir=$2 sectors=$((40 * 2048))
+	command -v mkfs.ext4 >/dev/null || return 1
+	rm -f "$img"
+	truncate -s $((sectors * 512)) "$img"
+	# Entry 1 at 446: not bootable, CHS unused, type 0x83, first LBA, sector count; then 0x55aa.
+	printf "\\x00\\x00\\x00\\x00\\x83\\x00\\x00\\x00$(le32 2048)$(le32 $((sectors - 2048)))" |
+		dd of="$img" bs=1 seek=446 conv=notrunc status=none
+	printf '\x55\xaa' | dd of="$img" bs=1 seek=510 conv=notrunc status=none
+	mkfs.ext4 -q -F -E offset=$((2048 * 512)) -d "$dir" "$img" $(((sectors - 2048) / 2))k >/dev/null 2>&1
+}
+
+# t_linux TRANS: the kernel finds the disk and its partition, and mounts the ext4 root. On a PVM
+# host that is as far as it goes (no user space); the run ends at the mount.
+t_linux() {
+	local trans=$1 img=$WORK/linux-$1.img
+	[ -f "$G/bzImage" ] || { fail "$G/bzImage missing (scripts/build-guest.sh)"; return; }
+	grep -q '^CONFIG_EXT4_FS=y' "$G/linux/.config" 2>/dev/null || { fail "guest kernel lacks ext4 (rebuild with scripts/build-guest.sh)"; return; }
+	mkdir -p "$WORK/root-$trans/sbin" && echo lkvm > "$WORK/root-$trans/hello"
+	make_ext4_disk "$img" "$WORK/root-$trans" || { skip "no mkfs.ext4 (scripts/deps.sh test)"; return; }
+	run_lkvm blk-linux-$trans 0 -- run -k "$G/bzImage" -m 256 -d "$img,trans=$trans" --rng --stats \
+		-p "root=/dev/vda1 rootfstype=ext4 ro rootwait" --timeout $T --exit-on "VFS: Mounted root (ext4 filesystem) readonly" || return
+	if [ "$trans" = mmio ]; then
+		expect_output "virtio_mmio.device=0x200@0xc0000000:5" "the disk on the command line" || return
+		expect_output "virtio-mmio: Registering device virtio-mmio.0 at 0xc0000000-0xc00001ff, IRQ 5" "Linux registering the disk" || return
+	fi
+	expect_output "virtio_blk virtio[0-9]: \[vda\] 81920 512-byte logical blocks" "the disk's size" || return
+	expect_output " vda: vda1" "the partition table" || return
+	expect_output "EXT4-fs \(vda1\): mounted filesystem" "the ext4 mount" || return
+	expect_output "VFS: Mounted root \(ext4 filesystem\) readonly" "the root"
+}
+
+need_userspace() {
+	if is_pvm_host; then
+		skip "guest user space cannot make system calls on a PVM host (make check runs this in the emulated host)"
+		return 1
+	fi
+}
+
+# Guest user space from an ext4 root on virtio-blk (mmio), console on hvc0, entropy from virtio-rng:
+# init reads /dev/hwrng, writes a file on the disk, and reboots; the host reads the file back.
+t_userspace() {
+	need_userspace || return
+	[ -f "$G/bzImage" ] || { fail "$G/bzImage missing"; return; }
+	command -v busybox >/dev/null || { skip "no busybox (scripts/deps.sh guest)"; return; }
+	local root=$WORK/uroot img=$WORK/userspace.img
+	rm -rf "$root" && mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt}
+	cp "$(command -v busybox)" "$root/bin/busybox"
+	for a in sh mount umount echo cat head od wc sync reboot grep uname; do ln -s busybox "$root/bin/$a"; done
+	cat > "$root/init" <<'EOF'
+#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+echo "LKVM-BLK-USERSPACE-OK $(uname -r) console=$(cat /sys/class/tty/console/active)"
+rng=$(cat /sys/class/misc/hw_random/rng_current 2>/dev/null)
+n=$(head -c 64 /dev/hwrng | wc -c)
+echo "LKVM-RNG rng=$rng bytes=$n"
+mount -o remount,rw / && echo "written from the guest" > /from-guest && sync && mount -o remount,ro /
+echo "LKVM-BLK-WRITTEN"
+reboot -f
+EOF
+	chmod 755 "$root/init"
+	make_ext4_disk "$img" "$root" || { skip "no mkfs.ext4 (scripts/deps.sh test)"; return; }
+	run_lkvm blk-userspace 0 -- run -k "$G/bzImage" -m 256 -d "$img,trans=mmio" --console virtio --rng \
+		--virtio-transport mmio -p "root=/dev/vda1 rootfstype=ext4 ro init=/init" --timeout $T || return
+	expect_output "LKVM-BLK-USERSPACE-OK .* console=.*hvc0" "user space from the ext4 root, on hvc0" || return
+	expect_output "LKVM-RNG rng=virtio_rng.0 bytes=64" "64 bytes from virtio-rng" || return
+	expect_output "LKVM-BLK-WRITTEN" || return
+	debugfs -R "cat /from-guest" "$img?offset=$((2048 * 512))" 2>/dev/null | grep -q "written from the guest" ||
+		{ command -v debugfs >/dev/null || { skip "no debugfs to read the image back"; return; }; fail "the guest's file is not in the image"; }
+}
+
+skip_unless_kvm
+if [ "${BLK_TESTS-}" = userspace ]; then
+	run_test blk-userspace t_userspace
+else
+	run_test blk-verify-pci t_verify pci
+	run_test blk-verify-mmio t_verify mmio
+	run_test blk-verify-mmio-sync t_verify mmio ,aio=sync
+	run_test blk-verify-pci-buffered t_verify pci ,direct=off
+	run_test blk-ro t_read_only
+	run_test blk-bad-disk t_bad_disk
+	run_test blk-dtb t_dtb
+	run_test blk-linux-mmio t_linux mmio
+	run_test blk-linux-pci t_linux pci
+	run_test blk-userspace t_userspace
+fi
+finish_tests

@@ -1,0 +1,437 @@
+/* Unit tests of virtio-blk against a temporary image, without KVM: the test is the driver (reads, writes, flush, get-id, read-only, bounds, I/O errors, malformed chains), with libaio and with pread/pwrite. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <linux/virtio_blk.h>
+#include <linux/virtio_ring.h>
+
+#include "check_main.h"
+#include "lkvm/kvm.h"
+#include "lkvm/virtio-blk.h"
+
+#define RAM_SIZE MiB(4)
+#define QSIZE 256
+#define QBASE 0x10000ULL /* desc; avail +0x1000; used +0x2000 */
+#define BUF_BASE 0x100000ULL
+#define SECTORS 64
+#define WAIT_MS 3000
+
+struct tb {
+	u64 gpa;
+	u32 len;
+	bool write;
+};
+
+static struct {
+	u8 *ram;
+	struct kvm *kvm;
+	struct virtio_blk *b;
+	struct virtio_device *vdev;
+	char path[64];
+	struct vring_desc *desc;
+	struct vring_avail *avail;
+	struct vring_used *used;
+	u16 next_desc, aidx;
+	u64 buf_next;
+} t;
+
+static void *gp(u64 gpa)
+{
+	return t.ram + gpa;
+}
+
+/* odd: 1 makes the buffer start 8 bytes past a 4 KiB boundary (forces the bounce path under O_DIRECT). */
+static u64 galloc(u64 len, bool odd)
+{
+	u64 a = ALIGN_UP(t.buf_next, 4096) + (odd ? 8 : 0);
+
+	t.buf_next = a + len;
+	ck_assert_uint_le(t.buf_next, RAM_SIZE);
+	return a;
+}
+
+static u8 pattern(u64 sector, u64 i)
+{
+	return (u8)(sector * 13 + i * 7 + 1);
+}
+
+static void make_image(void)
+{
+	u8 buf[512];
+	int fd;
+
+	strcpy(t.path, "/var/tmp/lkvm-blk-XXXXXX");
+	fd = mkstemp(t.path);
+	ck_assert_int_ge(fd, 0);
+	for (u64 s = 0; s < SECTORS; s++) {
+		for (int i = 0; i < 512; i++)
+			buf[i] = pattern(s, (u64)i);
+		ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), (off_t)(s * 512)), 512);
+	}
+	close(fd);
+}
+
+static void dev_up(const char *extra_opts)
+{
+	struct virtio_device *vdev;
+	struct blk_opts o;
+	char arg[128], err[256];
+
+	memset(&t, 0, sizeof(t));
+	make_image();
+	t.ram = aligned_alloc(4096, RAM_SIZE);
+	ck_assert_ptr_nonnull(t.ram);
+	memset(t.ram, 0, RAM_SIZE);
+	t.kvm = calloc(1, sizeof(*t.kvm));
+	ck_assert_ptr_nonnull(t.kvm);
+	ck_assert_int_eq(gmem_init(&t.kvm->mem, t.ram, RAM_SIZE), 0);
+	snprintf(arg, sizeof(arg), "%s%s", t.path, extra_opts);
+	ck_assert_msg(blk_parse_opts(arg, &o, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(virtio_blk_create_bare(t.kvm, &o, &t.b, err, sizeof(err)) == 0, "%s", err);
+	t.vdev = vdev = virtio_blk_vdev(t.b);
+	vdev->features = 1ULL << VIRTIO_F_VERSION_1;
+	ck_assert_int_eq(vq_init(&vdev->q[0].vq, &t.kvm->mem, QSIZE, QBASE, QBASE + 0x1000, QBASE + 0x2000, false), 0);
+	vdev->q[0].size = QSIZE;
+	vdev->q[0].enabled = true;
+	vdev->q[0].kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	vdev->q[0].irq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	t.desc = gp(QBASE);
+	t.avail = gp(QBASE + 0x1000);
+	t.used = gp(QBASE + 0x2000);
+	t.buf_next = BUF_BASE;
+	atomic_store(&vdev->status, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
+					    VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK);
+	ck_assert_int_eq(vdev->ops->start(vdev), 0);
+}
+
+static void dev_down(void)
+{
+	int kfd = t.vdev->q[0].kick_fd, ifd = t.vdev->q[0].irq_fd;
+
+	virtio_blk_destroy(t.b);
+	close(kfd);
+	close(ifd);
+	unlink(t.path);
+	free(t.ram);
+	free(t.kvm);
+}
+
+static u16 post(const struct tb *b, int nb)
+{
+	u16 head = t.next_desc;
+
+	for (int i = 0; i < nb; i++) {
+		u16 idx = (u16)((t.next_desc + i) % QSIZE);
+
+		t.desc[idx] = (struct vring_desc){ .addr = b[i].gpa, .len = b[i].len,
+						   .flags = (u16)((b[i].write ? VRING_DESC_F_WRITE : 0) |
+								  (i + 1 < nb ? VRING_DESC_F_NEXT : 0)),
+						   .next = (u16)((idx + 1) % QSIZE) };
+	}
+	t.next_desc = (u16)((t.next_desc + nb) % QSIZE);
+	t.avail->ring[t.aidx % QSIZE] = head;
+	__atomic_store_n(&t.avail->idx, ++t.aidx, __ATOMIC_RELEASE);
+	return head;
+}
+
+static void kick(void)
+{
+	u64 one = 1;
+
+	ck_assert_int_eq(write(t.vdev->q[0].kick_fd, &one, sizeof(one)), sizeof(one));
+}
+
+static bool wait_used(u16 want)
+{
+	for (int ms = 0; ms < WAIT_MS; ms++) {
+		if (__atomic_load_n(&t.used->idx, __ATOMIC_ACQUIRE) == want)
+			return true;
+		poll(NULL, 0, 1);
+	}
+	return false;
+}
+
+/* A request chain: header, data buffers (split in two when split), status. Returns the
+ * status byte's address; *data the data's. */
+static u64 request(u32 type, u64 sector, u32 len, bool split, bool odd, u64 *data)
+{
+	struct virtio_blk_outhdr h = { .type = type, .sector = sector };
+	u64 hg = galloc(sizeof(h), false), dg = galloc(len ? len : 1, odd), sg = galloc(1, false);
+	bool dev_writes = type != VIRTIO_BLK_T_OUT;
+	struct tb b[4];
+	int n = 0;
+
+	memcpy(gp(hg), &h, sizeof(h));
+	*(u8 *)gp(sg) = 0xee;
+	b[n++] = (struct tb){ hg, sizeof(h), false };
+	if (len && split) {
+		b[n++] = (struct tb){ dg, len / 2, dev_writes };
+		b[n++] = (struct tb){ dg + len / 2, len - len / 2, dev_writes };
+	} else if (len) {
+		b[n++] = (struct tb){ dg, len, dev_writes };
+	}
+	b[n++] = (struct tb){ sg, 1, true };
+	post(b, n);
+	*data = dg;
+	return sg;
+}
+
+/* One request, kicked and completed: its status. */
+static u8 run1(u32 type, u64 sector, u32 len, bool split, bool odd, u64 *data)
+{
+	u64 sg = request(type, sector, len, split, odd, data);
+	u16 want = (u16)(t.aidx);
+
+	kick();
+	ck_assert_msg(wait_used(want), "request not completed");
+	return *(u8 *)gp(sg);
+}
+
+static void check_sectors(u64 gpa, u64 sector, u64 n)
+{
+	const u8 *p = gp(gpa);
+
+	for (u64 s = 0; s < n; s++)
+		for (u64 i = 0; i < 512; i++)
+			ck_assert_uint_eq(p[s * 512 + i], pattern(sector + s, i));
+}
+
+static void file_read(u64 off, void *buf, size_t len)
+{
+	int fd = open(t.path, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, buf, len, (off_t)off), (ssize_t)len);
+	close(fd);
+}
+
+static void read_write_flush(const char *opts)
+{
+	u64 data;
+	u8 buf[1024];
+	struct virtio_blk_config cfg;
+
+	dev_up(opts);
+	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&cfg, sizeof(cfg));
+	ck_assert_uint_eq(cfg.capacity, SECTORS);
+	/* Known sectors, in one buffer and split over two; aligned and not. */
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 3, 1024, false, false, &data), VIRTIO_BLK_S_OK);
+	check_sectors(data, 3, 2);
+	ck_assert_uint_eq(t.used->ring[0].len, 1025);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 10, 2048, true, true, &data), VIRTIO_BLK_S_OK);
+	check_sectors(data, 10, 4);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, SECTORS - 1, 512, false, true, &data), VIRTIO_BLK_S_OK);
+	check_sectors(data, SECTORS - 1, 1);
+	/* Writes land in the file (aligned and unaligned buffers). */
+	request(VIRTIO_BLK_T_OUT, 20, 1024, true, true, &data);
+	memset(gp(data), 0x5a, 1024);
+	kick();
+	ck_assert(wait_used(t.aidx));
+	file_read(20 * 512, buf, 1024);
+	for (int i = 0; i < 1024; i++)
+		ck_assert_uint_eq(buf[i], 0x5a);
+	file_read(19 * 512, buf, 512); /* its neighbours untouched */
+	ck_assert_uint_eq(buf[0], pattern(19, 0));
+	file_read(22 * 512, buf, 512);
+	ck_assert_uint_eq(buf[511], pattern(22, 511));
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_FLUSH, 0, 0, false, false, &data), VIRTIO_BLK_S_OK);
+	/* GET_ID: "lkvm-" and the file name, 20 bytes at most. */
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_GET_ID, 0, 20, false, false, &data), VIRTIO_BLK_S_OK);
+	ck_assert_mem_eq(gp(data), "lkvm-lkvm-blk-", 14);
+	/* Several in flight: 32 reads posted, one kick. */
+	{
+		u64 d[32], s[32];
+		u16 want = (u16)(t.aidx + 32);
+
+		for (int i = 0; i < 32; i++)
+			s[i] = request(VIRTIO_BLK_T_IN, 30 + (u64)(i % 8) * 2, 1024, i % 2, i % 3 == 0, &d[i]);
+		kick();
+		ck_assert(wait_used(want));
+		for (int i = 0; i < 32; i++) {
+			ck_assert_uint_eq(*(u8 *)gp(s[i]), VIRTIO_BLK_S_OK);
+			check_sectors(d[i], 30 + (u64)(i % 8) * 2, 2);
+		}
+	}
+	ck_assert_uint_ge(t.vdev->q[0].stats.packets, 38);
+	ck_assert_uint_eq(t.vdev->q[0].stats.drops, 0);
+	dev_down();
+}
+
+START_TEST(test_rw_libaio)
+{
+	read_write_flush("");
+}
+END_TEST
+
+START_TEST(test_rw_libaio_buffered)
+{
+	read_write_flush(",direct=off");
+}
+END_TEST
+
+START_TEST(test_rw_sync)
+{
+	read_write_flush(",aio=sync");
+}
+END_TEST
+
+/* Out of the image, overflowing, not whole sectors, unknown types: that request fails, the device goes on. */
+START_TEST(test_bounds)
+{
+	u64 data;
+
+	dev_up("");
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, SECTORS, 512, false, false, &data), VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, SECTORS - 1, 1024, false, false, &data), VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_OUT, SECTORS - 1, 1024, false, false, &data), VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, ~0ULL >> 9, 512, false, false, &data), VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, ~0ULL, 512, false, false, &data), VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 0, 100, false, false, &data), VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(99, 0, 512, false, false, &data), VIRTIO_BLK_S_UNSUPP);
+	ck_assert_uint_eq(t.used->ring[(t.aidx - 1) % QSIZE].len, 1); /* only the status written */
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 0, 512, false, false, &data), VIRTIO_BLK_S_OK);
+	check_sectors(data, 0, 1);
+	ck_assert_uint_eq(t.vdev->q[0].stats.drops, 7);
+	ck_assert_uint_eq(atomic_load(&t.vdev->status) & VIRTIO_CONFIG_S_NEEDS_RESET, 0);
+	dev_down();
+}
+END_TEST
+
+START_TEST(test_read_only)
+{
+	u64 data, sg;
+	u8 buf[512];
+
+	dev_up(",ro");
+	ck_assert(t.vdev->host_features & (1ULL << VIRTIO_BLK_F_RO));
+	sg = request(VIRTIO_BLK_T_OUT, 5, 512, false, false, &data);
+	memset(gp(data), 0x77, 512);
+	kick();
+	ck_assert(wait_used(t.aidx));
+	ck_assert_uint_eq(*(u8 *)gp(sg), VIRTIO_BLK_S_IOERR);
+	file_read(5 * 512, buf, 512);
+	for (int i = 0; i < 512; i++)
+		ck_assert_uint_eq(buf[i], pattern(5, (u64)i));
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 5, 512, false, false, &data), VIRTIO_BLK_S_OK);
+	check_sectors(data, 5, 1);
+	dev_down();
+}
+END_TEST
+
+/* A file that fails under the device: shrunk after it was opened, reads past the new end
+ * come back short, which is an I/O error for that request only. */
+static void io_error(const char *opts)
+{
+	u64 data;
+
+	dev_up(opts);
+	ck_assert_int_eq(truncate(t.path, 8 * 512), 0);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 20, 512, false, false, &data), VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 2, 512, false, false, &data), VIRTIO_BLK_S_OK);
+	check_sectors(data, 2, 1);
+	dev_down();
+}
+
+START_TEST(test_io_error_libaio)
+{
+	io_error("");
+}
+END_TEST
+
+START_TEST(test_io_error_sync)
+{
+	io_error(",aio=sync");
+}
+END_TEST
+
+static bool wait_needs_reset(void)
+{
+	for (int ms = 0; ms < WAIT_MS; ms++) {
+		if (atomic_load(&t.vdev->status) & VIRTIO_CONFIG_S_NEEDS_RESET)
+			return true;
+		poll(NULL, 0, 1);
+	}
+	return false;
+}
+
+START_TEST(test_malformed_header)
+{
+	u64 hg;
+
+	dev_up("");
+	hg = galloc(8, false);
+	post((struct tb[]){ { hg, 8, false }, { galloc(1, false), 1, true } }, 2); /* 8-byte header */
+	kick();
+	ck_assert(wait_needs_reset());
+	dev_down();
+}
+END_TEST
+
+START_TEST(test_malformed_no_status)
+{
+	struct virtio_blk_outhdr h = { .type = VIRTIO_BLK_T_FLUSH };
+	u64 hg;
+
+	dev_up("");
+	hg = galloc(sizeof(h), false);
+	memcpy(gp(hg), &h, sizeof(h));
+	post((struct tb[]){ { hg, sizeof(h), false } }, 1); /* nowhere to put the status */
+	kick();
+	ck_assert(wait_needs_reset());
+	dev_down();
+}
+END_TEST
+
+START_TEST(test_options)
+{
+	struct blk_opts o;
+	char err[256];
+
+	ck_assert_int_eq(blk_parse_opts("a.img", &o, err, sizeof(err)), 0);
+	ck_assert_str_eq(o.path, "a.img");
+	ck_assert(!o.ro && !o.trans_set && o.io == BLK_IO_LIBAIO && !o.no_direct);
+	ck_assert_int_eq(blk_parse_opts("/x/b.img,ro,trans=mmio,aio=sync,direct=off", &o, err, sizeof(err)), 0);
+	ck_assert(o.ro && o.trans_set && o.trans == VIRTIO_TRANS_MMIO && o.io == BLK_IO_SYNC && o.no_direct);
+	ck_assert_int_eq(blk_parse_opts("", &o, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(blk_parse_opts(",ro", &o, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(blk_parse_opts("a.img,rw", &o, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "unknown option 'rw'"));
+	ck_assert_int_eq(blk_parse_opts("a.img,trans=usb", &o, err, sizeof(err)), -EINVAL);
+	/* A missing image: a clear error. */
+	{
+		struct kvm kvm = { 0 };
+		struct virtio_blk *b;
+
+		ck_assert_int_eq(blk_parse_opts("/nonexistent/disk.img", &o, err, sizeof(err)), 0);
+		ck_assert_int_eq(virtio_blk_create_bare(&kvm, &o, &b, err, sizeof(err)), -ENOENT);
+		ck_assert_ptr_nonnull(strstr(err, "/nonexistent/disk.img"));
+	}
+}
+END_TEST
+
+static Suite *blk_suite(void)
+{
+	Suite *s = suite_create("virtio-blk");
+	TCase *tc = tcase_create("blk");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_rw_libaio);
+	tcase_add_test(tc, test_rw_libaio_buffered);
+	tcase_add_test(tc, test_rw_sync);
+	tcase_add_test(tc, test_bounds);
+	tcase_add_test(tc, test_read_only);
+	tcase_add_test(tc, test_io_error_libaio);
+	tcase_add_test(tc, test_io_error_sync);
+	tcase_add_test(tc, test_malformed_header);
+	tcase_add_test(tc, test_malformed_no_status);
+	tcase_add_test(tc, test_options);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LKVM_CHECK_MAIN(blk_suite)

@@ -1,0 +1,262 @@
+/* Many VMs in one process: the device list builds and tears down every device, in order, and no fd or byte is left behind. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <linux/virtio_net.h>
+
+#include "check_main.h"
+#include "lkvm/dev.h"
+#include "lkvm/kvm.h"
+#include "lkvm/pci.h"
+#include "lkvm/run.h"
+#include "lkvm/virtio-net.h"
+
+#define RAM_MIB 16
+#define NR_VMS 4
+#define ROUNDS 3
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own fd */
+}
+
+static bool have_kvm(void)
+{
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+static char disk_path[64]; /* a small image every VM's disk opens */
+
+static struct kvm_config vm_config(void)
+{
+	struct kvm_config cfg = { .ram_mib = RAM_MIB, .nr_cpus = 1 };
+
+	cfg.nr_disks = 2;
+	snprintf(cfg.disk[0].path, sizeof(cfg.disk[0].path), "%s", disk_path);
+	cfg.disk[0].trans = VIRTIO_TRANS_MMIO;
+	cfg.disk[0].trans_set = true;
+	snprintf(cfg.disk[1].path, sizeof(cfg.disk[1].path), "%s", disk_path);
+	cfg.disk[1].ro = true;
+
+	cfg.nr_nets = 3;
+	cfg.net[0] = (struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 1 };
+	cfg.net[1] = (struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 2 };
+	cfg.net[2] = (struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 1,
+					.trans = VIRTIO_TRANS_MMIO, .trans_set = true };
+	cfg.console_virtio = cfg.rng = true; /* on --virtio-transport: PCI */
+	return cfg;
+}
+
+/* A VM as kvm_create makes it, or without /dev/kvm the same minus the KVM fds (devices
+ * then run in their no-VM modes); kvm_destroy frees both. */
+static struct kvm *vm_new(bool real)
+{
+	struct kvm_config cfg = vm_config();
+	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	char err[256];
+	u8 *ram;
+
+	ck_assert_ptr_nonnull(kvm);
+	if (real) {
+		ck_assert_msg(kvm_create(kvm, &cfg, err, sizeof(err)) == 0, "%s", err);
+		return kvm;
+	}
+	kvm->cfg = cfg;
+	kvm->sys_fd = kvm->vm_fd = -1;
+	kvm->stop_fd = eventfd(0, EFD_CLOEXEC);
+	io_bus_init(&kvm->pio);
+	io_bus_init(&kvm->mmio);
+	ram = mmap(NULL, (u64)RAM_MIB << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(ram != MAP_FAILED);
+	ck_assert_int_eq(gmem_init(&kvm->mem, ram, (u64)RAM_MIB << 20), 0);
+	return kvm;
+}
+
+static void vm_devices(struct kvm *kvm)
+{
+	struct virtio_net_config c;
+	char err[256];
+
+	ck_assert_int_eq(kvm_run_add_devices(kvm, err, sizeof(err)), 0);
+	ck_assert_msg(kvm_devs_init(kvm, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_ptr_nonnull(kvm->pci);
+	ck_assert_ptr_nonnull(kvm->uart);
+	ck_assert_ptr_nonnull(kvm->rtc);
+	ck_assert_ptr_nonnull(kvm->nets[0]);
+	ck_assert_ptr_nonnull(kvm->nets[1]);
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-net", 2));
+	ck_assert_ptr_null(kvm_dev_find(kvm, "virtio-net", 3));
+	ck_assert_ptr_nonnull(kvm->vcon);
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-rng", 0));
+	/* The third NIC on virtio-mmio, in the first slot. */
+	ck_assert(kvm->virtio_mmio[0].used);
+	ck_assert_uint_eq(kvm->virtio_mmio[0].device_id, 1);
+	ck_assert(kvm->virtio_mmio[1].used); /* the first disk */
+	ck_assert_uint_eq(kvm->virtio_mmio[1].device_id, 2);
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-blk", 1));
+	/* The run numbers NICs without a MAC. */
+	for (int i = 0; i < 3; i++) {
+		struct virtio_device *v = virtio_net_vdev(kvm->nets[i]);
+
+		v->ops->config_read(v, 0, (u8 *)&c, sizeof(c));
+		ck_assert_uint_eq(c.mac[5], 0x56 + i);
+	}
+	/* Two NICs on the bus besides the host bridge and pvpanic. */
+	ck_assert_uint_eq(pci_cfg_read(kvm->pci, 2, PCI_VENDOR_ID, 2), 0x1af4);
+	ck_assert_uint_eq(pci_cfg_read(kvm->pci, 3, PCI_VENDOR_ID, 2), 0x1af4);
+}
+
+static void many_vms(bool real)
+{
+	int fds, dfd;
+
+	strcpy(disk_path, "/var/tmp/lkvm-vm-XXXXXX");
+	dfd = mkstemp(disk_path);
+	ck_assert_int_ge(dfd, 0);
+	ck_assert_int_eq(ftruncate(dfd, 1 << 20), 0);
+	close(dfd);
+	fds = count_fds();
+
+	for (int r = 0; r < ROUNDS; r++) {
+		struct kvm *vm[NR_VMS];
+
+		for (int i = 0; i < NR_VMS; i++) {
+			vm[i] = vm_new(real);
+			vm_devices(vm[i]);
+		}
+		ck_assert_int_gt(count_fds(), fds);
+		for (int i = 0; i < NR_VMS; i++) {
+			kvm_destroy(vm[i]);
+			ck_assert_ptr_null(vm[i]->devs);
+			ck_assert_int_eq(vm[i]->pio.nr, 0);
+			free(vm[i]);
+		}
+		ck_assert_int_eq(count_fds(), fds);
+	}
+	unlink(disk_path);
+}
+
+START_TEST(many_vms_without_kvm)
+{
+	many_vms(false);
+}
+END_TEST
+
+START_TEST(many_vms_with_kvm)
+{
+	if (!have_kvm()) {
+		fprintf(stderr, "test_vm: skip many_vms_with_kvm: no usable /dev/kvm\n");
+		return;
+	}
+	many_vms(true);
+}
+END_TEST
+
+/* ---- order and failure ---- */
+
+struct trace {
+	char log[64];
+	int fail_at; /* the prio whose init fails, or -1 */
+	int fd;      /* an fd the "device" holds while up */
+};
+
+static struct trace tr;
+
+static int t_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	char c = *(const char *)d->arg;
+
+	if (d->prio == tr.fail_at) {
+		errfmt(err, errlen, "refused");
+		return -EIO;
+	}
+	d->priv = (void *)(long)eventfd(0, EFD_CLOEXEC);
+	strncat(tr.log, &c, 1);
+	return 0;
+}
+
+static void t_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	char c = (char)(*(const char *)d->arg - 'a' + 'A');
+
+	close((int)(long)d->priv);
+	strncat(tr.log, &c, 1);
+}
+
+static void add(struct kvm *kvm, const char *name, int prio, char tag)
+{
+	ck_assert_int_eq(kvm_dev_add(kvm, name, prio, t_init, t_exit, &tag, 1), 0);
+}
+
+START_TEST(order_and_unwind)
+{
+	int fds = count_fds();
+	struct kvm *kvm = vm_new(false);
+	char err[128];
+
+	memset(&tr, 0, sizeof(tr));
+	tr.fail_at = -1;
+	/* Registered out of order: run by priority, equal ones in registration order. */
+	add(kvm, "x", 30, 'd');
+	add(kvm, "bus", 10, 'a');
+	add(kvm, "x", 30, 'e');
+	add(kvm, "legacy", 20, 'b');
+	add(kvm, "legacy", 20, 'c');
+	ck_assert_int_eq(kvm_devs_init(kvm, err, sizeof(err)), 0);
+	ck_assert_str_eq(tr.log, "abcde");
+	ck_assert_int_eq(kvm_dev_find(kvm, "x", 1)->index, 1);
+	ck_assert_int_eq(count_fds(), fds + 5 + 1); /* five devices, the stop eventfd */
+	kvm_destroy(kvm);
+	ck_assert_str_eq(tr.log, "abcdeEDCBA");
+	free(kvm);
+	ck_assert_int_eq(count_fds(), fds);
+
+	/* A failing init: the error names the device; what came up is undone by destroy. */
+	kvm = vm_new(false);
+	memset(&tr, 0, sizeof(tr));
+	tr.fail_at = 20;
+	add(kvm, "bus", 10, 'a');
+	add(kvm, "legacy", 20, 'b');
+	add(kvm, "x", 30, 'c');
+	ck_assert_int_eq(kvm_devs_init(kvm, err, sizeof(err)), -EIO);
+	ck_assert_str_eq(err, "legacy: refused");
+	ck_assert_str_eq(tr.log, "a");
+	kvm_destroy(kvm);
+	ck_assert_str_eq(tr.log, "aA");
+	free(kvm);
+	ck_assert_int_eq(count_fds(), fds);
+}
+END_TEST
+
+static Suite *vm_suite(void)
+{
+	Suite *s = suite_create("vm");
+	TCase *tc = tcase_create("vm");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, many_vms_without_kvm);
+	tcase_add_test(tc, many_vms_with_kvm);
+	tcase_add_test(tc, order_and_unwind);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LKVM_CHECK_MAIN(vm_suite)

@@ -1,0 +1,756 @@
+/* The virtio-blk device (virtio 1.2 §5.2) on a raw image: one request queue served by one thread, I/O through libaio (io_submit, completions on an eventfd) or synchronous pread/pwrite. */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libaio.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <linux/virtio_blk.h>
+#include <linux/virtio_ids.h>
+#include <linux/virtio_ring.h>
+
+#include "lkvm/iov.h"
+#include "lkvm/kvm.h"
+#include "lkvm/virtio-blk.h"
+
+#define SECTOR 512ULL
+#define HDR_LEN sizeof(struct virtio_blk_outhdr)
+#define NR_REQS VIRTIO_BLK_QUEUE_SIZE /* a well-behaved driver never has more in flight */
+#define BOUNCE_ALIGN 4096
+#define MAX_REQ_BYTES (64ULL << 20) /* far above seg_max pages; keeps used lengths in 32 bits */
+#define F(bit) (1ULL << (bit))
+
+_Static_assert(sizeof(struct virtio_blk_outhdr) == 16, "virtio-blk header is 16 bytes");
+
+/* One request from pop to completion. */
+struct blk_req {
+	struct iocb iocb;
+	u16 head;
+	u32 type;
+	u8 *status;         /* the chain's last writable byte */
+	u64 off, len;       /* byte offset in the image, data bytes */
+	struct iovec *iov;  /* the guest's data buffers (malloc'd copy of the chain's) */
+	int niov;
+	void *bounce;       /* aligned copy for O_DIRECT when the guest's buffers are not */
+	struct iovec biov;
+	int next_free;
+};
+
+struct virtio_blk {
+	struct virtio_device vdev;
+	struct kvm *kvm;
+	int fd;
+	bool ro, direct;
+	u32 dio_align;      /* O_DIRECT buffer and length alignment */
+	enum blk_io io;
+	u64 size;           /* image bytes exposed (whole sectors) */
+	struct virtio_blk_config cfg;
+	char id[VIRTIO_BLK_ID_BYTES];
+
+	io_context_t ctx;
+	int aio_efd;        /* io_set_eventfd: one count per completion */
+	int stop_fd;
+	pthread_mutex_t run_lock; /* start/stop */
+	pthread_t tid;
+	bool running;
+	atomic_bool stopping;
+
+	/* Owned by the queue thread while it runs. */
+	struct blk_req reqs[NR_REQS];
+	int free_head;
+	int inflight;
+	bool broken;
+	u16 pending;        /* used elements filled, not yet flushed */
+	struct vq_elem *elem;
+	struct iocb *batch[NR_REQS];
+	int nbatch;
+};
+
+static inline void stat_add(atomic_ullong *c, u64 v)
+{
+	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+static struct virtio_queue *rq(struct virtio_blk *b)
+{
+	return &b->vdev.q[0];
+}
+
+/* ---- requests ---- */
+
+static struct blk_req *req_get(struct virtio_blk *b)
+{
+	struct blk_req *r;
+
+	if (b->free_head < 0)
+		return NULL;
+	r = &b->reqs[b->free_head];
+	b->free_head = r->next_free;
+	return r;
+}
+
+static void req_put(struct virtio_blk *b, struct blk_req *r)
+{
+	free(r->iov);
+	free(r->bounce);
+	r->iov = NULL;
+	r->bounce = NULL;
+	r->next_free = b->free_head;
+	b->free_head = (int)(r - b->reqs);
+}
+
+static void flush_used(struct virtio_blk *b)
+{
+	if (!b->pending)
+		return;
+	vq_flush(&rq(b)->vq, b->pending);
+	b->pending = 0;
+	virtio_notify_queue(&b->vdev, 0);
+}
+
+/* Write the status, give the chain back; used_len counts the bytes written into it. */
+static void complete(struct virtio_blk *b, struct blk_req *r, u8 status)
+{
+	struct virtio_queue *q = rq(b);
+	u32 used = 1;
+
+	if (status == VIRTIO_BLK_S_OK && r->type == VIRTIO_BLK_T_IN) {
+		if (r->bounce)
+			iov_to(r->iov, r->niov, 0, r->bounce, r->len);
+		used += (u32)r->len;
+	} else if (status == VIRTIO_BLK_S_OK && r->type == VIRTIO_BLK_T_GET_ID) {
+		used += (u32)r->len;
+	}
+	*r->status = status;
+	stat_add(&q->stats.packets, 1);
+	if (status == VIRTIO_BLK_S_OK)
+		stat_add(&q->stats.bytes, r->type == VIRTIO_BLK_T_IN || r->type == VIRTIO_BLK_T_OUT ? r->len : 0);
+	else
+		stat_add(&q->stats.drops, 1);
+	vq_fill(&q->vq, r->head, used, b->pending++);
+	if (b->pending >= q->vq.size)
+		flush_used(b);
+	req_put(b, r);
+}
+
+/* Copy the byte range [off, off + len) of src (n iovecs) as a new iovec array. */
+static struct iovec *sub_iov(const struct iovec *src, int n, u64 off, u64 len, int *out_n)
+{
+	struct iovec *v = calloc((size_t)n ? (size_t)n : 1, sizeof(*v));
+	int k = 0;
+
+	if (!v)
+		return NULL;
+	for (int i = 0; i < n && len; i++) {
+		u64 l = src[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		l = MIN(l - off, len);
+		v[k++] = (struct iovec){ (u8 *)src[i].iov_base + off, l };
+		len -= l;
+		off = 0;
+	}
+	*out_n = k;
+	return v;
+}
+
+static bool aligned(const struct virtio_blk *b, const struct blk_req *r)
+{
+	for (int i = 0; i < r->niov; i++)
+		if ((uintptr_t)r->iov[i].iov_base % b->dio_align || r->iov[i].iov_len % b->dio_align)
+			return false;
+	return true;
+}
+
+/* The data buffers the I/O goes through: the guest's own, or an aligned bounce buffer
+ * (filled now for writes, copied back at completion for reads). */
+static int io_buffers(struct virtio_blk *b, struct blk_req *r, const struct iovec **iov, int *n)
+{
+	if (!b->direct || aligned(b, r)) {
+		*iov = r->iov;
+		*n = r->niov;
+		return 0;
+	}
+	if (posix_memalign(&r->bounce, BOUNCE_ALIGN, r->len ? r->len : SECTOR))
+		return -ENOMEM;
+	if (r->type == VIRTIO_BLK_T_OUT)
+		iov_from(r->iov, r->niov, 0, r->bounce, r->len);
+	r->biov = (struct iovec){ r->bounce, r->len };
+	*iov = &r->biov;
+	*n = 1;
+	return 0;
+}
+
+/* Synchronous backend: the whole transfer now, on the queue thread. */
+static u8 do_sync(struct virtio_blk *b, struct blk_req *r)
+{
+	const struct iovec *iov;
+	u64 done = 0;
+	int n;
+
+	if (r->type == VIRTIO_BLK_T_FLUSH)
+		return fdatasync(b->fd) == 0 ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
+	if (io_buffers(b, r, &iov, &n) < 0)
+		return VIRTIO_BLK_S_IOERR;
+	while (done < r->len) {
+		struct iovec rest[VQ_MAX_SG];
+		int k = 0;
+		u64 skip = done;
+		ssize_t got;
+
+		for (int i = 0; i < n; i++) {
+			if (skip >= iov[i].iov_len) {
+				skip -= iov[i].iov_len;
+				continue;
+			}
+			rest[k++] = (struct iovec){ (u8 *)iov[i].iov_base + skip, iov[i].iov_len - skip };
+			skip = 0;
+		}
+		got = r->type == VIRTIO_BLK_T_IN ? preadv(b->fd, rest, k, (off_t)(r->off + done))
+						 : pwritev(b->fd, rest, k, (off_t)(r->off + done));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return VIRTIO_BLK_S_IOERR; /* error, or EOF inside the checked size */
+		done += (u64)got;
+	}
+	return VIRTIO_BLK_S_OK;
+}
+
+/* libaio backend: prepare an iocb for the batch; completion comes through aio_efd. */
+static int prep_aio(struct virtio_blk *b, struct blk_req *r)
+{
+	const struct iovec *iov;
+	int n;
+
+	if (r->type == VIRTIO_BLK_T_FLUSH) {
+		io_prep_fdsync(&r->iocb, b->fd);
+	} else {
+		if (io_buffers(b, r, &iov, &n) < 0)
+			return -ENOMEM;
+		if (r->type == VIRTIO_BLK_T_IN)
+			io_prep_preadv(&r->iocb, b->fd, iov, n, (long long)r->off);
+		else
+			io_prep_pwritev(&r->iocb, b->fd, iov, n, (long long)r->off);
+	}
+	io_set_eventfd(&r->iocb, b->aio_efd);
+	r->iocb.data = r;
+	b->batch[b->nbatch++] = &r->iocb;
+	return 0;
+}
+
+static void submit_batch(struct virtio_blk *b)
+{
+	int done = 0;
+
+	while (done < b->nbatch) {
+		int ret = io_submit(b->ctx, b->nbatch - done, b->batch + done);
+
+		if (ret > 0) {
+			b->inflight += ret;
+			done += ret;
+			continue;
+		}
+		if (ret == -EAGAIN || ret == -EINTR)
+			continue;
+		/* The first one was refused (e.g. a file system without aio fsync): run it
+		 * synchronously, then go on with the rest. */
+		struct blk_req *r = b->batch[done]->data;
+
+		complete(b, r, do_sync(b, r));
+		done++;
+	}
+	b->nbatch = 0;
+}
+
+/* A completion: the whole transfer, or an I/O error for this request only. */
+static void finish_event(struct virtio_blk *b, const struct io_event *ev)
+{
+	struct blk_req *r = ev->data;
+	long res = (long)ev->res;
+	bool ok = r->type == VIRTIO_BLK_T_FLUSH ? res == 0 : res == (long)r->len;
+
+	b->inflight--;
+	complete(b, r, ok ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR);
+}
+
+static void reap(struct virtio_blk *b)
+{
+	struct io_event ev[64];
+	struct timespec zero = { 0, 0 };
+	u64 cnt;
+	int n;
+
+	if (read(b->aio_efd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+		pr_debug("virtio-blk: aio eventfd: %s", strerror(errno));
+	while (b->inflight > 0 && (n = io_getevents(b->ctx, 0, ARRAY_SIZE(ev), ev, &zero)) > 0) {
+		for (int i = 0; i < n; i++)
+			finish_event(b, &ev[i]);
+	}
+	flush_used(b);
+}
+
+/* Guest-visible checks of one request, then its I/O (or its immediate answer). Returns
+ * false when the chain is malformed (no room for header or status). */
+static bool handle(struct virtio_blk *b, const struct vq_elem *e, struct blk_req *r)
+{
+	const struct iovec *last;
+	struct virtio_blk_outhdr h;
+	u64 sector, data_len;
+	int nin = e->in_num;
+
+	if (e->out_num == 0 || e->out_len < HDR_LEN || e->in_num == 0 ||
+	    iov_from(e->iov, e->out_num, 0, &h, HDR_LEN) != HDR_LEN)
+		return false;
+	last = &e->iov[e->out_num + e->in_num - 1];
+	if (last->iov_len == 0)
+		return false;
+	memset(r, 0, offsetof(struct blk_req, next_free));
+	r->head = e->head;
+	r->status = (u8 *)last->iov_base + last->iov_len - 1;
+	r->type = le32toh(h.type);
+	sector = le64toh(h.sector);
+
+	switch (r->type) {
+	case VIRTIO_BLK_T_IN:
+		data_len = e->in_len - 1;
+		r->iov = sub_iov(e->iov + e->out_num, nin, 0, data_len, &r->niov);
+		break;
+	case VIRTIO_BLK_T_OUT:
+		data_len = e->out_len - HDR_LEN;
+		r->iov = sub_iov(e->iov, e->out_num, HDR_LEN, data_len, &r->niov);
+		break;
+	case VIRTIO_BLK_T_GET_ID:
+		data_len = MIN(e->in_len - 1, (u64)VIRTIO_BLK_ID_BYTES);
+		r->iov = sub_iov(e->iov + e->out_num, nin, 0, data_len, &r->niov);
+		if (r->iov)
+			iov_to(r->iov, r->niov, 0, b->id, data_len);
+		r->len = data_len;
+		complete(b, r, r->iov ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR);
+		return true;
+	case VIRTIO_BLK_T_FLUSH:
+		r->len = 0;
+		if (b->io == BLK_IO_SYNC || prep_aio(b, r) < 0)
+			complete(b, r, do_sync(b, r));
+		return true;
+	default:
+		complete(b, r, VIRTIO_BLK_S_UNSUPP);
+		return true;
+	}
+	r->len = data_len;
+	/* Whole sectors, inside the image, no overflow; writes only when writable. */
+	if (!r->iov || data_len % SECTOR || data_len > MAX_REQ_BYTES || sector > b->size / SECTOR ||
+	    !range_ok(sector * SECTOR, data_len, b->size) || (r->type == VIRTIO_BLK_T_OUT && b->ro)) {
+		complete(b, r, VIRTIO_BLK_S_IOERR);
+		return true;
+	}
+	r->off = sector * SECTOR;
+	if (data_len == 0) {
+		complete(b, r, VIRTIO_BLK_S_OK);
+		return true;
+	}
+	if (b->io == BLK_IO_SYNC || prep_aio(b, r) < 0)
+		complete(b, r, do_sync(b, r));
+	return true;
+}
+
+/*
+ * Take every available chain (while request slots last), submit their I/O in one
+ * io_submit. Wake-up protocol as virtio-net's TX: notifications off, drain, re-enable,
+ * re-check (vq_enable_notify's barrier pairs with the driver's), so no kick is lost.
+ * When every slot is in flight we stop taking chains; completions make room and reap()
+ * is followed by another drain.
+ */
+static void drain(struct virtio_blk *b)
+{
+	struct virtqueue *vq = &rq(b)->vq;
+	bool worked = false;
+
+	if (b->broken)
+		return;
+	do {
+		vq_disable_notify(vq);
+		for (;;) {
+			struct blk_req *r;
+			int ret;
+
+			if (b->free_head < 0)
+				goto out; /* all slots busy: completions will call us again */
+			ret = vq_pop(vq, b->elem);
+			if (ret == 0)
+				break;
+			if (ret < 0) {
+				b->broken = true;
+				virtio_set_needs_reset(&b->vdev, "virtio-blk: malformed descriptor chain");
+				goto out;
+			}
+			worked = true;
+			r = req_get(b);
+			if (!handle(b, b->elem, r)) {
+				req_put(b, r);
+				b->broken = true;
+				virtio_set_needs_reset(&b->vdev, "virtio-blk: request without header or status byte");
+				goto out;
+			}
+		}
+		submit_batch(b);
+		flush_used(b);
+	} while (vq_enable_notify(vq));
+out:
+	submit_batch(b);
+	flush_used(b);
+	if (worked)
+		stat_add(&rq(b)->stats.batches, 1);
+}
+
+static void *blk_thread(void *arg)
+{
+	struct virtio_blk *b = arg;
+	struct virtio_queue *q = rq(b);
+
+	drain(b); /* chains may have been posted before the thread existed */
+	while (!atomic_load(&b->stopping)) {
+		struct pollfd p[3] = {
+			{ .fd = b->stop_fd, .events = POLLIN },
+			{ .fd = b->aio_efd, .events = POLLIN },
+			{ .fd = b->broken ? -1 : q->kick_fd, .events = POLLIN },
+		};
+		u64 v;
+
+		if (poll(p, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			pr_err("virtio-blk: poll: %s", strerror(errno));
+			break;
+		}
+		if (p[0].revents)
+			break;
+		if (p[1].revents)
+			reap(b);
+		if (p[2].revents && read(q->kick_fd, &v, sizeof(v)) == sizeof(v))
+			stat_add(&q->stats.kicks, v);
+		drain(b);
+	}
+	/* Nothing may write guest memory after stop returns: wait for what is in flight. */
+	while (b->inflight > 0) {
+		struct io_event ev[64];
+		int n = io_getevents(b->ctx, 1, ARRAY_SIZE(ev), ev, NULL);
+
+		if (n < 0 && n != -EINTR)
+			break;
+		for (int i = 0; i < n; i++)
+			finish_event(b, &ev[i]);
+	}
+	flush_used(b);
+	return NULL;
+}
+
+/* ---- device ops ---- */
+
+static struct virtio_blk *to_blk(struct virtio_device *vdev)
+{
+	return vdev->priv;
+}
+
+static u64 blk_offered(const struct virtio_blk *b)
+{
+	return F(VIRTIO_BLK_F_SEG_MAX) | F(VIRTIO_BLK_F_BLK_SIZE) | F(VIRTIO_BLK_F_FLUSH) |
+	       (b->ro ? F(VIRTIO_BLK_F_RO) : 0) | F(VIRTIO_RING_F_EVENT_IDX) |
+	       F(VIRTIO_RING_F_INDIRECT_DESC);
+}
+
+static u64 blk_get_features(struct virtio_device *vdev)
+{
+	return blk_offered(to_blk(vdev));
+}
+
+static void blk_config_read(struct virtio_device *vdev, u32 off, u8 *data, u32 len)
+{
+	struct virtio_blk *b = to_blk(vdev);
+
+	memset(data, 0, len);
+	if (off < sizeof(b->cfg))
+		memcpy(data, (const u8 *)&b->cfg + off, MIN(len, (u32)sizeof(b->cfg) - off));
+}
+
+static void blk_stop(struct virtio_device *vdev);
+
+static int blk_start(struct virtio_device *vdev)
+{
+	struct virtio_blk *b = to_blk(vdev);
+	int ret = 0;
+
+	blk_stop(vdev); /* a second DRIVER_OK without reset: restart cleanly */
+	if (!rq(b)->vq.ready)
+		return 0; /* the driver did not enable the queue */
+	pthread_mutex_lock(&b->run_lock);
+	b->broken = false;
+	b->pending = 0;
+	atomic_store(&b->stopping, false);
+	ret = -pthread_create(&b->tid, NULL, blk_thread, b);
+	if (!ret) {
+		b->running = true;
+		pthread_setname_np(b->tid, "lkvm-blk");
+	}
+	pthread_mutex_unlock(&b->run_lock);
+	return ret;
+}
+
+static void blk_stop_thread(struct virtio_blk *b)
+{
+	eventfd_t v;
+
+	pthread_mutex_lock(&b->run_lock);
+	if (b->running) {
+		atomic_store(&b->stopping, true);
+		if (eventfd_write(b->stop_fd, 1) < 0)
+			pr_err("virtio-blk: cannot signal the queue thread");
+		pthread_join(b->tid, NULL);
+		b->running = false;
+		if (eventfd_read(b->stop_fd, &v) < 0)
+			pr_debug("virtio-blk: stop eventfd already clear");
+	}
+	pthread_mutex_unlock(&b->run_lock);
+}
+
+static void blk_stop(struct virtio_device *vdev)
+{
+	blk_stop_thread(to_blk(vdev));
+}
+
+static const struct virtio_dev_ops virtio_blk_ops = {
+	.device_id = VIRTIO_ID_BLOCK,
+	.class_code = 0x018000, /* mass storage, other */
+	.get_features = blk_get_features,
+	.config_size = sizeof(struct virtio_blk_config),
+	.config_read = blk_config_read,
+	.start = blk_start,
+	.stop = blk_stop,
+};
+
+/* ---- options ---- */
+
+int blk_parse_opts(const char *arg, struct blk_opts *o, char *err, size_t errlen)
+{
+	char buf[PATH_MAX + 64], *save = NULL, *tok;
+	size_t n = strlen(arg);
+
+	memset(o, 0, sizeof(*o));
+	if (n == 0 || n >= sizeof(buf)) {
+		errfmt(err, errlen, "-d: give an image path (and options: ro, trans=pci|mmio, aio=libaio|sync, direct=on|off)");
+		return -EINVAL;
+	}
+	memcpy(buf, arg, n + 1);
+	tok = strtok_r(buf, ",", &save);
+	if (!tok || arg[0] == ',' || strlen(tok) >= sizeof(o->path)) {
+		errfmt(err, errlen, "-d '%s': give an image path first", arg);
+		return -EINVAL;
+	}
+	strcpy(o->path, tok);
+	while ((tok = strtok_r(NULL, ",", &save))) {
+		if (!strcmp(tok, "ro"))
+			o->ro = true;
+		else if (!strncmp(tok, "trans=", 6) && !virtio_trans_parse(tok + 6, &o->trans))
+			o->trans_set = true;
+		else if (!strcmp(tok, "aio=libaio"))
+			o->io = BLK_IO_LIBAIO;
+		else if (!strcmp(tok, "aio=sync"))
+			o->io = BLK_IO_SYNC;
+		else if (!strcmp(tok, "direct=on"))
+			o->no_direct = false;
+		else if (!strcmp(tok, "direct=off"))
+			o->no_direct = true;
+		else {
+			errfmt(err, errlen, "-d '%s': unknown option '%s' (want ro, trans=pci|mmio, aio=libaio|sync, direct=on|off)",
+			       arg, tok);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* ---- creation, teardown, counters ---- */
+
+/* O_DIRECT where the file system takes it and guest sectors (512 bytes) satisfy it. */
+static void open_image(struct virtio_blk *b, const struct blk_opts *o)
+{
+	int flags = (o->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+
+	b->dio_align = SECTOR;
+	b->fd = -1;
+	if (!o->no_direct) {
+#ifdef STATX_DIOALIGN
+		struct statx sx;
+
+		if (statx(AT_FDCWD, o->path, 0, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
+			if (!sx.stx_dio_offset_align || sx.stx_dio_offset_align > SECTOR)
+				goto buffered; /* the file system cannot do 512-byte direct I/O */
+			b->dio_align = MAX(sx.stx_dio_mem_align, sx.stx_dio_offset_align);
+		}
+#endif
+		b->fd = open(o->path, flags | O_DIRECT);
+		b->direct = b->fd >= 0;
+	}
+#ifdef STATX_DIOALIGN
+buffered:
+#endif
+	if (b->fd < 0)
+		b->fd = open(o->path, flags);
+}
+
+static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out, char *err,
+		     size_t errlen)
+{
+	struct virtio_blk *b = calloc(1, sizeof(*b));
+	const char *base = strrchr(o->path, '/');
+	struct stat st;
+	int ret;
+
+	*out = NULL;
+	if (!b) {
+		errfmt(err, errlen, "virtio-blk: out of memory");
+		return -ENOMEM;
+	}
+	b->kvm = kvm;
+	b->ro = o->ro;
+	b->io = o->io;
+	b->aio_efd = b->stop_fd = -1;
+	pthread_mutex_init(&b->run_lock, NULL);
+	open_image(b, o);
+	if (b->fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "-d '%s': %s", o->path, strerror(errno));
+		goto fail;
+	}
+	if (fstat(b->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		ret = -EINVAL;
+		errfmt(err, errlen, "-d '%s': not a regular file (raw images only)", o->path);
+		goto fail;
+	}
+	b->size = (u64)st.st_size & ~(SECTOR - 1);
+	b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	b->aio_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	b->elem = malloc(sizeof(*b->elem));
+	if (b->stop_fd < 0 || b->aio_efd < 0 || !b->elem) {
+		ret = -ENOMEM;
+		errfmt(err, errlen, "virtio-blk: out of memory or file descriptors");
+		goto fail;
+	}
+	ret = io_setup(NR_REQS, &b->ctx);
+	if (ret < 0) {
+		errfmt(err, errlen, "virtio-blk: io_setup: %s", strerror(-ret));
+		b->ctx = 0;
+		goto fail;
+	}
+	for (int i = 0; i < NR_REQS; i++)
+		b->reqs[i].next_free = i + 1 < NR_REQS ? i + 1 : -1;
+	b->free_head = 0;
+	b->cfg.capacity = htole64(b->size / SECTOR);
+	b->cfg.seg_max = htole32(VIRTIO_BLK_SEG_MAX);
+	b->cfg.blk_size = htole32(SECTOR);
+	{
+		/* The serial: "lkvm-" and the file name, cut at 20 bytes (no NUL then, §5.2.6). */
+		char id[sizeof(o->path) + 8];
+
+		snprintf(id, sizeof(id), "lkvm-%s", base ? base + 1 : o->path);
+		memcpy(b->id, id, MIN(strlen(id), sizeof(b->id)));
+	}
+	b->vdev.ops = &virtio_blk_ops;
+	b->vdev.priv = b;
+	b->vdev.use_ioeventfd = !kvm->cfg.no_ioeventfd;
+	*out = b;
+	return 0;
+fail:
+	virtio_blk_destroy(b);
+	return ret;
+}
+
+int virtio_blk_create_bare(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out, char *err,
+			   size_t errlen)
+{
+	int ret = blk_alloc(kvm, o, out, err, errlen);
+
+	if (ret < 0)
+		return ret;
+	ret = virtio_device_init(&(*out)->vdev, kvm, 1, VIRTIO_BLK_QUEUE_SIZE);
+	if (ret < 0) {
+		virtio_blk_destroy(*out);
+		*out = NULL;
+	}
+	return ret;
+}
+
+int virtio_blk_create(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out, char *err,
+		      size_t errlen)
+{
+	int ret = blk_alloc(kvm, o, out, err, errlen);
+
+	if (ret < 0)
+		return ret;
+	ret = virtio_device_attach(kvm, &(*out)->vdev, o->trans, 1, VIRTIO_BLK_QUEUE_SIZE);
+	if (ret < 0) {
+		errfmt(err, errlen, "virtio-blk: %s transport: %s", virtio_trans_name(o->trans), strerror(-ret));
+		virtio_blk_destroy(*out);
+		*out = NULL;
+	}
+	return ret;
+}
+
+struct virtio_device *virtio_blk_vdev(struct virtio_blk *b)
+{
+	return &b->vdev;
+}
+
+bool virtio_blk_direct(struct virtio_blk *b)
+{
+	return b->direct;
+}
+
+void virtio_blk_destroy(struct virtio_blk *b)
+{
+	if (!b)
+		return;
+	blk_stop_thread(b);
+	virtio_device_exit(&b->vdev);
+	if (b->ctx)
+		io_destroy(b->ctx);
+	for (int i = 0; i < NR_REQS; i++) {
+		free(b->reqs[i].iov);
+		free(b->reqs[i].bounce);
+	}
+	if (b->fd >= 0)
+		close(b->fd);
+	if (b->stop_fd >= 0)
+		close(b->stop_fd);
+	if (b->aio_efd >= 0)
+		close(b->aio_efd);
+	free(b->elem);
+	pthread_mutex_destroy(&b->run_lock);
+	free(b);
+}
+
+void virtio_blk_print_stats(struct virtio_blk *b, FILE *out, bool json)
+{
+	struct virtio_queue_stats *s = &rq(b)->stats;
+	u64 kicks = atomic_load(&s->kicks), trapped = atomic_load(&s->trapped), irqs = atomic_load(&s->irqs);
+	u64 reqs = atomic_load(&s->packets), bytes = atomic_load(&s->bytes), errs = atomic_load(&s->drops);
+
+	if (json)
+		fprintf(out,
+			"{\"queues\":[{\"name\":\"req0\",\"kicks\":%" PRIu64 ",\"trapped\":%" PRIu64
+			",\"irqs\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"errors\":%" PRIu64 "}]}",
+			kicks, trapped, irqs, reqs, bytes, errs);
+	else
+		fprintf(out, "%-6s %12s %12s %12s %12s %14s %10s\nreq0   %12" PRIu64 " %12" PRIu64 " %12" PRIu64
+			" %12" PRIu64 " %14" PRIu64 " %10" PRIu64 "\n",
+			"queue", "kicks", "trapped", "irqs", "requests", "bytes", "errors", kicks, trapped, irqs,
+			reqs, bytes, errs);
+}

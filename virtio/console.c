@@ -1,0 +1,281 @@
+/* virtio-console (virtio 1.2 §5.3, one port, no multiport): guest output to the terminal, terminal input to the guest (hvc0). */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <linux/virtio_ids.h>
+#include <linux/virtio_ring.h>
+
+#include "lkvm/iov.h"
+#include "lkvm/kvm.h"
+#include "lkvm/term.h"
+#include "lkvm/virtio-console.h"
+
+#define QUEUE_SIZE 64
+#define RXQ 0
+#define TXQ 1
+#define IN_BUF 4096
+#define OUT_CHUNK 4096
+
+struct virtio_console {
+	struct virtio_device vdev;
+	struct kvm *kvm;
+	int stop_fd, in_fd;  /* eventfds: stop the thread; input was queued */
+	pthread_t tid;
+	bool running;
+	atomic_bool stopping;
+	pthread_mutex_t run_lock;
+	/* Terminal input not yet given to the guest (term thread writes, queue thread reads). */
+	pthread_mutex_t in_lock;
+	u8 in[IN_BUF];
+	size_t in_head, in_len;
+	bool broken[2];
+	struct vq_elem *elem;
+	virtio_console_out_fn out;
+};
+
+static void broken(struct virtio_console *c, int qi)
+{
+	c->broken[qi] = true;
+	virtio_set_needs_reset(&c->vdev, qi == RXQ ? "virtio-console rx: malformed chain"
+						 : "virtio-console tx: malformed chain");
+}
+
+/* Guest output: every chain's readable bytes, in order, to the terminal. */
+static void tx_drain(struct virtio_console *c)
+{
+	struct virtqueue *vq = &c->vdev.q[TXQ].vq;
+	u8 buf[OUT_CHUNK];
+
+	if (c->broken[TXQ])
+		return;
+	do {
+		vq_disable_notify(vq);
+		for (;;) {
+			int r = vq_pop(vq, c->elem);
+
+			if (r == 0)
+				break;
+			if (r < 0) {
+				broken(c, TXQ);
+				return;
+			}
+			for (u64 off = 0; off < c->elem->out_len;) {
+				size_t n = iov_from(c->elem->iov, c->elem->out_num, off, buf, sizeof(buf));
+
+				if (!n)
+					break;
+				c->out(c->kvm, buf, n);
+				off += n;
+			}
+			atomic_fetch_add_explicit(&c->vdev.q[TXQ].stats.packets, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&c->vdev.q[TXQ].stats.bytes, c->elem->out_len, memory_order_relaxed);
+			vq_push(vq, c->elem->head, 0);
+			virtio_notify_queue(&c->vdev, TXQ);
+		}
+	} while (vq_enable_notify(vq));
+}
+
+/* Terminal input into the guest's receive buffers, while both last. */
+static void rx_fill(struct virtio_console *c)
+{
+	struct virtqueue *vq = &c->vdev.q[RXQ].vq;
+
+	if (c->broken[RXQ] || !vq->ready)
+		return;
+	pthread_mutex_lock(&c->in_lock);
+	while (c->in_len) {
+		size_t done = 0;
+		int r = vq_pop(vq, c->elem);
+
+		if (r == 0) {
+			/* No buffer: ask for a kick when the guest adds one, and look again. */
+			if (vq_enable_notify(vq))
+				continue;
+			break;
+		}
+		if (r < 0) {
+			pthread_mutex_unlock(&c->in_lock);
+			broken(c, RXQ);
+			return;
+		}
+		while (c->in_len && done < c->elem->in_len) {
+			size_t run = MIN(c->in_len, IN_BUF - c->in_head);
+			size_t n = iov_to(c->elem->iov + c->elem->out_num, c->elem->in_num, done, c->in + c->in_head, run);
+
+			if (!n)
+				break;
+			done += n;
+			c->in_head = (c->in_head + n) % IN_BUF;
+			c->in_len -= n;
+		}
+		atomic_fetch_add_explicit(&c->vdev.q[RXQ].stats.bytes, done, memory_order_relaxed);
+		vq_push(vq, c->elem->head, (u32)done);
+		virtio_notify_queue(&c->vdev, RXQ);
+	}
+	pthread_mutex_unlock(&c->in_lock);
+}
+
+static void *console_thread(void *arg)
+{
+	struct virtio_console *c = arg;
+
+	tx_drain(c);
+	rx_fill(c);
+	while (!atomic_load(&c->stopping)) {
+		struct pollfd p[4] = {
+			{ .fd = c->stop_fd, .events = POLLIN },
+			{ .fd = c->vdev.q[TXQ].kick_fd, .events = POLLIN },
+			{ .fd = c->vdev.q[RXQ].kick_fd, .events = POLLIN },
+			{ .fd = c->in_fd, .events = POLLIN },
+		};
+		u64 v;
+
+		if (poll(p, 4, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents)
+			break;
+		for (int i = 1; i < 4; i++) {
+			if (p[i].revents && read(p[i].fd, &v, sizeof(v)) == sizeof(v) && i < 3)
+				atomic_fetch_add_explicit(&c->vdev.q[i == 1 ? TXQ : RXQ].stats.kicks, v,
+							  memory_order_relaxed);
+		}
+		if (p[1].revents)
+			tx_drain(c);
+		rx_fill(c);
+	}
+	return NULL;
+}
+
+size_t virtio_console_receive(struct virtio_console *c, const u8 *buf, size_t n)
+{
+	size_t took;
+	u64 one = 1;
+
+	pthread_mutex_lock(&c->in_lock);
+	took = MIN(n, IN_BUF - c->in_len);
+	for (size_t i = 0; i < took; i++)
+		c->in[(c->in_head + c->in_len + i) % IN_BUF] = buf[i];
+	c->in_len += took;
+	pthread_mutex_unlock(&c->in_lock);
+	if (took && write(c->in_fd, &one, sizeof(one)) < 0)
+		pr_debug("virtio-console: input eventfd write failed");
+	return took;
+}
+
+/* ---- device ops ---- */
+
+static void con_stop(struct virtio_device *vdev);
+
+static int con_start(struct virtio_device *vdev)
+{
+	struct virtio_console *c = vdev->priv;
+	int ret;
+
+	con_stop(vdev);
+	pthread_mutex_lock(&c->run_lock);
+	c->broken[0] = c->broken[1] = false;
+	atomic_store(&c->stopping, false);
+	ret = -pthread_create(&c->tid, NULL, console_thread, c);
+	if (!ret) {
+		c->running = true;
+		pthread_setname_np(c->tid, "lkvm-vcon");
+	}
+	pthread_mutex_unlock(&c->run_lock);
+	return ret;
+}
+
+static void con_stop_thread(struct virtio_console *c)
+{
+	eventfd_t v;
+
+	pthread_mutex_lock(&c->run_lock);
+	if (c->running) {
+		atomic_store(&c->stopping, true);
+		if (eventfd_write(c->stop_fd, 1) < 0)
+			pr_err("virtio-console: cannot signal the queue thread");
+		pthread_join(c->tid, NULL);
+		c->running = false;
+		if (eventfd_read(c->stop_fd, &v) < 0)
+			pr_debug("virtio-console: stop eventfd already clear");
+	}
+	pthread_mutex_unlock(&c->run_lock);
+}
+
+static void con_stop(struct virtio_device *vdev)
+{
+	con_stop_thread(vdev->priv);
+}
+
+static u64 con_features(struct virtio_device *vdev)
+{
+	return 1ULL << VIRTIO_RING_F_INDIRECT_DESC;
+}
+
+static const struct virtio_dev_ops virtio_console_ops = {
+	.device_id = VIRTIO_ID_CONSOLE,
+	.class_code = 0x078000, /* communication controller, other */
+	.get_features = con_features,
+	.start = con_start,
+	.stop = con_stop,
+};
+
+int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_console_out_fn out, bool bare,
+			  struct virtio_console **outp)
+{
+	struct virtio_console *c = calloc(1, sizeof(*c));
+	int ret;
+
+	*outp = NULL;
+	if (!c)
+		return -ENOMEM;
+	c->kvm = kvm;
+	c->out = out ? out : term_output;
+	pthread_mutex_init(&c->run_lock, NULL);
+	pthread_mutex_init(&c->in_lock, NULL);
+	c->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	c->in_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	c->elem = malloc(sizeof(*c->elem));
+	c->vdev.ops = &virtio_console_ops;
+	c->vdev.priv = c;
+	c->vdev.use_ioeventfd = !kvm->cfg.no_ioeventfd;
+	if (c->stop_fd < 0 || c->in_fd < 0 || !c->elem) {
+		virtio_console_destroy(c);
+		return -ENOMEM;
+	}
+	ret = bare ? virtio_device_init(&c->vdev, kvm, 2, QUEUE_SIZE)
+		   : virtio_device_attach(kvm, &c->vdev, trans, 2, QUEUE_SIZE);
+	if (ret < 0) {
+		virtio_console_destroy(c);
+		return ret;
+	}
+	*outp = c;
+	return 0;
+}
+
+struct virtio_device *virtio_console_vdev(struct virtio_console *c)
+{
+	return &c->vdev;
+}
+
+void virtio_console_destroy(struct virtio_console *c)
+{
+	if (!c)
+		return;
+	con_stop_thread(c);
+	virtio_device_exit(&c->vdev);
+	if (c->stop_fd >= 0)
+		close(c->stop_fd);
+	if (c->in_fd >= 0)
+		close(c->in_fd);
+	free(c->elem);
+	pthread_mutex_destroy(&c->run_lock);
+	pthread_mutex_destroy(&c->in_lock);
+	free(c);
+}

@@ -1,0 +1,196 @@
+/* virtio-rng (virtio 1.2 §5.4): every writable buffer the guest posts filled from getrandom(2). */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <linux/virtio_ids.h>
+#include <linux/virtio_ring.h>
+
+#include "lkvm/iov.h"
+#include "lkvm/kvm.h"
+#include "lkvm/virtio-console.h"
+
+#define QUEUE_SIZE 64
+#define MAX_PER_CHAIN 4096 /* bytes given per request; the driver asks again for more */
+
+struct virtio_rng {
+	struct virtio_device vdev;
+	struct kvm *kvm;
+	int stop_fd;
+	pthread_t tid;
+	bool running, broken;
+	atomic_bool stopping;
+	pthread_mutex_t run_lock;
+	struct vq_elem *elem;
+};
+
+static void drain(struct virtio_rng *r)
+{
+	struct virtio_queue *q = &r->vdev.q[0];
+	u8 buf[MAX_PER_CHAIN];
+
+	if (r->broken)
+		return;
+	do {
+		vq_disable_notify(&q->vq);
+		for (;;) {
+			int ret = vq_pop(&q->vq, r->elem);
+			size_t want, done = 0;
+
+			if (ret == 0)
+				break;
+			if (ret < 0) {
+				r->broken = true;
+				virtio_set_needs_reset(&r->vdev, "virtio-rng: malformed chain");
+				return;
+			}
+			want = (size_t)MIN(r->elem->in_len, (u64)sizeof(buf));
+			while (done < want) {
+				ssize_t n = getrandom(buf + done, want - done, 0);
+
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n <= 0)
+					break;
+				done += (size_t)n;
+			}
+			done = iov_to(r->elem->iov + r->elem->out_num, r->elem->in_num, 0, buf, done);
+			atomic_fetch_add_explicit(&q->stats.packets, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&q->stats.bytes, done, memory_order_relaxed);
+			vq_push(&q->vq, r->elem->head, (u32)done);
+			virtio_notify_queue(&r->vdev, 0);
+		}
+	} while (vq_enable_notify(&q->vq));
+}
+
+static void *rng_thread(void *arg)
+{
+	struct virtio_rng *r = arg;
+	struct virtio_queue *q = &r->vdev.q[0];
+
+	drain(r);
+	while (!atomic_load(&r->stopping)) {
+		struct pollfd p[2] = {
+			{ .fd = r->stop_fd, .events = POLLIN },
+			{ .fd = r->broken ? -1 : q->kick_fd, .events = POLLIN },
+		};
+		u64 v;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents)
+			break;
+		if (p[1].revents && read(q->kick_fd, &v, sizeof(v)) == sizeof(v))
+			atomic_fetch_add_explicit(&q->stats.kicks, v, memory_order_relaxed);
+		drain(r);
+	}
+	return NULL;
+}
+
+static void rng_stop_thread(struct virtio_rng *r)
+{
+	eventfd_t v;
+
+	pthread_mutex_lock(&r->run_lock);
+	if (r->running) {
+		atomic_store(&r->stopping, true);
+		if (eventfd_write(r->stop_fd, 1) < 0)
+			pr_err("virtio-rng: cannot signal the queue thread");
+		pthread_join(r->tid, NULL);
+		r->running = false;
+		if (eventfd_read(r->stop_fd, &v) < 0)
+			pr_debug("virtio-rng: stop eventfd already clear");
+	}
+	pthread_mutex_unlock(&r->run_lock);
+}
+
+static void rng_stop(struct virtio_device *vdev)
+{
+	rng_stop_thread(vdev->priv);
+}
+
+static int rng_start(struct virtio_device *vdev)
+{
+	struct virtio_rng *r = vdev->priv;
+	int ret;
+
+	rng_stop(vdev);
+	if (!vdev->q[0].vq.ready)
+		return 0;
+	pthread_mutex_lock(&r->run_lock);
+	r->broken = false;
+	atomic_store(&r->stopping, false);
+	ret = -pthread_create(&r->tid, NULL, rng_thread, r);
+	if (!ret) {
+		r->running = true;
+		pthread_setname_np(r->tid, "lkvm-rng");
+	}
+	pthread_mutex_unlock(&r->run_lock);
+	return ret;
+}
+
+static u64 rng_features(struct virtio_device *vdev)
+{
+	return 1ULL << VIRTIO_RING_F_INDIRECT_DESC;
+}
+
+static const struct virtio_dev_ops virtio_rng_ops = {
+	.device_id = VIRTIO_ID_RNG,
+	.class_code = 0x0b4000, /* processor, co-processor */
+	.get_features = rng_features,
+	.start = rng_start,
+	.stop = rng_stop,
+};
+
+int virtio_rng_create(struct kvm *kvm, enum virtio_trans trans, bool bare, struct virtio_rng **out)
+{
+	struct virtio_rng *r = calloc(1, sizeof(*r));
+	int ret;
+
+	*out = NULL;
+	if (!r)
+		return -ENOMEM;
+	r->kvm = kvm;
+	pthread_mutex_init(&r->run_lock, NULL);
+	r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	r->elem = malloc(sizeof(*r->elem));
+	r->vdev.ops = &virtio_rng_ops;
+	r->vdev.priv = r;
+	r->vdev.use_ioeventfd = !kvm->cfg.no_ioeventfd;
+	if (r->stop_fd < 0 || !r->elem) {
+		virtio_rng_destroy(r);
+		return -ENOMEM;
+	}
+	ret = bare ? virtio_device_init(&r->vdev, kvm, 1, QUEUE_SIZE)
+		   : virtio_device_attach(kvm, &r->vdev, trans, 1, QUEUE_SIZE);
+	if (ret < 0) {
+		virtio_rng_destroy(r);
+		return ret;
+	}
+	*out = r;
+	return 0;
+}
+
+struct virtio_device *virtio_rng_vdev(struct virtio_rng *r)
+{
+	return &r->vdev;
+}
+
+void virtio_rng_destroy(struct virtio_rng *r)
+{
+	if (!r)
+		return;
+	rng_stop_thread(r);
+	virtio_device_exit(&r->vdev);
+	if (r->stop_fd >= 0)
+		close(r->stop_fd);
+	free(r->elem);
+	pthread_mutex_destroy(&r->run_lock);
+	free(r);
+}
