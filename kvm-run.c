@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lkvm/boot.h"
+#include "lkvm/ctl.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/layout.h"
@@ -72,7 +73,9 @@ void kvm_run_usage(FILE *out)
 		"                        (\"%s\")\n"
 		"  -m, --mem MIB         guest RAM in MiB, or with a G suffix in GiB (default %d)\n"
 		"  -c, --cpus N          number of vCPUs, 1 to %d (default 1)\n"
-		"      --name NAME       a name for this VM (shown in log lines)\n"
+		"      --name NAME       this VM's name for lkvm list/stop/pause/resume/stat/debug\n"
+		"                        (1-64 of A-Z a-z 0-9 . _ -; default guest-PID, printed at start);\n"
+		"                        a second VM of the same name exits with 1\n"
 		"      --console serial  console device (only the 8250 serial console exists)\n"
 		"      --timeout SECS    stop the guest after SECS seconds and exit with 124\n"
 		"      --exit-on TEXT    exit with 0 as soon as the console prints TEXT\n"
@@ -95,8 +98,11 @@ void kvm_run_usage(FILE *out)
 		"  -h, --help            this text\n"
 		"\n"
 		"Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
+		"Control socket: $LKVM_RUNTIME_DIR, else /run/lkvm (root), else $XDG_RUNTIME_DIR/lkvm,\n"
+		"else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
 		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
-		"2 guest panic (pvpanic), 124 --timeout expired, 128+N stopped by signal N.\n",
+		"2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
+		"128+N stopped by signal N.\n",
 		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS);
 }
 
@@ -183,8 +189,9 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 			cfg->nr_cpus = (int)v;
 			break;
 		case OPT_NAME:
-			if (!*optarg || strlen(optarg) > 64) {
-				errfmt(err, errlen, "--name: give 1 to 64 characters");
+			if (!ctl_name_valid(optarg)) {
+				errfmt(err, errlen, "--name '%s': give 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)",
+				       optarg);
 				return -EINVAL;
 			}
 			cfg->name = optarg;
@@ -553,7 +560,8 @@ int kvm_cmd_run(int argc, char **argv)
 	static struct run_state st; /* large; lives for the whole process anyway */
 	u64 t0 = now_ns();
 	struct kvm_config cfg;
-	char err[512] = "";
+	struct ctl_server *ctl = NULL;
+	char err[512] = "", name[72];
 	sigset_t sigs;
 	int sig_fd, ret, status;
 
@@ -579,11 +587,27 @@ int kvm_cmd_run(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	memset(&st, 0, sizeof(st));
+	/* The name first: a second VM of the same name stops before it builds anything. */
+	snprintf(name, sizeof(name), "%s", cfg.name ? cfg.name : "");
+	if (!cfg.name)
+		snprintf(name, sizeof(name), "guest-%d", (int)getpid());
+	ret = ctl_server_create(&st.kvm, name, &ctl, err, sizeof(err));
+	if (ret == -EADDRINUSE) {
+		pr_err("%s", err);
+		return EXIT_LKVM_ERROR;
+	}
+	if (ret < 0)
+		pr_warn("no control socket (lkvm list/stop/stat will not see this VM): %s", err);
+	else if (!cfg.name)
+		pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
+	if (ctl)
+		pr_debug("control socket: %s", ctl_server_path(ctl));
 	ret = setup(&st, &cfg, err, sizeof(err));
 	st.kvm.start_ns = t0;
 	if (ret < 0) {
 		pr_err("%s", err);
 		teardown(&st);
+		ctl_server_destroy(ctl);
 		return EXIT_LKVM_ERROR;
 	}
 	ret = term_init(&st.kvm, &st.term);
@@ -593,11 +617,15 @@ int kvm_cmd_run(int argc, char **argv)
 	}
 	for (int i = 0; ret == 0 && i < st.kvm.nr_cpus; i++)
 		ret = kvm_cpu_start(st.kvm.cpus[i]);
-	if (ret < 0)
+	if (ret == 0 && ctl && (ret = ctl_server_start(ctl)) < 0)
+		pr_warn("control socket: cannot start its thread: %s", strerror(-ret));
+	else if (ret < 0)
 		kvm_request_exit(&st.kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
 
 	wait_for_end(&st.kvm, sig_fd);
 	kvm_cpu_stop_all(&st.kvm);
+	/* No more requests: the VM is going away (a pause in progress gave up above). */
+	ctl_server_stop(ctl);
 	if (cfg.debug)
 		report_memory(&st.kvm);
 	if (cfg.stats != STATS_OFF)
@@ -607,7 +635,7 @@ int kvm_cmd_run(int argc, char **argv)
 	st.term_up = false;
 
 	status = atomic_load(&st.kvm.exit_status);
-	if (status == EXIT_GUEST_OK)
+	if (status == EXIT_GUEST_OK || status == EXIT_STOPPED)
 		pr_info("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st.kvm.exit_reason);
 	else
 		pr_err("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st.kvm.exit_reason);
@@ -618,5 +646,7 @@ int kvm_cmd_run(int argc, char **argv)
 	teardown(&st);
 	if (sig_fd >= 0)
 		close(sig_fd);
+	/* Last, so a waiting `lkvm stop` returns only once the VM is gone. */
+	ctl_server_destroy(ctl);
 	return status;
 }
