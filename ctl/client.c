@@ -78,7 +78,9 @@ int ctl_call(int fd, u16 type, struct ctl_msg *reply, int timeout_ms, char *err,
 	ctl_msg_init(&req, type, 0);
 	ret = ctl_send(fd, &req);
 	ctl_msg_free(&req);
-	if (ret < 0) {
+	/* A server that refuses us (another user, too many clients) answers and closes before
+	 * reading: the send then fails, but its reply is there to read. */
+	if (ret < 0 && ret != -EPIPE && ret != -ECONNRESET) {
 		errfmt(err, errlen, "sending the request: %s", strerror(-ret));
 		return ret;
 	}
@@ -92,7 +94,7 @@ int ctl_call(int fd, u16 type, struct ctl_msg *reply, int timeout_ms, char *err,
 		       CTL_VERSION);
 	else if (ret < 0)
 		errfmt(err, errlen, "malformed reply: %s", strerror(-ret));
-	else if (reply->hdr.type != (type | CTL_REPLY)) {
+	else if (reply->hdr.type != (type | CTL_REPLY) && reply->hdr.type != CTL_REPLY) {
 		errfmt(err, errlen, "reply of type 0x%x to a request of type %u", reply->hdr.type, type);
 		ctl_msg_free(reply);
 		ret = -EBADMSG;

@@ -79,7 +79,9 @@ static int make_dir(const char *dir, char *err, size_t errlen)
  * (the kernel drops it when the process dies, SIGKILL included). */
 static int take_lock(struct ctl_server *s, char *err, size_t errlen)
 {
-	for (int tries = 0; tries < 10; tries++) {
+	/* A client removing a stale socket holds the lock for a moment (ctl_remove_stale): a held
+	 * lock means a running VM only if it stays held. */
+	for (int tries = 0, busy = 0; tries < 10;) {
 		int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 
 		if (fd < 0) {
@@ -92,6 +94,12 @@ static int take_lock(struct ctl_server *s, char *err, size_t errlen)
 			int e = errno;
 
 			close(fd);
+			if (e == EWOULDBLOCK && ++busy < 20) {
+				struct timespec ts = { .tv_nsec = 10 * 1000000L };
+
+				nanosleep(&ts, NULL);
+				continue;
+			}
 			if (e == EWOULDBLOCK) {
 				errfmt(err, errlen, "a VM named '%s' is already running (lkvm list shows it; pick another --name)",
 				       s->name);
@@ -106,6 +114,7 @@ static int take_lock(struct ctl_server *s, char *err, size_t errlen)
 			return 0;
 		}
 		close(fd);
+		tries++;
 	}
 	errfmt(err, errlen, "cannot lock %s: it keeps being replaced", s->lock_path);
 	return -EAGAIN;
@@ -273,10 +282,13 @@ static void add_stats(struct ctl_server *s, struct ctl_msg *r)
 	ctl_add_str(r, "state", state_name(kvm));
 	ctl_add_u64(r, "uptime_ns", now_ns() - kvm->start_ns);
 	{
-		/* kvm-clock as the guest reads it (frozen over a pause). A VM ioctl: no vCPU waits. */
+		/* kvm-clock as the guest reads it: while paused, where resume will put it back (KVM's
+		 * own count runs on until then). A VM ioctl: no vCPU waits for it. */
 		struct kvm_clock_data c = { 0 };
 
-		if (ioctl(kvm->vm_fd, KVM_GET_CLOCK, &c) == 0)
+		if (atomic_load(&kvm->paused) && kvm->clock_saved)
+			ctl_add_u64(r, "guest_clock_ns", kvm->clock_at_pause);
+		else if (ioctl(kvm->vm_fd, KVM_GET_CLOCK, &c) == 0)
 			ctl_add_u64(r, "guest_clock_ns", c.clock);
 	}
 	ctl_add_u64(r, "vcpu.exits.total", total);
@@ -362,6 +374,12 @@ static void note_bad(struct ctl_server *s, const char *why)
 
 static void close_conn(struct conn *c)
 {
+	u8 junk[4096];
+
+	/* Closing a UNIX socket with unread bytes resets the connection, and the client would
+	 * lose our reply: read off what a misbehaving client sent beyond its request first. */
+	for (int i = 0; c->fd >= 0 && i < 16 && recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT) > 0; i++)
+		;
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;

@@ -49,6 +49,7 @@ stage unit-asan make -s ASAN=1 unit
 stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
 stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
 stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
+stage ctl bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl.sh'
 scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
 stage linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
 stage net bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"'
