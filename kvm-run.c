@@ -598,8 +598,6 @@ int kvm_cmd_run(int argc, char **argv)
 	}
 	if (ret < 0)
 		pr_warn("no control socket (lkvm list/stop/stat will not see this VM): %s", err);
-	else if (!cfg.name)
-		pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
 	if (ctl)
 		pr_debug("control socket: %s", ctl_server_path(ctl));
 	ret = setup(&st, &cfg, err, sizeof(err));
@@ -610,6 +608,9 @@ int kvm_cmd_run(int argc, char **argv)
 		ctl_server_destroy(ctl);
 		return EXIT_LKVM_ERROR;
 	}
+	/* Once the VM is built, so a bad kernel still gets its one-line error and nothing else. */
+	if (ctl && !cfg.name)
+		pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
 	ret = term_init(&st.kvm, &st.term);
 	if (ret == 0) {
 		st.term_up = true;
