@@ -37,8 +37,8 @@ LKVM := lkvm
 endif
 
 # Every .c under these folders is part of the VMM library; main.c holds only main().
-LIB_SRCS := $(wildcard builtin/*.c virtio/*.c net/*.c hw/*.c x86/*.c) kvm.c kvm-cpu.c kvm-run.c dev.c \
-	util.c mem.c io.c iov.c term.c
+LIB_SRCS := $(wildcard builtin/*.c virtio/*.c net/*.c hw/*.c x86/*.c ctl/*.c) kvm.c kvm-cpu.c kvm-run.c dev.c \
+	util.c mem.c io.c iov.c term.c pause.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)

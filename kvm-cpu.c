@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lkvm/boot.h"
@@ -233,6 +234,70 @@ static const exit_handler_fn exit_handlers[] = {
 _Static_assert(ARRAY_SIZE(exit_handlers) <= ARRAY_SIZE(((struct kvm_cpu *)0)->exits),
 	       "exit counters must cover every handled reason");
 
+static const char *const exit_names[] = {
+	[KVM_EXIT_UNKNOWN] = "unknown",
+	[KVM_EXIT_EXCEPTION] = "exception",
+	[KVM_EXIT_IO] = "io",
+	[KVM_EXIT_HYPERCALL] = "hypercall",
+	[KVM_EXIT_DEBUG] = "debug",
+	[KVM_EXIT_HLT] = "hlt",
+	[KVM_EXIT_MMIO] = "mmio",
+	[KVM_EXIT_IRQ_WINDOW_OPEN] = "irq_window_open",
+	[KVM_EXIT_SHUTDOWN] = "shutdown",
+	[KVM_EXIT_FAIL_ENTRY] = "fail_entry",
+	[KVM_EXIT_INTR] = "intr",
+	[KVM_EXIT_SET_TPR] = "set_tpr",
+	[KVM_EXIT_TPR_ACCESS] = "tpr_access",
+	[KVM_EXIT_NMI] = "nmi",
+	[KVM_EXIT_INTERNAL_ERROR] = "internal_error",
+	[KVM_EXIT_SYSTEM_EVENT] = "system_event",
+};
+
+const char *kvm_exit_name(u32 reason)
+{
+	return reason < ARRAY_SIZE(exit_names) ? exit_names[reason] : NULL;
+}
+
+/* What a vCPU's last exit was, kept for lkvm debug (only this thread writes it). */
+static void note_exit(struct kvm_cpu *vcpu, u32 reason)
+{
+	struct kvm_run *run = vcpu->run;
+
+	vcpu->last_exit = reason;
+	vcpu->last_exit_ns = now_ns();
+	vcpu->last_exit_addr = 0;
+	vcpu->last_exit_len = 0;
+	vcpu->last_exit_write = false;
+	if (reason == KVM_EXIT_IO) {
+		vcpu->last_exit_addr = run->io.port;
+		vcpu->last_exit_len = run->io.size;
+		vcpu->last_exit_write = run->io.direction == KVM_EXIT_IO_OUT;
+	} else if (reason == KVM_EXIT_MMIO) {
+		vcpu->last_exit_addr = run->mmio.phys_addr;
+		vcpu->last_exit_len = run->mmio.len;
+		vcpu->last_exit_write = run->mmio.is_write;
+	}
+}
+
+/* Wait in user space while a park is requested (pause, debug). KVM_RUN was left with any
+ * pending I/O completed, so the registers are whole. */
+static void vcpu_park(struct kvm_cpu *vcpu)
+{
+	struct kvm *kvm = vcpu->kvm;
+
+	pthread_mutex_lock(&kvm->park_lock);
+	kvm->parked++;
+	pthread_cond_broadcast(&kvm->park_cond);
+	while (atomic_load(&kvm->park_req) && !atomic_load(&kvm->stopping))
+		pthread_cond_wait(&kvm->unpark_cond, &kvm->park_lock);
+	kvm->parked--;
+	/* Cleared before the loop re-checks `stopping`: kvm_cpu_stop_all sets stopping before
+	 * immediate_exit, so a stop racing with this is never lost. */
+	if (!atomic_load(&kvm->stopping))
+		vcpu->run->immediate_exit = 0;
+	pthread_mutex_unlock(&kvm->park_lock);
+}
+
 static void *vcpu_thread(void *arg)
 {
 	struct kvm_cpu *vcpu = arg;
@@ -249,6 +314,10 @@ static void *vcpu_thread(void *arg)
 	while (!atomic_load(&kvm->stopping)) {
 		u32 reason;
 
+		if (atomic_load(&kvm->park_req)) {
+			vcpu_park(vcpu);
+			continue;
+		}
 		if (vcpu->id == 0 && !atomic_load(&kvm->first_insn_ns))
 			atomic_store(&kvm->first_insn_ns, now_ns());
 		if (ioctl(vcpu->fd, KVM_RUN, 0) < 0) {
@@ -262,6 +331,7 @@ static void *vcpu_thread(void *arg)
 		reason = vcpu->run->exit_reason;
 		if (reason < ARRAY_SIZE(vcpu->exits))
 			kvm_cpu_count(&vcpu->exits[reason]);
+		note_exit(vcpu, reason);
 		if (reason >= ARRAY_SIZE(exit_handlers) || !exit_handlers[reason]) {
 			pr_err("vCPU %d: unhandled KVM exit reason %u", vcpu->id, reason);
 			kvm_cpu_dump(vcpu);
@@ -299,12 +369,78 @@ int kvm_cpu_start(struct kvm_cpu *vcpu)
 	if (ret)
 		return -ret;
 	vcpu->started = true;
+	atomic_fetch_add(&vcpu->kvm->nr_started, 1);
 	return 0;
+}
+
+/* Kick every started vCPU out of KVM_RUN; park_lock held (so no join runs meanwhile). */
+static void kick_all_locked(struct kvm *kvm)
+{
+	for (int i = 0; i < kvm->nr_cpus; i++) {
+		struct kvm_cpu *vcpu = kvm->cpus[i];
+
+		if (!vcpu || !vcpu->started)
+			continue;
+		vcpu->run->immediate_exit = 1;
+		pthread_kill(vcpu->thread, SIG_VCPU_KICK);
+	}
+}
+
+int kvm_cpu_park_all(struct kvm *kvm, int timeout_ms)
+{
+	struct timespec dl;
+	int ret = 0, want;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&kvm->park_lock);
+	if (atomic_load(&kvm->park_req)) {
+		pthread_mutex_unlock(&kvm->park_lock);
+		return -EBUSY;
+	}
+	if (atomic_load(&kvm->stopping)) {
+		pthread_mutex_unlock(&kvm->park_lock);
+		return -ESHUTDOWN;
+	}
+	atomic_store(&kvm->park_req, true);
+	/* immediate_exit covers a vCPU between its park check and KVM_RUN; the kick one inside. */
+	kick_all_locked(kvm);
+	want = atomic_load(&kvm->nr_started);
+	while (kvm->parked < want && !atomic_load(&kvm->stopping) && ret == 0)
+		ret = pthread_cond_clockwait(&kvm->park_cond, &kvm->park_lock, CLOCK_MONOTONIC, &dl);
+	if (atomic_load(&kvm->stopping))
+		ret = -ESHUTDOWN;
+	else if (kvm->parked < want)
+		ret = -ETIMEDOUT;
+	else
+		ret = 0;
+	pthread_mutex_unlock(&kvm->park_lock);
+	if (ret)
+		kvm_cpu_unpark_all(kvm);
+	return ret;
+}
+
+void kvm_cpu_unpark_all(struct kvm *kvm)
+{
+	pthread_mutex_lock(&kvm->park_lock);
+	atomic_store(&kvm->park_req, false);
+	pthread_cond_broadcast(&kvm->unpark_cond);
+	pthread_mutex_unlock(&kvm->park_lock);
 }
 
 void kvm_cpu_stop_all(struct kvm *kvm)
 {
 	atomic_store(&kvm->stopping, true);
+	/* Parked vCPUs wake and leave; a park in progress gives up. */
+	pthread_mutex_lock(&kvm->park_lock);
+	pthread_cond_broadcast(&kvm->unpark_cond);
+	pthread_cond_broadcast(&kvm->park_cond);
+	pthread_mutex_unlock(&kvm->park_lock);
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		struct kvm_cpu *vcpu = kvm->cpus[i];
 
@@ -323,6 +459,50 @@ void kvm_cpu_stop_all(struct kvm *kvm)
 		pthread_join(vcpu->thread, NULL);
 		vcpu->started = false;
 	}
+}
+
+int kvm_cpu_describe(struct kvm_cpu *vcpu, char *buf, size_t len)
+{
+	const char *ename = kvm_exit_name(vcpu->last_exit);
+	struct kvm_regs r;
+	struct kvm_sregs s;
+	size_t n = 0;
+
+#define OUT(...)                                                                      \
+	do {                                                                          \
+		int w_ = snprintf(buf + n, len - n, __VA_ARGS__);                     \
+		if (w_ < 0 || (size_t)w_ >= len - n)                                  \
+			return -ENOSPC;                                               \
+		n += (size_t)w_;                                                      \
+	} while (0)
+	OUT("vCPU %d:\n", vcpu->id);
+	if (ioctl(vcpu->fd, KVM_GET_REGS, &r) < 0 || ioctl(vcpu->fd, KVM_GET_SREGS, &s) < 0) {
+		OUT(" cannot read registers: %s\n", strerror(errno));
+		return (int)n;
+	}
+	OUT(" rip %016llx rsp %016llx rflags %016llx\n", r.rip, r.rsp, r.rflags);
+	OUT(" rax %016llx rbx %016llx rcx %016llx rdx %016llx\n", r.rax, r.rbx, r.rcx, r.rdx);
+	OUT(" rsi %016llx rdi %016llx rbp %016llx\n", r.rsi, r.rdi, r.rbp);
+	OUT(" r8  %016llx r9  %016llx r10 %016llx r11 %016llx\n", r.r8, r.r9, r.r10, r.r11);
+	OUT(" r12 %016llx r13 %016llx r14 %016llx r15 %016llx\n", r.r12, r.r13, r.r14, r.r15);
+	OUT(" cr0 %016llx cr2 %016llx cr3 %016llx cr4 %016llx efer %llx\n", s.cr0, s.cr2, s.cr3, s.cr4,
+	    s.efer);
+	OUT(" cs %04x (base %llx, l %u, db %u, dpl %u) ss %04x ds %04x es %04x fs %04x gs %04x\n",
+	    s.cs.selector, s.cs.base, s.cs.l, s.cs.db, s.cs.dpl, s.ss.selector, s.ds.selector,
+	    s.es.selector, s.fs.selector, s.gs.selector);
+	OUT(" gdt %llx/%x idt %llx/%x apic_base %llx\n", s.gdt.base, s.gdt.limit, s.idt.base, s.idt.limit,
+	    s.apic_base);
+	if (!vcpu->last_exit_ns)
+		OUT(" last exit: none yet\n");
+	else if (vcpu->last_exit == KVM_EXIT_IO || vcpu->last_exit == KVM_EXIT_MMIO)
+		OUT(" last exit: %s %s 0x%llx len %u, %.3f s ago\n", ename, vcpu->last_exit_write ? "write" : "read",
+		    (unsigned long long)vcpu->last_exit_addr, vcpu->last_exit_len,
+		    (double)(now_ns() - vcpu->last_exit_ns) / 1e9);
+	else
+		OUT(" last exit: %s (%u), %.3f s ago\n", ename ? ename : "?", vcpu->last_exit,
+		    (double)(now_ns() - vcpu->last_exit_ns) / 1e9);
+#undef OUT
+	return (int)n;
 }
 
 void kvm_cpu_dump(struct kvm_cpu *vcpu)

@@ -14,6 +14,7 @@
 #include "lkvm/boot.h"
 #include "lkvm/dev.h"
 #include "lkvm/fdt.h"
+#include "lkvm/ctl.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/layout.h"
@@ -83,7 +84,9 @@ void kvm_run_usage(FILE *out)
 		"                        (\"%s\")\n"
 		"  -m, --mem MIB         guest RAM in MiB, or with a G suffix in GiB (default %d)\n"
 		"  -c, --cpus N          number of vCPUs, 1 to %d (default 1)\n"
-		"      --name NAME       a name for this VM (shown in log lines)\n"
+		"      --name NAME       this VM's name for lkvm list/stop/pause/resume/stat/debug\n"
+		"                        (1-64 of A-Z a-z 0-9 . _ -; default guest-PID, printed at start);\n"
+		"                        a second VM of the same name exits with 1\n"
 		"      --console serial|virtio  the console: the 8250 UART (ttyS0, default), or\n"
 		"                        virtio-console (hvc0: console=hvc0 is added, terminal\n"
 		"                        input goes there; the UART stays for early messages)\n"
@@ -120,8 +123,11 @@ void kvm_run_usage(FILE *out)
 		"  -h, --help            this text\n"
 		"\n"
 		"Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
+		"Control socket: $LKVM_RUNTIME_DIR, else /run/lkvm (root), else $XDG_RUNTIME_DIR/lkvm,\n"
+		"else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
 		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
-		"2 guest panic (pvpanic), 124 --timeout expired, 128+N stopped by signal N.\n",
+		"2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
+		"128+N stopped by signal N.\n",
 		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS, VIRTIO_BLK_MAX_DISKS);
 }
 
@@ -208,8 +214,9 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 			cfg->nr_cpus = (int)v;
 			break;
 		case OPT_NAME:
-			if (!*optarg || strlen(optarg) > 64) {
-				errfmt(err, errlen, "--name: give 1 to 64 characters");
+			if (!ctl_name_valid(optarg)) {
+				errfmt(err, errlen, "--name '%s': give 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)",
+				       optarg);
 				return -EINVAL;
 			}
 			cfg->name = optarg;
@@ -815,7 +822,8 @@ int kvm_cmd_run(int argc, char **argv)
 	struct run_state *st;
 	u64 t0 = now_ns();
 	struct kvm_config cfg;
-	char err[512] = "";
+	struct ctl_server *ctl = NULL;
+	char err[512] = "", name[72];
 	sigset_t sigs;
 	int sig_fd, ret, status;
 
@@ -845,14 +853,32 @@ int kvm_cmd_run(int argc, char **argv)
 		pr_err("out of memory");
 		return EXIT_LKVM_ERROR;
 	}
+	/* The name first: a second VM of the same name stops before it builds anything. */
+	snprintf(name, sizeof(name), "%s", cfg.name ? cfg.name : "");
+	if (!cfg.name)
+		snprintf(name, sizeof(name), "guest-%d", (int)getpid());
+	ret = ctl_server_create(&st->kvm, name, &ctl, err, sizeof(err));
+	if (ret == -EADDRINUSE) {
+		pr_err("%s", err);
+		free(st);
+		return EXIT_LKVM_ERROR;
+	}
+	if (ret < 0)
+		pr_warn("no control socket (lkvm list/stop/stat will not see this VM): %s", err);
+	if (ctl)
+		pr_debug("control socket: %s", ctl_server_path(ctl));
 	ret = setup(st, &cfg, err, sizeof(err));
 	st->kvm.start_ns = t0;
 	if (ret < 0) {
 		pr_err("%s", err);
 		teardown(st);
 		free(st);
+		ctl_server_destroy(ctl);
 		return EXIT_LKVM_ERROR;
 	}
+	/* Once the VM is built, so a bad kernel still gets its one-line error and nothing else. */
+	if (ctl && !cfg.name)
+		pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
 	ret = term_init(&st->kvm, &st->term);
 	if (ret == 0) {
 		st->term_up = true;
@@ -860,11 +886,15 @@ int kvm_cmd_run(int argc, char **argv)
 	}
 	for (int i = 0; ret == 0 && i < st->kvm.nr_cpus; i++)
 		ret = kvm_cpu_start(st->kvm.cpus[i]);
-	if (ret < 0)
+	if (ret == 0 && ctl && (ret = ctl_server_start(ctl)) < 0)
+		pr_warn("control socket: cannot start its thread: %s", strerror(-ret));
+	else if (ret < 0)
 		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
 
 	wait_for_end(&st->kvm, sig_fd);
 	kvm_cpu_stop_all(&st->kvm);
+	/* No more requests: the VM is going away (a pause in progress gave up above). */
+	ctl_server_stop(ctl);
 	if (cfg.debug)
 		report_memory(&st->kvm);
 	if (cfg.stats != STATS_OFF)
@@ -874,7 +904,7 @@ int kvm_cmd_run(int argc, char **argv)
 	st->term_up = false;
 
 	status = atomic_load(&st->kvm.exit_status);
-	if (status == EXIT_GUEST_OK)
+	if (status == EXIT_GUEST_OK || status == EXIT_STOPPED)
 		pr_info("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st->kvm.exit_reason);
 	else
 		pr_err("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st->kvm.exit_reason);
@@ -886,5 +916,7 @@ int kvm_cmd_run(int argc, char **argv)
 	free(st);
 	if (sig_fd >= 0)
 		close(sig_fd);
+	/* Last, so a waiting `lkvm stop` returns only once the VM is gone. */
+	ctl_server_destroy(ctl);
 	return status;
 }

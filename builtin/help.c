@@ -12,14 +12,14 @@ int cmd_help(int argc, char **argv)
 		lkvm_usage(stdout);
 		return 0;
 	}
-	if (!lkvm_find_cmd(argv[1])) {
+	const struct lkvm_cmd *c = lkvm_find_cmd(argv[1]);
+
+	if (!c) {
 		pr_err("no command '%s' (lkvm help lists them)", argv[1]);
 		return 1;
 	}
-	if (!strcmp(argv[1], "run"))
-		kvm_run_usage(stdout);
-	else if (!strcmp(argv[1], "bench"))
-		bench_usage(stdout);
+	if (c->usage)
+		c->usage(stdout);
 	else
 		lkvm_usage(stdout);
 	return 0;

@@ -52,6 +52,7 @@ stage tsan bash -c 'make -s TSAN=1 unit; rc=$?; make -s tools guests || exit 1; 
 stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
 stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
 stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
+stage ctl bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl.sh'
 scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
 stage linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
 # Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)

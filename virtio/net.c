@@ -102,6 +102,7 @@ struct virtio_net {
 	atomic_bool stopping;   /* the same, cheap to test inside drain loops */
 	int nworkers;
 	struct net_worker w[VIRTIO_MAX_QUEUES];
+	bool quiesced;          /* workers stopped by virtio_net_quiesce (a pause), to restart */
 
 	/* Negotiated at start. */
 	bool mrg_rxbuf;
@@ -1055,26 +1056,13 @@ static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int
 	return 0;
 }
 
-static int net_start(struct virtio_device *vdev)
+/* Start a worker per queue in use; run_lock held. */
+static int start_workers_locked(struct virtio_net *n)
 {
-	struct virtio_net *n = to_net(vdev);
-	u64 f = vdev->features;
+	u64 f = n->vdev.features;
 	int data_pairs = (f & F(VIRTIO_NET_F_MQ)) ? n->pairs : 1;
-	struct net_offloads off;
 	int ret = 0;
 
-	net_stop(vdev); /* a second DRIVER_OK without reset: restart cleanly */
-	pthread_mutex_lock(&n->run_lock);
-	n->mrg_rxbuf = f & F(VIRTIO_NET_F_MRG_RXBUF);
-	atomic_store(&n->curr_pairs, 1);
-	net_offloads_from_features(f, &off);
-	for (int p = 0; p < n->pairs; p++) {
-		if (n->be[p]->ops->set_offloads && (ret = n->be[p]->ops->set_offloads(n->be[p], &off)) < 0) {
-			pr_warn_rl(&n->log_rl, "virtio-net: %s: setting offloads: %s", n->be[p]->ifname,
-				   strerror(-ret));
-			goto out;
-		}
-	}
 	atomic_store(&n->stopping, false);
 	for (int p = 0; p < data_pairs && !ret; p++) {
 		ret = worker_start(n, W_RX, 2 * p, p);
@@ -1084,6 +1072,50 @@ static int net_start(struct virtio_device *vdev)
 	/* The control queue follows the data queues in use (§5.1.2). */
 	if (!ret && (f & F(VIRTIO_NET_F_CTRL_VQ)))
 		ret = worker_start(n, W_CTL, 2 * data_pairs, 0);
+	return ret;
+}
+
+/* Stop and join every worker; run_lock held. Each one counts the kicks left in its eventfd
+ * and gives back what it held (RX chains), so the queues can be served again later. */
+static void stop_workers_locked(struct virtio_net *n)
+{
+	eventfd_t v;
+
+	if (!n->nworkers)
+		return;
+	atomic_store(&n->stopping, true);
+	if (eventfd_write(n->stop_fd, 1) < 0)
+		pr_err("virtio-net: cannot signal the device threads"); /* cannot happen */
+	for (int i = 0; i < n->nworkers; i++) {
+		pthread_join(n->w[i].tid, NULL);
+		worker_free(&n->w[i]);
+	}
+	n->nworkers = 0;
+	/* Re-arm for the next start. */
+	if (eventfd_read(n->stop_fd, &v) < 0)
+		pr_debug("virtio-net: stop eventfd already clear");
+}
+
+static int net_start(struct virtio_device *vdev)
+{
+	struct virtio_net *n = to_net(vdev);
+	u64 f = vdev->features;
+	struct net_offloads off;
+	int ret = 0;
+
+	net_stop(vdev); /* a second DRIVER_OK without reset: restart cleanly */
+	pthread_mutex_lock(&n->run_lock);
+	n->quiesced = false;
+	n->mrg_rxbuf = f & F(VIRTIO_NET_F_MRG_RXBUF);
+	atomic_store(&n->curr_pairs, 1);
+	net_offloads_from_features(f, &off);
+	for (int p = 0; p < n->pairs; p++) {
+		if (n->be[p]->ops->set_offloads && (ret = n->be[p]->ops->set_offloads(n->be[p], &off)) < 0) {
+			pr_warn_rl(&n->log_rl, "virtio-net: %s: setting offloads: %s", n->be[p]->ifname, strerror(-ret));
+			goto out;
+		}
+	}
+	ret = start_workers_locked(n);
 out:
 	pthread_mutex_unlock(&n->run_lock);
 	if (ret < 0) {
@@ -1096,23 +1128,36 @@ out:
 static void net_stop(struct virtio_device *vdev)
 {
 	struct virtio_net *n = to_net(vdev);
-	eventfd_t v;
 
 	pthread_mutex_lock(&n->run_lock);
+	n->quiesced = false;
+	stop_workers_locked(n);
+	pthread_mutex_unlock(&n->run_lock);
+}
+
+void virtio_net_quiesce(struct virtio_net *n)
+{
+	pthread_mutex_lock(&n->run_lock);
 	if (n->nworkers) {
-		atomic_store(&n->stopping, true);
-		if (eventfd_write(n->stop_fd, 1) < 0)
-			pr_err("virtio-net: cannot signal the device threads"); /* cannot happen */
-		for (int i = 0; i < n->nworkers; i++) {
-			pthread_join(n->w[i].tid, NULL);
-			worker_free(&n->w[i]);
-		}
-		n->nworkers = 0;
-		/* Re-arm for the next start. */
-		if (eventfd_read(n->stop_fd, &v) < 0)
-			pr_debug("virtio-net: stop eventfd already clear");
+		stop_workers_locked(n);
+		n->quiesced = true;
 	}
 	pthread_mutex_unlock(&n->run_lock);
+}
+
+int virtio_net_unquiesce(struct virtio_net *n)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&n->run_lock);
+	if (n->quiesced) {
+		n->quiesced = false;
+		ret = start_workers_locked(n);
+		if (ret < 0)
+			stop_workers_locked(n);
+	}
+	pthread_mutex_unlock(&n->run_lock);
+	return ret;
 }
 
 static const struct virtio_dev_ops virtio_net_ops = {
@@ -1329,4 +1374,27 @@ void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json)
 	}
 	if (json)
 		fputs("]}", out);
+}
+
+void virtio_net_visit_stats(struct virtio_net *n, virtio_net_stat_fn fn, void *arg)
+{
+	int qi[VIRTIO_MAX_QUEUES];
+	const char *name[VIRTIO_MAX_QUEUES];
+	char buf[VIRTIO_MAX_QUEUES][24];
+	int rows = stats_rows(n, qi, name, buf);
+
+	for (int r = 0; r < rows; r++) {
+		struct virtio_queue_stats *s = &n->vdev.q[qi[r]].stats;
+
+		fn(arg, name[r], "kicks", stat_get(&s->kicks));
+		fn(arg, name[r], "trapped", stat_get(&s->trapped));
+		fn(arg, name[r], "irqs", stat_get(&s->irqs));
+		fn(arg, name[r], "packets", stat_get(&s->packets));
+		fn(arg, name[r], "bytes", stat_get(&s->bytes));
+		fn(arg, name[r], "drops", stat_get(&s->drops));
+		fn(arg, name[r], "batches", stat_get(&s->batches));
+		fn(arg, name[r], "polls", stat_get(&s->polls));
+		fn(arg, name[r], "poll_hits", stat_get(&s->poll_hits));
+		fn(arg, name[r], "poll_us", stat_get(&s->poll_ns) / 1000);
+	}
 }

@@ -22,6 +22,15 @@ struct kvm_cpu {
 	 * (kvm_cpu_count), a plain load + store on x86, no locked instruction. */
 	u64 exits[64];
 	u64 pio_exits, mmio_exits;
+	/* The last exit handled (for lkvm debug; read only while the vCPU is parked). */
+	u32 last_exit;
+	u64 last_exit_addr;        /* port or guest-physical address of the last I/O or MMIO */
+	u32 last_exit_len;
+	bool last_exit_write;
+	u64 last_exit_ns;
+	/* TSC offset saved at pause (KVM_VCPU_TSC_OFFSET), when KVM has the attribute. */
+	bool tsc_offset_saved;
+	u64 tsc_offset;
 };
 
 static inline void kvm_cpu_count(u64 *c)
@@ -37,6 +46,16 @@ int kvm_cpu_setup_boot(struct kvm_cpu *vcpu, const struct boot_entry *e, char *e
 int kvm_cpu_start(struct kvm_cpu *vcpu) __must_check;
 /* Make every started vCPU leave KVM_RUN and its loop, then join them. */
 void kvm_cpu_stop_all(struct kvm *kvm);
+/* Park every started vCPU in user space (KVM_RUN left through immediate_exit and a kick; a
+ * pending I/O is completed first). Returns 0 when all are parked within timeout_ms,
+ * -ESHUTDOWN when the VM is stopping, -EBUSY when already parked, -ETIMEDOUT (then none stays
+ * parked). kvm_cpu_unpark_all releases them. */
+int kvm_cpu_park_all(struct kvm *kvm, int timeout_ms) __must_check;
+void kvm_cpu_unpark_all(struct kvm *kvm);
+/* The KVM exit reason's name ("io", "mmio", "hlt", ...) or NULL. */
+const char *kvm_exit_name(u32 reason);
+/* Append the vCPU's registers and last exit to a text buffer (lkvm debug). */
+int kvm_cpu_describe(struct kvm_cpu *vcpu, char *buf, size_t len);
 /* Print general and control registers at error level (for fatal exits). */
 void kvm_cpu_dump(struct kvm_cpu *vcpu);
 

@@ -19,6 +19,7 @@ enum {
 	EXIT_GUEST_OK = 0,     /* guest powered off or rebooted, or --exit-on text was seen */
 	EXIT_LKVM_ERROR = 1,   /* bad input, host problem, or an exit lkvm cannot handle */
 	EXIT_GUEST_PANIC = 2,  /* pvpanic reported a guest panic */
+	EXIT_STOPPED = 3,      /* `lkvm stop` asked for it (an orderly shutdown) */
 	EXIT_TIMEOUT = 124,    /* --timeout expired (the timeout(1) convention) */
 };
 
@@ -124,6 +125,22 @@ struct kvm {
 
 	u64 start_ns; /* process start, for timing reports */
 	atomic_ullong first_insn_ns;
+
+	/* Parking vCPUs (pause, debug): park_req asks every started vCPU to wait in user space
+	 * on unpark_cond; each one counts itself in `parked` and signals park_cond. Usable
+	 * zero-initialised, like irq_lock (timed waits use pthread_cond_clockwait). */
+	pthread_mutex_t park_lock;
+	pthread_cond_t park_cond, unpark_cond;
+	atomic_bool park_req;
+	int parked;                /* under park_lock */
+	atomic_int nr_started;     /* vCPU threads started (they end only when stopping) */
+
+	/* Pause state, owned by the control thread (the only caller of kvm_pause/resume). */
+	atomic_bool paused;
+	u64 paused_since_ns, paused_total_ns;
+	u64 clock_at_pause;        /* KVM_GET_CLOCK at pause (kvm-clock ns) */
+	bool clock_saved;
+	u64 host_tsc_at_pause;
 };
 
 /* Open /dev/kvm, check the API, create the VM with in-kernel irqchip and PIT, map RAM.
@@ -145,6 +162,17 @@ void kvm_gsi_free(struct kvm *kvm, int gsi);
  * IOAPIC/PIC routes included) with KVM_SET_GSI_ROUTING. Returns 0 or -errno (the
  * GSI is left unrouted then). */
 int kvm_gsi_route_msi(struct kvm *kvm, int gsi, u64 addr, u32 data) __must_check;
+
+/* Pause: park the vCPUs (timeout_ms at most), quiesce the device threads, and freeze the guest's
+ * clocks (kvm-clock through KVM_GET_CLOCK/KVM_SET_CLOCK, the TSC through each vCPU's TSC offset
+ * where KVM offers KVM_VCPU_TSC_OFFSET, KVM_KVMCLOCK_CTRL so the guest's watchdogs know). Resume
+ * undoes it in reverse. Both return 0, -EALREADY (already in that state), -ESHUTDOWN (the VM is
+ * stopping), or -errno with err. Called by one thread only (the control thread). */
+int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen) __must_check;
+int kvm_resume(struct kvm *kvm, char *err, size_t errlen) __must_check;
+/* Every vCPU's registers and last exit as text (vCPUs parked briefly unless paused). Returns a
+ * malloc'd string, or NULL with err. */
+char *kvm_debug_dump(struct kvm *kvm, int timeout_ms, char *err, size_t errlen);
 
 /* Ask the run to end with `status`; only the first request counts. Thread-safe. */
 void kvm_request_exit(struct kvm *kvm, int status, const char *fmt, ...) __printf(3, 4);

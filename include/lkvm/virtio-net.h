@@ -48,4 +48,15 @@ void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *a
  * {"queues":[{"name":"rx0",...},...]} with no trailing newline, so callers can embed it. */
 void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json);
 
+/* Pause support: stop and join the device's threads (each finishes the frame it is on; chains
+ * still in the rings stay there), and start them again. No-op when the device is not running. */
+void virtio_net_quiesce(struct virtio_net *n);
+int virtio_net_unquiesce(struct virtio_net *n) __must_check;
+
+/* The same counters as virtio_net_print_stats, one call per queue and field (queue "rx0",
+ * "tx0", ..., "ctrl"; field "kicks", "trapped", "irqs", "packets", "bytes", "drops",
+ * "batches", "polls", "poll_hits", "poll_us"). */
+typedef void (*virtio_net_stat_fn)(void *arg, const char *queue, const char *field, u64 v);
+void virtio_net_visit_stats(struct virtio_net *n, virtio_net_stat_fn fn, void *arg);
+
 #endif

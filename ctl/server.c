@@ -1,0 +1,600 @@
+/* The per-VM control socket: name lock, listening socket, and a thread that answers list/stop/pause/resume/stat/debug. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lkvm/builtin.h"
+#include "lkvm/ctl.h"
+#include "lkvm/kvm-cpu.h"
+#include "lkvm/kvm.h"
+#include "lkvm/virtio-net.h"
+
+#define MAX_CONNS 8           /* clients served at once; more wait in the listen backlog */
+#define MAX_WAITERS 16        /* `lkvm stop` clients waiting for the process to end */
+#define REQUEST_TIMEOUT_MS 2000 /* a client must send its whole request within this */
+#define SEND_TIMEOUT_S 1
+#define PARK_TIMEOUT_MS 5000
+#define LOG_BUDGET 5          /* malformed requests logged before going quiet */
+
+struct conn {
+	int fd;                   /* -1: free */
+	u8 buf[CTL_HDR_LEN + CTL_MAX_REQUEST];
+	size_t got;
+	u64 deadline;
+};
+
+struct ctl_server {
+	struct kvm *kvm;
+	char name[65];
+	char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char lock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int listen_fd, lock_fd, wake_fd;
+	pthread_t thread;
+	bool started;
+	struct conn conn[MAX_CONNS];
+	int waiters[MAX_WAITERS];
+	int nwaiters;
+	int log_budget;
+	u64 start_realtime;
+};
+
+/* ---- set-up: directory, lock, socket ---- */
+
+static int make_dir(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		int e = errno;
+
+		errfmt(err, errlen, "cannot create the runtime directory %s: %s", dir, strerror(e));
+		return -e;
+	}
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		errfmt(err, errlen, "runtime directory %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+		errfmt(err, errlen, "runtime directory %s must belong to uid %u with mode 0700 (it has uid %u, mode %04o)",
+		       dir, (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Hold NAME.lock for the VM's life: the lock, not the socket, says a VM of that name runs
+ * (the kernel drops it when the process dies, SIGKILL included). */
+static int take_lock(struct ctl_server *s, char *err, size_t errlen)
+{
+	/* A client removing a stale socket holds the lock for a moment (ctl_remove_stale): a held
+	 * lock means a running VM only if it stays held. */
+	for (int tries = 0, busy = 0; tries < 10;) {
+		int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+		if (fd < 0) {
+			int e = errno;
+
+			errfmt(err, errlen, "cannot open %s: %s", s->lock_path, strerror(e));
+			return -e;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			int e = errno;
+
+			close(fd);
+			if (e == EWOULDBLOCK && ++busy < 20) {
+				struct timespec ts = { .tv_nsec = 10 * 1000000L };
+
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			if (e == EWOULDBLOCK) {
+				errfmt(err, errlen, "a VM named '%s' is already running (lkvm list shows it; pick another --name)",
+				       s->name);
+				return -EADDRINUSE;
+			}
+			errfmt(err, errlen, "cannot lock %s: %s", s->lock_path, strerror(e));
+			return -e;
+		}
+		/* The previous holder may have unlinked it just before we locked: retry on the new file. */
+		if (ctl_lock_is_current(fd, s->lock_path)) {
+			s->lock_fd = fd;
+			return 0;
+		}
+		close(fd);
+		tries++;
+	}
+	errfmt(err, errlen, "cannot lock %s: it keeps being replaced", s->lock_path);
+	return -EAGAIN;
+}
+
+static int listen_on(struct ctl_server *s, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	mode_t old;
+	int ret;
+
+	memcpy(sa.sun_path, s->sock_path, sizeof(sa.sun_path));
+	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s->listen_fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "socket: %s", strerror(errno));
+		return ret;
+	}
+	/* We hold the name's lock, so a socket already there is stale (its VM was killed). */
+	if (unlink(s->sock_path) == 0)
+		pr_info("removed a stale control socket %s (its VM is gone)", s->sock_path);
+	old = umask(0177); /* the socket is born 0600 */
+	ret = bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (ret < 0 || chmod(s->sock_path, 0600) < 0 || listen(s->listen_fd, 16) < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "cannot listen on %s: %s", s->sock_path, strerror(errno));
+		return ret;
+	}
+	return 0;
+}
+
+int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	struct ctl_server *s;
+	int ret;
+
+	*out = NULL;
+	if (ctl_runtime_dir(dir, sizeof(dir)) < 0) {
+		errfmt(err, errlen, "the runtime directory's path is too long");
+		return -ENAMETOOLONG;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		errfmt(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->kvm = kvm;
+	s->listen_fd = s->lock_fd = s->wake_fd = -1;
+	for (int i = 0; i < MAX_CONNS; i++)
+		s->conn[i].fd = -1;
+	s->log_budget = LOG_BUDGET;
+	s->start_realtime = (u64)time(NULL);
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	if (ctl_path(s->sock_path, sizeof(s->sock_path), dir, name, ".sock") < 0 ||
+	    ctl_path(s->lock_path, sizeof(s->lock_path), dir, name, ".lock") < 0) {
+		errfmt(err, errlen, "the control socket's path %s/%s.sock is too long (108 bytes at most)", dir, name);
+		ret = -ENAMETOOLONG;
+		goto fail;
+	}
+	ret = make_dir(dir, err, errlen);
+	if (ret < 0)
+		goto fail;
+	ret = take_lock(s, err, errlen);
+	if (ret < 0)
+		goto fail;
+	ret = listen_on(s, err, errlen);
+	if (ret < 0)
+		goto fail;
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->wake_fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	ctl_server_destroy(s);
+	return ret;
+}
+
+const char *ctl_server_path(const struct ctl_server *s)
+{
+	return s->sock_path;
+}
+
+/* ---- requests ---- */
+
+static const char *state_name(struct kvm *kvm)
+{
+	if (atomic_load(&kvm->stopping))
+		return "stopping";
+	return atomic_load(&kvm->paused) ? "paused" : "running";
+}
+
+static void reply_error(struct ctl_msg *r, u32 status, const char *fmt, ...) __printf(3, 4);
+static void reply_error(struct ctl_msg *r, u32 status, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+	u16 type = r->hdr.type;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	ctl_msg_free(r);
+	ctl_msg_init(r, type, status);
+	ctl_add_str(r, "error", text);
+	ctl_add_u64(r, "version", CTL_VERSION);
+}
+
+static void add_info(struct ctl_server *s, struct ctl_msg *r)
+{
+	struct kvm *kvm = s->kvm;
+	u64 paused = kvm->paused_total_ns;
+
+	if (atomic_load(&kvm->paused))
+		paused += now_ns() - kvm->paused_since_ns;
+	ctl_add_str(r, "name", s->name);
+	ctl_add_u64(r, "pid", (u64)getpid());
+	ctl_add_str(r, "state", state_name(kvm));
+	ctl_add_u64(r, "vcpus", (u64)kvm->nr_cpus);
+	ctl_add_u64(r, "ram_mib", kvm->cfg.ram_mib);
+	ctl_add_u64(r, "uptime_ns", now_ns() - kvm->start_ns);
+	ctl_add_u64(r, "paused_ns", paused);
+	ctl_add_u64(r, "started", s->start_realtime);
+	ctl_add_u64(r, "uid", (u64)geteuid());
+	ctl_add_str(r, "kernel", kvm->cfg.kernel_path ? kvm->cfg.kernel_path : "");
+	ctl_add_str(r, "lkvm_version", LKVM_VERSION);
+}
+
+struct stat_ctx {
+	struct ctl_msg *r;
+	int nic;
+};
+
+static void add_net_stat(void *arg, const char *queue, const char *field, u64 v)
+{
+	struct stat_ctx *c = arg;
+	char name[CTL_NAME_MAX + 1];
+
+	snprintf(name, sizeof(name), "net%d.%s.%s", c->nic, queue, field);
+	ctl_add_u64(c->r, name, v);
+}
+
+/* The counters of --stats, flat: vcpu.exits.{total,io,mmio}, vcpu.exit.REASON, netN.QUEUE.FIELD. */
+static void add_stats(struct ctl_server *s, struct ctl_msg *r)
+{
+	struct kvm *kvm = s->kvm;
+	u64 io = 0, mmio = 0, total = 0, by[ARRAY_SIZE(((struct kvm_cpu *)0)->exits)] = { 0 };
+	char name[CTL_NAME_MAX + 1];
+
+	for (int i = 0; i < kvm->nr_cpus; i++) {
+		/* Racy snapshot while vCPUs run: each counter is one aligned word. */
+		io += __atomic_load_n(&kvm->cpus[i]->pio_exits, __ATOMIC_RELAXED);
+		mmio += __atomic_load_n(&kvm->cpus[i]->mmio_exits, __ATOMIC_RELAXED);
+		for (size_t e = 0; e < ARRAY_SIZE(by); e++)
+			by[e] += __atomic_load_n(&kvm->cpus[i]->exits[e], __ATOMIC_RELAXED);
+	}
+	for (size_t e = 0; e < ARRAY_SIZE(by); e++)
+		total += by[e];
+	ctl_add_str(r, "name", s->name);
+	ctl_add_str(r, "state", state_name(kvm));
+	ctl_add_u64(r, "uptime_ns", now_ns() - kvm->start_ns);
+	{
+		/* kvm-clock as the guest reads it: while paused, where resume will put it back (KVM's
+		 * own count runs on until then). A VM ioctl: no vCPU waits for it. */
+		struct kvm_clock_data c = { 0 };
+
+		if (atomic_load(&kvm->paused) && kvm->clock_saved)
+			ctl_add_u64(r, "guest_clock_ns", kvm->clock_at_pause);
+		else if (ioctl(kvm->vm_fd, KVM_GET_CLOCK, &c) == 0)
+			ctl_add_u64(r, "guest_clock_ns", c.clock);
+	}
+	ctl_add_u64(r, "vcpu.exits.total", total);
+	ctl_add_u64(r, "vcpu.exits.io", io);
+	ctl_add_u64(r, "vcpu.exits.mmio", mmio);
+	for (size_t e = 0; e < ARRAY_SIZE(by); e++) {
+		const char *en = kvm_exit_name((u32)e);
+
+		if (!by[e])
+			continue;
+		if (en)
+			snprintf(name, sizeof(name), "vcpu.exit.%s", en);
+		else
+			snprintf(name, sizeof(name), "vcpu.exit.reason%zu", e);
+		ctl_add_u64(r, name, by[e]);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++) {
+		struct stat_ctx c = { .r = r, .nic = (int)i };
+
+		if (kvm->nets[i])
+			virtio_net_visit_stats(kvm->nets[i], add_net_stat, &c);
+	}
+}
+
+/* Fill r (already initialised as the reply) for request type. Returns true when the
+ * connection should be kept until the process exits (a stop). */
+static bool handle(struct ctl_server *s, u16 type, struct ctl_msg *r)
+{
+	struct kvm *kvm = s->kvm;
+	char err[256] = "";
+	char *text;
+
+	switch (type) {
+	case CTL_INFO:
+		add_info(s, r);
+		return false;
+	case CTL_STAT:
+		add_stats(s, r);
+		return false;
+	case CTL_STOP:
+		kvm_request_exit(kvm, EXIT_STOPPED, "stopped by lkvm stop");
+		add_info(s, r);
+		return true;
+	case CTL_PAUSE:
+		if (kvm_pause(kvm, PARK_TIMEOUT_MS, err, sizeof(err)) < 0)
+			reply_error(r, atomic_load(&kvm->stopping) || atomic_load(&kvm->paused) ? CTL_ERR_STATE
+												 : CTL_ERR_FAILED,
+				    "%s: %s", s->name, err);
+		else
+			add_info(s, r);
+		return false;
+	case CTL_RESUME:
+		if (kvm_resume(kvm, err, sizeof(err)) < 0)
+			reply_error(r, atomic_load(&kvm->paused) ? CTL_ERR_FAILED : CTL_ERR_STATE, "%s: %s", s->name,
+				    err);
+		else
+			add_info(s, r);
+		return false;
+	case CTL_DEBUG:
+		text = kvm_debug_dump(kvm, PARK_TIMEOUT_MS, err, sizeof(err));
+		if (!text) {
+			reply_error(r, CTL_ERR_STATE, "%s: %s", s->name, err);
+			return false;
+		}
+		ctl_add_str(r, "name", s->name);
+		ctl_add_str(r, "state", state_name(kvm));
+		ctl_add_strn(r, "text", text, MIN(strlen(text), (size_t)CTL_STR_MAX));
+		free(text);
+		return false;
+	default:
+		reply_error(r, CTL_ERR_TYPE, "unknown request type %u (this lkvm knows 1 to %d)", type, CTL_TYPE_MAX);
+		return false;
+	}
+}
+
+static void note_bad(struct ctl_server *s, const char *why)
+{
+	if (s->log_budget > 0) {
+		s->log_budget--;
+		pr_warn("control socket: %s%s", why, s->log_budget ? "" : " (further ones not logged)");
+	}
+}
+
+static void close_conn(struct conn *c)
+{
+	u8 junk[4096];
+
+	/* Closing a UNIX socket with unread bytes resets the connection, and the client would
+	 * lose our reply: read off what a misbehaving client sent beyond its request first. */
+	for (int i = 0; c->fd >= 0 && i < 16 && recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT) > 0; i++)
+		;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->got = 0;
+}
+
+/* Send r on c (blocking, bounded by SO_SNDTIMEO) and close it, or keep it as a stop waiter. */
+static void finish(struct ctl_server *s, struct conn *c, struct ctl_msg *r, bool keep)
+{
+	struct timeval tv = { .tv_sec = SEND_TIMEOUT_S };
+	int fl = fcntl(c->fd, F_GETFL);
+
+	if (fl >= 0)
+		fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (ctl_send(c->fd, r) < 0)
+		keep = false;
+	ctl_msg_free(r);
+	if (keep && s->nwaiters < MAX_WAITERS) {
+		shutdown(c->fd, SHUT_RD);
+		s->waiters[s->nwaiters++] = c->fd;
+		c->fd = -1;
+		c->got = 0;
+		return;
+	}
+	close_conn(c);
+}
+
+/* Read what is there; answer once a whole request arrived, or an error as soon as the header is bad. */
+static void serve(struct ctl_server *s, struct conn *c)
+{
+	size_t want = CTL_HDR_LEN;
+	struct ctl_hdr h;
+	struct ctl_msg r;
+	ssize_t n;
+	int ret;
+
+	/* A header in the buffer was checked when it completed (a bad one closed the connection),
+	 * so its length is at most CTL_MAX_REQUEST and the request fits in buf. */
+	if (c->got >= CTL_HDR_LEN && ctl_hdr_decode(c->buf, CTL_MAX_REQUEST, &h) == 0)
+		want += h.len;
+
+	n = recv(c->fd, c->buf + c->got, want - c->got, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		if (c->got)
+			note_bad(s, "a client disconnected in the middle of a request");
+		close_conn(c);
+		return;
+	}
+	c->got += (size_t)n;
+	if (c->got < CTL_HDR_LEN)
+		return;
+	ret = ctl_hdr_decode(c->buf, CTL_MAX_REQUEST, &h);
+	ctl_msg_init(&r, (u16)(h.type | CTL_REPLY), 0);
+	if (ret == -EPROTO) {
+		note_bad(s, "a request without the protocol's magic (not an lkvm client?)");
+		reply_error(&r, CTL_ERR_PROTO, "bad magic 0x%08x: not an lkvm control message", h.magic);
+		finish(s, c, &r, false);
+		return;
+	}
+	if (ret == -EPROTONOSUPPORT) {
+		reply_error(&r, CTL_ERR_VERSION, "protocol version %u not supported (this lkvm speaks %d)",
+			    h.version, CTL_VERSION);
+		finish(s, c, &r, false);
+		return;
+	}
+	if (ret == -EMSGSIZE || h.status != 0) {
+		note_bad(s, "a malformed request header");
+		reply_error(&r, CTL_ERR_PROTO, h.status ? "a request must have status 0"
+						      : "request payload of %u bytes: at most %d", h.len, CTL_MAX_REQUEST);
+		finish(s, c, &r, false);
+		return;
+	}
+	if (c->got < CTL_HDR_LEN + h.len)
+		return; /* more to come (want grew with the header's length) */
+	if (ctl_payload_check(c->buf + CTL_HDR_LEN, h.len) < 0) {
+		note_bad(s, "a request with a malformed payload");
+		reply_error(&r, CTL_ERR_PROTO, "malformed payload (fields truncated or of unknown kind)");
+		finish(s, c, &r, false);
+		return;
+	}
+	finish(s, c, &r, handle(s, h.type, &r));
+}
+
+static bool peer_allowed(struct ctl_server *s, int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || len != sizeof(cr))
+		return false;
+	return cr.uid == geteuid();
+}
+
+static void accept_one(struct ctl_server *s)
+{
+	int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	struct ctl_msg r;
+	struct conn tmp;
+	int slot = -1;
+
+	if (fd < 0)
+		return;
+	tmp = (struct conn){ .fd = fd };
+	/* The socket is 0600 in a 0700 directory; this also turns away root and anyone who was
+	 * handed an open connection. */
+	if (!peer_allowed(s, fd)) {
+		note_bad(s, "refused a client of another user");
+		ctl_msg_init(&r, CTL_REPLY, CTL_ERR_PROTO);
+		reply_error(&r, CTL_ERR_PROTO, "permission denied: only uid %u may control this VM",
+			    (unsigned)geteuid());
+		finish(s, &tmp, &r, false);
+		return;
+	}
+	for (int i = 0; i < MAX_CONNS; i++)
+		if (s->conn[i].fd < 0) {
+			slot = i;
+			break;
+		}
+	if (slot < 0) {
+		ctl_msg_init(&r, CTL_REPLY, CTL_ERR_STATE);
+		reply_error(&r, CTL_ERR_STATE, "busy: %d clients connected, try again", MAX_CONNS);
+		finish(s, &tmp, &r, false);
+		return;
+	}
+	s->conn[slot] = (struct conn){ .fd = fd, .deadline = now_ns() + REQUEST_TIMEOUT_MS * 1000000ull };
+}
+
+static void *server_thread(void *arg)
+{
+	struct ctl_server *s = arg;
+
+	pthread_setname_np(pthread_self(), "lkvm-ctl");
+	for (;;) {
+		struct pollfd p[2 + MAX_CONNS];
+		int map[2 + MAX_CONNS], np = 0, ms = -1;
+		u64 now = now_ns();
+
+		p[np++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
+		p[np++] = (struct pollfd){ .fd = s->listen_fd, .events = POLLIN };
+		for (int i = 0; i < MAX_CONNS; i++) {
+			struct conn *c = &s->conn[i];
+
+			if (c->fd < 0)
+				continue;
+			if (now >= c->deadline) {
+				note_bad(s, "a client sent no whole request in time");
+				close_conn(c);
+				continue;
+			}
+			map[np] = i;
+			p[np++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+			ms = MIN((u64)(ms < 0 ? INT_MAX : ms), (c->deadline - now) / 1000000 + 1);
+		}
+		if (poll(p, (nfds_t)np, ms) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			break;
+		for (int i = 2; i < np; i++)
+			if (p[i].revents)
+				serve(s, &s->conn[map[i]]);
+		if (p[1].revents & POLLIN)
+			accept_one(s);
+	}
+	return NULL;
+}
+
+int ctl_server_start(struct ctl_server *s)
+{
+	sigset_t all, old;
+	int ret;
+
+	/* Signals stay with the threads that expect them (the main loop's signalfd, vCPU kicks). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	ret = pthread_create(&s->thread, NULL, server_thread, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret)
+		return -ret;
+	s->started = true;
+	return 0;
+}
+
+void ctl_server_stop(struct ctl_server *s)
+{
+	if (!s || !s->started)
+		return;
+	if (eventfd_write(s->wake_fd, 1) < 0)
+		pr_err("control socket: cannot wake its thread"); /* cannot happen */
+	pthread_join(s->thread, NULL);
+	s->started = false;
+}
+
+void ctl_server_destroy(struct ctl_server *s)
+{
+	if (!s)
+		return;
+	ctl_server_stop(s);
+	for (int i = 0; i < MAX_CONNS; i++)
+		close_conn(&s->conn[i]);
+	if (s->listen_fd >= 0) {
+		unlink(s->sock_path);
+		close(s->listen_fd);
+	}
+	if (s->lock_fd >= 0) {
+		/* Unlinked while still held: a VM starting now locks a new file (see take_lock). */
+		unlink(s->lock_path);
+		close(s->lock_fd);
+	}
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
+	/* Last: `lkvm stop` clients see EOF only once everything above is done. */
+	for (int i = 0; i < s->nwaiters; i++)
+		close(s->waiters[i]);
+	free(s);
+}

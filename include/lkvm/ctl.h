@@ -1,0 +1,176 @@
+/* The control plane: the per-VM socket's wire protocol (versioned, length-checked), its server and client. */
+#ifndef LKVM_CTL_H
+#define LKVM_CTL_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "lkvm/util.h"
+
+/*
+ * Wire format (all integers little-endian). Every message is a 16-byte header and a payload:
+ *   u32 magic "LKVC"   u16 version (1)   u16 type   u32 status   u32 length (payload bytes)
+ * A request has status 0 and a payload of at most CTL_MAX_REQUEST bytes; a reply has the
+ * request's type with CTL_REPLY set, status 0 (done) or CTL_ERR_* (then the payload holds a
+ * string field "error"), and at most CTL_MAX_REPLY bytes. The payload is a list of fields,
+ * each: u8 kind, u8 name length (1..CTL_NAME_MAX), the name, then for CTL_F_U64 a u64, for
+ * CTL_F_STR a u16 length and that many bytes (no NUL). One request per connection.
+ */
+#define CTL_MAGIC 0x43564b4cu /* "LKVC" */
+#define CTL_VERSION 1
+#define CTL_HDR_LEN 16
+#define CTL_MAX_REQUEST 4096
+#define CTL_MAX_REPLY (1u << 20)
+#define CTL_NAME_MAX 63
+#define CTL_STR_MAX 65535
+#define CTL_REPLY 0x8000
+
+enum ctl_type {
+	CTL_INFO = 1,   /* name, pid, state, vcpus, ram_mib, uptime_ns, ... (lkvm list) */
+	CTL_STOP = 2,   /* orderly shutdown; the reply comes first, then the connection stays
+	                 * open until the process exits (EOF tells the client it is gone) */
+	CTL_PAUSE = 3,
+	CTL_RESUME = 4,
+	CTL_STAT = 5,   /* counters, flat: vcpu.exits.total, net0.tx0.packets, ... */
+	CTL_DEBUG = 6,  /* one string field "text": every vCPU's registers and last exit */
+	CTL_TYPE_MAX = 6,
+};
+
+enum ctl_status {
+	CTL_OK = 0,
+	CTL_ERR_PROTO = 1,   /* malformed message, bad magic, length out of bounds */
+	CTL_ERR_VERSION = 2, /* the other side speaks another version (the reply has "version") */
+	CTL_ERR_TYPE = 3,    /* unknown request type */
+	CTL_ERR_STATE = 4,   /* not possible now (already paused, not paused, stopping) */
+	CTL_ERR_FAILED = 5,  /* the VM could not do it (a vCPU did not park, an ioctl failed) */
+};
+
+enum ctl_field_kind { CTL_F_U64 = 1, CTL_F_STR = 2 };
+
+struct ctl_hdr {
+	u32 magic;
+	u16 version;
+	u16 type;
+	u32 status;
+	u32 len;
+};
+
+/* A message under construction or decoded: the header and a growable payload. */
+struct ctl_msg {
+	struct ctl_hdr hdr;
+	u8 *buf;      /* payload */
+	size_t len, cap;
+	bool oom;     /* an add failed for lack of memory or room: the message is unusable */
+};
+
+/* One decoded field; str points into the message (not NUL-terminated). */
+struct ctl_field {
+	enum ctl_field_kind kind;
+	char name[CTL_NAME_MAX + 1];
+	u64 u;
+	const char *str;
+	size_t str_len;
+};
+
+void ctl_msg_init(struct ctl_msg *m, u16 type, u32 status);
+void ctl_msg_free(struct ctl_msg *m);
+/* Append a field; a name that is empty or too long, a string over CTL_STR_MAX or a payload
+ * over CTL_MAX_REPLY marks the message unusable (m->oom) and returns -EINVAL/-ENOMEM. */
+int ctl_add_u64(struct ctl_msg *m, const char *name, u64 v);
+int ctl_add_str(struct ctl_msg *m, const char *name, const char *s);
+int ctl_add_strn(struct ctl_msg *m, const char *name, const char *s, size_t len);
+
+/* Header to/from its 16 wire bytes. ctl_hdr_decode checks magic, then version (-EPROTO for a
+ * bad magic, -EPROTONOSUPPORT for another version: the header is filled then), then that len is at
+ * most max (-EMSGSIZE). */
+void ctl_hdr_encode(const struct ctl_hdr *h, u8 out[CTL_HDR_LEN]);
+int ctl_hdr_decode(const u8 in[CTL_HDR_LEN], u32 max, struct ctl_hdr *h) __must_check;
+
+/* Walk a payload: *off starts at 0; returns 1 with *f filled, 0 at the exact end, -EBADMSG
+ * when a field is truncated, has an unknown kind or a bad name length. */
+int ctl_next_field(const u8 *p, size_t len, size_t *off, struct ctl_field *f) __must_check;
+/* Check a whole payload (every field well formed). Returns 0 or -EBADMSG. */
+int ctl_payload_check(const u8 *p, size_t len) __must_check;
+/* The first field called name of that kind, or NULL-ish: returns 0 and fills *f, or -ENOENT. */
+int ctl_find(const u8 *p, size_t len, const char *name, enum ctl_field_kind kind, struct ctl_field *f);
+
+/* Blocking I/O of one whole message on a stream socket: header, then payload. ctl_send returns
+ * 0 or -errno; ctl_recv returns 0, -ECONNRESET on EOF before the first byte, -EPIPE on EOF
+ * mid-message, -ETIMEDOUT after timeout_ms without progress (<0: wait forever), or what
+ * ctl_hdr_decode/ctl_payload_check return. On success m owns a payload of m->len bytes. */
+int ctl_send(int fd, const struct ctl_msg *m) __must_check;
+int ctl_recv(int fd, struct ctl_msg *m, u32 max, int timeout_ms) __must_check;
+
+/* ---- names and the runtime directory ---- */
+
+/* A VM name is 1..64 of [A-Za-z0-9._-], not starting with '.' or '-'. */
+bool ctl_name_valid(const char *name);
+/* The runtime directory: $LKVM_RUNTIME_DIR, else /run/lkvm for root, else
+ * $XDG_RUNTIME_DIR/lkvm, else /tmp/lkvm-UID. Returns 0 or -ENAMETOOLONG. */
+int ctl_runtime_dir(char *buf, size_t len) __must_check;
+/* Path of NAME's socket (".sock") or lock (".lock") in dir; -ENAMETOOLONG past sun_path. */
+int ctl_path(char *buf, size_t len, const char *dir, const char *name, const char *suffix) __must_check;
+
+/* ---- client ---- */
+
+/* Connect to NAME's socket in dir. Returns the fd, -ENOENT (no such VM), -ECONNREFUSED (a
+ * stale socket: nobody listens), or another -errno; err says which in words. */
+int ctl_connect(const char *dir, const char *name, char *err, size_t errlen) __must_check;
+/* Send a request of `type` without fields, read the reply (timeout_ms). Returns 0 with the reply
+ * in *reply (status may be an error: the caller prints its "error" field), or -errno with err. */
+int ctl_call(int fd, u16 type, struct ctl_msg *reply, int timeout_ms, char *err, size_t errlen) __must_check;
+/* Remove NAME's socket if no VM holds its lock (stale after a SIGKILL). Returns 1 when removed,
+ * 0 when a VM holds it, -errno otherwise. */
+int ctl_remove_stale(const char *dir, const char *name);
+/* True when the open lock file fd is still the file at path (not unlinked or replaced). */
+bool ctl_lock_is_current(int fd, const char *path);
+
+/* ---- for the client commands (builtin/list.c, stop.c, ...) ---- */
+
+/* A reply's fields, decoded and copied (strings NUL-terminated). */
+struct ctl_kv {
+	char name[CTL_NAME_MAX + 1];
+	bool is_str;
+	u64 u;
+	char *s;
+};
+struct ctl_kvs {
+	struct ctl_kv *v;
+	size_t n;
+};
+int ctl_kvs_decode(const struct ctl_msg *m, struct ctl_kvs *out) __must_check;
+void ctl_kvs_free(struct ctl_kvs *k);
+const struct ctl_kv *ctl_kv_get(const struct ctl_kvs *k, const char *name);
+u64 ctl_kv_u64(const struct ctl_kvs *k, const char *name); /* 0 when missing */
+const char *ctl_kv_str(const struct ctl_kvs *k, const char *name); /* "" when missing */
+
+/* One request to VM `name` in the runtime directory: prints a one-line error (the VM's own
+ * words for an error reply) and returns 1, or returns 0 with the reply's fields in *out.
+ * *fd_out, when not NULL, receives the still-open connection (the caller closes it). */
+int ctl_cli_call(const char *name, u16 type, struct ctl_kvs *out, int *fd_out, int timeout_ms);
+/* The names of the NAME.sock entries in dir, sorted (malloc'd, each too); none when dir is
+ * missing; *err = -errno when it cannot be read. */
+char **ctl_list_names(const char *dir, size_t *n, int *err);
+/* JSON string literal of s, escaped. */
+void ctl_json_str(FILE *out, const char *s);
+/* "1h02m03s", "4.2s": a duration for people. */
+void ctl_fmt_duration(char *buf, size_t len, u64 ns);
+/* Parse "--help"/"-h" as the only argument pattern shared by the commands; returns true if asked. */
+bool ctl_cli_wants_help(int argc, char **argv);
+
+/* ---- server (one per VM, a thread; see ctl/server.c) ---- */
+
+struct kvm;
+struct ctl_server;
+/* Take NAME's lock and listen on its socket (removing a stale one). -EADDRINUSE: a VM of that
+ * name runs; other -errno with err. */
+int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out, char *err,
+		      size_t errlen) __must_check;
+int ctl_server_start(struct ctl_server *s) __must_check;
+/* Stop answering (join the thread); clients waiting on a stop keep their connection. */
+void ctl_server_stop(struct ctl_server *s);
+/* Remove the socket and lock, close every connection (waiting `lkvm stop` clients see EOF). */
+void ctl_server_destroy(struct ctl_server *s);
+const char *ctl_server_path(const struct ctl_server *s);
+
+#endif

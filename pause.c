@@ -1,0 +1,170 @@
+/* Pausing a running VM: vCPUs parked, device threads quiesced, the guest's clocks frozen; and lkvm debug's register dump. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <x86intrin.h>
+
+#include "lkvm/kvm-cpu.h"
+#include "lkvm/kvm.h"
+#include "lkvm/virtio-net.h"
+
+static void quiesce_devices(struct kvm *kvm)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++)
+		if (kvm->nets[i])
+			virtio_net_quiesce(kvm->nets[i]);
+}
+
+static int wake_devices(struct kvm *kvm)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++)
+		if (kvm->nets[i]) {
+			int r = virtio_net_unquiesce(kvm->nets[i]);
+
+			if (r < 0 && !ret)
+				ret = r;
+		}
+	return ret;
+}
+
+static int tsc_offset_attr(struct kvm_cpu *vcpu, unsigned long req, u64 *val)
+{
+	struct kvm_device_attr a = {
+		.group = KVM_VCPU_TSC_CTRL,
+		.attr = KVM_VCPU_TSC_OFFSET,
+		.addr = (u64)(uintptr_t)val,
+	};
+
+	return ioctl(vcpu->fd, req, &a) < 0 ? -errno : 0;
+}
+
+/*
+ * The guest's time must not jump over a pause. kvm-clock (what Linux keeps time with) is
+ * saved with KVM_GET_CLOCK and put back with KVM_SET_CLOCK, so it resumes where it stopped.
+ * The TSC keeps counting in hardware; where KVM has the per-vCPU TSC offset attribute we
+ * move every vCPU's offset back by the same number of host cycles the pause lasted, so guest
+ * code timing itself with RDTSC sees no gap either (and the vCPUs stay in step). Without the
+ * attribute the guest TSC does advance over the pause; kvm-clock still does not.
+ */
+static void freeze_clock(struct kvm *kvm)
+{
+	struct kvm_clock_data c = { 0 };
+
+	kvm->clock_saved = ioctl(kvm->vm_fd, KVM_GET_CLOCK, &c) == 0;
+	kvm->clock_at_pause = c.clock;
+	if (!kvm->clock_saved)
+		pr_debug("pause: KVM_GET_CLOCK: %s (kvm-clock will advance over the pause)", strerror(errno));
+	kvm->host_tsc_at_pause = __rdtsc();
+	for (int i = 0; i < kvm->nr_cpus; i++) {
+		struct kvm_cpu *v = kvm->cpus[i];
+
+		v->tsc_offset_saved = tsc_offset_attr(v, KVM_GET_DEVICE_ATTR, &v->tsc_offset) == 0;
+		if (!v->tsc_offset_saved && i == 0)
+			pr_debug("pause: no KVM_VCPU_TSC_OFFSET (%s): the guest TSC advances over the pause",
+				 strerror(errno));
+		/* Tells a guest that enabled kvm-clock it was stopped (no soft-lockup reports);
+		 * EINVAL when it did not enable kvm-clock, which is fine. */
+		if (ioctl(v->fd, KVM_KVMCLOCK_CTRL, 0) < 0 && errno != EINVAL)
+			pr_debug("pause: KVM_KVMCLOCK_CTRL on vCPU %d: %s", i, strerror(errno));
+	}
+}
+
+static void thaw_clock(struct kvm *kvm)
+{
+	u64 gap = __rdtsc() - kvm->host_tsc_at_pause;
+
+	for (int i = 0; i < kvm->nr_cpus; i++) {
+		struct kvm_cpu *v = kvm->cpus[i];
+		u64 off = v->tsc_offset - gap;
+
+		if (v->tsc_offset_saved && tsc_offset_attr(v, KVM_SET_DEVICE_ATTR, &off) < 0)
+			pr_debug("resume: setting vCPU %d's TSC offset: %s", i, strerror(errno));
+		v->tsc_offset_saved = false;
+	}
+	if (kvm->clock_saved) {
+		struct kvm_clock_data c = { .clock = kvm->clock_at_pause };
+
+		if (ioctl(kvm->vm_fd, KVM_SET_CLOCK, &c) < 0)
+			pr_debug("resume: KVM_SET_CLOCK: %s", strerror(errno));
+	}
+	kvm->clock_saved = false;
+}
+
+int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
+{
+	int ret;
+
+	if (atomic_load(&kvm->paused)) {
+		errfmt(err, errlen, "already paused");
+		return -EALREADY;
+	}
+	ret = kvm_cpu_park_all(kvm, timeout_ms);
+	if (ret == -ESHUTDOWN)
+		errfmt(err, errlen, "the VM is stopping");
+	else if (ret == -ETIMEDOUT)
+		errfmt(err, errlen, "a vCPU did not stop within %d ms; the VM keeps running", timeout_ms);
+	else if (ret < 0)
+		errfmt(err, errlen, "cannot park the vCPUs: %s", strerror(-ret));
+	if (ret < 0)
+		return ret;
+	quiesce_devices(kvm);
+	freeze_clock(kvm);
+	kvm->paused_since_ns = now_ns();
+	atomic_store(&kvm->paused, true);
+	return 0;
+}
+
+int kvm_resume(struct kvm *kvm, char *err, size_t errlen)
+{
+	int ret;
+
+	if (!atomic_load(&kvm->paused)) {
+		errfmt(err, errlen, "not paused");
+		return -EALREADY;
+	}
+	thaw_clock(kvm);
+	ret = wake_devices(kvm);
+	kvm->paused_total_ns += now_ns() - kvm->paused_since_ns;
+	atomic_store(&kvm->paused, false);
+	kvm_cpu_unpark_all(kvm);
+	if (ret < 0) {
+		errfmt(err, errlen, "resumed, but a network device could not restart its threads: %s",
+		       strerror(-ret));
+		return ret;
+	}
+	return 0;
+}
+
+char *kvm_debug_dump(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
+{
+	bool was_paused = atomic_load(&kvm->paused);
+	size_t cap = 2048 * (size_t)(kvm->nr_cpus + 1), n = 0;
+	char *buf = malloc(cap);
+	int ret = 0;
+
+	if (!buf) {
+		errfmt(err, errlen, "out of memory");
+		return NULL;
+	}
+	/* Registers can be read only while the vCPU is out of KVM_RUN. */
+	if (!was_paused && (ret = kvm_cpu_park_all(kvm, timeout_ms)) < 0) {
+		errfmt(err, errlen, ret == -ESHUTDOWN ? "the VM is stopping" : "the vCPUs did not stop: %s",
+		       strerror(-ret));
+		free(buf);
+		return NULL;
+	}
+	buf[0] = '\0';
+	for (int i = 0; i < kvm->nr_cpus; i++) {
+		int w = kvm_cpu_describe(kvm->cpus[i], buf + n, cap - n);
+
+		if (w < 0)
+			break;
+		n += (size_t)w;
+	}
+	if (!was_paused)
+		kvm_cpu_unpark_all(kvm);
+	return buf;
+}

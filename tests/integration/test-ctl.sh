@@ -1,0 +1,517 @@
+#!/usr/bin/env bash
+# The control plane: lkvm list/stop/pause/resume/stat/debug against running and missing VMs, pause/resume under traffic, stale sockets, duplicate names, malformed clients, stop while paused.
+set -u
+# shellcheck disable=SC2034 # read by lib.sh
+SUMMARY_PREFIX=ctl
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+T=60                                  # lkvm --timeout of every VM here (they are stopped long before)
+PEER=$REPO_ROOT/build/tools/net-peer
+PY=$(command -v /usr/bin/python3 || command -v python3 || true)
+# Every VM of this script lives in its own runtime directory, away from anyone else's VMs.
+# Each test gets its own directory under CTL_DIR (own_dir), so tests running side by side never
+# see each other's VMs (lkvm list, stop --all).
+CTL_DIR=$(mktemp -d /tmp/lkvm-ctl-test.XXXXXX)
+chmod 711 "$CTL_DIR"
+export LKVM_RUNTIME_DIR=$CTL_DIR/none
+NS_PREFIX=lkvm-ctl-$$
+PIDS_FILE=$CTL_DIR/.pids
+
+cleanup() {
+	local p ns
+	# Only the lkvm processes this script started.
+	if [ -f "$PIDS_FILE" ]; then
+		while read -r p; do kill -KILL "$p" 2>/dev/null; done <"$PIDS_FILE"
+	fi
+	for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }'); do
+		case $ns in "$NS_PREFIX"-*) ip netns del "$ns" 2>/dev/null ;; esac
+	done
+	rm -rf "$CTL_DIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+own_dir() {
+	export LKVM_RUNTIME_DIR=$CTL_DIR/$_T_NAME
+	mkdir -m 700 "$LKVM_RUNTIME_DIR"
+}
+
+# alive PID: running (a zombie waiting for `wait` is not).
+alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
+
+# start_vm NAME LOG [RUN ARGS...]: lkvm run in the background (spin guest unless -k is given);
+# sets VM_PID and VM_LOG. NAME "-" means no --name. LKVM_PREFIX runs it under a command.
+start_vm() {
+	local name=$1 log=$2
+	shift 2
+	local args=("$@")
+	[[ " ${args[*]} " == *" -k "* ]] || args=(-k "$GUEST_DIR/spin.elf" "${args[@]}")
+	[ "$name" = - ] || args+=(--name "$name")
+	VM_LOG=$LOG_DIR/$log.log
+	# shellcheck disable=SC2086 # LKVM_PREFIX is word-split on purpose
+	${LKVM_PREFIX-} "$LKVM" run "${args[@]}" --timeout $T </dev/null >"$VM_LOG" 2>&1 &
+	VM_PID=$!
+	echo "$VM_PID" >>"$PIDS_FILE"
+}
+
+# wait_vm NAME: until `lkvm stat NAME` answers (10 s; the emulated host is slow).
+wait_vm() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		"$LKVM" stat "$1" >/dev/null 2>&1 && return 0
+		alive "$VM_PID" || break
+		sleep 0.05
+	done
+	fail "VM $1 never answered on its socket ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"
+}
+
+# wait_log LOG REGEX: until the VM's log has a line matching REGEX (10 s).
+wait_log() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		grep -Eq -- "$2" "$1" && return 0
+		alive "$VM_PID" || break
+		sleep 0.05
+	done
+	grep -Eq -- "$2" "$1" || fail "no /$2/ in $1"
+}
+
+# wait_exit PID SECS: the VM's exit status in EXIT_STATUS; fails when it is still running.
+wait_exit() {
+	local pid=$1 secs=$2 i
+	for ((i = 0; i < secs * 20; i++)); do
+		alive "$pid" || break
+		sleep 0.05
+	done
+	if alive "$pid"; then
+		kill -KILL "$pid" 2>/dev/null
+		fail "lkvm (pid $pid) still running after $secs s"
+		return 1
+	fi
+	wait "$pid"
+	EXIT_STATUS=$?
+}
+
+# ctl LOG CMD...: runs "lkvm CMD..." into $LOG_DIR/LOG.log; status in LAST_STATUS. CTL_PREFIX
+# runs it under a command (another user, another environment).
+ctl() {
+	local log=$1
+	shift
+	LAST_LOG=$LOG_DIR/$log.log
+	# shellcheck disable=SC2086 # CTL_PREFIX is word-split on purpose
+	timeout -s KILL 30 ${CTL_PREFIX-} "$LKVM" "$@" >"$LAST_LOG" 2>&1
+	LAST_STATUS=$? # read by expect_status (lib.sh)
+}
+
+# json_get FILE EXPR: a value from the JSON in FILE (python3 expression over `d`).
+json_get() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# stat_val NAME FIELD: one counter of `lkvm stat NAME --json` (a python expression over d).
+stat_val() {
+	"$LKVM" stat "$1" --json 2>/dev/null | "$PY" -c "import json,sys; d=json.load(sys.stdin); print($2)"
+}
+
+# ---- help and missing VMs ----
+
+t_help() {
+	own_dir
+	local c
+	ctl ctl-help help
+	expect_status 0 || return
+	for c in list stop pause resume stat debug; do
+		expect_output "^  $c " "lkvm help listing '$c'" || return
+	done
+	for c in list stop pause resume stat debug; do
+		ctl "ctl-help-$c" "$c" --help
+		expect_status 0 || return
+		expect_output "^usage: lkvm $c" "lkvm $c --help" || return
+		ctl "ctl-help2-$c" help "$c"
+		expect_output "^usage: lkvm $c" "lkvm help $c" || return
+	done
+	ctl ctl-help-bad pause
+	expect_status 1 && expect_output "give one VM name"
+}
+
+t_missing() {
+	own_dir
+	local c
+	for c in stop pause resume stat debug; do
+		ctl "ctl-missing-$c" "$c" no-such-vm
+		expect_status 1 || return
+		expect_output "error: no VM named 'no-such-vm'" "a clear 'no VM named' for $c" || return
+	done
+	ctl ctl-missing-list list
+	expect_status 0 || return
+	[ "$(wc -l <"$LAST_LOG")" = 1 ] || { fail "lkvm list with no VM printed more than its header"; return; }
+	ctl ctl-missing-list-json list --json
+	expect_status 0 || return
+	[ "$(cat "$LAST_LOG")" = "[]" ] || fail "lkvm list --json with no VM: $(head -c 100 "$LAST_LOG")"
+}
+
+# ---- every command against a running VM ----
+
+t_running() {
+	own_dir
+	local n=ctl-run1
+	start_vm $n ctl-running -c 2
+	wait_vm $n || return
+	ctl ctl-running-list list
+	expect_status 0 || return
+	grep -Eq "^$n +$VM_PID +running +2 +256 " "$LAST_LOG" || { fail "list lacks '$n $VM_PID running 2 256'"; return; }
+	ctl ctl-running-list-json list --json
+	[ "$(json_get "$LAST_LOG" "[(v['name'],v['pid'],v['state'],v['vcpus'],v['ram_mib']) for v in d]")" = \
+		"[('$n', $VM_PID, 'running', 2, 256)]" ] || { fail "list --json: $(head -c 200 "$LAST_LOG")"; return; }
+	ctl ctl-running-stat stat $n
+	expect_status 0 || return
+	expect_output "^$n: running, up " || return
+	expect_output "^vCPU exits: [1-9][0-9]* \(port I/O [1-9]" "vCPU exits with port I/O (the guest's banner)" || return
+	expect_output "by reason: .*io [1-9]" "exits by reason" || return
+	ctl ctl-running-stat-json stat $n --json
+	[ "$(json_get "$LAST_LOG" "d['vcpu_exits']['io'] > 0 and d['vcpu_exits']['by_reason']['io'] == d['vcpu_exits']['io'] and d['state']")" = running ] ||
+		{ fail "stat --json: $(head -c 200 "$LAST_LOG")"; return; }
+	ctl ctl-running-watch stat $n --json --watch 0.2 --count 3
+	expect_status 0 || return
+	[ "$(grep -c '"interval_s"' "$LAST_LOG")" = 3 ] || { fail "stat --watch --count 3 printed $(grep -c interval_s "$LAST_LOG") intervals"; return; }
+	ctl ctl-running-debug debug $n
+	expect_status 0 || return
+	expect_output "^vCPU 0:" && expect_output "^vCPU 1:" && expect_output "^ rip [0-9a-f]{16} " &&
+		expect_output "^ cr0 [0-9a-f]{16} " && expect_output "last exit: " || return
+	ctl ctl-running-pause pause $n
+	expect_status 0 && expect_output "^$n paused$" || return
+	ctl ctl-running-list2 list
+	grep -Eq "^$n +$VM_PID +paused " "$LAST_LOG" || { fail "list does not show $n paused"; return; }
+	ctl ctl-running-pause2 pause $n
+	expect_status 1 && expect_output "error: $n: already paused" || return
+	ctl ctl-running-debug-paused debug $n
+	expect_status 0 && expect_output "^$n \(paused\):" || return
+	ctl ctl-running-resume resume $n
+	expect_status 0 && expect_output "^$n resumed" || return
+	ctl ctl-running-resume2 resume $n
+	expect_status 1 && expect_output "error: $n: not paused" || return
+	ctl ctl-running-stop stop $n
+	expect_status 0 && expect_output "^$n stopped \(pid $VM_PID, " || return
+	# `lkvm stop` returns once the process is gone.
+	! alive "$VM_PID" || { fail "lkvm stop returned while pid $VM_PID still runs"; return; }
+	wait_exit "$VM_PID" 10 || return
+	LAST_LOG=$VM_LOG
+	[ "$EXIT_STATUS" = 3 ] || { fail "a stopped run exited $EXIT_STATUS, not 3"; return; }
+	expect_output "lkvm: $n: stopped by lkvm stop" || return
+	[ ! -e "$LKVM_RUNTIME_DIR/$n.sock" ] || fail "the socket outlived its VM"
+}
+
+# A VM without --name gets guest-PID, printed at start, in the default runtime directory.
+t_default_name() {
+	local dir=/run/lkvm
+	[ "$(id -u)" = 0 ] || dir=${XDG_RUNTIME_DIR:+$XDG_RUNTIME_DIR/lkvm}
+	[ -n "$dir" ] || dir=/tmp/lkvm-$(id -u)
+	LKVM_PREFIX="env -u LKVM_RUNTIME_DIR" start_vm - ctl-default-name
+	local n=guest-$VM_PID i
+	for ((i = 0; i < 200; i++)); do
+		env -u LKVM_RUNTIME_DIR "$LKVM" stat "$n" >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	LAST_LOG=$VM_LOG
+	expect_output "VM name: $n " "the generated name printed at start" || return
+	[ "$(stat -c %a "$dir")" = 700 ] || { fail "$dir has mode $(stat -c %a "$dir"), not 700"; return; }
+	[ "$(stat -c %a "$dir/$n.sock")" = 600 ] || { fail "$dir/$n.sock has mode $(stat -c %a "$dir/$n.sock"), not 600"; return; }
+	CTL_PREFIX="env -u LKVM_RUNTIME_DIR" ctl ctl-default-name-stop stop "$n"
+	expect_status 0 || return
+	wait_exit "$VM_PID" 10 && [ "$EXIT_STATUS" = 3 ] || fail "exit status ${EXIT_STATUS:-?}, not 3"
+}
+
+# ---- names: duplicates and stale sockets ----
+
+t_duplicate() {
+	own_dir
+	local n=ctl-dup first
+	start_vm $n ctl-dup-1
+	first=$VM_PID
+	wait_vm $n || return
+	start_vm $n ctl-dup-2
+	wait_exit "$VM_PID" 10 || return
+	LAST_LOG=$VM_LOG
+	[ "$EXIT_STATUS" = 1 ] || { fail "a second VM named $n exited $EXIT_STATUS, not 1"; return; }
+	expect_output "error: a VM named '$n' is already running" || return
+	expect_no_output "^GUEST" "the duplicate ran its guest" || return
+	# The first one is untouched.
+	[ "$(stat_val $n "d['state']")" = running ] || { fail "the first $n no longer answers"; return; }
+	ctl ctl-dup-stop stop $n
+	wait_exit "$first" 10
+}
+
+t_stale() {
+	own_dir
+	local n=ctl-stale
+	start_vm $n ctl-stale-1
+	wait_vm $n || return
+	kill -KILL "$VM_PID"
+	wait "$VM_PID" 2>/dev/null
+	[ -S "$LKVM_RUNTIME_DIR/$n.sock" ] || { fail "no socket left behind by SIGKILL (nothing to test)"; return; }
+	# A client says so and removes it...
+	ctl ctl-stale-stat stat $n
+	expect_status 1 && expect_output "is stale" && expect_output "removed the stale socket of '$n'" || return
+	[ ! -e "$LKVM_RUNTIME_DIR/$n.sock" ] || { fail "lkvm stat left the stale socket"; return; }
+	# ...and so does lkvm list, and a new VM of the same name starts over one.
+	start_vm $n ctl-stale-2
+	wait_vm $n || return
+	kill -KILL "$VM_PID"
+	wait "$VM_PID" 2>/dev/null
+	ctl ctl-stale-list list
+	expect_status 0 && expect_output "removed the stale socket of '$n'" || return
+	start_vm $n ctl-stale-3
+	wait_vm $n || return
+	kill -KILL "$VM_PID"
+	wait "$VM_PID" 2>/dev/null
+	# Waiting on its console, not its socket: a client would clean the stale socket up first.
+	start_vm $n ctl-stale-4
+	wait_log "$VM_LOG" '^GUEST spin' || return
+	LAST_LOG=$VM_LOG
+	expect_output "removed a stale control socket .*/$n.sock \(its VM is gone\)" || return
+	ctl ctl-stale-stop stop $n
+	expect_status 0 || return
+	wait_exit "$VM_PID" 10 && [ "$EXIT_STATUS" = 3 ] || fail "exit status ${EXIT_STATUS:-?}, not 3"
+}
+
+# ---- clients that break the protocol, and other users ----
+
+# raw NAME PYTHON: connect to NAME's socket as `s` and run PYTHON; it prints what to check.
+raw() {
+	"$PY" - "$LKVM_RUNTIME_DIR/$1.sock" <<EOF
+import socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+def hdr(t, ln, magic=0x43564b4c, ver=1, st=0): return struct.pack('<IHHII', magic, ver, t, st, ln)
+def reply():
+    b = b''
+    while True:
+        c = s.recv(65536)
+        if not c: break
+        b += c
+    if len(b) < 16: return (None, None, b)
+    m, v, t, st, ln = struct.unpack('<IHHII', b[:16])
+    return (t, st, b[16:16 + ln])
+$2
+EOF
+}
+
+t_malformed() {
+	own_dir
+	local n=ctl-bad out
+	[ -n "$PY" ] || { skip "no python3 for a raw client"; return; }
+	start_vm $n ctl-bad
+	wait_vm $n || return
+	out=$(raw $n "s.sendall(b'GET / HTTP/1.0\r\n\r\n'); t, st, p = reply(); print(st, b'bad magic' in p)")
+	[ "$out" = "1 True" ] || { fail "garbage: reply '$out', expected status 1 (protocol) and 'bad magic'"; return; }
+	out=$(raw $n "s.sendall(hdr(5, 1 << 30)); t, st, p = reply(); print(st, b'at most 4096' in p)")
+	[ "$out" = "1 True" ] || { fail "oversized length: reply '$out'"; return; }
+	out=$(raw $n "s.sendall(hdr(5, 0, ver=9)); t, st, p = reply(); print(st, b'version 9' in p)")
+	[ "$out" = "2 True" ] || { fail "another version: reply '$out'"; return; }
+	out=$(raw $n "s.sendall(hdr(77, 0)); t, st, p = reply(); print(t, st, b'unknown request type 77' in p)")
+	[ "$out" = "32845 3 True" ] || { fail "unknown type: reply '$out'"; return; }
+	out=$(raw $n "s.sendall(hdr(5, 3) + b'\x01\x01a'); t, st, p = reply(); print(st, b'malformed payload' in p)")
+	[ "$out" = "1 True" ] || { fail "truncated field: reply '$out'"; return; }
+	# Half a header, and a header with half its payload: the client goes away mid-message.
+	raw $n "s.sendall(hdr(5, 0)[:7]); s.close()" || { fail "raw client failed"; return; }
+	raw $n "s.sendall(hdr(5, 40) + b'x' * 10); s.close()" || { fail "raw client failed"; return; }
+	# One that sends half a header and then nothing: dropped after its 2 s, others still served.
+	raw $n "s.sendall(hdr(5, 0)[:5]); time.sleep(3)" &
+	local slow=$!
+	sleep 0.3
+	[ "$(stat_val $n "d['state']")" = running ] || { fail "stat failed while a slow client held a connection"; return; }
+	wait $slow
+	# Still running, still answering, and it said what happened (rate-limited).
+	[ "$(stat_val $n "d['state']")" = running ] || { fail "lkvm stopped answering after malformed clients"; return; }
+	alive "$VM_PID" || { fail "lkvm died"; return; }
+	ctl ctl-bad-stop stop $n
+	wait_exit "$VM_PID" 10 || return
+	LAST_LOG=$VM_LOG
+	[ "$EXIT_STATUS" = 3 ] || { fail "exit status $EXIT_STATUS, not 3"; return; }
+	expect_output "control socket: a request without the protocol's magic" || return
+	expect_output "control socket: a client disconnected in the middle of a request" || return
+	[ "$(grep -c 'control socket:' "$VM_LOG")" -le 5 ] || fail "more than 5 malformed-request lines: not rate-limited"
+}
+
+# Only the owner: another user cannot reach the socket (0700 directory), and when the
+# permissions are opened by hand, SO_PEERCRED still turns them away.
+t_other_user() {
+	own_dir
+	local n=ctl-owner
+	[ "$(id -u)" = 0 ] || { skip "needs root to act as another user"; return; }
+	command -v setpriv >/dev/null || { skip "no setpriv"; return; }
+	start_vm $n ctl-owner
+	wait_vm $n || return
+	local CTL_PREFIX="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	ctl ctl-owner-nobody stat $n
+	expect_status 1 && expect_output "Permission denied" || return
+	chmod 755 "$LKVM_RUNTIME_DIR" && chmod 666 "$LKVM_RUNTIME_DIR/$n.sock"
+	ctl ctl-owner-peercred pause $n
+	chmod 700 "$LKVM_RUNTIME_DIR"
+	CTL_PREFIX=
+	expect_status 1 && expect_output "permission denied: only uid 0 may control this VM" || return
+	[ "$(stat_val $n "d['state']")" = running ] || { fail "the VM is not running after a refused pause"; return; }
+	ctl ctl-owner-stop stop $n
+	wait_exit "$VM_PID" 10
+}
+
+# ---- stop ----
+
+t_stop_paused() {
+	own_dir
+	local n=ctl-stop-paused
+	start_vm $n ctl-stop-paused -c 2
+	wait_vm $n || return
+	ctl ctl-stop-paused-pause pause $n
+	expect_status 0 || return
+	ctl ctl-stop-paused-stop stop $n
+	expect_status 0 && expect_output "^$n stopped " || return
+	wait_exit "$VM_PID" 10 || return
+	[ "$EXIT_STATUS" = 3 ] || fail "a paused VM that was stopped exited $EXIT_STATUS, not 3"
+}
+
+t_stop_all() {
+	own_dir
+	local a b
+	start_vm ctl-all-a ctl-all-a
+	a=$VM_PID
+	wait_vm ctl-all-a || return
+	start_vm ctl-all-b ctl-all-b
+	b=$VM_PID
+	wait_vm ctl-all-b || return
+	ctl ctl-all-stop stop --all
+	expect_status 0 && expect_output "^ctl-all-a stopped" && expect_output "^ctl-all-b stopped" || return
+	wait_exit "$a" 10 && [ "$EXIT_STATUS" = 3 ] || { fail "a: exit ${EXIT_STATUS:-?}"; return; }
+	wait_exit "$b" 10 && [ "$EXIT_STATUS" = 3 ] || fail "b: exit ${EXIT_STATUS:-?}"
+}
+
+# ---- pause and resume while the guest sends ----
+
+NET_SKIP=""
+if [ ! -c /dev/net/tun ]; then
+	NET_SKIP="/dev/net/tun missing"
+elif ! ip netns add "$NS_PREFIX-probe" 2>/dev/null; then
+	NET_SKIP="cannot create a network namespace (ip netns add)"
+else
+	ip netns del "$NS_PREFIX-probe"
+	[ -x "$PEER" ] || NET_SKIP="no $PEER (make tools)"
+	[ -n "$PY" ] || NET_SKIP="no python3"
+fi
+
+kv() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+
+# The guest sends frames for SECS of its own time (TSC); meanwhile it is paused for PAUSE s.
+# While paused nothing moves (device counters, the tap, kvm-clock); afterwards every frame the
+# guest sent is accounted for: device packets + drops = guest frames = tap's count = peer's + its drops.
+t_pause_traffic() {
+	own_dir
+	local n=ctl-traffic ns=$NS_PREFIX-tx tap=lkvmctl0 secs=8
+	rm -f "$LOG_DIR/ctl-traffic.result"
+	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	need_guest net-bench || return
+	ip netns add "$ns" || { fail "ip netns add failed"; return; }
+	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+	ip netns exec "$ns" ip tuntap add dev "$tap" mode tap vnet_hdr && ip netns exec "$ns" ip link set "$tap" up ||
+		{ fail "could not create tap"; return; }
+	local plog=$LOG_DIR/ctl-traffic.peer i
+	rm -f "$plog" "$plog.err"
+	ip netns exec "$ns" "$PEER" count "$tap" $((T + 10)) 64 >"$plog" 2>"$plog.err" &
+	local peer=$!
+	for ((i = 0; i < 100; i++)); do grep -q ready "$plog.err" && break; sleep 0.1; done
+	grep -q ready "$plog.err" || { kill "$peer"; fail "net-peer not ready"; return; }
+	local w0 w1
+	w0=$(date +%s%N)
+	LKVM_PREFIX="ip netns exec $ns" start_vm $n ctl-traffic -k "$GUEST_DIR/net-bench.elf" --stats=json \
+		-n "mode=tap,tapif=$tap,script=none" -p "bench=tx size=64 secs=$secs"
+	wait_vm $n || { kill "$peer"; return; }
+	# Wait until frames flow (the tap's own counter: cheap enough to poll in the emulated host).
+	local tapc=/sys/class/net/$tap/statistics/rx_packets p1 p2 p3 c1 c2 tap1 tap2
+	for ((i = 0; i < 400; i++)); do
+		[ "$(ip netns exec "$ns" cat "$tapc")" -gt 0 ] && break
+		sleep 0.05
+	done
+	[ "$(ip netns exec "$ns" cat "$tapc")" -gt 0 ] || { kill "$peer"; fail "no frames before the pause"; return; }
+	ctl ctl-traffic-pause pause $n
+	expect_status 0 || { kill "$peer"; return; }
+	local tp0
+	tp0=$(date +%s%N)
+	read -r p1 c1 < <(stat_val $n "d['nets'][0]['queues'][1]['packets'], int(d['guest_clock_s'] * 1e6)" | tr -d '(),')
+	tap1=$(ip netns exec "$ns" cat "$tapc")
+	sleep 1.5
+	read -r p2 c2 < <(stat_val $n "d['nets'][0]['queues'][1]['packets'], int(d['guest_clock_s'] * 1e6)" | tr -d '(),')
+	tap2=$(ip netns exec "$ns" cat "$tapc")
+	ctl ctl-traffic-resume resume $n
+	expect_status 0 || { kill "$peer"; return; }
+	local tp1
+	tp1=$(date +%s%N)
+	for ((i = 0; i < 400; i++)); do
+		[ "$(ip netns exec "$ns" cat "$tapc")" -gt "$tap2" ] && break
+		sleep 0.05
+	done
+	p3=$(stat_val $n "d['nets'][0]['queues'][1]['packets']")
+	local c3 tc3
+	c3=$(stat_val $n "int(d['guest_clock_s'] * 1e6)")
+	tc3=$(date +%s%N)
+	wait_exit "$VM_PID" 60 || { kill "$peer"; return; }
+	w1=$(date +%s%N)
+	kill -TERM "$peer" 2>/dev/null
+	wait "$peer"
+	LAST_LOG=$VM_LOG
+	[ "$EXIT_STATUS" = 0 ] || { fail "the bench run exited $EXIT_STATUS"; return; }
+	[ "$p1" = "$p2" ] || { fail "tx0 moved while paused: $p1 -> $p2 packets"; return; }
+	[ "$tap1" = "$tap2" ] || { fail "the tap received frames while paused: $tap1 -> $tap2"; return; }
+	[ "$c1" = "$c2" ] || { fail "kvm-clock moved while paused: $c1 -> $c2 us"; return; }
+	[ "${p3:-0}" -gt "$p2" ] || { fail "no frames after resume ($p2 -> ${p3:-?})"; return; }
+	# kvm-clock went on from where it stood: from the pause to a reading after resume it advanced by
+	# the wall time less at least 1 s (1.5 s were paused).
+	local wall_us=$(((tc3 - tp0) / 1000)) adv=$((c3 - c1))
+	[ "$adv" -lt $((wall_us - 1000000)) ] || { fail "kvm-clock jumped: +$adv us over $wall_us us with 1.5 s paused"; return; }
+	# Every frame accounted for.
+	local b p frames dpk ddrops taprx pf pdrops
+	b=$(grep '^BENCH ' "$VM_LOG")
+	p=$(grep '^PEER ' "$plog")
+	frames=$(kv frames "$b")
+	dpk=$(grep '^{"vcpu_exits"' "$VM_LOG" | tail -n 1 | "$PY" -c "import json,sys; print(json.load(sys.stdin)['nets'][0]['queues'][1]['packets'])")
+	ddrops=$(grep '^{"vcpu_exits"' "$VM_LOG" | tail -n 1 | "$PY" -c "import json,sys; print(json.load(sys.stdin)['nets'][0]['queues'][1]['drops'])")
+	taprx=$(ip netns exec "$ns" cat "/sys/class/net/$tap/statistics/rx_packets")
+	pf=$(kv frames "$p")
+	pdrops=$(kv drops "$p")
+	[ -n "$frames" ] && [ -n "$dpk" ] && [ -n "$pf" ] || { fail "unparsable BENCH/PEER/--stats lines"; return; }
+	[ "$dpk" = $((frames - ddrops)) ] || { fail "device sent $dpk, guest $frames, device drops $ddrops"; return; }
+	[ "$ddrops" = 0 ] || { fail "the device dropped $ddrops frames"; return; }
+	[ "$taprx" = "$dpk" ] || { fail "tap received $taprx, device sent $dpk"; return; }
+	[ $((pf + pdrops)) = "$dpk" ] || { fail "peer counted $pf (+$pdrops dropped), device sent $dpk"; return; }
+	echo "frames=$frames paused_at=$p1 guest_secs=$(kv secs "$b") wall_ms=$(((w1 - w0) / 1000000)) paused_ms=$(((tp1 - tp0) / 1000000))" \
+		>"$LOG_DIR/ctl-traffic.result"
+	ip netns del "$ns"
+}
+
+# The guest timed its 8 s with RDTSC. With the TSC offset moved back over the pause, its 8 s
+# are 8 s of running: the whole run takes at least 8 s plus most of the pause. (A PVM host runs
+# guest CPL3 code natively, RDTSC included, so no offset applies there: skipped.)
+t_pause_tsc() {
+	local r secs wall paused
+	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	is_pvm_host && { skip "PVM host: guest CPL3 reads the host TSC natively, no TSC offset applies (kvm-clock is checked above)"; return; }
+	r=$(cat "$LOG_DIR/ctl-traffic.result" 2>/dev/null) || { fail "pause-during-traffic left no result"; return; }
+	secs=$(kv guest_secs " $r"); wall=$(kv wall_ms " $r"); paused=$(kv paused_ms " $r")
+	secs=${secs%%.*}
+	[ -n "$secs" ] && [ -n "$wall" ] || { fail "unparsable result: $r"; return; }
+	[ "$wall" -ge $((secs * 1000 + paused * 8 / 10)) ] ||
+		fail "the guest's TSC jumped over the pause: it counted $secs s in $wall ms of wall time with $paused ms paused"
+}
+
+skip_unless_kvm
+[ -f "$GUEST_DIR/spin.elf" ] || _SKIP_ALL=${_SKIP_ALL:-"no $GUEST_DIR/spin.elf (make guests)"}
+run_test help t_help
+run_test missing t_missing
+run_test running t_running
+run_test default-name t_default_name
+run_test duplicate-name t_duplicate
+run_test stale-socket t_stale
+run_test malformed-client t_malformed
+run_test other-user t_other_user
+run_test stop-while-paused t_stop_paused
+run_test stop-all t_stop_all
+run_test_serial pause-during-traffic t_pause_traffic
+run_test_serial pause-guest-tsc t_pause_tsc
+finish_tests

@@ -1,0 +1,331 @@
+/* Unit tests for the control protocol: header and field encoding, every length check, whole messages over a socket pair, names. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "lkvm/ctl.h"
+#include "lkvm/kvm.h"
+#include "lkvm/run.h"
+
+START_TEST(header_roundtrip)
+{
+	struct ctl_hdr h = { .magic = CTL_MAGIC, .version = CTL_VERSION, .type = CTL_STAT | CTL_REPLY,
+			     .status = CTL_ERR_STATE, .len = 1234 }, d;
+	u8 b[CTL_HDR_LEN];
+
+	ctl_hdr_encode(&h, b);
+	/* Little-endian on the wire whatever the host. */
+	ck_assert_int_eq(b[0], 'L');
+	ck_assert_int_eq(b[1], 'K');
+	ck_assert_int_eq(b[2], 'V');
+	ck_assert_int_eq(b[3], 'C');
+	ck_assert_int_eq(b[4], 1);
+	ck_assert_int_eq(b[12], 1234 & 0xff);
+	ck_assert_int_eq(b[13], 1234 >> 8);
+	ck_assert_int_eq(ctl_hdr_decode(b, 4096, &d), 0);
+	ck_assert_uint_eq(d.type, CTL_STAT | CTL_REPLY);
+	ck_assert_uint_eq(d.status, CTL_ERR_STATE);
+	ck_assert_uint_eq(d.len, 1234);
+}
+END_TEST
+
+START_TEST(header_checks)
+{
+	struct ctl_hdr h = { .magic = CTL_MAGIC, .version = CTL_VERSION, .type = CTL_INFO, .len = CTL_MAX_REQUEST }, d;
+	u8 b[CTL_HDR_LEN];
+
+	ctl_hdr_encode(&h, b);
+	ck_assert_int_eq(ctl_hdr_decode(b, CTL_MAX_REQUEST, &d), 0);
+	ck_assert_int_eq(ctl_hdr_decode(b, CTL_MAX_REQUEST - 1, &d), -EMSGSIZE);
+	h.len = 0xffffffff;
+	ctl_hdr_encode(&h, b);
+	ck_assert_int_eq(ctl_hdr_decode(b, CTL_MAX_REPLY, &d), -EMSGSIZE);
+	h.len = 0;
+	h.version = 2;
+	ctl_hdr_encode(&h, b);
+	ck_assert_int_eq(ctl_hdr_decode(b, CTL_MAX_REQUEST, &d), -EPROTONOSUPPORT);
+	ck_assert_uint_eq(d.version, 2); /* filled, so the error can name it */
+	h.version = CTL_VERSION;
+	h.magic = 0x54544547; /* "GETT" of an HTTP request */
+	ctl_hdr_encode(&h, b);
+	ck_assert_int_eq(ctl_hdr_decode(b, CTL_MAX_REQUEST, &d), -EPROTO);
+}
+END_TEST
+
+static void build(struct ctl_msg *m)
+{
+	ctl_msg_init(m, CTL_INFO | CTL_REPLY, 0);
+	ck_assert_int_eq(ctl_add_str(m, "name", "vm1"), 0);
+	ck_assert_int_eq(ctl_add_u64(m, "pid", 0x1122334455667788ull), 0);
+	ck_assert_int_eq(ctl_add_str(m, "empty", ""), 0);
+	ck_assert_int_eq(ctl_add_u64(m, "net0.tx0.packets", 7), 0);
+}
+
+START_TEST(fields_roundtrip)
+{
+	struct ctl_msg m;
+	struct ctl_field f;
+	struct ctl_kvs kv;
+	size_t off = 0;
+
+	build(&m);
+	ck_assert_uint_eq(m.len, (2 + 4 + 2 + 3) + (2 + 3 + 8) + (2 + 5 + 2) + (2 + 16 + 8));
+	ck_assert_int_eq(ctl_next_field(m.buf, m.len, &off, &f), 1);
+	ck_assert_int_eq(f.kind, CTL_F_STR);
+	ck_assert_str_eq(f.name, "name");
+	ck_assert_uint_eq(f.str_len, 3);
+	ck_assert(!memcmp(f.str, "vm1", 3));
+	ck_assert_int_eq(ctl_next_field(m.buf, m.len, &off, &f), 1);
+	ck_assert_uint_eq(f.u, 0x1122334455667788ull);
+	ck_assert_int_eq(ctl_next_field(m.buf, m.len, &off, &f), 1);
+	ck_assert_uint_eq(f.str_len, 0);
+	ck_assert_int_eq(ctl_next_field(m.buf, m.len, &off, &f), 1);
+	ck_assert_int_eq(ctl_next_field(m.buf, m.len, &off, &f), 0);
+	ck_assert_int_eq(ctl_find(m.buf, m.len, "net0.tx0.packets", CTL_F_U64, &f), 0);
+	ck_assert_uint_eq(f.u, 7);
+	ck_assert_int_eq(ctl_find(m.buf, m.len, "pid", CTL_F_STR, &f), -ENOENT);
+	ck_assert_int_eq(ctl_kvs_decode(&m, &kv), 0);
+	ck_assert_uint_eq(kv.n, 4);
+	ck_assert_str_eq(ctl_kv_str(&kv, "name"), "vm1");
+	ck_assert_str_eq(ctl_kv_str(&kv, "empty"), "");
+	ck_assert_str_eq(ctl_kv_str(&kv, "missing"), "");
+	ck_assert_uint_eq(ctl_kv_u64(&kv, "net0.tx0.packets"), 7);
+	ck_assert_uint_eq(ctl_kv_u64(&kv, "name"), 0); /* a string is no number */
+	ctl_kvs_free(&kv);
+	ctl_msg_free(&m);
+}
+END_TEST
+
+/* Every cut of a valid payload is either a field boundary (valid) or rejected, never read past. */
+START_TEST(fields_truncated)
+{
+	struct ctl_msg m;
+	size_t bounds[] = { 0, 11, 24, 33, 59 };
+
+	build(&m);
+	for (size_t cut = 0; cut <= m.len; cut++) {
+		/* A copy of exactly `cut` bytes, so ASan catches any read beyond it. */
+		u8 *p = malloc(cut ? cut : 1);
+		bool boundary = false;
+
+		memcpy(p, m.buf, cut);
+		for (size_t i = 0; i < ARRAY_SIZE(bounds); i++)
+			boundary |= bounds[i] == cut;
+		ck_assert_msg((ctl_payload_check(p, cut) == 0) == boundary, "cut at %zu", cut);
+		free(p);
+	}
+	ctl_msg_free(&m);
+}
+END_TEST
+
+START_TEST(fields_malformed)
+{
+	u8 zero_name[] = { CTL_F_U64, 0, 1, 2, 3, 4, 5, 6, 7, 8 };
+	u8 long_name[2 + 64 + 8] = { CTL_F_U64, 64 };
+	u8 bad_kind[] = { 9, 1, 'a', 0, 0, 0, 0, 0, 0, 0, 0 };
+	u8 str_over[] = { CTL_F_STR, 1, 'a', 5, 0, 'x', 'y' };
+	u8 nul_name[] = { CTL_F_U64, 2, 'a', 0, 1, 2, 3, 4, 5, 6, 7, 8 };
+	u8 ok[] = { CTL_F_STR, 1, 'a', 2, 0, 'x', 'y' };
+
+	memset(long_name + 2, 'n', 64);
+	ck_assert_int_eq(ctl_payload_check(zero_name, sizeof(zero_name)), -EBADMSG);
+	ck_assert_int_eq(ctl_payload_check(long_name, sizeof(long_name)), -EBADMSG);
+	ck_assert_int_eq(ctl_payload_check(bad_kind, sizeof(bad_kind)), -EBADMSG);
+	ck_assert_int_eq(ctl_payload_check(str_over, sizeof(str_over)), -EBADMSG);
+	ck_assert_int_eq(ctl_payload_check(nul_name, sizeof(nul_name)), -EBADMSG);
+	ck_assert_int_eq(ctl_payload_check(ok, sizeof(ok)), 0);
+	ck_assert_int_eq(ctl_payload_check(NULL, 0), 0);
+}
+END_TEST
+
+START_TEST(add_limits)
+{
+	char name[CTL_NAME_MAX + 2];
+	struct ctl_msg m;
+	char *big = malloc(CTL_STR_MAX + 2);
+
+	memset(name, 'n', sizeof(name));
+	name[CTL_NAME_MAX] = '\0';
+	ctl_msg_init(&m, CTL_INFO, 0);
+	ck_assert_int_eq(ctl_add_u64(&m, name, 1), 0); /* 63 characters: fits */
+	name[CTL_NAME_MAX] = 'n';
+	name[CTL_NAME_MAX + 1] = '\0';
+	ck_assert_int_eq(ctl_add_u64(&m, name, 1), -EINVAL);
+	ck_assert(m.oom);
+	ck_assert_int_eq(ctl_send(-1, &m), -EMSGSIZE); /* an unusable message is never sent */
+	ctl_msg_free(&m);
+
+	ctl_msg_init(&m, CTL_INFO, 0);
+	ck_assert_int_eq(ctl_add_u64(&m, "", 1), -EINVAL);
+	ctl_msg_free(&m);
+
+	memset(big, 'x', CTL_STR_MAX + 1);
+	big[CTL_STR_MAX + 1] = '\0';
+	ctl_msg_init(&m, CTL_INFO, 0);
+	ck_assert_int_eq(ctl_add_strn(&m, "s", big, CTL_STR_MAX), 0);
+	ck_assert_int_eq(ctl_add_str(&m, "t", big), -EINVAL);
+	ctl_msg_free(&m);
+	/* The whole reply stays under CTL_MAX_REPLY. */
+	ctl_msg_init(&m, CTL_INFO, 0);
+	int ret = 0;
+	for (int i = 0; i < 100 && ret == 0; i++)
+		ret = ctl_add_strn(&m, "s", big, CTL_STR_MAX);
+	ck_assert_int_eq(ret, -EMSGSIZE);
+	ck_assert(m.len <= CTL_MAX_REPLY);
+	ctl_msg_free(&m);
+	free(big);
+}
+END_TEST
+
+START_TEST(socket_roundtrip)
+{
+	int sv[2];
+	struct ctl_msg m, r;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	build(&m);
+	ck_assert_int_eq(ctl_send(sv[0], &m), 0);
+	ck_assert_int_eq(ctl_recv(sv[1], &r, CTL_MAX_REPLY, 1000), 0);
+	ck_assert_uint_eq(r.hdr.type, CTL_INFO | CTL_REPLY);
+	ck_assert_uint_eq(r.len, m.len);
+	ck_assert(!memcmp(r.buf, m.buf, m.len));
+	ctl_msg_free(&r);
+	/* The receiver's bound applies: a 59-byte payload against a 58-byte limit. */
+	ck_assert_int_eq(ctl_send(sv[0], &m), 0);
+	ck_assert_int_eq(ctl_recv(sv[1], &r, (u32)m.len - 1, 1000), -EMSGSIZE);
+	ctl_msg_free(&m);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(socket_cut_and_garbage)
+{
+	struct ctl_hdr h = { .magic = CTL_MAGIC, .version = CTL_VERSION, .type = CTL_STAT, .len = 40 };
+	u8 b[CTL_HDR_LEN + 10];
+	struct ctl_msg r;
+	int sv[2];
+
+	/* Nothing, then EOF. */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	close(sv[0]);
+	ck_assert_int_eq(ctl_recv(sv[1], &r, CTL_MAX_REPLY, 1000), -ECONNRESET);
+	close(sv[1]);
+	/* Half a header, then EOF. */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ctl_hdr_encode(&h, b);
+	ck_assert_int_eq(write(sv[0], b, 7), 7);
+	close(sv[0]);
+	ck_assert_int_eq(ctl_recv(sv[1], &r, CTL_MAX_REPLY, 1000), -EPIPE);
+	close(sv[1]);
+	/* A header announcing 40 bytes, 10 sent, then EOF. */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	memset(b + CTL_HDR_LEN, 0, 10);
+	ck_assert_int_eq(write(sv[0], b, sizeof(b)), (ssize_t)sizeof(b));
+	close(sv[0]);
+	ck_assert_int_eq(ctl_recv(sv[1], &r, CTL_MAX_REPLY, 1000), -EPIPE);
+	close(sv[1]);
+	/* The same, with the writer still there: a timeout, not a hang. */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ck_assert_int_eq(write(sv[0], b, sizeof(b)), (ssize_t)sizeof(b));
+	ck_assert_int_eq(ctl_recv(sv[1], &r, CTL_MAX_REPLY, 50), -ETIMEDOUT);
+	close(sv[0]);
+	close(sv[1]);
+	/* Text instead of a header. */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ck_assert_int_eq(write(sv[0], "GET / HTTP/1.0\r\n\r\n", 18), 18);
+	ck_assert_int_eq(ctl_recv(sv[1], &r, CTL_MAX_REPLY, 1000), -EPROTO);
+	close(sv[0]);
+	close(sv[1]);
+	/* A whole message whose payload is malformed. */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	h.len = 3;
+	ctl_hdr_encode(&h, b);
+	b[CTL_HDR_LEN] = CTL_F_U64;
+	b[CTL_HDR_LEN + 1] = 1;
+	b[CTL_HDR_LEN + 2] = 'a';
+	ck_assert_int_eq(write(sv[0], b, CTL_HDR_LEN + 3), CTL_HDR_LEN + 3);
+	ck_assert_int_eq(ctl_recv(sv[1], &r, CTL_MAX_REPLY, 1000), -EBADMSG);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(names_and_paths)
+{
+	char long_name[66], p[200];
+
+	ck_assert(ctl_name_valid("vm1"));
+	ck_assert(ctl_name_valid("ci.smoke_2-a"));
+	ck_assert(!ctl_name_valid(""));
+	ck_assert(!ctl_name_valid(".hidden"));
+	ck_assert(!ctl_name_valid("-rf"));
+	ck_assert(!ctl_name_valid("a/b"));
+	ck_assert(!ctl_name_valid("../x"));
+	ck_assert(!ctl_name_valid("sp ace"));
+	memset(long_name, 'a', 65);
+	long_name[65] = '\0';
+	ck_assert(!ctl_name_valid(long_name));
+	long_name[64] = '\0';
+	ck_assert(ctl_name_valid(long_name));
+	ck_assert_int_eq(ctl_path(p, sizeof(p), "/run/lkvm", "vm1", ".sock"), 0);
+	ck_assert_str_eq(p, "/run/lkvm/vm1.sock");
+	/* Past sun_path (108 bytes) even though the buffer is larger. */
+	ck_assert_int_eq(ctl_path(p, sizeof(p), "/run/user/1000/a-rather-long-directory-name/lkvm", long_name, ".sock"),
+			 -ENAMETOOLONG);
+}
+END_TEST
+
+START_TEST(runtime_dir)
+{
+	char d[256];
+
+	setenv("LKVM_RUNTIME_DIR", "/tmp/x-lkvm", 1);
+	ck_assert_int_eq(ctl_runtime_dir(d, sizeof(d)), 0);
+	ck_assert_str_eq(d, "/tmp/x-lkvm");
+	unsetenv("LKVM_RUNTIME_DIR");
+	ck_assert_int_eq(ctl_runtime_dir(d, sizeof(d)), 0);
+	if (geteuid() == 0)
+		ck_assert_str_eq(d, "/run/lkvm");
+	ck_assert_int_eq(ctl_runtime_dir(d, 4), -ENAMETOOLONG);
+}
+END_TEST
+
+START_TEST(run_name_option)
+{
+	struct kvm_config cfg;
+	char err[256];
+	char *ok[] = { "run", "-k", "k", "--name", "web-1" };
+	char *bad[] = { "run", "-k", "k", "--name", "a/b" };
+
+	ck_assert_int_eq(kvm_run_parse(5, ok, &cfg, stdout, err, sizeof(err)), 0);
+	ck_assert_str_eq(cfg.name, "web-1");
+	ck_assert_int_eq(kvm_run_parse(5, bad, &cfg, stdout, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "--name 'a/b'"));
+}
+END_TEST
+
+static Suite *ctl_suite(void)
+{
+	Suite *s = suite_create("ctl");
+	TCase *tc = tcase_create("proto");
+
+	tcase_add_test(tc, header_roundtrip);
+	tcase_add_test(tc, header_checks);
+	tcase_add_test(tc, fields_roundtrip);
+	tcase_add_test(tc, fields_truncated);
+	tcase_add_test(tc, fields_malformed);
+	tcase_add_test(tc, add_limits);
+	tcase_add_test(tc, socket_roundtrip);
+	tcase_add_test(tc, socket_cut_and_garbage);
+	tcase_add_test(tc, names_and_paths);
+	tcase_add_test(tc, runtime_dir);
+	tcase_add_test(tc, run_name_option);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LKVM_CHECK_MAIN(ctl_suite)
