@@ -33,7 +33,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all clean distclean check unit guests run deps tools bench
+.PHONY: all clean distclean check unit guests run deps tools bench fuzz fuzz-build
 all: $(LKVM)
 
 $(LKVM): $(BUILD)/main.o $(BUILD)/liblkvm.a
@@ -65,6 +65,43 @@ build/tools/%: tests/tools/%.c
 unit: $(UNIT_BINS)
 	@tests/run-unit.sh $(UNIT_BINS)
 
+# Fuzz targets (tests/fuzz/): the entry points are plain C, so the unit test
+# test_fuzz_regress links them too (built with $(CC)) and replays tests/fuzz/regress/ and
+# the seed corpora through them; `make fuzz` builds each with clang's libFuzzer, ASan and
+# UBSan against the library sources and runs it for FUZZ_SECONDS from its corpus.
+FUZZ_TARGETS := virtqueue pci net boot opts
+FUZZ_SECONDS ?= 60
+FUZZ_OBJS := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz_%.o)
+$(BUILD)/tests/fuzz_%.o: tests/fuzz/fuzz_%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/fuzz -c -o $@ $<
+$(BUILD)/tests/test_fuzz_regress.o: CFLAGS += -Itests/fuzz
+$(BUILD)/tests/test_fuzz_regress: $(BUILD)/tests/test_fuzz_regress.o $(FUZZ_OBJS) $(BUILD)/liblkvm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+
+FUZZ_DIR := build/fuzz
+FUZZ_CC := clang
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS := -O1 -g -std=gnu11 $(WARN) -Iinclude -Itests/fuzz -D_GNU_SOURCE -pthread $(FUZZ_SAN)
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz-%)
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link -c -o $@ $<
+$(FUZZ_DIR)/liblkvm.a: $(FUZZ_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+$(FUZZ_DIR)/fuzz-%: tests/fuzz/fuzz_%.c tests/fuzz/libfuzzer.c tests/fuzz/fuzz.h $(FUZZ_DIR)/liblkvm.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_ENTRY=fuzz_$* -o $@ \
+		tests/fuzz/fuzz_$*.c tests/fuzz/libfuzzer.c $(FUZZ_DIR)/liblkvm.a $(LDLIBS)
+fuzz-build:
+	@scripts/deps.sh fuzz
+	@$(MAKE) -s $(FUZZ_BINS)
+# Run every target for FUZZ_SECONDS from tests/fuzz/corpus/TARGET (new inputs go to
+# build/fuzz/corpus/TARGET, crashes to build/fuzz/crashes/TARGET).
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 include tests/guest/guests.mk
 
 deps:
@@ -86,10 +123,10 @@ run:
 	@scripts/run.sh
 
 clean:
-	rm -rf build/obj build/asan build/guests lkvm
+	rm -rf build/obj build/asan build/guests build/fuzz lkvm
 
 # Also removes the cached guest kernel and initramfs (minutes to rebuild).
 distclean: clean
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/main.d $(UNIT_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(BUILD)/main.d $(UNIT_BINS:=.d) $(FUZZ_OBJS:.o=.d) $(FUZZ_LIB_OBJS:.o=.d)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make check`: every test: unit tests (normal and ASan+UBSan builds), freestanding guests, Linux boots,
+# `make check`: every test: unit tests (normal and ASan+UBSan builds), fuzz targets, freestanding guests, Linux boots,
 # networking, and Linux guest user space (in the emulated SVM host where this machine cannot run it).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,6 +46,11 @@ kind=$(scripts/kvm-host.sh --print-kind)
 echo "check: KVM stages run on: $kind"
 stage unit make -s unit
 stage unit-asan make -s ASAN=1 unit
+# libFuzzer targets (tests/fuzz/), about 20 s each from their seed corpora; SKIP without clang.
+stage fuzz bash -c 'scripts/deps.sh fuzz >/dev/null 2>&1 || echo "fuzz: cannot install clang"
+    if command -v clang >/dev/null && ! make -s fuzz-build > build/test-logs/fuzz-build.log 2>&1; then
+        cat build/test-logs/fuzz-build.log; fi
+    tests/fuzz/run.sh 20 virtqueue pci net boot opts'
 stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
 stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
 stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'

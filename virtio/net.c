@@ -1127,6 +1127,37 @@ struct virtio_device *virtio_net_vdev(struct virtio_net *n)
 	return &n->vdev;
 }
 
+int virtio_net_serve_once(struct virtio_net *n, int qi)
+{
+	struct virtio_device *vdev = &n->vdev;
+	int ctl = (vdev->features & F(VIRTIO_NET_F_MQ)) ? 2 * n->pairs : 2;
+	struct net_worker *w;
+
+	if (qi < 0 || qi > ctl || (qi != ctl && qi % 2 == 0) || !vdev->q[qi].vq.ready || n->nworkers)
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->elem = malloc(sizeof(*w->elem));
+	if (!w->elem) {
+		free(w);
+		return -ENOMEM;
+	}
+	w->n = n;
+	w->qi = qi;
+	w->kind = qi == ctl ? W_CTL : W_TX;
+	w->pair = qi == ctl ? 0 : qi / 2;
+	w->poll_budget_ns = n->poll_max_ns;
+	snprintf(w->qname, sizeof(w->qname), qi == ctl ? "ctrl" : "tx%d", w->pair);
+	if (w->kind == W_CTL)
+		ctl_drain(w);
+	else if (tx_drain(w))
+		pr_debug("virtio-net %s: stopped while serving once", w->qname);
+	worker_free(w);
+	free(w);
+	return 0;
+}
+
 void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *arg)
 {
 	n->tx_hook_arg = arg;
