@@ -6,12 +6,12 @@ ifeq ($(origin CC),default)
 CC := gcc
 endif
 
-PKGS := libfdt libaio libcap-ng
+PKGS := libfdt libaio libcap-ng libseccomp
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wformat=2 -Wno-unused-parameter -Wvla
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 $(WARN) -Iinclude -D_GNU_SOURCE -pthread -MMD -MP
-LDLIBS += -pthread -lfdt -laio -lcap-ng
+LDLIBS += -pthread -lfdt -laio -lcap-ng -lseccomp
 
 ifeq ($(ASAN),1)
 BUILD := build/asan
@@ -26,7 +26,7 @@ endif
 
 # Every .c under these folders is part of the VMM library; main.c holds only main().
 LIB_SRCS := $(wildcard builtin/*.c virtio/*.c net/*.c hw/*.c x86/*.c) kvm.c kvm-cpu.c kvm-run.c \
-	util.c mem.c io.c iov.c term.c
+	util.c mem.c io.c iov.c term.c sandbox.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)

@@ -3,7 +3,7 @@
 # Usage: deps.sh [build|test|guest|kvm-host|bench|fuzz|all]
 set -euo pipefail
 what=${1:-all}
-build_pkgs="gcc make pkg-config libfdt-dev libaio-dev libcap-ng-dev"
+build_pkgs="gcc make pkg-config libfdt-dev libaio-dev libcap-ng-dev libseccomp-dev"
 test_pkgs="check iproute2 iputils-ping socat"
 kvm_host_pkgs="qemu-system-x86 busybox-static cpio gzip xz-utils binutils util-linux coreutils"
 bench_pkgs="gnuplot-nox python3"  # lkvm bench net --svg; python3 checks its JSON in tests

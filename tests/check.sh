@@ -52,6 +52,7 @@ stage fuzz bash -c 'scripts/deps.sh fuzz >/dev/null 2>&1 || echo "fuzz: cannot i
         cat build/test-logs/fuzz-build.log; fi
     tests/fuzz/run.sh 20 virtqueue pci net boot opts'
 stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
+stage sandbox bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh'
 stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
 stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
 scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }

@@ -39,6 +39,8 @@ struct kvm_config {
 	enum { STATS_OFF, STATS_TABLE, STATS_JSON } stats;
 	int nr_nets;
 	struct net_opts net[4]; /* -n, once per NIC */
+	bool sandbox;          /* --sandbox=on (default): drop capabilities, seccomp per thread */
+	const char *user;      /* --user USER: switch to it after set-up, or NULL */
 };
 
 struct kvm_cpu;
@@ -103,6 +105,10 @@ struct kvm {
 	 * PTHREAD_MUTEX_INITIALIZER is all zeroes, and kvm_create starts from memset 0). */
 	pthread_mutex_t irq_lock;
 	struct kvm_msi_route msi_routes[KVM_IRQ_MSI_ROUTES];
+
+	/* Threads install their seccomp filter when they start (sandbox_enter); set by the
+	 * run once privileges are dropped, before any thread starts. */
+	bool sandbox;
 
 	u64 start_ns; /* process start, for timing reports */
 	atomic_ullong first_insn_ns;
