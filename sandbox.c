@@ -45,7 +45,9 @@ struct sb_kind {
 
 /* Every thread: memory management and locks inside glibc, logging (write), eventfds
  * (read/write), waiting, time, naming itself (prctl), ending (exit, or abort via tgkill),
- * and restoring the terminal from the SIGSYS handler (ioctl TCSETS). */
+ * and restoring the terminal from the SIGSYS handler (ioctl TCSETS). sigaltstack and
+ * sched_getaffinity (pthread_getattr_np) are what the sanitizer runtimes add to a thread's
+ * start and end. */
 static const struct sb_kind common = {
 	.name = "common",
 	.calls = { SCMP_SYS(write), SCMP_SYS(close), SCMP_SYS(futex), SCMP_SYS(exit), SCMP_SYS(exit_group),
@@ -54,7 +56,7 @@ static const struct sb_kind common = {
 		   SCMP_SYS(restart_syscall), SCMP_SYS(sched_yield), SCMP_SYS(clock_gettime),
 		   SCMP_SYS(gettimeofday), SCMP_SYS(clock_nanosleep), SCMP_SYS(nanosleep), SCMP_SYS(getpid),
 		   SCMP_SYS(gettid), SCMP_SYS(tgkill), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(getrandom),
-		   SCMP_SYS(sigaltstack) },
+		   SCMP_SYS(sigaltstack), SCMP_SYS(sched_getaffinity) },
 	.ioctls = { TCSETS, TCSETSW },
 };
 
