@@ -1167,7 +1167,7 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	int ctl = (vdev->features & F(VIRTIO_NET_F_MQ)) ? 2 * n->pairs : 2;
 	struct net_worker *w;
 
-	if (qi < 0 || qi > ctl || (qi != ctl && qi % 2 == 0) || !vdev->q[qi].vq.ready || n->nworkers)
+	if (qi < 0 || qi > ctl || !vdev->q[qi].vq.ready || n->nworkers)
 		return -EINVAL;
 	w = calloc(1, sizeof(*w));
 	if (!w)
@@ -1179,14 +1179,25 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	}
 	w->n = n;
 	w->qi = qi;
-	w->kind = qi == ctl ? W_CTL : W_TX;
+	w->kind = qi == ctl ? W_CTL : qi % 2 ? W_TX : W_RX;
 	w->pair = qi == ctl ? 0 : qi / 2;
 	w->poll_budget_ns = n->poll_max_ns;
-	snprintf(w->qname, sizeof(w->qname), qi == ctl ? "ctrl" : "tx%d", w->pair);
-	if (w->kind == W_CTL)
+	snprintf(w->qname, sizeof(w->qname), qi == ctl ? "ctrl" : qi % 2 ? "tx%d" : "rx%d", w->pair);
+	n->mrg_rxbuf = vdev->features & F(VIRTIO_NET_F_MRG_RXBUF);
+	if (w->kind == W_RX && !(w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov)))) {
+		worker_free(w);
+		free(w);
+		return -ENOMEM;
+	}
+	if (w->kind == W_CTL) {
 		ctl_drain(w);
-	else if (tx_drain(w))
+	} else if (w->kind == W_RX) {
+		vq_disable_notify(&vdev->q[qi].vq);
+		rx_drain(w);
+		rx_release(w);
+	} else if (tx_drain(w)) {
 		pr_debug("virtio-net %s: stopped while serving once", w->qname);
+	}
 	worker_free(w);
 	free(w);
 	return 0;

@@ -1,4 +1,4 @@
-/* Fuzz target: virtio-net TX chains (header + frame) and control-queue commands, served through the fake backend. */
+/* Fuzz target: virtio-net TX chains (header + frame), control-queue commands and RX buffers, served through the fake backend. */
 #include <stdlib.h>
 #include <string.h>
 #include <linux/virtio_net.h>
@@ -8,10 +8,12 @@
 #include "lkvm/virtio-net.h"
 
 /* Input: an 8-byte header, then the first bytes of guest RAM (the rest is zero).
- *   u8 mode: bit 0 serve the control queue (else TX), bit 1 two queue pairs with MQ,
- *            bit 2 TX of pair 1 (with bit 1), bits 4-5 rounds - 1;
+ *   u8 mode: bit 0 serve the control queue, else bit 3 RX, else TX; bit 1 two queue pairs
+ *            with MQ, bit 2 the data queue of pair 1 (with bit 1), bits 4-5 rounds - 1;
  *   u8 queue size log2 (mod 7: 1..64); u8 feature bits (0 EVENT_IDX, 1 INDIRECT_DESC,
- *   2 MRG_RXBUF, 3 CTRL_RX, 4 CSUM + HOST_TSO4/6); u8 pad; u8 avail->idx bump per round[4].
+ *   2 MRG_RXBUF, 3 CTRL_RX, 4 CSUM + HOST_TSO4/6); u8 RX frames the host sends before each
+ *   round (bits 0-2: how many, bits 3-7: where in a list of sizes to start); u8 avail->idx
+ *   bump per round[4].
  * The served queue's rings sit at the bottom of RAM (desc 0x0, avail 0x400, used 0x600),
  * where the input writes; buffers may point anywhere. The other queues are set up high. */
 #define NF_RAM KiB(32)
@@ -51,7 +53,8 @@ int fuzz_net(const uint8_t *data, size_t size)
 	u8 bump[4];
 	bool mq = mode & 2;
 	int pairs = mq ? 2 : 1, nq = 2 * pairs + 1, ctl = 2 * pairs;
-	int qi = (mode & 1) ? ctl : (mq && (mode & 4)) ? 3 : 1;
+	bool rx = !(mode & 1) && (mode & 8);
+	int qi = (mode & 1) ? ctl : ((mq && (mode & 4)) ? 2 : 0) + !rx;
 	int rounds = ((mode >> 4) & 3) + 1;
 	u16 qsize = (u16)(1u << (qlog % 7));
 	u64 f = features_from(fbits, mq);
@@ -60,8 +63,8 @@ int fuzz_net(const uint8_t *data, size_t size)
 	struct virtio_device *vdev;
 	struct virtio_net *n;
 	struct kvm *kvm;
+	u8 rxf = (u8)fuzz_take(&in, 1);
 
-	fuzz_take(&in, 1);
 	for (int i = 0; i < 4; i++)
 		bump[i] = (u8)fuzz_take(&in, 1);
 	memset(ram, 0, sizeof(ram));
@@ -92,6 +95,13 @@ int fuzz_net(const uint8_t *data, size_t size)
 		struct vring_avail *avail = (struct vring_avail *)(ram + NF_AVAIL);
 		ssize_t len;
 
+		for (int i = 0; rx && i < (rxf & 7); i++) {
+			static const u32 sizes[] = { 60, 1514, 1, 65550, 9000, 13, 4096 };
+			u32 flen = sizes[((rxf >> 3) + i) % ARRAY_SIZE(sizes)];
+
+			memset(frame, 0x40 + i, flen);
+			(void)!net_fake_inject(mine[qi / 2], frame, flen);
+		}
 		FUZZ_ASSERT(virtio_net_serve_once(n, qi) == 0);
 		/* What reached the host: a header and at most the largest frame, nothing else. */
 		for (int p = 0; p < pairs; p++)

@@ -102,6 +102,23 @@ net("tx-gso", 0, 3, 16, [0, 0, 0, 0], [[(gso + eth, False)], [(vnet_hdr, False)]
 net("tx-mq", 6, 3, 0, [0, 0, 0, 0], [[(vnet_hdr + eth, False)]])
 
 
+def rx(name, fbits, frames, bufs, mode=8):
+    """RX: `bufs` writable buffers of these sizes, one chain each; `frames` = the pad byte."""
+    r = Ram(0x4000)
+    data = 0x800
+    for i, size in enumerate(bufs):
+        r.desc(0, i, data, size, F_WRITE, 0)
+        data += (size + 15) & ~15
+    r.avail(0x400, len(bufs), list(range(len(bufs))))
+    write("net", name, bytes([mode, 3, fbits, frames, 0, 0, 0, 0]) + r.trimmed())
+
+
+rx("rx-one", 0, 1, [1526])
+rx("rx-mergeable", 4, 2 | (1 << 3), [256] * 8)          # 1514-byte frame over 256-byte buffers
+rx("rx-short", 4, 3 | (3 << 3), [64, 64])                # 65550 bytes, too few buffers
+rx("rx-mq-eventidx", 1, 1, [2048], mode=8 | 6)
+
+
 def ctrl(name, cls, cmd, payload, fbits=8, mode=1):
     net(name, mode, 3, fbits, [0, 0, 0, 0], [[(bytes([cls, cmd]), False), (payload, False), (b"\xff", True)]])
 
