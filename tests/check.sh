@@ -65,5 +65,7 @@ us_host=
 stage userspace scripts/kvm-host.sh $us_host --timeout 900 -- tests/integration/test-userspace.sh
 
 echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
+# Each fuzz target's executions and coverage, again at the end.
+sed -n 's/^  \([a-z]*\): \(ok\|FAIL[^:]*\): /check: fuzz \1: \2: /p' build/test-logs/stage-fuzz.log 2>/dev/null
 echo "check: $total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]
