@@ -70,12 +70,23 @@ def many(r):
     r.avail(0x200, 8, list(range(8)))
 
 
+def across_hole(r):
+    # RAM below the hole ends at 3 GiB; the ring sits at base 0x100.. (gpa 3 GiB - 16 KiB + ..).
+    base = 0xC0000000 - 0x4000
+    r.desc(0x100, 0, base + 0x800, 64, F_NEXT, 1)
+    r.desc(0x100, 1, 0xC0000000 - 32, 64, F_WRITE, 2)  # crosses into the hole: rejected
+    r.desc(0x100, 2, 0x100000000, 64, F_WRITE, 0)
+    r.avail(0x200, 2, [0, 2])
+
+
 vq("chain2", 8, 0, 1, [0, 0, 0, 0], chain2)
 vq("chain2-eventidx", 8, 1, 3, [0, 1, 1, 0], chain2)
 vq("indirect", 8, 0, 1, [0, 0, 0, 0], indirect)
 vq("loop", 8, 0, 1, [0, 0, 0, 0], loop)
 vq("many-unpop", 8, 3, 2, [0, 3, 0, 0], many)
 vq("idx-jump", 8, 0, 2, [0, 200, 0, 0], chain2)
+vq("two-regions", 8, 4, 1, [0, 0, 0, 0], chain2)
+vq("across-hole", 8, 4, 2, [0, 1, 0, 0], across_hole)
 
 
 # ---- net: 8-byte header, then RAM (desc 0x0, avail 0x400, used 0x600, data from 0x800) ----
