@@ -7,12 +7,12 @@ ifeq ($(origin CC),default)
 CC := gcc
 endif
 
-PKGS := libfdt libaio libcap-ng
+PKGS := libfdt libaio libcap-ng libseccomp
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wformat=2 -Wno-unused-parameter -Wvla
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 $(WARN) -Iinclude -D_GNU_SOURCE -pthread -MMD -MP
-LDLIBS += -pthread -lfdt -laio -lcap-ng
+LDLIBS += -pthread -lfdt -laio -lcap-ng -lseccomp
 
 ifeq ($(ASAN),1)
 BUILD := build/asan
@@ -38,14 +38,14 @@ endif
 
 # Every .c under these folders is part of the VMM library; main.c holds only main().
 LIB_SRCS := $(wildcard builtin/*.c virtio/*.c net/*.c hw/*.c x86/*.c ctl/*.c) kvm.c kvm-cpu.c kvm-run.c dev.c \
-	util.c mem.c io.c iov.c term.c pause.c
+	util.c mem.c io.c iov.c term.c pause.c sandbox.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all clean distclean check unit guests run deps tools bench
+.PHONY: all clean distclean check unit guests run deps tools bench fuzz fuzz-build
 all: $(LKVM)
 
 $(LKVM): $(BUILD)/main.o $(BUILD)/liblkvm.a
@@ -77,6 +77,43 @@ build/tools/%: tests/tools/%.c
 unit: $(UNIT_BINS)
 	@$(UNIT_ENV) tests/run-unit.sh $(UNIT_BINS)
 
+# Fuzz targets (tests/fuzz/): the entry points are plain C, so the unit test
+# test_fuzz_regress links them too (built with $(CC)) and replays tests/fuzz/regress/ and
+# the seed corpora through them; `make fuzz` builds each with clang's libFuzzer, ASan and
+# UBSan against the library sources and runs it for FUZZ_SECONDS from its corpus.
+FUZZ_TARGETS := virtqueue pci net boot opts
+FUZZ_SECONDS ?= 60
+FUZZ_OBJS := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz_%.o)
+$(BUILD)/tests/fuzz_%.o: tests/fuzz/fuzz_%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/fuzz -c -o $@ $<
+$(BUILD)/tests/test_fuzz_regress.o: CFLAGS += -Itests/fuzz
+$(BUILD)/tests/test_fuzz_regress: $(BUILD)/tests/test_fuzz_regress.o $(FUZZ_OBJS) $(BUILD)/liblkvm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+
+FUZZ_DIR := build/fuzz
+FUZZ_CC := clang
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS := -O1 -g -std=gnu11 $(WARN) -Iinclude -Itests/fuzz -D_GNU_SOURCE -pthread $(FUZZ_SAN)
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz-%)
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link -c -o $@ $<
+$(FUZZ_DIR)/liblkvm.a: $(FUZZ_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+$(FUZZ_DIR)/fuzz-%: tests/fuzz/fuzz_%.c tests/fuzz/libfuzzer.c tests/fuzz/fuzz.h $(FUZZ_DIR)/liblkvm.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_ENTRY=fuzz_$* -o $@ \
+		tests/fuzz/fuzz_$*.c tests/fuzz/libfuzzer.c $(FUZZ_DIR)/liblkvm.a $(LDLIBS)
+fuzz-build:
+	@scripts/deps.sh fuzz
+	@$(MAKE) -s $(FUZZ_BINS)
+# Run every target for FUZZ_SECONDS from tests/fuzz/corpus/TARGET (new inputs go to
+# build/fuzz/corpus/TARGET, crashes to build/fuzz/crashes/TARGET).
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 include tests/guest/guests.mk
 
 deps:
@@ -98,10 +135,10 @@ run:
 	@scripts/run.sh
 
 clean:
-	rm -rf build/obj build/asan build/tsan build/guests lkvm
+	rm -rf build/obj build/asan build/tsan build/fuzz build/guests lkvm
 
 # Also removes the cached guest kernel and initramfs (minutes to rebuild).
 distclean: clean
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/main.d $(UNIT_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(BUILD)/main.d $(UNIT_BINS:=.d) $(FUZZ_OBJS:.o=.d) $(FUZZ_LIB_OBJS:.o=.d)

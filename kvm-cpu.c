@@ -13,6 +13,7 @@
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/layout.h"
 #include "lkvm/kvm.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/x86.h"
 
 /* Signal used only to kick a vCPU thread out of KVM_RUN; its handler does nothing. */
@@ -310,6 +311,10 @@ static void *vcpu_thread(void *arg)
 	sigemptyset(&set);
 	sigaddset(&set, SIG_VCPU_KICK);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	if (sandbox_enter(kvm, SB_VCPU) < 0) {
+		kvm_request_exit(kvm, EXIT_LKVM_ERROR, "vCPU %d: cannot enter the sandbox", vcpu->id);
+		return NULL;
+	}
 
 	while (!atomic_load(&kvm->stopping)) {
 		u32 reason;

@@ -21,6 +21,7 @@
 #include "lkvm/kvm.h"
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-console.h"
 #include "lkvm/virtio-mmio.h"
@@ -46,6 +47,8 @@ enum {
 	OPT_VIRTIO_TRANSPORT,
 	OPT_DUMP_DTB,
 	OPT_RNG,
+	OPT_SANDBOX,
+	OPT_USER,
 };
 
 static const struct option run_options[] = {
@@ -67,6 +70,8 @@ static const struct option run_options[] = {
 	{ "virtio-transport", required_argument, NULL, OPT_VIRTIO_TRANSPORT },
 	{ "dump-dtb", required_argument, NULL, OPT_DUMP_DTB },
 	{ "rng", no_argument, NULL, OPT_RNG },
+	{ "sandbox", required_argument, NULL, OPT_SANDBOX },
+	{ "user", required_argument, NULL, OPT_USER },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -119,6 +124,11 @@ void kvm_run_usage(FILE *out)
 		"                        irqs, packets, drops; polls, poll_hits, poll_us for\n"
 		"                        tx=poll; each disk's requests, bytes, errors) to stderr\n"
 		"                        at the end, and on SIGUSR2\n"
+		"      --sandbox on|off  on (default): once set up, drop every capability and confine\n"
+		"                        each thread kind to its system calls (seccomp); a forbidden\n"
+		"                        call stops lkvm with 159 and names the thread\n"
+		"      --user USER       after set-up run as USER (a name or a uid), without\n"
+		"                        supplementary groups\n"
 		"      --debug           more log lines, and boot timing\n"
 		"  -h, --help            this text\n"
 		"\n"
@@ -127,7 +137,7 @@ void kvm_run_usage(FILE *out)
 		"else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
 		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
 		"2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
-		"128+N stopped by signal N.\n",
+		"128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n",
 		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS, VIRTIO_BLK_MAX_DISKS);
 }
 
@@ -183,6 +193,7 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 	cfg->nr_cpus = 1;
 	cfg->quirks = QUIRKS_AUTO;
 	cfg->console_serial = true;
+	cfg->sandbox = true;
 
 	/* getopt keeps its position in globals; reset so parsing can run more than once. */
 	optind = 0;
@@ -308,6 +319,23 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 				errfmt(err, errlen, "--stats='%s': give --stats, --stats=table or --stats=json", optarg);
 				return -EINVAL;
 			}
+			break;
+		case OPT_SANDBOX:
+			if (!strcmp(optarg, "on"))
+				cfg->sandbox = true;
+			else if (!strcmp(optarg, "off"))
+				cfg->sandbox = false;
+			else {
+				errfmt(err, errlen, "--sandbox '%s': give on or off", optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_USER:
+			if (!*optarg || strlen(optarg) > 64) {
+				errfmt(err, errlen, "--user: give a user name or uid (1 to 64 characters)");
+				return -EINVAL;
+			}
+			cfg->user = optarg;
 			break;
 		case 'h':
 			kvm_run_usage(out);
@@ -880,16 +908,30 @@ int kvm_cmd_run(int argc, char **argv)
 	if (ctl && !cfg.name)
 		pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
 	ret = term_init(&st->kvm, &st->term);
-	if (ret == 0) {
+	if (ret == 0)
 		st->term_up = true;
-		ret = term_start(&st->term);
+	/* Everything is open: from here on no thread needs privileges, and each kind of
+	 * thread confines itself to its system calls as it starts (sandbox.c). */
+	if (ret == 0 && (cfg.sandbox || cfg.user)) {
+		ret = sandbox_drop_privileges(cfg.user, err, sizeof(err));
+		if (ret < 0) {
+			pr_err("%s", err);
+			kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "cannot drop privileges");
+		}
+		st->kvm.sandbox = cfg.sandbox;
 	}
+	if (ret == 0)
+		ret = term_start(&st->term);
 	for (int i = 0; ret == 0 && i < st->kvm.nr_cpus; i++)
 		ret = kvm_cpu_start(st->kvm.cpus[i]);
-	if (ret == 0 && ctl && (ret = ctl_server_start(ctl)) < 0)
+	if (ret == 0 && ctl && (ret = ctl_server_start(ctl)) < 0) {
 		pr_warn("control socket: cannot start its thread: %s", strerror(-ret));
-	else if (ret < 0)
+		ret = 0;
+	}
+	if (ret < 0 && !atomic_load(&st->kvm.stopping))
 		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
+	if (ret == 0 && sandbox_enter(&st->kvm, SB_MAIN) < 0)
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "main thread: cannot enter the sandbox");
 
 	wait_for_end(&st->kvm, sig_fd);
 	kvm_cpu_stop_all(&st->kvm);

@@ -9,6 +9,7 @@
 
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-console.h"
 
@@ -24,6 +25,12 @@ static void restore_termios(void)
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved_termios);
 		termios_saved = 0;
 	}
+}
+
+void term_restore_on_signal(void)
+{
+	if (termios_saved)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved_termios);
 }
 
 int term_init(struct kvm *kvm, struct term *t)
@@ -105,6 +112,10 @@ static void *input_thread(void *arg)
 	u8 buf[64];
 
 	pthread_setname_np(pthread_self(), "lkvm-console");
+	if (sandbox_enter(t->kvm, SB_CONSOLE) < 0) {
+		kvm_request_exit(t->kvm, EXIT_LKVM_ERROR, "console: cannot enter the sandbox");
+		return NULL;
+	}
 	for (;;) {
 		struct pollfd p[2] = {
 			{ .fd = t->in_fd, .events = POLLIN },

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lkvm needs (build, tests, guest assets) when they are missing.
-# Usage: deps.sh [build|test|guest|kvm-host|bench|all]
+# Usage: deps.sh [build|test|guest|kvm-host|bench|fuzz|all]
 set -euo pipefail
 what=${1:-all}
-build_pkgs="gcc make pkg-config libfdt-dev libaio-dev libcap-ng-dev"
+build_pkgs="gcc make pkg-config libfdt-dev libaio-dev libcap-ng-dev libseccomp-dev"
 test_pkgs="check iproute2 iputils-ping socat device-tree-compiler e2fsprogs"  # dtc: --dump-dtb; mkfs.ext4 -d: disk images
 kvm_host_pkgs="qemu-system-x86 busybox-static cpio gzip xz-utils binutils util-linux coreutils"
 bench_pkgs="gnuplot-nox python3"  # lkvm bench net --svg; python3 checks its JSON in tests
+fuzz_pkgs="clang libclang-rt-dev"  # libFuzzer (libclang_rt.fuzzer) and the sanitizer runtimes
 guest_pkgs="linux-source-6.1 busybox-static cpio gzip lz4 flex bison bc libelf-dev libssl-dev xz-utils"
 case "$what" in
     build) pkgs="$build_pkgs" ;;
@@ -14,8 +15,9 @@ case "$what" in
     guest) pkgs="$guest_pkgs" ;;
     kvm-host) pkgs="$kvm_host_pkgs" ;;
     bench) pkgs="$build_pkgs $test_pkgs $bench_pkgs" ;;
+    fuzz) pkgs="$build_pkgs $fuzz_pkgs" ;;
     all) pkgs="$build_pkgs $test_pkgs $guest_pkgs" ;;
-    *) echo "usage: $0 [build|test|guest|kvm-host|bench|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [build|test|guest|kvm-host|bench|fuzz|all]" >&2; exit 2 ;;
 esac
 missing=()
 for p in $pkgs; do

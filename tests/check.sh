@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make check`: every test: unit tests (normal, ASan+UBSan and ThreadSanitizer builds), freestanding guests, Linux boots,
+# `make check`: every test: unit tests (normal, ASan+UBSan and ThreadSanitizer builds), fuzz targets, freestanding guests, Linux boots,
 # networking, and Linux guest user space (in the emulated SVM host where this machine cannot run it).
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,7 +49,13 @@ stage unit make -s unit
 stage unit-asan make -s ASAN=1 unit
 # ThreadSanitizer: the unit tests, then lkvm moving traffic with ioeventfd and with trapped notifies.
 stage tsan bash -c 'make -s TSAN=1 unit; rc=$?; make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 600 -- tests/integration/test-tsan.sh || rc=1; exit $rc'
+# libFuzzer targets (tests/fuzz/), about 20 s each from their seed corpora; SKIP without clang.
+stage fuzz bash -c 'scripts/deps.sh fuzz >/dev/null 2>&1 || echo "fuzz: cannot install clang"
+    if command -v clang >/dev/null && ! make -s fuzz-build > build/test-logs/fuzz-build.log 2>&1; then
+        cat build/test-logs/fuzz-build.log; fi
+    tests/fuzz/run.sh 20 virtqueue pci net boot opts'
 stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
+stage sandbox bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh'
 stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
 stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
 stage ctl bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl.sh'
@@ -67,5 +73,7 @@ us_host=
 stage userspace scripts/kvm-host.sh $us_host --timeout 900 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
 
 echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
+# Each fuzz target's executions and coverage, again at the end.
+sed -n 's/^  \([a-z]*\): \(ok\|FAIL[^:]*\): /check: fuzz \1: \2: /p' build/test-logs/stage-fuzz.log 2>/dev/null
 echo "check: $total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]

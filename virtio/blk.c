@@ -16,6 +16,7 @@
 
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/virtio-blk.h"
 
 #define SECTOR 512ULL
@@ -415,6 +416,12 @@ static void *blk_thread(void *arg)
 {
 	struct virtio_blk *b = arg;
 	struct virtio_queue *q = rq(b);
+
+	if (sandbox_enter(b->vdev.kvm, SB_BLK) < 0) {
+		if (b->vdev.kvm)
+			kvm_request_exit(b->vdev.kvm, EXIT_LKVM_ERROR, "virtio-blk: cannot enter the sandbox");
+		return NULL;
+	}
 
 	drain(b); /* chains may have been posted before the thread existed */
 	while (!atomic_load(&b->stopping)) {

@@ -11,6 +11,7 @@
 
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-console.h"
 
@@ -122,6 +123,12 @@ static void rx_fill(struct virtio_console *c)
 static void *console_thread(void *arg)
 {
 	struct virtio_console *c = arg;
+
+	if (sandbox_enter(c->vdev.kvm, SB_VCONSOLE) < 0) {
+		if (c->vdev.kvm)
+			kvm_request_exit(c->vdev.kvm, EXIT_LKVM_ERROR, "virtio-console: cannot enter the sandbox");
+		return NULL;
+	}
 
 	tx_drain(c);
 	rx_fill(c);

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -17,6 +18,7 @@
 
 #include "lkvm/kvm.h"
 #include "lkvm/iov.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/virtio-net.h"
 
 #define HDR_LEN NET_VNET_HDR_LEN
@@ -65,6 +67,7 @@ struct net_worker {
 	int pair;    /* backend index */
 	char qname[24];
 	pthread_t tid;
+	sem_t entered; /* posted once the thread named itself and entered its sandbox */
 	bool broken; /* the guest broke the queue: touch it no more */
 	struct vq_elem *elem;
 	/* RX: chains taken from the ring but not yet used, in pop order, so that they are
@@ -194,6 +197,29 @@ static int wait_for(struct net_worker *w, bool want_kick, int io_fd, short io_ev
 	if (ii >= 0 && p[ii].revents)
 		m |= WAKE_IO;
 	return m;
+}
+
+/* First thing in every device thread: name itself (from inside, so the thread that
+ * started it needs no access to /proc), then its seccomp filter; worker_start waits for
+ * both. False: the thread must end at once (the run was asked to stop). */
+static bool worker_enter(struct net_worker *w)
+{
+	static const enum sandbox_kind sb[] = { [W_RX] = SB_NET_RX, [W_TX] = SB_NET_TX,
+						[W_CTL] = SB_NET_CTL };
+	char tname[32];
+	bool ok = true;
+
+	snprintf(tname, sizeof(tname), w->kind == W_CTL ? "lkvm-net-ctl" : "lkvm-net-%s", w->qname);
+	tname[15] = '\0'; /* the kernel's limit; "lkvm-net-tx7" fits */
+	pthread_setname_np(pthread_self(), tname);
+	if (sandbox_enter(w->n->kvm, sb[w->kind]) < 0) {
+		if (w->n->kvm)
+			kvm_request_exit(w->n->kvm, EXIT_LKVM_ERROR, "virtio-net %s: cannot enter the sandbox",
+					 w->qname);
+		ok = false;
+	}
+	sem_post(&w->entered);
+	return ok;
 }
 
 static void queue_broken(struct net_worker *w, const char *why)
@@ -459,6 +485,8 @@ static void *tx_thread(void *arg)
 	struct virtio_queue *q = &w->n->vdev.q[w->qi];
 	bool stop;
 
+	if (!worker_enter(w))
+		return NULL;
 	/* Short sleeps must stay short: the default 50 us timer slack would dwarf the pause
 	 * between polls and the timer hold. This thread only. */
 	if (w->n->tx_mode != NET_TX_KICK)
@@ -727,6 +755,8 @@ static void *rx_thread(void *arg)
 	struct net_backend *be = n->be[w->pair];
 	enum rx_wait next = RX_WAIT_FRAME;
 
+	if (!worker_enter(w))
+		return NULL;
 	/* We learn about buffers by looking at the ring when a frame is pending; kicks
 	 * are needed only once it ran dry (vq_enable_notify in rx_drain). */
 	vq_disable_notify(&q->vq);
@@ -916,6 +946,8 @@ static void *ctl_thread(void *arg)
 	struct net_worker *w = arg;
 	struct virtio_queue *q = &w->n->vdev.q[w->qi];
 
+	if (!worker_enter(w))
+		return NULL;
 	ctl_drain(w);
 	for (;;) {
 		if (wait_for(w, !w->broken, -1, 0) & WAKE_STOP)
@@ -1011,7 +1043,6 @@ static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int
 					       [W_CTL] = ctl_thread };
 	static const char *const prefix[] = { [W_RX] = "rx", [W_TX] = "tx", [W_CTL] = "ctrl" };
 	struct net_worker *w;
-	char tname[32];
 	int ret;
 
 	if (!n->vdev.q[qi].vq.ready)
@@ -1044,15 +1075,18 @@ static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int
 		worker_free(w);
 		return -ENOMEM;
 	}
+	sem_init(&w->entered, 0, 0);
 	ret = pthread_create(&w->tid, NULL, fn[kind], w);
 	if (ret) {
+		sem_destroy(&w->entered);
 		worker_free(w);
 		return -ret;
 	}
 	n->nworkers++;
-	snprintf(tname, sizeof(tname), kind == W_CTL ? "lkvm-net-ctl" : "lkvm-net-%s", w->qname);
-	tname[15] = '\0'; /* the kernel's limit; "lkvm-net-tx7" fits */
-	pthread_setname_np(w->tid, tname);
+	/* Started means named and confined: nothing of the guest's reaches it before. */
+	while (sem_wait(&w->entered) < 0 && errno == EINTR)
+		;
+	sem_destroy(&w->entered);
 	return 0;
 }
 
@@ -1299,6 +1333,48 @@ void virtio_net_destroy(struct virtio_net *n)
 struct virtio_device *virtio_net_vdev(struct virtio_net *n)
 {
 	return &n->vdev;
+}
+
+int virtio_net_serve_once(struct virtio_net *n, int qi)
+{
+	struct virtio_device *vdev = &n->vdev;
+	int ctl = (vdev->features & F(VIRTIO_NET_F_MQ)) ? 2 * n->pairs : 2;
+	struct net_worker *w;
+
+	if (qi < 0 || qi > ctl || !vdev->q[qi].vq.ready || n->nworkers)
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->elem = malloc(sizeof(*w->elem));
+	if (!w->elem) {
+		free(w);
+		return -ENOMEM;
+	}
+	w->n = n;
+	w->qi = qi;
+	w->kind = qi == ctl ? W_CTL : qi % 2 ? W_TX : W_RX;
+	w->pair = qi == ctl ? 0 : qi / 2;
+	w->poll_budget_ns = n->poll_max_ns;
+	snprintf(w->qname, sizeof(w->qname), qi == ctl ? "ctrl" : qi % 2 ? "tx%d" : "rx%d", w->pair);
+	n->mrg_rxbuf = vdev->features & F(VIRTIO_NET_F_MRG_RXBUF);
+	if (w->kind == W_RX && !(w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov)))) {
+		worker_free(w);
+		free(w);
+		return -ENOMEM;
+	}
+	if (w->kind == W_CTL) {
+		ctl_drain(w);
+	} else if (w->kind == W_RX) {
+		vq_disable_notify(&vdev->q[qi].vq);
+		rx_drain(w);
+		rx_release(w);
+	} else if (tx_drain(w)) {
+		pr_debug("virtio-net %s: stopped while serving once", w->qname);
+	}
+	worker_free(w);
+	free(w);
+	return 0;
 }
 
 void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *arg)

@@ -11,6 +11,7 @@
 
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/virtio-console.h"
 
 #define QUEUE_SIZE 64
@@ -70,6 +71,12 @@ static void *rng_thread(void *arg)
 {
 	struct virtio_rng *r = arg;
 	struct virtio_queue *q = &r->vdev.q[0];
+
+	if (sandbox_enter(r->vdev.kvm, SB_RNG) < 0) {
+		if (r->vdev.kvm)
+			kvm_request_exit(r->vdev.kvm, EXIT_LKVM_ERROR, "virtio-rng: cannot enter the sandbox");
+		return NULL;
+	}
 
 	drain(r);
 	while (!atomic_load(&r->stopping)) {

@@ -47,6 +47,8 @@ struct kvm_config {
 	struct net_opts net[4]; /* -n, once per NIC */
 	int nr_disks;
 	struct blk_opts disk[VIRTIO_BLK_MAX_DISKS]; /* -d, once per disk */
+	bool sandbox;          /* --sandbox=on (default): drop capabilities, seccomp per thread */
+	const char *user;      /* --user USER: switch to it after set-up, or NULL */
 };
 
 struct kvm_cpu;
@@ -122,6 +124,10 @@ struct kvm {
 	 * PTHREAD_MUTEX_INITIALIZER is all zeroes, and kvm_create starts from memset 0). */
 	pthread_mutex_t irq_lock;
 	struct kvm_msi_route msi_routes[KVM_IRQ_MSI_ROUTES];
+
+	/* Threads install their seccomp filter when they start (sandbox_enter); set by the
+	 * run once privileges are dropped, before any thread starts. */
+	bool sandbox;
 
 	u64 start_ns; /* process start, for timing reports */
 	atomic_ullong first_insn_ns;

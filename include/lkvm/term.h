@@ -36,6 +36,9 @@ int term_init(struct kvm *kvm, struct term *t) __must_check;
 int term_start(struct term *t) __must_check;
 /* Stop the input thread and restore the terminal (safe to call twice). */
 void term_exit(struct term *t);
+/* Put the terminal back as term_init found it, from a fatal-signal handler
+ * (async-signal-safe; a no-op when it was never changed). */
+void term_restore_on_signal(void);
 
 /* Console output from the guest (the UART's transmitter). Writes to stdout and checks
  * for --exit-on text. Thread-safe. */

@@ -41,6 +41,14 @@ int virtio_net_create_bare(struct kvm *kvm, const struct net_opts *o, struct net
 typedef void (*virtio_net_tx_hook)(void *arg, int qi);
 void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *arg);
 
+/* Tests and fuzzing only: serve queue qi once on the calling thread, as its thread does
+ * when woken: TX (odd) and control drain the ring (drain, re-enable notifications,
+ * re-check); RX (even) delivers what the backend holds into the ring's buffers, then hands
+ * back the chains it held. The device's threads must not be running (no start, or after a
+ * stop); the queue's vq must be initialised and the backend must not block. 0, -EINVAL
+ * or -ENOMEM. */
+int virtio_net_serve_once(struct virtio_net *n, int qi) __must_check;
+
 /* Counters per queue: kicks, trapped exits, interrupts, packets, bytes, packets per
  * kick, packets per interrupt, drops, and for tx=poll poll windows, those that found
  * work and the time spent polling (us); as an aligned table (a header line, then one

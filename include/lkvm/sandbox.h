@@ -1,0 +1,46 @@
+/* Least privilege after set-up: drop capabilities (and change user), and a seccomp allow-list per thread kind. */
+#ifndef LKVM_SANDBOX_H
+#define LKVM_SANDBOX_H
+
+#include <stddef.h>
+
+#include "lkvm/util.h"
+
+struct kvm;
+
+/* The kinds of threads lkvm runs; each has its own allow-list (sandbox.c, one table). */
+enum sandbox_kind {
+	SB_MAIN,    /* waits for the end, then stops the others and tears down */
+	SB_VCPU,    /* KVM_RUN and the exit handlers (devices' register accesses) */
+	SB_CONSOLE, /* host terminal input to the UART */
+	SB_NET_RX,  /* virtio-net: backend to guest */
+	SB_NET_TX,  /* virtio-net: guest to backend */
+	SB_NET_CTL, /* virtio-net control queue */
+	SB_BLK,     /* virtio-blk: requests to the image (libaio or pread/pwrite) */
+	SB_VCONSOLE, /* virtio-console: terminal to guest and back */
+	SB_RNG,     /* virtio-rng: getrandom into the guest's buffers */
+	SB_NR
+};
+
+const char *sandbox_kind_name(enum sandbox_kind kind);
+
+/* Process-wide, once, after everything is opened and before any thread that handles guest
+ * input starts: with `user` (a name or a numeric uid) drop supplementary groups and switch
+ * to its gid and uid; then drop every capability (effective, permitted, inheritable,
+ * ambient, and the bounding set when allowed). Also installs the SIGSYS handler that
+ * reports a forbidden system call. Returns 0 or -errno with a reason in err. */
+int sandbox_drop_privileges(const char *user, char *err, size_t errlen) __must_check;
+
+/* Install the calling thread's seccomp filter for `kind` when kvm->sandbox is on (no-op
+ * otherwise, and with kvm NULL). Filters stack: a thread created later inherits this
+ * one, so a kind's filter also allows what the kinds it creates need (the vCPU starts the
+ * net threads on DRIVER_OK). A call outside the list raises SIGSYS; the handler prints
+ * the thread kind and system call number and ends lkvm with 128 + SIGSYS. Returns 0 or
+ * -errno. */
+int sandbox_enter(struct kvm *kvm, enum sandbox_kind kind) __must_check;
+
+/* How many system calls, and ioctl requests, a kind's filter allows (its own list, the
+ * common one and those of the kinds it creates). For reports and tests. */
+void sandbox_list_size(enum sandbox_kind kind, int *syscalls, int *ioctls);
+
+#endif

@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Writes the fuzz seed corpora tests/fuzz/corpus/TARGET/ (small, deterministic): valid inputs
+that reach deep into each parser, plus a few classic malformed ones. Formats: see the comment
+at the top of each tests/fuzz/fuzz_TARGET.c. Usage: tests/fuzz/gen-corpus.py [OUTDIR]"""
+import os
+import struct
+import sys
+
+out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+F_NEXT, F_WRITE, F_INDIRECT = 1, 2, 4
+
+
+def write(target, name, data):
+    d = os.path.join(out, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(bytes(data))
+
+
+class Ram:
+    def __init__(self, size):
+        self.b = bytearray(size)
+
+    def put(self, off, data):
+        self.b[off:off + len(data)] = data
+
+    def desc(self, base, i, addr, length, flags, nxt):
+        self.put(base + 16 * i, struct.pack("<QIHH", addr, length, flags, nxt))
+
+    def avail(self, base, idx, heads):
+        self.put(base, struct.pack("<HH", 0, idx))
+        for i, h in enumerate(heads):
+            self.put(base + 4 + 2 * i, struct.pack("<H", h))
+
+    def trimmed(self):
+        return self.b.rstrip(b"\0")
+
+
+# ---- virtqueue: 16-byte header, then RAM (desc 0x100, avail 0x200, used 0x300, data 0x800) ----
+def vq(name, size, flags, rounds, bumps, fill, desc=0x100, avail=0x200, used=0x300):
+    r = Ram(0x1000)
+    fill(r)
+    hdr = struct.pack("<HBBIII", size, flags, rounds, desc, avail, used)
+    hdr = hdr[:12] + bytes(bumps)  # the last 4 header bytes double as per-round bumps
+    write("virtqueue", name, hdr + r.trimmed())
+
+
+def chain2(r):
+    r.desc(0x100, 0, 0x800, 64, F_NEXT, 1)
+    r.desc(0x100, 1, 0x900, 128, F_WRITE, 0)
+    r.avail(0x200, 1, [0])
+
+
+def indirect(r):
+    r.desc(0x100, 0, 0xa00, 48, F_INDIRECT, 0)
+    for i in range(3):
+        r.desc(0xa00, i, 0x800 + 0x40 * i, 32, (F_NEXT if i < 2 else 0) | (F_WRITE if i == 2 else 0), i + 1)
+    r.avail(0x200, 1, [0])
+
+
+def loop(r):
+    r.desc(0x100, 0, 0x800, 8, F_NEXT, 1)
+    r.desc(0x100, 1, 0x808, 8, F_NEXT, 0)
+    r.avail(0x200, 1, [0])
+
+
+def many(r):
+    for i in range(8):
+        r.desc(0x100, i, 0x800 + 0x20 * i, 16, F_WRITE if i % 2 else 0, 0)
+    r.avail(0x200, 8, list(range(8)))
+
+
+def across_hole(r):
+    # RAM below the hole ends at 3 GiB; the ring sits at base 0x100.. (gpa 3 GiB - 16 KiB + ..).
+    base = 0xC0000000 - 0x4000
+    r.desc(0x100, 0, base + 0x800, 64, F_NEXT, 1)
+    r.desc(0x100, 1, 0xC0000000 - 32, 64, F_WRITE, 2)  # crosses into the hole: rejected
+    r.desc(0x100, 2, 0x100000000, 64, F_WRITE, 0)
+    r.avail(0x200, 2, [0, 2])
+
+
+vq("chain2", 8, 0, 1, [0, 0, 0, 0], chain2)
+vq("chain2-eventidx", 8, 1, 3, [0, 1, 1, 0], chain2)
+vq("indirect", 8, 0, 1, [0, 0, 0, 0], indirect)
+vq("loop", 8, 0, 1, [0, 0, 0, 0], loop)
+vq("many-unpop", 8, 3, 2, [0, 3, 0, 0], many)
+vq("idx-jump", 8, 0, 2, [0, 200, 0, 0], chain2)
+vq("two-regions", 8, 4, 1, [0, 0, 0, 0], chain2)
+vq("across-hole", 8, 4, 2, [0, 1, 0, 0], across_hole)
+
+
+# ---- net: 8-byte header, then RAM (desc 0x0, avail 0x400, used 0x600, data from 0x800) ----
+def net(name, mode, qlog, fbits, bumps, chains):
+    r = Ram(0x2000)
+    d, heads, data = 0, [], 0x800
+    for bufs in chains:
+        heads.append(d)
+        for j, (payload, wr) in enumerate(bufs):
+            r.put(data, payload)
+            r.desc(0, d, data, len(payload), (F_NEXT if j + 1 < len(bufs) else 0) | (F_WRITE if wr else 0), d + 1)
+            data += (len(payload) + 15) & ~15
+            d += 1
+    r.avail(0x400, len(heads), heads)
+    write("net", name, bytes([mode, qlog, fbits, 0] + bumps) + r.trimmed())
+
+
+vnet_hdr = struct.pack("<BBHHHHH", 0, 0, 0, 0, 0, 0, 1)
+eth = bytes.fromhex("ffffffffffff525400123456 0806".replace(" ", "")) + bytes(46)
+gso = struct.pack("<BBHHHHH", 1, 1, 34, 1448, 34, 16, 1)  # NEEDS_CSUM, TCPV4
+net("tx-one", 0, 3, 0, [0, 0, 0, 0], [[(vnet_hdr + eth, False)]])
+net("tx-split", 0, 3, 1, [0, 0, 0, 0], [[(vnet_hdr[:5], False), (vnet_hdr[5:] + eth[:20], False), (eth[20:], False)]])
+net("tx-gso", 0, 3, 16, [0, 0, 0, 0], [[(gso + eth, False)], [(vnet_hdr, False)]])
+net("tx-mq", 6, 3, 0, [0, 0, 0, 0], [[(vnet_hdr + eth, False)]])
+
+
+def rx(name, fbits, frames, bufs, mode=8):
+    """RX: `bufs` writable buffers of these sizes, one chain each; `frames` = the pad byte."""
+    r = Ram(0x4000)
+    data = 0x800
+    for i, size in enumerate(bufs):
+        r.desc(0, i, data, size, F_WRITE, 0)
+        data += (size + 15) & ~15
+    r.avail(0x400, len(bufs), list(range(len(bufs))))
+    write("net", name, bytes([mode, 3, fbits, frames, 0, 0, 0, 0]) + r.trimmed())
+
+
+rx("rx-one", 0, 1, [1526])
+rx("rx-mergeable", 4, 2 | (1 << 3), [256] * 8)          # 1514-byte frame over 256-byte buffers
+rx("rx-short", 4, 3 | (3 << 3), [64, 64])                # 65550 bytes, too few buffers
+rx("rx-mq-eventidx", 1, 1, [2048], mode=8 | 6)
+
+
+def ctrl(name, cls, cmd, payload, fbits=8, mode=1):
+    net(name, mode, 3, fbits, [0, 0, 0, 0], [[(bytes([cls, cmd]), False), (payload, False), (b"\xff", True)]])
+
+
+ctrl("ctrl-promisc", 0, 0, b"\x01")
+ctrl("ctrl-allmulti", 0, 1, b"\x00")
+ctrl("ctrl-mac-set", 1, 1, bytes.fromhex("525400aabbcc"))
+ctrl("ctrl-mac-table", 1, 0, struct.pack("<I", 1) + bytes(6) + struct.pack("<I", 2) + bytes(12))
+ctrl("ctrl-mq", 4, 0, struct.pack("<H", 2), fbits=8, mode=3)
+ctrl("ctrl-bad-class", 9, 0, b"")
+
+# ---- pci: u8 setup, then operations (see fuzz_pci.c) ----
+CF8, CFC = 0, 4
+
+
+def cfgw(off, length, val, slot=1):
+    return bytes([1, slot, off, {1: 0, 2: 1, 4: 2}[length]]) + struct.pack("<I", val)
+
+
+def cfgr(off, length, slot=1):
+    return bytes([0, slot, off, {1: 0, 2: 1, 4: 2}[length]])
+
+
+def bar(n, off, length, wr, val=0):
+    return bytes([2 if n == 0 else 3]) + struct.pack("<HBB", off, {1: 0, 2: 1, 4: 2, 8: 3}[length], 1 if wr else 0) + struct.pack("<Q", val)
+
+
+def ram(gpa, val):
+    return bytes([5]) + struct.pack("<HQ", gpa, val)
+
+
+def port(p, length, wr, val=0):
+    return bytes([4, p, {1: 0, 2: 1, 4: 2}[length], 1 if wr else 0]) + struct.pack("<I", val)
+
+
+def cc(off, length, val):  # common config write
+    return bar(0, off, length, True, val)
+
+
+def driver_init(queues=3, msix=True):
+    s = cc(0x14, 1, 0) + cc(0x14, 1, 1) + cc(0x14, 1, 3)
+    s += cc(0x00, 4, 0) + bar(0, 0x04, 4, False) + cc(0x00, 4, 1) + bar(0, 0x04, 4, False)
+    s += cc(0x08, 4, 0) + cc(0x0c, 4, (1 << 5) | (1 << 17) | (1 << 16) | (1 << 18))
+    s += cc(0x08, 4, 1) + cc(0x0c, 4, 1) + cc(0x14, 1, 11) + bar(0, 0x14, 1, False)
+    if msix:
+        s += cfgw(0x98 + 2, 2, 0x8000) + cc(0x10, 2, 0)
+    for q in range(queues):
+        base = 0x1000 + 0x1000 * q
+        s += cc(0x16, 2, q) + cc(0x18, 2, 8)
+        if msix:
+            s += cc(0x1a, 2, q + 1) + bar(2, 16 * (q + 1), 4, True, 0xfee00000) + bar(2, 16 * (q + 1) + 8, 4, True, 0x40 + q)
+        s += cc(0x20, 4, base) + cc(0x24, 4, 0) + cc(0x28, 4, base + 0x400) + cc(0x2c, 4, 0)
+        s += cc(0x30, 4, base + 0x800) + cc(0x34, 4, 0) + cc(0x1c, 2, 1)
+    s += cc(0x14, 1, 15)
+    return s
+
+
+write("pci", "enumerate", bytes([0]) + b"".join(cfgr(o, 4, s) for s in (0, 1, 2) for o in range(0, 0x100, 4)))
+write("pci", "bar-size", bytes([0]) + cfgw(0x10, 4, 0xffffffff) + cfgr(0x10, 4) + cfgw(0x10, 4, 0xd0000000) + cfgw(0x04, 2, 0) + cfgw(0x04, 2, 6))
+write("pci", "port-cf8", bytes([0]) + port(CF8, 4, True, 0x80000800) + port(CFC, 4, False) + port(CF8, 4, True, 0x80000810) + port(CFC, 4, True, 0xffffffff) + port(CFC + 2, 2, False))
+write("pci", "driver-ok", bytes([0]) + driver_init() + ram(0x1400 + 2, 1) + bar(0, 0x3000 + 4, 2, True, 1) + bar(0, 0x1000, 1, False) + cc(0x14, 1, 0))
+write("pci", "driver-ok-mq-intx", bytes([3]) + driver_init(5, msix=False) + bar(0, 0x1000, 1, False) + bar(0, 0x2000, 4, False) + bar(0, 0x2000 + 8, 2, False))
+pcicfg = cfgw(0x84 + 4, 1, 0) + cfgw(0x84 + 8, 4, 0x14) + cfgw(0x84 + 12, 4, 1) + cfgw(0x84 + 16, 1, 1) + cfgr(0x84 + 16, 1)
+pcicfg += cfgw(0x84 + 8, 4, 0) + cfgw(0x84 + 12, 4, 4) + cfgr(0x84 + 16, 4)
+write("pci", "pci-cfg-window", bytes([0]) + pcicfg)
+msix = cfgw(0x98 + 2, 2, 0xc000) + bar(2, 0, 8, True, 0xfee00000) + bar(2, 12, 4, True, 0) + bar(2, 0x800, 8, False) + cfgw(0x98 + 2, 2, 0) + bar(2, 0x1000 - 4, 4, True, 1)
+write("pci", "msix-pba", bytes([0]) + msix)
+
+# ---- boot: image, then u8 flags, u16 initrd length ----
+SETUP_SECTS, PAYLOAD = 4, 0x1000
+
+
+def bzimage(version=0x020F, xload=0x3):
+    b = bytearray((SETUP_SECTS + 1) * 512 + PAYLOAD)
+    b[0:2] = b"MZ"
+    b[0x1F1] = SETUP_SECTS
+    struct.pack_into("<I", b, 0x1F4, PAYLOAD // 16)
+    struct.pack_into("<H", b, 0x1FE, 0xAA55)
+    struct.pack_into("<HIH", b, 0x200, 0x66EB, 0x53726448, version)
+    b[0x211] = 0x01  # LOADED_HIGH
+    struct.pack_into("<IIB", b, 0x22C, 0x7FFFFFFF, 0x200000, 1)
+    struct.pack_into("<HI", b, 0x236, xload, 2047)
+    struct.pack_into("<I", b, 0x260, 4 << 20)
+    for i in range(PAYLOAD):
+        b[(SETUP_SECTS + 1) * 512 + i] = (i * 7 + 1) & 0xFF
+    return bytes(b)
+
+
+def elf_pvh(is64=True, paddr=0x200000):
+    b = bytearray(0x300)
+    note = struct.pack("<III", 4, 6, 3) + b"GNU\0" + b"abcdef\0\0"
+    note += struct.pack("<III", 4, 8 if is64 else 4, 18) + b"Xen\0" + struct.pack("<Q" if is64 else "<I", paddr + 0x40)
+    b[0x100:0x100 + len(note)] = note
+    for i in range(0x100):
+        b[0x200 + i] = 0x80 + i & 0xFF
+    ident = b"\x7fELF" + bytes([2 if is64 else 1, 1, 1]) + bytes(9)
+    if is64:
+        b[0:64] = ident + struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, paddr, 64, 0, 0, 64, 56, 2, 0, 0, 0)
+        ph = struct.pack("<IIQQQQQQ", 1, 0, 0x200, 0xFFFFFFFF81000000, paddr, 0x100, 0x2000, 0)
+        ph += struct.pack("<IIQQQQQQ", 4, 0, 0x100, 0, 0, len(note), 0, 0)
+        b[64:64 + len(ph)] = ph
+    else:
+        b[0:52] = ident + struct.pack("<HHIIIIIHHHHHH", 2, 3, 1, paddr, 52, 0, 0, 52, 32, 2, 0, 0, 0)
+        ph = struct.pack("<IIIIIIII", 1, 0x200, paddr, paddr, 0x100, 0x2000, 0, 0)
+        ph += struct.pack("<IIIIIIII", 4, 0x100, 0, 0, len(note), 0, 0, 0)
+        b[52:52 + len(ph)] = ph
+    return bytes(b)
+
+
+def trailer(flags, ilen):
+    return bytes([flags]) + struct.pack("<H", ilen)
+
+
+initrd = bytes(range(256)) * 4
+write("boot", "bzimage", bzimage() + trailer(0, 0))
+write("boot", "bzimage-initrd", bzimage() + initrd + trailer(1, len(initrd)))
+write("boot", "bzimage-old-proto", bzimage(version=0x0204, xload=0) + trailer(2, 0))
+write("boot", "pvh64", elf_pvh() + trailer(8, 0))
+write("boot", "pvh32-initrd", elf_pvh(False) + initrd + trailer(1, len(initrd)))
+write("boot", "pvh64-long-cmdline", elf_pvh() + trailer(4, 0))
+
+# ---- opts: NUL-separated arguments, or 0x01 then a -n value ----
+def args(*a):
+    return b"\0".join(x.encode() for x in a)
+
+
+write("opts", "basic", args("-k", "bzImage", "-m", "512", "-c", "2", "-p", "quiet"))
+write("opts", "long", args("--kernel=vmlinux", "--mem=4G", "--cpus=64", "--timeout", "120", "--exit-on", "Run /init",
+                          "--quirks", "none", "--name", "ci", "--stats=json", "--no-ioeventfd", "--debug", "--console", "serial"))
+write("opts", "net", args("-k", "k", "-n", "mode=tap,tapif=tap0,guest_mac=52:54:00:12:34:56,host_ip=10.0.2.1/24,script=none",
+                          "-n", "mode=none,queues=8,tx=poll,poll_us=100,ioeventfd=off", "-n", "tx=timer,tx_timer_us=10000"))
+write("opts", "bad", args("-k", "k", "-m", "99999999999G", "-c", "0", "--stats=xml", "-x"))
+write("opts", "help", args("--help"))
+write("opts", "netopt-direct", b"\x01" + b"mode=tap,tapif=averyveryverylongname,host_ip=300.1.2.3/33,guest_mac=01:00:5e:00:00:01")
+write("opts", "netopt-ip", b"\x01" + b"10.0.0.1/24")
