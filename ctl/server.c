@@ -20,6 +20,7 @@
 #include "lkvm/ctl.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/virtio-net.h"
 
 #define MAX_CONNS 8           /* clients served at once; more wait in the listen backlog */
@@ -515,6 +516,10 @@ static void *server_thread(void *arg)
 	struct ctl_server *s = arg;
 
 	pthread_setname_np(pthread_self(), "lkvm-ctl");
+	if (sandbox_enter(s->kvm, SB_CTL) < 0) {
+		kvm_request_exit(s->kvm, EXIT_LKVM_ERROR, "control socket: cannot enter the sandbox");
+		return NULL;
+	}
 	for (;;) {
 		struct pollfd p[2 + MAX_CONNS];
 		int map[2 + MAX_CONNS], np = 0, ms = -1;
