@@ -45,7 +45,8 @@ void lkvm_log_rl(struct ratelimit *rl, enum log_level lvl, const char *fmt, ...)
 
 bool ratelimit_allow(struct ratelimit *rl, unsigned *missed)
 {
-	u64 now = now_ns(), start = atomic_load_explicit(&rl->start_ns, memory_order_relaxed);
+	/* unsigned long long, as atomic_ullong's compare-exchange wants (u64 is unsigned long). */
+	unsigned long long now = now_ns(), start = atomic_load_explicit(&rl->start_ns, memory_order_relaxed);
 
 	*missed = 0;
 	/* now is never 0 here (monotonic time since boot), so 0 can mean "no window". */
