@@ -417,6 +417,7 @@ static void *blk_thread(void *arg)
 	struct virtio_blk *b = arg;
 	struct virtio_queue *q = rq(b);
 
+	pthread_setname_np(pthread_self(), "lkvm-blk"); /* itself: naming another thread opens /proc */
 	if (sandbox_enter(b->vdev.kvm, SB_BLK) < 0) {
 		if (b->vdev.kvm)
 			kvm_request_exit(b->vdev.kvm, EXIT_LKVM_ERROR, "virtio-blk: cannot enter the sandbox");
@@ -505,7 +506,6 @@ static int blk_start(struct virtio_device *vdev)
 	ret = -pthread_create(&b->tid, NULL, blk_thread, b);
 	if (!ret) {
 		b->running = true;
-		pthread_setname_np(b->tid, "lkvm-blk");
 	}
 	pthread_mutex_unlock(&b->run_lock);
 	return ret;

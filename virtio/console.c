@@ -124,6 +124,7 @@ static void *console_thread(void *arg)
 {
 	struct virtio_console *c = arg;
 
+	pthread_setname_np(pthread_self(), "lkvm-vcon"); /* itself: naming another thread opens /proc */
 	if (sandbox_enter(c->vdev.kvm, SB_VCONSOLE) < 0) {
 		if (c->vdev.kvm)
 			kvm_request_exit(c->vdev.kvm, EXIT_LKVM_ERROR, "virtio-console: cannot enter the sandbox");
@@ -192,7 +193,6 @@ static int con_start(struct virtio_device *vdev)
 	ret = -pthread_create(&c->tid, NULL, console_thread, c);
 	if (!ret) {
 		c->running = true;
-		pthread_setname_np(c->tid, "lkvm-vcon");
 	}
 	pthread_mutex_unlock(&c->run_lock);
 	return ret;

@@ -72,6 +72,7 @@ static void *rng_thread(void *arg)
 	struct virtio_rng *r = arg;
 	struct virtio_queue *q = &r->vdev.q[0];
 
+	pthread_setname_np(pthread_self(), "lkvm-rng"); /* itself: naming another thread opens /proc */
 	if (sandbox_enter(r->vdev.kvm, SB_RNG) < 0) {
 		if (r->vdev.kvm)
 			kvm_request_exit(r->vdev.kvm, EXIT_LKVM_ERROR, "virtio-rng: cannot enter the sandbox");
@@ -136,7 +137,6 @@ static int rng_start(struct virtio_device *vdev)
 	ret = -pthread_create(&r->tid, NULL, rng_thread, r);
 	if (!ret) {
 		r->running = true;
-		pthread_setname_np(r->tid, "lkvm-rng");
 	}
 	pthread_mutex_unlock(&r->run_lock);
 	return ret;
