@@ -55,8 +55,13 @@ t_ping_in() {
 		sleep 1
 	done
 	if ! grep -q "Waiting for root device" "$log"; then
+		# Say how it ended: lkvm gone early (its status; >128 is a signal) or still booting.
+		local how="still running after ${T}s"
+		if ! kill -0 $vm 2>/dev/null; then
+			wait $vm 2>/dev/null; how="lkvm exited early with status $?"
+		fi
 		kill -KILL $vm $sink 2>/dev/null; wait $vm $sink 2>/dev/null
-		fail "guest did not finish booting"; return
+		fail "guest did not finish booting ($how, $(wc -c < "$log") bytes of output)"; return
 	fi
 	ip netns exec $ns ping -c 20 -i 0.2 -W 3 $GUEST_IP > "$LOG_DIR/net-$mode.ping" 2>&1
 	local ping_rc=$?
