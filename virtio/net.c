@@ -87,7 +87,8 @@ struct net_worker {
 	u64 spill_off;
 	u16 pending; /* used elements filled, not yet flushed */
 	u64 poll_budget_ns; /* tx=poll: the next window's length (adapts, <= poll_max_ns) */
-};
+	u64 poll_missed_at; /* tx=poll: start of the last window that ran out (0: none since) */
+} __attribute__((aligned(64))); /* TX and RX workers of a pair run on different CPUs: no line shared */
 
 struct virtio_net {
 	struct virtio_device vdev;
@@ -381,13 +382,27 @@ static bool tx_reenable(struct net_worker *w)
  * (milliseconds), while a timer wake-up preempts it. */
 #define POLL_PAUSE_NS 2000
 
+u64 virtio_net_poll_budget(u64 budget, u64 max_ns, bool hit, u64 gap_ns)
+{
+	u64 lo = MIN(POLL_MIN_NS, max_ns);
+
+	if (hit)
+		return MAX(MIN(budget * 2, max_ns), lo);
+	if (gap_ns <= max_ns) /* too short: cover the gap, with a quarter more for jitter */
+		return MAX(MIN(MAX(budget * 2, gap_ns + gap_ns / 4), max_ns), lo);
+	return MAX(budget / 2, lo);
+}
+
 /*
  * tx=poll: with notifications still off, watch the avail ring for at most the current
- * budget. The budget adapts to the arrival rate like halt-polling: a window that found a
- * chain doubles it (traffic is flowing: a kick would cost more than waiting), one that
- * ran out halves it (the guest is idle: stop burning CPU), always within
- * [POLL_MIN_NS, poll_max_ns], a bound in time, never in retries. Between looks the thread
- * sleeps POLL_PAUSE_NS: on a 2-core host a spinning device thread would take the vCPU's core.
+ * budget, a bound in time, never in retries. Between looks the thread sleeps
+ * POLL_PAUSE_NS: on a 2-core host a spinning device thread would take the vCPU's core.
+ * The budget adapts like KVM's halt-polling (virtio_net_poll_budget): a window that found
+ * a chain doubles it; for one that ran out, the next kick decides (tx_poll_kicked): a
+ * kick within poll_max_ns of the window's start would have been caught by a longer
+ * window, so the budget grows to cover that gap; a later one means the guest went quiet,
+ * so it halves. Shrinking at once on a miss would never recover when chains come a bit
+ * more than the window apart (rr: one chain per round trip).
  * Returns true when a chain is waiting.
  */
 static bool tx_poll(struct net_worker *w)
@@ -412,11 +427,22 @@ static bool tx_poll(struct net_worker *w)
 	stat_add(&q->stats.poll_ns, t - t0);
 	if (found) {
 		stat_add(&q->stats.poll_hits, 1);
-		w->poll_budget_ns = MIN(budget * 2, n->poll_max_ns);
+		w->poll_budget_ns = virtio_net_poll_budget(budget, n->poll_max_ns, true, 0);
+		w->poll_missed_at = 0;
 	} else {
-		w->poll_budget_ns = MAX(budget / 2, MIN(POLL_MIN_NS, n->poll_max_ns));
+		w->poll_missed_at = t0;
 	}
 	return found;
+}
+
+/* tx=poll: a kick woke the thread; settle the budget of the window that ran out before it. */
+static void tx_poll_kicked(struct net_worker *w)
+{
+	if (w->n->tx_mode != NET_TX_POLL || !w->poll_missed_at)
+		return;
+	w->poll_budget_ns = virtio_net_poll_budget(w->poll_budget_ns, w->n->poll_max_ns, false,
+						   now_ns() - w->poll_missed_at);
+	w->poll_missed_at = 0;
 }
 
 /*
@@ -499,6 +525,7 @@ static void *tx_thread(void *arg)
 			break;
 		if (w->broken)
 			continue;
+		tx_poll_kicked(w);
 		if (w->n->tx_mode == NET_TX_TIMER && tx_hold(w))
 			break;
 		stop = tx_drain(w);
@@ -1027,6 +1054,17 @@ static void net_config_write(struct virtio_device *vdev, u32 off, const u8 *data
 
 static void net_stop(struct virtio_device *vdev);
 
+/* Zeroed memory on cache-line boundaries (struct net_worker is line-aligned), for free(). */
+static void *zalloc_lines(size_t size)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 64, size))
+		return NULL;
+	return memset(p, 0, size);
+}
+
+
 static void worker_free(struct net_worker *w)
 {
 	free(w->elem);
@@ -1054,6 +1092,7 @@ static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int
 	w->qi = qi;
 	w->pair = pair;
 	w->poll_budget_ns = n->poll_max_ns;
+	w->poll_missed_at = 0;
 	if (kind == W_CTL)
 		snprintf(w->qname, sizeof(w->qname), "ctrl");
 	else
@@ -1238,7 +1277,7 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 			return -EINVAL;
 		}
 	}
-	n = calloc(1, sizeof(*n));
+	n = zalloc_lines(sizeof(*n));
 	if (!n) {
 		errfmt(err, errlen, "virtio-net: out of memory");
 		close_backends(be, pairs);
@@ -1343,7 +1382,7 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 
 	if (qi < 0 || qi > ctl || !vdev->q[qi].vq.ready || n->nworkers)
 		return -EINVAL;
-	w = calloc(1, sizeof(*w));
+	w = zalloc_lines(sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->elem = malloc(sizeof(*w->elem));
@@ -1356,6 +1395,7 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	w->kind = qi == ctl ? W_CTL : qi % 2 ? W_TX : W_RX;
 	w->pair = qi == ctl ? 0 : qi / 2;
 	w->poll_budget_ns = n->poll_max_ns;
+	w->poll_missed_at = 0;
 	snprintf(w->qname, sizeof(w->qname), qi == ctl ? "ctrl" : qi % 2 ? "tx%d" : "rx%d", w->pair);
 	n->mrg_rxbuf = vdev->features & F(VIRTIO_NET_F_MRG_RXBUF);
 	if (w->kind == W_RX && !(w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov)))) {

@@ -56,6 +56,12 @@ int virtio_net_serve_once(struct virtio_net *n, int qi) __must_check;
  * {"queues":[{"name":"rx0",...},...]} with no trailing newline, so callers can embed it. */
 void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json);
 
+/* tx=poll's next window (ns, within [min(1 us, max_ns), max_ns]) after one of `budget`:
+ * hit (it found a chain): double; ran out, and the next kick came gap_ns after the
+ * window's start: grow to cover the gap when gap_ns <= max_ns (a longer window would
+ * have caught it), else halve. Pure, for the unit tests. */
+u64 virtio_net_poll_budget(u64 budget, u64 max_ns, bool hit, u64 gap_ns);
+
 /* Pause support: stop and join the device's threads (each finishes the frame it is on; chains
  * still in the rings stay there), and start them again. No-op when the device is not running. */
 void virtio_net_quiesce(struct virtio_net *n);

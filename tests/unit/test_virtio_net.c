@@ -1360,6 +1360,35 @@ START_TEST(tx_race_no_chain_unseen)
 }
 END_TEST
 
+/* tx=poll's budget rule: a hit doubles, a miss followed by a kick within the cap grows the
+ * window to cover that gap (+1/4), a later kick halves it; always within [min(1 us, cap), cap]. */
+START_TEST(poll_budget_adapts)
+{
+	const u64 cap = 50000;
+
+	ck_assert_uint_eq(virtio_net_poll_budget(10000, cap, true, 0), 20000);
+	ck_assert_uint_eq(virtio_net_poll_budget(40000, cap, true, 0), cap);
+	/* rr: one chain per round trip, a bit longer than the shrunken window: grow to it. */
+	ck_assert_uint_eq(virtio_net_poll_budget(1000, cap, false, 30000), 37500);
+	ck_assert_uint_eq(virtio_net_poll_budget(1000, cap, false, 45000), cap);
+	ck_assert_uint_eq(virtio_net_poll_budget(30000, cap, false, 2000), 60000 > cap ? cap : 60000);
+	/* The guest went quiet (the kick came after the cap): halve, down to 1 us. */
+	ck_assert_uint_eq(virtio_net_poll_budget(40000, cap, false, 60000), 20000);
+	ck_assert_uint_eq(virtio_net_poll_budget(1000, cap, false, 1000000), 1000);
+	ck_assert_uint_eq(virtio_net_poll_budget(1500, cap, false, ~0ull), 1000);
+	/* A cap below 1 us is the floor too. */
+	ck_assert_uint_eq(virtio_net_poll_budget(500, 500, false, ~0ull), 500);
+	ck_assert_uint_eq(virtio_net_poll_budget(500, 500, true, 0), 500);
+	/* Any sequence stays within bounds. */
+	u64 b = cap, x = 88172645463325252ull;
+	for (int i = 0; i < 100000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		b = virtio_net_poll_budget(b, cap, x & 1, (x >> 1) % (3 * cap));
+		ck_assert(b >= 1000 && b <= cap);
+	}
+}
+END_TEST
+
 static Suite *virtio_net_suite(void)
 {
 	Suite *s = suite_create("virtio_net");
@@ -1391,6 +1420,7 @@ static Suite *virtio_net_suite(void)
 	tcase_add_loop_test(tc, tx_chain_posted_before_reenable, 0, (int)ARRAY_SIZE(mode_cases));
 	tcase_add_loop_test(tc, tx_unkicked_chains_while_off, 0, (int)ARRAY_SIZE(mode_cases));
 	tcase_add_loop_test(tc, tx_race_no_chain_unseen, 0, (int)ARRAY_SIZE(mode_cases));
+	tcase_add_test(tc, poll_budget_adapts);
 	suite_add_tcase(s, tc);
 	return s;
 }
