@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdlib.h>
@@ -119,6 +120,7 @@ struct virtio_net {
 	enum net_tx_mode tx_mode;
 	u64 tx_timer_ns;        /* tx=timer: how long notifications stay off after a notify */
 	u64 poll_max_ns;        /* tx=poll: upper bound of a poll window */
+	bool coarse_timers;     /* the host's sleeps round up to its tick (no high-res timers) */
 	virtio_net_tx_hook tx_hook; /* tests: called between drain and re-enable */
 	void *tx_hook_arg;
 	struct ratelimit log_rl;    /* messages a guest (or the host network) can repeat */
@@ -379,8 +381,12 @@ static bool tx_reenable(struct net_worker *w)
 #define POLL_MIN_NS 1000ull
 /* The pause between two looks at the ring. A sleep, not sched_yield: a yielding thread
  * that shares a core with a busy vCPU gets the core back only at the vCPU's next tick
- * (milliseconds), while a timer wake-up preempts it. */
+ * (milliseconds), while a timer wake-up preempts it. Except where the host has no
+ * high-resolution timers (clock_getres coarser than POLL_COARSE_NS, e.g. highres=off, as
+ * in the emulated host): there every sleep lasts a whole tick (4 ms at HZ=250), longer than
+ * any window, and yielding is the lesser evil. */
 #define POLL_PAUSE_NS 2000
+#define POLL_COARSE_NS 10000
 
 u64 virtio_net_poll_budget(u64 budget, u64 max_ns, bool hit, u64 gap_ns)
 {
@@ -391,6 +397,14 @@ u64 virtio_net_poll_budget(u64 budget, u64 max_ns, bool hit, u64 gap_ns)
 	if (gap_ns <= max_ns) /* too short: cover the gap, with a quarter more for jitter */
 		return MAX(MIN(MAX(budget * 2, gap_ns + gap_ns / 4), max_ns), lo);
 	return MAX(budget / 2, lo);
+}
+
+/* True when the host's sleeps cannot be shorter than POLL_COARSE_NS. */
+static bool timers_coarse(void)
+{
+	struct timespec res;
+
+	return !clock_getres(CLOCK_MONOTONIC, &res) && (res.tv_sec || res.tv_nsec > POLL_COARSE_NS);
 }
 
 /*
@@ -420,7 +434,10 @@ static bool tx_poll(struct net_worker *w)
 		}
 		if (t - t0 >= budget)
 			break;
-		clock_nanosleep(CLOCK_MONOTONIC, 0, &(struct timespec){ .tv_nsec = POLL_PAUSE_NS }, NULL);
+		if (n->coarse_timers)
+			sched_yield();
+		else
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &(struct timespec){ .tv_nsec = POLL_PAUSE_NS }, NULL);
 		t = now_ns();
 	}
 	t = now_ns();
@@ -1297,6 +1314,7 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 	n->tx_mode = o->tx_mode;
 	n->tx_timer_ns = 1000ull * (o->tx_timer_us ? o->tx_timer_us : NET_TX_TIMER_US_DEFAULT);
 	n->poll_max_ns = 1000ull * (o->poll_us ? o->poll_us : NET_POLL_US_DEFAULT);
+	n->coarse_timers = timers_coarse();
 	for (int i = 0; i < pairs; i++) {
 		n->be[i] = be[i];
 		be[i] = NULL;
