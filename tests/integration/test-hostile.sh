@@ -27,7 +27,12 @@ chmod +x "$WRAP"
 trap 'rm -f "$WRAP"' EXIT
 
 # lkvm's own lines (not the guest's, not --stats).
-own_lines() { grep -v '^GUEST ' "$LAST_LOG" | grep -c '^lkvm: '; }
+# lkvm's own lines, less the two that set-up prints whatever the guest does (the VM's name,
+# and a stale control socket of a killed VM whose pid this run reuses).
+own_lines() {
+	grep -v '^GUEST ' "$LAST_LOG" | grep '^lkvm: ' |
+		grep -cvE '^lkvm: (VM name: |removed a stale control socket )'
+}
 # The most a rate limit of 5 lines per 5 s allows in the last run's wall time, plus lkvm's
 # closing line and one of slack.
 max_lines() { local s=${LAST_SECS%.*}; echo $((5 * (s / 5 + 1) + 2)); }
