@@ -724,8 +724,8 @@ static void teardown(struct run_state *st)
 	free(st->dtb);
 }
 
-/* Exit counters of every vCPU and each NIC's queue counters, to stderr. */
-static void print_stats(struct kvm *kvm)
+/* Exit counters of every vCPU and each NIC's queue counters, to out. */
+static void format_stats(struct kvm *kvm, FILE *out)
 {
 	bool json = kvm->cfg.stats == STATS_JSON;
 	u64 io = 0, mmio = 0, total = 0;
@@ -738,32 +738,59 @@ static void print_stats(struct kvm *kvm)
 			total += __atomic_load_n(&kvm->cpus[i]->exits[r], __ATOMIC_RELAXED);
 	}
 	if (json)
-		fprintf(stderr, "{\"vcpu_exits\":{\"total\":%llu,\"io\":%llu,\"mmio\":%llu},\"nets\":[",
+		fprintf(out, "{\"vcpu_exits\":{\"total\":%llu,\"io\":%llu,\"mmio\":%llu},\"nets\":[",
 			(unsigned long long)total, (unsigned long long)io, (unsigned long long)mmio);
 	else
-		fprintf(stderr, "vCPU exits: %llu (port I/O %llu, MMIO %llu)\n", (unsigned long long)total,
+		fprintf(out, "vCPU exits: %llu (port I/O %llu, MMIO %llu)\n", (unsigned long long)total,
 			(unsigned long long)io, (unsigned long long)mmio);
 	for (size_t i = 0, n = 0; i < ARRAY_SIZE(kvm->nets); i++) {
 		if (!kvm->nets[i])
 			continue;
 		if (json && n++)
-			fputc(',', stderr);
+			fputc(',', out);
 		if (!json)
-			fprintf(stderr, "net%zu:\n", i);
-		virtio_net_print_stats(kvm->nets[i], stderr, json);
+			fprintf(out, "net%zu:\n", i);
+		virtio_net_print_stats(kvm->nets[i], out, json);
 	}
 	if (json)
-		fprintf(stderr, "],\"disks\":[");
+		fprintf(out, "],\"disks\":[");
 	for (int i = 0; kvm_dev_find(kvm, "virtio-blk", i); i++) {
 		if (json && i)
-			fputc(',', stderr);
+			fputc(',', out);
 		if (!json)
-			fprintf(stderr, "disk%d:\n", i);
-		virtio_blk_print_stats(kvm_dev_find(kvm, "virtio-blk", i)->priv, stderr, json);
+			fprintf(out, "disk%d:\n", i);
+		virtio_blk_print_stats(kvm_dev_find(kvm, "virtio-blk", i)->priv, out, json);
 	}
 	if (json)
-		fprintf(stderr, "]}\n");
-	fflush(stderr);
+		fprintf(out, "]}\n");
+}
+
+/* The counters to stderr in one write where memory allows, so that a snapshot taken while
+ * the guest prints (SIGUSR2) is not cut into pieces by the console's output. */
+static void print_stats(struct kvm *kvm)
+{
+	char *buf = NULL;
+	size_t len = 0, off = 0;
+	FILE *m = open_memstream(&buf, &len);
+
+	if (!m) {
+		format_stats(kvm, stderr);
+		fflush(stderr);
+		return;
+	}
+	format_stats(kvm, m);
+	if (fclose(m) == 0) {
+		while (off < len) {
+			ssize_t w = write(STDERR_FILENO, buf + off, len - off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break;
+			off += (size_t)w;
+		}
+	}
+	free(buf);
 }
 
 /* lkvm's own footprint: resident set minus the guest RAM pages that are resident. */
