@@ -770,7 +770,7 @@ static void format_stats(struct kvm *kvm, FILE *out)
 static void print_stats(struct kvm *kvm)
 {
 	char *buf = NULL;
-	size_t len = 0, off = 0;
+	size_t len = 0;
 	FILE *m = open_memstream(&buf, &len);
 
 	if (!m) {
@@ -779,17 +779,8 @@ static void print_stats(struct kvm *kvm)
 		return;
 	}
 	format_stats(kvm, m);
-	if (fclose(m) == 0) {
-		while (off < len) {
-			ssize_t w = write(STDERR_FILENO, buf + off, len - off);
-
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0)
-				break;
-			off += (size_t)w;
-		}
-	}
+	if (fclose(m) == 0)
+		write_full(STDERR_FILENO, buf, len);
 	free(buf);
 }
 

@@ -224,21 +224,12 @@ bool term_match_feed(struct term *t, const u8 *buf, size_t len)
 void term_output(struct kvm *kvm, const u8 *buf, size_t len)
 {
 	struct term *t = kvm->term;
-	size_t off = 0;
 	int fd = t ? t->out_fd : STDOUT_FILENO;
 	bool hit = false;
 
 	if (t)
 		pthread_mutex_lock(&t->out_lock);
-	while (off < len) {
-		ssize_t w = write(fd, buf + off, len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break; /* stdout gone: the guest keeps running, output is dropped */
-		off += (size_t)w;
-	}
+	write_full(fd, buf, len); /* stdout gone: the guest keeps running, output is dropped */
 	if (t && len) {
 		hit = term_match_feed(t, buf, len);
 		t->last_out = buf[len - 1];

@@ -145,6 +145,22 @@ int read_file(const char *path, u8 **data, size_t *len)
 	return 0;
 }
 
+size_t write_full(int fd, const void *buf, size_t len)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		ssize_t w = write(fd, (const char *)buf + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	return off;
+}
+
 u64 now_ns(void)
 {
 	struct timespec ts;

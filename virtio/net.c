@@ -1081,7 +1081,6 @@ static void *zalloc_lines(size_t size)
 	return memset(p, 0, size);
 }
 
-
 static void worker_free(struct net_worker *w)
 {
 	free(w->elem);
@@ -1109,7 +1108,6 @@ static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int
 	w->qi = qi;
 	w->pair = pair;
 	w->poll_budget_ns = n->poll_max_ns;
-	w->poll_missed_at = 0;
 	if (kind == W_CTL)
 		snprintf(w->qname, sizeof(w->qname), "ctrl");
 	else
@@ -1413,7 +1411,6 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	w->kind = qi == ctl ? W_CTL : qi % 2 ? W_TX : W_RX;
 	w->pair = qi == ctl ? 0 : qi / 2;
 	w->poll_budget_ns = n->poll_max_ns;
-	w->poll_missed_at = 0;
 	snprintf(w->qname, sizeof(w->qname), qi == ctl ? "ctrl" : qi % 2 ? "tx%d" : "rx%d", w->pair);
 	n->mrg_rxbuf = vdev->features & F(VIRTIO_NET_F_MRG_RXBUF);
 	if (w->kind == W_RX && !(w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov)))) {

@@ -72,6 +72,10 @@ int read_file(const char *path, u8 **data, size_t *len) __must_check;
 /* Monotonic clock in nanoseconds. */
 u64 now_ns(void);
 
+/* Write all of buf to fd, retrying short writes and EINTR. Returns the bytes written, less
+ * than len only when fd failed (or reported no progress). */
+size_t write_full(int fd, const void *buf, size_t len);
+
 /* A full memory barrier (store-load ordering included). GCC refuses fences under
  * ThreadSanitizer, which does not model them: there it is the x86 locked no-op Linux's
  * smp_mb() uses, the same barrier in hardware, invisible to TSan. */
