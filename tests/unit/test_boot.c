@@ -922,6 +922,8 @@ static Suite *boot_suite(void)
 		tcase_set_timeout(real, 30);
 		tcase_add_test(real, real_kernels);
 		suite_add_tcase(s, real);
+	} else {
+		lkvm_skip("test_boot", 1, "real_kernels", "no guest kernel built yet; scripts/build-guest.sh builds it");
 	}
 	return s;
 }
