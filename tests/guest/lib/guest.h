@@ -192,6 +192,11 @@ extern u64 lib_io_emulated;
 const char *clock_init(void);
 extern u64 tsc_hz;
 const char *clock_source(void);
+/* kvm-clock kept running (CPL0: registers the pvclock page with KVM); false without kvm-clock. */
+bool kvmclock_start(void);
+/* kvm-clock in ns as the guest sees it (what Linux keeps time with), and the TSC value it was
+ * computed from when tsc is not NULL. Any CPL, after kvmclock_start(). */
+u64 kvmclock_read(u64 *tsc);
 /* Split so no 128-bit division (a libgcc call) is needed; exact for rates below 18 GHz. */
 static inline u64 tsc_to_ns(u64 t)
 {
