@@ -315,9 +315,14 @@ t_malformed() {
 	raw $n "s.sendall(hdr(5, 0)[:7]); s.close()" || { fail "raw client failed"; return; }
 	raw $n "s.sendall(hdr(5, 40) + b'x' * 10); s.close()" || { fail "raw client failed"; return; }
 	# One that sends half a header and then nothing: dropped after its 2 s, others still served.
-	raw $n "s.sendall(hdr(5, 0)[:5]); time.sleep(3)" &
+	# It says when it has connected and sent: from then on it holds its connection.
+	local fifo=$LOG_DIR/ctl-bad.fifo said=""
+	rm -f "$fifo" && mkfifo "$fifo" || { fail "mkfifo $fifo failed"; return; }
+	raw $n "s.sendall(hdr(5, 0)[:5]); print('sent', flush=True); time.sleep(3)" >"$fifo" &
 	local slow=$!
-	sleep 0.3
+	read -r -t 10 said <"$fifo"
+	rm -f "$fifo"
+	[ "$said" = sent ] || { fail "the slow raw client never connected"; return; }
 	[ "$(stat_val $n "d['state']")" = running ] || { fail "stat failed while a slow client held a connection"; return; }
 	wait $slow
 	# Still running, still answering, and it said what happened (rate-limited).
