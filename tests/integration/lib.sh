@@ -198,3 +198,13 @@ finish_tests() {
 	echo "$SUMMARY_PREFIX: $pass passed, $failn failed, $skipn skipped (host: $(host_kind))"
 	[ "$failn" -eq 0 ]
 }
+
+# expect_one_error_line: the last run's whole output is one line starting "lkvm: error:" (what
+# the README promises for every error: no guest output, no second line).
+expect_one_error_line() {
+	local n e
+	n=$(grep -c '' "$LAST_LOG")
+	e=$(grep -c '^lkvm: error: ' "$LAST_LOG")
+	[ "$n" = 1 ] && [ "$e" = 1 ] && return 0
+	fail "expected exactly one line, 'lkvm: error: ...'; got $n lines, $e of them 'lkvm: error:': $(head -n 3 "$LAST_LOG" | tr '\n' '|' | cut -c1-200)"
+}

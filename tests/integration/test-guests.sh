@@ -39,10 +39,6 @@ t_insn() {
 	need_guest insn || return
 	run_lkvm insn 0 -- run -k "$ELF" --timeout $T || return
 	expect_output '^GUEST insn int3: count=1 eip=0x[0-9a-f]{8} OK' "int3 handled once, continued" || return
-	if grep -q '^GUEST insn smap absent' "$LAST_LOG"; then :; else
-		expect_output '^GUEST insn stac: ac=1 OK' || return
-		expect_output '^GUEST insn clac: ac=0 OK' || return
-	fi
 	expect_output '^GUEST insn fwait: OK' || return
 	expect_output '^GUEST insn: ALL OK' || return
 	is_pvm_host || return 0
@@ -53,28 +49,41 @@ t_insn() {
 	expect_output_i '\bcc\b|0xcc|\bcc[0-9a-f]' "the instruction bytes (cc)"
 }
 
+# stac/clac exist only with SMAP. lkvm passes the CPU's SMAP bit through (PVM hosts cannot hide
+# it), so the guest must see SMAP exactly when this CPU has it; only a CPU without SMAP skips.
+t_insn_smap() {
+	need_guest insn || return
+	grep -qw smap /proc/cpuinfo || { skip "this CPU has no SMAP: stac and clac raise #UD in any guest"; return; }
+	run_lkvm insn-smap 0 -- run -k "$ELF" --timeout $T || return
+	expect_no_output '^GUEST insn smap absent' "the guest seeing no SMAP on a CPU with SMAP" || return
+	expect_output '^GUEST insn stac: ac=1 OK' || return
+	expect_output '^GUEST insn clac: ac=0 OK' || return
+	expect_output '^GUEST insn: ALL OK'
+}
+
 t_panic() {
 	need_guest panic || return
 	run_lkvm panic 2 -- run -k "$ELF" --timeout $T || return
 	expect_output '^GUEST panic: writing pvpanic'
 }
 
+# The guest spins for ever: status 124 and lkvm's line say the timeout ended it. It must not fire
+# early (a lower bound on the wall time cannot fail for a slow host; no upper bound is asserted).
 t_spin() {
 	need_guest spin || return
 	run_lkvm spin 124 -- run -k "$ELF" --timeout 2 || return
 	expect_output '^GUEST spin: spinning' || return
+	expect_output '^lkvm: error: timeout: 2 s passed' "lkvm's timeout line" || return
 	local cs=${LAST_SECS/./}
-	cs=$((10#$cs))
-	[ "$cs" -ge 190 ] || { fail "ended after ${LAST_SECS}s, before the 2s timeout"; return; }
-	[ "$cs" -le 400 ] || fail "took ${LAST_SECS}s for a 2s timeout"
+	[ "$((10#$cs))" -ge 200 ] || fail "ended after ${LAST_SECS}s, before the 2s timeout"
 }
 
+# The spinning guest never ends by itself and the timeout would give 124: status 0 is --exit-on's.
 t_exit_on() {
 	need_guest spin || return
 	run_lkvm spin-exit-on 0 -- run -k "$ELF" --timeout $T --exit-on "spin: spinning" || return
 	expect_output '^GUEST spin: spinning' || return
-	local cs=${LAST_SECS/./}
-	[ "$((10#$cs))" -lt 1000 ] || fail "took ${LAST_SECS}s to notice the text"
+	expect_output '^lkvm: console printed "spin: spinning"' "lkvm's exit-on line"
 }
 
 t_smp() {
@@ -106,17 +115,14 @@ t_badinsn() {
 
 t_missing_kernel() {
 	run_lkvm bad-missing-kernel 1 -- run -k "$LOG_DIR/no-such-kernel.elf" --timeout 5 || return
-	local n
-	n=$(grep -c . "$LAST_LOG")
-	[ "$n" -eq 1 ] || fail "expected a one-line message, got $n lines"
+	expect_one_error_line
 }
 
 t_garbage_kernel() {
 	local f=$LOG_DIR/garbage-kernel.bin
 	yes 'this is not a kernel image' | head -c 65536 >"$f"
 	run_lkvm bad-garbage-kernel 1 -- run -k "$f" --timeout 5 || return
-	expect_output . "an error message" || return
-	expect_no_output '^GUEST '
+	expect_one_error_line
 }
 
 t_truncated_kernel() {
@@ -131,16 +137,16 @@ t_truncated_kernel() {
 	esac
 	head -c "$cut" "$ELF" >"$f"
 	run_lkvm "bad-truncated-$1" 1 -- run -k "$f" --timeout 5 || return
-	expect_output . "an error message" || return
-	expect_no_output '^GUEST '
+	expect_one_error_line
 }
 
 skip_unless_kvm
-run_test_serial spin t_spin # alone, so the timing is not skewed by other guests
+run_test spin t_spin
 run_test cpl0 t_cpl0
 run_test cpl3 t_cpl3
 run_test hlt t_hlt
 run_test insn t_insn
+run_test insn-stac-clac t_insn_smap
 run_test panic t_panic
 run_test spin-exit-on t_exit_on
 run_test smp-2 t_smp 2
