@@ -90,14 +90,15 @@ static void user_main(void *arg)
 	GUEST_ASSERT_EQ(mmio_read8(pvpanic_mmio), PVPANIC_FEATURES);
 	gprintf("GUEST libtest cpl3: port 0x505=0x%02x mmio=0x%02x OK (port accesses completed by the #GP handler so far: %llu)\n",
 		inb(PVPANIC_PORT), mmio_read8(pvpanic_mmio), lib_io_emulated);
-	/* Native speed at CPL3 (on a PVM host CPL0 would be ~300x slower). */
+	/* A long loop at CPL3 runs to its end with the right result (its time is only reported:
+	 * on a PVM host CPL3 runs natively, ~300x faster than CPL0, but no speed is asserted). */
 	t0 = rdtsc();
 	for (u64 i = 0; i < iters; i++)
 		sink += i;
 	t1 = rdtsc();
 	ns = tsc_to_ns(t1 - t0);
-	gprintf("GUEST libtest cpl3 loop: %llu iterations in %llu us (%llu M/s)\n", iters, ns / 1000,
-		ns ? iters * 1000 / ns : 0);
+	GUEST_ASSERT_EQ(sink, iters * (iters - 1) / 2);
+	gprintf("GUEST libtest cpl3 loop: %llu iterations, sum=%llu OK (%llu us)\n", iters, sink, ns / 1000);
 	t0 = rdtsc();
 	for (int i = 0; i < 1000; i++)
 		(void)rdtsc();
