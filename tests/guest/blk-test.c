@@ -6,7 +6,12 @@
  *   trans=pci|mmio     where the disk is (mmio: the first virtio-mmio window, 0xc0000000)
  *   blk=verify         read sectors 0..63 and check the host's pattern (byte i of sector s is
  *                      (s * 13 + i * 7 + 1) & 0xff), then write sectors 64..71 with
- *                      (s * 29 + i * 3 + 5) & 0xff and flush; "BLK-VERIFY-OK" at the end
+ *                      (s * 29 + i * 3 + 5) & 0xff and flush; "BLK-VERIFY-OK" at the end.
+ *                      The device must not offer VIRTIO_BLK_F_RO.
+ *   blk=ro             a read-only disk (lkvm -d IMAGE,ro): the device offers VIRTIO_BLK_F_RO,
+ *                      sectors 0..63 read back as above, a write of sectors 64..71 completes
+ *                      with VIRTIO_BLK_S_IOERR and sector 64 still holds the host's pattern;
+ *                      "BLK-RO-OK" at the end
  *   blk=bench qd=N pattern=seq|rand secs=S
  *                      4 KiB reads at queue depth N for S seconds from CPL3; prints
  *                      "BENCH blk ... iops=..."
@@ -20,6 +25,8 @@
 #define BLK_T_OUT 1
 #define BLK_T_FLUSH 4
 #define BLK_S_OK 0
+#define BLK_S_IOERR 1
+#define BLK_F_RO 5
 #define MMIO_BASE 0xc0000000ull
 #define IO_SIZE 4096
 #define MAX_QD 64
@@ -41,6 +48,7 @@ static struct {
 	struct virtio_pci vp;
 	struct virtq vq;
 	u64 capacity;      /* sectors */
+	u64 offered;       /* feature bits the device offered */
 	struct req *reqs;  /* MAX_QD */
 	u64 secs, qd;
 	bool rand;
@@ -87,6 +95,8 @@ static void mmio_setup(void)
 	mw(M_STATUS, 1 | 2);
 	mw(M_DEV_FEATURES_SEL, 1);
 	offered = (u64)mr(M_DEV_FEATURES) << 32;
+	mw(M_DEV_FEATURES_SEL, 0);
+	B.offered = offered | mr(M_DEV_FEATURES);
 	GUEST_ASSERT(offered & (1ull << VIRTIO_F_VERSION_1));
 	mw(M_DRV_FEATURES_SEL, 0);
 	mw(M_DRV_FEATURES, 0);
@@ -135,6 +145,7 @@ static void pci_setup(void)
 	virtio_reset(&B.vp);
 	if (!virtio_negotiate(&B.vp, 0))
 		GUEST_FAIL("virtio-blk: feature negotiation failed");
+	B.offered = B.vp.offered;
 	if (!virtq_setup(&B.vp, &B.vq, 0, QSIZE))
 		GUEST_FAIL("virtio-blk: no request queue");
 	B.capacity = 0;
@@ -182,27 +193,58 @@ static u8 do_io(u32 type, u64 sector, u32 len)
 	return r->status;
 }
 
-static void verify(void)
+/* Reads sectors first..first+n-1 (n a multiple of 8) and checks the host's pattern. */
+static void read_check(u64 first, u64 n)
 {
 	u8 *p = B.reqs[0].buf;
 
-	GUEST_ASSERT(B.capacity >= 72);
-	for (u64 s = 0; s < 64; s += 8) {
+	for (u64 s = first; s < first + n; s += 8) {
 		GUEST_ASSERT_EQ(do_io(BLK_T_IN, s, 8 * SECTOR), BLK_S_OK);
 		for (u64 k = 0; k < 8; k++)
 			for (u64 i = 0; i < SECTOR; i++)
 				if (p[k * SECTOR + i] != (u8)((s + k) * 13 + i * 7 + 1))
 					GUEST_FAIL("sector %llu byte %llu: 0x%x", s + k, i, p[k * SECTOR + i]);
 	}
-	gprintf("GUEST blk-test: sectors 0-63 read back as the host wrote them\n");
+}
+
+/* Writes the guest's pattern to sectors 64..71; returns the request's status. */
+static u8 write_64(void)
+{
+	u8 *p = B.reqs[0].buf;
+
 	for (u64 k = 0; k < 8; k++)
 		for (u64 i = 0; i < SECTOR; i++)
 			p[k * SECTOR + i] = (u8)((64 + k) * 29 + i * 3 + 5);
-	GUEST_ASSERT_EQ(do_io(BLK_T_OUT, 64, 8 * SECTOR), BLK_S_OK);
+	return do_io(BLK_T_OUT, 64, 8 * SECTOR);
+}
+
+static void verify(void)
+{
+	GUEST_ASSERT(B.capacity >= 72);
+	GUEST_ASSERT(!(B.offered & (1ull << BLK_F_RO)));
+	read_check(0, 64);
+	gprintf("GUEST blk-test: sectors 0-63 read back as the host wrote them\n");
+	GUEST_ASSERT_EQ(write_64(), BLK_S_OK);
 	GUEST_ASSERT_EQ(do_io(BLK_T_FLUSH, 0, 0), BLK_S_OK);
 	/* Past the end: an error status, not a crash. */
 	GUEST_ASSERT(do_io(BLK_T_IN, B.capacity, SECTOR) != BLK_S_OK);
 	gprintf("BLK-VERIFY-OK capacity=%llu\n", B.capacity);
+}
+
+static void read_only(void)
+{
+	u8 st;
+
+	GUEST_ASSERT(B.capacity >= 72);
+	if (!(B.offered & (1ull << BLK_F_RO)))
+		GUEST_FAIL("a read-only disk without VIRTIO_BLK_F_RO (features 0x%llx)", B.offered);
+	read_check(0, 64);
+	gprintf("GUEST blk-test: sectors 0-63 read back as the host wrote them\n");
+	st = write_64();
+	if (st != BLK_S_IOERR)
+		GUEST_FAIL("a write to a read-only disk completed with status %u, not VIRTIO_BLK_S_IOERR", st);
+	read_check(64, 8);
+	gprintf("BLK-RO-OK features=0x%llx write_status=%u capacity=%llu\n", B.offered, st, B.capacity);
 }
 
 static u64 rng_state = 88172645463325252ull;
@@ -275,7 +317,7 @@ void guest_main(void)
 	char mode[16], trans[8] = "pci", pat[8] = "seq";
 
 	if (!cmdline_get("blk", mode, sizeof(mode)))
-		GUEST_FAIL("no blk=verify|bench|notify on the command line");
+		GUEST_FAIL("no blk=verify|ro|bench|notify on the command line");
 	cmdline_get("trans", trans, sizeof(trans));
 	cmdline_get("pattern", pat, sizeof(pat));
 	B.mmio = !strcmp(trans, "mmio");
@@ -292,10 +334,14 @@ void guest_main(void)
 		mmio_setup();
 	else
 		pci_setup();
-	gprintf("GUEST blk-test: %s disk, %llu sectors, mode %s\n", B.mmio ? "virtio-mmio" : "virtio-pci",
-		B.capacity, mode);
+	gprintf("GUEST blk-test: %s disk, %llu sectors, features 0x%llx, mode %s\n",
+		B.mmio ? "virtio-mmio" : "virtio-pci", B.capacity, B.offered, mode);
 	if (!strcmp(mode, "verify")) {
 		verify();
+		guest_done();
+	}
+	if (!strcmp(mode, "ro")) {
+		read_only();
 		guest_done();
 	}
 	if (B.capacity < 2 * (IO_SIZE / SECTOR))

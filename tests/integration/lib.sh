@@ -208,3 +208,13 @@ expect_one_error_line() {
 	[ "$n" = 1 ] && [ "$e" = 1 ] && return 0
 	fail "expected exactly one line, 'lkvm: error: ...'; got $n lines, $e of them 'lkvm: error:': $(head -n 3 "$LAST_LOG" | tr '\n' '|' | cut -c1-200)"
 }
+
+# why_guest_failed: after a run that ended wrong, makes the test's failure the guest's own
+# "GUEST FAIL ..." or "GUEST EXCEPTION ..." line when it printed one (that says what went wrong;
+# lkvm's last line only says the guest panicked). Returns 1 either way, for `|| { ...; return; }`.
+why_guest_failed() {
+	local g
+	g=$(grep -Em1 '^GUEST (FAIL|EXCEPTION)' "$LAST_LOG" 2>/dev/null | tr -d '\r' | cut -c1-240)
+	[ -z "$g" ] || fail "$g (exit status $LAST_STATUS)"
+	return 1
+}

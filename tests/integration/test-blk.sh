@@ -47,7 +47,7 @@ t_verify() {
 	need_python && need_guest blk-test || return
 	make_pattern_image "$img" 2048
 	run_lkvm blk-verify-$trans${extra//[,=]/-} 0 -- run -k "$ELF" -d "$img,trans=$trans$extra" \
-		-p "blk=verify trans=$trans" --timeout 60 --stats || return
+		-p "blk=verify trans=$trans" --timeout 60 --stats || { why_guest_failed; return; }
 	expect_output "BLK-VERIFY-OK capacity=2048" "the guest's verdict" || return
 	expect_output "GUEST DONE" || return
 	check_written "$img" || { fail "image check: $(check_written "$img" 2>&1)"; return; }
@@ -56,16 +56,21 @@ t_verify() {
 		fail "disk counters: $(grep '^req0' "$LAST_LOG")"
 }
 
+# t_read_only TRANS: the guest sees VIRTIO_BLK_F_RO, reads, and its write completes with
+# VIRTIO_BLK_S_IOERR (blk-test checks both); the image is byte for byte what it was.
 t_read_only() {
-	local img=$WORK/ro.img sum
+	local trans=$1 img=$WORK/ro-$1.img sum
 	need_python && need_guest blk-test || return
 	make_pattern_image "$img" 2048
 	sum=$(sha256sum < "$img")
-	# The guest's write fails (VIRTIO_BLK_S_IOERR): its assertion ends the run with status 2.
-	run_lkvm blk-ro 2 -- run -k "$ELF" -d "$img,ro,trans=mmio" -p "blk=verify trans=mmio" --timeout 60 || return
+	run_lkvm blk-ro-$trans 0 -- run -k "$ELF" -d "$img,ro,trans=$trans" -p "blk=ro trans=$trans" --timeout 60 --stats ||
+		{ why_guest_failed; return; }
 	expect_output "sectors 0-63 read back" "the reads" || return
-	expect_output "GUEST FAIL .*BLK_T_OUT" "the refused write" || return
-	[ "$(sha256sum < "$img")" = "$sum" ] || fail "the read-only image changed"
+	expect_output "^BLK-RO-OK features=0x[0-9a-f]+ write_status=1 " "VIRTIO_BLK_F_RO and the refused write" || return
+	[ "$(sha256sum < "$img")" = "$sum" ] || { fail "the read-only image changed"; return; }
+	# 8 reads, the refused write, 1 read: 10 requests, 1 error.
+	grep -Eq '^req0 +[0-9]+ +0 +[0-9]+ +10 +[0-9]+ +1$' "$LAST_LOG" ||
+		fail "disk counters: $(grep '^req0' "$LAST_LOG")"
 }
 
 t_bad_disk() {
@@ -176,7 +181,8 @@ else
 	run_test blk-verify-mmio t_verify mmio
 	run_test blk-verify-mmio-sync t_verify mmio ,aio=sync
 	run_test blk-verify-pci-buffered t_verify pci ,direct=off
-	run_test blk-ro t_read_only
+	run_test blk-ro-mmio t_read_only mmio
+	run_test blk-ro-pci t_read_only pci
 	run_test blk-bad-disk t_bad_disk
 	run_test blk-dtb t_dtb
 	run_test blk-linux-mmio t_linux mmio

@@ -279,6 +279,7 @@ struct virtio_pci {
 	struct pci_dev pci;
 	u64 common, notify, isr, device; /* addresses of the four structures */
 	u32 notify_mult;
+	u64 offered;                     /* what the device offered */
 	u64 features;                    /* negotiated */
 };
 

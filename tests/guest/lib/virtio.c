@@ -98,6 +98,7 @@ bool virtio_negotiate(struct virtio_pci *vp, u64 want)
 	offered = mmio_read32(vp->common + CC_DF);
 	mmio_write32(vp->common + CC_DFSELECT, 1);
 	offered |= (u64)mmio_read32(vp->common + CC_DF) << 32;
+	vp->offered = offered;
 	if (!(offered & (1ull << VIRTIO_F_VERSION_1)))
 		return false;
 	vp->features = offered & (want | 1ull << VIRTIO_F_VERSION_1);
