@@ -1,6 +1,7 @@
 /* Least privilege: capabilities and user dropped after set-up, and one seccomp allow-list per thread kind. */
 #include <errno.h>
 #include <grp.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/sysinfo.h>
 #include <linux/if_tun.h>
 #include <linux/kvm.h>
 #include <cap-ng.h>
@@ -288,6 +290,11 @@ int sandbox_drop_privileges(const char *user, char *err, size_t errlen)
 	/* What glibc loads on first use must be loaded now: the RTC's first gmtime_r reads
 	 * the time zone (/etc/localtime), which no filter allows later. */
 	tzset();
+	/* And malloc's arena limit: glibc works it out when a thread first needs an arena of its
+	 * own, from /sys/devices/system/cpu/online, inside the filter of the thread that created
+	 * it (with net, blk, console and rng up, the rng thread got there). Set it now, to glibc's
+	 * own default of 8 arenas per CPU. */
+	mallopt(M_ARENA_MAX, 8 * get_nprocs());
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGSYS, &sa, NULL) < 0) {
 		errfmt(err, errlen, "sandbox: SIGSYS handler: %s", strerror(errno));
@@ -397,6 +404,13 @@ int sandbox_enter(struct kvm *kvm, enum sandbox_kind kind)
 	}
 #endif
 	if (kvm && kvm->sandbox) {
+		sigset_t sys;
+
+		/* A thread started with every signal blocked (the control socket's) would take its
+		 * filter's SIGSYS blocked: the kernel then kills lkvm with no word of why. */
+		sigemptyset(&sys);
+		sigaddset(&sys, SIGSYS);
+		pthread_sigmask(SIG_UNBLOCK, &sys, NULL);
 		ret = build_and_load(kind);
 		if (ret < 0)
 			pr_err("sandbox: cannot install the %s thread's seccomp filter: %s",
