@@ -306,7 +306,8 @@ struct vq_buf {
 	u32 len;
 };
 
-/* Finds the capabilities, enables memory decode and bus mastering; false if any is missing. */
+/* Finds the capabilities, enables memory decode and bus mastering; false if common, notify or ISR
+ * is missing. device is 0 when the device has no configuration space (virtio-rng). */
 bool virtio_pci_init(struct virtio_pci *vp, const struct pci_dev *d);
 void virtio_reset(struct virtio_pci *vp);
 /* ACKNOWLEDGE, DRIVER, features = offered & want (VERSION_1 required), FEATURES_OK checked. */

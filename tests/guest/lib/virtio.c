@@ -57,7 +57,8 @@ bool virtio_pci_init(struct virtio_pci *vp, const struct pci_dev *d)
 		if (type == CFG_NOTIFY)
 			vp->notify_mult = pci_read32(d, at + CAP_NOTIFY_MULT);
 	}
-	if (!vp->common || !vp->notify || !vp->isr || !vp->device)
+	/* A device without configuration (console without its features, rng) has no DEVICE_CFG. */
+	if (!vp->common || !vp->notify || !vp->isr)
 		return false;
 	pci_enable(d, PCI_CMD_MEM | PCI_CMD_MASTER);
 	return true;
