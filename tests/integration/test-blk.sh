@@ -63,7 +63,7 @@ t_read_only() {
 	need_python && need_guest blk-test || return
 	make_pattern_image "$img" 2048
 	sum=$(sha256sum < "$img")
-	run_lkvm blk-ro-$trans 0 -- run -k "$ELF" -d "$img,ro,trans=$trans" -p "blk=ro trans=$trans" --timeout 60 --stats ||
+	run_lkvm "blk-ro-$trans" 0 -- run -k "$ELF" -d "$img,ro,trans=$trans" -p "blk=ro trans=$trans" --timeout 60 --stats ||
 		{ why_guest_failed; return; }
 	expect_output "sectors 0-63 read back" "the reads" || return
 	expect_output "^BLK-RO-OK features=0x[0-9a-f]+ write_status=1 " "VIRTIO_BLK_F_RO and the refused write" || return

@@ -10,6 +10,7 @@ SINK=$REPO_ROOT/build/tools/udp-sink
 T=${LINUX_TIMEOUT:-300}
 HOST_IP=10.0.2.1
 GUEST_IP=10.0.2.15
+GUEST_MAC=52:54:00:6c:6b:01 # not lkvm's default: seen in the guest, it came through the device
 
 net_skip_reason() {
 	[ -c /dev/net/tun ] || { echo "no /dev/net/tun"; return; }
@@ -45,7 +46,7 @@ t_ping_in() {
 	local sink=$!
 	# Kernel mode only after boot (HOST-KVM.md): no initramfs, wait for a disk that never comes.
 	ip netns exec $ns "$LKVM" run -k "$G/bzImage" -m 256 --timeout $T --stats=json \
-		-n mode=tap,tapif=$tap,host_ip=$HOST_IP/24,script=none$extra \
+		-n mode=tap,tapif=$tap,host_ip=$HOST_IP/24,guest_mac=$GUEST_MAC,script=none$extra \
 		-p "root=/dev/vda rootwait ip=$GUEST_IP::$HOST_IP:255.255.255.0:lkvm:eth0:off netconsole=6665@$GUEST_IP/eth0,6666@$HOST_IP/$kparams" \
 		</dev/null > "$log" 2>&1 &
 	local vm=$! i
@@ -71,7 +72,9 @@ t_ping_in() {
 	[ $ping_rc -eq 0 ] && grep -q " 0% packet loss" "$LOG_DIR/net-$mode.ping" ||
 		{ fail "ping lost packets: $(grep 'packet loss' "$LOG_DIR/net-$mode.ping")"; return; }
 	expect_status 143 || return
-	expect_output "virtio_net|eth0" "the guest's NIC" || return
+	# The NIC as the kernel configured it: eth0 with the MAC its driver read from the device's
+	# config (IP-Config's device line; the command line names eth0 but no MAC).
+	expect_output "device=eth0, hwaddr=$GUEST_MAC, ipaddr=${GUEST_IP//./\\.}," "eth0 with the MAC lkvm gave the device" || return
 	expect_output "IP-Config: Complete" "static IP configuration" || return
 	if [ "$mode" = intx ]; then
 		expect_output "virtio-pci .*INT A -> IRQ" "virtio-pci on its INTx pin" || return
