@@ -99,20 +99,19 @@ field() {
 # While the devices guest runs with every device up: no capabilities (effective, permitted,
 # bounding), and every thread (main, vCPU, console, net rx/tx/control, blk, virtio-console, rng,
 # control socket) present and under a filter; with --sandbox=off none is. stdin stays open (a
-# FIFO nobody writes), or the console thread would end at its EOF.
+# pipe from a sleep), or the console thread would end at its EOF.
 t_state() {
 	with_devices t_state_in "$@"
 }
 
 t_state_in() {
-	local mode=$1 log=$LOG_DIR/sandbox-state-$1.log fifo=$LOG_DIR/sandbox-state-$1.fifo in
+	local mode=$1 log=$LOG_DIR/sandbox-state-$1.log in holder
 	LAST_LOG=$log
-	rm -f "$fifo" && mkfifo "$fifo" || { fail "mkfifo $fifo failed"; return; }
-	exec {in}<>"$fifo"
+	exec {in}< <(exec sleep 600)
+	holder=$!
 	$LKVM_WRAP "$LKVM" run "${DEVICES[@]}" --timeout 120 --sandbox="$mode" <&$in >"$log" 2>&1 &
 	local vm=$! i
-	exec {in}>&-
-	rm -f "$fifo"
+	exec {in}<&-
 	# Until the guest brought its devices up (their threads start on DRIVER_OK) ...
 	for ((i = 0; i < 200; i++)); do
 		grep -q '^GUEST devices: up ' "$log" && break
@@ -144,6 +143,7 @@ t_state_in() {
 	kill -TERM $vm
 	wait $vm
 	LAST_STATUS=$?
+	kill "$holder" 2>/dev/null
 	expect_status 143 || return
 	expect_output '^GUEST devices: up net=1 blk=1 console=1 rng=1' "every device up" || return
 	[ -z "$missing" ] || { fail "no thread with Seccomp $want of kind:$missing (threads: ${seen[*]})"; return; }
