@@ -6,7 +6,7 @@ SUMMARY_PREFIX=console
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-T=60 # lkvm --timeout of every run here (each ends long before, by its own test)
+T=300 # lkvm --timeout of every run here (each ends long before, by its own test; the emulated host is slow)
 PY=$(command -v /usr/bin/python3 || command -v python3 || true)
 TTYDRIVE=$REPO_ROOT/tests/integration/ttydrive.py
 # The VMs of this script have their own runtime directory (names for pause and stop).
@@ -16,7 +16,7 @@ trap 'rm -rf "$LKVM_RUNTIME_DIR"' EXIT
 
 # tty_lkvm pty|pipe LOG WANT STEP... -- RUN-ARGS...: `lkvm run -k console-echo.elf RUN-ARGS` on a
 # pseudo-terminal or on pipes, played by ttydrive.py's STEPs, with --timeout $RUN_TIMEOUT (default
-# T); sets LAST_LOG and LAST_STATUS. Fails unless lkvm exited WANT and, on a terminal, had it in
+# T; the hang guard stays T + GUARD_SLACK); sets LAST_LOG and LAST_STATUS. Fails unless lkvm exited WANT and, on a terminal, had it in
 # raw mode and left it as it found it (`stty -g` equal before and after).
 tty_lkvm() {
 	local mode=$1 log=$2 want=$3 t=${RUN_TIMEOUT:-$T} opt=() steps=() res
@@ -35,7 +35,7 @@ tty_lkvm() {
 		printf ' %q' "${steps[@]}" -- "$LKVM" run -k "$ELF" --timeout "$t" "$@"
 		printf '\n'
 	} >"$LAST_LOG.cmd"
-	res=$("$PY" "$TTYDRIVE" "${opt[@]}" --timeout $((t + GUARD_SLACK)) "$LAST_LOG" "${steps[@]}" -- \
+	res=$("$PY" "$TTYDRIVE" "${opt[@]}" --timeout $((T + GUARD_SLACK)) "$LAST_LOG" "${steps[@]}" -- \
 		"$LKVM" run -k "$ELF" --timeout "$t" "$@" 2>&1)
 	case $res in
 	skip:*) skip "${res#skip: }"; return 1 ;;
@@ -76,7 +76,7 @@ expect_line() {
 
 READY='wait:^GUEST console-echo: ready'
 # line_done N: the step that waits until the guest has reported its N-th line, all of it.
-line_done() { echo "wait:^GUEST console-echo: line $1 .*\n"; }
+line_done() { printf 'wait:^GUEST console-echo: line %s .*\\n' "$1"; }
 
 # ---- input reaches the guest ----
 
@@ -121,8 +121,8 @@ t_paused() {
 		sends+=("send:$SEND")
 		all+=$HEX
 	done
-	tty_lkvm pty "console-paused-$dev" 0 "$READY \\($dev\\)" "sh:$(printf '%q pause %q' "$LKVM" "$name")" \
-		"${sends[@]}" taken 'absent:^GUEST console-echo: line' 'send:\n' \
+	tty_lkvm pty "console-paused-$dev" 0 "$READY \\($dev\\)" \
+		"sh:$(printf '%q pause %q' "$LKVM" "$name")" "${sends[@]}" taken 'absent:^GUEST console-echo: line' 'send:\n' \
 		"sh:$(printf '%q resume %q' "$LKVM" "$name")" "$(line_done 1)" 'send:done\n' \
 		-- --console "$console" --name "$name" || return
 	expect_line 1 "$all"
@@ -151,7 +151,8 @@ t_restore_stop() {
 		"sh:$(printf '%q stop con-stop' "$LKVM")" -- --name con-stop
 }
 t_restore_error() {
-	restored error 1 "^lkvm: error: --user 'lkvm-no-such-user': no such user" -- --user lkvm-no-such-user || return
+	restored error 1 "^lkvm: error: --user 'lkvm-no-such-user': no such user" -- \
+		--user lkvm-no-such-user || return
 	[ "$(grep -c '^lkvm: error:' "$LAST_LOG")" = 1 ] ||
 		fail "not one 'lkvm: error:' line: $(grep '^lkvm: error:' "$LAST_LOG" | tr '\n' '|')"
 }

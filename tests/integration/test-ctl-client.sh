@@ -6,7 +6,7 @@ SUMMARY_PREFIX=ctl-client
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-T=60 # lkvm --timeout of every VM here (they are stopped long before)
+T=300 # lkvm --timeout of every VM here (they are stopped long before; the emulated host is slow)
 PY=$(command -v /usr/bin/python3 || command -v python3 || true)
 SPIN=$GUEST_DIR/spin.elf
 WORK=$(mktemp -d /tmp/lkvm-ctl-client.XXXXXX)
@@ -39,8 +39,8 @@ trap 'exit 143' TERM
 AS_USER="$REPO_ROOT/tests/integration/as-user.sh $WORK/kvm-node"
 mkdir "$WORK/kvm-node"
 
-# start_vm LOG ARGS...: `lkvm run -k spin.elf ARGS` in the background under $LKVM_PREFIX (word-split);
-# VM_PID is lkvm's pid (every prefix here execs), VM_LOG its output.
+# start_vm LOG ARGS...: `lkvm run -k spin.elf ARGS` in the background under $LKVM_PREFIX
+# (word-split); VM_PID is lkvm's pid (every prefix here execs), VM_LOG its output.
 start_vm() {
 	VM_LOG=$LOG_DIR/$1.log
 	shift
@@ -65,7 +65,8 @@ ctl() {
 # one_error_line REGEX: the command printed exactly one line, an error matching REGEX (lkvm ends
 # its own lines with "\r\n", for a terminal in raw mode).
 one_error_line() {
-	[ "$(wc -l <"$LAST_LOG")" = 1 ] && tr -d '\r' <"$LAST_LOG" | grep -Eq -- "^lkvm: error: $1\$" && return 0
+	[ "$(wc -l <"$LAST_LOG")" = 1 ] && tr -d '\r' <"$LAST_LOG" | grep -Eq -- "^lkvm: error: $1\$" &&
+		return 0
 	fail "expected one line 'lkvm: error: $1', got: $(head -c 300 "$LAST_LOG" | tr '\n' '|')"
 }
 
@@ -95,14 +96,17 @@ user_vm() {
 	shift 2
 	local LKVM_PREFIX="$AS_USER $uid env -u LKVM_RUNTIME_DIR -u XDG_RUNTIME_DIR $*"
 	start_vm "ctl-client-$_T_NAME" --name "$n"
-	wait_until 20 test -S "$dir/$n.sock" || { fail "no socket $dir/$n.sock ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"; return; }
-	[ "$(mode_owner "$dir")" = "700 $uid" ] || { fail "$dir: mode and owner $(mode_owner "$dir"), not 700 $uid"; return; }
+	wait_until 20 test -S "$dir/$n.sock" ||
+		{ fail "no socket $dir/$n.sock ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"; return; }
+	[ "$(mode_owner "$dir")" = "700 $uid" ] ||
+		{ fail "$dir: mode and owner $(mode_owner "$dir"), not 700 $uid"; return; }
 	[ "$(mode_owner "$dir/$n.sock")" = "600 $uid" ] ||
 		{ fail "$dir/$n.sock: mode and owner $(mode_owner "$dir/$n.sock"), not 600 $uid"; return; }
 	local CTL_PREFIX=$LKVM_PREFIX
 	ctl "ctl-client-$_T_NAME-list" list
 	expect_status 0 || return
-	grep -Eq "^$n +$VM_PID +running " "$LAST_LOG" || { fail "the user's lkvm list does not show $n running"; return; }
+	grep -Eq "^$n +$VM_PID +running " "$LAST_LOG" ||
+		{ fail "the user's lkvm list does not show $n running"; return; }
 	CTL_PREFIX="env -u LKVM_RUNTIME_DIR"
 	ctl "ctl-client-$_T_NAME-root-list" list
 	expect_status 0 || return
@@ -184,8 +188,8 @@ t_stop_wait() {
 	[ "$EXIT_STATUS" = 3 ] || fail "the stopped run exited $EXIT_STATUS, not 3"
 }
 
-# plug FD FIFO LOG: copies what lkvm wrote so far (up to its guest's first line) from the pipe's read
-# end FD to LOG, then fills the pipe: lkvm's next write to its stdout or stderr blocks.
+# plug FD FIFO LOG: copies what lkvm wrote so far (up to its guest's first line) from the pipe's
+# read end FD to LOG, then fills the pipe: lkvm's next write to its stdout or stderr blocks.
 plug() {
 	"$PY" - "$1" "$2" "$3" <<'EOF'
 import fcntl, os, select, sys, time

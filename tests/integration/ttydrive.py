@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Runs a command on a new pseudo-terminal (or on pipes) and drives it step by step, like a user
-at a terminal: wait for output, type, signal, hang up; then reports its exit status, whether it put
-the terminal in raw mode and whether it restored the terminal's settings.
+"""Plays the user at a command's terminal: waits for output, types, signals, hangs up; reports how it ended and the terminal's state.
+
+It reports the command's exit status, whether the command put the terminal in raw mode and
+whether it restored the terminal's settings.
 
 usage: ttydrive.py [--pipe] [--timeout SECS] LOG [STEP...] -- CMD [ARG...]
 
 CMD runs in a new session with the pseudo-terminal as its controlling terminal and as its stdin,
 stdout and stderr (--pipe: stdin a pipe, stdout and stderr another). Its output goes to LOG as it
-comes, with the terminal's "\\r\\n" (and "\\r\\r\\n") written as "\\n". Steps, in order (each one argument):
+comes, with the terminal's "\\r\\n" (and "\\r\\r\\n") written as "\\n". Steps, in order (each
+one argument):
   wait:REGEX     until the output so far matches REGEX (Python re, multi-line)
   absent:REGEX   fails when the output so far matches REGEX
   send:TEXT      types TEXT (Python escapes: \\n, \\x01); on a terminal each byte goes through the
@@ -58,6 +60,7 @@ class Drive:
         self.status = None
         self.typed = 0  # bytes typed so far; typed - queued() is what CMD has read
         self.mark = 0  # what CMD had read at the last read or taken step
+        self.hung_up = False
 
     def start(self, argv):
         if self.pipe:
@@ -139,7 +142,8 @@ class Drive:
             if self.status is not None and not cond():
                 self.pump(0)
                 if not cond():
-                    raise StepError("the command exited (status %d) before %s" % (self.status, what))
+                    raise StepError("the command exited (status %d) before %s" %
+                                    (self.status, what))
             self.pump(0.05)
 
     def queued(self):
@@ -176,7 +180,8 @@ class Drive:
         elif kind == "sh":
             r = subprocess.run(["bash", "-c", arg], capture_output=True, text=True)
             if r.returncode:
-                raise StepError("exit status %d: %s" % (r.returncode, (r.stdout + r.stderr).strip()[:300]))
+                why = (r.stdout + r.stderr).strip()[:300]
+                raise StepError("exit status %d: %s" % (r.returncode, why))
         elif kind == "kill":
             os.kill(self.pid, getattr(signal, "SIG" + arg))
         elif kind == "hangup" and not self.pipe:
@@ -211,7 +216,6 @@ def main(argv):
     cut = argv.index("--")
     log, steps, cmd = argv[0], argv[1:cut], argv[cut + 1:]
     d = Drive(log, pipe, timeout)
-    d.hung_up = False
     if not pipe:
         # Typing goes through TIOCSTI: make sure this machine allows it before starting.
         m, s = os.openpty()
@@ -241,8 +245,8 @@ def main(argv):
         print("status=%d raw=%d restored=-" % (d.status, d.raw))
     else:
         after = d.stty()
-        print("status=%d raw=%d restored=%d before=%s after=%s" % (d.status, d.raw, d.before == after,
-                                                                  d.before, after))
+        print("status=%d raw=%d restored=%d before=%s after=%s" %
+              (d.status, d.raw, d.before == after, d.before, after))
     return 0
 
 
