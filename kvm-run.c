@@ -932,10 +932,9 @@ int kvm_cmd_run(int argc, char **argv)
 	 * thread confines itself to its system calls as it starts (sandbox.c). */
 	if (ret == 0 && (cfg.sandbox || cfg.user)) {
 		ret = sandbox_drop_privileges(cfg.user, err, sizeof(err));
-		if (ret < 0) {
-			pr_err("%s", err);
-			kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "cannot drop privileges");
-		}
+		/* The reason is lkvm's closing line: the error is said once. */
+		if (ret < 0)
+			kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
 		st->kvm.sandbox = cfg.sandbox;
 	}
 	if (ret == 0)

@@ -59,6 +59,10 @@ stage sandbox bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- te
 stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
 stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
 stage ctl bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl.sh'
+# The console as a user meets it: typed input, Ctrl-a, keys while paused, the terminal restored.
+stage console bash -c 'make -s guests && scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-console.sh'
+# The control plane's client side: a non-root user's runtime directory, stop --wait, mute peers.
+stage ctl-client bash -c 'make -s guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl-client.sh'
 scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
 stage linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
 # Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)

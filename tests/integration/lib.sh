@@ -198,3 +198,34 @@ finish_tests() {
 	echo "$SUMMARY_PREFIX: $pass passed, $failn failed, $skipn skipped (host: $(host_kind))"
 	[ "$failn" -eq 0 ]
 }
+
+# --- waiting on events (polled conditions with a bound, never a fixed sleep) ----------------------
+
+# wait_until SECS CMD...: runs CMD every 0.05 s until it succeeds; false when it still fails
+# after SECS.
+wait_until() {
+	local secs=$1 i
+	shift
+	for ((i = 0; i < secs * 20; i++)); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	"$@"
+}
+
+# alive PID: the process runs (a zombie waiting for `wait` does not); gone PID: it does not.
+alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
+gone() { ! alive "$1"; }
+
+# wait_exit PID SECS: waits for the test's child PID to end; its status in EXIT_STATUS. Fails the
+# test (and kills PID) when it still runs after SECS.
+wait_exit() {
+	local pid=$1 secs=$2
+	if ! wait_until "$secs" gone "$pid"; then
+		kill -KILL "$pid" 2>/dev/null
+		fail "lkvm (pid $pid) still running after $secs s"
+		return 1
+	fi
+	wait "$pid"
+	EXIT_STATUS=$?
+}

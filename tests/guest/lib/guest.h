@@ -138,6 +138,9 @@ typedef __builtin_va_list va_list;
 void serial_init(void); /* called before guest_main: FIFO on when the UART has one */
 void serial_putc(char c);
 void serial_puts(const char *s);
+/* Input from the host's terminal (lkvm's stdin), polled: LSR.DR says a byte waits in the FIFO. */
+bool serial_can_read(void);
+u8 serial_getc(void); /* waits for the next byte */
 /* %d %i %u %x %X %p %s %c %% with the l / ll length modifiers, width, '0' and '-' flags. */
 int gvsnprintf(char *buf, size_t size, const char *fmt, va_list ap);
 int gsnprintf(char *buf, size_t size, const char *fmt, ...) __printf(3, 4);
@@ -300,7 +303,8 @@ struct vq_buf {
 	u32 len;
 };
 
-/* Finds the capabilities, enables memory decode and bus mastering; false if any is missing. */
+/* Finds the capabilities, enables memory decode and bus mastering; false if the common, notify or
+ * ISR one is missing (device stays 0 for a device without a device-specific configuration). */
 bool virtio_pci_init(struct virtio_pci *vp, const struct pci_dev *d);
 void virtio_reset(struct virtio_pci *vp);
 /* ACKNOWLEDGE, DRIVER, features = offered & want (VERSION_1 required), FEATURES_OK checked. */

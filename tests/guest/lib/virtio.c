@@ -57,7 +57,9 @@ bool virtio_pci_init(struct virtio_pci *vp, const struct pci_dev *d)
 		if (type == CFG_NOTIFY)
 			vp->notify_mult = pci_read32(d, at + CAP_NOTIFY_MULT);
 	}
-	if (!vp->common || !vp->notify || !vp->isr || !vp->device)
+	/* A device-specific configuration is there only for device types that have one (the
+	 * console without features has none): vp->device stays 0 then. */
+	if (!vp->common || !vp->notify || !vp->isr)
 		return false;
 	pci_enable(d, PCI_CMD_MEM | PCI_CMD_MASTER);
 	return true;
@@ -75,6 +77,8 @@ u16 virtio_num_queues(struct virtio_pci *vp)
 
 u8 virtio_cfg_read8(struct virtio_pci *vp, u32 off)
 {
+	if (!vp->device)
+		GUEST_FAIL("virtio: the device has no device-specific configuration");
 	return mmio_read8(vp->device + off);
 }
 
