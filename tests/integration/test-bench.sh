@@ -144,7 +144,7 @@ t_json() {
 	head -n 1 "$JSON" | grep -q '^{"duration":[0-9]*,"tap":"[^"]*","host":"[^"]*","emulated":[a-z]*,"rows":\[$' || { fail "JSON header"; return; }
 	[ "$(tail -n 1 "$JSON")" = ']}' ] || { fail "JSON does not end with ]}"; return; }
 	grep -v '^{"mode":"[^"]*",.*}[,]\?$' "$JSON" | grep -vq '^\({"duration".*\|]}\)$' && { fail "a malformed JSON row"; return; }
-	grep -qiE ':(nan|inf|-nan)[,}]' "$JSON" && fail "NaN or inf in the JSON"
+	! grep -qiE ':(nan|inf|-nan)[,}]' "$JSON" || fail "NaN or inf in the JSON"
 }
 
 # tx: what the guest sent, minus the device's drops, is what the device sent, what the tap
