@@ -25,9 +25,10 @@ if [ ! -c /dev/net/tun ]; then
 	BENCH_SKIP="/dev/net/tun missing"
 elif command -v unshare >/dev/null 2>&1 && ! unshare -n true 2>/dev/null; then
 	BENCH_SKIP="cannot create a network namespace (unshare -n)"
-elif [ ! -x "$REPO_ROOT/build/tools/net-peer" ] || [ ! -f "$GUEST_DIR/net-bench.elf" ]; then
-	BENCH_SKIP="net-peer or net-bench.elf not built (make tools guests)"
 fi
+# Built by the project: missing is a failure.
+[ -x "$REPO_ROOT/build/tools/net-peer" ] && [ -f "$GUEST_DIR/net-bench.elf" ] ||
+	fail_all "net-peer or net-bench.elf not built (make tools guests)"
 
 # jv KEY ROW: a field of one JSON row (the bench writes one row per line).
 jv() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$2" | tr -d '"'; }
@@ -97,7 +98,7 @@ t_rows() {
 t_qemu() {
 	need_run || return
 	if [ ${#QEMU[@]} = 0 ]; then
-		skip "qemu-system-x86_64 is not installed"
+		fail "qemu-system-x86_64 is not installed (scripts/deps.sh bench installs it)"
 		return
 	fi
 	if ! qemu_ran; then
