@@ -204,7 +204,8 @@ _run_one() {
 		echo "skip $name: $_SKIP_ALL"
 		return 0
 	fi
-	"$@"
+	# What the test itself prints goes with its stderr: its result is the one line on stdout.
+	"$@" >&2
 	local rc=$?
 	if [ -n "$_T_RESULT" ]; then
 		echo "$_T_RESULT"
