@@ -6,6 +6,12 @@
 # `fail WHY`, `skip WHY`. Each test prints exactly one line: "ok NAME", "FAIL NAME: why (log: path)"
 # or "skip NAME: why". `finish_tests` waits for all, prints them in order and the summary line
 # "guests: N passed, N failed, N skipped (host: KIND)", and returns non-zero when any test failed.
+# A test passes only when it returns 0 without calling fail or skip: one that returns non-zero
+# without saying why fails.
+# Skips: only for what this machine lacks (no /dev/net/tun, no network namespaces, not root).
+# What the project builds or installs itself (lkvm, guests, tools, the guest kernel, the Debian
+# packages of scripts/deps.sh) being absent is a failure. "skip NAME: why" at the start of a line
+# is the one skip format: tests/run-unit.sh prints the same and tests/check.sh lists them all.
 
 REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 LKVM=${LKVM:-$REPO_ROOT/lkvm}
@@ -21,19 +27,22 @@ mkdir -p "$LOG_DIR"
 _RES_DIR=$(mktemp -d "$LOG_DIR/.results.XXXXXX")
 _TEST_ORDER=()
 _SKIP_ALL=""
+_FAIL_ALL=""
 
-# Marks every later test skipped (not passed) when /dev/kvm is missing or cannot be opened.
+# fail_all WHY: every later test fails with WHY (something the project builds is missing).
+fail_all() { _FAIL_ALL=${_FAIL_ALL:-$*}; }
+
+# Marks every later test skipped (not passed) when /dev/kvm is missing or cannot be opened (run
+# the script through scripts/kvm-host.sh, which finds one), and failed when lkvm is not built.
 skip_unless_kvm() {
 	if [ ! -e /dev/kvm ]; then
-		_SKIP_ALL="/dev/kvm missing"
+		_SKIP_ALL="/dev/kvm missing (scripts/kvm-host.sh runs tests where KVM works)"
 	elif ! { exec 9<>/dev/kvm; } 2>/dev/null; then
-		_SKIP_ALL="/dev/kvm cannot be opened read-write"
+		_SKIP_ALL="/dev/kvm cannot be opened read-write (scripts/kvm-host.sh runs tests where KVM works)"
 	else
 		exec 9>&-
 	fi
-	if [ -z "$_SKIP_ALL" ] && [ ! -x "$LKVM" ]; then
-		_SKIP_ALL="no lkvm binary at $LKVM (run make)"
-	fi
+	[ -x "$LKVM" ] || fail_all "no lkvm binary at $LKVM (run make)"
 }
 
 # Where the guests run: native-pvm (this machine's KVM is kvm_pvm: guest kernel code emulated,
@@ -107,19 +116,33 @@ expect_status() {
 	fail "exit status $LAST_STATUS, expected $1${last:+; last line: $last}"
 }
 
+# _log_has GREP-OPTIONS REGEX: grep's answer on the last run's output (0 found, 1 not); a grep
+# that cannot answer (no log, a bad regex) fails the test and returns 2.
+_log_has() {
+	local err rc
+	err=$(grep -q "$1" -- "$2" "$LAST_LOG" 2>&1)
+	rc=$?
+	[ "$rc" -le 1 ] && return "$rc"
+	fail "grep cannot search ${LAST_LOG:-(no log)} for /$2/: ${err:-status $rc}"
+	return 2
+}
+
 # expect_output REGEX [DESCRIPTION]: extended regex somewhere in the last run's output.
 expect_output() {
-	grep -Eq -- "$1" "$LAST_LOG" && return 0
+	_log_has -E "$1"
+	case $? in 0) return 0 ;; 2) return 1 ;; esac
 	fail "output lacks ${2:-/$1/}"
 }
 
 expect_output_i() {
-	grep -Eiq -- "$1" "$LAST_LOG" && return 0
+	_log_has -Ei "$1"
+	case $? in 0) return 0 ;; 2) return 1 ;; esac
 	fail "output lacks ${2:-/$1/ (any case)}"
 }
 
 expect_no_output() {
-	grep -Eq -- "$1" "$LAST_LOG" || return 0
+	_log_has -E "$1"
+	case $? in 1) return 0 ;; 2) return 1 ;; esac
 	fail "output has ${2:-/$1/}: $(grep -Em1 -- "$1" "$LAST_LOG" | cut -c1-200)"
 }
 
@@ -143,6 +166,28 @@ need_guest() {
 	fail "guest $ELF not built (run make guests)"
 }
 
+# need_built PATH HOW: fails the test when PATH, which the project builds (HOW says how), is missing.
+need_built() {
+	[ -e "$1" ] && return 0
+	fail "$1 not built ($2)"
+}
+
+# need_cmd COMMAND DEPS-GROUP: fails the test when COMMAND, installed by scripts/deps.sh
+# DEPS-GROUP, is missing.
+need_cmd() {
+	command -v "$1" >/dev/null 2>&1 && return 0
+	fail "no $1 (scripts/deps.sh $2 installs it)"
+}
+
+# need_lkvm BIN: fails the test unless BIN (an lkvm build: make, make ASAN=1, make TSAN=1) runs.
+need_lkvm() {
+	local out rc
+	[ -x "$1" ] || { fail "no lkvm binary at $1 (make builds it)"; return 1; }
+	out=$("$1" help 2>&1) && return 0
+	rc=$?
+	fail "$1 does not run (status $rc)${out:+: $(tail -n 3 <<<"$out" | tr '\n' ' ' | cut -c1-200)}"
+}
+
 # --- running tests -------------------------------------------------------------------------------
 
 _run_one() {
@@ -151,13 +196,21 @@ _run_one() {
 	_T_NAME=$name
 	_T_RESULT=""
 	LAST_LOG=""
+	if [ -n "$_FAIL_ALL" ]; then
+		echo "FAIL $name: $_FAIL_ALL"
+		return 0
+	fi
 	if [ -n "$_SKIP_ALL" ]; then
 		echo "skip $name: $_SKIP_ALL"
 		return 0
 	fi
-	"$@"
+	# What the test itself prints goes with its stderr: its result is the one line on stdout.
+	"$@" >&2
+	local rc=$?
 	if [ -n "$_T_RESULT" ]; then
 		echo "$_T_RESULT"
+	elif [ "$rc" -ne 0 ]; then
+		echo "FAIL $name: the test returned $rc without a reason (its last command failed?)"
 	else
 		echo "ok $name"
 	fi
@@ -169,7 +222,7 @@ run_test() {
 	local name=$1
 	_TEST_ORDER+=("$name")
 	while [ "$(jobs -pr | wc -l)" -ge "$TEST_JOBS" ]; do
-		wait -n 2>/dev/null || sleep 0.1
+		wait -n 2>/dev/null || : # one ended (a test's status says nothing: its result file does)
 	done
 	(_run_one "$@" >"$_RES_DIR/$name" 2>"$_RES_DIR/$name.err") &
 }

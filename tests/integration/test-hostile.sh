@@ -18,7 +18,7 @@ ASAN_LKVM=$REPO_ROOT/build/asan/lkvm
 
 NET_SKIP=""
 [ -c /dev/net/tun ] || NET_SKIP="/dev/net/tun missing"
-command -v ip >/dev/null 2>&1 || NET_SKIP="no ip(8) for network namespaces"
+command -v ip >/dev/null 2>&1 || fail_all "no ip(8) (scripts/deps.sh test installs iproute2)"
 
 WRAP=$LOG_DIR/.hostile-netns-exec.$$
 # shellcheck disable=SC2016 # expanded by the wrapper
@@ -70,7 +70,7 @@ flood_body() {
 
 t_all() {
 	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
-	[ -x "$2" ] || { skip "no lkvm binary at $2"; return; }
+	need_lkvm "$2" || return
 	need_guest virtio-hostile || return
 	in_netns all_body "$@"
 }

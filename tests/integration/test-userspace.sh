@@ -31,7 +31,7 @@ t_smp() {
 # t_net MODE: ioeventfd, or trap (every notify a trapped exit).
 t_net() {
 	need_userspace || return
-	command -v socat > /dev/null || { skip "no socat (scripts/deps.sh test)"; return; }
+	need_cmd socat test || return
 	[ -c /dev/net/tun ] || { skip "no /dev/net/tun"; return; }
 	in_netns t_net_in "$1"
 }
