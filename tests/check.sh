@@ -53,7 +53,7 @@ stage tsan bash -c 'make -s TSAN=1 unit; rc=$?; make -s tools guests || exit 1; 
 stage fuzz bash -c 'scripts/deps.sh fuzz >/dev/null 2>&1 || echo "fuzz: cannot install clang"
     if command -v clang >/dev/null && ! make -s fuzz-build > build/test-logs/fuzz-build.log 2>&1; then
         cat build/test-logs/fuzz-build.log; fi
-    tests/fuzz/run.sh 20 virtqueue pci net boot opts'
+    tests/fuzz/run.sh 20 virtqueue pci net boot opts p9'
 stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
 stage sandbox bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh'
 stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
