@@ -37,6 +37,8 @@
  * - Mounts of kernel interfaces inside the share (the host's /proc, /sys, debugfs... when
  *   the share is "/") are opaque: their root can be looked up and stat'ed, so the guest can
  *   mount its own over it, but not opened, listed or walked into.
+ * - No set-user-ID or set-group-ID file is made or chmod'ed into being (guest_mode()), no
+ *   xattr written (file capabilities), no device node created.
  * - A read-only share refuses with EROFS every request that would change the host, before
  *   looking at the fid (table flag `writes`), and Tlopen with write access or O_TRUNC.
  * - Every count is clamped to msize and to the buffers the transport gave, every offset
@@ -791,20 +793,29 @@ static int op_lopen(struct p9_call *c)
 }
 
 /*
- * Our umask must not change the mode the guest asked for (its own umask is applied
- * already): put back the permission bits it took away. fd is an O_PATH or open descriptor
- * of the new file (never a symlink).
+ * The permission bits a guest may give a host file: never set-user-ID or set-group-ID on a
+ * file (lkvm may run as root, and such a file in a share would run with lkvm's credentials
+ * for whoever on the host executes it); a directory keeps set-group-ID (group inheritance).
+ */
+static u32 guest_mode(u32 mode, bool dir)
+{
+	return mode & (dir ? 03777u : 01777u);
+}
+
+/*
+ * A new file gets exactly the mode the guest asked for (guest_mode() applied): our umask
+ * does not take bits away (the guest applied its own), nor does mkdir drop set-group-ID;
+ * a directory keeps the set-group-ID it inherited. fd: the new file, never a symlink.
  */
 static int fix_mode(struct p9_server *s, int fd, const struct stat *st, u32 mode)
 {
+	u32 want = mode | (S_ISDIR(st->st_mode) ? st->st_mode & S_ISGID : 0);
 	char name[16];
 
-	if ((st->st_mode & 0777) == (mode & 0777))
+	if ((st->st_mode & 07777) == want)
 		return 0;
 	proc_name(name, fd);
-	return fchmodat(s->proc_fd, name, (st->st_mode & 07000) | (mode & 0777), 0) < 0 ?
-		       neg_errno() :
-		       0;
+	return fchmodat(s->proc_fd, name, want, 0) < 0 ? neg_errno() : 0;
 }
 
 static int op_lcreate(struct p9_call *c)
@@ -831,7 +842,8 @@ static int op_lcreate(struct p9_call *c)
 	if (host < 0)
 		return host;
 	host &= ~O_DIRECTORY;
-	fd = open_beneath(f->node.fd, name, (u64)host | O_CREAT | O_EXCL, mode & 07777);
+	mode = guest_mode(mode, false);
+	fd = open_beneath(f->node.fd, name, (u64)host | O_CREAT | O_EXCL, mode);
 	if (fd == -EEXIST && !(flags & P9_DOTL_EXCL)) {
 		/* open(O_CREAT) of a file that appeared meanwhile: open it, if it is a file. */
 		ret = walk_one(s, &f->node, name, &n, &st);
@@ -902,15 +914,16 @@ static int make_node(struct p9_call *c, u32 dfid, const char *name, u32 mode, bo
 		return ret;
 	if (type == S_IFCHR || type == S_IFBLK)
 		return -EPERM;
+	mode = guest_mode(mode, dir);
 	if (dir)
-		ret = mkdirat(f->node.fd, name, mode & 07777);
+		ret = mkdirat(f->node.fd, name, mode);
 	else if (type == S_IFIFO || type == S_IFSOCK || type == S_IFREG || type == 0)
-		ret = mknodat(f->node.fd, name, (type ? type : S_IFREG) | (mode & 07777), 0);
+		ret = mknodat(f->node.fd, name, (type ? type : S_IFREG) | mode, 0);
 	else
 		return -EINVAL;
 	if (ret < 0)
 		return neg_errno();
-	return created(c, f->node.fd, name, mode & 07777);
+	return created(c, f->node.fd, name, mode);
 }
 
 static int op_mkdir(struct p9_call *c)
@@ -1146,7 +1159,7 @@ static int op_setattr(struct p9_call *c)
 		if (S_ISLNK(f->node.mode))
 			return -EOPNOTSUPP;
 		proc_name(name, f->node.fd);
-		if (fchmodat(s->proc_fd, name, mode & 07777, 0) < 0)
+		if (fchmodat(s->proc_fd, name, guest_mode(mode, S_ISDIR(f->node.mode)), 0) < 0)
 			return neg_errno();
 	}
 	if (valid & P9_SETATTR_SIZE) {

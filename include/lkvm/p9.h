@@ -118,7 +118,9 @@ struct p9_stats {
  * are not used, and its chown requests reach the host as they are (they fail with EPERM
  * once capabilities are dropped). This is QEMU's security_model=none / virtme-ng's setup:
  * the guest sees the host's owners and modes, and the host's permission checks apply to
- * lkvm's own credentials.
+ * lkvm's own credentials. One exception: no file gets set-user-ID or set-group-ID (lkvm
+ * may be root, and such a file would run as lkvm's user for any host user); directories
+ * may be set-group-ID.
  */
 int p9_server_open(struct p9_server **out, const char *root, const struct p9_server_opts *opts,
 		   char *err, size_t errlen) __must_check;

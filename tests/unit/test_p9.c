@@ -816,6 +816,39 @@ START_TEST(create_modes_exact)
 }
 END_TEST
 
+static mode_t host_mode(const char *rel)
+{
+	char p[256];
+	struct stat st;
+
+	path_of(p, sizeof(p), rel);
+	ck_assert_int_eq(lstat(p, &st), 0);
+	return st.st_mode & 07777;
+}
+
+/* No set-user-ID or set-group-ID file appears on the host (lkvm may be root); a set-group-ID
+ * directory is fine. */
+START_TEST(no_setid_files)
+{
+	session();
+	ck_assert_int_eq(t_walk(ROOT, 2, NULL, NULL), 0);
+	ck_assert_int_eq(t_lcreate(2, "suid", O_WRONLY, 06755, NULL), 0);
+	ck_assert_uint_eq(host_mode("suid"), 0755);
+	ck_assert_int_eq(t_mknod(ROOT, "p", S_IFIFO | 04644, NULL), 0);
+	ck_assert_uint_eq(host_mode("p"), 0644);
+	ck_assert_int_eq(t_setattr(2, P9_SETATTR_MODE, 04755, 0, 0), 0);
+	ck_assert_uint_eq(host_mode("suid"), 0755);
+	ck_assert_int_eq(walk_to(3, "file"), 0);
+	ck_assert_int_eq(t_setattr(3, P9_SETATTR_MODE, 02711, 0, 0), 0);
+	ck_assert_uint_eq(host_mode("file"), 0711);
+	ck_assert_int_eq(t_mkdir(ROOT, "sgid", 06775, NULL), 0);
+	ck_assert_uint_eq(host_mode("sgid"), 02775);
+	ck_assert_int_eq(walk_to(4, "dir"), 0);
+	ck_assert_int_eq(t_setattr(4, P9_SETATTR_MODE, 07755, 0, 0), 0);
+	ck_assert_uint_eq(host_mode("dir"), 03755);
+}
+END_TEST
+
 START_TEST(readdir_pages)
 {
 	static struct dent d[64];
@@ -1550,7 +1583,8 @@ START_TEST(sandbox_covers_every_op)
 		w(datasync, 4);
 		ck_assert_int_eq(call(), 0);
 	}
-	ck_assert_int_eq(t_setattr(3, P9_SETATTR_MODE | P9_SETATTR_SIZE | P9_SETATTR_MTIME, 0600, 2, 0),
+	ck_assert_int_eq(t_setattr(3, P9_SETATTR_MODE | P9_SETATTR_SIZE | P9_SETATTR_MTIME, 0600, 2,
+				   0),
 			 0);
 	ck_assert_int_eq(t_setattr(2, P9_SETATTR_SIZE, 0, 3, 0), 0); /* a reopen for writing */
 	begin(P9_TSETATTR);
@@ -1600,6 +1634,7 @@ static Suite *p9_suite(void)
 	tcase_add_test(ops, walk_getattr_clunk);
 	tcase_add_test(ops, read_write);
 	tcase_add_test(ops, create_modes_exact);
+	tcase_add_test(ops, no_setid_files);
 	tcase_add_test(ops, readdir_pages);
 	tcase_add_test(ops, namespace_ops);
 	tcase_add_test(ops, setattr_ops);
