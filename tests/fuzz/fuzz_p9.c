@@ -27,8 +27,8 @@
  * Oracles, besides the sanitizers: a negative return only for framing errors; a reply's
  * size field, tag and type consistent and within the buffers; no qid in any reply names the
  * tree's top, the outside directory, the secret or the directory above the tree; inotify sees
- * nothing outside the share opened, read, changed, created or removed; no descriptor leaks
- * once the server is closed.
+ * nothing outside the share opened, read, changed, created or removed; no set-id file or
+ * device node left in the share; no descriptor leaks once the server is closed.
  */
 #define FZ_MAX_MSIZE 65536
 #define FZ_HANDSHAKE_MSIZE 16384
@@ -42,7 +42,8 @@ static struct {
 	u64 forbidden[4]; /* inode numbers (the share's own device: qid.path is the inode) */
 } fz;
 
-/* Remove everything beneath dfd (modes may have been changed by the input). */
+/* Remove everything beneath dfd (modes may have been changed by the input), checking that
+ * nothing the server must never make is there: a set-id file, a device node. */
 static void wipe(int dfd)
 {
 	DIR *d;
@@ -53,10 +54,14 @@ static void wipe(int dfd)
 	d = fdopendir(fd);
 	FUZZ_ASSERT(d);
 	while ((e = readdir(d))) {
+		struct stat st;
 		int sub;
 
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
+		FUZZ_ASSERT(fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0);
+		FUZZ_ASSERT(S_ISDIR(st.st_mode) || !(st.st_mode & (S_ISUID | S_ISGID)));
+		FUZZ_ASSERT(!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode));
 		if (unlinkat(dfd, e->d_name, 0) == 0)
 			continue;
 		fchmodat(dfd, e->d_name, 0700, 0);
@@ -77,13 +82,12 @@ static void put_file(int dfd, const char *name, const char *data)
 	close(fd);
 }
 
-/* The share's contents, as every input finds them. */
+/* The share's contents, as every input finds them (wipe() empties it after each). */
 static void populate(void)
 {
 	int d = fz.share_fd;
 
 	FUZZ_ASSERT(fchmod(d, 0755) == 0);
-	wipe(d);
 	put_file(d, "file", "hello, world\n");
 	FUZZ_ASSERT(mkdirat(d, "dir", 0755) == 0 && mkdirat(d, "dir/sub", 0755) == 0);
 	put_file(d, "dir/inner", "inner\n");
@@ -293,6 +297,8 @@ int fuzz_p9(const uint8_t *data, size_t size)
 		in.left -= len;
 	}
 	p9_server_close(s);
+	FUZZ_ASSERT(fchmod(fz.share_fd, 0755) == 0);
+	wipe(fz.share_fd);
 	/* Nothing outside was touched (a read shows IN_ACCESS, an open IN_OPEN...). */
 	FUZZ_ASSERT(read(fz.ino, ev, sizeof(ev)) < 0 && errno == EAGAIN);
 	FUZZ_ASSERT(count_fds() == fz.nfds); /* none leaked */

@@ -346,3 +346,7 @@ p9("small-reply", SMALL_REP, walk(0, 1, "file"), m9("lopen", u32(1), u32(0)), m9
    m9("getattr", u32(1), u64(0x7ff)), walk(0, 2), m9("lopen", u32(2), u32(0)), m9("readdir", u32(2), u64(0), u32(1000)))
 p9("fid-exhaust", 0, *[walk(0, 100 + i, "dir") for i in range(40)], m9("clunk", u32(100)), walk(0, 1, "file"))
 p9("tiny-reply", TINY_REP, walk(0, 1, "file"), m9("clunk", u32(0)))
+p9("setid", 0, walk(0, 1), m9("lcreate", u32(1), "x", u32(1), u32(0o6755), u32(0)),
+   m9("setattr", u32(1), u32(1), u32(0o4755), u32(0), u32(0), u64(0), u64(0), u64(0), u64(0), u64(0)),
+   m9("mkdir", u32(0), "d", u32(0o6775), u32(0)), m9("mknod", u32(0), "p", u32(0o14644), u32(0), u32(0), u32(0)),
+   m9("mknod", u32(0), "blk", u32(0o60600), u32(8), u32(0), u32(0)))
