@@ -45,7 +45,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all clean distclean check unit unit-build guests run deps tools bench fuzz fuzz-build
+.PHONY: all clean distclean check unit unit-build guests run deps tools bench fuzz fuzz-build fuzz-targets
 all: $(LKVM)
 
 $(LKVM): $(BUILD)/main.o $(BUILD)/liblkvm.a
@@ -83,7 +83,7 @@ unit-build: $(UNIT_BINS)
 # test_fuzz_regress links them too (built with $(CC)) and replays tests/fuzz/regress/ and
 # the seed corpora through them; `make fuzz` builds each with clang's libFuzzer, ASan and
 # UBSan against the library sources and runs it for FUZZ_SECONDS from its corpus.
-FUZZ_TARGETS := virtqueue pci net boot opts
+FUZZ_TARGETS := virtqueue pci net boot opts p9
 FUZZ_SECONDS ?= 60
 FUZZ_OBJS := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz_%.o)
 $(BUILD)/tests/fuzz_%.o: tests/fuzz/fuzz_%.c
@@ -115,6 +115,9 @@ fuzz-build:
 # build/fuzz/corpus/TARGET, crashes to build/fuzz/crashes/TARGET).
 fuzz: fuzz-build
 	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+# The target list, for tests/check.sh (one list, here).
+fuzz-targets:
+	@echo $(FUZZ_TARGETS)
 
 include tests/guest/guests.mk
 

@@ -97,7 +97,7 @@ stage fuzz fuzz bash -c 'if ! make -s fuzz-build > build/test-logs/fuzz-build.lo
         echo "fuzz: the fuzz targets did not build (log: build/test-logs/fuzz-build.log)"
         echo "fuzz: 0 passed, 1 failed, 0 skipped"; exit 1
     fi
-    tests/fuzz/run.sh 20 virtqueue pci net boot opts'
+    tests/fuzz/run.sh 20 $(make -s fuzz-targets)'
 stage guests guests scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh
 stage sandbox sandbox scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh
 stage c-guests c-guests scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh

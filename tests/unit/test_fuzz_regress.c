@@ -15,7 +15,7 @@ static const struct {
 	int (*fn)(const uint8_t *data, size_t size);
 } targets[] = {
 	{ "virtqueue", fuzz_virtqueue }, { "pci", fuzz_pci }, { "net", fuzz_net },
-	{ "boot", fuzz_boot },           { "opts", fuzz_opts },
+	{ "boot", fuzz_boot },           { "opts", fuzz_opts },	      { "p9", fuzz_p9 },
 };
 
 /* Feed every regular file in dir to fn; returns how many (-1 when dir is missing). */
