@@ -465,7 +465,7 @@ int initcfg_encode(const struct initcfg *c, char **out, size_t *len)
 /* ---- init stages ---- */
 
 static const char *const stage_names[] = {
-	[LKVM_STAGE_CONFIG] = "reading " INITCFG_PATH,
+	[LKVM_STAGE_CONFIG] = ("reading " INITCFG_PATH),
 	[LKVM_STAGE_MOUNT] = "mounting proc, sys, dev, tmp or run",
 	[LKVM_STAGE_MODULE] = "loading a kernel module",
 	[LKVM_STAGE_ROOT] = "mounting the 9p root and its overlay",

@@ -53,6 +53,14 @@ host_kind() {
 # True on a host whose KVM is kvm_pvm (guest kernel code emulated; lkvm completes some instructions).
 is_pvm_host() { [ "$(host_kind)" = native-pvm ]; }
 
+# In a test that runs guest user space: skips it on a PVM host, where that cannot make system
+# calls (make check runs such stages in the emulated host).
+skip_unless_userspace() {
+	is_pvm_host || return 0
+	skip "guest user space cannot make system calls on a PVM host (make check runs this stage in the emulated host)"
+	return 1
+}
+
 # --- inside a test -------------------------------------------------------------------------------
 
 fail() {

@@ -329,39 +329,36 @@ static void rm(const char *rel)
 /* Each rule in turn wins while the ones before it are absent. */
 START_TEST(test_kernel_find_order)
 {
+	static const struct {
+		const char *file, *rule, *path; /* file and path below tmp */
+	} rules[] = {
+		{ "src/linux/bzImage", "./bzImage", "src/linux/bzImage" },
+		{ "src/linux/arch/x86/boot/bzImage", "./arch/x86/boot/bzImage",
+		  "src/linux/arch/x86/boot/bzImage" },
+		{ "arch/x86/boot/bzImage", "../../arch/x86/boot/bzImage",
+		  "src/linux/../../arch/x86/boot/bzImage" },
+		{ "boot/vmlinuz-6.1.0-test", "/boot/vmlinuz-$(uname -r)", "boot/vmlinuz-6.1.0-test" },
+	};
 	char dir[128], boot[128], path[512], want[512];
 	const char *rule = NULL;
 
 	snprintf(dir, sizeof(dir), "%s/src/linux", tmp);
 	snprintf(boot, sizeof(boot), "%s/boot", tmp);
-	touch("src/linux/bzImage");
-	touch("src/linux/arch/x86/boot/bzImage");
-	touch("arch/x86/boot/bzImage");
-	touch("boot/vmlinuz-6.1.0-test");
-	touch("src/linux/.keep");
-
-	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, sizeof(path), &rule), 0);
-	ck_assert_str_eq(rule, "./bzImage");
-	snprintf(want, sizeof(want), "%s/bzImage", dir);
-	ck_assert_str_eq(path, want);
-	rm("src/linux/bzImage");
-	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, sizeof(path), &rule), 0);
-	ck_assert_str_eq(rule, "./arch/x86/boot/bzImage");
-	rm("src/linux/arch/x86/boot/bzImage");
-	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, sizeof(path), &rule), 0);
-	ck_assert_str_eq(rule, "../../arch/x86/boot/bzImage");
-	snprintf(want, sizeof(want), "%s/../../arch/x86/boot/bzImage", dir);
-	ck_assert_str_eq(path, want);
-	rm("arch/x86/boot/bzImage");
-	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, sizeof(path), &rule), 0);
-	ck_assert_str_eq(rule, "/boot/vmlinuz-$(uname -r)");
-	snprintf(want, sizeof(want), "%s/vmlinuz-6.1.0-test", boot);
-	ck_assert_str_eq(path, want);
-	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-other", path, sizeof(path), &rule), -ENOENT);
+	for (size_t i = 0; i < ARRAY_SIZE(rules); i++)
+		touch(rules[i].file);
+	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, 10, &rule), -ENAMETOOLONG);
+	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-other", path, sizeof(path), &rule), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(rules); i++) {
+		ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, sizeof(path), &rule), 0);
+		ck_assert_str_eq(rule, rules[i].rule);
+		snprintf(want, sizeof(want), "%s/%s", tmp, rules[i].path);
+		ck_assert_str_eq(path, want);
+		rm(rules[i].file);
+	}
+	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, sizeof(path), &rule), -ENOENT);
 	/* A directory of that name is no kernel. */
 	put_text("src/linux/bzImage/x", "");
-	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-other", path, sizeof(path), &rule), -ENOENT);
-	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, 10, &rule), -ENAMETOOLONG);
+	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, sizeof(path), &rule), -ENOENT);
 }
 END_TEST
 
