@@ -39,9 +39,12 @@ t_signal() {
 	expect_output "command killed by signal 9 \(SIGKILL\)" "lkvm's report of the signal"
 }
 
-# A command that is not there: the shell's 127, and init says why on the command's stderr.
+# A command that is not there: the shell's 127, and init says why on the command's stderr,
+# which falls back to hvc0 when the stderr console (hvc1 here) cannot be opened.
 t_not_found() {
-	run_init init-enoent 127 -- /no/such/command || return
+	run_init init-enoent 127 -E /dev/hvc1 -- /no/such/command || return
+	expect_output "lkvm-init: /dev/hvc1: .*; CMD's stderr goes to /dev/hvc0" "init's console fallback" ||
+		return
 	expect_output "lkvm-init: /no/such/command: No such file or directory" "init's message"
 }
 
