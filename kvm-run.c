@@ -13,6 +13,7 @@
 
 #include "lkvm/boot.h"
 #include "lkvm/dev.h"
+#include "lkvm/exitport.h"
 #include "lkvm/fdt.h"
 #include "lkvm/ctl.h"
 #include "lkvm/hw.h"
@@ -576,6 +577,8 @@ int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
 	for (size_t i = 0; i < ARRAY_SIZE(base_devices) && !ret; i++)
 		ret = kvm_dev_add(kvm, base_devices[i].name, base_devices[i].prio, base_devices[i].init,
 				  base_devices[i].exit, NULL, 0);
+	if (!ret) /* TODO(run -- CMD): only in that mode */
+		ret = exitport_add(kvm);
 	for (int i = 0; i < cfg->nr_nets && !ret; i++)
 		if (cfg->net[i].mode != NET_MODE_NONE)
 			ret = kvm_dev_add(kvm, "virtio-net", DEV_PRIO_VIRTIO, net_dev_init, net_dev_exit,

@@ -118,6 +118,8 @@ kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 900 -- bash -c "
 us_host=
 [ "$kind" = native ] || us_host=--emulated
 kernel_stage userspace userspace,blk scripts/kvm-host.sh $us_host --timeout 900 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
+# lkvm's guest init: commands run from lkvm's initramfs, their status through the exit port.
+kernel_stage init init scripts/kvm-host.sh $us_host --timeout 1200 -- tests/integration/test-init.sh
 
 echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
 # Each fuzz target's executions and coverage, again at the end.
