@@ -433,6 +433,8 @@ static bool handle(struct virtio_blk *b, const struct vq_elem *e, struct blk_req
  * is followed by another drain. Likewise while a request waits for bounce memory: it
  * goes first at the next drain, and the buffers it waits for belong to requests in flight
  * (the batch is submitted before we give up), whose completions call us again.
+ * Stop is looked at between requests: each moves at most MAX_REQ_BYTES, and a guest that
+ * keeps the ring full cannot keep the thread here.
  */
 static void drain(struct virtio_blk *b)
 {
@@ -452,6 +454,8 @@ static void drain(struct virtio_blk *b)
 			struct blk_req *r;
 			int ret;
 
+			if (atomic_load_explicit(&b->stopping, memory_order_relaxed))
+				goto out;
 			if (b->free_head < 0)
 				goto out; /* all slots busy: completions will call us again */
 			ret = vq_pop(vq, b->elem);

@@ -1,4 +1,4 @@
-/* Unit tests of virtio-blk against a temporary image, without KVM: the test is the driver (reads, writes, flush, get-id, read-only, bounds, I/O errors, malformed chains, bounce memory), with libaio and with pread/pwrite. */
+/* Unit tests of virtio-blk against a temporary image, without KVM: the test is the driver (reads, writes, flush, get-id, read-only, bounds, I/O errors, malformed chains, bounce memory, stop), with libaio and with pread/pwrite. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,6 +13,7 @@
 #include <linux/virtio_ring.h>
 
 #include "check_main.h"
+#include "irq_hook.h"
 #include "wait.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-blk.h"
@@ -562,6 +563,39 @@ START_TEST(test_bounce_refused_submit)
 }
 END_TEST
 
+/* A driver whose interrupt handler makes the same request available again at once: the
+ * ring never runs dry. */
+static u16 endless_head;
+static int endless_served;
+
+static void repost(void *arg)
+{
+	publish(endless_head);
+	__atomic_add_fetch(&endless_served, 1, __ATOMIC_RELAXED);
+}
+
+/* Stop (a reset, teardown) still ends the queue thread, between two requests. */
+START_TEST(test_stop_endless_ring)
+{
+	static const char *const opts[] = { ",aio=sync", "" };
+	u64 data;
+
+	dev_up(opts[_i]);
+	t.vdev->ops->stop(t.vdev);
+	irq_hook_set(t.vdev, 0, repost, NULL);
+	endless_served = 0;
+	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
+	endless_head = t.next_desc;
+	request(VIRTIO_BLK_T_IN, 3, 1024, false, false, &data);
+	kick();
+	ck_assert(WAIT_UNTIL(WAIT_MS, __atomic_load_n(&endless_served, __ATOMIC_RELAXED) >= 100));
+	t.vdev->ops->stop(t.vdev); /* returns: the thread looked at stop while the ring was full */
+	ck_assert_uint_eq(t.vdev->q[0].stats.drops, 0);
+	check_sectors(data, 3, 2);
+	dev_down();
+}
+END_TEST
+
 /* Whether the device opens an image here with O_DIRECT (what the bounce tests need). */
 static bool device_uses_direct_io(void)
 {
@@ -600,6 +634,7 @@ static Suite *blk_suite(void)
 	tcase_add_test(tc, test_malformed_header);
 	tcase_add_test(tc, test_malformed_no_status);
 	tcase_add_test(tc, test_options);
+	tcase_add_loop_test(tc, test_stop_endless_ring, 0, 2);
 	if (device_uses_direct_io()) {
 		tcase_add_test(tc, test_bounce_bounded);
 		tcase_add_test(tc, test_bounce_refused_submit);
