@@ -15,6 +15,7 @@
 
 #include "capture.h"
 #include "check_main.h"
+#include "irq_hook.h"
 #include "wait.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-net.h"
@@ -151,6 +152,15 @@ static void dev_destroy(void)
 	memset(&t, 0, sizeof(t));
 }
 
+/* Make head available (again) on queue qi. */
+static void publish(int qi, u16 head)
+{
+	struct dq *d = &t.q[qi];
+
+	d->avail->ring[d->aidx % d->size] = head;
+	__atomic_store_n(&d->avail->idx, ++d->aidx, __ATOMIC_RELEASE);
+}
+
 /* Post one chain of buffers, in order; returns its head. */
 static u16 post(int qi, const struct tb *b, int nb)
 {
@@ -167,8 +177,7 @@ static u16 post(int qi, const struct tb *b, int nb)
 						    .next = next };
 	}
 	d->next_desc = (u16)((d->next_desc + nb) % d->size);
-	d->avail->ring[d->aidx % d->size] = head;
-	__atomic_store_n(&d->avail->idx, ++d->aidx, __ATOMIC_RELEASE);
+	publish(qi, head);
 	return head;
 }
 
@@ -609,6 +618,40 @@ START_TEST(rx_malformed_chain_needs_reset)
 END_TEST
 
 /* ---- TX ---- */
+
+/* A driver whose interrupt handler makes the same TX chain available again at once: the
+ * ring never runs dry. Stop still ends the TX thread, which looks at it every BATCH chains
+ * (each at most one frame): the rule the other devices' threads follow too. */
+static u16 endless_head;
+static int endless_served;
+
+static void repost_tx(void *arg)
+{
+	publish(1, endless_head);
+	__atomic_add_fetch(&endless_served, 1, __ATOMIC_RELAXED);
+}
+
+START_TEST(tx_stop_endless_ring)
+{
+	u64 g;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES, 64);
+	t.vdev->ops->stop(t.vdev);
+	irq_hook_set(t.vdev, 1, repost_tx, NULL);
+	endless_served = 0;
+	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
+	g = galloc(72);
+	memset(gp(g), 0, 72);
+	endless_head = t.q[1].next_desc; /* read by repost_tx as soon as the chain is up */
+	post(1, &(struct tb){ g, 72, false }, 1);
+	kick(1);
+	ck_assert(WAIT_UNTIL(WAIT_MS, __atomic_load_n(&endless_served, __ATOMIC_RELAXED) >= 100));
+	t.vdev->ops->stop(t.vdev); /* returns: the thread looked at stop while the ring was full */
+	ck_assert_uint_ge(STAT(1, packets) + STAT(1, drops), 100);
+	dev_destroy();
+}
+END_TEST
 
 START_TEST(tx_split_chain)
 {
@@ -1426,6 +1469,7 @@ static Suite *virtio_net_suite(void)
 	tcase_add_test(tc, tx_bad_lengths_dropped);
 	tcase_add_test(tc, tx_malformed_chain_needs_reset);
 	tcase_add_test(tc, tx_buffer_outside_ram_needs_reset);
+	tcase_add_test(tc, tx_stop_endless_ring);
 	tcase_add_test(tc, backend_gone_link_down);
 	tcase_add_test(tc, event_idx_suppresses_interrupts);
 	tcase_add_test(tc, no_interrupt_flag_respected);
