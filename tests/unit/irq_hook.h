@@ -1,4 +1,4 @@
-/* Unit tests: a stand-in transport whose queue interrupts call the test on the device thread (a driver's interrupt handler), e.g. to post the next chain at once, a guest that never lets a ring run dry. */
+/* Unit tests: a stand-in transport whose queue interrupts call the test on the device thread (a driver's interrupt handler), and with it a driver that never lets a ring run dry. */
 #ifndef LKVM_TEST_IRQ_HOOK_H
 #define LKVM_TEST_IRQ_HOOK_H
 
@@ -40,6 +40,37 @@ static inline void irq_hook_set(struct virtio_device *vdev, int qi, void (*fn)(v
 		close(vdev->q[qi].irq_fd);
 	vdev->q[qi].irq_fd = -1;
 	vdev->tops = &irq_hook_tops;
+}
+
+/* The endless driver: each interrupt of queue qi makes the chain at head available again at
+ * once (publish is the test's own ring code), so the device always finds one more. */
+static struct {
+	void (*publish)(int qi, u16 head);
+	int qi;
+	u16 head;
+	int served; /* interrupts so far */
+} endless;
+
+static void endless_repost(void *arg)
+{
+	endless.publish(endless.qi, endless.head);
+	__atomic_add_fetch(&endless.served, 1, __ATOMIC_RELAXED);
+}
+
+/* Arm it for the chain the test posts next at head (with the device stopped: it starts with
+ * the next ops->start). */
+static inline void endless_set(struct virtio_device *vdev, int qi, u16 head, void (*publish)(int qi, u16 head))
+{
+	endless.publish = publish;
+	endless.qi = qi;
+	endless.head = head;
+	endless.served = 0;
+	irq_hook_set(vdev, qi, endless_repost, NULL);
+}
+
+static inline int endless_served(void)
+{
+	return __atomic_load_n(&endless.served, __ATOMIC_RELAXED);
 }
 
 #endif

@@ -149,8 +149,8 @@ static void dev_down(void)
 	free(t.kvm);
 }
 
-/* Make head available (again). */
-static void publish(u16 head)
+/* Make head available (again) on the queue (qi: always 0). */
+static void publish(int qi, u16 head)
 {
 	t.avail->ring[t.aidx % QSIZE] = head;
 	__atomic_store_n(&t.avail->idx, ++t.aidx, __ATOMIC_RELEASE);
@@ -175,7 +175,7 @@ static u16 post(const struct tb *b, int nb)
 
 	fill_descs(t.desc, head, QSIZE, b, nb);
 	t.next_desc = (u16)((t.next_desc + nb) % QSIZE);
-	publish(head);
+	publish(0, head);
 	return head;
 }
 
@@ -189,7 +189,7 @@ static u16 post_indirect(const struct tb *b, int nb)
 	t.desc[head] = (struct vring_desc){ .addr = table, .len = (u32)(sizeof(struct vring_desc) * (u64)nb),
 					    .flags = VRING_DESC_F_INDIRECT };
 	t.next_desc = (u16)((t.next_desc + 1) % QSIZE);
-	publish(head);
+	publish(0, head);
 	return head;
 }
 
@@ -563,18 +563,8 @@ START_TEST(test_bounce_refused_submit)
 }
 END_TEST
 
-/* A driver whose interrupt handler makes the same request available again at once: the
- * ring never runs dry. */
-static u16 endless_head;
-static int endless_served;
-
-static void repost(void *arg)
-{
-	publish(endless_head);
-	__atomic_add_fetch(&endless_served, 1, __ATOMIC_RELAXED);
-}
-
-/* Stop (a reset, teardown) still ends the queue thread, between two requests. */
+/* A driver whose interrupt handler makes the same request available again at once
+ * (endless_set): stop (a reset, teardown) still ends the queue thread, between two requests. */
 START_TEST(test_stop_endless_ring)
 {
 	static const char *const opts[] = { ",aio=sync", "" };
@@ -582,13 +572,11 @@ START_TEST(test_stop_endless_ring)
 
 	dev_up(opts[_i]);
 	t.vdev->ops->stop(t.vdev);
-	irq_hook_set(t.vdev, 0, repost, NULL);
-	endless_served = 0;
+	endless_set(t.vdev, 0, t.next_desc, publish);
 	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
-	endless_head = t.next_desc;
 	request(VIRTIO_BLK_T_IN, 3, 1024, false, false, &data);
 	kick();
-	ck_assert(WAIT_UNTIL(WAIT_MS, __atomic_load_n(&endless_served, __ATOMIC_RELAXED) >= 100));
+	ck_assert(WAIT_UNTIL(WAIT_MS, endless_served() >= 100));
 	t.vdev->ops->stop(t.vdev); /* returns: the thread looked at stop while the ring was full */
 	ck_assert_uint_eq(t.vdev->q[0].stats.drops, 0);
 	check_sectors(data, 3, 2);

@@ -341,17 +341,8 @@ START_TEST(test_console_stop_huge_chain)
 }
 END_TEST
 
-/* An rng driver whose interrupt handler posts the same buffer again at once: the ring never
- * runs dry, and stop still ends the thread (between two chains). */
-static u16 endless_head;
-static int endless_served;
-
-static void repost(void *arg)
-{
-	publish(0, endless_head);
-	__atomic_add_fetch(&endless_served, 1, __ATOMIC_RELAXED);
-}
-
+/* An rng driver whose interrupt handler posts the same buffer again at once (endless_set):
+ * the ring never runs dry, and stop still ends the thread (between two chains). */
 START_TEST(test_rng_stop_endless)
 {
 	struct virtio_rng *r;
@@ -361,12 +352,10 @@ START_TEST(test_rng_stop_endless)
 	ck_assert_int_eq(virtio_rng_create(t.kvm, VIRTIO_TRANS_PCI, true, &r), 0);
 	t.vdev = virtio_rng_vdev(r);
 	queues_up(1);
-	irq_hook_set(t.vdev, 0, repost, NULL);
-	endless_served = 0;
+	endless_set(t.vdev, 0, t.q[0].next % QSIZE, publish);
 	go();
-	endless_head = t.q[0].next % QSIZE; /* read by repost as soon as the chain is up */
-	ck_assert_uint_eq(post_desc(0, 0x100000, 4096, VRING_DESC_F_WRITE), endless_head);
-	ck_assert(WAIT_UNTIL(WAIT_MS, __atomic_load_n(&endless_served, __ATOMIC_RELAXED) >= 100));
+	ck_assert_uint_eq(post_desc(0, 0x100000, 4096, VRING_DESC_F_WRITE), endless.head);
+	ck_assert(WAIT_UNTIL(WAIT_MS, endless_served() >= 100));
 	t.vdev->ops->stop(t.vdev); /* returns: the thread looked at stop while the ring was full */
 	kfd = t.vdev->q[0].kick_fd;
 	ifd = t.vdev->q[0].irq_fd;

@@ -619,18 +619,9 @@ END_TEST
 
 /* ---- TX ---- */
 
-/* A driver whose interrupt handler makes the same TX chain available again at once: the
- * ring never runs dry. Stop still ends the TX thread, which looks at it every BATCH chains
- * (each at most one frame): the rule the other devices' threads follow too. */
-static u16 endless_head;
-static int endless_served;
-
-static void repost_tx(void *arg)
-{
-	publish(1, endless_head);
-	__atomic_add_fetch(&endless_served, 1, __ATOMIC_RELAXED);
-}
-
+/* A driver whose interrupt handler makes the same TX chain available again at once
+ * (endless_set): the ring never runs dry. Stop still ends the TX thread, which looks at it
+ * every BATCH chains (each at most one frame): the rule the other devices' threads follow. */
 START_TEST(tx_stop_endless_ring)
 {
 	u64 g;
@@ -638,15 +629,13 @@ START_TEST(tx_stop_endless_ring)
 	dev_create(1, NULL);
 	dev_start(BASE_FEATURES, 64);
 	t.vdev->ops->stop(t.vdev);
-	irq_hook_set(t.vdev, 1, repost_tx, NULL);
-	endless_served = 0;
+	endless_set(t.vdev, 1, t.q[1].next_desc, publish);
 	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
 	g = galloc(72);
 	memset(gp(g), 0, 72);
-	endless_head = t.q[1].next_desc; /* read by repost_tx as soon as the chain is up */
 	post(1, &(struct tb){ g, 72, false }, 1);
 	kick(1);
-	ck_assert(WAIT_UNTIL(WAIT_MS, __atomic_load_n(&endless_served, __ATOMIC_RELAXED) >= 100));
+	ck_assert(WAIT_UNTIL(WAIT_MS, endless_served() >= 100));
 	t.vdev->ops->stop(t.vdev); /* returns: the thread looked at stop while the ring was full */
 	ck_assert_uint_ge(STAT(1, packets) + STAT(1, drops), 100);
 	dev_destroy();
