@@ -169,6 +169,16 @@ in_netns() {
 	return $rc
 }
 
+# An image of N sectors where byte i of sector s is (s*13 + i*7 + 1) & 0xff (what blk-test checks).
+make_pattern_image() { # FILE SECTORS
+	python3 - "$1" "$2" <<'EOF'
+import sys
+with open(sys.argv[1], 'wb') as f:
+    for s in range(int(sys.argv[2])):
+        f.write(bytes(((s * 13 + i * 7 + 1) & 0xff) for i in range(512)))
+EOF
+}
+
 # need_guest NAME: sets ELF to the built guest's path; fails the test when it is missing.
 need_guest() {
 	ELF=$GUEST_DIR/$1.elf
@@ -188,6 +198,8 @@ need_cmd() {
 	command -v "$1" >/dev/null 2>&1 && return 0
 	fail "no $1 (scripts/deps.sh $2 installs it)"
 }
+
+need_python() { need_cmd python3 bench; }
 
 # need_lkvm BIN: fails the test unless BIN (an lkvm build: make, make ASAN=1, make TSAN=1) runs.
 need_lkvm() {

@@ -13,16 +13,6 @@ T=${LINUX_TIMEOUT:-300}
 WORK=$LOG_DIR/blk
 mkdir -p "$WORK"
 
-# An image of N sectors where byte i of sector s is (s*13 + i*7 + 1) & 0xff (what blk-test checks).
-make_pattern_image() { # FILE SECTORS
-	python3 - "$1" "$2" <<'EOF'
-import sys
-with open(sys.argv[1], 'wb') as f:
-    for s in range(int(sys.argv[2])):
-        f.write(bytes(((s * 13 + i * 7 + 1) & 0xff) for i in range(512)))
-EOF
-}
-
 # Sectors 64..71 hold what blk-test writes, (s*29 + i*3 + 5) & 0xff, and 72 on are untouched.
 check_written() { # FILE
 	python3 - "$1" <<'EOF'
@@ -37,8 +27,6 @@ for s in (63, 72, 100):
         sys.exit("sector %d changed" % s)
 EOF
 }
-
-need_python() { need_cmd python3 bench; }
 
 # t_verify TRANS EXTRA: the guest checks sectors 0-63 and writes 64-71; the host checks the image.
 t_verify() {

@@ -249,6 +249,7 @@ u8 pci_find_cap(const struct pci_dev *d, u8 id, u8 after);
 
 #define VIRTQ_DESC_F_NEXT 1
 #define VIRTQ_DESC_F_WRITE 2
+#define VIRTQ_DESC_F_INDIRECT 4
 #define VIRTQ_AVAIL_F_NO_INTERRUPT 1
 #define VIRTQ_USED_F_NO_NOTIFY 1
 
@@ -323,6 +324,11 @@ u8 virtio_cfg_read8(struct virtio_pci *vp, u32 off);
 /* Adds a chain of nout device-readable then nin device-writable buffers; publishes it in
  * the avail ring (no kick). Returns false when the ring lacks descriptors. */
 bool virtq_add(struct virtq *vq, const struct vq_buf *bufs, int nout, int nin, void *token);
+/* The same chain through an indirect table (VIRTIO_F_INDIRECT_DESC): written into table
+ * (nout + nin entries of guest memory the caller keeps until the chain is used), one ring
+ * descriptor. */
+bool virtq_add_indirect(struct virtq *vq, struct virtq_desc *table, const struct vq_buf *bufs, int nout,
+			int nin, void *token);
 /* Notifies the device if it asked for it (EVENT_IDX avail_event or used->flags); true if it did. */
 bool virtq_kick(struct virtq *vq);
 /* Next completed chain's token (its descriptors are free again) and written length; NULL if none. */
