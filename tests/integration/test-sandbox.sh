@@ -10,11 +10,6 @@ SUMMARY_PREFIX=sandbox
 
 T=20
 
-net_skip_reason() {
-	[ -c /dev/net/tun ] || { echo "no /dev/net/tun"; return; }
-	command -v ip >/dev/null || echo "no ip(8)"
-}
-
 # Every thread kind with a filter: the names in sandbox.c's table, and the name each kind's
 # thread gives itself (main is the process itself).
 declare -A THREAD_OF=(
@@ -22,6 +17,8 @@ declare -A THREAD_OF=(
 	[net-ctl]=lkvm-net-ctl [blk]=lkvm-blk [virtio-console]=lkvm-vcon [rng]=lkvm-rng [ctl]=lkvm-ctl
 )
 KINDS="main vcpu console net-rx net-tx net-ctl blk virtio-console rng ctl"
+# Kinds in sandbox.c's table that no lkvm option starts yet: each reports a skip until one does.
+UNSTARTED="9p"
 # The kinds whose threads the vCPU thread starts (on DRIVER_OK): filters stack, so each runs
 # under the vCPU's filter and its own.
 SPAWNED_BY_VCPU="net-rx net-tx net-ctl blk virtio-console rng"
@@ -38,20 +35,24 @@ t_kinds_covered() {
 	have=$(table_kinds)
 	[ -n "$have" ] || { fail "no kinds found in sandbox.c's table"; return; }
 	for k in $have; do
-		[[ " $KINDS " == *" $k "* ]] || { fail "sandbox.c has a thread kind '$k' this script does not cover"; return; }
+		[[ " $KINDS $UNSTARTED " == *" $k "* ]] ||
+			{ fail "sandbox.c has a thread kind '$k' this script does not cover"; return; }
 	done
-	for k in $KINDS; do
+	for k in $KINDS $UNSTARTED; do
 		[[ " $have " == *" $k "* ]] || { fail "'$k' is not in sandbox.c's table ($have)"; return; }
 	done
+}
+
+t_unstarted() {
+	skip "no lkvm option starts a $1 thread yet (sandbox.c has its allow-list)"
 }
 
 # with_devices FUNC [ARGS...]: runs FUNC in a new network namespace with DEVICES set to lkvm run
 # arguments that give the devices guest every kind of device thread: a NIC on a tap (rx, tx and
 # control queues), a disk, a virtio-console and virtio-rng; and LKVM_WRAP putting lkvm there.
 with_devices() {
-	local r
-	r=$(net_skip_reason)
-	[ -z "$r" ] || { skip "$r"; return; }
+	[ -c /dev/net/tun ] || { skip "no /dev/net/tun"; return; }
+	need_cmd ip test || return
 	need_guest devices || return
 	local img=$LOG_DIR/sandbox-$_T_NAME.img
 	rm -f "$img" && truncate -s 1M "$img"
@@ -113,11 +114,7 @@ t_state_in() {
 	local vm=$! i
 	exec {in}<&-
 	# Until the guest brought its devices up (their threads start on DRIVER_OK) ...
-	for ((i = 0; i < 200; i++)); do
-		grep -q '^GUEST devices: up ' "$log" && break
-		[ -e /proc/$vm ] || break
-		sleep 0.05
-	done
+	wait_until 10 grep -q '^GUEST devices: up ' "$log"
 	# ... and each thread named itself and installed its filter (it names itself first).
 	local want=0 seen=() k t tid comm missing
 	declare -A nfilters=()
@@ -218,6 +215,9 @@ run_test kinds-covered t_kinds_covered
 for k in $KINDS; do
 	run_test "violate-$k" t_violate "$k" on
 	run_test "violate-$k-off" t_violate "$k" off
+done
+for k in $UNSTARTED; do
+	run_test "violate-$k" t_unstarted "$k"
 done
 run_test state-on t_state on
 run_test state-off t_state off
