@@ -6,6 +6,8 @@
 # `fail WHY`, `skip WHY`. Each test prints exactly one line: "ok NAME", "FAIL NAME: why (log: path)"
 # or "skip NAME: why". `finish_tests` waits for all, prints them in order and the summary line
 # "guests: N passed, N failed, N skipped (host: KIND)", and returns non-zero when any test failed.
+# For VMs a test drives while they run (pause, stat, stop): start_vm, wait_vm, wait_log, wait_exit,
+# ctl, stat_val.
 
 REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 LKVM=${LKVM:-$REPO_ROOT/lkvm}
@@ -141,6 +143,85 @@ need_guest() {
 	ELF=$GUEST_DIR/$1.elf
 	[ -f "$ELF" ] && return 0
 	fail "guest $ELF not built (run make guests)"
+}
+
+# --- VMs in the background (for lkvm pause/resume/stat/stop while they run) ---------------------
+
+PY=${PY:-$(command -v /usr/bin/python3 || command -v python3 || true)}
+
+# alive PID: running (a zombie waiting for `wait` is not).
+alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
+
+# start_vm NAME LOG [RUN ARGS...]: lkvm run in the background (spin guest unless -k is given) with
+# --timeout $VM_TIMEOUT (default 60); sets VM_PID and VM_LOG and adds the pid to $PIDS_FILE when
+# that is set (for the script's clean-up). NAME "-" means no --name. LKVM_PREFIX runs it under a
+# command.
+start_vm() {
+	local name=$1 log=$2
+	shift 2
+	local args=("$@")
+	[[ " ${args[*]} " == *" -k "* ]] || args=(-k "$GUEST_DIR/spin.elf" "${args[@]}")
+	[ "$name" = - ] || args+=(--name "$name")
+	VM_LOG=$LOG_DIR/$log.log
+	# shellcheck disable=SC2086 # LKVM_PREFIX is word-split on purpose
+	${LKVM_PREFIX-} "$LKVM" run "${args[@]}" --timeout "${VM_TIMEOUT:-60}" </dev/null >"$VM_LOG" 2>&1 &
+	VM_PID=$!
+	[ -z "${PIDS_FILE-}" ] || echo "$VM_PID" >>"$PIDS_FILE"
+}
+
+# wait_vm NAME: until `lkvm stat NAME` answers (10 s; the emulated host is slow).
+wait_vm() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		"$LKVM" stat "$1" >/dev/null 2>&1 && return 0
+		alive "$VM_PID" || break
+		sleep 0.05
+	done
+	fail "VM $1 never answered on its socket ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"
+}
+
+# wait_log LOG REGEX [SECS]: until the VM's log has a line matching REGEX (default 10 s), or the VM
+# (VM_PID) is gone.
+wait_log() {
+	local i
+	for ((i = 0; i < ${3:-10} * 20; i++)); do
+		grep -Eq -- "$2" "$1" && return 0
+		alive "$VM_PID" || break
+		sleep 0.05
+	done
+	grep -Eq -- "$2" "$1" || fail "no /$2/ in $1"
+}
+
+# wait_exit PID SECS: the VM's exit status in EXIT_STATUS; fails when it is still running.
+wait_exit() {
+	local pid=$1 secs=$2 i
+	for ((i = 0; i < secs * 20; i++)); do
+		alive "$pid" || break
+		sleep 0.05
+	done
+	if alive "$pid"; then
+		kill -KILL "$pid" 2>/dev/null
+		fail "lkvm (pid $pid) still running after $secs s"
+		return 1
+	fi
+	wait "$pid"
+	EXIT_STATUS=$?
+}
+
+# ctl LOG CMD...: runs "lkvm CMD..." into $LOG_DIR/LOG.log; status in LAST_STATUS. CTL_PREFIX
+# runs it under a command (another user, another environment).
+ctl() {
+	local log=$1
+	shift
+	LAST_LOG=$LOG_DIR/$log.log
+	# shellcheck disable=SC2086 # CTL_PREFIX is word-split on purpose
+	timeout -s KILL 30 ${CTL_PREFIX-} "$LKVM" "$@" >"$LAST_LOG" 2>&1
+	LAST_STATUS=$? # read by expect_status
+}
+
+# stat_val NAME FIELD: one counter of `lkvm stat NAME --json` (a python expression over d).
+stat_val() {
+	"$LKVM" stat "$1" --json 2>/dev/null | "$PY" -c "import json,sys; d=json.load(sys.stdin); print($2)"
 }
 
 # --- running tests -------------------------------------------------------------------------------
