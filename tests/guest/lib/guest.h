@@ -189,6 +189,8 @@ int guest_memmap(struct mem_range *out, int max);
 bool cmdline_get(const char *key, char *buf, size_t len);
 /* Decimal (or 0x hex) value of key, or def when absent or malformed. */
 u64 cmdline_u64(const char *key, u64 def);
+/* The decimal (or 0x hex) number at *s; *s moves past its digits. */
+u64 parse_u64(const char **s);
 /* Bytes of RAM below 4 GiB from the memory map (usable type 1 entries, highest end). */
 u64 guest_ram_top(void);
 

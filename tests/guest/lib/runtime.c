@@ -282,18 +282,16 @@ bool cmdline_get(const char *key, char *buf, size_t len)
 	return true;
 }
 
-u64 cmdline_u64(const char *key, u64 def)
+u64 parse_u64(const char **s)
 {
-	char b[24], *p = b;
+	const char *p = *s;
 	u64 v = 0, base = 10;
 
-	if (!cmdline_get(key, b, sizeof(b)) || !*b)
-		return def;
 	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
 		base = 16;
 		p += 2;
 	}
-	for (; *p; p++) {
+	for (;; p++) {
 		unsigned d;
 
 		if (*p >= '0' && *p <= '9')
@@ -303,10 +301,23 @@ u64 cmdline_u64(const char *key, u64 def)
 		else if (base == 16 && *p >= 'A' && *p <= 'F')
 			d = (unsigned)(*p - 'A' + 10);
 		else
-			return def;
+			break;
 		v = v * base + d;
 	}
+	*s = p;
 	return v;
+}
+
+u64 cmdline_u64(const char *key, u64 def)
+{
+	char b[24];
+	const char *p = b;
+	u64 v;
+
+	if (!cmdline_get(key, b, sizeof(b)) || !*b)
+		return def;
+	v = parse_u64(&p);
+	return *p ? def : v;
 }
 
 u64 guest_ram_top(void)
