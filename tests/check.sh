@@ -61,6 +61,9 @@ stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -
 stage ctl bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl.sh'
 scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
 stage linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
+# The machine seen from inside: CPUID, RAM above the PCI hole, the device tree of a bzImage, device
+# limits, triple fault, and pauses of a C guest and of Linux (kvm-clock, KVMCLOCK_CTRL, parked vCPUs).
+stage machine bash -c 'make -s guests || exit 1; scripts/kvm-host.sh --timeout 900 -- tests/integration/test-machine.sh'
 # Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
 # and a malicious virtio-net driver.
 stage faults bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 600 -- bash -c "rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc"'

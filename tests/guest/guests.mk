@@ -60,7 +60,7 @@ $(CGUEST_ELFS): $(GUEST_OUT)/%.elf: $(GUEST_OUT)/%.o $(CGUEST_LIB_OBJS) $(CGUEST
 
 # The C guests that also boot as a bzImage (Linux boot protocol, 64-bit entry; zero page and
 # setup_data): lib/bzimage.S's header, sized from NAME.elf's symbols, then NAME.elf's image.
-CGUEST_BZIMAGES :=
+CGUEST_BZIMAGES := $(GUEST_OUT)/machine.bzImage
 
 guests: $(CGUEST_BZIMAGES)
 
