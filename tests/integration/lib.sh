@@ -205,6 +205,7 @@ wait_exit() {
 		return 1
 	fi
 	wait "$pid"
+	# shellcheck disable=SC2034 # read by the caller
 	EXIT_STATUS=$?
 }
 
