@@ -13,6 +13,7 @@
 
 #include "lkvm/boot.h"
 #include "lkvm/dev.h"
+#include "lkvm/exitport.h"
 #include "lkvm/fdt.h"
 #include "lkvm/ctl.h"
 #include "lkvm/hw.h"
@@ -600,6 +601,8 @@ int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
 	for (size_t i = 0; i < ARRAY_SIZE(base_devices) && !ret; i++)
 		ret = kvm_dev_add(kvm, base_devices[i].name, base_devices[i].prio, base_devices[i].init,
 				  base_devices[i].exit, NULL, 0);
+	if (!ret) /* TODO(run -- CMD): only in that mode */
+		ret = exitport_add(kvm);
 	for (int i = 0; i < cfg->nr_nets && !ret; i++)
 		if (cfg->net[i].mode != NET_MODE_NONE)
 			ret = kvm_dev_add(kvm, "virtio-net", DEV_PRIO_VIRTIO, net_dev_init, net_dev_exit,
@@ -956,10 +959,9 @@ int kvm_cmd_run(int argc, char **argv)
 	 * thread confines itself to its system calls as it starts (sandbox.c). */
 	if (ret == 0 && (cfg.sandbox || cfg.user)) {
 		ret = sandbox_drop_privileges(cfg.user, err, sizeof(err));
-		if (ret < 0) {
-			pr_err("%s", err);
-			kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "cannot drop privileges");
-		}
+		/* The reason is lkvm's closing line: the error is said once. */
+		if (ret < 0)
+			kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
 		st->kvm.sandbox = cfg.sandbox;
 	}
 	if (ret == 0)

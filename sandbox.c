@@ -115,6 +115,23 @@ static const struct sb_kind kinds[SB_NR] = {
 		.name = "rng",
 		.ioctls = { KVM_IRQ_LINE },
 	},
+	[SB_P9] = {
+		.name = "9p",
+		/* The 9P2000.L server (virtio/9p-server.c): walks and creates beneath its share
+		 * (openat2; openat for "..", "." and the /proc/self/fd reopen of an O_PATH fid),
+		 * attributes, directory reads, file I/O, and a read-write share's namespace
+		 * changes. Which files these reach is the server's and the credentials' business:
+		 * a filter cannot read the paths. Nobody starts this kind's threads yet; whoever
+		 * does adds SPAWNS(SB_P9) to its own kind. */
+		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat),
+			   SCMP_SYS(fstatfs), SCMP_SYS(fcntl), SCMP_SYS(getdents64), SCMP_SYS(lseek),
+			   SCMP_SYS(preadv), SCMP_SYS(pwritev), SCMP_SYS(mkdirat), SCMP_SYS(mknodat),
+			   SCMP_SYS(symlinkat), SCMP_SYS(readlinkat), SCMP_SYS(linkat),
+			   SCMP_SYS(unlinkat), SCMP_SYS(renameat), SCMP_SYS(fchmodat),
+			   SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
+			   SCMP_SYS(fsync), SCMP_SYS(fdatasync) },
+		.ioctls = { KVM_IRQ_LINE },
+	},
 	[SB_CTL] = {
 		.name = "ctl",
 		/* Clients: accept, their uid, framed replies. Pause and resume: kvm-clock and the

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "lkvm/hw.h"
@@ -19,6 +20,17 @@
 static struct termios saved_termios;
 static volatile sig_atomic_t termios_saved;
 
+/* The same settings as the kernel keeps them (struct termios of <asm/termbits.h>, which cannot
+ * be included beside <termios.h>), for the SIGSYS handler: it runs in a filtered thread, which
+ * may make the TCSETS ioctl but not TCGETS, and glibc's tcsetattr reads the settings first. */
+struct kernel_termios {
+	unsigned int c_iflag, c_oflag, c_cflag, c_lflag;
+	unsigned char c_line;
+	unsigned char c_cc[19];
+};
+static struct kernel_termios saved_ktermios;
+static volatile sig_atomic_t ktermios_saved;
+
 static void restore_termios(void)
 {
 	if (termios_saved) {
@@ -29,8 +41,8 @@ static void restore_termios(void)
 
 void term_restore_on_signal(void)
 {
-	if (termios_saved)
-		tcsetattr(STDIN_FILENO, TCSANOW, &saved_termios);
+	if (termios_saved && ktermios_saved)
+		ioctl(STDIN_FILENO, TCSETS, &saved_ktermios);
 }
 
 int term_init(struct kvm *kvm, struct term *t)
@@ -66,6 +78,7 @@ int term_init(struct kvm *kvm, struct term *t)
 		struct termios raw = t->saved;
 
 		saved_termios = t->saved;
+		ktermios_saved = ioctl(t->in_fd, TCGETS, &saved_ktermios) == 0;
 		termios_saved = 1;
 		atexit(restore_termios);
 		cfmakeraw(&raw);
@@ -78,13 +91,17 @@ int term_init(struct kvm *kvm, struct term *t)
 	return 0;
 }
 
-/* Returns the number of bytes of buf to pass on; handles Ctrl-a escapes in place. */
-static size_t filter_escapes(struct term *t, u8 *buf, size_t n)
+/*
+ * Copies the n bytes read to out with the Ctrl-a escapes applied: Ctrl-a x quits, Ctrl-a a (or
+ * Ctrl-a Ctrl-a) types one Ctrl-a, Ctrl-a and any other key pass both on. A Ctrl-a may end one
+ * read and its key begin the next, so out needs room for n + 1 bytes. Returns out's length.
+ */
+static size_t filter_escapes(struct term *t, const u8 *in, size_t n, u8 *out)
 {
 	size_t o = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		u8 c = buf[i];
+		u8 c = in[i];
 
 		if (t->escape_pending) {
 			t->escape_pending = false;
@@ -92,16 +109,16 @@ static size_t filter_escapes(struct term *t, u8 *buf, size_t n)
 				kvm_request_exit(t->kvm, EXIT_GUEST_OK, "stopped from the console (Ctrl-a x)");
 				return o;
 			}
-			if (c != TERM_ESCAPE)
-				buf[o++] = TERM_ESCAPE;
-			buf[o++] = c;
+			out[o++] = TERM_ESCAPE;
+			if (c != 'a' && c != TERM_ESCAPE)
+				out[o++] = c;
 			continue;
 		}
 		if (c == TERM_ESCAPE && t->raw) {
 			t->escape_pending = true;
 			continue;
 		}
-		buf[o++] = c;
+		out[o++] = c;
 	}
 	return o;
 }
@@ -109,7 +126,7 @@ static size_t filter_escapes(struct term *t, u8 *buf, size_t n)
 static void *input_thread(void *arg)
 {
 	struct term *t = arg;
-	u8 buf[64];
+	u8 buf[64], out[sizeof(buf) + 1];
 
 	pthread_setname_np(pthread_self(), "lkvm-console");
 	if (sandbox_enter(t->kvm, SB_CONSOLE) < 0) {
@@ -138,12 +155,12 @@ static void *input_thread(void *arg)
 			continue;
 		if (r <= 0)
 			break; /* EOF: no more input, the guest keeps running */
-		n = filter_escapes(t, buf, (size_t)r);
+		n = filter_escapes(t, buf, (size_t)r, out);
 		/* The UART's FIFO (or the virtio console's buffer) is small: wait for room
 		 * rather than dropping keystrokes. */
 		while (off < n && !atomic_load(&t->kvm->stopping)) {
-			size_t took = t->kvm->vcon   ? virtio_console_receive(t->kvm->vcon, buf + off, n - off)
-				      : t->kvm->uart ? serial8250_receive(t->kvm->uart, buf + off, n - off)
+			size_t took = t->kvm->vcon   ? virtio_console_receive(t->kvm->vcon, out + off, n - off)
+				      : t->kvm->uart ? serial8250_receive(t->kvm->uart, out + off, n - off)
 						     : n - off;
 
 			off += took;

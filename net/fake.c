@@ -213,6 +213,17 @@ int net_fake_inject(struct net_backend *be, const void *frame, size_t len)
 	return 0;
 }
 
+int net_fake_pending(struct net_backend *be)
+{
+	struct fake *f = to_fake(be);
+	int n;
+
+	pthread_mutex_lock(&f->lock);
+	n = (int)f->inject.count;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
 ssize_t net_fake_take(struct net_backend *be, void *buf, size_t len)
 {
 	struct fake *f = to_fake(be);

@@ -15,6 +15,8 @@ want=$( { sha256sum "$frag" "$here/scripts/build-guest.sh"; stat -c '%s %Y' "$sr
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f "$out/bzImage" ] && [ -f "$out/vmlinux" ]; then
     echo "guest kernel: up to date ($out/bzImage)"
 else
+    # What an earlier build left goes first: a build that fails leaves no kernel to test.
+    rm -f "$stamp" "$out/bzImage" "$out/vmlinux"
     if [ ! -f "$kdir/Makefile" ]; then
         echo "guest kernel: unpacking $src_tar (about a minute)"
         rm -rf "$kdir" "$out/linux-source-6.1"
@@ -25,18 +27,23 @@ else
     make -C "$kdir" -s tinyconfig
     "$kdir/scripts/kconfig/merge_config.sh" -m -O "$kdir" "$kdir/.config" "$frag" >/dev/null
     make -C "$kdir" -s olddefconfig
-    # Every line of the fragment must have survived olddefconfig, or the kernel is not what we test.
+    # Every line of the fragment must have survived olddefconfig, or the kernel is not what we
+    # test: each one that did not is listed with what the config has instead, and the build fails.
     missing=0
     while IFS= read -r line; do
         case "$line" in ''|'#'*) continue ;; esac
         opt=${line%%=*}; val=${line#*=}
+        have=$(grep -E "^$opt=|^# $opt is not set" "$kdir/.config" || echo "$opt absent")
         if [ "$val" = n ]; then
-            grep -q "^$opt=" "$kdir/.config" && { echo "guest kernel: $opt should be off"; missing=1; }
+            grep -q "^$opt=" "$kdir/.config" && { echo "guest kernel: $opt should be off; config has: $have"; missing=1; }
         else
-            grep -qx "$line" "$kdir/.config" || { echo "guest kernel: $line did not stick"; missing=1; }
+            grep -qx "$line" "$kdir/.config" || { echo "guest kernel: $line did not stick; config has: $have"; missing=1; }
         fi
     done < "$frag"
-    [ $missing = 0 ] || echo "guest kernel: warning: config differs from the fragment (see above)"
+    if [ $missing != 0 ]; then
+        echo "guest kernel: error: the config differs from tests/guest/kernel.fragment (above)" >&2
+        exit 1
+    fi
     echo "guest kernel: building with $(nproc) jobs (a few minutes; log in $out/kernel-build.log)"
     if ! make -C "$kdir" -j"$(nproc)" bzImage > "$out/kernel-build.log" 2>&1; then
         tail -n 30 "$out/kernel-build.log"

@@ -3,10 +3,10 @@
 # Usage: deps.sh [build|test|guest|kvm-host|bench|fuzz|all]
 set -euo pipefail
 what=${1:-all}
-build_pkgs="gcc make pkg-config libfdt-dev libaio-dev libcap-ng-dev libseccomp-dev"
-test_pkgs="check iproute2 iputils-ping socat device-tree-compiler e2fsprogs"  # dtc: --dump-dtb; mkfs.ext4 -d: disk images
+build_pkgs="gcc make pkg-config libfdt-dev libaio-dev libcap-ng-dev libseccomp-dev musl-tools"  # musl-tools: the static guest init
+test_pkgs="check iproute2 iputils-ping socat device-tree-compiler e2fsprogs python3 cpio"  # dtc: --dump-dtb; mkfs.ext4 -d: disk images; python3: raw control clients, a pseudo-terminal driver; cpio: test_initrd extracts archives
 kvm_host_pkgs="qemu-system-x86 busybox-static cpio gzip xz-utils binutils util-linux coreutils"
-bench_pkgs="gnuplot-nox python3"  # lkvm bench net --svg; python3 checks its JSON in tests
+bench_pkgs="gnuplot-nox python3 qemu-system-x86"  # lkvm bench net --svg; python3 checks its JSON in tests; --qemu
 fuzz_pkgs="clang libclang-rt-dev"  # libFuzzer (libclang_rt.fuzzer) and the sanitizer runtimes
 guest_pkgs="linux-source-6.1 busybox-static cpio gzip lz4 flex bison bc libelf-dev libssl-dev xz-utils"
 case "$what" in

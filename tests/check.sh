@@ -1,82 +1,136 @@
 #!/usr/bin/env bash
 # `make check`: every test: unit tests (normal, ASan+UBSan and ThreadSanitizer builds), fuzz targets, freestanding guests, Linux boots,
 # networking, and Linux guest user space (in the emulated SVM host where this machine cannot run it).
+# lkvm, its sanitizer builds, the unit tests, guests and tools are built first (a failure stops
+# here), then the guest kernel (a failure skips no test silently: it is counted, and the stages
+# that boot the kernel do not run); each stage is counted from its scripts' summary lines; at the
+# end, the stage times, every skip with its reason, and the total.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
-scripts/deps.sh test
-scripts/deps.sh guest
-scripts/deps.sh bench
+mkdir -p build/test-logs
 
 jobs=$(nproc)
 total_p=0 total_f=0 total_s=0
-tally() { # sums every "NAME: N passed, N failed[, N skipped]" summary line of a stage's log
-    local p f s
-    read -r p f s < <(grep -E '^[A-Za-z0-9_-]+: [0-9]+ passed, [0-9]+ failed' "$1" |
-        sed -E 's/^[^:]*: ([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?.*/\1 \2 \4/' |
-        awk '{p+=$1; f+=$2; s+=($3==""?0:$3); n++} END {if (n) print p, f, s; else print 0, 1, 0}')
-    total_p=$((total_p + p)); total_f=$((total_f + f)); total_s=$((total_s + s))
-}
-mkdir -p build/test-logs
 TIMES=()
-stage() { # stage NAME COMMAND...: run, show output, count
-    local name=$1; shift
+RAN=() # the stages that ran, whose logs the list of skips is read from
+
+# The Debian packages the tests use: one that cannot be installed is a failure (what the project
+# installs itself is never a reason to skip a test).
+for group in test guest bench; do
+    scripts/deps.sh "$group" || { echo "check: scripts/deps.sh $group failed"; total_f=$((total_f + 1)); }
+done
+
+# stage NAME SUMMARIES COMMAND...: runs COMMAND (output shown and kept in
+# build/test-logs/stage-NAME.log) and counts it from the summary lines "PREFIX: N passed, N failed,
+# N skipped" of the scripts it runs, one for each PREFIX of the comma-separated SUMMARIES, read at
+# the start of a line. A missing one (a script that crashed or was cut short) is a failure; so is a
+# non-zero exit when none of them reported a failed test.
+stage() {
+    local name=$1 want=$2 log=build/test-logs/stage-$1.log
+    shift 2
     echo "== $name"
     local t0=$SECONDS
-    "$@" 2>&1 | tee "build/test-logs/stage-$name.log"
-    local rc=${PIPESTATUS[0]}
+    "$@" 2>&1 | tee "$log"
+    local rc=${PIPESTATUS[0]} prefix line p f s sp=0 sf=0 ss=0
     TIMES+=("$name $((SECONDS - t0))s")
-    tally "build/test-logs/stage-$name.log"
-    if [ "$rc" -ne 0 ] && ! grep -qE '[1-9][0-9]* failed' "build/test-logs/stage-$name.log"; then
-        echo "$name: exited $rc without reporting a failed test"; total_f=$((total_f + 1))
+    RAN+=("$name")
+    for prefix in ${want//,/ }; do
+        line=$(grep -E "^$prefix: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped" "$log" | tail -n 1)
+        if [ -z "$line" ]; then
+            echo "$name: no '$prefix: N passed, N failed, N skipped' line (exit $rc): it crashed or was cut short"
+            sf=$((sf + 1))
+            continue
+        fi
+        read -r p f s < <(sed -E 's/^[^:]*: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/' <<<"$line")
+        sp=$((sp + p)) sf=$((sf + f)) ss=$((ss + s))
+    done
+    if [ "$rc" -ne 0 ] && [ "$sf" -eq 0 ]; then
+        echo "$name: exited $rc without reporting a failed test"
+        sf=1
     fi
+    total_p=$((total_p + sp)) total_f=$((total_f + sf)) total_s=$((total_s + ss))
 }
 
-if ! make -s -j"$jobs" lkvm unit > build/test-logs/build.log 2>&1 ||
-   ! make -s -j"$jobs" ASAN=1 build/asan/lkvm >> build/test-logs/build.log 2>&1 ||
-   ! make -s -j"$jobs" TSAN=1 build/tsan/lkvm >> build/test-logs/build.log 2>&1; then
+# Only building here: the unit tests run in their stages below.
+echo "== build"
+if ! { make -s -j"$jobs" lkvm unit-build tools guests &&
+       make -s -j"$jobs" ASAN=1 build/asan/lkvm unit-build &&
+       make -s -j"$jobs" TSAN=1 build/tsan/lkvm unit-build; } > build/test-logs/build.log 2>&1; then
     cat build/test-logs/build.log
-    echo "check: build failed"
-    echo "check: 0 passed, 1 failed, 0 skipped"
+    echo "check: build failed (log: build/test-logs/build.log)"
+    echo "check: $total_p passed, $((total_f + 1)) failed, $total_s skipped"
     exit 1
 fi
+# The guest kernel (before the unit tests: test_boot boots it too). A failed build is a failure,
+# and no stage boots a kernel left by an earlier build (scripts/build-guest.sh removes it first).
+kernel_ok=1
+echo "== guest-kernel"
+if ! scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1; then
+    cat build/test-logs/build-guest.log
+    echo "check: guest kernel build failed (log: build/test-logs/build-guest.log): linux, blk, net and userspace do not run"
+    total_f=$((total_f + 1))
+    kernel_ok=0
+fi
+# kernel_stage: a stage that boots the guest kernel; not run without one.
+kernel_stage() {
+    [ "$kernel_ok" = 1 ] && { stage "$@"; return; }
+    echo "== $1"
+    echo "$1: not run: the guest kernel build failed"
+}
 # The stages that need /dev/kvm run through scripts/kvm-host.sh: on this machine's KVM when it has
-# one, otherwise in the emulated SVM host (one emulated-host boot per stage). Everything is built
-# here first; inside, only the tests run.
+# one, otherwise in the emulated SVM host (one emulated-host boot per stage); inside, only the
+# tests run. The unit tests that need it too (LKVM_UNIT_KVM_HOST=1: tests/run-unit.sh).
 kind=$(scripts/kvm-host.sh --print-kind)
 echo "check: KVM stages run on: $kind"
-stage unit make -s unit
-stage unit-asan make -s ASAN=1 unit
+export LKVM_UNIT_KVM_HOST=1
+# The harness itself: lib.sh's accounting, and the emulated host run from a checkout under /tmp.
+stage harness harness tests/integration/test-harness.sh
+stage unit unit make -s unit
+stage unit-asan unit make -s ASAN=1 unit
 # ThreadSanitizer: the unit tests, then lkvm moving traffic with ioeventfd and with trapped notifies.
-stage tsan bash -c 'make -s TSAN=1 unit; rc=$?; make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 600 -- tests/integration/test-tsan.sh || rc=1; exit $rc'
-# libFuzzer targets (tests/fuzz/), about 20 s each from their seed corpora; SKIP without clang.
-stage fuzz bash -c 'scripts/deps.sh fuzz >/dev/null 2>&1 || echo "fuzz: cannot install clang"
-    if command -v clang >/dev/null && ! make -s fuzz-build > build/test-logs/fuzz-build.log 2>&1; then
-        cat build/test-logs/fuzz-build.log; fi
-    tests/fuzz/run.sh 20 virtqueue pci net boot opts'
-stage guests bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
-stage sandbox bash -c 'make -s guests && scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh'
-stage c-guests bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
-stage bench bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
-stage ctl bash -c 'make -s tools guests && scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl.sh'
-scripts/build-guest.sh > build/test-logs/build-guest.log 2>&1 || { cat build/test-logs/build-guest.log; echo "check: guest kernel build failed"; }
-stage linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
+stage tsan unit,tsan bash -c 'rc=0; make -s TSAN=1 unit || rc=1; scripts/kvm-host.sh --timeout 600 -- tests/integration/test-tsan.sh || rc=1; exit $rc'
+# libFuzzer targets (tests/fuzz/), about 20 s each from their seed corpora. A failed build fails the
+# stage: nothing fuzzes the binaries an earlier build left.
+stage fuzz fuzz bash -c 'if ! make -s fuzz-build > build/test-logs/fuzz-build.log 2>&1; then
+        cat build/test-logs/fuzz-build.log
+        echo "fuzz: the fuzz targets did not build (log: build/test-logs/fuzz-build.log)"
+        echo "fuzz: 0 passed, 1 failed, 0 skipped"; exit 1
+    fi
+    tests/fuzz/run.sh 20 $(make -s fuzz-targets)'
+stage guests guests scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh
+stage sandbox sandbox scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh
+stage c-guests c-guests scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh
+stage bench bench scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh
+stage ctl ctl scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl.sh
+# The console as a user meets it: typed input, Ctrl-a, keys while paused, the terminal restored.
+stage console console scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-console.sh
+# The control plane's client side: a non-root user's runtime directory, stop --wait, mute peers.
+stage ctl-client ctl-client scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl-client.sh
+kernel_stage linux linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
 # The machine seen from inside: CPUID, RAM above the PCI hole, the device tree of a bzImage, device
 # limits, triple fault, and pauses of a C guest and of Linux (kvm-clock, KVMCLOCK_CTRL, parked vCPUs).
-stage machine bash -c 'make -s guests || exit 1; scripts/kvm-host.sh --timeout 900 -- tests/integration/test-machine.sh'
+kernel_stage machine machine scripts/kvm-host.sh --timeout 900 -- tests/integration/test-machine.sh
 # Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
 # and a malicious virtio-net driver.
-stage faults bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 600 -- bash -c "rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc"'
-stage blk bash -c 'make -s guests || exit 1; scripts/kvm-host.sh --timeout 900 -- tests/integration/test-blk.sh'
-stage net bash -c 'make -s tools guests || exit 1; scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"'
+stage faults faults,hostile scripts/kvm-host.sh --timeout 600 -- bash -c "rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc"
+kernel_stage blk blk scripts/kvm-host.sh --timeout 900 -- tests/integration/test-blk.sh
+kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
 # no /dev/kvm, in the emulated SVM host, the only place here where it runs; natively on VMX/SVM.
 us_host=
 [ "$kind" = native ] || us_host=--emulated
-stage userspace scripts/kvm-host.sh $us_host --timeout 900 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
+kernel_stage userspace userspace,blk scripts/kvm-host.sh $us_host --timeout 900 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
+# lkvm's guest init: commands run from lkvm's initramfs, their status through the exit port.
+kernel_stage init init scripts/kvm-host.sh $us_host --timeout 1200 -- tests/integration/test-init.sh
 
 echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
 # Each fuzz target's executions and coverage, again at the end.
 sed -n 's/^  \([a-z]*\): \(ok\|FAIL[^:]*\): /check: fuzz \1: \2: /p' build/test-logs/stage-fuzz.log 2>/dev/null
+# Every skip, with its reason: the "skip NAME: why" lines of tests/integration/lib.sh and
+# tests/run-unit.sh in the logs of the stages that ran.
+for name in "${RAN[@]}"; do
+    sed -n "s/^skip /check: skipped in $name: /p" "build/test-logs/stage-$name.log"
+done
 echo "check: $total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]

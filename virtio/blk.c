@@ -24,9 +24,22 @@
 #define NR_REQS VIRTIO_BLK_QUEUE_SIZE /* a well-behaved driver never has more in flight */
 #define BOUNCE_ALIGN 4096
 #define MAX_REQ_BYTES (64ULL << 20) /* far above seg_max pages; keeps used lengths in 32 bits */
+/*
+ * Bounce memory one device may hold at once. A request whose buffers O_DIRECT cannot take
+ * gets an aligned copy of its whole length, held until it completes: unbounded, a guest
+ * pins NR_REQS x MAX_REQ_BYTES (16 GiB) with 256 unaligned requests that all point at the
+ * same 64 MiB of its RAM. 64 MiB is one request of the largest size accepted, so every
+ * valid request can run (alone, at worst) and none ever fails for want of bounce memory;
+ * it holds 51 requests of Linux's default size (max_sectors_kb 1280), and a Linux guest's
+ * sector-aligned page-cache buffers bounce only where the host's O_DIRECT alignment is
+ * larger than a sector. A request that does not fit waits, in ring order (no chain is
+ * taken after it), until completions free enough; the thread is then woken by them.
+ */
+#define BOUNCE_MAX (64ULL << 20)
 #define F(bit) (1ULL << (bit))
 
 _Static_assert(sizeof(struct virtio_blk_outhdr) == 16, "virtio-blk header is 16 bytes");
+_Static_assert(MAX_REQ_BYTES <= BOUNCE_MAX, "the largest request must fit in the bounce budget");
 
 /* One request from pop to completion. */
 struct blk_req {
@@ -38,6 +51,7 @@ struct blk_req {
 	struct iovec *iov;  /* the guest's data buffers (malloc'd copy of the chain's) */
 	int niov;
 	void *bounce;       /* aligned copy for O_DIRECT when the guest's buffers are not */
+	u64 bounce_len;     /* its size, counted in bounce_held */
 	struct iovec biov;
 	int next_free;
 };
@@ -70,6 +84,11 @@ struct virtio_blk {
 	struct vq_elem *elem;
 	struct iocb *batch[NR_REQS];
 	int nbatch;
+	struct blk_req *waiting; /* handled, waiting for bounce memory (the last chain taken) */
+	u64 bounce_held;    /* bytes of bounce buffers allocated now (<= BOUNCE_MAX) */
+
+	/* For --stats (written by the queue thread, read by anyone). */
+	atomic_ullong bounce_now, bounce_peak, bounce_waits;
 };
 
 static inline void stat_add(atomic_ullong *c, u64 v)
@@ -95,12 +114,23 @@ static struct blk_req *req_get(struct virtio_blk *b)
 	return r;
 }
 
+static void bounce_account(struct virtio_blk *b, u64 held)
+{
+	b->bounce_held = held;
+	atomic_store_explicit(&b->bounce_now, held, memory_order_relaxed);
+	if (held > atomic_load_explicit(&b->bounce_peak, memory_order_relaxed))
+		atomic_store_explicit(&b->bounce_peak, held, memory_order_relaxed);
+}
+
 static void req_put(struct virtio_blk *b, struct blk_req *r)
 {
 	free(r->iov);
 	free(r->bounce);
+	if (r->bounce)
+		bounce_account(b, b->bounce_held - r->bounce_len);
 	r->iov = NULL;
 	r->bounce = NULL;
+	r->bounce_len = 0;
 	r->next_free = b->free_head;
 	b->free_head = (int)(r - b->reqs);
 }
@@ -172,7 +202,10 @@ static bool aligned(const struct virtio_blk *b, const struct blk_req *r)
 }
 
 /* The data buffers the I/O goes through: the guest's own, or an aligned bounce buffer
- * (filled now for writes, copied back at completion for reads). */
+ * (filled when made for writes, copied back at completion for reads). A request keeps its
+ * bounce buffer until req_put, so the synchronous fallback of a refused submission reuses
+ * the one prep_aio made. -EAGAIN: the device's bounce memory (BOUNCE_MAX) is taken, the
+ * request must wait for completions; -ENOMEM. */
 static int io_buffers(struct virtio_blk *b, struct blk_req *r, const struct iovec **iov, int *n)
 {
 	if (!b->direct || aligned(b, r)) {
@@ -180,11 +213,20 @@ static int io_buffers(struct virtio_blk *b, struct blk_req *r, const struct iove
 		*n = r->niov;
 		return 0;
 	}
-	if (posix_memalign(&r->bounce, BOUNCE_ALIGN, r->len ? r->len : SECTOR))
-		return -ENOMEM;
-	if (r->type == VIRTIO_BLK_T_OUT)
-		iov_from(r->iov, r->niov, 0, r->bounce, r->len);
-	r->biov = (struct iovec){ r->bounce, r->len };
+	if (!r->bounce) {
+		/* r->len > 0: empty transfers complete before any I/O. */
+		if (b->bounce_held + r->len > BOUNCE_MAX)
+			return -EAGAIN;
+		if (posix_memalign(&r->bounce, BOUNCE_ALIGN, r->len)) {
+			r->bounce = NULL;
+			return -ENOMEM;
+		}
+		r->bounce_len = r->len;
+		bounce_account(b, b->bounce_held + r->len);
+		if (r->type == VIRTIO_BLK_T_OUT)
+			iov_from(r->iov, r->niov, 0, r->bounce, r->len);
+		r->biov = (struct iovec){ r->bounce, r->len };
+	}
 	*iov = &r->biov;
 	*n = 1;
 	return 0;
@@ -226,17 +268,19 @@ static u8 do_sync(struct virtio_blk *b, struct blk_req *r)
 	return VIRTIO_BLK_S_OK;
 }
 
-/* libaio backend: prepare an iocb for the batch; completion comes through aio_efd. */
+/* libaio backend: prepare an iocb for the batch; completion comes through aio_efd.
+ * -EAGAIN: no bounce memory now (the request waits); -ENOMEM. */
 static int prep_aio(struct virtio_blk *b, struct blk_req *r)
 {
 	const struct iovec *iov;
-	int n;
+	int n, ret;
 
 	if (r->type == VIRTIO_BLK_T_FLUSH) {
 		io_prep_fdsync(&r->iocb, b->fd);
 	} else {
-		if (io_buffers(b, r, &iov, &n) < 0)
-			return -ENOMEM;
+		ret = io_buffers(b, r, &iov, &n);
+		if (ret < 0)
+			return ret;
 		if (r->type == VIRTIO_BLK_T_IN)
 			io_prep_preadv(&r->iocb, b->fd, iov, n, (long long)r->off);
 		else
@@ -299,6 +343,26 @@ static void reap(struct virtio_blk *b)
 	flush_used(b);
 }
 
+/* Start the I/O of a checked request: synchronously now, or prepared for the next
+ * io_submit (the synchronous path when that cannot be done). False: there is no bounce
+ * memory for it now; it waits in b->waiting and drain takes no chain after it. */
+static bool start_io(struct virtio_blk *b, struct blk_req *r)
+{
+	int ret = b->io == BLK_IO_SYNC ? 0 : prep_aio(b, r);
+
+	if (ret == -EAGAIN) {
+		if (b->waiting != r)
+			stat_add(&b->bounce_waits, 1);
+		b->waiting = r;
+		return false;
+	}
+	if (b->waiting == r)
+		b->waiting = NULL;
+	if (b->io == BLK_IO_SYNC || ret < 0)
+		complete(b, r, do_sync(b, r));
+	return true;
+}
+
 /* Guest-visible checks of one request, then its I/O (or its immediate answer). Returns
  * false when the chain is malformed (no room for header or status). */
 static bool handle(struct virtio_blk *b, const struct vq_elem *e, struct blk_req *r)
@@ -339,8 +403,7 @@ static bool handle(struct virtio_blk *b, const struct vq_elem *e, struct blk_req
 		return true;
 	case VIRTIO_BLK_T_FLUSH:
 		r->len = 0;
-		if (b->io == BLK_IO_SYNC || prep_aio(b, r) < 0)
-			complete(b, r, do_sync(b, r));
+		start_io(b, r); /* no bounce buffer: never waits */
 		return true;
 	default:
 		complete(b, r, VIRTIO_BLK_S_UNSUPP);
@@ -358,8 +421,7 @@ static bool handle(struct virtio_blk *b, const struct vq_elem *e, struct blk_req
 		complete(b, r, VIRTIO_BLK_S_OK);
 		return true;
 	}
-	if (b->io == BLK_IO_SYNC || prep_aio(b, r) < 0)
-		complete(b, r, do_sync(b, r));
+	start_io(b, r);
 	return true;
 }
 
@@ -368,7 +430,11 @@ static bool handle(struct virtio_blk *b, const struct vq_elem *e, struct blk_req
  * io_submit. Wake-up protocol as virtio-net's TX: notifications off, drain, re-enable,
  * re-check (vq_enable_notify's barrier pairs with the driver's), so no kick is lost.
  * When every slot is in flight we stop taking chains; completions make room and reap()
- * is followed by another drain.
+ * is followed by another drain. Likewise while a request waits for bounce memory: it
+ * goes first at the next drain, and the buffers it waits for belong to requests in flight
+ * (the batch is submitted before we give up), whose completions call us again.
+ * Stop is looked at between requests: each moves at most MAX_REQ_BYTES, and a guest that
+ * keeps the ring full cannot keep the thread here.
  */
 static void drain(struct virtio_blk *b)
 {
@@ -377,12 +443,19 @@ static void drain(struct virtio_blk *b)
 
 	if (b->broken)
 		return;
+	if (b->waiting) {
+		worked = start_io(b, b->waiting);
+		if (!worked)
+			goto out;
+	}
 	do {
 		vq_disable_notify(vq);
 		for (;;) {
 			struct blk_req *r;
 			int ret;
 
+			if (atomic_load_explicit(&b->stopping, memory_order_relaxed))
+				goto out;
 			if (b->free_head < 0)
 				goto out; /* all slots busy: completions will call us again */
 			ret = vq_pop(vq, b->elem);
@@ -400,6 +473,13 @@ static void drain(struct virtio_blk *b)
 				b->broken = true;
 				virtio_set_needs_reset(&b->vdev, "virtio-blk: request without header or status byte");
 				goto out;
+			}
+			if (b->waiting) {
+				/* Out of bounce memory: submit what holds it (a refused submission
+				 * completes at once and frees its buffer), then try once more. */
+				submit_batch(b);
+				if (!start_io(b, b->waiting))
+					goto out;
 			}
 		}
 		submit_batch(b);
@@ -458,6 +538,13 @@ static void *blk_thread(void *arg)
 			finish_event(b, &ev[i]);
 	}
 	flush_used(b);
+	/* A request still waiting for bounce memory was the last chain taken: give it back
+	 * for the next start (none of it was done). */
+	if (b->waiting) {
+		vq_unpop(&q->vq, 1);
+		req_put(b, b->waiting);
+		b->waiting = NULL;
+	}
 	return NULL;
 }
 
@@ -749,15 +836,20 @@ void virtio_blk_print_stats(struct virtio_blk *b, FILE *out, bool json)
 	struct virtio_queue_stats *s = &rq(b)->stats;
 	u64 kicks = atomic_load(&s->kicks), trapped = atomic_load(&s->trapped), irqs = atomic_load(&s->irqs);
 	u64 reqs = atomic_load(&s->packets), bytes = atomic_load(&s->bytes), errs = atomic_load(&s->drops);
+	u64 bnow = atomic_load(&b->bounce_now), bpeak = atomic_load(&b->bounce_peak);
+	u64 bwaits = atomic_load(&b->bounce_waits);
 
 	if (json)
 		fprintf(out,
 			"{\"queues\":[{\"name\":\"req0\",\"kicks\":%" PRIu64 ",\"trapped\":%" PRIu64
-			",\"irqs\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"errors\":%" PRIu64 "}]}",
-			kicks, trapped, irqs, reqs, bytes, errs);
+			",\"irqs\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"errors\":%" PRIu64
+			"}],\"bounce\":{\"bytes\":%" PRIu64 ",\"peak\":%" PRIu64 ",\"limit\":%llu,\"waits\":%" PRIu64
+			"}}",
+			kicks, trapped, irqs, reqs, bytes, errs, bnow, bpeak, BOUNCE_MAX, bwaits);
 	else
 		fprintf(out, "%-6s %12s %12s %12s %12s %14s %10s\nreq0   %12" PRIu64 " %12" PRIu64 " %12" PRIu64
-			" %12" PRIu64 " %14" PRIu64 " %10" PRIu64 "\n",
+			" %12" PRIu64 " %14" PRIu64 " %10" PRIu64 "\n"
+			"bounce buffers: %" PRIu64 " bytes held, peak %" PRIu64 " of %llu, %" PRIu64 " requests waited\n",
 			"queue", "kicks", "trapped", "irqs", "requests", "bytes", "errors", kicks, trapped, irqs,
-			reqs, bytes, errs);
+			reqs, bytes, errs, bnow, bpeak, BOUNCE_MAX, bwaits);
 }

@@ -19,7 +19,15 @@
 #define RXQ 0
 #define TXQ 1
 #define IN_BUF 4096
-#define OUT_CHUNK 4096
+#define OUT_CHUNK 4096 /* one write to the terminal; stop is looked at between two */
+/*
+ * Guest output taken per wake-up. A TX chain may alias all of guest RAM through VQ_MAX_SG
+ * descriptors (1024 x RAM bytes): a chain longer than this is continued at the next round,
+ * where it stopped, after stop and terminal input were looked at, so nothing is lost or
+ * repeated and neither a reset nor input waits for it. Linux's hvc driver posts at most a
+ * page per chain, so one round still takes 16 of its chains; a round costs one more poll(2).
+ */
+#define TX_BUDGET (64 * 1024)
 
 struct virtio_console {
 	struct virtio_device vdev;
@@ -34,7 +42,10 @@ struct virtio_console {
 	u8 in[IN_BUF];
 	size_t in_head, in_len;
 	bool broken[2];
-	struct vq_elem *elem;
+	struct vq_elem *elem;     /* RX */
+	struct vq_elem *tx_elem;  /* the TX chain being written, while tx_busy */
+	bool tx_busy;
+	u64 tx_off;               /* its bytes written so far */
 	virtio_console_out_fn out;
 };
 
@@ -45,39 +56,60 @@ static void broken(struct virtio_console *c, int qi)
 						 : "virtio-console tx: malformed chain");
 }
 
-/* Guest output: every chain's readable bytes, in order, to the terminal. */
-static void tx_drain(struct virtio_console *c)
+static bool stopping(struct virtio_console *c)
+{
+	return atomic_load_explicit(&c->stopping, memory_order_relaxed);
+}
+
+/*
+ * Guest output: every chain's readable bytes, in order, to the terminal, at most TX_BUDGET
+ * bytes per call. Wake-up protocol as virtio-net's TX: notifications off, drain, re-enable,
+ * re-check (vq_enable_notify's barrier pairs with the driver's). Returns true when the
+ * budget ran out (or stop came) with output left: notifications stay off and the caller
+ * calls again without waiting for a kick.
+ */
+static bool tx_drain(struct virtio_console *c)
 {
 	struct virtqueue *vq = &c->vdev.q[TXQ].vq;
+	struct vq_elem *e = c->tx_elem;
+	u64 budget = TX_BUDGET;
 	u8 buf[OUT_CHUNK];
 
 	if (c->broken[TXQ])
-		return;
+		return false;
 	do {
 		vq_disable_notify(vq);
 		for (;;) {
-			int r = vq_pop(vq, c->elem);
+			if (!c->tx_busy) {
+				int r = vq_pop(vq, e);
 
-			if (r == 0)
-				break;
-			if (r < 0) {
-				broken(c, TXQ);
-				return;
-			}
-			for (u64 off = 0; off < c->elem->out_len;) {
-				size_t n = iov_from(c->elem->iov, c->elem->out_num, off, buf, sizeof(buf));
-
-				if (!n)
+				if (r == 0)
 					break;
+				if (r < 0) {
+					broken(c, TXQ);
+					return false;
+				}
+				c->tx_busy = true;
+				c->tx_off = 0;
+			}
+			while (c->tx_off < e->out_len) {
+				size_t n;
+
+				if (!budget || stopping(c))
+					return true;
+				n = iov_from(e->iov, e->out_num, c->tx_off, buf, (size_t)MIN(budget, sizeof(buf)));
 				c->out(c->kvm, buf, n);
-				off += n;
+				c->tx_off += n;
+				budget -= n;
 			}
 			atomic_fetch_add_explicit(&c->vdev.q[TXQ].stats.packets, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&c->vdev.q[TXQ].stats.bytes, c->elem->out_len, memory_order_relaxed);
-			vq_push(vq, c->elem->head, 0);
+			atomic_fetch_add_explicit(&c->vdev.q[TXQ].stats.bytes, e->out_len, memory_order_relaxed);
+			c->tx_busy = false;
+			vq_push(vq, e->head, 0);
 			virtio_notify_queue(&c->vdev, TXQ);
 		}
 	} while (vq_enable_notify(vq));
+	return false;
 }
 
 /* Terminal input into the guest's receive buffers, while both last. */
@@ -123,6 +155,7 @@ static void rx_fill(struct virtio_console *c)
 static void *console_thread(void *arg)
 {
 	struct virtio_console *c = arg;
+	bool more;
 
 	pthread_setname_np(pthread_self(), "lkvm-vcon"); /* itself: naming another thread opens /proc */
 	if (sandbox_enter(c->vdev.kvm, SB_VCONSOLE) < 0) {
@@ -131,7 +164,7 @@ static void *console_thread(void *arg)
 		return NULL;
 	}
 
-	tx_drain(c);
+	more = tx_drain(c);
 	rx_fill(c);
 	while (!atomic_load(&c->stopping)) {
 		struct pollfd p[4] = {
@@ -142,7 +175,8 @@ static void *console_thread(void *arg)
 		};
 		u64 v;
 
-		if (poll(p, 4, -1) < 0) {
+		/* Output left over from the last round: only look, do not wait. */
+		if (poll(p, 4, more ? 0 : -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -154,9 +188,15 @@ static void *console_thread(void *arg)
 				atomic_fetch_add_explicit(&c->vdev.q[i == 1 ? TXQ : RXQ].stats.kicks, v,
 							  memory_order_relaxed);
 		}
-		if (p[1].revents)
-			tx_drain(c);
+		if (p[1].revents || more)
+			more = tx_drain(c);
 		rx_fill(c);
+	}
+	/* A chain cut short by stop was the last one taken: give it back (a restart without
+	 * reset writes it again; a reset discards the ring anyway). */
+	if (c->tx_busy) {
+		vq_unpop(&c->vdev.q[TXQ].vq, 1);
+		c->tx_busy = false;
 	}
 	return NULL;
 }
@@ -249,10 +289,11 @@ int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_conso
 	c->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	c->in_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	c->elem = malloc(sizeof(*c->elem));
+	c->tx_elem = malloc(sizeof(*c->tx_elem));
 	c->vdev.ops = &virtio_console_ops;
 	c->vdev.priv = c;
 	c->vdev.use_ioeventfd = !kvm->cfg.no_ioeventfd;
-	if (c->stop_fd < 0 || c->in_fd < 0 || !c->elem) {
+	if (c->stop_fd < 0 || c->in_fd < 0 || !c->elem || !c->tx_elem) {
 		virtio_console_destroy(c);
 		return -ENOMEM;
 	}
@@ -271,6 +312,11 @@ struct virtio_device *virtio_console_vdev(struct virtio_console *c)
 	return &c->vdev;
 }
 
+bool virtio_console_stopping(struct virtio_console *c)
+{
+	return stopping(c);
+}
+
 void virtio_console_destroy(struct virtio_console *c)
 {
 	if (!c)
@@ -282,6 +328,7 @@ void virtio_console_destroy(struct virtio_console *c)
 	if (c->in_fd >= 0)
 		close(c->in_fd);
 	free(c->elem);
+	free(c->tx_elem);
 	pthread_mutex_destroy(&c->run_lock);
 	pthread_mutex_destroy(&c->in_lock);
 	free(c);

@@ -15,7 +15,10 @@
 #include "lkvm/virtio-console.h"
 
 #define QUEUE_SIZE 64
-#define MAX_PER_CHAIN 4096 /* bytes given per request; the driver asks again for more */
+/* Bytes given per request, the rest of a longer chain left unwritten: the device MAY use
+ * less than the whole buffer (virtio 1.2 §5.4.6.2), the driver takes the used length and
+ * asks again (Linux asks for a cache line's worth at a time). */
+#define MAX_PER_CHAIN 4096
 
 struct virtio_rng {
 	struct virtio_device vdev;
@@ -28,6 +31,9 @@ struct virtio_rng {
 	struct vq_elem *elem;
 };
 
+/* Fill every posted buffer. Wake-up protocol as virtio-net's TX: notifications off, drain,
+ * re-enable, re-check (vq_enable_notify's barrier pairs with the driver's). Stop is looked at
+ * between chains, so a driver that reposts each buffer as it is used cannot hold the thread. */
 static void drain(struct virtio_rng *r)
 {
 	struct virtio_queue *q = &r->vdev.q[0];
@@ -38,9 +44,12 @@ static void drain(struct virtio_rng *r)
 	do {
 		vq_disable_notify(&q->vq);
 		for (;;) {
-			int ret = vq_pop(&q->vq, r->elem);
+			int ret;
 			size_t want, done = 0;
 
+			if (atomic_load_explicit(&r->stopping, memory_order_relaxed))
+				return;
+			ret = vq_pop(&q->vq, r->elem);
 			if (ret == 0)
 				break;
 			if (ret < 0) {

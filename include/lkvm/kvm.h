@@ -21,6 +21,7 @@ enum {
 	EXIT_GUEST_PANIC = 2,  /* pvpanic reported a guest panic */
 	EXIT_STOPPED = 3,      /* `lkvm stop` asked for it (an orderly shutdown) */
 	EXIT_TIMEOUT = 124,    /* --timeout expired (the timeout(1) convention) */
+	EXIT_GUEST_NO_STATUS = 125, /* lkvm's guest init could not run the command (git bisect's "skip") */
 };
 
 enum quirks_mode { QUIRKS_AUTO, QUIRKS_PVM, QUIRKS_NONE };

@@ -107,6 +107,8 @@ int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char 
  * to the device. rx_fd is an eventfd that is readable while frames are pending. */
 struct net_backend *net_fake_create(void);
 int net_fake_inject(struct net_backend *be, const void *frame, size_t len) __must_check;
+/* Injected frames the device has not received yet. */
+int net_fake_pending(struct net_backend *be);
 /* Copies the oldest sent frame (with its 12-byte header) into buf; returns its length,
  * 0 when none, -EMSGSIZE (frame kept) when len is too small. */
 ssize_t net_fake_take(struct net_backend *be, void *buf, size_t len);

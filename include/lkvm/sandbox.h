@@ -19,6 +19,7 @@ enum sandbox_kind {
 	SB_BLK,     /* virtio-blk: requests to the image (libaio or pread/pwrite) */
 	SB_VCONSOLE, /* virtio-console: terminal to guest and back */
 	SB_RNG,     /* virtio-rng: getrandom into the guest's buffers */
+	SB_P9,      /* virtio-9p: the file server's requests against its share */
 	SB_CTL,     /* the control socket: lkvm stat/pause/resume/debug/stop requests */
 	SB_NR
 };

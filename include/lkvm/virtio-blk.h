@@ -42,7 +42,9 @@ struct virtio_device *virtio_blk_vdev(struct virtio_blk *b);
 bool virtio_blk_direct(struct virtio_blk *b);
 /* Waits for requests in flight, stops the thread, detaches, closes the image. NULL is fine. */
 void virtio_blk_destroy(struct virtio_blk *b);
-/* Per-queue counters (requests as packets, bytes, errors as drops), like virtio-net's. */
+/* Per-queue counters (requests as packets, bytes, errors as drops), like virtio-net's, and
+ * the bounce buffers for O_DIRECT: bytes held now, the peak, the limit (a request beyond it
+ * waits for completions) and how many requests had to wait. */
 void virtio_blk_print_stats(struct virtio_blk *b, FILE *out, bool json);
 
 #endif

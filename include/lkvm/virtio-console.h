@@ -19,6 +19,8 @@ int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_conso
  * receive buffers and returns how many bytes were taken. */
 size_t virtio_console_receive(struct virtio_console *c, const u8 *buf, size_t n);
 struct virtio_device *virtio_console_vdev(struct virtio_console *c);
+/* Tests: a stop was asked for (what the queue thread looks at between pieces of output). */
+bool virtio_console_stopping(struct virtio_console *c);
 void virtio_console_destroy(struct virtio_console *c);
 
 /* Entropy device: fills every buffer the guest posts with getrandom(2) bytes. */

@@ -265,3 +265,88 @@ write("opts", "bad", args("-k", "k", "-m", "99999999999G", "-c", "0", "--stats=x
 write("opts", "help", args("--help"))
 write("opts", "netopt-direct", b"\x01" + b"mode=tap,tapif=averyveryverylongname,host_ip=300.1.2.3/33,guest_mac=01:00:5e:00:00:01")
 write("opts", "netopt-ip", b"\x01" + b"10.0.0.1/24")
+
+# ---- p9: u8 flags, then (u16 length, message) pairs; fid 0 is the attached root ----
+T = dict(statfs=8, lopen=12, lcreate=14, symlink=16, mknod=18, rename=20, readlink=22, getattr=24,
+         setattr=26, xattrwalk=30, xattrcreate=32, readdir=40, fsync=50, lock=52, getlock=54, link=70,
+         mkdir=72, renameat=74, unlinkat=76, version=100, attach=104, flush=108, walk=110, read=116,
+         write=118, clunk=120, remove=122)
+RO, RAW, SPLIT_REQ, SPLIT_REP, SMALL_REP, TINY_REP = 1, 2, 4 | 8, 16, 64, 128
+
+
+def s9(x):
+    x = x.encode() if isinstance(x, str) else x
+    return struct.pack("<H", len(x)) + x
+
+
+def m9(kind, *fields, tag=1, size=None):
+    """A T-message: fields are (struct format, value) pairs or bytes (a 9p string when str)."""
+    body = b""
+    for f in fields:
+        body += s9(f) if isinstance(f, str) else f if isinstance(f, bytes) else struct.pack("<" + f[0], f[1])
+    size = 7 + len(body) if size is None else size
+    return struct.pack("<IBH", size, T[kind], tag) + body
+
+
+def u32(v): return ("I", v)
+def u64(v): return ("Q", v)
+def u16(v): return ("H", v)
+def u8(v): return ("B", v)
+
+
+def walk(fid, newfid, *names):
+    return m9("walk", u32(fid), u32(newfid), u16(len(names)), *names)
+
+
+def p9(name, flags, *msgs):
+    write("p9", name, bytes([flags]) + b"".join(struct.pack("<H", len(m)) + m for m in msgs))
+
+
+version = m9("version", u32(16384), "9P2000.L", tag=0xffff)
+attach = m9("attach", u32(0), u32(0xffffffff), "root", "", u32(0))
+p9("walk-read", 0, walk(0, 1, "file"), m9("lopen", u32(1), u32(0)), m9("read", u32(1), u64(0), u32(100)),
+   m9("read", u32(1), u64(7), u32(0xffffffff)), m9("getattr", u32(1), u64(0x7ff)), m9("clunk", u32(1)))
+p9("readdir", 0, walk(0, 1), m9("lopen", u32(1), u32(0o200000)), m9("readdir", u32(1), u64(0), u32(4096)),
+   m9("readdir", u32(1), u64(0), u32(40)), walk(0, 2, "dir"), m9("lopen", u32(2), u32(0)),
+   m9("readdir", u32(2), u64(0), u32(200)))
+p9("create-write", 0, walk(0, 1), m9("lcreate", u32(1), "new", u32(2), u32(0o644), u32(0)),
+   m9("write", u32(1), u64(0), u32(5), b"hello"), m9("read", u32(1), u64(0), u32(64)),
+   m9("fsync", u32(1), u32(1)), m9("setattr", u32(1), u32(0x8 | 0x1 | 0x20 | 0x100), u32(0o600), u32(0), u32(0),
+                                   u64(2), u64(0), u64(0), u64(12345), u64(0)),
+   m9("getattr", u32(1), u64(0x7ff)), m9("statfs", u32(1)))
+p9("namespace", 0, m9("mkdir", u32(0), "d", u32(0o755), u32(0)), walk(0, 1, "d"),
+   m9("symlink", u32(1), "sl", "../file", u32(0)), walk(1, 2, "sl"), m9("readlink", u32(2)),
+   walk(0, 3, "file"), m9("link", u32(1), u32(3), "hard"), m9("mknod", u32(1), "p", u32(0o10644), u32(0), u32(0), u32(0)),
+   m9("renameat", u32(1), "hard", u32(0), "moved"), m9("unlinkat", u32(0), "moved", u32(0)),
+   m9("unlinkat", u32(1), "p", u32(0)), m9("rename", u32(3), u32(0), "x"), m9("remove", u32(3)))
+p9("escape", 0, walk(0, 1, "..", ".."), walk(0, 2, "dir", "..", ".."), walk(0, 3, "dirout", "secret"),
+   walk(0, 4, "abs"), m9("lopen", u32(4), u32(0)), m9("readlink", u32(4)), walk(0, 5, "rel"),
+   m9("lcreate", u32(5), "x", u32(0), u32(0o644), u32(0)), walk(0, 6), m9("lcreate", u32(6), "abs", u32(1), u32(0o644), u32(0)),
+   walk(0, 7, "fifo"), m9("lopen", u32(7), u32(0)), walk(0, 8, "dir", "sub"), walk(8, 9, "..", "..", "..", "dirout"),
+   m9("link", u32(0), u32(4), "hl"), m9("setattr", u32(4), u32(1), u32(0o777), u32(0), u32(0), u64(0), u64(0), u64(0), u64(0), u64(0)))
+p9("names", 0, walk(0, 1, "a/b"), walk(0, 1, "."), walk(0, 1, ""), walk(0, 1, "x" * 256),
+   m9("mkdir", u32(0), "..", u32(0o755), u32(0)), m9("mkdir", u32(0), b"\x02\x00a\x00", size=None))
+p9("xattr-lock", 0, m9("xattrwalk", u32(0), u32(1), ""), m9("read", u32(1), u64(0), u32(10)), m9("clunk", u32(1)),
+   m9("xattrwalk", u32(0), u32(1), "security.capability"), m9("xattrcreate", u32(0), "user.a", u64(4), u32(0)),
+   m9("lock", u32(0), u8(1), u32(0), u64(0), u64(10), u32(7), "guest"),
+   m9("getlock", u32(0), u8(0), u64(0), u64(10), u32(7), "guest"), m9("flush", u16(3)))
+p9("readonly", RO, walk(0, 1, "file"), m9("lopen", u32(1), u32(2)), m9("lopen", u32(1), u32(0o1000)),
+   m9("lopen", u32(1), u32(0)), m9("write", u32(1), u64(0), u32(1), b"x"),
+   m9("mkdir", u32(0), "d", u32(0o755), u32(0)), m9("unlinkat", u32(0), "file", u32(0)),
+   m9("setattr", u32(1), u32(8), u32(0), u32(0), u32(0), u64(0), u64(0), u64(0), u64(0), u64(0)), m9("remove", u32(1)))
+p9("raw-version", RAW, m9("walk", u32(0), u32(1), u16(0)), version, m9("version", u32(100), "9P2000.L"),
+   m9("version", u32(0xffffffff), "9P2000.u"), version, attach, walk(0, 1, "dir", "inner"))
+p9("malformed", 0, m9("clunk", u32(0), size=6), m9("clunk", u32(0), size=200), m9("walk", u32(0), u32(1), u16(1), u16(300), b"ab"),
+   m9("walk", u32(0), u32(1), u16(17)), m9("read", u32(0), u64(1 << 63), u32(10)), m9("getattr", u32(0)),
+   m9("write", u32(0), u64(0), u32(1000), b"x"), b"\x07\x00\x00\x00\xc8\x01\x00", b"")
+p9("split", SPLIT_REQ | SPLIT_REP, walk(0, 1), m9("lcreate", u32(1), "s", u32(2), u32(0o644), u32(0)),
+   m9("write", u32(1), u64(0), u32(300), bytes(range(256)) + bytes(44)), m9("read", u32(1), u64(0), u32(400)),
+   walk(0, 2), m9("lopen", u32(2), u32(0)), m9("readdir", u32(2), u64(0), u32(1000)))
+p9("small-reply", SMALL_REP, walk(0, 1, "file"), m9("lopen", u32(1), u32(0)), m9("read", u32(1), u64(0), u32(1000)),
+   m9("getattr", u32(1), u64(0x7ff)), walk(0, 2), m9("lopen", u32(2), u32(0)), m9("readdir", u32(2), u64(0), u32(1000)))
+p9("fid-exhaust", 0, *[walk(0, 100 + i, "dir") for i in range(40)], m9("clunk", u32(100)), walk(0, 1, "file"))
+p9("tiny-reply", TINY_REP, walk(0, 1, "file"), m9("clunk", u32(0)))
+p9("setid", 0, walk(0, 1), m9("lcreate", u32(1), "x", u32(1), u32(0o6755), u32(0)),
+   m9("setattr", u32(1), u32(1), u32(0o4755), u32(0), u32(0), u64(0), u64(0), u64(0), u64(0), u64(0)),
+   m9("mkdir", u32(0), "d", u32(0o6775), u32(0)), m9("mknod", u32(0), "p", u32(0o14644), u32(0), u32(0), u32(0)),
+   m9("mknod", u32(0), "blk", u32(0o60600), u32(8), u32(0), u32(0)))

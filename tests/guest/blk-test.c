@@ -12,6 +12,11 @@
  *                      "BENCH blk ... iops=..."
  *   blk=notify secs=S  back-to-back notifies of the request queue with nothing posted:
  *                      "BENCH notify ... ns_per_notify=..."
+ *   blk=bounce         a driver that makes the host copy: QSIZE reads of BOUNCE_LEN bytes in
+ *                      flight at once, each into the same buffer 8 bytes past a page (no
+ *                      O_DIRECT alignment) through its own indirect table: 512 MiB of bounce
+ *                      buffers if the host held them all. Every one must complete, with the
+ *                      host's pattern in the buffer: "BLK-BOUNCE-OK requests=N bytes=B"
  */
 
 #define SECTOR 512
@@ -23,6 +28,7 @@
 #define MMIO_BASE 0xc0000000ull
 #define IO_SIZE 4096
 #define MAX_QD 64
+#define BOUNCE_LEN (4u << 20)
 
 struct blk_hdr {
 	u32 type;
@@ -133,7 +139,7 @@ static void pci_setup(void)
 	if (!virtio_pci_init(&B.vp, &d))
 		GUEST_FAIL("virtio-blk: a virtio capability is missing");
 	virtio_reset(&B.vp);
-	if (!virtio_negotiate(&B.vp, 0))
+	if (!virtio_negotiate(&B.vp, 1ull << VIRTIO_F_INDIRECT_DESC))
 		GUEST_FAIL("virtio-blk: feature negotiation failed");
 	if (!virtq_setup(&B.vp, &B.vq, 0, QSIZE))
 		GUEST_FAIL("virtio-blk: no request queue");
@@ -182,6 +188,12 @@ static u8 do_io(u32 type, u64 sector, u32 len)
 	return r->status;
 }
 
+/* The host's pattern: byte i of sector s. */
+static u8 pattern(u64 s, u64 i)
+{
+	return (u8)(s * 13 + i * 7 + 1);
+}
+
 static void verify(void)
 {
 	u8 *p = B.reqs[0].buf;
@@ -191,7 +203,7 @@ static void verify(void)
 		GUEST_ASSERT_EQ(do_io(BLK_T_IN, s, 8 * SECTOR), BLK_S_OK);
 		for (u64 k = 0; k < 8; k++)
 			for (u64 i = 0; i < SECTOR; i++)
-				if (p[k * SECTOR + i] != (u8)((s + k) * 13 + i * 7 + 1))
+				if (p[k * SECTOR + i] != pattern(s + k, i))
 					GUEST_FAIL("sector %llu byte %llu: 0x%x", s + k, i, p[k * SECTOR + i]);
 	}
 	gprintf("GUEST blk-test: sectors 0-63 read back as the host wrote them\n");
@@ -203,6 +215,42 @@ static void verify(void)
 	/* Past the end: an error status, not a crash. */
 	GUEST_ASSERT(do_io(BLK_T_IN, B.capacity, SECTOR) != BLK_S_OK);
 	gprintf("BLK-VERIFY-OK capacity=%llu\n", B.capacity);
+}
+
+/* blk=bounce, at CPL3 (4 MiB zeroed and checked in emulated kernel mode would crawl). */
+static void bounce(void *arg)
+{
+	static struct virtq_desc tables[QSIZE][3];
+	static struct req reqs[QSIZE];
+	u8 *buf = (u8 *)galloc(BOUNCE_LEN + 4096, 4096) + 8;
+	u64 done = 0;
+
+	for (int i = 0; i < QSIZE; i++) {
+		struct req *r = &reqs[i];
+		struct vq_buf b[3] = {
+			{ (u64)(uintptr_t)&r->hdr, sizeof(r->hdr) },
+			{ (u64)(uintptr_t)buf, BOUNCE_LEN },
+			{ (u64)(uintptr_t)&r->status, 1 },
+		};
+
+		r->hdr = (struct blk_hdr){ .type = BLK_T_IN, .sector = 0 };
+		r->status = 0xff;
+		if (!virtq_add_indirect(&B.vq, tables[i], b, 1, 2, r))
+			GUEST_FAIL("virtio-blk: ring full at request %d", i);
+	}
+	virtq_kick(&B.vq);
+	while (done < QSIZE) {
+		struct req *r = wait_one();
+
+		if (r->status != BLK_S_OK)
+			GUEST_FAIL("bounce: request %ld: status %u", (long)(r - reqs), r->status);
+		done++;
+	}
+	for (u64 k = 0; k < BOUNCE_LEN; k++)
+		if (buf[k] != pattern(k / SECTOR, k % SECTOR))
+			GUEST_FAIL("bounce: byte %llu: 0x%x", k, buf[k]);
+	gprintf("BLK-BOUNCE-OK requests=%llu bytes=%llu\n", done, done * BOUNCE_LEN);
+	guest_done();
 }
 
 static u64 rng_state = 88172645463325252ull;
@@ -297,6 +345,13 @@ void guest_main(void)
 	if (!strcmp(mode, "verify")) {
 		verify();
 		guest_done();
+	}
+	if (!strcmp(mode, "bounce")) {
+		if (B.mmio || !(B.vp.features & (1ull << VIRTIO_F_INDIRECT_DESC)))
+			GUEST_FAIL("blk=bounce: needs virtio-pci and indirect descriptors");
+		if (B.capacity < BOUNCE_LEN / SECTOR)
+			GUEST_FAIL("blk=bounce: the disk needs %u sectors", BOUNCE_LEN / SECTOR);
+		guest_run_user(bounce, NULL);
 	}
 	if (B.capacity < 2 * (IO_SIZE / SECTOR))
 		GUEST_FAIL("disk too small to benchmark");

@@ -31,7 +31,6 @@
 #define CFG_STATUS 6
 #define LINK_UP 1
 #define ISR_CONFIG 2
-#define COM1 0x3f8
 
 static struct virtio_pci vp;
 static struct virtq rxq, txq;
@@ -142,13 +141,6 @@ static u16 link_status(void)
 	return (u16)(virtio_cfg_read8(&vp, CFG_STATUS) | virtio_cfg_read8(&vp, CFG_STATUS + 1) << 8);
 }
 
-static void wait_console_byte(void)
-{
-	while (!(inb(COM1 + 5) & 1))
-		cpu_relax();
-	(void)inb(COM1);
-}
-
 static void run_link(void)
 {
 	u64 next_tx = 0;
@@ -185,7 +177,7 @@ static void checkpoint(int k, u64 i)
 {
 	traffic(NTX, 1);
 	gprintf("GUEST net-faults: checkpoint %d resets=%llu\n", k, i);
-	wait_console_byte();
+	(void)serial_getc(); /* the host's go */
 }
 
 static void run_resets(u64 n)

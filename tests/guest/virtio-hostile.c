@@ -1,4 +1,4 @@
-/* Guest virtio-hostile: a malicious virtio-net driver (bad chains, addresses, indirect tables, ring indices, queue set-up, config, MSI-X and BAR accesses), each case followed by a reset and a good frame. */
+/* Guest virtio-hostile: a malicious virtio-net driver (bad chains, addresses, indirect tables, ring indices, queue set-up, config, MSI-X and BAR accesses), each case followed by a reset and a good frame; and a virtio-console driver whose output would never end. */
 #include "guest.h"
 
 /*
@@ -10,6 +10,7 @@
  * one good TX frame. Prints "GUEST hostile: NAME ok (...)" per case, then checks that the
  * other devices still answer (pvpanic's PCI BAR, the console) and "GUEST hostile: ALL OK".
  * Runs at CPL3 after PCI set-up (MMIO directly; port I/O through the #GP path).
+ * The console case needs lkvm --console virtio.
  */
 
 #define QSIZE 16
@@ -39,6 +40,17 @@ static u8 *buf;       /* header + frame of the good chain, and scratch */
 static u8 *itable;    /* indirect tables */
 static struct pci_dev pvpanic;
 static u64 pvpanic_bar;
+
+/* virtio-console (lkvm --console virtio), when there is one. */
+#define CON_TX 1
+#define CON_ALIASES 1024         /* descriptors in the huge chain: VQ_MAX_SG */
+#define CON_TEXT (16u << 20)     /* bytes each of them covers */
+#define CON_LINE 64              /* a newline every CON_LINE bytes of that text */
+static struct virtio_pci cvp;
+static struct virtq crx, ctx;
+static bool con_found, con_queues_made;
+static u8 *con_text;             /* CON_TEXT bytes of printable lines */
+static struct virtq_desc *con_table;
 
 static u64 now_ns(void)
 {
@@ -447,6 +459,63 @@ static void c_bar_accesses(void)
 	gprintf("GUEST hostile: bar-odd-accesses ok (%llu accesses, xor 0x%llx)\n", accesses, x);
 }
 
+/* ---- virtio-console ---- */
+
+/* Reset, negotiate, lay out the queues; DRIVER_OK is the caller's. */
+static void con_setup(void)
+{
+	virtio_reset(&cvp);
+	GUEST_ASSERT(virtio_negotiate(&cvp, 1ull << VIRTIO_F_INDIRECT_DESC));
+	if (!con_queues_made) {
+		GUEST_ASSERT(virtq_setup(&cvp, &crx, 0, QSIZE));
+		GUEST_ASSERT(virtq_setup(&cvp, &ctx, CON_TX, QSIZE));
+		con_queues_made = true;
+	} else {
+		virtq_resetup(&crx);
+		virtq_resetup(&ctx);
+	}
+}
+
+/*
+ * One console TX chain of 1024 descriptors that all cover the same 16 MiB of text: 16 GiB of
+ * output, made available before DRIVER_OK, so the device's thread takes it as it starts. A
+ * reset right after DRIVER_OK must come back at once (the vCPU writing the status waits for
+ * the device to stop), not after the device wrote 16 GiB to the terminal; after it the
+ * console prints a short chain. (The text's lines, CON_LINE bytes each, divide the device's
+ * pieces of output, so what came out before the reset ends at a line end.)
+ */
+static void c_console_huge_chain(void)
+{
+	static struct vq_buf b[CON_ALIASES];
+	static const char line[] = "GUEST hostile: console prints after the reset\n";
+	struct vq_buf one = { (u64)(uintptr_t)line, sizeof(line) - 1 };
+	u64 end;
+
+	if (!con_found)
+		GUEST_FAIL("console-huge-chain: no virtio-console (lkvm --console virtio)");
+	if (!con_text) { /* here at CPL3: 16 MiB zeroed and filled in emulated kernel mode would crawl */
+		con_text = galloc(CON_TEXT, 4096);
+		con_table = galloc(sizeof(struct virtq_desc) * CON_ALIASES, 4096);
+		for (u32 i = 0; i < CON_TEXT; i++)
+			con_text[i] = i % CON_LINE == CON_LINE - 1 ? '\n' : 'x';
+	}
+	con_setup();
+	for (int i = 0; i < CON_ALIASES; i++)
+		b[i] = (struct vq_buf){ (u64)(uintptr_t)con_text, CON_TEXT };
+	GUEST_ASSERT(virtq_add_indirect(&ctx, con_table, b, CON_ALIASES, 0, con_text));
+	virtio_driver_ok(&cvp);
+	virtio_reset(&cvp);
+	con_setup();
+	virtio_driver_ok(&cvp);
+	GUEST_ASSERT(virtq_add(&ctx, &one, 1, 0, &one));
+	notify(&ctx);
+	end = now_ns() + WAIT_NS;
+	while (!virtq_get(&ctx, NULL))
+		if (now_ns() > end)
+			GUEST_FAIL("console-huge-chain: the console took no output after the reset");
+	gprintf("GUEST hostile: console-huge-chain ok (reset returned, the console works after it)\n");
+}
+
 struct hcase {
 	const char *name;
 	void (*fn)(void);
@@ -475,6 +544,7 @@ static const struct hcase cases[] = {
 	{ "readonly-writes", c_readonly_writes },
 	{ "msix-abuse", c_msix_abuse },
 	{ "bar-odd-accesses", c_bar_accesses },
+	{ "console-huge-chain", c_console_huge_chain },
 };
 
 static void user_main(void *arg)
@@ -512,6 +582,10 @@ void guest_main(void)
 	pci_enable(&pvpanic, PCI_CMD_MEM);
 	buf = galloc(4096, 4096);
 	itable = galloc(16 * 4096 + 8192, 4096);
+	if (pci_find(0x1af4, 0x1043, &d)) {
+		GUEST_ASSERT(virtio_pci_init(&cvp, &d));
+		con_found = true;
+	}
 	gprintf("GUEST hostile: start, RAM top 0x%llx\n", guest_ram_top());
 	guest_run_user(user_main, NULL);
 }

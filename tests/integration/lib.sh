@@ -6,6 +6,12 @@
 # `fail WHY`, `skip WHY`. Each test prints exactly one line: "ok NAME", "FAIL NAME: why (log: path)"
 # or "skip NAME: why". `finish_tests` waits for all, prints them in order and the summary line
 # "guests: N passed, N failed, N skipped (host: KIND)", and returns non-zero when any test failed.
+# A test passes only when it returns 0 without calling fail or skip: one that returns non-zero
+# without saying why fails.
+# Skips: only for what this machine lacks (no /dev/net/tun, no network namespaces, not root).
+# What the project builds or installs itself (lkvm, guests, tools, the guest kernel, the Debian
+# packages of scripts/deps.sh) being absent is a failure. "skip NAME: why" at the start of a line
+# is the one skip format: tests/run-unit.sh prints the same and tests/check.sh lists them all.
 # For VMs a test drives while they run (pause, stat, stop): start_vm, wait_vm, wait_log, wait_exit,
 # ctl, stat_val.
 
@@ -23,19 +29,22 @@ mkdir -p "$LOG_DIR"
 _RES_DIR=$(mktemp -d "$LOG_DIR/.results.XXXXXX")
 _TEST_ORDER=()
 _SKIP_ALL=""
+_FAIL_ALL=""
 
-# Marks every later test skipped (not passed) when /dev/kvm is missing or cannot be opened.
+# fail_all WHY: every later test fails with WHY (something the project builds is missing).
+fail_all() { _FAIL_ALL=${_FAIL_ALL:-$*}; }
+
+# Marks every later test skipped (not passed) when /dev/kvm is missing or cannot be opened (run
+# the script through scripts/kvm-host.sh, which finds one), and failed when lkvm is not built.
 skip_unless_kvm() {
 	if [ ! -e /dev/kvm ]; then
-		_SKIP_ALL="/dev/kvm missing"
+		_SKIP_ALL="/dev/kvm missing (scripts/kvm-host.sh runs tests where KVM works)"
 	elif ! { exec 9<>/dev/kvm; } 2>/dev/null; then
-		_SKIP_ALL="/dev/kvm cannot be opened read-write"
+		_SKIP_ALL="/dev/kvm cannot be opened read-write (scripts/kvm-host.sh runs tests where KVM works)"
 	else
 		exec 9>&-
 	fi
-	if [ -z "$_SKIP_ALL" ] && [ ! -x "$LKVM" ]; then
-		_SKIP_ALL="no lkvm binary at $LKVM (run make)"
-	fi
+	[ -x "$LKVM" ] || fail_all "no lkvm binary at $LKVM (run make)"
 }
 
 # Where the guests run: native-pvm (this machine's KVM is kvm_pvm: guest kernel code emulated,
@@ -54,6 +63,14 @@ host_kind() {
 
 # True on a host whose KVM is kvm_pvm (guest kernel code emulated; lkvm completes some instructions).
 is_pvm_host() { [ "$(host_kind)" = native-pvm ]; }
+
+# In a test that runs guest user space: skips it on a PVM host, where that cannot make system
+# calls (make check runs such stages in the emulated host).
+skip_unless_userspace() {
+	is_pvm_host || return 0
+	skip "guest user space cannot make system calls on a PVM host (make check runs this stage in the emulated host)"
+	return 1
+}
 
 # --- inside a test -------------------------------------------------------------------------------
 
@@ -95,7 +112,9 @@ run_lkvm() {
 	t1=$(date +%s%N)
 	LAST_SECS=$(((t1 - t0) / 10000000))
 	LAST_SECS=$((LAST_SECS / 100)).$(printf '%02d' $((LAST_SECS % 100)))
-	if [ "$LAST_STATUS" = 137 ]; then
+	# 137 is also lkvm's own status for a guest command killed by SIGKILL: the guard only if its
+	# time ran out.
+	if [ "$LAST_STATUS" = 137 ] && [ $(((t1 - t0) / 1000000000)) -ge "$guard" ]; then
 		fail "wall-clock guard (${guard}s) killed lkvm: it hung"
 		return 1
 	fi
@@ -109,19 +128,41 @@ expect_status() {
 	fail "exit status $LAST_STATUS, expected $1${last:+; last line: $last}"
 }
 
+# _log_has GREP-OPTIONS REGEX: grep's answer on the last run's output (0 found, 1 not); a grep
+# that cannot answer (no log, a bad regex) fails the test and returns 2.
+_log_has() {
+	local err rc
+	err=$(grep -q "$1" -- "$2" "$LAST_LOG" 2>&1)
+	rc=$?
+	[ "$rc" -le 1 ] && return "$rc"
+	fail "grep cannot search ${LAST_LOG:-(no log)} for /$2/: ${err:-status $rc}"
+	return 2
+}
+
+# one_error_line REGEX: the last command printed exactly one line, an error matching REGEX (lkvm
+# ends its own lines with "\r\n", for a terminal in raw mode).
+one_error_line() {
+	[ "$(wc -l <"$LAST_LOG")" = 1 ] && tr -d '\r' <"$LAST_LOG" | grep -Eq -- "^lkvm: error: $1\$" &&
+		return 0
+	fail "expected one line 'lkvm: error: $1', got: $(head -c 300 "$LAST_LOG" | tr '\n' '|')"
+}
+
 # expect_output REGEX [DESCRIPTION]: extended regex somewhere in the last run's output.
 expect_output() {
-	grep -Eq -- "$1" "$LAST_LOG" && return 0
+	_log_has -E "$1"
+	case $? in 0) return 0 ;; 2) return 1 ;; esac
 	fail "output lacks ${2:-/$1/}"
 }
 
 expect_output_i() {
-	grep -Eiq -- "$1" "$LAST_LOG" && return 0
+	_log_has -Ei "$1"
+	case $? in 0) return 0 ;; 2) return 1 ;; esac
 	fail "output lacks ${2:-/$1/ (any case)}"
 }
 
 expect_no_output() {
-	grep -Eq -- "$1" "$LAST_LOG" || return 0
+	_log_has -E "$1"
+	case $? in 1) return 0 ;; 2) return 1 ;; esac
 	fail "output has ${2:-/$1/}: $(grep -Em1 -- "$1" "$LAST_LOG" | cut -c1-200)"
 }
 
@@ -138,6 +179,16 @@ in_netns() {
 	return $rc
 }
 
+# An image of N sectors where byte i of sector s is (s*13 + i*7 + 1) & 0xff (what blk-test checks).
+make_pattern_image() { # FILE SECTORS
+	python3 - "$1" "$2" <<'EOF'
+import sys
+with open(sys.argv[1], 'wb') as f:
+    for s in range(int(sys.argv[2])):
+        f.write(bytes(((s * 13 + i * 7 + 1) & 0xff) for i in range(512)))
+EOF
+}
+
 # need_guest NAME: sets ELF to the built guest's path; fails the test when it is missing.
 need_guest() {
 	ELF=$GUEST_DIR/$1.elf
@@ -145,84 +196,28 @@ need_guest() {
 	fail "guest $ELF not built (run make guests)"
 }
 
-# --- VMs in the background (for lkvm pause/resume/stat/stop while they run) ---------------------
-
-PY=${PY:-$(command -v /usr/bin/python3 || command -v python3 || true)}
-
-# alive PID: running (a zombie waiting for `wait` is not).
-alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
-
-# start_vm NAME LOG [RUN ARGS...]: lkvm run in the background (spin guest unless -k is given) with
-# --timeout $VM_TIMEOUT (default 60); sets VM_PID and VM_LOG and adds the pid to $PIDS_FILE when
-# that is set (for the script's clean-up). NAME "-" means no --name. LKVM_PREFIX runs it under a
-# command.
-start_vm() {
-	local name=$1 log=$2
-	shift 2
-	local args=("$@")
-	[[ " ${args[*]} " == *" -k "* ]] || args=(-k "$GUEST_DIR/spin.elf" "${args[@]}")
-	[ "$name" = - ] || args+=(--name "$name")
-	VM_LOG=$LOG_DIR/$log.log
-	# shellcheck disable=SC2086 # LKVM_PREFIX is word-split on purpose
-	${LKVM_PREFIX-} "$LKVM" run "${args[@]}" --timeout "${VM_TIMEOUT:-60}" </dev/null >"$VM_LOG" 2>&1 &
-	VM_PID=$!
-	[ -z "${PIDS_FILE-}" ] || echo "$VM_PID" >>"$PIDS_FILE"
+# need_built PATH HOW: fails the test when PATH, which the project builds (HOW says how), is missing.
+need_built() {
+	[ -e "$1" ] && return 0
+	fail "$1 not built ($2)"
 }
 
-# wait_vm NAME: until `lkvm stat NAME` answers (10 s; the emulated host is slow).
-wait_vm() {
-	local i
-	for ((i = 0; i < 200; i++)); do
-		"$LKVM" stat "$1" >/dev/null 2>&1 && return 0
-		alive "$VM_PID" || break
-		sleep 0.05
-	done
-	fail "VM $1 never answered on its socket ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"
+# need_cmd COMMAND DEPS-GROUP: fails the test when COMMAND, installed by scripts/deps.sh
+# DEPS-GROUP, is missing.
+need_cmd() {
+	command -v "$1" >/dev/null 2>&1 && return 0
+	fail "no $1 (scripts/deps.sh $2 installs it)"
 }
 
-# wait_log LOG REGEX [SECS]: until the VM's log has a line matching REGEX (default 10 s), or the VM
-# (VM_PID) is gone.
-wait_log() {
-	local i
-	for ((i = 0; i < ${3:-10} * 20; i++)); do
-		grep -Eq -- "$2" "$1" && return 0
-		alive "$VM_PID" || break
-		sleep 0.05
-	done
-	grep -Eq -- "$2" "$1" || fail "no /$2/ in $1"
-}
+need_python() { need_cmd python3 bench; }
 
-# wait_exit PID SECS: the VM's exit status in EXIT_STATUS; fails when it is still running.
-wait_exit() {
-	local pid=$1 secs=$2 i
-	for ((i = 0; i < secs * 20; i++)); do
-		alive "$pid" || break
-		sleep 0.05
-	done
-	if alive "$pid"; then
-		kill -KILL "$pid" 2>/dev/null
-		fail "lkvm (pid $pid) still running after $secs s"
-		return 1
-	fi
-	wait "$pid"
-	# shellcheck disable=SC2034 # read by the caller
-	EXIT_STATUS=$?
-}
-
-# ctl LOG CMD...: runs "lkvm CMD..." into $LOG_DIR/LOG.log; status in LAST_STATUS. CTL_PREFIX
-# runs it under a command (another user, another environment).
-ctl() {
-	local log=$1
-	shift
-	LAST_LOG=$LOG_DIR/$log.log
-	# shellcheck disable=SC2086 # CTL_PREFIX is word-split on purpose
-	timeout -s KILL 30 ${CTL_PREFIX-} "$LKVM" "$@" >"$LAST_LOG" 2>&1
-	LAST_STATUS=$? # read by expect_status
-}
-
-# stat_val NAME FIELD: one counter of `lkvm stat NAME --json` (a python expression over d).
-stat_val() {
-	"$LKVM" stat "$1" --json 2>/dev/null | "$PY" -c "import json,sys; d=json.load(sys.stdin); print($2)"
+# need_lkvm BIN: fails the test unless BIN (an lkvm build: make, make ASAN=1, make TSAN=1) runs.
+need_lkvm() {
+	local out rc
+	[ -x "$1" ] || { fail "no lkvm binary at $1 (make builds it)"; return 1; }
+	out=$("$1" help 2>&1) && return 0
+	rc=$?
+	fail "$1 does not run (status $rc)${out:+: $(tail -n 3 <<<"$out" | tr '\n' ' ' | cut -c1-200)}"
 }
 
 # --- running tests -------------------------------------------------------------------------------
@@ -233,13 +228,21 @@ _run_one() {
 	_T_NAME=$name
 	_T_RESULT=""
 	LAST_LOG=""
+	if [ -n "$_FAIL_ALL" ]; then
+		echo "FAIL $name: $_FAIL_ALL"
+		return 0
+	fi
 	if [ -n "$_SKIP_ALL" ]; then
 		echo "skip $name: $_SKIP_ALL"
 		return 0
 	fi
-	"$@"
+	# What the test itself prints goes with its stderr: its result is the one line on stdout.
+	"$@" >&2
+	local rc=$?
 	if [ -n "$_T_RESULT" ]; then
 		echo "$_T_RESULT"
+	elif [ "$rc" -ne 0 ]; then
+		echo "FAIL $name: the test returned $rc without a reason (its last command failed?)"
 	else
 		echo "ok $name"
 	fi
@@ -251,7 +254,7 @@ run_test() {
 	local name=$1
 	_TEST_ORDER+=("$name")
 	while [ "$(jobs -pr | wc -l)" -ge "$TEST_JOBS" ]; do
-		wait -n 2>/dev/null || sleep 0.1
+		wait -n 2>/dev/null || : # one ended (a test's status says nothing: its result file does)
 	done
 	(_run_one "$@" >"$_RES_DIR/$name" 2>"$_RES_DIR/$name.err") &
 }
@@ -279,4 +282,90 @@ finish_tests() {
 	rm -rf "$_RES_DIR"
 	echo "$SUMMARY_PREFIX: $pass passed, $failn failed, $skipn skipped (host: $(host_kind))"
 	[ "$failn" -eq 0 ]
+}
+
+# --- waiting on events (polled conditions with a bound, never a fixed sleep) ----------------------
+
+# wait_until SECS CMD...: runs CMD every 0.05 s until it succeeds; false when it still fails
+# after SECS.
+wait_until() {
+	local secs=$1 i
+	shift
+	for ((i = 0; i < secs * 20; i++)); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	"$@"
+}
+
+# alive PID: the process runs (a zombie waiting for `wait` does not); gone PID: it does not.
+alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
+gone() { ! alive "$1"; }
+
+# wait_exit PID SECS: waits for the test's child PID to end; its status in EXIT_STATUS. Fails the
+# test (and kills PID) when it still runs after SECS.
+wait_exit() {
+	local pid=$1 secs=$2
+	if ! wait_until "$secs" gone "$pid"; then
+		kill -KILL "$pid" 2>/dev/null
+		fail "lkvm (pid $pid) still running after $secs s"
+		return 1
+	fi
+	wait "$pid"
+	EXIT_STATUS=$?
+}
+
+# --- VMs in the background (for lkvm pause/resume/stat/stop while they run) ---------------------
+
+PY=${PY:-$(command -v /usr/bin/python3 || command -v python3 || true)}
+
+# start_vm NAME LOG [RUN ARGS...]: lkvm run in the background (spin guest unless -k is given) with
+# --timeout $VM_TIMEOUT (default 60); sets VM_PID and VM_LOG and adds the pid to $PIDS_FILE when
+# that is set (for the script's clean-up). NAME "-" means no --name. LKVM_PREFIX runs it under a
+# command.
+start_vm() {
+	local name=$1 log=$2
+	shift 2
+	local args=("$@")
+	[[ " ${args[*]} " == *" -k "* ]] || args=(-k "$GUEST_DIR/spin.elf" "${args[@]}")
+	[ "$name" = - ] || args+=(--name "$name")
+	VM_LOG=$LOG_DIR/$log.log
+	# shellcheck disable=SC2086 # LKVM_PREFIX is word-split on purpose
+	${LKVM_PREFIX-} "$LKVM" run "${args[@]}" --timeout "${VM_TIMEOUT:-60}" </dev/null >"$VM_LOG" 2>&1 &
+	VM_PID=$!
+	[ -z "${PIDS_FILE-}" ] || echo "$VM_PID" >>"$PIDS_FILE"
+}
+
+_vm_answers() { "$LKVM" stat "$1" >/dev/null 2>&1; }
+_answers_or_gone() { _vm_answers "$1" || gone "$VM_PID"; }
+
+# wait_vm NAME: until `lkvm stat NAME` answers (10 s; the emulated host is slow), or VM_PID is gone.
+wait_vm() {
+	wait_until 10 _answers_or_gone "$1"
+	_vm_answers "$1" && return 0
+	fail "VM $1 never answered on its socket ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"
+}
+
+_has_or_gone() { grep -Eq -- "$2" "$1" || gone "$VM_PID"; }
+
+# wait_log LOG REGEX [SECS]: until LOG has a line matching REGEX (default 10 s), or VM_PID is gone.
+wait_log() {
+	wait_until "${3:-10}" _has_or_gone "$1" "$2"
+	grep -Eq -- "$2" "$1" || fail "no /$2/ in $1"
+}
+
+# ctl LOG CMD...: runs "lkvm CMD..." into $LOG_DIR/LOG.log; status in LAST_STATUS. CTL_PREFIX
+# runs it under a command (another user, another environment).
+ctl() {
+	local log=$1
+	shift
+	LAST_LOG=$LOG_DIR/$log.log
+	# shellcheck disable=SC2086 # CTL_PREFIX is word-split on purpose
+	timeout -s KILL 30 ${CTL_PREFIX-} "$LKVM" "$@" >"$LAST_LOG" 2>&1
+	LAST_STATUS=$? # read by expect_status
+}
+
+# stat_val NAME FIELD: one counter of `lkvm stat NAME --json` (a python expression over d).
+stat_val() {
+	"$LKVM" stat "$1" --json 2>/dev/null | "$PY" -c "import json,sys; d=json.load(sys.stdin); print($2)"
 }

@@ -25,9 +25,10 @@ if [ ! -c /dev/net/tun ]; then
 	BENCH_SKIP="/dev/net/tun missing"
 elif command -v unshare >/dev/null 2>&1 && ! unshare -n true 2>/dev/null; then
 	BENCH_SKIP="cannot create a network namespace (unshare -n)"
-elif [ ! -x "$REPO_ROOT/build/tools/net-peer" ] || [ ! -f "$GUEST_DIR/net-bench.elf" ]; then
-	BENCH_SKIP="net-peer or net-bench.elf not built (make tools guests)"
 fi
+# Built by the project: missing is a failure.
+[ -x "$REPO_ROOT/build/tools/net-peer" ] && [ -f "$GUEST_DIR/net-bench.elf" ] ||
+	fail_all "net-peer or net-bench.elf not built (make tools guests)"
 
 # jv KEY ROW: a field of one JSON row (the bench writes one row per line).
 jv() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$2" | tr -d '"'; }
@@ -97,7 +98,7 @@ t_rows() {
 t_qemu() {
 	need_run || return
 	if [ ${#QEMU[@]} = 0 ]; then
-		skip "qemu-system-x86_64 is not installed"
+		fail "qemu-system-x86_64 is not installed (scripts/deps.sh bench installs it)"
 		return
 	fi
 	if ! qemu_ran; then
@@ -144,7 +145,7 @@ t_json() {
 	head -n 1 "$JSON" | grep -q '^{"duration":[0-9]*,"tap":"[^"]*","host":"[^"]*","emulated":[a-z]*,"rows":\[$' || { fail "JSON header"; return; }
 	[ "$(tail -n 1 "$JSON")" = ']}' ] || { fail "JSON does not end with ]}"; return; }
 	grep -v '^{"mode":"[^"]*",.*}[,]\?$' "$JSON" | grep -vq '^\({"duration".*\|]}\)$' && { fail "a malformed JSON row"; return; }
-	grep -qiE ':(nan|inf|-nan)[,}]' "$JSON" && fail "NaN or inf in the JSON"
+	! grep -qiE ':(nan|inf|-nan)[,}]' "$JSON" || fail "NaN or inf in the JSON"
 }
 
 # tx: what the guest sent, minus the device's drops, is what the device sent, what the tap

@@ -13,16 +13,6 @@ T=${LINUX_TIMEOUT:-300}
 WORK=$LOG_DIR/blk
 mkdir -p "$WORK"
 
-# An image of N sectors where byte i of sector s is (s*13 + i*7 + 1) & 0xff (what blk-test checks).
-make_pattern_image() { # FILE SECTORS
-	python3 - "$1" "$2" <<'EOF'
-import sys
-with open(sys.argv[1], 'wb') as f:
-    for s in range(int(sys.argv[2])):
-        f.write(bytes(((s * 13 + i * 7 + 1) & 0xff) for i in range(512)))
-EOF
-}
-
 # Sectors 64..71 hold what blk-test writes, (s*29 + i*3 + 5) & 0xff, and 72 on are untouched.
 check_written() { # FILE
 	python3 - "$1" <<'EOF'
@@ -37,8 +27,6 @@ for s in (63, 72, 100):
         sys.exit("sector %d changed" % s)
 EOF
 }
-
-need_python() { command -v python3 >/dev/null || { skip "no python3 (scripts/deps.sh bench)"; return 1; }; }
 
 # t_verify TRANS EXTRA: the guest checks sectors 0-63 and writes 64-71; the host checks the image.
 t_verify() {
@@ -77,7 +65,7 @@ t_bad_disk() {
 }
 
 t_dtb() {
-	command -v dtc >/dev/null || { skip "no dtc (scripts/deps.sh test)"; return; }
+	need_cmd dtc test || return
 	need_guest hlt || return
 	local img=$WORK/dtb.img dtb=$WORK/lkvm.dtb
 	truncate -s 1M "$img"
@@ -94,17 +82,18 @@ t_dtb() {
 le32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 & 255)) $((($1 >> 8) & 255)) $((($1 >> 16) & 255)) $((($1 >> 24) & 255)); }
 
 # A disk with an MBR (one Linux partition from sector 2048 to the end, written here) and an ext4
-# file system in it whose files come from DIR (mkfs.ext4 -d).
+# file system in it whose files come from DIR (mkfs.ext4 -d); fails the test when it cannot.
 make_ext4_disk() { # FILE DIR
 	local img=$1 dir=$2 sectors=$((40 * 2048))
-	command -v mkfs.ext4 >/dev/null || return 1
+	need_cmd mkfs.ext4 test || return
 	rm -f "$img"
 	truncate -s $((sectors * 512)) "$img"
 	# Entry 1 at 446: not bootable, CHS unused, type 0x83, first LBA, sector count; then 0x55aa.
 	printf "\\x00\\x00\\x00\\x00\\x83\\x00\\x00\\x00$(le32 2048)$(le32 $((sectors - 2048)))" |
 		dd of="$img" bs=1 seek=446 conv=notrunc status=none
 	printf '\x55\xaa' | dd of="$img" bs=1 seek=510 conv=notrunc status=none
-	mkfs.ext4 -q -F -E offset=$((2048 * 512)) -d "$dir" "$img" $(((sectors - 2048) / 2))k >/dev/null 2>&1
+	mkfs.ext4 -q -F -E offset=$((2048 * 512)) -d "$dir" "$img" $(((sectors - 2048) / 2))k >"$img.mkfs" 2>&1 ||
+		{ fail "mkfs.ext4 failed: $(head -c 200 "$img.mkfs")"; return 1; }
 }
 
 # t_linux TRANS: the kernel finds the disk and its partition, and mounts the ext4 root. On a PVM
@@ -114,7 +103,7 @@ t_linux() {
 	[ -f "$G/bzImage" ] || { fail "$G/bzImage missing (scripts/build-guest.sh)"; return; }
 	grep -q '^CONFIG_EXT4_FS=y' "$G/linux/.config" 2>/dev/null || { fail "guest kernel lacks ext4 (rebuild with scripts/build-guest.sh)"; return; }
 	mkdir -p "$WORK/root-$trans/sbin" && echo lkvm > "$WORK/root-$trans/hello"
-	make_ext4_disk "$img" "$WORK/root-$trans" || { skip "no mkfs.ext4 (scripts/deps.sh test)"; return; }
+	make_ext4_disk "$img" "$WORK/root-$trans" || return
 	run_lkvm blk-linux-$trans 0 -- run -k "$G/bzImage" -m 256 -d "$img,trans=$trans" --rng --stats \
 		-p "root=/dev/vda1 rootfstype=ext4 ro rootwait" --timeout $T --exit-on "VFS: Mounted root (ext4 filesystem) readonly" || return
 	if [ "$trans" = mmio ]; then
@@ -139,7 +128,7 @@ need_userspace() {
 t_userspace() {
 	need_userspace || return
 	[ -f "$G/bzImage" ] || { fail "$G/bzImage missing"; return; }
-	command -v busybox >/dev/null || { skip "no busybox (scripts/deps.sh guest)"; return; }
+	need_cmd busybox guest || return
 	local root=$WORK/uroot img=$WORK/userspace.img
 	rm -rf "$root" && mkdir -p "$root"/{bin,dev,proc,sys,tmp,mnt}
 	cp "$(command -v busybox)" "$root/bin/busybox"
@@ -158,14 +147,15 @@ echo "LKVM-BLK-WRITTEN"
 reboot -f
 EOF
 	chmod 755 "$root/init"
-	make_ext4_disk "$img" "$root" || { skip "no mkfs.ext4 (scripts/deps.sh test)"; return; }
+	make_ext4_disk "$img" "$root" || return
 	run_lkvm blk-userspace 0 -- run -k "$G/bzImage" -m 256 -d "$img,trans=mmio" --console virtio --rng \
 		--virtio-transport mmio -p "root=/dev/vda1 rootfstype=ext4 ro init=/init" --timeout $T || return
 	expect_output "LKVM-BLK-USERSPACE-OK .* console=.*hvc0" "user space from the ext4 root, on hvc0" || return
 	expect_output "LKVM-RNG rng=virtio_rng.0 bytes=64" "64 bytes from virtio-rng" || return
 	expect_output "LKVM-BLK-WRITTEN" || return
+	need_cmd debugfs test || return
 	debugfs -R "cat /from-guest" "$img?offset=$((2048 * 512))" 2>/dev/null | grep -q "written from the guest" ||
-		{ command -v debugfs >/dev/null || { skip "no debugfs to read the image back"; return; }; fail "the guest's file is not in the image"; }
+		fail "the guest's file is not in the image"
 }
 
 skip_unless_kvm

@@ -63,12 +63,12 @@ NET_SKIP=""
 if [ ! -c /dev/net/tun ]; then
 	NET_SKIP="/dev/net/tun missing"
 elif ! command -v ip >/dev/null 2>&1; then
-	NET_SKIP="no ip(8) for network namespaces"
+	fail_all "no ip(8) (scripts/deps.sh test installs iproute2)"
 elif ! ip netns add "$NS_PREFIX-probe" 2>/dev/null; then
 	NET_SKIP="cannot create a network namespace (ip netns add)"
 else
 	ip netns del "$NS_PREFIX-probe"
-	[ -x "$PEER" ] || NET_SKIP="no $PEER (make tools)"
+	[ -x "$PEER" ] || fail_all "no $PEER (make tools)"
 fi
 
 # run_lkvm runs "$LKVM ARGS": this wrapper puts lkvm into the test's namespace (exec keeps the

@@ -226,7 +226,7 @@ EOF
 t_malformed() {
 	own_dir
 	local n=ctl-bad out
-	[ -n "$PY" ] || { skip "no python3 for a raw client"; return; }
+	need_cmd python3 bench || return
 	start_vm $n ctl-bad
 	wait_vm $n || return
 	out=$(raw $n "s.sendall(b'GET / HTTP/1.0\r\n\r\n'); t, st, p = reply(); print(st, b'bad magic' in p)")
@@ -321,8 +321,8 @@ elif ! ip netns add "$NS_PREFIX-probe" 2>/dev/null; then
 	NET_SKIP="cannot create a network namespace (ip netns add)"
 else
 	ip netns del "$NS_PREFIX-probe"
-	[ -x "$PEER" ] || NET_SKIP="no $PEER (make tools)"
-	[ -n "$PY" ] || NET_SKIP="no python3"
+	[ -x "$PEER" ] || fail_all "no $PEER (make tools)"
+	[ -n "$PY" ] || fail_all "no python3 (scripts/deps.sh bench installs it)"
 fi
 
 kv() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<"$2"; }
@@ -429,7 +429,7 @@ t_pause_tsc() {
 }
 
 skip_unless_kvm
-[ -f "$GUEST_DIR/spin.elf" ] || _SKIP_ALL=${_SKIP_ALL:-"no $GUEST_DIR/spin.elf (make guests)"}
+[ -f "$GUEST_DIR/spin.elf" ] || fail_all "no $GUEST_DIR/spin.elf (make guests)"
 run_test help t_help
 run_test missing t_missing
 run_test running t_running

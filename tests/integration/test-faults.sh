@@ -17,10 +17,9 @@ NET_SKIP=""
 if [ ! -c /dev/net/tun ]; then
 	NET_SKIP="/dev/net/tun missing"
 elif ! command -v ip >/dev/null 2>&1; then
-	NET_SKIP="no ip(8) for network namespaces"
-elif [ ! -x "$PEER" ]; then
-	NET_SKIP="no $PEER (make tools)"
+	fail_all "no ip(8) (scripts/deps.sh test installs iproute2)"
 fi
+[ -x "$PEER" ] || fail_all "no $PEER (make tools)"
 
 # wait_for FILE REGEX [SECS]: until FILE has a line matching REGEX (a condition, polled).
 wait_for() {
@@ -141,7 +140,7 @@ signal_body() {
 
 t_signal() {
 	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
-	command -v python3 >/dev/null || { skip "no python3 for the pseudo-terminal"; return; }
+	need_cmd python3 bench || return
 	need_guest net-faults || return
 	in_netns signal_body "$@"
 }

@@ -3,8 +3,11 @@
 # and out-of-range chains, addresses outside RAM / in the PCI hole / near 2^64, lengths near 2^32,
 # nested, oversized and looping indirect tables, avail idx jumps, queue sizes 0 and 100, queue
 # changes while running, writes to read-only registers, MSI-X table and PBA abuse, odd-sized and
-# unaligned accesses to every BAR. lkvm keeps running, every case recovers after a reset, the
-# other devices answer, and lkvm's own log stays bounded, also when the guest repeats a case.
+# unaligned accesses to every BAR; and a virtio-console chain of 16 GiB of output followed by a
+# reset. lkvm keeps running, every case recovers after a reset, the other devices answer, and
+# lkvm's own log stays bounded, also when the guest repeats a case. A disk driver that makes the
+# host copy (blk-test blk=bounce): 128 unaligned 4 MiB reads at once, all into the same buffer,
+# complete while lkvm holds no more bounce memory than its limit (--stats=json).
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
 SUMMARY_PREFIX=hostile
@@ -12,13 +15,13 @@ SUMMARY_PREFIX=hostile
 . "$(dirname "$0")/lib.sh"
 
 T=120
-NCASES=22
+NCASES=23
 REAL_LKVM=$LKVM
 ASAN_LKVM=$REPO_ROOT/build/asan/lkvm
 
 NET_SKIP=""
 [ -c /dev/net/tun ] || NET_SKIP="/dev/net/tun missing"
-command -v ip >/dev/null 2>&1 || NET_SKIP="no ip(8) for network namespaces"
+command -v ip >/dev/null 2>&1 || fail_all "no ip(8) (scripts/deps.sh test installs iproute2)"
 
 WRAP=$LOG_DIR/.hostile-netns-exec.$$
 # shellcheck disable=SC2016 # expanded by the wrapper
@@ -41,7 +44,8 @@ all_body() {
 	local name=$1 bin=$2 extra=$3
 	export LKVM_NETNS=$NETNS LKVM_REAL=$bin
 	LKVM=$WRAP
-	run_lkvm "$name" 0 -- run -k "$ELF" --timeout $T -n "mode=tap,tapif=lkvmh0,script=none$extra" || return
+	run_lkvm "$name" 0 -- run -k "$ELF" --timeout $T -n "mode=tap,tapif=lkvmh0,script=none$extra" \
+		--console virtio || return
 	expect_no_output 'ERROR: [A-Za-z]+Sanitizer|runtime error:|SUMMARY: [A-Za-z]+Sanitizer' "a sanitizer report" || return
 	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
 	local ok
@@ -49,6 +53,7 @@ all_body() {
 	[ "$ok" = $NCASES ] || { fail "$ok of $NCASES cases ok"; return; }
 	expect_output "^GUEST hostile: ALL OK \\($NCASES cases\\)$" || return
 	expect_output '^GUEST DONE$' || return
+	expect_output '^GUEST hostile: console prints after the reset$' "the console's line after its reset" || return
 	# 16 cases break a queue; the warnings are rate-limited (5 per 5 s, then a count).
 	local n
 	n=$(own_lines)
@@ -70,7 +75,7 @@ flood_body() {
 
 t_all() {
 	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
-	[ -x "$2" ] || { skip "no lkvm binary at $2"; return; }
+	need_lkvm "$2" || return
 	need_guest virtio-hostile || return
 	in_netns all_body "$@"
 }
@@ -81,9 +86,34 @@ t_flood() {
 	in_netns flood_body
 }
 
+# The bounce counters of the last --stats=json line: "bytes peak limit waits".
+bounce_stats() {
+	grep '^{"vcpu_exits"' "$LAST_LOG" | tail -n1 | python3 -c '
+import json, sys
+b = json.load(sys.stdin)["disks"][0]["bounce"]
+print(b["bytes"], b["peak"], b["limit"], b["waits"])'
+}
+
+t_blk_bounce() {
+	need_python && need_guest blk-test || return
+	local img=$LOG_DIR/hostile-bounce.img bytes peak limit waits
+	make_pattern_image "$img" 8192
+	run_lkvm hostile-blk-bounce 0 -- run -k "$ELF" -d "$img" -p "blk=bounce" --timeout $T --stats=json || return
+	rm -f "$img"
+	expect_output '^BLK-BOUNCE-OK requests=128 bytes=536870912$' "all 128 reads done, right data" || return
+	read -r bytes peak limit waits <<<"$(bounce_stats)"
+	[ -n "$waits" ] || { fail "no bounce counters in --stats=json"; return; }
+	# Where the image's file system takes no O_DIRECT, nothing is bounced at all.
+	[ "$peak" -gt 0 ] || { skip "no O_DIRECT for $img here: no bounce buffers to bound"; return; }
+	[ "$peak" -le "$limit" ] || { fail "bounce peak $peak > limit $limit"; return; }
+	[ "$waits" -gt 0 ] || { fail "no request waited for bounce memory (peak $peak)"; return; }
+	[ "$bytes" = 0 ] || fail "$bytes bounce bytes still held at exit"
+}
+
 skip_unless_kvm
 run_test hostile-ioeventfd t_all hostile-ioeventfd "$REAL_LKVM" ""
 run_test hostile-trapped t_all hostile-trapped "$REAL_LKVM" ",ioeventfd=off"
 run_test hostile-asan t_all hostile-asan "$ASAN_LKVM" ""
 run_test hostile-flood t_flood
+run_test hostile-blk-bounce t_blk_bounce
 finish_tests

@@ -62,9 +62,6 @@ EOF
 KVM_CAP_TSC_DEADLINE_TIMER=72
 EOL=$'\r?$' # lkvm ends its own lines with \r\n (a raw terminal needs the \r)
 
-# For kvm_has and stat_val (scripts/deps.sh installs it: its absence is a failure).
-need_py() { [ -n "$PY" ] || fail "no python3 (scripts/deps.sh bench installs it)"; }
-
 # A run of the machine guest that passes: exit 0, GUEST DONE and no failure.
 # machine_ok LOG KERNEL-FILE [RUN ARGS...] -p "check=... want...."
 machine_ok() {
@@ -105,7 +102,7 @@ want_cpuid() {
 # The bits lkvm sets, as this host's KVM allows (want_cpuid), on 2 vCPUs; the hypervisor bit and
 # KVM's leaves; and the TSC-deadline timer armed and fired where the bit is set.
 t_cpuid() {
-	need_guest machine && need_py || return
+	need_guest machine && need_python || return
 	local want
 	want=$(want_cpuid auto 2) || { fail "cannot ask /dev/kvm"; return; }
 	machine_ok machine-cpuid machine.elf -c 2 -p "check=cpuid $want" || return
@@ -116,7 +113,7 @@ t_cpuid() {
 # --quirks pvm hides the PV send-IPI KVM offers (CPUID 0x40000001 EAX bit 11) and the invariant TSC;
 # --quirks none shows them.
 t_cpuid_quirks() {
-	need_guest machine && need_py || return
+	need_guest machine && need_python || return
 	[ "$(kvm_has cpuid 0x40000001 a 11)" = 1 ] ||
 		{ skip "this KVM does not offer PV send-IPI (CPUID 0x40000001 EAX bit 11): nothing to hide"; return; }
 	local q
@@ -144,7 +141,7 @@ t_highmem() {
 # command line and whose cpus and memory (around the hole) match; its e820 (zero page) too.
 t_dtb() {
 	need_guest machine || return
-	[ -f "$GUEST_DIR/machine.bzImage" ] || { fail "$GUEST_DIR/machine.bzImage not built (make guests)"; return; }
+	need_built "$GUEST_DIR/machine.bzImage" "make guests" || return
 	machine_ok machine-dtb machine.bzImage -m 5000 -c 2 -p "check=dtb,highmem want.cpus=2 want.ram_mib=5000" ||
 		return
 	expect_output '^GUEST machine dtb: .* bootargs = command line, cpus=2, memory=5000 MiB in 2 ranges, virtio_mmio=0 ' ||
@@ -200,8 +197,7 @@ limit() {
 	local log=$1 why=$2
 	shift 2
 	run_lkvm "$log" 1 -- run -k "$GUEST_DIR/machine.elf" --timeout $T "$@" || return
-	[ "$(wc -l <"$LAST_LOG")" = 1 ] || { fail "$(wc -l <"$LAST_LOG") lines of output, not one"; return; }
-	expect_output "^lkvm: error: $why$EOL"
+	one_error_line "$why"
 }
 
 limit_mmio() {
@@ -264,7 +260,7 @@ pause_for() {
 # resume it sees PVCLOCK_GUEST_STOPPED (lkvm's KVM_KVMCLOCK_CTRL, what spares Linux its soft-lockup
 # reports); its kvm-clock never went back and made no step near the pause's length.
 t_pause_c() {
-	need_guest machine && need_py || return
+	need_guest machine && need_python || return
 	local n=machine-pause
 	VM_TIMEOUT=$T start_vm $n machine-pause -k "$ELF" -p check=pause --stats=json
 	LAST_LOG=$VM_LOG
@@ -311,8 +307,7 @@ printk_s() { sed -n -E "s/^\[ *([0-9]+\.[0-9]+)\] .*($1).*/\1/p" "$VM_LOG" | hea
 #   the pause; the host sees the first line late by its polling, which the half pause allows
 #   for); printk times never go back.
 t_pause_linux() {
-	[ -f "$G/vmlinux" ] || { fail "$G/vmlinux missing (run scripts/build-guest.sh)"; return; }
-	need_py || return
+	need_built "$G/vmlinux" "scripts/build-guest.sh" && need_python || return
 	local n=machine-linux-pause d=20 waiting="Waiting 20 sec before mounting root device" w0 w1 at
 	VM_TIMEOUT=$((LINUX_T + d + 120)) start_vm $n machine-linux-pause -k "$G/vmlinux" -m 256 --stats=json \
 		-p "rootdelay=$d watchdog_thresh=1 nohz=off"

@@ -11,21 +11,24 @@ T=${LINUX_TIMEOUT:-300}
 HOST_IP=10.0.2.1
 GUEST_IP=10.0.2.15
 
+# What this machine lacks (a skip); what the project builds or installs is checked by need_net.
 net_skip_reason() {
 	[ -c /dev/net/tun ] || { echo "no /dev/net/tun"; return; }
 	local ns=lkvm-probe-$BASHPID
 	ip netns add $ns 2>/dev/null || { echo "cannot create network namespaces (ip netns)"; return; }
 	ip netns del $ns
-	command -v ping >/dev/null || { echo "no ping"; return; }
-	[ -x "$SINK" ] || { echo "no $SINK (make tools)"; return; }
-	[ -f "$G/bzImage" ] || echo "no guest kernel (scripts/build-guest.sh)"
+}
+
+need_net() {
+	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return 1; }
+	need_cmd ping test && need_built "$SINK" "make tools" && need_built "$G/bzImage" scripts/build-guest.sh
 }
 
 # t_ping MODE: ioeventfd, trap (notifies trap to the vCPU), intx (the guest is told not to
 # use MSI-X, so interrupts take the legacy INTx pin through the IOAPIC), or mmio and mmio-trap
 # (the NIC on the virtio-mmio transport, with ioeventfd or trapped notifies).
 t_ping() {
-	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return; }
+	need_net || return
 	in_netns t_ping_in "$1"
 }
 
@@ -104,7 +107,7 @@ t_ping_in() {
 
 t_bad_tap() {
 	# A tap name that cannot exist: a one-line error and status 1, no crash.
-	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return; }
+	need_net || return
 	run_lkvm net-bad-tap 1 -- run -k "$G/bzImage" -n "mode=tap,tapif=this-name-is-too-long0" --timeout 5 || return
 	expect_output "error: .*tapif" "a message naming tapif"
 }

@@ -26,14 +26,10 @@ t_violate_console_off() {
 	expect_output '^GUEST hlt: done'
 }
 
-net_skip_reason() {
-	[ -c /dev/net/tun ] || { echo "no /dev/net/tun"; return; }
-	command -v ip >/dev/null || echo "no ip(8)"
-}
-
 # A device thread: virtio-net's TX thread, started when the guest's driver sets DRIVER_OK.
 t_violate_net() {
-	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return; }
+	[ -c /dev/net/tun ] || { skip "no /dev/net/tun"; return; }
+	need_cmd ip test || return
 	need_guest virtio-bad || return
 	in_netns t_violate_net_in "$@"
 }

@@ -19,10 +19,9 @@ NET_SKIP=""
 if [ ! -c /dev/net/tun ]; then
 	NET_SKIP="/dev/net/tun missing"
 elif ! command -v ip >/dev/null 2>&1; then
-	NET_SKIP="no ip(8) for network namespaces"
-elif [ ! -x "$PEER" ]; then
-	NET_SKIP="no $PEER (make tools)"
+	fail_all "no ip(8) (scripts/deps.sh test installs iproute2)"
 fi
+[ -x "$PEER" ] || fail_all "no $PEER (make tools)"
 
 WRAP=$LOG_DIR/.tsan-netns-exec.$$
 # shellcheck disable=SC2016 # expanded by the wrapper
@@ -99,7 +98,7 @@ rr_run() {
 
 t_rr() {
 	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
-	[ -x "$REAL_LKVM" ] || { fail "no $REAL_LKVM (make TSAN=1 build/tsan/lkvm)"; return; }
+	need_lkvm "$REAL_LKVM" || return
 	need_guest net-bench || return
 	in_netns rr_run "$@"
 }

@@ -12,10 +12,7 @@ HOST_IP=10.0.3.1
 GUEST_IP=10.0.3.15
 
 need_userspace() {
-	if is_pvm_host; then
-		skip "guest user space cannot make system calls on a PVM host (make check runs this stage in the emulated host)"
-		return 1
-	fi
+	skip_unless_userspace || return
 	[ -f "$G/bzImage" ] && [ -f "$G/initramfs.cpio.gz" ] && return 0
 	fail "$G/bzImage or initramfs.cpio.gz missing (run scripts/build-guest.sh)"
 }
@@ -31,7 +28,7 @@ t_smp() {
 # t_net MODE: ioeventfd, or trap (every notify a trapped exit).
 t_net() {
 	need_userspace || return
-	command -v socat > /dev/null || { skip "no socat (scripts/deps.sh test)"; return; }
+	need_cmd socat test || return
 	[ -c /dev/net/tun ] || { skip "no /dev/net/tun"; return; }
 	in_netns t_net_in "$1"
 }

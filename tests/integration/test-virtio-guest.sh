@@ -30,7 +30,7 @@ if [ ! -c /dev/net/tun ]; then
 elif ! { exec 8<>/dev/net/tun; } 2>/dev/null; then
 	NET_SKIP="/dev/net/tun cannot be opened"
 elif ! command -v ip >/dev/null 2>&1; then
-	NET_SKIP="no ip(8) for network namespaces"
+	fail_all "no ip(8) (scripts/deps.sh test installs iproute2)"
 elif ! ip netns add "$NS_PREFIX-probe" 2>/dev/null; then
 	NET_SKIP="cannot create a network namespace (ip netns add)"
 else
@@ -49,9 +49,7 @@ chmod +x "$WRAP"
 t_virtio_bad() {
 	local name=$1 bin=$2 extra=$3 precreate=$4
 	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
-	[ -x "$bin" ] || { skip "no lkvm binary at $bin"; return; }
-	"$bin" run --help 2>&1 | grep -q -- '--network' ||
-		{ skip "$bin has no virtio-net (-n): an old build?"; return; }
+	need_lkvm "$bin" || return
 	need_guest virtio-bad || return
 	local ns=$NS_PREFIX-$name
 	ip netns add "$ns" || { fail "ip netns add $ns failed"; return; }

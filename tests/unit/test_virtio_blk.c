@@ -1,6 +1,8 @@
-/* Unit tests of virtio-blk against a temporary image, without KVM: the test is the driver (reads, writes, flush, get-id, read-only, bounds, I/O errors, malformed chains), with libaio and with pread/pwrite. */
+/* Unit tests of virtio-blk against a temporary image, without KVM: the test is the driver (reads, writes, flush, get-id, read-only, bounds, I/O errors, malformed chains, bounce memory, stop), with libaio and with pread/pwrite. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <libaio.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,15 +13,34 @@
 #include <linux/virtio_ring.h>
 
 #include "check_main.h"
+#include "irq_hook.h"
+#include "wait.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-blk.h"
 
-#define RAM_SIZE MiB(4)
+#define RAM_SIZE MiB(8)
 #define QSIZE 256
 #define QBASE 0x10000ULL /* desc; avail +0x1000; used +0x2000 */
 #define BUF_BASE 0x100000ULL
 #define SECTORS 64
-#define WAIT_MS 3000
+#define WAIT_MS 10000
+#define BOUNCE_LIMIT (64ULL << 20) /* the device's bounce budget, as its --stats reports it */
+
+/* The test binary is linked with --wrap=io_submit (Makefile): the device's io_submit comes
+ * here, and refuses the next `refuse_submits` calls as a file system without aio support
+ * for a request would (the first iocb refused: -EINVAL). */
+int __real_io_submit(io_context_t ctx, long nr, struct iocb **iocbs);
+int __wrap_io_submit(io_context_t ctx, long nr, struct iocb **iocbs);
+static atomic_int refuse_submits;
+
+int __wrap_io_submit(io_context_t ctx, long nr, struct iocb **iocbs)
+{
+	int left = atomic_load(&refuse_submits);
+
+	while (left > 0 && !atomic_compare_exchange_weak(&refuse_submits, &left, left - 1))
+		;
+	return left > 0 ? -EINVAL : __real_io_submit(ctx, nr, iocbs);
+}
 
 struct tb {
 	u64 gpa;
@@ -60,7 +81,7 @@ static u8 pattern(u64 sector, u64 i)
 	return (u8)(sector * 13 + i * 7 + 1);
 }
 
-static void make_image(void)
+static void make_image(u64 sectors)
 {
 	u8 buf[512];
 	int fd;
@@ -68,7 +89,7 @@ static void make_image(void)
 	strcpy(t.path, "/var/tmp/lkvm-blk-XXXXXX");
 	fd = mkstemp(t.path);
 	ck_assert_int_ge(fd, 0);
-	for (u64 s = 0; s < SECTORS; s++) {
+	for (u64 s = 0; s < sectors; s++) {
 		for (int i = 0; i < 512; i++)
 			buf[i] = pattern(s, (u64)i);
 		ck_assert_int_eq(pwrite(fd, buf, sizeof(buf), (off_t)(s * 512)), 512);
@@ -76,14 +97,15 @@ static void make_image(void)
 	close(fd);
 }
 
-static void dev_up(const char *extra_opts)
+/* An image of `sectors` pattern sectors, the device on it (-d options extra_opts), started. */
+static void dev_up_image(const char *extra_opts, u64 sectors)
 {
 	struct virtio_device *vdev;
 	struct blk_opts o;
 	char arg[128], err[256];
 
 	memset(&t, 0, sizeof(t));
-	make_image();
+	make_image(sectors);
 	t.ram = aligned_alloc(4096, RAM_SIZE);
 	ck_assert_ptr_nonnull(t.ram);
 	memset(t.ram, 0, RAM_SIZE);
@@ -109,33 +131,65 @@ static void dev_up(const char *extra_opts)
 	ck_assert_int_eq(vdev->ops->start(vdev), 0);
 }
 
+static void dev_up(const char *extra_opts)
+{
+	dev_up_image(extra_opts, SECTORS);
+}
+
 static void dev_down(void)
 {
 	int kfd = t.vdev->q[0].kick_fd, ifd = t.vdev->q[0].irq_fd;
 
 	virtio_blk_destroy(t.b);
 	close(kfd);
-	close(ifd);
+	if (ifd >= 0)
+		close(ifd);
 	unlink(t.path);
 	free(t.ram);
 	free(t.kvm);
+}
+
+/* Make head available (again) on the queue (qi: always 0). */
+static void publish(int qi, u16 head)
+{
+	t.avail->ring[t.aidx % QSIZE] = head;
+	__atomic_store_n(&t.avail->idx, ++t.aidx, __ATOMIC_RELEASE);
+}
+
+/* Descriptors for nb buffers at table[first...] (indices modulo n), chained in order. */
+static void fill_descs(struct vring_desc *table, u16 first, u16 n, const struct tb *b, int nb)
+{
+	for (int i = 0; i < nb; i++) {
+		u16 idx = (u16)((first + i) % n);
+
+		table[idx] = (struct vring_desc){ .addr = b[i].gpa, .len = b[i].len,
+						  .flags = (u16)((b[i].write ? VRING_DESC_F_WRITE : 0) |
+								 (i + 1 < nb ? VRING_DESC_F_NEXT : 0)),
+						  .next = (u16)((idx + 1) % n) };
+	}
 }
 
 static u16 post(const struct tb *b, int nb)
 {
 	u16 head = t.next_desc;
 
-	for (int i = 0; i < nb; i++) {
-		u16 idx = (u16)((t.next_desc + i) % QSIZE);
-
-		t.desc[idx] = (struct vring_desc){ .addr = b[i].gpa, .len = b[i].len,
-						   .flags = (u16)((b[i].write ? VRING_DESC_F_WRITE : 0) |
-								  (i + 1 < nb ? VRING_DESC_F_NEXT : 0)),
-						   .next = (u16)((idx + 1) % QSIZE) };
-	}
+	fill_descs(t.desc, head, QSIZE, b, nb);
 	t.next_desc = (u16)((t.next_desc + nb) % QSIZE);
-	t.avail->ring[t.aidx % QSIZE] = head;
-	__atomic_store_n(&t.avail->idx, ++t.aidx, __ATOMIC_RELEASE);
+	publish(0, head);
+	return head;
+}
+
+/* The same chain through one ring descriptor and an indirect table in guest memory. */
+static u16 post_indirect(const struct tb *b, int nb)
+{
+	u64 table = galloc(sizeof(struct vring_desc) * (u64)nb, false);
+	u16 head = t.next_desc;
+
+	fill_descs(gp(table), 0, (u16)nb, b, nb);
+	t.desc[head] = (struct vring_desc){ .addr = table, .len = (u32)(sizeof(struct vring_desc) * (u64)nb),
+					    .flags = VRING_DESC_F_INDIRECT };
+	t.next_desc = (u16)((t.next_desc + 1) % QSIZE);
+	publish(0, head);
 	return head;
 }
 
@@ -148,20 +202,15 @@ static void kick(void)
 
 static bool wait_used(u16 want)
 {
-	for (int ms = 0; ms < WAIT_MS; ms++) {
-		if (__atomic_load_n(&t.used->idx, __ATOMIC_ACQUIRE) == want)
-			return true;
-		poll(NULL, 0, 1);
-	}
-	return false;
+	return WAIT_UNTIL(WAIT_MS, __atomic_load_n(&t.used->idx, __ATOMIC_ACQUIRE) == want);
 }
 
-/* A request chain: header, data buffers (split in two when split), status. Returns the
- * status byte's address; *data the data's. */
-static u64 request(u32 type, u64 sector, u32 len, bool split, bool odd, u64 *data)
+/* A request chain on the data at dg: header, data buffers (split in two when split), status;
+ * through an indirect table when indirect. Returns the status byte's address. */
+static u64 request_at(u32 type, u64 sector, u32 len, bool split, u64 dg, bool indirect)
 {
 	struct virtio_blk_outhdr h = { .type = type, .sector = sector };
-	u64 hg = galloc(sizeof(h), false), dg = galloc(len ? len : 1, odd), sg = galloc(1, false);
+	u64 hg = galloc(sizeof(h), false), sg = galloc(1, false);
 	bool dev_writes = type != VIRTIO_BLK_T_OUT;
 	struct tb b[4];
 	int n = 0;
@@ -176,9 +225,19 @@ static u64 request(u32 type, u64 sector, u32 len, bool split, bool odd, u64 *dat
 		b[n++] = (struct tb){ dg, len, dev_writes };
 	}
 	b[n++] = (struct tb){ sg, 1, true };
-	post(b, n);
-	*data = dg;
+	if (indirect)
+		post_indirect(b, n);
+	else
+		post(b, n);
 	return sg;
+}
+
+/* A request chain on new data buffers (odd: not 4 KiB aligned). Returns the status byte's
+ * address; *data the data's. */
+static u64 request(u32 type, u64 sector, u32 len, bool split, bool odd, u64 *data)
+{
+	*data = galloc(len ? len : 1, odd);
+	return request_at(type, sector, len, split, *data, false);
 }
 
 /* One request, kicked and completed: its status. */
@@ -192,13 +251,17 @@ static u8 run1(u32 type, u64 sector, u32 len, bool split, bool odd, u64 *data)
 	return *(u8 *)gp(sg);
 }
 
+/* n sectors at gpa hold the image's pattern from sector on (one assertion: each passing
+ * one costs a message to Check's parent process). */
 static void check_sectors(u64 gpa, u64 sector, u64 n)
 {
 	const u8 *p = gp(gpa);
 
 	for (u64 s = 0; s < n; s++)
 		for (u64 i = 0; i < 512; i++)
-			ck_assert_uint_eq(p[s * 512 + i], pattern(sector + s, i));
+			if (p[s * 512 + i] != pattern(sector + s, i))
+				ck_abort_msg("sector %" PRIu64 " byte %" PRIu64 ": 0x%x, want 0x%x", sector + s, i,
+					     p[s * 512 + i], pattern(sector + s, i));
 }
 
 static void file_read(u64 off, void *buf, size_t len)
@@ -351,12 +414,7 @@ END_TEST
 
 static bool wait_needs_reset(void)
 {
-	for (int ms = 0; ms < WAIT_MS; ms++) {
-		if (atomic_load(&t.vdev->status) & VIRTIO_CONFIG_S_NEEDS_RESET)
-			return true;
-		poll(NULL, 0, 1);
-	}
-	return false;
+	return WAIT_UNTIL(WAIT_MS, atomic_load(&t.vdev->status) & VIRTIO_CONFIG_S_NEEDS_RESET);
 }
 
 START_TEST(test_malformed_header)
@@ -414,6 +472,140 @@ START_TEST(test_options)
 }
 END_TEST
 
+/* The bounce-buffer part of the device's --stats=json. */
+struct bounce {
+	u64 bytes, peak, limit, waits;
+};
+
+static struct bounce bounce_stats(void)
+{
+	struct bounce b = { 0 };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	const char *p;
+
+	ck_assert_ptr_nonnull(f);
+	virtio_blk_print_stats(t.b, f, true);
+	fclose(f);
+	p = strstr(buf, "\"bounce\":{");
+	ck_assert_msg(p && sscanf(p, "\"bounce\":{\"bytes\":%" SCNu64 ",\"peak\":%" SCNu64 ",\"limit\":%" SCNu64
+				  ",\"waits\":%" SCNu64 "}}", &b.bytes, &b.peak, &b.limit, &b.waits) == 4,
+		      "no bounce counters in %s", buf);
+	free(buf);
+	return b;
+}
+
+/*
+ * 80 unaligned 2 MiB reads, each through an indirect table, all into the same guest buffer:
+ * unbounded, the device would hold 160 MiB of bounce buffers at once for 2 MiB of guest RAM.
+ * It holds at most its limit; the requests beyond it wait (none fails) and all complete with
+ * the right data.
+ */
+START_TEST(test_bounce_bounded)
+{
+	const u32 len = 2u << 20;
+	enum { N = 80 };
+	u64 data, st[N];
+	struct bounce b;
+
+	dev_up_image("", len / 512);
+	ck_assert(virtio_blk_direct(t.b));
+	data = galloc(len, true);
+	for (int i = 0; i < N; i++)
+		st[i] = request_at(VIRTIO_BLK_T_IN, 0, len, false, data, true);
+	kick();
+	ck_assert(wait_used(N));
+	for (int i = 0; i < N; i++)
+		ck_assert_uint_eq(*(u8 *)gp(st[i]), VIRTIO_BLK_S_OK);
+	check_sectors(data, 0, len / 512);
+	ck_assert_uint_eq(t.vdev->q[0].stats.packets, N);
+	ck_assert_uint_eq(t.vdev->q[0].stats.drops, 0);
+	b = bounce_stats();
+	ck_assert_uint_eq(b.limit, BOUNCE_LIMIT);
+	ck_assert_uint_le(b.peak, BOUNCE_LIMIT);
+	ck_assert_uint_ge(b.peak, len);
+	ck_assert_uint_gt(b.waits, 0);
+	ck_assert_uint_eq(b.bytes, 0);
+	dev_down();
+}
+END_TEST
+
+/* io_submit refuses the request (as a file system without aio for it does): it runs
+ * synchronously on the bounce buffer prep_aio made, which is freed once: the data is
+ * right both ways, and nothing is held (or leaked) afterwards. */
+START_TEST(test_bounce_refused_submit)
+{
+	u64 data;
+	u8 buf[2048];
+	struct bounce b;
+
+	dev_up("");
+	ck_assert(virtio_blk_direct(t.b));
+	atomic_store(&refuse_submits, 1);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 10, 2048, false, true, &data), VIRTIO_BLK_S_OK);
+	check_sectors(data, 10, 4);
+	request(VIRTIO_BLK_T_OUT, 20, 2048, true, true, &data);
+	memset(gp(data), 0x3c, 2048);
+	atomic_store(&refuse_submits, 1);
+	kick();
+	ck_assert(wait_used(t.aidx));
+	ck_assert_int_eq(atomic_load(&refuse_submits), 0);
+	file_read(20 * 512, buf, sizeof(buf));
+	for (size_t i = 0; i < sizeof(buf); i++)
+		if (buf[i] != 0x3c)
+			ck_abort_msg("image byte %zu: 0x%x", 20 * 512 + i, buf[i]);
+	b = bounce_stats();
+	ck_assert_uint_eq(b.bytes, 0);
+	ck_assert_uint_eq(b.peak, 2048);
+	ck_assert_uint_eq(t.vdev->q[0].stats.drops, 0);
+	dev_down();
+}
+END_TEST
+
+/* A driver whose interrupt handler makes the same request available again at once
+ * (endless_set): stop (a reset, teardown) still ends the queue thread, between two requests. */
+START_TEST(test_stop_endless_ring)
+{
+	static const char *const opts[] = { ",aio=sync", "" };
+	u64 data;
+
+	dev_up(opts[_i]);
+	t.vdev->ops->stop(t.vdev);
+	endless_set(t.vdev, 0, t.next_desc, publish);
+	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
+	request(VIRTIO_BLK_T_IN, 3, 1024, false, false, &data);
+	kick();
+	ck_assert(WAIT_UNTIL(WAIT_MS, endless_served() >= 100));
+	t.vdev->ops->stop(t.vdev); /* returns: the thread looked at stop while the ring was full */
+	ck_assert_uint_eq(t.vdev->q[0].stats.drops, 0);
+	check_sectors(data, 3, 2);
+	dev_down();
+}
+END_TEST
+
+/* Whether the device opens an image here with O_DIRECT (what the bounce tests need). */
+static bool device_uses_direct_io(void)
+{
+	char path[] = "/var/tmp/lkvm-blk-dio-XXXXXX", err[256];
+	struct kvm kvm = { 0 };
+	struct virtio_blk *b;
+	struct blk_opts o;
+	bool direct = false;
+	int fd = mkstemp(path);
+
+	if (fd < 0)
+		return false;
+	if (ftruncate(fd, 4096) == 0 && blk_parse_opts(path, &o, err, sizeof(err)) == 0 &&
+	    virtio_blk_create_bare(&kvm, &o, &b, err, sizeof(err)) == 0) {
+		direct = virtio_blk_direct(b);
+		virtio_blk_destroy(b);
+	}
+	close(fd);
+	unlink(path);
+	return direct;
+}
+
 static Suite *blk_suite(void)
 {
 	Suite *s = suite_create("virtio-blk");
@@ -430,6 +622,14 @@ static Suite *blk_suite(void)
 	tcase_add_test(tc, test_malformed_header);
 	tcase_add_test(tc, test_malformed_no_status);
 	tcase_add_test(tc, test_options);
+	tcase_add_loop_test(tc, test_stop_endless_ring, 0, 2);
+	if (device_uses_direct_io()) {
+		tcase_add_test(tc, test_bounce_bounded);
+		tcase_add_test(tc, test_bounce_refused_submit);
+	} else {
+		lkvm_skip("test_virtio_blk", 2, "bounce-buffer tests",
+			  "/var/tmp takes no O_DIRECT with 512-byte alignment");
+	}
 	suite_add_tcase(s, tc);
 	return s;
 }

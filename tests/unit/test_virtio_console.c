@@ -7,13 +7,17 @@
 #include <linux/virtio_ring.h>
 
 #include "check_main.h"
+#include "irq_hook.h"
+#include "wait.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-console.h"
 
 #define RAM_SIZE MiB(2)
 #define QSIZE 64
 #define QBASE(i) (0x10000ULL * ((u64)(i) + 1))
-#define WAIT_MS 3000
+#define WAIT_MS 10000
+#define TX_BUDGET (64 * 1024) /* the console's output per wake-up (virtio/console.c) */
+#define OUT_CHUNK 4096        /* and per write to the terminal */
 
 struct dq {
 	struct vring_desc *desc;
@@ -58,7 +62,8 @@ static void env_up(void)
 	ck_assert_int_eq(gmem_init(&t.kvm->mem, t.ram, RAM_SIZE), 0);
 }
 
-static void start(int nq)
+/* The driver's set-up of nq queues, up to just before DRIVER_OK. */
+static void queues_up(int nq)
 {
 	struct virtio_device *vdev = t.vdev;
 
@@ -70,42 +75,81 @@ static void start(int nq)
 		vdev->q[i].irq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		t.q[i] = (struct dq){ gp(QBASE(i)), gp(QBASE(i) + 0x1000), gp(QBASE(i) + 0x2000), 0, 0 };
 	}
-	atomic_store(&vdev->status, VIRTIO_CONFIG_S_DRIVER_OK | VIRTIO_CONFIG_S_FEATURES_OK);
-	ck_assert_int_eq(vdev->ops->start(vdev), 0);
+}
+
+static void go(void)
+{
+	atomic_store(&t.vdev->status, VIRTIO_CONFIG_S_DRIVER_OK | VIRTIO_CONFIG_S_FEATURES_OK);
+	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
+}
+
+static void start(int nq)
+{
+	queues_up(nq);
+	go();
 }
 
 static void env_down(int nq, int kick_fds[], int irq_fds[])
 {
 	for (int i = 0; i < nq; i++) {
 		close(kick_fds[i]);
-		close(irq_fds[i]);
+		if (irq_fds[i] >= 0) /* -1: irq_hook_set closed it */
+			close(irq_fds[i]);
 	}
 	free(t.ram);
 	free(t.kvm);
 	pthread_mutex_destroy(&t.lock);
 }
 
-/* One buffer as one chain, kicked. */
-static void post1(int qi, u64 gpa, u32 len, bool dev_writes)
+/* Make head available (again). */
+static void publish(int qi, u16 head)
+{
+	struct dq *d = &t.q[qi];
+
+	d->avail->ring[d->aidx % QSIZE] = head;
+	__atomic_store_n(&d->avail->idx, ++d->aidx, __ATOMIC_RELEASE);
+}
+
+static void kick(int qi)
+{
+	u64 one = 1;
+
+	ck_assert_int_eq(write(t.vdev->q[qi].kick_fd, &one, sizeof(one)), sizeof(one));
+}
+
+/* One descriptor as one chain (flags: WRITE, INDIRECT), kicked; returns its head. */
+static u16 post_desc(int qi, u64 gpa, u32 len, u16 flags)
 {
 	struct dq *d = &t.q[qi];
 	u16 idx = d->next++ % QSIZE;
-	u64 one = 1;
 
-	d->desc[idx] = (struct vring_desc){ .addr = gpa, .len = len, .flags = dev_writes ? VRING_DESC_F_WRITE : 0 };
-	d->avail->ring[d->aidx % QSIZE] = idx;
-	__atomic_store_n(&d->avail->idx, ++d->aidx, __ATOMIC_RELEASE);
-	ck_assert_int_eq(write(t.vdev->q[qi].kick_fd, &one, sizeof(one)), sizeof(one));
+	d->desc[idx] = (struct vring_desc){ .addr = gpa, .len = len, .flags = flags };
+	publish(qi, idx);
+	kick(qi);
+	return idx;
+}
+
+/* One buffer as one chain, kicked. */
+static void post1(int qi, u64 gpa, u32 len, bool dev_writes)
+{
+	post_desc(qi, gpa, len, dev_writes ? VRING_DESC_F_WRITE : 0);
+}
+
+/* A chain of n buffers that all alias [gpa, gpa + len), through an indirect table at table
+ * (16 * n bytes), kicked: n * len bytes for the device to read from len bytes of RAM. */
+static u16 post_aliased(int qi, u64 table, int n, u64 gpa, u32 len)
+{
+	struct vring_desc *d = gp(table);
+
+	for (int i = 0; i < n; i++)
+		d[i] = (struct vring_desc){ .addr = gpa, .len = len,
+					    .flags = i + 1 < n ? VRING_DESC_F_NEXT : 0, .next = (u16)(i + 1) };
+	return post_desc(qi, table, (u32)(16 * n), VRING_DESC_F_INDIRECT);
 }
 
 static bool wait_used(int qi, u16 want)
 {
-	for (int ms = 0; ms < WAIT_MS; ms++) {
-		if (__atomic_load_n(&t.q[qi].used->idx, __ATOMIC_ACQUIRE) == want)
-			return true;
-		poll(NULL, 0, 1);
-	}
-	return false;
+	return WAIT_UNTIL(WAIT_MS, __atomic_load_n(&t.q[qi].used->idx, __ATOMIC_ACQUIRE) == want);
 }
 
 START_TEST(test_console)
@@ -177,13 +221,160 @@ START_TEST(test_rng)
 }
 END_TEST
 
+/* Output seen by the terminal hooks below (written by the queue thread, read after join or
+ * after used ring updates that follow it). */
+static struct {
+	struct virtio_console *c;
+	u8 *buf;             /* a copy of what was written, up to cap bytes */
+	size_t cap;
+	atomic_ullong bytes; /* everything written */
+	atomic_ullong rx_at; /* bytes written before the first call that saw input delivered */
+	atomic_bool started;
+} o;
+
+/* Copies, and notes when the receive queue's first buffer was used. */
+static void note_out(struct kvm *kvm, const u8 *buf, size_t len)
+{
+	u64 done = atomic_load(&o.bytes);
+
+	if (__atomic_load_n(&t.q[0].used->idx, __ATOMIC_ACQUIRE) && atomic_load(&o.rx_at) == ~0ULL)
+		atomic_store(&o.rx_at, done);
+	if (done < o.cap)
+		memcpy(o.buf + done, buf, MIN(len, o.cap - done));
+	atomic_fetch_add(&o.bytes, len);
+}
+
+static void fill_pattern(u8 *p, size_t len, u8 seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (u8)(seed + i * 7 + i / 251);
+}
+
+/*
+ * Output is taken TX_BUDGET bytes per wake-up: a chain of 3 budgets and a bit, then a short
+ * one, arrive whole and in order, and terminal input waiting meanwhile reaches the guest
+ * after the first budget's worth, not after all of it. Everything is posted before the
+ * device starts, so its thread's first rounds are known: output, input, output...
+ */
+START_TEST(test_console_tx_budget)
+{
+	const u32 big = 3 * TX_BUDGET + 1234;
+	static u8 want[3 * TX_BUDGET + 1234 + 5];
+	int kfd[2], ifd[2];
+	u64 bytes, rx_at;
+
+	env_up();
+	memset(&o, 0, sizeof(o));
+	o.cap = sizeof(want);
+	o.buf = calloc(1, o.cap);
+	atomic_store(&o.rx_at, ~0ULL);
+	ck_assert_int_eq(virtio_console_create(t.kvm, VIRTIO_TRANS_PCI, note_out, true, &o.c), 0);
+	t.vdev = virtio_console_vdev(o.c);
+	queues_up(2);
+	fill_pattern(want, big, 3);
+	memcpy(want + big, "tail\n", 5);
+	memcpy(gp(0x100000), want, big);
+	memcpy(gp(0x1f0000), "tail\n", 5);
+	post1(1, 0x100000, big, false);
+	post1(1, 0x1f0000, 5, false);
+	post1(0, 0x1f1000, 16, true);
+	ck_assert_uint_eq(virtio_console_receive(o.c, (const u8 *)"x", 1), 1);
+	go();
+	ck_assert(wait_used(1, 2));
+	ck_assert(wait_used(0, 1));
+	bytes = atomic_load(&o.bytes);
+	rx_at = atomic_load(&o.rx_at);
+	ck_assert_uint_eq(bytes, sizeof(want));
+	ck_assert(!memcmp(o.buf, want, sizeof(want)));
+	ck_assert_uint_eq(t.q[1].used->ring[0].len, 0);
+	ck_assert_uint_eq(*(u8 *)gp(0x1f1000), 'x');
+	ck_assert_msg(rx_at <= TX_BUDGET, "input delivered after %llu bytes of output (%s)",
+		      (unsigned long long)rx_at, rx_at == ~0ULL ? "all of it" : "more than a budget");
+	for (int i = 0; i < 2; i++) {
+		kfd[i] = t.vdev->q[i].kick_fd;
+		ifd[i] = t.vdev->q[i].irq_fd;
+	}
+	virtio_console_destroy(o.c);
+	free(o.buf);
+	env_down(2, kfd, ifd);
+}
+END_TEST
+
+/* Holds the first piece of output until the device was asked to stop. */
+static void held_out(struct kvm *kvm, const u8 *buf, size_t len)
+{
+	if (!atomic_exchange(&o.started, true))
+		WAIT_UNTIL(WAIT_MS, virtio_console_stopping(o.c));
+	atomic_fetch_add(&o.bytes, len);
+}
+
+/*
+ * One TX chain of 1024 descriptors aliasing the same 1 MiB (1 GiB of output): a stop asked
+ * for while its first piece is being written ends the thread after that piece, not after
+ * the gigabyte; the chain is not used but given back.
+ */
+START_TEST(test_console_stop_huge_chain)
+{
+	int kfd[2], ifd[2];
+	u64 bytes;
+
+	env_up();
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(virtio_console_create(t.kvm, VIRTIO_TRANS_PCI, held_out, true, &o.c), 0);
+	t.vdev = virtio_console_vdev(o.c);
+	start(2);
+	memset(gp(0x100000), 'z', MiB(1));
+	post_aliased(1, 0x1c0000, 1024, 0x100000, (u32)MiB(1));
+	ck_assert(WAIT_UNTIL(WAIT_MS, atomic_load(&o.started)));
+	t.vdev->ops->stop(t.vdev);
+	bytes = atomic_load(&o.bytes);
+	ck_assert_msg(bytes > 0 && bytes <= 2 * OUT_CHUNK, "%llu bytes written in all (the stop came during the first piece)",
+		      (unsigned long long)bytes);
+	ck_assert_uint_eq(__atomic_load_n(&t.q[1].used->idx, __ATOMIC_ACQUIRE), 0);
+	ck_assert_uint_eq(t.vdev->q[1].vq.last_avail, 0);
+	for (int i = 0; i < 2; i++) {
+		kfd[i] = t.vdev->q[i].kick_fd;
+		ifd[i] = t.vdev->q[i].irq_fd;
+	}
+	virtio_console_destroy(o.c);
+	env_down(2, kfd, ifd);
+}
+END_TEST
+
+/* An rng driver whose interrupt handler posts the same buffer again at once (endless_set):
+ * the ring never runs dry, and stop still ends the thread (between two chains). */
+START_TEST(test_rng_stop_endless)
+{
+	struct virtio_rng *r;
+	int kfd, ifd;
+
+	env_up();
+	ck_assert_int_eq(virtio_rng_create(t.kvm, VIRTIO_TRANS_PCI, true, &r), 0);
+	t.vdev = virtio_rng_vdev(r);
+	queues_up(1);
+	endless_set(t.vdev, 0, t.q[0].next % QSIZE, publish);
+	go();
+	ck_assert_uint_eq(post_desc(0, 0x100000, 4096, VRING_DESC_F_WRITE), endless.head);
+	ck_assert(WAIT_UNTIL(WAIT_MS, endless_served() >= 100));
+	t.vdev->ops->stop(t.vdev); /* returns: the thread looked at stop while the ring was full */
+	kfd = t.vdev->q[0].kick_fd;
+	ifd = t.vdev->q[0].irq_fd;
+	virtio_rng_destroy(r);
+	env_down(1, &kfd, &ifd);
+}
+END_TEST
+
 static Suite *console_suite(void)
 {
 	Suite *s = suite_create("virtio-console");
 	TCase *tc = tcase_create("console");
 
+	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_console);
+	tcase_add_test(tc, test_console_tx_budget);
+	tcase_add_test(tc, test_console_stop_huge_chain);
 	tcase_add_test(tc, test_rng);
+	tcase_add_test(tc, test_rng_stop_endless);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -5,6 +5,7 @@
 #define COM1_IIR (COM1 + 2) /* read */
 #define COM1_FCR (COM1 + 2) /* write */
 #define COM1_LSR (COM1 + 5)
+#define LSR_DR 0x01
 #define LSR_THRE 0x20
 #define FCR_ENABLE_CLEAR 0x07
 #define IIR_FIFO_ON 0xc0
@@ -41,6 +42,18 @@ void serial_puts(const char *s)
 		for (unsigned n = 0; n < burst && *s; n++)
 			outb(COM1, (u8)*s++);
 	}
+}
+
+bool serial_can_read(void)
+{
+	return inb(COM1_LSR) & LSR_DR;
+}
+
+u8 serial_getc(void)
+{
+	while (!serial_can_read())
+		cpu_relax();
+	return inb(COM1);
 }
 
 struct out {

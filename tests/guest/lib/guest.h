@@ -140,6 +140,9 @@ typedef __builtin_va_list va_list;
 void serial_init(void); /* called before guest_main: FIFO on when the UART has one */
 void serial_putc(char c);
 void serial_puts(const char *s);
+/* Input from the host's terminal (lkvm's stdin), polled: LSR.DR says a byte waits in the FIFO. */
+bool serial_can_read(void);
+u8 serial_getc(void); /* waits for the next byte */
 /* %d %i %u %x %X %p %s %c %% with the l / ll length modifiers, width, '0' and '-' flags. */
 int gvsnprintf(char *buf, size_t size, const char *fmt, va_list ap);
 int gsnprintf(char *buf, size_t size, const char *fmt, ...) __printf(3, 4);
@@ -277,6 +280,7 @@ u8 pci_find_cap(const struct pci_dev *d, u8 id, u8 after);
 
 #define VIRTQ_DESC_F_NEXT 1
 #define VIRTQ_DESC_F_WRITE 2
+#define VIRTQ_DESC_F_INDIRECT 4
 #define VIRTQ_AVAIL_F_NO_INTERRUPT 1
 #define VIRTQ_USED_F_NO_NOTIFY 1
 
@@ -331,7 +335,8 @@ struct vq_buf {
 	u32 len;
 };
 
-/* Finds the capabilities, enables memory decode and bus mastering; false if any is missing. */
+/* Finds the capabilities, enables memory decode and bus mastering; false if the common, notify or
+ * ISR one is missing (device stays 0 for a device without a device-specific configuration). */
 bool virtio_pci_init(struct virtio_pci *vp, const struct pci_dev *d);
 void virtio_reset(struct virtio_pci *vp);
 /* ACKNOWLEDGE, DRIVER, features = offered & want (VERSION_1 required), FEATURES_OK checked. */
@@ -350,6 +355,11 @@ u8 virtio_cfg_read8(struct virtio_pci *vp, u32 off);
 /* Adds a chain of nout device-readable then nin device-writable buffers; publishes it in
  * the avail ring (no kick). Returns false when the ring lacks descriptors. */
 bool virtq_add(struct virtq *vq, const struct vq_buf *bufs, int nout, int nin, void *token);
+/* The same chain through an indirect table (VIRTIO_F_INDIRECT_DESC): written into table
+ * (nout + nin entries of guest memory the caller keeps until the chain is used), one ring
+ * descriptor. */
+bool virtq_add_indirect(struct virtq *vq, struct virtq_desc *table, const struct vq_buf *bufs, int nout,
+			int nin, void *token);
 /* Notifies the device if it asked for it (EVENT_IDX avail_event or used->flags); true if it did. */
 bool virtq_kick(struct virtq *vq);
 /* Next completed chain's token (its descriptors are free again) and written length; NULL if none. */

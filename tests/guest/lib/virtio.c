@@ -57,7 +57,9 @@ bool virtio_pci_init(struct virtio_pci *vp, const struct pci_dev *d)
 		if (type == CFG_NOTIFY)
 			vp->notify_mult = pci_read32(d, at + CAP_NOTIFY_MULT);
 	}
-	if (!vp->common || !vp->notify || !vp->isr || !vp->device)
+	/* A device-specific configuration is there only for device types that have one (the
+	 * console without features has none): vp->device stays 0 then. */
+	if (!vp->common || !vp->notify || !vp->isr)
 		return false;
 	pci_enable(d, PCI_CMD_MEM | PCI_CMD_MASTER);
 	return true;
@@ -75,6 +77,8 @@ u16 virtio_num_queues(struct virtio_pci *vp)
 
 u8 virtio_cfg_read8(struct virtio_pci *vp, u32 off)
 {
+	if (!vp->device)
+		GUEST_FAIL("virtio: the device has no device-specific configuration");
 	return mmio_read8(vp->device + off);
 }
 
@@ -185,6 +189,26 @@ void virtq_resetup(struct virtq *vq)
 	virtq_program(vq);
 }
 
+/* Descriptor k of n (nout readable first): address, length and flags; next is left alone. */
+static void virtq_fill(struct virtq_desc *d, const struct vq_buf *bufs, int k, int nout, int n)
+{
+	d->addr = bufs[k].addr;
+	d->len = bufs[k].len;
+	d->flags = (u16)((k >= nout ? VIRTQ_DESC_F_WRITE : 0) | (k < n - 1 ? VIRTQ_DESC_F_NEXT : 0));
+}
+
+/* Take n descriptors off the free list for a chain at head, and make it available. */
+static void virtq_publish(struct virtq *vq, u16 head, u16 last, int n, void *token)
+{
+	vq->free_head = vq->desc[last].next;
+	vq->num_free = (u16)(vq->num_free - n);
+	vq->token[head] = token;
+	vq->avail->ring[vq->avail_idx & (vq->size - 1)] = head;
+	/* x86 keeps stores in order: the entry and descriptors are visible before the index. */
+	barrier();
+	WRITE_ONCE(vq->avail->idx, ++vq->avail_idx);
+}
+
 bool virtq_add(struct virtq *vq, const struct vq_buf *bufs, int nout, int nin, void *token)
 {
 	int n = nout + nin;
@@ -193,21 +217,30 @@ bool virtq_add(struct virtq *vq, const struct vq_buf *bufs, int nout, int nin, v
 	if (n < 1 || n > vq->num_free)
 		return false;
 	for (int k = 0; k < n; k++) {
-		struct virtq_desc *d = &vq->desc[i];
-
-		d->addr = bufs[k].addr;
-		d->len = bufs[k].len;
-		d->flags = (u16)((k >= nout ? VIRTQ_DESC_F_WRITE : 0) | (k < n - 1 ? VIRTQ_DESC_F_NEXT : 0));
+		virtq_fill(&vq->desc[i], bufs, k, nout, n);
 		last = i;
-		i = d->next; /* the free list is linked through next already */
+		i = vq->desc[i].next; /* the free list is linked through next already */
 	}
-	vq->free_head = vq->desc[last].next;
-	vq->num_free = (u16)(vq->num_free - n);
-	vq->token[head] = token;
-	vq->avail->ring[vq->avail_idx & (vq->size - 1)] = head;
-	/* x86 keeps stores in order: the entry and descriptors are visible before the index. */
-	barrier();
-	WRITE_ONCE(vq->avail->idx, ++vq->avail_idx);
+	virtq_publish(vq, head, last, n, token);
+	return true;
+}
+
+bool virtq_add_indirect(struct virtq *vq, struct virtq_desc *table, const struct vq_buf *bufs, int nout,
+			int nin, void *token)
+{
+	int n = nout + nin;
+	u16 head = vq->free_head;
+
+	if (n < 1 || !vq->num_free)
+		return false;
+	for (int k = 0; k < n; k++) {
+		virtq_fill(&table[k], bufs, k, nout, n);
+		table[k].next = (u16)(k + 1);
+	}
+	vq->desc[head].addr = (u64)(uintptr_t)table;
+	vq->desc[head].len = (u32)(sizeof(*table) * (u32)n);
+	vq->desc[head].flags = VIRTQ_DESC_F_INDIRECT;
+	virtq_publish(vq, head, head, 1, token);
 	return true;
 }
 

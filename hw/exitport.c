@@ -1,0 +1,104 @@
+/* lkvm-exit: the guest init writes CMD's status (or why it could not run it); the run ends. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lkvm/dev.h"
+#include "lkvm/exitport.h"
+#include "lkvm/initcfg.h"
+#include "lkvm/io.h"
+#include "lkvm/kvm.h"
+
+struct exitport {
+	struct kvm *kvm;
+	pthread_mutex_t lock; /* the latch: vCPUs may write at once */
+	u8 latch[LKVM_EXIT_PORT_LEN];
+	struct ratelimit rl;
+};
+
+static void exitport_report(struct exitport *e, u32 word)
+{
+	unsigned value = word & 0xff, kind = (word >> 8) & 0xff, detail = word >> 16;
+	const char *stage = initcfg_stage_name(value);
+
+	if (kind == LKVM_EXIT_EXITED && !detail) {
+		kvm_request_exit(e->kvm, (int)value, "command exited with %u", value);
+	} else if (kind == LKVM_EXIT_SIGNALED && !detail && value && value < 128) {
+		const char *name = sigabbrev_np((int)value); /* strsignal is not thread-safe */
+
+		kvm_request_exit(e->kvm, 128 + (int)value, "command killed by signal %u (SIG%s)",
+				 value, name ? name : "?");
+	} else if (kind == LKVM_EXIT_INIT_FAILED && stage) {
+		const char *hint = initcfg_stage_hint(value, (int)detail);
+
+		kvm_request_exit(e->kvm, EXIT_GUEST_NO_STATUS, "guest init failed %s: %s%s%s%s",
+				 stage, detail ? strerror((int)detail) : "no error code",
+				 *hint ? " (" : "", hint, *hint ? ")" : "");
+	} else {
+		pr_warn_rl(&e->rl, "lkvm-exit: invalid report 0x%08x ignored", word);
+	}
+}
+
+/* The word is assembled from whatever access widths the guest used (one outl, or /dev/port's
+ * four outb); the access that writes the last byte commits it. */
+static void exitport_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write,
+			void *opaque)
+{
+	struct exitport *e = opaque;
+	u64 off = port - LKVM_EXIT_PORT; /* the bus keeps the access inside the range */
+	u32 word = 0;
+	bool commit;
+
+	if (!is_write) {
+		memset(data, 0, len);
+		return;
+	}
+	pthread_mutex_lock(&e->lock);
+	memcpy(e->latch + off, data, len);
+	commit = off + len == LKVM_EXIT_PORT_LEN;
+	if (commit) {
+		for (int i = LKVM_EXIT_PORT_LEN - 1; i >= 0; i--)
+			word = word << 8 | e->latch[i];
+		memset(e->latch, 0, sizeof(e->latch));
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (commit)
+		exitport_report(e, word);
+}
+
+static int exitport_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct exitport *e = calloc(1, sizeof(*e));
+	int ret;
+
+	if (!e)
+		return -ENOMEM;
+	e->kvm = kvm;
+	pthread_mutex_init(&e->lock, NULL);
+	ret = io_bus_register(&kvm->pio, LKVM_EXIT_PORT, LKVM_EXIT_PORT_LEN, exitport_io, e,
+			      "lkvm-exit");
+	if (ret) {
+		pthread_mutex_destroy(&e->lock);
+		free(e);
+		return ret;
+	}
+	d->priv = e;
+	return 0;
+}
+
+static void exitport_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	struct exitport *e = d->priv;
+
+	io_bus_unregister(&kvm->pio, LKVM_EXIT_PORT);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+}
+
+int exitport_add(struct kvm *kvm)
+{
+	return kvm_dev_add(kvm, "lkvm-exit", DEV_PRIO_LEGACY, exitport_dev_init, exitport_dev_exit,
+			   NULL, 0);
+}

@@ -1,0 +1,19 @@
+/* lkvm-exit: the port through which lkvm's guest init reports how the command ended. */
+#ifndef LKVM_EXITPORT_H
+#define LKVM_EXITPORT_H
+
+#include "lkvm/util.h"
+
+struct kvm;
+
+/*
+ * Adds the "lkvm-exit" device to kvm's device list (a legacy device: ports LKVM_EXIT_PORT..+3,
+ * no interrupt, no thread). A complete report ends the run through kvm_request_exit with
+ *   CMD exited with N          -> N (0-255)
+ *   CMD killed by signal N     -> 128 + N (the shell's convention)
+ *   init could not run CMD     -> EXIT_GUEST_NO_STATUS, the reason naming init's stage and errno
+ * Anything else is ignored (one rate-limited warning). Reads return 0. 0 or -ENOMEM.
+ */
+int exitport_add(struct kvm *kvm) __must_check;
+
+#endif

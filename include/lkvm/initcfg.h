@@ -1,0 +1,128 @@
+/* What lkvm tells its guest init (/lkvm/config) and what init reports back (the exit port). */
+#ifndef LKVM_INITCFG_H
+#define LKVM_INITCFG_H
+
+/*
+ * This header is compiled into lkvm and into the static guest program init/lkvm-init.c, so it
+ * uses nothing but the C library (no lkvm/util.h).
+ *
+ * The configuration file, format version 1: a sequence of NUL-terminated strings.
+ *   "lkvm-initcfg" "1" "<N>"         magic, format version, N = the whole file's length in
+ *                                    bytes (decimal), so a truncated or padded file is refused
+ *   then records, each a key followed by a fixed number of fields (initcfg_keys[] in
+ *   init/initcfg.c holds the table):
+ *   "arg" ARG                        CMD's argv, in order (none: an interactive shell)
+ *   "env" NAME=VALUE                 CMD's environment, in order
+ *   "cwd" PATH                       the directory CMD starts in (absolute; / if it is missing)
+ *   "root" MODE TAG                  MODE "initramfs" (stay in it; TAG "") or "9p-overlay" (the
+ *                                    9p TAG read-only + a tmpfs upper layer, then chroot there)
+ *   "share" TAG PATH ro|rw           a 9p share mounted at PATH (absolute) in the new root
+ *   "module" PATH                    a kernel module in the initramfs, loaded in file order
+ *   "console" STDIO STDERR tty|raw   devices for CMD's stdin+stdout and its stderr; tty keeps
+ *                                    the line discipline (the shell's terminal), raw passes
+ *                                    bytes unchanged both ways (cfmakeraw)
+ *   "winsize" ROWS COLS              the console's size (optional)
+ *   "exit-port" PORT                 I/O port of lkvm's exit device (decimal)
+ *   "msize" BYTES                    9p msize (decimal)
+ * Every field is at most INITCFG_MAX_STRING bytes; the file at most INITCFG_MAX_SIZE. "root"
+ * is required; the others have the defaults below. Nothing is optional in the format itself:
+ * an unknown key, a missing field or a bad value makes the whole file invalid (a new field
+ * means a new version).
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define INITCFG_PATH "/lkvm/config"
+#define INITCFG_MAGIC "lkvm-initcfg"
+#define INITCFG_VERSION 1
+#define INITCFG_MAX_SIZE (4u << 20) /* above Linux's 2 MiB of argv + environment */
+#define INITCFG_MAX_STRING (128u << 10) /* Linux's MAX_ARG_STRLEN */
+#define INITCFG_MAX_SHARES 32
+#define INITCFG_MAX_MODULES 256
+
+#define INITCFG_DEFAULT_STDIO "/dev/hvc0"
+#define INITCFG_DEFAULT_STDERR "/dev/hvc1"
+#define INITCFG_DEFAULT_MSIZE (512u << 10)
+
+enum initcfg_root { INITCFG_ROOT_INITRAMFS, INITCFG_ROOT_9P_OVERLAY };
+enum initcfg_tty { INITCFG_TTY, INITCFG_RAW };
+
+struct initcfg_share {
+	const char *tag;
+	const char *path;
+	bool ro;
+};
+
+/* A decoded configuration (its strings point into the decoded buffer), or one to encode. */
+struct initcfg {
+	char **argv; /* argc strings then NULL; argc 0: the shell */
+	size_t argc;
+	char **envp; /* envc strings then NULL */
+	size_t envc;
+	const char *cwd; /* NULL: / */
+	enum initcfg_root root;
+	const char *root_tag; /* 9p-overlay only */
+	struct initcfg_share shares[INITCFG_MAX_SHARES];
+	size_t nr_shares;
+	const char *modules[INITCFG_MAX_MODULES];
+	size_t nr_modules;
+	const char *stdio_dev, *stderr_dev; /* NULL: the defaults */
+	enum initcfg_tty tty;
+	unsigned rows, cols; /* 0: not given */
+	uint16_t exit_port; /* 0: LKVM_EXIT_PORT */
+	uint32_t msize; /* 0: INITCFG_DEFAULT_MSIZE */
+};
+
+/* Checks what the format allows (absolute paths, non-empty tags, NAME=VALUE entries, string
+ * and count limits); the encoder and the decoder both apply it. 0 or -EINVAL. */
+int initcfg_check(const struct initcfg *c);
+/* Encodes c into a malloc'd buffer. 0, -EINVAL (initcfg_check, or longer than
+ * INITCFG_MAX_SIZE) or -ENOMEM. */
+int initcfg_encode(const struct initcfg *c, char **out, size_t *len);
+/* Decodes buf[0..len) into c; c's strings point into buf, which must outlive it, and its argv
+ * and envp arrays are malloc'd (initcfg_free). 0, -EINVAL (malformed, truncated, too long, an
+ * unknown key, a bad value) or -ENOMEM; on error c holds nothing to free. */
+int initcfg_decode(const char *buf, size_t len, struct initcfg *c);
+void initcfg_free(struct initcfg *c);
+
+/*
+ * The exit port: init reports how CMD ended, or why it could not run it, by writing one 32-bit
+ * little-endian word to LKVM_EXIT_PORT..+3, either as one outl or as four byte writes in
+ * increasing port order (what /dev/port does); the write that reaches the last byte commits.
+ *   bits 0-7   value: CMD's exit status, its signal number, or the init stage (below)
+ *   bits 8-15  kind (enum lkvm_exit_kind)
+ *   bits 16-31 detail: for LKVM_EXIT_INIT_FAILED the errno (0: none); 0 otherwise
+ * The port is not a console: nothing CMD prints can forge it. 0x510 would have been QEMU's
+ * fw_cfg selector (0x510-0x51b); 0x508 sits between pvpanic (0x505) and that range.
+ */
+#define LKVM_EXIT_PORT 0x508
+#define LKVM_EXIT_PORT_LEN 4
+
+enum lkvm_exit_kind {
+	LKVM_EXIT_EXITED = 1, /* CMD exited; value = its status */
+	LKVM_EXIT_SIGNALED = 2, /* CMD was killed; value = the signal (1-127) */
+	LKVM_EXIT_INIT_FAILED = 3, /* init could not run CMD; value = the stage, detail = errno */
+};
+
+#define LKVM_EXIT_WORD(kind, value, detail) \
+	((uint32_t)(value) | ((uint32_t)(kind) << 8) | ((uint32_t)(detail) << 16))
+
+/* Where init stopped when it could not run CMD (names and hints: initcfg_stage_name/hint). */
+enum lkvm_init_stage {
+	LKVM_STAGE_CONFIG, /* reading or decoding /lkvm/config */
+	LKVM_STAGE_MOUNT, /* proc, sys, dev, tmp, run, devpts */
+	LKVM_STAGE_MODULE, /* loading a kernel module */
+	LKVM_STAGE_ROOT, /* the 9p root, its tmpfs and overlay, entering it */
+	LKVM_STAGE_SHARE, /* mounting a share */
+	LKVM_STAGE_CONSOLE, /* opening the consoles */
+	LKVM_STAGE_FORK, /* starting CMD */
+	LKVM_STAGE_NR
+};
+
+/* "mounting the 9p root" etc.; NULL for an unknown stage. */
+const char *initcfg_stage_name(unsigned stage);
+/* What to check when the stage failed with err (e.g. the CONFIG_ options), or "". */
+const char *initcfg_stage_hint(unsigned stage, int err);
+
+#endif

@@ -1,0 +1,149 @@
+/* 9P2000.L file server for one shared host directory, independent of any transport: one T-message in, one R-message out. */
+#ifndef LKVM_P9_H
+#define LKVM_P9_H
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "lkvm/util.h"
+
+/*
+ * Bounds (every one of them applies to what a guest can make the server hold):
+ * - msize: Linux's virtio transport never negotiates more than PAGE_SIZE * (VIRTQUEUE_NUM - 3)
+ *   = 500 KiB (its default is 128 KiB); 512 KiB lets `msize=512000` through and caps what one
+ *   request can make us read, write or buffer. Below 4 KiB the fixed-size replies (Rgetattr,
+ *   a full Rwalk, a PATH_MAX Rreadlink) would not fit, and Linux refuses such a server anyway.
+ * - fids: every fid holds an O_PATH descriptor (two once opened), and with cache=loose Linux
+ *   keeps one fid per cached dentry, so the bound is a host descriptor budget: 65536 per
+ *   share by default (the caller raises RLIMIT_NOFILE to match). Past it, Twalk, Tattach and
+ *   Txattrwalk answer ENFILE; the table grows with use, never beyond twice the bound in slots.
+ */
+#define P9_MSIZE_MIN 4096u
+#define P9_MSIZE_MAX KiB(512)
+#define P9_FIDS_DEFAULT 65536u
+#define P9_FIDS_MAX (1u << 20)
+/* Most iovecs on either side of one request (the virtqueue's own chain bound). */
+#define P9_MAX_IOV 1024
+
+/* Message types (Linux's include/net/9p/9p.h); an R-message's type is its T-message's + 1. */
+enum p9_msg_type {
+	P9_TLERROR = 6, P9_RLERROR = 7,
+	P9_TSTATFS = 8, P9_TLOPEN = 12, P9_TLCREATE = 14, P9_TSYMLINK = 16, P9_TMKNOD = 18,
+	P9_TRENAME = 20, P9_TREADLINK = 22, P9_TGETATTR = 24, P9_TSETATTR = 26,
+	P9_TXATTRWALK = 30, P9_TXATTRCREATE = 32, P9_TREADDIR = 40, P9_TFSYNC = 50,
+	P9_TLOCK = 52, P9_TGETLOCK = 54, P9_TLINK = 70, P9_TMKDIR = 72, P9_TRENAMEAT = 74,
+	P9_TUNLINKAT = 76, P9_TVERSION = 100, P9_TAUTH = 102, P9_TATTACH = 104, P9_TFLUSH = 108,
+	P9_TWALK = 110, P9_TOPEN = 112, P9_TCREATE = 114, P9_TREAD = 116, P9_TWRITE = 118,
+	P9_TCLUNK = 120, P9_TREMOVE = 122, P9_TSTAT = 124, P9_TWSTAT = 126,
+};
+
+#define P9_HDR_SIZE 7 /* size[4] type[1] tag[2] */
+#define P9_NOFID 0xffffffffu
+#define P9_NOTAG 0xffffu
+#define P9_MAXWELEM 16 /* names in one Twalk */
+#define P9_VERSION_L "9P2000.L"
+
+/* qid types */
+#define P9_QTDIR 0x80
+#define P9_QTSYMLINK 0x02
+#define P9_QTFILE 0x00
+
+/* Tlopen/Tlcreate flags (9P2000.L: Linux's own values on x86) */
+#define P9_DOTL_ACCMODE 03
+#define P9_DOTL_NOACCESS 03
+#define P9_DOTL_CREATE 0100
+#define P9_DOTL_EXCL 0200
+#define P9_DOTL_NOCTTY 0400
+#define P9_DOTL_TRUNC 01000
+#define P9_DOTL_APPEND 02000
+#define P9_DOTL_NONBLOCK 04000
+#define P9_DOTL_DSYNC 010000
+#define P9_DOTL_FASYNC 020000
+#define P9_DOTL_DIRECT 040000
+#define P9_DOTL_LARGEFILE 0100000
+#define P9_DOTL_DIRECTORY 0200000
+#define P9_DOTL_NOFOLLOW 0400000
+#define P9_DOTL_NOATIME 01000000
+#define P9_DOTL_CLOEXEC 02000000
+#define P9_DOTL_SYNC 04000000
+#define P9_DOTL_AT_REMOVEDIR 0x200 /* Tunlinkat */
+
+/* Tsetattr valid bits */
+#define P9_SETATTR_MODE 0x001
+#define P9_SETATTR_UID 0x002
+#define P9_SETATTR_GID 0x004
+#define P9_SETATTR_SIZE 0x008
+#define P9_SETATTR_ATIME 0x010
+#define P9_SETATTR_MTIME 0x020
+#define P9_SETATTR_CTIME 0x040
+#define P9_SETATTR_ATIME_SET 0x080
+#define P9_SETATTR_MTIME_SET 0x100
+
+/* Rgetattr valid mask: mode to blocks */
+#define P9_STATS_BASIC 0x7ffull
+
+/* Tlock / Tgetlock */
+#define P9_LOCK_TYPE_RDLCK 0
+#define P9_LOCK_TYPE_WRLCK 1
+#define P9_LOCK_TYPE_UNLCK 2
+#define P9_LOCK_SUCCESS 0
+
+struct p9_server;
+
+struct p9_server_opts {
+	bool readonly; /* every request that would change the host answers EROFS */
+	u32 max_msize; /* 0: P9_MSIZE_MAX; else clamped to [P9_MSIZE_MIN, P9_MSIZE_MAX] */
+	u32 max_fids;  /* 0: P9_FIDS_DEFAULT; else at most P9_FIDS_MAX */
+};
+
+/* Counters for --stats and `lkvm stat` (read by the thread that calls p9_server_handle). */
+struct p9_stats {
+	u64 requests;    /* messages answered (framing errors not included) */
+	u64 errors;      /* of those, answered with Rlerror */
+	u64 read_bytes;  /* file data returned by Tread */
+	u64 write_bytes; /* file data written by Twrite */
+	u32 fids;        /* fids in use now */
+	u32 max_fids;    /* the bound */
+	u32 msize;       /* negotiated by the last Tversion (0: none yet) */
+};
+
+/*
+ * Serve the directory `root` (opened once, here; every later access is relative to it).
+ * Needs Linux 5.6+ (openat2) and /proc mounted (an O_PATH fid is reopened for I/O through
+ * /proc/self/fd, the one way to do that without a path string). Returns 0 with *out set,
+ * or -errno with a reason in err.
+ *
+ * Ownership: files are created with the guest's mode bits (exactly: our umask does not
+ * apply) and owned by whoever runs lkvm; the uid and gid a guest names at attach and create
+ * are not used, and its chown requests reach the host as they are (they fail with EPERM
+ * once capabilities are dropped). This is QEMU's security_model=none / virtme-ng's setup:
+ * the guest sees the host's owners and modes, and the host's permission checks apply to
+ * lkvm's own credentials. One exception: no file gets set-user-ID or set-group-ID (lkvm
+ * may be root, and such a file would run as lkvm's user for any host user); directories
+ * may be set-group-ID.
+ */
+int p9_server_open(struct p9_server **out, const char *root, const struct p9_server_opts *opts,
+		   char *err, size_t errlen) __must_check;
+void p9_server_close(struct p9_server *s);
+
+/*
+ * Answer one request. req: the readable buffers holding the T-message (its size field
+ * first); resp: the writable buffers for the R-message. Both are read or written once each
+ * (what is parsed is copied first, so a guest changing them meanwhile changes nothing);
+ * Twrite data goes from req and Tread data into resp without a copy in between.
+ * Returns the R-message's length (an Rlerror for anything wrong inside the message), or
+ * -errno when the framing itself is unusable and no reply can be made: fewer than 7
+ * readable bytes, a size field below 7 or above the readable bytes (-EBADMSG), fewer than
+ * 11 writable bytes (-ENOBUFS), more than P9_MAX_IOV buffers (-EINVAL). The device then
+ * sets NEEDS_RESET. Calls on one server must not overlap (one server thread); different
+ * servers are independent.
+ */
+ssize_t p9_server_handle(struct p9_server *s, const struct iovec *req, int req_cnt,
+			 const struct iovec *resp, int resp_cnt) __must_check;
+
+/* Device reset: every fid clunked, the session back to before Tversion. */
+void p9_server_reset(struct p9_server *s);
+
+void p9_server_stats(const struct p9_server *s, struct p9_stats *st);
+
+#endif

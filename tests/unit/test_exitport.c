@@ -1,0 +1,141 @@
+/* Unit tests of lkvm-exit (hw/exitport.c): each report in every access width, what is ignored. */
+#include <errno.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "lkvm/dev.h"
+#include "lkvm/exitport.h"
+#include "lkvm/initcfg.h"
+#include "lkvm/kvm.h"
+
+static struct kvm *vm_new(void)
+{
+	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	char err[256];
+
+	ck_assert_ptr_nonnull(kvm);
+	kvm->stop_fd = -1;
+	io_bus_init(&kvm->pio);
+	io_bus_init(&kvm->mmio);
+	ck_assert_int_eq(exitport_add(kvm), 0);
+	ck_assert_int_eq(kvm_devs_init(kvm, err, sizeof(err)), 0);
+	return kvm;
+}
+
+static void vm_free(struct kvm *kvm)
+{
+	kvm_devs_exit(kvm);
+	ck_assert_int_eq(kvm->pio.nr, 0);
+	io_bus_destroy(&kvm->pio);
+	io_bus_destroy(&kvm->mmio);
+	free(kvm);
+}
+
+/* The word in accesses of `width` bytes, in increasing port order. */
+static void write_word(struct kvm *kvm, u32 word, u32 width)
+{
+	u8 b[4];
+
+	for (int i = 0; i < 4; i++)
+		b[i] = (u8)(word >> (8 * i));
+	for (u32 off = 0; off < 4; off += width)
+		ck_assert(io_bus_dispatch(&kvm->pio, NULL, LKVM_EXIT_PORT + off, b + off, width,
+					  true));
+}
+
+static void expect_exit(u32 word, u32 width, int status, const char *reason)
+{
+	struct kvm *kvm = vm_new();
+
+	ck_assert(!atomic_load(&kvm->stopping));
+	write_word(kvm, word, width);
+	ck_assert_msg(atomic_load(&kvm->stopping),
+		      "word 0x%x in %u-byte writes did not end the run", word, width);
+	ck_assert_int_eq(atomic_load(&kvm->exit_status), status);
+	ck_assert_str_eq(kvm->exit_reason, reason);
+	vm_free(kvm);
+}
+
+START_TEST(test_exited)
+{
+	for (u32 width = 1; width <= 4; width *= 2) {
+		expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 7, 0), width, 7,
+			    "command exited with 7");
+		expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 0, 0), width, 0,
+			    "command exited with 0");
+		expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 255, 0), width, 255,
+			    "command exited with 255");
+	}
+}
+END_TEST
+
+START_TEST(test_signaled)
+{
+	expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, 9, 0), 4, 137,
+		    "command killed by signal 9 (SIGKILL)");
+	expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, 15, 0), 1, 143,
+		    "command killed by signal 15 (SIGTERM)");
+}
+END_TEST
+
+START_TEST(test_init_failed)
+{
+	expect_exit(
+		LKVM_EXIT_WORD(LKVM_EXIT_INIT_FAILED, LKVM_STAGE_ROOT, ENODEV), 1,
+		EXIT_GUEST_NO_STATUS,
+		"guest init failed mounting the 9p root and its overlay: No such device "
+		"(the kernel needs CONFIG_9P_FS, CONFIG_NET_9P and CONFIG_OVERLAY_FS)");
+	expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_INIT_FAILED, LKVM_STAGE_FORK, 0), 4,
+		    EXIT_GUEST_NO_STATUS, "guest init failed starting the command: no error code");
+}
+END_TEST
+
+/* Malformed words are ignored (the run goes on), and a partial word commits nothing. */
+START_TEST(test_ignored)
+{
+	static const u32 bad[] = {
+		0, /* no kind */
+		LKVM_EXIT_WORD(4, 0, 0), /* unknown kind */
+		LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 1, 1), /* detail on an exit */
+		LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, 0, 0), /* signal 0 */
+		LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, 128, 0),
+		LKVM_EXIT_WORD(LKVM_EXIT_INIT_FAILED, LKVM_STAGE_NR, 0),
+	};
+	struct kvm *kvm = vm_new();
+	u8 b[3] = { 7, LKVM_EXIT_EXITED, 0 };
+	u32 v = 0xffffffff;
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		write_word(kvm, bad[i], 4);
+		ck_assert_msg(!atomic_load(&kvm->stopping), "word 0x%x ended the run", bad[i]);
+	}
+	/* Three bytes, and reads, commit nothing; the fourth byte does. */
+	ck_assert(io_bus_dispatch(&kvm->pio, NULL, LKVM_EXIT_PORT, b, 3, true));
+	ck_assert(io_bus_dispatch(&kvm->pio, NULL, LKVM_EXIT_PORT, (u8 *)&v, 4, false));
+	ck_assert_uint_eq(v, 0);
+	ck_assert(!atomic_load(&kvm->stopping));
+	b[0] = 0;
+	ck_assert(io_bus_dispatch(&kvm->pio, NULL, LKVM_EXIT_PORT + 3, b, 1, true));
+	ck_assert(atomic_load(&kvm->stopping));
+	ck_assert_int_eq(atomic_load(&kvm->exit_status), 7);
+	/* Only the first report counts. */
+	write_word(kvm, LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 9, 0), 4);
+	ck_assert_int_eq(atomic_load(&kvm->exit_status), 7);
+	vm_free(kvm);
+}
+END_TEST
+
+static Suite *exitport_suite(void)
+{
+	Suite *s = suite_create("exitport");
+	TCase *tc = tcase_create("lkvm-exit");
+
+	tcase_add_test(tc, test_exited);
+	tcase_add_test(tc, test_signaled);
+	tcase_add_test(tc, test_init_failed);
+	tcase_add_test(tc, test_ignored);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LKVM_CHECK_MAIN(exitport_suite)
