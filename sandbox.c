@@ -65,11 +65,12 @@ static const struct sb_kind common = {
 static const struct sb_kind kinds[SB_NR] = {
 	[SB_MAIN] = {
 		.name = "main",
-		/* fopen of /proc/self/status for --debug's memory line; mincore for the same. */
-		/* Teardown: the control socket and its lock file removed, the disks' aio contexts. */
+		/* fopen of /proc/self/status for --debug's memory line; mincore for the same.
+		 * Teardown: the disks' aio contexts; wait4 reaps the control socket's cleanup
+		 * helper (ctl/server.c), which removes the socket and lock so that main needs no
+		 * unlink (and can only wait for its own children). */
 		.calls = { SCMP_SYS(openat), SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek),
-			   SCMP_SYS(mincore), SCMP_SYS(unlink), SCMP_SYS(unlinkat), SCMP_SYS(io_destroy),
-			   SCMP_SYS(io_getevents) },
+			   SCMP_SYS(mincore), SCMP_SYS(io_destroy), SCMP_SYS(io_getevents), SCMP_SYS(wait4) },
 		/* Teardown: ioeventfds and irqfds deassigned, MSI routes dropped. */
 		.ioctls = { KVM_IRQFD, KVM_IOEVENTFD, KVM_SET_GSI_ROUTING, KVM_IRQ_LINE, TCGETS },
 	},

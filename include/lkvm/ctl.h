@@ -162,8 +162,9 @@ bool ctl_cli_wants_help(int argc, char **argv);
 
 struct kvm;
 struct ctl_server;
-/* Take NAME's lock and listen on its socket (removing a stale one). -EADDRINUSE: a VM of that
- * name runs; other -errno with err. */
+/* Take NAME's lock and listen on its socket (removing a stale one), and start the helper
+ * that removes both once the process is gone. -EADDRINUSE: a VM of that name runs; other
+ * -errno with err. */
 int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out, char *err,
 		      size_t errlen) __must_check;
 int ctl_server_start(struct ctl_server *s) __must_check;

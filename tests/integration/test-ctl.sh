@@ -38,6 +38,14 @@ own_dir() {
 	mkdir -m 700 "$LKVM_RUNTIME_DIR"
 }
 
+# kill_hard PID: SIGKILL lkvm and, first, its cleanup helper (a crash of both, an OOM kill):
+# only then is its socket left behind, stale. The helper, killed first, runs no more code.
+kill_hard() {
+	# shellcheck disable=SC2046 # one pid per word
+	kill -KILL $(pgrep -P "$1") "$1"
+	wait "$1" 2>/dev/null
+}
+
 # json_get FILE EXPR: a value from the JSON in FILE (python3 expression over `d`).
 json_get() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 # ---- help and missing VMs ----
@@ -173,8 +181,7 @@ t_stale() {
 	local n=ctl-stale
 	start_vm $n ctl-stale-1
 	wait_vm $n || return
-	kill -KILL "$VM_PID"
-	wait "$VM_PID" 2>/dev/null
+	kill_hard "$VM_PID"
 	[ -S "$LKVM_RUNTIME_DIR/$n.sock" ] || { fail "no socket left behind by SIGKILL (nothing to test)"; return; }
 	# A client says so and removes it...
 	ctl ctl-stale-stat stat $n
@@ -183,14 +190,12 @@ t_stale() {
 	# ...and so does lkvm list, and a new VM of the same name starts over one.
 	start_vm $n ctl-stale-2
 	wait_vm $n || return
-	kill -KILL "$VM_PID"
-	wait "$VM_PID" 2>/dev/null
+	kill_hard "$VM_PID"
 	ctl ctl-stale-list list
 	expect_status 0 && expect_output "removed the stale socket of '$n'" || return
 	start_vm $n ctl-stale-3
 	wait_vm $n || return
-	kill -KILL "$VM_PID"
-	wait "$VM_PID" 2>/dev/null
+	kill_hard "$VM_PID"
 	# Waiting on its console, not its socket: a client would clean the stale socket up first.
 	start_vm $n ctl-stale-4
 	wait_log "$VM_LOG" '^GUEST spin' || return
@@ -310,6 +315,53 @@ t_stop_all() {
 	expect_status 0 && expect_output "^ctl-all-a stopped" && expect_output "^ctl-all-b stopped" || return
 	wait_exit "$a" 10 && [ "$EXIT_STATUS" = 3 ] || { fail "a: exit ${EXIT_STATUS:-?}"; return; }
 	wait_exit "$b" 10 && [ "$EXIT_STATUS" = 3 ] || fail "b: exit ${EXIT_STATUS:-?}"
+}
+
+# ---- the user who started it, and whose sockets are believed ----
+
+# rt_empty: the test's runtime directory holds nothing (no socket, no lock) once its VMs ended.
+rt_empty() {
+	local left
+	left=$(ls -A "$LKVM_RUNTIME_DIR")
+	[ -z "$left" ] || fail "left in the runtime directory: $left"
+}
+
+# --user nobody: root, who started the VM, still controls it (the socket is in root's directory,
+# and the VM believes the uid that started it); after the exit nothing of it is left there.
+t_user_control() {
+	own_dir
+	local n=ctl-user
+	[ "$(id -u)" = 0 ] || { skip "needs root for --user"; return; }
+	id nobody >/dev/null 2>&1 || { skip "no user nobody"; return; }
+	start_vm $n ctl-user --user nobody
+	wait_vm $n || return
+	local c
+	# Each command and what it must print.
+	for c in "list|^$n +$VM_PID +running " "stat $n|^$n: running, up " "pause $n|^$n paused\$" \
+		"resume $n|^$n resumed" "stop $n|^$n stopped \(pid $VM_PID, "; do
+		# shellcheck disable=SC2086 # the command and its argument
+		ctl "ctl-user-${c%%[ |]*}" ${c%%|*}
+		expect_status 0 && expect_output "${c#*|}" || return
+	done
+	wait_exit "$VM_PID" 10 || return
+	[ "$EXIT_STATUS" = 3 ] || { fail "exit status $EXIT_STATUS, not 3"; return; }
+	rt_empty
+}
+
+# SIGKILL of lkvm alone leaves nothing behind either: its cleanup helper removes the socket and
+# lock once lkvm is gone (asynchronously: waited for, 10 s at most).
+t_kill_cleans() {
+	own_dir
+	local n=ctl-killed i
+	start_vm $n ctl-killed
+	wait_vm $n || return
+	kill -KILL "$VM_PID"
+	wait "$VM_PID" 2>/dev/null
+	for ((i = 0; i < 200; i++)); do
+		[ -z "$(ls -A "$LKVM_RUNTIME_DIR")" ] && break
+		sleep 0.05
+	done
+	rt_empty
 }
 
 # ---- pause and resume while the guest sends ----
@@ -440,6 +492,8 @@ run_test malformed-client t_malformed
 run_test other-user t_other_user
 run_test stop-while-paused t_stop_paused
 run_test stop-all t_stop_all
+run_test user-control t_user_control
+run_test kill-cleans t_kill_cleans
 run_test_serial pause-during-traffic t_pause_traffic
 run_test_serial pause-guest-tsc t_pause_tsc
 finish_tests

@@ -1,8 +1,11 @@
 /* Unit tests for the control protocol: header and field encoding, every length check, whole messages over a socket pair, names. */
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -308,6 +311,70 @@ START_TEST(run_name_option)
 }
 END_TEST
 
+/* ---- the runtime directory and who answers in it ---- */
+
+/* A fresh runtime directory (mode 0700, ours) in dir, also set as LKVM_RUNTIME_DIR. */
+static void rt_dir(char dir[64])
+{
+	strcpy(dir, "/tmp/lkvm-test-ctl-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	setenv("LKVM_RUNTIME_DIR", dir, 1);
+}
+
+/* Remove what rt_dir made; it must be empty but for `leave` (a fake VM's socket). */
+static void rt_dir_end(const char *dir, const char *leave)
+{
+	char p[128];
+
+	if (leave) {
+		snprintf(p, sizeof(p), "%s/%s", dir, leave);
+		unlink(p);
+	}
+	ck_assert_msg(rmdir(dir) == 0, "%s: %s (something left behind)", dir, strerror(errno));
+	unsetenv("LKVM_RUNTIME_DIR");
+}
+
+/* The socket and lock go when the process goes, SIGKILL included: the cleanup helper
+ * removes them once it sees lkvm's end of its pipe close. */
+START_TEST(killed_server_leaves_nothing)
+{
+	char dir[64], sock[128], lock[128], b;
+	int ready[2], st;
+	pid_t pid;
+
+	rt_dir(dir);
+	snprintf(sock, sizeof(sock), "%s/vm.sock", dir);
+	snprintf(lock, sizeof(lock), "%s/vm.lock", dir);
+	ck_assert_int_eq(pipe(ready), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct kvm *kvm = calloc(1, sizeof(*kvm));
+		struct ctl_server *s;
+		char err[256];
+
+		if (!kvm || ctl_server_create(kvm, "vm", &s, err, sizeof(err)) < 0)
+			_exit(1);
+		close(ready[1]); /* made: tell the test */
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	ck_assert_int_eq(read(ready[0], &b, 1), 0);
+	close(ready[0]);
+	ck_assert_int_eq(access(sock, F_OK), 0);
+	ck_assert_int_eq(access(lock, F_OK), 0);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFSIGNALED(st));
+	/* The helper runs on its own: wait (10 s at most) for the files to go. */
+	for (int i = 0; i < 1000 && (access(sock, F_OK) == 0 || access(lock, F_OK) == 0); i++)
+		poll(NULL, 0, 10);
+	ck_assert_msg(access(sock, F_OK) < 0 && access(lock, F_OK) < 0, "socket or lock left after SIGKILL");
+	rt_dir_end(dir, NULL);
+}
+END_TEST
+
 static Suite *ctl_suite(void)
 {
 	Suite *s = suite_create("ctl");
@@ -324,6 +391,10 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, names_and_paths);
 	tcase_add_test(tc, runtime_dir);
 	tcase_add_test(tc, run_name_option);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("plane");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, killed_server_leaves_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }
