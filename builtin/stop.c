@@ -115,32 +115,24 @@ int cmd_stop(int argc, char **argv)
 		}
 		return rc;
 	}
-	if (ctl_runtime_dir(dir, sizeof(dir)) < 0) {
-		pr_err("the runtime directory's path is too long");
-		return 1;
-	}
 	{
+		char **names;
 		size_t n;
-		int e;
-		char **names = ctl_list_names(dir, &n, &e);
 
-		if (e < 0) {
-			pr_err("cannot read %s: %s", dir, strerror(-e));
+		if (ctl_cli_names(dir, sizeof(dir), &names, &n))
 			return 1;
-		}
 		for (size_t i = 0; i < n; i++) {
-			char err[256];
-			int fd = ctl_connect(dir, names[i], err, sizeof(err));
+			char err[512];
+			int fd = ctl_cli_connect(dir, names[i], err, sizeof(err));
 
 			if (fd >= 0) {
 				close(fd);
 				rc |= stop_one(names[i], wait_s);
-			} else if (fd == -ECONNREFUSED && ctl_remove_stale(dir, names[i]) == 1) {
-				pr_info("removed the stale socket of '%s' (its VM was killed)", names[i]);
+			} else if (fd != -ECONNREFUSED) {
+				pr_warn("%s", err);
 			}
-			free(names[i]);
 		}
-		free(names);
+		ctl_names_free(names, n);
 		if (!n)
 			printf("no VM running\n");
 	}

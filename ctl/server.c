@@ -61,26 +61,17 @@ struct ctl_server {
 
 /* ---- set-up: directory, lock, socket ---- */
 
+/* A directory that is not ours (another user made /tmp/lkvm-UID first) is refused with
+ * -EPERM: a VM there would be reachable and spoofable by that user. */
 static int make_dir(const char *dir, char *err, size_t errlen)
 {
-	struct stat st;
-
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		int e = errno;
 
 		errfmt(err, errlen, "cannot create the runtime directory %s: %s", dir, strerror(e));
 		return -e;
 	}
-	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		errfmt(err, errlen, "runtime directory %s is not a directory", dir);
-		return -ENOTDIR;
-	}
-	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-		errfmt(err, errlen, "runtime directory %s must belong to uid %u with mode 0700 (it has uid %u, mode %04o)",
-		       dir, (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-		return -EPERM;
-	}
-	return 0;
+	return ctl_dir_check(dir, err, errlen);
 }
 
 /* Hold NAME.lock for the VM's life: the lock, not the socket, says a VM of that name runs

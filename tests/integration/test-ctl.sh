@@ -209,8 +209,10 @@ t_stale() {
 # ---- clients that break the protocol, and other users ----
 
 # raw NAME PYTHON: connect to NAME's socket as `s` and run PYTHON; it prints what to check.
+# RAW_PREFIX runs it under a command (another user).
 raw() {
-	"$PY" - "$LKVM_RUNTIME_DIR/$1.sock" <<EOF
+	# shellcheck disable=SC2086 # RAW_PREFIX is word-split on purpose
+	${RAW_PREFIX-} "$PY" - "$LKVM_RUNTIME_DIR/$1.sock" <<EOF
 import socket, struct, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(sys.argv[1])
@@ -265,23 +267,25 @@ t_malformed() {
 	[ "$(grep -c 'control socket:' "$VM_LOG")" -le 5 ] || fail "more than 5 malformed-request lines: not rate-limited"
 }
 
-# Only the owner: another user cannot reach the socket (0700 directory), and when the
-# permissions are opened by hand, SO_PEERCRED still turns them away.
+# Only the owner: another user's client refuses a directory that is not its own, and when the
+# permissions are opened by hand, SO_PEERCRED still turns a (raw) client of another uid away.
 t_other_user() {
 	own_dir
-	local n=ctl-owner
+	local n=ctl-owner out
 	[ "$(id -u)" = 0 ] || { skip "needs root to act as another user"; return; }
 	command -v setpriv >/dev/null || { skip "no setpriv"; return; }
+	[ -n "$PY" ] || { skip "no python3 for a raw client"; return; }
 	start_vm $n ctl-owner
 	wait_vm $n || return
 	local CTL_PREFIX="setpriv --reuid=65534 --regid=65534 --clear-groups"
 	ctl ctl-owner-nobody stat $n
-	expect_status 1 && expect_output "Permission denied" || return
+	expect_status 1 && expect_output "runtime directory .* is not this user's" || return
 	chmod 755 "$LKVM_RUNTIME_DIR" && chmod 666 "$LKVM_RUNTIME_DIR/$n.sock"
-	ctl ctl-owner-peercred pause $n
+	# (The VM answers a client of another uid at once, before it sent anything.)
+	out=$(RAW_PREFIX=$CTL_PREFIX raw $n "t, st, p = reply(); print(st, b'permission denied: only uid 0 may control this VM' in p)")
 	chmod 700 "$LKVM_RUNTIME_DIR"
 	CTL_PREFIX=
-	expect_status 1 && expect_output "permission denied: only uid 0 may control this VM" || return
+	[ "$out" = "1 True" ] || { fail "a pause by uid 65534: reply '$out', expected status 1 and 'only uid 0'"; return; }
 	[ "$(stat_val $n "d['state']")" = running ] || { fail "the VM is not running after a refused pause"; return; }
 	ctl ctl-owner-stop stop $n
 	wait_exit "$VM_PID" 10
@@ -362,6 +366,77 @@ t_kill_cleans() {
 		sleep 0.05
 	done
 	rt_empty
+}
+
+# The fallback /tmp/lkvm-UID created first by another user (nobody): lkvm run, list and stop of
+# that uid refuse it with one line, instead of running without a socket or talking to whatever
+# listens in there.
+t_foreign_dir() {
+	[ "$(id -u)" = 0 ] || { skip "needs root to act as two users"; return; }
+	command -v setpriv >/dev/null || { skip "no setpriv"; return; }
+	local uid d="" c
+	# A uid without an account, whose fallback directory does not exist yet.
+	for ((uid = 61000 + $$ % 1000; uid < 62100; uid++)); do
+		getent passwd "$uid" >/dev/null || [ -e "/tmp/lkvm-$uid" ] || { d=/tmp/lkvm-$uid; break; }
+	done
+	[ -n "$d" ] || { skip "no free uid between 61000 and 62100"; return; }
+	setpriv --reuid=65534 --regid=65534 --clear-groups mkdir -m 755 "$d" || { fail "nobody could not create $d"; return; }
+	local CTL_PREFIX="setpriv --reuid=$uid --regid=$uid --clear-groups env -u LKVM_RUNTIME_DIR -u XDG_RUNTIME_DIR"
+	for c in "run -k $GUEST_DIR/spin.elf --name ctl-foreign --timeout 10" "list" "stop ctl-foreign"; do
+		# shellcheck disable=SC2086 # c is the command and its arguments
+		ctl "ctl-foreign-${c%% *}" $c
+		expect_status 1 || break
+		expect_output "^lkvm: error: runtime directory $d is not this user's: .* of uid 65534 with mode 0755" || break
+		[ "$(wc -l <"$LAST_LOG")" = 1 ] || { fail "lkvm $c printed more than one line"; break; }
+	done
+	rm -rf "$d"
+}
+
+# A socket in our directory served by a process of another uid (it bound as root, then became
+# nobody and listened) is not believed: whatever it answers, lkvm stop does not say stopped and
+# lkvm list shows no VM.
+t_fake_server() {
+	own_dir
+	local n=ctl-fake ready=$LOG_DIR/ctl-fake.ready i fake
+	[ "$(id -u)" = 0 ] || { skip "needs root to serve as another uid"; return; }
+	[ -n "$PY" ] || { skip "no python3 for a fake server"; return; }
+	rm -f "$ready"
+	"$PY" - "$LKVM_RUNTIME_DIR/$n.sock" >"$ready" <<'EOF' &
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+os.setgid(65534)
+os.setuid(65534)
+s.listen(4)
+print('ready', flush=True)
+def f(name, v):
+    n = name.encode()
+    if isinstance(v, int):
+        return bytes([1, len(n)]) + n + struct.pack('<Q', v)
+    return bytes([2, len(n)]) + n + struct.pack('<H', len(v)) + v.encode()
+while True:
+    c, _ = s.accept()
+    h = c.recv(16)  # nothing when the client does not believe us
+    if len(h) == 16:
+        t = struct.unpack('<IHHII', h)[2]
+        body = f('name', 'ctl-fake') + f('pid', 1) + f('state', 'running') + f('vcpus', 1)
+        c.sendall(struct.pack('<IHHII', 0x43564b4c, 1, t | 0x8000, 0, len(body)) + body)
+    c.close()
+EOF
+	fake=$!
+	for ((i = 0; i < 200; i++)); do
+		[ -s "$ready" ] && break
+		sleep 0.05
+	done
+	[ -s "$ready" ] || { kill "$fake"; fail "the fake server did not start"; return; }
+	ctl ctl-fake-stop stop $n
+	expect_status 1 && expect_output "served by a process of uid 65534, not of this user \(uid 0\): not believed" &&
+		expect_no_output "stopped" || { kill "$fake"; return; }
+	ctl ctl-fake-list list
+	kill "$fake"
+	wait "$fake" 2>/dev/null
+	expect_status 0 && expect_output "warning: .*$n.sock is served by a process of uid 65534" &&
+		expect_no_output "^$n " "a row for the fake VM"
 }
 
 # ---- pause and resume while the guest sends ----
@@ -494,6 +569,8 @@ run_test stop-while-paused t_stop_paused
 run_test stop-all t_stop_all
 run_test user-control t_user_control
 run_test kill-cleans t_kill_cleans
+run_test foreign-dir t_foreign_dir
+run_test fake-server t_fake_server
 run_test_serial pause-during-traffic t_pause_traffic
 run_test_serial pause-guest-tsc t_pause_tsc
 finish_tests

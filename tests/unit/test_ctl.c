@@ -1,14 +1,18 @@
-/* Unit tests for the control protocol: header and field encoding, every length check, whole messages over a socket pair, names. */
+/* Unit tests for the control protocol and plane: encoding and every length check, names, the runtime directory's and the server's trust checks, escaping, the server and the stop client's wait. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "check_main.h"
+#include "lkvm/builtin.h"
 #include "lkvm/ctl.h"
 #include "lkvm/kvm.h"
 #include "lkvm/run.h"
@@ -334,6 +338,179 @@ static void rt_dir_end(const char *dir, const char *leave)
 	unsetenv("LKVM_RUNTIME_DIR");
 }
 
+START_TEST(dir_trust)
+{
+	char dir[64], sub[96], err[256];
+
+	rt_dir(dir);
+	ck_assert_int_eq(ctl_dir_check(dir, err, sizeof(err)), 0);
+	/* Open to others: not trusted. */
+	chmod(dir, 0755);
+	ck_assert_int_eq(ctl_dir_check(dir, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, "is not this user's") && strstr(err, "mode 0755"), "%s", err);
+	chmod(dir, 0700);
+	/* A symlink to a good directory: not trusted either (whoever made the link chose). */
+	snprintf(sub, sizeof(sub), "%s/link", dir);
+	ck_assert_int_eq(symlink(dir, sub), 0);
+	ck_assert_int_eq(ctl_dir_check(sub, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "a symlink"));
+	unlink(sub);
+	snprintf(sub, sizeof(sub), "%s/missing", dir);
+	ck_assert_int_eq(ctl_dir_check(sub, err, sizeof(err)), -ENOENT);
+	/* Another user's (needs root to make one). */
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+		ck_assert_int_eq(ctl_dir_check(dir, err, sizeof(err)), -EPERM);
+		ck_assert_msg(strstr(err, "of uid 65534"), "%s", err);
+		ck_assert_int_eq(ctl_connect(dir, "vm", err, sizeof(err)), -EPERM);
+		ck_assert_int_eq(chown(dir, 0, 0), 0);
+	}
+	rt_dir_end(dir, NULL);
+}
+END_TEST
+
+/* A fake VM: a process listening on dir/NAME.sock that answers `n` requests with `reply`'s
+ * status and fields (as uid `uid` from listen() on, when not -1), then exits. Returns its pid
+ * once it listens. */
+static pid_t fake_vm(const char *dir, const char *name, const struct ctl_msg *reply, int n, int uid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0), ready[2];
+	pid_t pid;
+	char b;
+
+	ck_assert_int_eq(ctl_path(sa.sun_path, sizeof(sa.sun_path), dir, name, ".sock"), 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(pipe(ready), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if ((uid >= 0 && setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) < 0) || listen(fd, 4) < 0)
+			_exit(1);
+		close(ready[0]);
+		close(ready[1]);
+		for (int i = 0; i < n; i++) {
+			int c = accept(fd, NULL, NULL);
+			struct ctl_msg req, r = *reply;
+
+			if (c < 0 || ctl_recv(c, &req, CTL_MAX_REQUEST, 5000) < 0)
+				_exit(2);
+			r.hdr.type = req.hdr.type | CTL_REPLY;
+			if (ctl_send(c, &r) < 0)
+				_exit(3);
+			close(c);
+		}
+		_exit(0);
+	}
+	close(fd);
+	close(ready[1]);
+	ck_assert_int_eq(read(ready[0], &b, 1), 0); /* EOF: it listens (or died) */
+	close(ready[0]);
+	return pid;
+}
+
+static void fake_vm_end(pid_t pid)
+{
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fake VM: status %#x", st);
+}
+
+/* A socket served by another uid is not believed: whatever it would answer, no request is
+ * sent (it could claim a stop succeeded). */
+START_TEST(foreign_listener_not_believed)
+{
+	struct ctl_msg reply;
+	char dir[64], err[256];
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		lkvm_skip("test_ctl", 1, "foreign_listener_not_believed", "needs root to listen as another uid");
+		return;
+	}
+	rt_dir(dir);
+	ctl_msg_init(&reply, CTL_STOP | CTL_REPLY, 0);
+	ctl_add_str(&reply, "name", "vm");
+	pid = fake_vm(dir, "vm", &reply, 1, 65534);
+	ck_assert_int_eq(ctl_connect(dir, "vm", err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, "served by a process of uid 65534") && strstr(err, "not believed"), "%s", err);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	ctl_msg_free(&reply);
+	rt_dir_end(dir, "vm.sock");
+}
+END_TEST
+
+/* Strings from a VM are kept escaped; field names are plain, or the reply is malformed. */
+START_TEST(reply_text_escaped)
+{
+	struct ctl_msg m;
+	struct ctl_kvs kv;
+	u8 bad_name[] = { CTL_F_U64, 2, 'a', 0x1b, 1, 2, 3, 4, 5, 6, 7, 8 };
+
+	ctl_msg_init(&m, CTL_DEBUG | CTL_REPLY, 0);
+	ck_assert_int_eq(ctl_add_str(&m, "text", "vCPU 0:\n\x1b]0;owned\x07\r\x9b" "2J"), 0);
+	ck_assert_int_eq(ctl_kvs_decode(&m, &kv), 0);
+	ck_assert_str_eq(ctl_kv_str(&kv, "text"), "vCPU 0:\n\\x1b]0;owned\\x07\\x0d\\x9b2J");
+	ctl_kvs_free(&kv);
+	ctl_msg_free(&m);
+	ck_assert_int_eq(ctl_payload_check(bad_name, sizeof(bad_name)), -EBADMSG);
+	ctl_msg_init(&m, CTL_INFO, 0);
+	ck_assert_int_eq(ctl_add_u64(&m, "a\"b", 1), -EINVAL);
+	ctl_msg_free(&m);
+}
+END_TEST
+
+/* lkvm list and debug print what a VM sends escaped; an error reply is a warning, and
+ * (under ASan) nothing leaks on either path. */
+START_TEST(list_and_debug_escape)
+{
+	struct ctl_msg info, refuse, dbg;
+	struct capture out, errs;
+	char dir[64], o[4096], e[4096];
+	char *list_argv[] = { "list" }, *debug_argv[] = { "debug", "b-dbg" };
+	pid_t p1, p2, p3;
+
+	rt_dir(dir);
+	ctl_msg_init(&info, CTL_INFO | CTL_REPLY, 0);
+	ctl_add_str(&info, "name", "\x1b[31mevil\x07");
+	ctl_add_str(&info, "state", "running");
+	ctl_add_u64(&info, "pid", 42);
+	ctl_msg_init(&refuse, CTL_INFO | CTL_REPLY, CTL_ERR_STATE);
+	ctl_add_str(&refuse, "error", "busy\x1b[2J");
+	ctl_msg_init(&dbg, CTL_DEBUG | CTL_REPLY, 0);
+	ctl_add_str(&dbg, "name", "b-dbg");
+	ctl_add_str(&dbg, "state", "running");
+	ctl_add_str(&dbg, "text", "vCPU 0:\n\x1b]0;owned\x07\n");
+	p1 = fake_vm(dir, "a-evil", &info, 1, -1);
+	p2 = fake_vm(dir, "b-dbg", &dbg, 2, -1);
+	p3 = fake_vm(dir, "c-refuses", &refuse, 1, -1);
+	capture_start_fd(&out, STDOUT_FILENO);
+	capture_start(&errs);
+	ck_assert_int_eq(cmd_list(1, list_argv), 0);
+	ck_assert_int_eq(cmd_debug(2, debug_argv), 0);
+	capture_end(&errs, e, sizeof(e));
+	capture_end(&out, o, sizeof(o));
+	/* (The text itself is not printed here: it would reach the terminal.) */
+	ck_assert_msg(!strchr(o, 0x1b), "an ESC byte on stdout");
+	ck_assert_msg(!strchr(e, 0x1b), "an ESC byte on stderr");
+	ck_assert_msg(strstr(o, "\\x1b[31mevil\\x07 ") && strstr(o, "vCPU 0:\n\\x1b]0;owned\\x07\n"), "%s", o);
+	ck_assert_msg(strstr(e, "warning: busy\\x1b[2J"), "%s", e);
+	fake_vm_end(p1);
+	fake_vm_end(p2);
+	fake_vm_end(p3);
+	ctl_msg_free(&info);
+	ctl_msg_free(&refuse);
+	ctl_msg_free(&dbg);
+	unlink(strcat(strcpy(o, dir), "/a-evil.sock"));
+	unlink(strcat(strcpy(o, dir), "/b-dbg.sock"));
+	rt_dir_end(dir, "c-refuses.sock");
+}
+END_TEST
+
+/* ---- the server ---- */
+
 /* The socket and lock go when the process goes, SIGKILL included: the cleanup helper
  * removes them once it sees lkvm's end of its pipe close. */
 START_TEST(killed_server_leaves_nothing)
@@ -391,9 +568,13 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, names_and_paths);
 	tcase_add_test(tc, runtime_dir);
 	tcase_add_test(tc, run_name_option);
+	tcase_add_test(tc, reply_text_escaped);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("plane");
 	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, dir_trust);
+	tcase_add_test(tc, foreign_listener_not_believed);
+	tcase_add_test(tc, list_and_debug_escape);
 	tcase_add_test(tc, killed_server_leaves_nothing);
 	suite_add_tcase(s, tc);
 	return s;
