@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +198,33 @@ void ctl_names_free(char **names, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
+}
+
+int ctl_wait_gone(int fd, int pidfd, int timeout_ms)
+{
+	/* The pidfd turns readable when the process has exited; without one, the connection's
+	 * end (what a server does at its very end) is all there is to go by. */
+	struct pollfd p = { .fd = pidfd >= 0 ? pidfd : fd, .events = POLLIN };
+	u64 end = now_ns() + (u64)timeout_ms * 1000000ull;
+	char b[64];
+
+	for (;;) {
+		u64 now = now_ns();
+		int r;
+
+		if (now >= end)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)((end - now) / 1000000 + 1));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			continue;
+		if (pidfd >= 0 || read(fd, b, sizeof(b)) <= 0)
+			return 0;
+		/* bytes after the reply: nothing is expected; ignore them */
+	}
 }
 
 void ctl_json_str(FILE *out, const char *s)

@@ -78,6 +78,16 @@ static int check_peer(int fd, const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+int ctl_peer_pid(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || len != sizeof(cr))
+		return 0;
+	return cr.pid;
+}
+
 int ctl_connect(const char *dir, const char *name, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -125,6 +135,7 @@ int ctl_call(int fd, u16 type, struct ctl_msg *reply, int timeout_ms, char *err,
 	struct ctl_msg req;
 	int ret;
 
+	memset(reply, 0, sizeof(*reply));
 	ctl_msg_init(&req, type, 0);
 	ret = ctl_send(fd, &req);
 	ctl_msg_free(&req);

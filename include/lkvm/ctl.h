@@ -24,6 +24,7 @@
 #define CTL_NAME_MAX 63
 #define CTL_STR_MAX 65535
 #define CTL_REPLY 0x8000
+#define CTL_REQUEST_TIMEOUT_MS 2000 /* a client sends its whole request within this of connecting */
 
 enum ctl_type {
 	CTL_INFO = 1,   /* name, pid, state, vcpus, ram_mib, uptime_ns, ... (lkvm list) */
@@ -123,8 +124,12 @@ int ctl_path(char *buf, size_t len, const char *dir, const char *name, const cha
  * VM), -ECONNREFUSED (a stale socket: nobody listens), -EPERM (a directory or listener that
  * is not ours), or another -errno; err says which in words. */
 int ctl_connect(const char *dir, const char *name, char *err, size_t errlen) __must_check;
+/* The pid of the process serving a connection from ctl_connect (SO_PEERCRED), or 0 when it
+ * is not visible from here (another pid namespace). */
+int ctl_peer_pid(int fd);
 /* Send a request of `type` without fields, read the reply (timeout_ms). Returns 0 with the reply
- * in *reply (status may be an error: the caller prints its "error" field), or -errno with err. */
+ * in *reply (status may be an error: the caller prints its "error" field), or -errno with err.
+ * *reply is initialised either way (ctl_msg_free is always safe). */
 int ctl_call(int fd, u16 type, struct ctl_msg *reply, int timeout_ms, char *err, size_t errlen) __must_check;
 /* Remove NAME's socket if no VM holds its lock (stale after a SIGKILL). Returns 1 when removed,
  * 0 when a VM holds it, -errno otherwise. */
@@ -171,6 +176,10 @@ char **ctl_list_names(const char *dir, size_t *n, int *err);
  * printing a one-line error. Free the names with ctl_names_free. */
 int ctl_cli_names(char *dir, size_t dirlen, char ***names, size_t *n);
 void ctl_names_free(char **names, size_t n);
+/* Wait until the process behind a connection has exited: pidfd (pidfd_open of ctl_peer_pid)
+ * turning readable, or when there is none (a kernel before 5.3, a server in another pid
+ * namespace) the server closing fd. Returns 0, or -ETIMEDOUT after timeout_ms. */
+int ctl_wait_gone(int fd, int pidfd, int timeout_ms) __must_check;
 /* JSON string literal of s, escaped. */
 void ctl_json_str(FILE *out, const char *s);
 /* "1h02m03s", "4.2s": a duration for people. */

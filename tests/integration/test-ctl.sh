@@ -439,6 +439,82 @@ EOF
 		expect_no_output "^$n " "a row for the fake VM"
 }
 
+# ---- many stops at once ----
+
+# blocked_in PID NR...: PID's main thread sleeps in one of the system calls NR, or PID is gone.
+blocked_in() {
+	local pid=$1 nr state _
+	shift
+	alive "$pid" || return 0
+	read -r _ _ state _ <"/proc/$pid/stat" 2>/dev/null || return 0
+	read -r nr _ <"/proc/$pid/syscall" 2>/dev/null || return 0
+	[ "$state" = S ] || return 1
+	[[ " $* " == *" $nr "* ]]
+}
+
+# 20 `lkvm stop` at once, more than the server keeps waiting (16): each may say "stopped" only
+# once the lkvm process is gone. The clients connect and send while lkvm is stopped (SIGSTOP),
+# so they all wait on it; lkvm's stderr is a pipe kept full, so once stopped it waits in its
+# exit message with every client answered (or left). Until the pipe goes, no client may have
+# ended; after, all say "stopped".
+t_many_stops() {
+	own_dir
+	local n=ctl-many fifo=$CTL_DIR/ctl-many.fifo fd i c pids=() early=()
+	[ -n "$PY" ] || { skip "no python3 to fill a pipe"; return; }
+	mkfifo "$fifo" && exec {fd}<>"$fifo" || { fail "no fifo"; return; }
+	VM_LOG=$LOG_DIR/ctl-many.log
+	LAST_LOG=$VM_LOG
+	# Only this shell may hold the pipe's read end ({fd}>&- for everything it starts).
+	"$LKVM" run -k "$GUEST_DIR/spin.elf" --name $n --timeout $T </dev/null >"$VM_LOG" 2>"$fifo" {fd}>&- &
+	VM_PID=$!
+	echo "$VM_PID" >>"$PIDS_FILE"
+	wait_vm $n || { exec {fd}>&-; return; }
+	# Fill the pipe to the last byte (writes up to PIPE_BUF are all or nothing).
+	"$PY" - "$fifo" {fd}>&- <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
+n = 4096
+while n:
+    try:
+        os.write(fd, b'x' * n)
+    except BlockingIOError:
+        n //= 2
+EOF
+	kill -STOP "$VM_PID"
+	for ((i = 0; i < 20; i++)); do
+		"$LKVM" stop $n >"$LOG_DIR/ctl-many-$i.log" 2>&1 {fd}>&- &
+		pids+=($!)
+	done
+	# Every client waits: in connect (the backlog is full) or for its reply (poll).
+	for c in "${pids[@]}"; do
+		for ((i = 0; i < 400; i++)); do blocked_in "$c" 42 7 271 && break; sleep 0.05; done
+	done
+	kill -CONT "$VM_PID"
+	# lkvm, stopped, blocks writing its exit message (write, fd 2)...
+	for ((i = 0; i < 400; i++)); do
+		[[ "$(cat "/proc/$VM_PID/syscall" 2>/dev/null)" == "1 0x2 "* ]] && break
+		sleep 0.05
+	done
+	[[ "$(cat "/proc/$VM_PID/syscall" 2>/dev/null)" == "1 0x2 "* ]] ||
+		{ exec {fd}>&-; fail "lkvm did not reach its exit message"; return; }
+	# ...and each client has either ended (too early: lkvm is still there) or waits in poll.
+	for c in "${pids[@]}"; do
+		for ((i = 0; i < 400; i++)); do blocked_in "$c" 7 271 && break; sleep 0.05; done
+		alive "$c" || early+=("$c")
+	done
+	# The pipe's last reader goes: lkvm's write fails (EPIPE) and it exits.
+	exec {fd}>&-
+	for c in "${pids[@]}"; do wait "$c" || early+=("$c:status $?"); done
+	[ ${#early[@]} = 0 ] || { fail "clients ended while lkvm was still running, or failed: ${early[*]} ($(cat "$LOG_DIR"/ctl-many-*.log | sort | uniq -c | head -c 300))"; return; }
+	for ((i = 0; i < 20; i++)); do
+		LAST_LOG=$LOG_DIR/ctl-many-$i.log
+		expect_output "^$n stopped \(pid $VM_PID, " || return
+	done
+	wait_exit "$VM_PID" 10 || return
+	[ "$EXIT_STATUS" = 3 ] || { fail "exit status $EXIT_STATUS, not 3"; return; }
+	rt_empty
+}
+
 # ---- pause and resume while the guest sends ----
 
 NET_SKIP=""
@@ -571,6 +647,7 @@ run_test user-control t_user_control
 run_test kill-cleans t_kill_cleans
 run_test foreign-dir t_foreign_dir
 run_test fake-server t_fake_server
+run_test_serial many-stops t_many_stops
 run_test_serial pause-during-traffic t_pause_traffic
 run_test_serial pause-guest-tsc t_pause_tsc
 finish_tests

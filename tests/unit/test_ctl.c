@@ -1,11 +1,13 @@
 /* Unit tests for the control protocol and plane: encoding and every length check, names, the runtime directory's and the server's trust checks, escaping, the server and the stop client's wait. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -509,7 +511,108 @@ START_TEST(list_and_debug_escape)
 }
 END_TEST
 
+/* A call whose request cannot be sent leaves the reply initialised (empty), so the caller may
+ * read its status and free it. */
+START_TEST(call_unsent_reply_initialised)
+{
+	struct ctl_msg r;
+	char err[256];
+	int p[2];
+
+	ck_assert_int_eq(pipe(p), 0);
+	memset(&r, 0xa5, sizeof(r));
+	ck_assert_int_eq(ctl_call(p[0], CTL_INFO, &r, 100, err, sizeof(err)), -ENOTSOCK);
+	ck_assert_ptr_null(r.buf);
+	ck_assert_uint_eq(r.len, 0);
+	ck_assert_uint_eq(r.hdr.status, 0);
+	ctl_msg_free(&r);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
 /* ---- the server ---- */
+
+struct srv {
+	char dir[64];
+	struct kvm *kvm;
+	struct ctl_server *s;
+};
+
+static void srv_start(struct srv *t)
+{
+	char err[256];
+
+	rt_dir(t->dir);
+	t->kvm = calloc(1, sizeof(*t->kvm));
+	ck_assert_ptr_nonnull(t->kvm);
+	t->kvm->vm_fd = t->kvm->sys_fd = t->kvm->stop_fd = -1;
+	ck_assert_msg(ctl_server_create(t->kvm, "vm", &t->s, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(ctl_server_start(t->s), 0);
+}
+
+/* Destroyed: the socket and lock are gone (rt_dir_end finds the directory empty). */
+static void srv_end(struct srv *t)
+{
+	ctl_server_destroy(t->s);
+	free(t->kvm);
+	rt_dir_end(t->dir, NULL);
+}
+
+static int send_request(int fd, u16 type)
+{
+	struct ctl_msg m;
+
+	ctl_msg_init(&m, type, 0);
+	return ctl_send(fd, &m);
+}
+
+/*
+ * A client's request that arrived while the single server thread was busy is answered
+ * even though the client's deadline passed meanwhile. A pause makes the server busy for
+ * as long as this test wants: it waits for a fake vCPU (nr_started 1) to park, which the
+ * test does only after the stop client's deadline has passed.
+ */
+START_TEST(late_request_answered)
+{
+	struct srv t;
+	struct ctl_msg r;
+	char err[256];
+	int a, b;
+	u64 busy;
+
+	srv_start(&t);
+	atomic_store(&t.kvm->nr_started, 1);
+	b = ctl_connect(t.dir, "vm", err, sizeof(err)); /* accepted first; its request comes later */
+	ck_assert_int_ge(b, 0);
+	a = ctl_connect(t.dir, "vm", err, sizeof(err));
+	ck_assert_int_ge(a, 0);
+	ck_assert_int_eq(send_request(a, CTL_PAUSE), 0);
+	while (!atomic_load(&t.kvm->park_req)) /* the server thread is in the pause */
+		sched_yield();
+	busy = now_ns();
+	ck_assert_int_eq(send_request(b, CTL_STOP), 0);
+	/* The premise: b's deadline (set when it was accepted, before `busy`) passes while the
+	 * server waits. Time itself is the event here. */
+	while (now_ns() < busy + (CTL_REQUEST_TIMEOUT_MS + 100) * 1000000ull)
+		poll(NULL, 0, 20);
+	pthread_mutex_lock(&t.kvm->park_lock);
+	t.kvm->parked = 1;
+	pthread_cond_broadcast(&t.kvm->park_cond);
+	pthread_mutex_unlock(&t.kvm->park_lock);
+	ck_assert_int_eq(ctl_recv(a, &r, CTL_MAX_REPLY, 10000), 0);
+	ck_assert_uint_eq(r.hdr.status, CTL_OK);
+	ctl_msg_free(&r);
+	ck_assert_int_eq(ctl_recv(b, &r, CTL_MAX_REPLY, 10000), 0);
+	ck_assert_uint_eq(r.hdr.type, CTL_STOP | CTL_REPLY);
+	ck_assert_uint_eq(r.hdr.status, CTL_OK);
+	ctl_msg_free(&r);
+	ck_assert(atomic_load(&t.kvm->stopping));
+	close(a);
+	close(b);
+	srv_end(&t);
+}
+END_TEST
 
 /* The socket and lock go when the process goes, SIGKILL included: the cleanup helper
  * removes them once it sees lkvm's end of its pipe close. */
@@ -552,6 +655,37 @@ START_TEST(killed_server_leaves_nothing)
 }
 END_TEST
 
+/* lkvm stop's wait: the end of the connection is not the end of the process. */
+START_TEST(wait_gone_waits_for_the_process)
+{
+	int sv[2], p[2], pidfd, st;
+	pid_t pid;
+	char c;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p[1]);
+		_exit(read(p[0], &c, 1) == 0 ? 0 : 1); /* lives until the test closes the pipe */
+	}
+	close(p[0]);
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	ck_assert_int_ge(pidfd, 0);
+	close(sv[1]); /* the server closed the connection; the process lives on */
+	ck_assert_int_eq(ctl_wait_gone(sv[0], pidfd, 200), -ETIMEDOUT);
+	close(p[1]);
+	ck_assert_int_eq(ctl_wait_gone(sv[0], pidfd, 10000), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* Without a pidfd, the connection's end is all there is. */
+	ck_assert_int_eq(ctl_wait_gone(sv[0], -1, 10000), 0);
+	close(pidfd);
+	close(sv[0]);
+}
+END_TEST
+
 static Suite *ctl_suite(void)
 {
 	Suite *s = suite_create("ctl");
@@ -569,12 +703,16 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, runtime_dir);
 	tcase_add_test(tc, run_name_option);
 	tcase_add_test(tc, reply_text_escaped);
+	tcase_add_test(tc, call_unsent_reply_initialised);
+	tcase_add_test(tc, wait_gone_waits_for_the_process);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("plane");
+	/* late_request_answered waits out the 2 s request deadline on purpose. */
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, dir_trust);
 	tcase_add_test(tc, foreign_listener_not_believed);
 	tcase_add_test(tc, list_and_debug_escape);
+	tcase_add_test(tc, late_request_answered);
 	tcase_add_test(tc, killed_server_leaves_nothing);
 	suite_add_tcase(s, tc);
 	return s;
