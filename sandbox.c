@@ -41,7 +41,7 @@
 
 struct sb_kind {
 	const char *name;
-	int calls[MAX_CALLS];          /* allowed unconditionally (0-terminated: read, syscall 0, is in conds) */
+	int calls[MAX_CALLS];          /* allowed unconditionally (0-terminated; read, 0, is in conds) */
 	unsigned long ioctls[MAX_IOCTLS]; /* ioctl requests allowed (0-terminated) */
 	unsigned spawns;               /* bit mask of kinds whose threads this kind creates */
 };

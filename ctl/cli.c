@@ -112,7 +112,8 @@ int ctl_cli_connect(const char *dir, const char *name, char *err, size_t errlen)
 	return fd;
 }
 
-int ctl_request(int fd, const char *name, u16 type, struct ctl_kvs *out, int timeout_ms, char *err, size_t errlen)
+int ctl_request(int fd, const char *name, u16 type, struct ctl_kvs *out, int timeout_ms, char *err,
+		size_t errlen)
 {
 	struct ctl_msg reply;
 	char why[256];

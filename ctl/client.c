@@ -40,11 +40,15 @@ int ctl_dir_check(const char *dir, char *err, size_t errlen)
 		return -e;
 	}
 	if (!S_ISDIR(st.st_mode) || st.st_uid != me || (st.st_mode & 077)) {
+		const char *what = S_ISLNK(st.st_mode) ? "a symlink" : "a file";
+
+		if (S_ISDIR(st.st_mode))
+			what = "a directory";
+
 		errfmt(err, errlen,
 		       "runtime directory %s is not this user's: it must be a directory of uid %u with mode 0700, "
 		       "it is %s of uid %u with mode %04o (remove it, or set LKVM_RUNTIME_DIR)",
-		       dir, (unsigned)me, S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symlink" : "a file",
-		       (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		       dir, (unsigned)me, what, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 		return -EPERM;
 	}
 	return 0;

@@ -585,7 +585,8 @@ static void accept_one(struct ctl_server *s)
 		finish(s, &tmp, &r, false);
 		return;
 	}
-	s->conn[slot] = (struct conn){ .fd = fd, .deadline = now_ns() + CTL_REQUEST_TIMEOUT_MS * 1000000ull };
+	s->conn[slot] = (struct conn){ .fd = fd,
+				       .deadline = now_ns() + CTL_REQUEST_TIMEOUT_MS * 1000000ull };
 }
 
 static void *server_thread(void *arg)

@@ -1,4 +1,4 @@
-/* Unit tests for the control protocol and plane: encoding and every length check, names, the runtime directory's and the server's trust checks, escaping, the server and the stop client's wait. */
+/* Unit tests for the control plane: encoding and length checks, names, trust in directories and listeners, escaping, the server, stop's wait. */
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -436,7 +436,8 @@ START_TEST(foreign_listener_not_believed)
 	ctl_add_str(&reply, "name", "vm");
 	pid = fake_vm(dir, "vm", &reply, 1, 65534);
 	ck_assert_int_eq(ctl_connect(dir, "vm", err, sizeof(err)), -EPERM);
-	ck_assert_msg(strstr(err, "served by a process of uid 65534") && strstr(err, "not believed"), "%s", err);
+	ck_assert_msg(strstr(err, "served by a process of uid 65534") && strstr(err, "not believed"), "%s",
+		      err);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	ctl_msg_free(&reply);
@@ -497,7 +498,8 @@ START_TEST(list_and_debug_escape)
 	/* (The text itself is not printed here: it would reach the terminal.) */
 	ck_assert_msg(!strchr(o, 0x1b), "an ESC byte on stdout");
 	ck_assert_msg(!strchr(e, 0x1b), "an ESC byte on stderr");
-	ck_assert_msg(strstr(o, "\\x1b[31mevil\\x07 ") && strstr(o, "vCPU 0:\n\\x1b]0;owned\\x07\n"), "%s", o);
+	ck_assert_msg(strstr(o, "\\x1b[31mevil\\x07 "), "%s", o);
+	ck_assert_msg(strstr(o, "vCPU 0:\n\\x1b]0;owned\\x07\n"), "%s", o);
 	ck_assert_msg(strstr(e, "warning: busy\\x1b[2J"), "%s", e);
 	fake_vm_end(p1);
 	fake_vm_end(p2);
@@ -650,7 +652,8 @@ START_TEST(killed_server_leaves_nothing)
 	/* The helper runs on its own: wait (10 s at most) for the files to go. */
 	for (int i = 0; i < 1000 && (access(sock, F_OK) == 0 || access(lock, F_OK) == 0); i++)
 		poll(NULL, 0, 10);
-	ck_assert_msg(access(sock, F_OK) < 0 && access(lock, F_OK) < 0, "socket or lock left after SIGKILL");
+	ck_assert_msg(access(sock, F_OK) < 0 && access(lock, F_OK) < 0,
+		      "socket or lock left after SIGKILL");
 	rt_dir_end(dir, NULL);
 }
 END_TEST
