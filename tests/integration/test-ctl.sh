@@ -274,7 +274,7 @@ t_other_user() {
 	local n=ctl-owner out
 	[ "$(id -u)" = 0 ] || { skip "needs root to act as another user"; return; }
 	command -v setpriv >/dev/null || { skip "no setpriv"; return; }
-	[ -n "$PY" ] || { skip "no python3 for a raw client"; return; }
+	need_cmd python3 test || return
 	start_vm $n ctl-owner
 	wait_vm $n || return
 	local CTL_PREFIX="setpriv --reuid=65534 --regid=65534 --clear-groups"
@@ -399,7 +399,7 @@ t_fake_server() {
 	own_dir
 	local n=ctl-fake ready=$LOG_DIR/ctl-fake.ready i fake
 	[ "$(id -u)" = 0 ] || { skip "needs root to serve as another uid"; return; }
-	[ -n "$PY" ] || { skip "no python3 for a fake server"; return; }
+	need_cmd python3 test || return
 	rm -f "$ready"
 	"$PY" - "$LKVM_RUNTIME_DIR/$n.sock" >"$ready" <<'EOF' &
 import os, socket, struct, sys
@@ -460,7 +460,7 @@ blocked_in() {
 t_many_stops() {
 	own_dir
 	local n=ctl-many fifo=$CTL_DIR/ctl-many.fifo fd i c pids=() early=()
-	[ -n "$PY" ] || { skip "no python3 to fill a pipe"; return; }
+	need_cmd python3 test || return
 	mkfifo "$fifo" && exec {fd}<>"$fifo" || { fail "no fifo"; return; }
 	VM_LOG=$LOG_DIR/ctl-many.log
 	LAST_LOG=$VM_LOG
