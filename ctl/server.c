@@ -640,6 +640,11 @@ static void *server_thread(void *arg)
 		if (p[1].revents & POLLIN)
 			accept_one(s);
 	}
+	/* Clients still in the middle of a request are closed here, where reading off their
+	 * bytes first (close_conn) is allowed: ctl_server_destroy runs on main, whose filter has
+	 * no recvfrom. */
+	for (int i = 0; i < MAX_CONNS; i++)
+		close_conn(&s->conn[i]);
 	return NULL;
 }
 
@@ -673,9 +678,7 @@ void ctl_server_destroy(struct ctl_server *s)
 {
 	if (!s)
 		return;
-	ctl_server_stop(s);
-	for (int i = 0; i < MAX_CONNS; i++)
-		close_conn(&s->conn[i]);
+	ctl_server_stop(s); /* its thread closed the clients in the middle of a request */
 	if (s->cleaner_fd >= 0) {
 		/* The helper removes the socket and lock (see cleaner_main) and exits. */
 		close(s->cleaner_fd);
