@@ -1,7 +1,6 @@
 /* `lkvm stop NAME...|--all`: ask VMs for an orderly shutdown and wait until each process is gone. */
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
