@@ -324,11 +324,8 @@ t_stop_all() {
 # ---- the user who started it, and whose sockets are believed ----
 
 # rt_empty: the test's runtime directory holds nothing (no socket, no lock) once its VMs ended.
-rt_empty() {
-	local left
-	left=$(ls -A "$LKVM_RUNTIME_DIR")
-	[ -z "$left" ] || fail "left in the runtime directory: $left"
-}
+rt_is_empty() { [ -z "$(ls -A "$LKVM_RUNTIME_DIR")" ]; }
+rt_empty() { rt_is_empty || fail "left in the runtime directory: $(ls -A "$LKVM_RUNTIME_DIR")"; }
 
 # --user nobody: root, who started the VM, still controls it (the socket is in root's directory,
 # and the VM believes the uid that started it); after the exit nothing of it is left there.
@@ -356,15 +353,12 @@ t_user_control() {
 # lock once lkvm is gone (asynchronously: waited for, 10 s at most).
 t_kill_cleans() {
 	own_dir
-	local n=ctl-killed i
+	local n=ctl-killed
 	start_vm $n ctl-killed
 	wait_vm $n || return
 	kill -KILL "$VM_PID"
 	wait "$VM_PID" 2>/dev/null
-	for ((i = 0; i < 200; i++)); do
-		[ -z "$(ls -A "$LKVM_RUNTIME_DIR")" ] && break
-		sleep 0.05
-	done
+	wait_until 10 rt_is_empty
 	rt_empty
 }
 
@@ -385,9 +379,8 @@ t_foreign_dir() {
 	for c in "run -k $GUEST_DIR/spin.elf --name ctl-foreign --timeout 10" "list" "stop ctl-foreign"; do
 		# shellcheck disable=SC2086 # c is the command and its arguments
 		ctl "ctl-foreign-${c%% *}" $c
-		expect_status 1 || break
-		expect_output "^lkvm: error: runtime directory $d is not this user's: .* of uid 65534 with mode 0755" || break
-		[ "$(wc -l <"$LAST_LOG")" = 1 ] || { fail "lkvm $c printed more than one line"; break; }
+		expect_status 1 && one_error_line "runtime directory $d is not this user's: .* of uid 65534 with mode 0755 .*" ||
+			break
 	done
 	rm -rf "$d"
 }
@@ -397,7 +390,7 @@ t_foreign_dir() {
 # lkvm list shows no VM.
 t_fake_server() {
 	own_dir
-	local n=ctl-fake ready=$LOG_DIR/ctl-fake.ready i fake
+	local n=ctl-fake ready=$LOG_DIR/ctl-fake.ready fake
 	[ "$(id -u)" = 0 ] || { skip "needs root to serve as another uid"; return; }
 	need_cmd python3 test || return
 	rm -f "$ready"
@@ -424,11 +417,7 @@ while True:
     c.close()
 EOF
 	fake=$!
-	for ((i = 0; i < 200; i++)); do
-		[ -s "$ready" ] && break
-		sleep 0.05
-	done
-	[ -s "$ready" ] || { kill "$fake"; fail "the fake server did not start"; return; }
+	wait_until 10 test -s "$ready" || { kill "$fake"; fail "the fake server did not start"; return; }
 	ctl ctl-fake-stop stop $n
 	expect_status 1 && expect_output "served by a process of uid 65534, not of this user \(uid 0\): not believed" &&
 		expect_no_output "stopped" || { kill "$fake"; return; }
@@ -451,6 +440,9 @@ blocked_in() {
 	[ "$state" = S ] || return 1
 	[[ " $* " == *" $nr "* ]]
 }
+
+# in_stderr_write PID: PID's main thread is in write(2, ...).
+in_stderr_write() { [[ "$(cat "/proc/$1/syscall" 2>/dev/null)" == "1 0x2 "* ]]; }
 
 # 20 `lkvm stop` at once, more than the server keeps waiting (16): each may say "stopped" only
 # once the lkvm process is gone. The clients connect and send while lkvm is stopped (SIGSTOP),
@@ -486,20 +478,14 @@ EOF
 		pids+=($!)
 	done
 	# Every client waits: in connect (the backlog is full) or for its reply (poll).
-	for c in "${pids[@]}"; do
-		for ((i = 0; i < 400; i++)); do blocked_in "$c" 42 7 271 && break; sleep 0.05; done
-	done
+	for c in "${pids[@]}"; do wait_until 20 blocked_in "$c" 42 7 271; done
 	kill -CONT "$VM_PID"
 	# lkvm, stopped, blocks writing its exit message (write, fd 2)...
-	for ((i = 0; i < 400; i++)); do
-		[[ "$(cat "/proc/$VM_PID/syscall" 2>/dev/null)" == "1 0x2 "* ]] && break
-		sleep 0.05
-	done
-	[[ "$(cat "/proc/$VM_PID/syscall" 2>/dev/null)" == "1 0x2 "* ]] ||
+	wait_until 20 in_stderr_write "$VM_PID" ||
 		{ exec {fd}>&-; fail "lkvm did not reach its exit message"; return; }
 	# ...and each client has either ended (too early: lkvm is still there) or waits in poll.
 	for c in "${pids[@]}"; do
-		for ((i = 0; i < 400; i++)); do blocked_in "$c" 7 271 && break; sleep 0.05; done
+		wait_until 20 blocked_in "$c" 7 271
 		alive "$c" || early+=("$c")
 	done
 	# The pipe's last reader goes: lkvm's write fails (EPIPE) and it exits.
