@@ -184,6 +184,27 @@ static int parse_mem(const char *s, u64 *mib)
 	return 0;
 }
 
+/* A device's transport: its own trans= or else --virtio-transport. */
+static enum virtio_trans trans_of(const struct kvm_config *cfg, bool set, enum virtio_trans trans)
+{
+	return set ? trans : cfg->virtio_trans;
+}
+
+/* The virtio-mmio devices the options ask for (checked here: the IRQs run out at set-up). */
+static int count_mmio(const struct kvm_config *cfg)
+{
+	int n = 0;
+
+	for (int i = 0; i < cfg->nr_nets; i++)
+		n += cfg->net[i].mode != NET_MODE_NONE &&
+		     trans_of(cfg, cfg->net[i].trans_set, cfg->net[i].trans) == VIRTIO_TRANS_MMIO;
+	for (int i = 0; i < cfg->nr_disks; i++)
+		n += trans_of(cfg, cfg->disk[i].trans_set, cfg->disk[i].trans) == VIRTIO_TRANS_MMIO;
+	if (cfg->virtio_trans == VIRTIO_TRANS_MMIO)
+		n += cfg->console_virtio + cfg->rng;
+	return n;
+}
+
 int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err, size_t errlen)
 {
 	int c;
@@ -357,6 +378,11 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
 		return -EINVAL;
 	}
+	if (count_mmio(cfg) > VIRTIO_MMIO_MAX_DEVS) {
+		errfmt(err, errlen, "%d virtio-mmio devices asked for: at most %d (each needs one of the free ISA IRQs)",
+		       count_mmio(cfg), VIRTIO_MMIO_MAX_DEVS);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -463,8 +489,7 @@ static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t er
 
 	if (kvm->cfg.no_ioeventfd)
 		o.ioeventfd = false;
-	if (!o.trans_set)
-		o.trans = kvm->cfg.virtio_trans;
+	o.trans = trans_of(&kvm->cfg, o.trans_set, o.trans);
 	if (!o.mac_set) {
 		memcpy(o.guest_mac, default_mac, sizeof(o.guest_mac));
 		o.guest_mac[5] = (u8)(o.guest_mac[5] + d->index);
@@ -538,8 +563,7 @@ static int blk_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t er
 	struct virtio_blk *b;
 	int ret;
 
-	if (!o.trans_set)
-		o.trans = kvm->cfg.virtio_trans;
+	o.trans = trans_of(&kvm->cfg, o.trans_set, o.trans);
 	ret = virtio_blk_create(kvm, &o, &b, err, errlen);
 	if (ret < 0)
 		return ret;
@@ -907,7 +931,9 @@ int kvm_cmd_run(int argc, char **argv)
 	if (!cfg.name)
 		snprintf(name, sizeof(name), "guest-%d", (int)getpid());
 	ret = ctl_server_create(&st->kvm, name, &ctl, err, sizeof(err));
-	if (ret == -EADDRINUSE) {
+	/* A name in use, or a runtime directory that is another user's (whose sockets would
+	 * answer in this VM's place): no run. Anything else leaves the VM without control. */
+	if (ret == -EADDRINUSE || ret == -EPERM) {
 		pr_err("%s", err);
 		free(st);
 		return EXIT_LKVM_ERROR;

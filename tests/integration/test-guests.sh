@@ -115,29 +115,31 @@ t_badinsn() {
 
 t_missing_kernel() {
 	run_lkvm bad-missing-kernel 1 -- run -k "$LOG_DIR/no-such-kernel.elf" --timeout 5 || return
-	expect_one_error_line
+	one_error_line "cannot read kernel '.*/no-such-kernel\\.elf': No such file or directory"
 }
 
 t_garbage_kernel() {
 	local f=$LOG_DIR/garbage-kernel.bin
 	yes 'this is not a kernel image' | head -c 65536 >"$f"
 	run_lkvm bad-garbage-kernel 1 -- run -k "$f" --timeout 5 || return
-	expect_one_error_line
+	one_error_line "kernel '.*/garbage-kernel\\.bin' is neither a bzImage nor an ELF vmlinux"
 }
 
 t_truncated_kernel() {
 	need_guest cpl0 || return
-	local f=$LOG_DIR/truncated-$1.elf off fsz cut
+	local f=$LOG_DIR/truncated-$1.elf off fsz cut why
 	read -r off fsz < <(readelf -lW "$ELF" | awk '$1 == "LOAD" { print $2, $5; exit }')
 	[ -n "$fsz" ] || { fail "no LOAD segment in $ELF"; return; }
 	off=$((off)) fsz=$((fsz))
 	case $1 in
-	header) cut=100 ;;               # ELF header, then half a program header table
-	segment) cut=$((off + fsz / 2)) ;; # half of the load segment's file bytes
+	header) # ELF header, then half a program header table
+		cut=100 why="ELF program headers at 0x[0-9a-f]+ lie past the end of the file" ;;
+	segment) # half of the load segment's file bytes
+		cut=$((off + fsz / 2)) why="ELF segment 0 \\(offset .*\\) lies past the end of the file" ;;
 	esac
 	head -c "$cut" "$ELF" >"$f"
 	run_lkvm "bad-truncated-$1" 1 -- run -k "$f" --timeout 5 || return
-	expect_one_error_line
+	one_error_line "$why"
 }
 
 skip_unless_kvm

@@ -47,6 +47,32 @@ t_unstarted() {
 	skip "no lkvm option starts a $1 thread yet (sandbox.c has its allow-list)"
 }
 
+# A thread signalling another process (LKVM_TEST_SANDBOX_VIOLATE=KIND:signal=PID, SIGKILL by
+# tgkill): the filter stops lkvm and names the call (234), and the process lives on. With
+# --sandbox=off (the control) the signal is delivered.
+t_violate_signal() {
+	need_guest hlt || return
+	local sandbox=$1 want=$2 victim st vst
+	sleep 300 &
+	victim=$!
+	LKVM_TEST_SANDBOX_VIOLATE=console:signal=$victim run_lkvm "sandbox-violate-signal-$sandbox" "$want" -- \
+		run -k "$ELF" --timeout $T --sandbox="$sandbox"
+	st=$?
+	kill -TERM "$victim" 2>/dev/null # ours to end; no effect once it is dead
+	wait "$victim"
+	vst=$? # 143: ended here, 137: killed by lkvm
+	[ $st = 0 ] || return
+	if [ "$sandbox" = on ]; then
+		[ $vst = 143 ] || { fail "pid $victim was killed by lkvm's console thread"; return; }
+		expect_output '^lkvm: error: sandbox: the console thread made system call 234, which its allow-list forbids' \
+			"the console thread and tgkill (234) named" || return
+		expect_no_output 'sent SIGKILL' "the signal going out"
+	else
+		[ $vst = 137 ] || { fail "the control: pid $victim was not killed (status $vst)"; return; }
+		expect_output "sandbox test: the console thread sent SIGKILL to pid $victim \\(delivered\\)"
+	fi
+}
+
 # with_devices FUNC [ARGS...]: runs FUNC in a new network namespace with DEVICES set to lkvm run
 # arguments that give the devices guest every kind of device thread: a NIC on a tap (rx, tx and
 # control queues), a disk, a virtio-console and virtio-rng; and LKVM_WRAP putting lkvm there.
@@ -212,6 +238,8 @@ t_bad_option() {
 
 skip_unless_kvm
 run_test kinds-covered t_kinds_covered
+run_test violate-signal t_violate_signal on 159
+run_test violate-signal-off t_violate_signal off 0
 for k in $KINDS; do
 	run_test "violate-$k" t_violate "$k" on
 	run_test "violate-$k-off" t_violate "$k" off

@@ -175,3 +175,15 @@ u64 kvmclock_read(u64 *tsc_out)
 	/* A 64x64->128 multiply is one instruction (no libgcc call, unlike a 128-bit division). */
 	return sys + (u64)(((unsigned __int128)delta * mul) >> 32);
 }
+
+/* The pvclock flags KVM publishes with the clock (after kvmclock_start()). */
+u8 kvmclock_flags(void)
+{
+	return READ_ONCE(pvclock.flags);
+}
+
+/* What a guest does once it has acted on a flag (Linux: kvm_check_and_clear_guest_paused). */
+void kvmclock_clear_flags(u8 bits)
+{
+	__atomic_fetch_and(&pvclock.flags, (u8)~bits, __ATOMIC_SEQ_CST);
+}
