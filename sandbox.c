@@ -15,7 +15,6 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/sysinfo.h>
 #include <sys/syscall.h>
 #include <linux/if_tun.h>
 #include <linux/kvm.h>
@@ -466,11 +465,14 @@ int sandbox_drop_privileges(const char *user, char *err, size_t errlen)
 	/* What glibc loads on first use must be loaded now: the RTC's first gmtime_r reads
 	 * the time zone (/etc/localtime), which no filter allows later. */
 	tzset();
-	/* And malloc's arena limit: glibc works it out when a thread first needs an arena of its
-	 * own, from /sys/devices/system/cpu/online, inside the filter of the thread that created
-	 * it (with net, blk, console and rng up, the rng thread got there). Set it now, to glibc's
-	 * own default of 8 arenas per CPU. */
-	mallopt(M_ARENA_MAX, 8 * get_nprocs());
+	/* And malloc: every thread allocates from the main arena (its per-thread cache keeps
+	 * small allocations lock-free). A thread arena makes glibc read files lazily, inside
+	 * whatever filter the thread then runs under: /sys/devices/system/cpu/online for the
+	 * arena limit when a thread first needs one (the rng thread, with net, blk, console and
+	 * rng up), /proc/sys/vm/overcommit_memory the first time a thread arena's heap shrinks
+	 * (main freeing the blk thread's buffers at exit). The main arena grows and shrinks with
+	 * brk and reads nothing. */
+	mallopt(M_ARENA_MAX, 1);
 	/* Everything is open: the fds each filter lets threads read and write. */
 	scan_fds();
 	sigemptyset(&sa.sa_mask);
