@@ -197,6 +197,40 @@ int kvm_irq_line(struct kvm *kvm, u32 gsi, int level)
 	return 0;
 }
 
+bool kvm_has_ioeventfd(struct kvm *kvm)
+{
+	return kvm->vm_fd >= 0 && ioctl(kvm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IOEVENTFD) > 0;
+}
+
+int kvm_ioeventfd(struct kvm *kvm, const struct kvm_ioevent *ev, int fd, bool assign)
+{
+	struct kvm_ioeventfd req = {
+		.addr = ev->addr,
+		.len = ev->len,
+		.datamatch = ev->match ? ev->data : 0,
+		.fd = fd,
+		.flags = (ev->match ? KVM_IOEVENTFD_FLAG_DATAMATCH : 0) |
+			 (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN),
+	};
+
+	if (kvm->vm_fd < 0)
+		return -ENODEV;
+	return ioctl(kvm->vm_fd, KVM_IOEVENTFD, &req) < 0 ? -errno : 0;
+}
+
+int kvm_irqfd(struct kvm *kvm, int fd, u32 gsi, bool assign)
+{
+	struct kvm_irqfd req = {
+		.fd = (u32)fd,
+		.gsi = gsi,
+		.flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN,
+	};
+
+	if (kvm->vm_fd < 0)
+		return -ENODEV;
+	return ioctl(kvm->vm_fd, KVM_IRQFD, &req) < 0 ? -errno : 0;
+}
+
 void kvm_request_exit(struct kvm *kvm, int status, const char *fmt, ...)
 {
 	bool expected = false;

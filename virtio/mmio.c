@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 #include <linux/virtio_mmio.h>
 
@@ -74,17 +73,11 @@ static void vm_signal(struct virtio_device *vdev)
 
 static int ioeventfd(struct virtio_mmio *vm, int qi, bool assign)
 {
-	struct kvm_ioeventfd req = {
-		.addr = vm->base + VIRTIO_MMIO_QUEUE_NOTIFY,
-		.len = 4,
-		.datamatch = (u64)qi,
-		.fd = vm->vdev->q[qi].kick_fd,
-		.flags = KVM_IOEVENTFD_FLAG_DATAMATCH | (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN),
+	struct kvm_ioevent ev = {
+		.addr = vm->base + VIRTIO_MMIO_QUEUE_NOTIFY, .len = 4, .match = true, .data = (u64)qi,
 	};
 
-	if (ioctl(vm->kvm->vm_fd, KVM_IOEVENTFD, &req) < 0)
-		return -errno;
-	return 0;
+	return kvm_ioeventfd(vm->kvm, &ev, vm->vdev->q[qi].kick_fd, assign);
 }
 
 /* The window never moves, so the ioeventfds are assigned once, for every queue. A
@@ -393,15 +386,7 @@ static const struct virtio_transport_ops vm_tops = {
 
 static int irqfd(struct virtio_mmio *vm, bool assign)
 {
-	struct kvm_irqfd req = {
-		.fd = (u32)vm->irq_efd,
-		.gsi = vm->irq,
-		.flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN,
-	};
-
-	if (ioctl(vm->kvm->vm_fd, KVM_IRQFD, &req) < 0)
-		return -errno;
-	return 0;
+	return kvm_irqfd(vm->kvm, vm->irq_efd, vm->irq, assign);
 }
 
 static void release(struct virtio_mmio *vm)
@@ -457,7 +442,7 @@ int virtio_mmio_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 		.addr = vm->base, .size = VIRTIO_MMIO_SIZE, .irq = vm->irq,
 		.device_id = vdev->ops->device_id, .used = true,
 	};
-	if (kvm->vm_fd < 0 || ioctl(kvm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IOEVENTFD) <= 0)
+	if (!kvm_has_ioeventfd(kvm))
 		vdev->use_ioeventfd = false;
 
 	for (int i = 0; i < nr_queues; i++) {

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 #include <linux/virtio_pci.h>
 
@@ -146,15 +145,7 @@ static bool vec_active(const struct virtio_pci *vp, const struct vp_vector *e)
 
 static int irqfd(struct virtio_pci *vp, struct vp_vector *e, bool assign)
 {
-	struct kvm_irqfd req = {
-		.fd = (u32)e->efd,
-		.gsi = (u32)e->gsi,
-		.flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN,
-	};
-
-	if (ioctl(vp->kvm->vm_fd, KVM_IRQFD, &req) < 0)
-		return -errno;
-	return 0;
+	return kvm_irqfd(vp->kvm, e->efd, (u32)e->gsi, assign);
 }
 
 /*
@@ -265,16 +256,12 @@ static u64 bar0_base(const struct virtio_pci *vp)
 
 static int ioeventfd(struct virtio_pci *vp, int qi, u64 base, u32 len, bool assign)
 {
-	struct kvm_ioeventfd req = {
+	struct kvm_ioevent ev = {
 		.addr = base + VP_NOTIFY * VP_REGION_SIZE + (u64)qi * VP_NOTIFY_MULT,
 		.len = len,
-		.fd = vp->vdev->q[qi].kick_fd,
-		.flags = assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN,
 	};
 
-	if (ioctl(vp->kvm->vm_fd, KVM_IOEVENTFD, &req) < 0)
-		return -errno;
-	return 0;
+	return kvm_ioeventfd(vp->kvm, &ev, vp->vdev->q[qi].kick_fd, assign);
 }
 
 static void ioevents_drop(struct virtio_pci *vp)
@@ -971,7 +958,7 @@ int virtio_pci_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 	vdev->tops = &vp_tops;
 	/* Trap mode when there is no VM or KVM cannot do it; decided once, before the
 	 * device threads exist. */
-	if (kvm->vm_fd < 0 || ioctl(kvm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IOEVENTFD) <= 0)
+	if (!kvm_has_ioeventfd(kvm))
 		vdev->use_ioeventfd = false;
 
 	for (int v = 0; v < VP_MAX_VECTORS; v++)

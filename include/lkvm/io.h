@@ -8,6 +8,15 @@
 
 struct kvm_cpu;
 
+/* A guest write that KVM can turn into an eventfd signal instead of an exit (KVM_IOEVENTFD):
+ * len bytes at MMIO address addr; with match, only writes of the value data. */
+struct kvm_ioevent {
+	u64 addr;
+	u32 len;
+	bool match;
+	u64 data;
+};
+
 /* Called on the vCPU thread that took the exit. addr is the absolute port or guest
  * physical address; data holds len (1..8) bytes in guest byte order: the handler reads
  * it on a write and fills it on a read (it arrives zeroed). Handlers must treat

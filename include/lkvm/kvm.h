@@ -160,6 +160,14 @@ void kvm_destroy(struct kvm *kvm);
 /* Raise/lower a GSI on the in-kernel irqchip. */
 int kvm_irq_line(struct kvm *kvm, u32 gsi, int level);
 
+/* The only callers of KVM_IOEVENTFD and KVM_IRQFD. kvm_has_ioeventfd: there is a VM and KVM
+ * offers KVM_CAP_IOEVENTFD. kvm_ioeventfd: the guest's write ev signals fd instead of exiting
+ * (assign), or no more (the same ev and fd, !assign). kvm_irqfd: a signal on fd injects GSI
+ * gsi (assign), or no more. Both 0 or -errno; -ENODEV without a VM. */
+bool kvm_has_ioeventfd(struct kvm *kvm);
+int kvm_ioeventfd(struct kvm *kvm, const struct kvm_ioevent *ev, int fd, bool assign);
+int kvm_irqfd(struct kvm *kvm, int fd, u32 gsi, bool assign);
+
 /* Allocate a GSI >= KVM_IRQ_MSI_GSI_BASE for an MSI route (not yet routed). Returns
  * the GSI or -ENOSPC. Thread-safe; works without a VM (vm_fd < 0: no ioctl). */
 int kvm_gsi_alloc(struct kvm *kvm) __must_check;
