@@ -1441,7 +1441,7 @@ void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *a
 /* Queue names in the layout the driver negotiated (all pairs if it never got that far). */
 static int stats_rows(struct virtio_net *n, int qi[], const char *name[], char buf[][24])
 {
-	u64 f = __atomic_load_n(&n->vdev.features, __ATOMIC_RELAXED);
+	u64 f = atomic_load_explicit(&n->vdev.features, memory_order_relaxed);
 	int pairs = (!f || (f & F(VIRTIO_NET_F_MQ))) ? n->pairs : 1, rows = 0;
 
 	for (int p = 0; p < pairs; p++) {
