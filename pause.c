@@ -16,18 +16,11 @@ static void quiesce_devices(struct kvm *kvm)
 			virtio_net_quiesce(kvm->nets[i]);
 }
 
-static int wake_devices(struct kvm *kvm)
+static void wake_devices(struct kvm *kvm)
 {
-	int ret = 0;
-
 	for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++)
-		if (kvm->nets[i]) {
-			int r = virtio_net_unquiesce(kvm->nets[i]);
-
-			if (r < 0 && !ret)
-				ret = r;
-		}
-	return ret;
+		if (kvm->nets[i])
+			virtio_net_resume(kvm->nets[i]);
 }
 
 static int tsc_offset_attr(struct kvm_cpu *vcpu, unsigned long req, u64 *val)
@@ -119,22 +112,15 @@ int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
 
 int kvm_resume(struct kvm *kvm, char *err, size_t errlen)
 {
-	int ret;
-
 	if (!atomic_load(&kvm->paused)) {
 		errfmt(err, errlen, "not paused");
 		return -EALREADY;
 	}
 	thaw_clock(kvm);
-	ret = wake_devices(kvm);
+	wake_devices(kvm);
 	kvm->paused_total_ns += now_ns() - kvm->paused_since_ns;
 	atomic_store(&kvm->paused, false);
 	kvm_cpu_unpark_all(kvm);
-	if (ret < 0) {
-		errfmt(err, errlen, "resumed, but a network device could not restart its threads: %s",
-		       strerror(-ret));
-		return ret;
-	}
 	return 0;
 }
 

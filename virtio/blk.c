@@ -16,8 +16,8 @@
 
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
-#include "lkvm/sandbox.h"
 #include "lkvm/virtio-blk.h"
+#include "lkvm/worker.h"
 
 #define SECTOR 512ULL
 #define HDR_LEN sizeof(struct virtio_blk_outhdr)
@@ -69,11 +69,7 @@ struct virtio_blk {
 
 	io_context_t ctx;
 	int aio_efd;        /* io_set_eventfd: one count per completion */
-	int stop_fd;
-	pthread_mutex_t run_lock; /* start/stop */
-	pthread_t tid;
-	bool running;
-	atomic_bool stopping;
+	struct worker worker; /* the queue thread */
 
 	/* Owned by the queue thread while it runs. */
 	struct blk_req reqs[NR_REQS];
@@ -454,7 +450,7 @@ static void drain(struct virtio_blk *b)
 			struct blk_req *r;
 			int ret;
 
-			if (atomic_load_explicit(&b->stopping, memory_order_relaxed))
+			if (worker_leaving(&b->worker))
 				goto out;
 			if (b->free_head < 0)
 				goto out; /* all slots busy: completions will call us again */
@@ -492,22 +488,32 @@ out:
 		stat_add(&rq(b)->stats.batches, 1);
 }
 
-static void *blk_thread(void *arg)
+/* Nothing may write guest memory or raise an interrupt once the thread parks or ends: wait
+ * for the I/O in flight (the kernel writes into guest buffers as it completes) and complete
+ * it, then publish. */
+static void settle(struct virtio_blk *b)
+{
+	while (b->inflight > 0) {
+		struct io_event ev[64];
+		int n = io_getevents(b->ctx, 1, ARRAY_SIZE(ev), ev, NULL);
+
+		if (n < 0 && n != -EINTR)
+			break;
+		for (int i = 0; i < n; i++)
+			finish_event(b, &ev[i]);
+	}
+	flush_used(b);
+}
+
+static void blk_thread(void *arg)
 {
 	struct virtio_blk *b = arg;
 	struct virtio_queue *q = rq(b);
 
-	pthread_setname_np(pthread_self(), "lkvm-blk"); /* itself: naming another thread opens /proc */
-	if (sandbox_enter(b->vdev.kvm, SB_BLK) < 0) {
-		if (b->vdev.kvm)
-			kvm_request_exit(b->vdev.kvm, EXIT_LKVM_ERROR, "virtio-blk: cannot enter the sandbox");
-		return NULL;
-	}
-
 	drain(b); /* chains may have been posted before the thread existed */
-	while (!atomic_load(&b->stopping)) {
+	for (;;) {
 		struct pollfd p[3] = {
-			{ .fd = b->stop_fd, .events = POLLIN },
+			{ .fd = worker_fd(&b->worker), .events = POLLIN },
 			{ .fd = b->aio_efd, .events = POLLIN },
 			{ .fd = b->broken ? -1 : q->kick_fd, .events = POLLIN },
 		};
@@ -519,25 +525,22 @@ static void *blk_thread(void *arg)
 			pr_err("virtio-blk: poll: %s", strerror(errno));
 			break;
 		}
-		if (p[0].revents)
-			break;
+		if (p[0].revents) {
+			/* Stop or pause. A request waiting for bounce memory stays where it is
+			 * for a pause (none of it was done), and goes first after it. */
+			settle(b);
+			if (worker_park(&b->worker))
+				break;
+			drain(b);
+			continue;
+		}
 		if (p[1].revents)
 			reap(b);
 		if (p[2].revents && read(q->kick_fd, &v, sizeof(v)) == sizeof(v))
 			stat_add(&q->stats.kicks, v);
 		drain(b);
 	}
-	/* Nothing may write guest memory after stop returns: wait for what is in flight. */
-	while (b->inflight > 0) {
-		struct io_event ev[64];
-		int n = io_getevents(b->ctx, 1, ARRAY_SIZE(ev), ev, NULL);
-
-		if (n < 0 && n != -EINTR)
-			break;
-		for (int i = 0; i < n; i++)
-			finish_event(b, &ev[i]);
-	}
-	flush_used(b);
+	settle(b);
 	/* A request still waiting for bounce memory was the last chain taken: give it back
 	 * for the next start (none of it was done). */
 	if (b->waiting) {
@@ -545,7 +548,6 @@ static void *blk_thread(void *arg)
 		req_put(b, b->waiting);
 		b->waiting = NULL;
 	}
-	return NULL;
 }
 
 /* ---- device ops ---- */
@@ -576,48 +578,21 @@ static void blk_config_read(struct virtio_device *vdev, u32 off, u8 *data, u32 l
 		memcpy(data, (const u8 *)&b->cfg + off, MIN(len, (u32)sizeof(b->cfg) - off));
 }
 
-static void blk_stop(struct virtio_device *vdev);
-
 static int blk_start(struct virtio_device *vdev)
 {
 	struct virtio_blk *b = to_blk(vdev);
-	int ret = 0;
 
-	blk_stop(vdev); /* a second DRIVER_OK without reset: restart cleanly */
+	worker_stop(&b->worker); /* a second DRIVER_OK without reset: restart cleanly */
 	if (!rq(b)->vq.ready)
 		return 0; /* the driver did not enable the queue */
-	pthread_mutex_lock(&b->run_lock);
 	b->broken = false;
 	b->pending = 0;
-	atomic_store(&b->stopping, false);
-	ret = -pthread_create(&b->tid, NULL, blk_thread, b);
-	if (!ret) {
-		b->running = true;
-	}
-	pthread_mutex_unlock(&b->run_lock);
-	return ret;
-}
-
-static void blk_stop_thread(struct virtio_blk *b)
-{
-	eventfd_t v;
-
-	pthread_mutex_lock(&b->run_lock);
-	if (b->running) {
-		atomic_store(&b->stopping, true);
-		if (eventfd_write(b->stop_fd, 1) < 0)
-			pr_err("virtio-blk: cannot signal the queue thread");
-		pthread_join(b->tid, NULL);
-		b->running = false;
-		if (eventfd_read(b->stop_fd, &v) < 0)
-			pr_debug("virtio-blk: stop eventfd already clear");
-	}
-	pthread_mutex_unlock(&b->run_lock);
+	return worker_start(&b->worker, "lkvm-blk", SB_BLK, blk_thread, b);
 }
 
 static void blk_stop(struct virtio_device *vdev)
 {
-	blk_stop_thread(to_blk(vdev));
+	worker_stop(&to_blk(vdev)->worker);
 }
 
 static const struct virtio_dev_ops virtio_blk_ops = {
@@ -716,8 +691,8 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 	b->kvm = kvm;
 	b->ro = o->ro;
 	b->io = o->io;
-	b->aio_efd = b->stop_fd = -1;
-	pthread_mutex_init(&b->run_lock, NULL);
+	b->aio_efd = -1;
+	worker_init(&b->worker, kvm);
 	open_image(b, o);
 	if (b->fd < 0) {
 		ret = -errno;
@@ -730,10 +705,9 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 		goto fail;
 	}
 	b->size = (u64)st.st_size & ~(SECTOR - 1);
-	b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	b->aio_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	b->elem = malloc(sizeof(*b->elem));
-	if (b->stop_fd < 0 || b->aio_efd < 0 || !b->elem) {
+	if (b->aio_efd < 0 || !b->elem) {
 		ret = -ENOMEM;
 		errfmt(err, errlen, "virtio-blk: out of memory or file descriptors");
 		goto fail;
@@ -812,7 +786,7 @@ void virtio_blk_destroy(struct virtio_blk *b)
 {
 	if (!b)
 		return;
-	blk_stop_thread(b);
+	worker_stop(&b->worker);
 	virtio_device_exit(&b->vdev);
 	if (b->ctx)
 		io_destroy(b->ctx);
@@ -822,12 +796,10 @@ void virtio_blk_destroy(struct virtio_blk *b)
 	}
 	if (b->fd >= 0)
 		close(b->fd);
-	if (b->stop_fd >= 0)
-		close(b->stop_fd);
 	if (b->aio_efd >= 0)
 		close(b->aio_efd);
 	free(b->elem);
-	pthread_mutex_destroy(&b->run_lock);
+	worker_destroy(&b->worker);
 	free(b);
 }
 

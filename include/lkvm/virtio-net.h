@@ -62,10 +62,11 @@ void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json);
  * have caught it), else halve. Pure, for the unit tests. */
 u64 virtio_net_poll_budget(u64 budget, u64 max_ns, bool hit, u64 gap_ns);
 
-/* Pause support: stop and join the device's threads (each finishes the frame it is on; chains
- * still in the rings stay there), and start them again. No-op when the device is not running. */
+/* Pause support: park the device's threads (each finishes the frame it is on and touches
+ * nothing more; chains still in the rings stay there), and let them go on. No-op when the
+ * device is not running. */
 void virtio_net_quiesce(struct virtio_net *n);
-int virtio_net_unquiesce(struct virtio_net *n) __must_check;
+void virtio_net_resume(struct virtio_net *n);
 
 /* The same counters as virtio_net_print_stats, one call per queue and field (queue "rx0",
  * "tx0", ..., "ctrl"; field "kicks", "trapped", "irqs", "packets", "bytes", "drops",
