@@ -23,7 +23,9 @@
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
 #include "lkvm/sandbox.h"
+#include "lkvm/stats.h"
 #include "lkvm/term.h"
+#include "lkvm/virtio-blk.h"
 #include "lkvm/virtio-console.h"
 #include "lkvm/virtio-mmio.h"
 #include "lkvm/virtio-net.h"
@@ -396,200 +398,55 @@ struct run_state {
 	size_t kernel_len, initrd_len, dtb_len;
 };
 
-/* ---- The machine's devices, as entries of the VM's device list (dev.h) ---- */
+/* ---- The machine: what every VM has, then what the configuration asks for ---- */
 
-static int pci_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+static int add_nets(struct kvm *kvm, const struct kvm_config *cfg)
 {
-	return pci_bus_create(kvm);
-}
+	int ret = 0;
 
-static void pci_dev_exit(struct kvm *kvm, struct kvm_dev *d)
-{
-	pci_bus_destroy(kvm);
-}
-
-static int uart_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
-{
-	kvm->uart = serial8250_create(kvm, SERIAL_COM1_BASE, SERIAL_COM1_IRQ);
-	return kvm->uart ? 0 : -ENOMEM;
-}
-
-static void uart_dev_exit(struct kvm *kvm, struct kvm_dev *d)
-{
-	serial8250_destroy(kvm->uart);
-	kvm->uart = NULL;
-}
-
-static int i8042_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
-{
-	return i8042_init(kvm);
-}
-
-static void i8042_dev_exit(struct kvm *kvm, struct kvm_dev *d)
-{
-	i8042_destroy(kvm);
-}
-
-static int rtc_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
-{
-	return rtc_init(kvm);
-}
-
-static void rtc_dev_exit(struct kvm *kvm, struct kvm_dev *d)
-{
-	rtc_destroy(kvm);
-}
-
-static int pvpanic_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
-{
-	return pvpanic_init(kvm);
-}
-
-static void pvpanic_dev_exit(struct kvm *kvm, struct kvm_dev *d)
-{
-	pvpanic_destroy(kvm);
-}
-
-/* A NIC: its backends (a tap, or fake ones for tests), then the device. The n-th NIC
- * given without a MAC gets the default MAC plus n in its last byte. */
-static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
-{
-	struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { NULL };
-	static const u8 default_mac[6] = VIRTIO_NET_DEFAULT_MAC;
-	struct net_opts o = *(const struct net_opts *)d->arg;
-	struct virtio_net *n;
-	char ifname[sizeof(be[0]->ifname)] = "fake";
-	int ret, pairs = o.queue_pairs ? o.queue_pairs : 1;
-
-	if (kvm->cfg.no_ioeventfd)
-		o.ioeventfd = false;
-	if (!o.trans_set)
-		o.trans = kvm->cfg.virtio_trans;
-	if (!o.mac_set) {
-		memcpy(o.guest_mac, default_mac, sizeof(o.guest_mac));
-		o.guest_mac[5] = (u8)(o.guest_mac[5] + d->index);
-		o.mac_set = true;
-	}
-	if (o.mode == NET_MODE_FAKE) {
-		/* One that cannot be made is reported by virtio_net_create ("no backend"). */
-		for (int i = 0; i < pairs && i < NET_MAX_QUEUE_PAIRS; i++)
-			be[i] = net_fake_create();
-	} else {
-		ret = net_tap_open(&o, be, pairs, err, errlen);
-		if (ret < 0)
-			return ret;
-		memcpy(ifname, be[0]->ifname, sizeof(ifname));
-	}
-	/* From here the device owns the backends, on failure too. */
-	ret = virtio_net_create(kvm, &o, be, &n, err, errlen);
-	if (ret < 0)
-		return ret;
-	d->priv = n;
-	if (d->index < (int)ARRAY_SIZE(kvm->nets))
-		kvm->nets[d->index] = n;
-	pr_debug("virtio-net %d over %s on %s %s, %s, tx=%s", d->index, virtio_trans_name(o.trans),
-		 o.mode == NET_MODE_FAKE ? "fake" : "tap", ifname,
-		 o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
-	return 0;
-}
-
-static void net_dev_exit(struct kvm *kvm, struct kvm_dev *d)
-{
-	if (d->index < (int)ARRAY_SIZE(kvm->nets))
-		kvm->nets[d->index] = NULL;
-	virtio_net_destroy(d->priv);
-}
-
-static int vcon_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
-{
-	struct virtio_console *c;
-	int ret = virtio_console_create(kvm, kvm->cfg.virtio_trans, NULL, false, &c);
-
-	if (ret < 0)
-		return ret;
-	d->priv = kvm->vcon = c;
-	return 0;
-}
-
-static void vcon_dev_exit(struct kvm *kvm, struct kvm_dev *d)
-{
-	kvm->vcon = NULL;
-	virtio_console_destroy(d->priv);
-}
-
-static int rng_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
-{
-	struct virtio_rng *r;
-	int ret = virtio_rng_create(kvm, kvm->cfg.virtio_trans, false, &r);
-
-	d->priv = r;
+	for (int i = 0; i < cfg->nr_nets && !ret; i++)
+		if (cfg->net[i].mode != NET_MODE_NONE)
+			ret = virtio_net_add(kvm, &cfg->net[i]);
 	return ret;
 }
 
-static void rng_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+static int add_disks(struct kvm *kvm, const struct kvm_config *cfg)
 {
-	virtio_rng_destroy(d->priv);
+	int ret = 0;
+
+	for (int i = 0; i < cfg->nr_disks && !ret; i++)
+		ret = virtio_blk_add(kvm, &cfg->disk[i]);
+	return ret;
 }
 
-/* A disk: the image and its virtio-blk device. */
-static int blk_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+static int add_console(struct kvm *kvm, const struct kvm_config *cfg)
 {
-	struct blk_opts o = *(const struct blk_opts *)d->arg;
-	struct virtio_blk *b;
-	int ret;
-
-	if (!o.trans_set)
-		o.trans = kvm->cfg.virtio_trans;
-	ret = virtio_blk_create(kvm, &o, &b, err, errlen);
-	if (ret < 0)
-		return ret;
-	d->priv = b;
-	pr_debug("virtio-blk %d over %s: %s%s, %s%s", d->index, virtio_trans_name(o.trans), o.path,
-		 o.ro ? " (read-only)" : "", o.io == BLK_IO_SYNC ? "pread/pwrite" : "libaio",
-		 virtio_blk_direct(b) ? ", O_DIRECT" : "");
-	return 0;
+	return cfg->console_virtio ? virtio_console_add(kvm) : 0;
 }
 
-static void blk_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+static int add_rng(struct kvm *kvm, const struct kvm_config *cfg)
 {
-	virtio_blk_destroy(d->priv);
+	return cfg->rng ? virtio_rng_add(kvm) : 0;
 }
 
+/* Each row adds its devices to the list (each device file knows its own lifecycle); the
+ * list orders them (buses, legacy devices, virtio devices), registration order within. */
 static const struct {
-	const char *name;
-	int prio;
-	kvm_dev_init_fn init;
-	kvm_dev_exit_fn exit;
-} base_devices[] = {
-	{ "pci", DEV_PRIO_BUS, pci_dev_init, pci_dev_exit },
-	{ "uart", DEV_PRIO_LEGACY, uart_dev_init, uart_dev_exit },
-	/* After the PCI bus, which owns 0xCF8-0xCFB and forwards 0xCF9. */
-	{ "i8042", DEV_PRIO_LEGACY, i8042_dev_init, i8042_dev_exit },
-	{ "rtc", DEV_PRIO_LEGACY, rtc_dev_init, rtc_dev_exit },
-	{ "pvpanic", DEV_PRIO_LEGACY, pvpanic_dev_init, pvpanic_dev_exit },
+	int (*always)(struct kvm *kvm);
+	int (*asked)(struct kvm *kvm, const struct kvm_config *cfg);
+} machine[] = {
+	{ .always = pci_bus_add }, { .always = serial8250_add }, { .always = i8042_add },
+	{ .always = rtc_add }, { .always = pvpanic_add },
+	{ .always = exitport_add }, /* TODO(run -- CMD): only in that mode */
+	{ .asked = add_nets }, { .asked = add_disks }, { .asked = add_console }, { .asked = add_rng },
 };
 
 int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
 {
-	const struct kvm_config *cfg = &kvm->cfg;
 	int ret = 0;
 
-	for (size_t i = 0; i < ARRAY_SIZE(base_devices) && !ret; i++)
-		ret = kvm_dev_add(kvm, base_devices[i].name, base_devices[i].prio, base_devices[i].init,
-				  base_devices[i].exit, NULL, 0);
-	if (!ret) /* TODO(run -- CMD): only in that mode */
-		ret = exitport_add(kvm);
-	for (int i = 0; i < cfg->nr_nets && !ret; i++)
-		if (cfg->net[i].mode != NET_MODE_NONE)
-			ret = kvm_dev_add(kvm, "virtio-net", DEV_PRIO_VIRTIO, net_dev_init, net_dev_exit,
-					  &cfg->net[i], sizeof(cfg->net[i]));
-	for (int i = 0; i < cfg->nr_disks && !ret; i++)
-		ret = kvm_dev_add(kvm, "virtio-blk", DEV_PRIO_VIRTIO, blk_dev_init, blk_dev_exit, &cfg->disk[i],
-				  sizeof(cfg->disk[i]));
-	if (!ret && cfg->console_virtio)
-		ret = kvm_dev_add(kvm, "virtio-console", DEV_PRIO_VIRTIO, vcon_dev_init, vcon_dev_exit, NULL, 0);
-	if (!ret && cfg->rng)
-		ret = kvm_dev_add(kvm, "virtio-rng", DEV_PRIO_VIRTIO, rng_dev_init, rng_dev_exit, NULL, 0);
+	for (size_t i = 0; i < ARRAY_SIZE(machine) && !ret; i++)
+		ret = machine[i].always ? machine[i].always(kvm) : machine[i].asked(kvm, &kvm->cfg);
 	if (ret < 0)
 		errfmt(err, errlen, "registering devices: %s", strerror(-ret));
 	return ret;
@@ -727,64 +584,39 @@ static void teardown(struct run_state *st)
 	free(st->dtb);
 }
 
-/* Exit counters of every vCPU and each NIC's queue counters, to out. */
-static void format_stats(struct kvm *kvm, FILE *out)
+static void put_msg(void *arg, const char *name, u64 value)
 {
-	bool json = kvm->cfg.stats == STATS_JSON;
-	u64 io = 0, mmio = 0, total = 0;
-
-	for (int i = 0; i < kvm->nr_cpus; i++) {
-		/* Racy snapshot while vCPUs run (SIGUSR2): each counter is one aligned word. */
-		io += __atomic_load_n(&kvm->cpus[i]->pio_exits, __ATOMIC_RELAXED);
-		mmio += __atomic_load_n(&kvm->cpus[i]->mmio_exits, __ATOMIC_RELAXED);
-		for (size_t r = 0; r < ARRAY_SIZE(kvm->cpus[i]->exits); r++)
-			total += __atomic_load_n(&kvm->cpus[i]->exits[r], __ATOMIC_RELAXED);
-	}
-	if (json)
-		fprintf(out, "{\"vcpu_exits\":{\"total\":%llu,\"io\":%llu,\"mmio\":%llu},\"nets\":[",
-			(unsigned long long)total, (unsigned long long)io, (unsigned long long)mmio);
-	else
-		fprintf(out, "vCPU exits: %llu (port I/O %llu, MMIO %llu)\n", (unsigned long long)total,
-			(unsigned long long)io, (unsigned long long)mmio);
-	for (size_t i = 0, n = 0; i < ARRAY_SIZE(kvm->nets); i++) {
-		if (!kvm->nets[i])
-			continue;
-		if (json && n++)
-			fputc(',', out);
-		if (!json)
-			fprintf(out, "net%zu:\n", i);
-		virtio_net_print_stats(kvm->nets[i], out, json);
-	}
-	if (json)
-		fprintf(out, "],\"disks\":[");
-	for (int i = 0; kvm_dev_find(kvm, "virtio-blk", i); i++) {
-		if (json && i)
-			fputc(',', out);
-		if (!json)
-			fprintf(out, "disk%d:\n", i);
-		virtio_blk_print_stats(kvm_dev_find(kvm, "virtio-blk", i)->priv, out, json);
-	}
-	if (json)
-		fprintf(out, "]}\n");
+	ctl_add_u64(arg, name, value);
 }
 
-/* The counters to stderr in one write where memory allows, so that a snapshot taken while
- * the guest prints (SIGUSR2) is not cut into pieces by the console's output. */
+/* Every counter (kvm_stats_collect, as lkvm stat gets them) to stderr, formatted as lkvm stat
+ * does, in one write where memory allows: a snapshot taken while the guest prints (SIGUSR2)
+ * is not cut into pieces by the console's output. */
 static void print_stats(struct kvm *kvm)
 {
+	bool json = kvm->cfg.stats == STATS_JSON;
+	struct ctl_kvs kvs = { 0 };
+	struct ctl_msg m;
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *m = open_memstream(&buf, &len);
+	FILE *f;
 
-	if (!m) {
-		format_stats(kvm, stderr);
-		fflush(stderr);
+	ctl_msg_init(&m, CTL_STAT, 0);
+	kvm_stats_collect(kvm, put_msg, &m);
+	if (m.oom || ctl_kvs_decode(&m, &kvs) < 0) {
+		pr_warn("--stats: out of memory");
+		ctl_msg_free(&m);
 		return;
 	}
-	format_stats(kvm, m);
-	if (fclose(m) == 0)
+	ctl_msg_free(&m);
+	f = open_memstream(&buf, &len);
+	stats_print(f ? f : stderr, &kvs, NULL, 0, json);
+	if (f && fclose(f) == 0)
 		write_full(STDERR_FILENO, buf, len);
+	else
+		fflush(stderr);
 	free(buf);
+	ctl_kvs_free(&kvs);
 }
 
 /* lkvm's own footprint: resident set minus the guest RAM pages that are resident. */

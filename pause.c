@@ -5,23 +5,9 @@
 #include <sys/ioctl.h>
 #include <x86intrin.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
-#include "lkvm/virtio-net.h"
-
-static void quiesce_devices(struct kvm *kvm)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++)
-		if (kvm->nets[i])
-			virtio_net_quiesce(kvm->nets[i]);
-}
-
-static void wake_devices(struct kvm *kvm)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++)
-		if (kvm->nets[i])
-			virtio_net_resume(kvm->nets[i]);
-}
 
 static int tsc_offset_attr(struct kvm_cpu *vcpu, unsigned long req, u64 *val)
 {
@@ -103,7 +89,7 @@ int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
 		errfmt(err, errlen, "cannot park the vCPUs: %s", strerror(-ret));
 	if (ret < 0)
 		return ret;
-	quiesce_devices(kvm);
+	kvm_devs_quiesce(kvm);
 	freeze_clock(kvm);
 	kvm->paused_since_ns = now_ns();
 	atomic_store(&kvm->paused, true);
@@ -117,7 +103,7 @@ int kvm_resume(struct kvm *kvm, char *err, size_t errlen)
 		return -EALREADY;
 	}
 	thaw_clock(kvm);
-	wake_devices(kvm);
+	kvm_devs_resume(kvm);
 	kvm->paused_total_ns += now_ns() - kvm->paused_since_ns;
 	atomic_store(&kvm->paused, false);
 	kvm_cpu_unpark_all(kvm);

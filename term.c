@@ -8,11 +8,9 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/term.h"
-#include "lkvm/virtio-console.h"
 
 /* Restoring the terminal must work from atexit and from fatal-signal paths, which have
  * no VM at hand: this is the one piece of process-wide state, and it only mirrors the
@@ -159,9 +157,8 @@ static void *input_thread(void *arg)
 		/* The UART's FIFO (or the virtio console's buffer) is small: wait for room
 		 * rather than dropping keystrokes. */
 		while (off < n && !atomic_load(&t->kvm->stopping)) {
-			size_t took = t->kvm->vcon   ? virtio_console_receive(t->kvm->vcon, out + off, n - off)
-				      : t->kvm->uart ? serial8250_receive(t->kvm->uart, out + off, n - off)
-						     : n - off;
+			const struct console_input *in = &t->kvm->console_in;
+			size_t took = in->fn ? in->fn(in->dev, out + off, n - off) : n - off;
 
 			off += took;
 			if (off < n) {
@@ -173,6 +170,17 @@ static void *input_thread(void *arg)
 		}
 	}
 	return NULL;
+}
+
+void term_set_input(struct kvm *kvm, size_t (*fn)(void *dev, const u8 *buf, size_t n), void *dev)
+{
+	kvm->console_in = (struct console_input){ fn, dev };
+}
+
+void term_clear_input(struct kvm *kvm, void *dev)
+{
+	if (kvm->console_in.dev == dev)
+		kvm->console_in = (struct console_input){ NULL, NULL };
 }
 
 int term_start(struct term *t)

@@ -8,16 +8,21 @@
 #include "lkvm/kvm.h"
 #include "lkvm/worker.h"
 
-void worker_init(struct worker *w, struct kvm *kvm)
+int worker_init(struct worker *w, struct kvm *kvm)
 {
 	memset(w, 0, sizeof(*w));
+	/* Made here, with the device (before the sandbox): a vCPU that starts the thread at
+	 * DRIVER_OK may not create file descriptors. */
+	w->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->stop_fd < 0)
+		return -errno;
 	w->kvm = kvm;
-	w->stop_fd = -1;
 	atomic_init(&w->req, WORKER_RUN);
 	pthread_mutex_init(&w->ctl, NULL);
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	w->initialised = true;
+	return 0;
 }
 
 void worker_destroy(struct worker *w)
@@ -25,6 +30,8 @@ void worker_destroy(struct worker *w)
 	if (!w->initialised)
 		return;
 	worker_stop(w);
+	close(w->stop_fd);
+	w->stop_fd = -1;
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	pthread_mutex_destroy(&w->ctl);
@@ -68,11 +75,6 @@ int worker_start(struct worker *w, const char *name, enum sandbox_kind kind, wor
 		ret = -EBUSY;
 		goto out;
 	}
-	w->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (w->stop_fd < 0) {
-		ret = -errno;
-		goto out;
-	}
 	snprintf(w->name, sizeof(w->name), "%s", name);
 	w->kind = kind;
 	w->fn = fn;
@@ -80,11 +82,8 @@ int worker_start(struct worker *w, const char *name, enum sandbox_kind kind, wor
 	w->entered = w->parked = w->done = false;
 	atomic_store(&w->req, WORKER_RUN);
 	ret = -pthread_create(&w->tid, NULL, worker_main, w);
-	if (ret) {
-		close(w->stop_fd);
-		w->stop_fd = -1;
+	if (ret)
 		goto out;
-	}
 	w->running = true;
 	pthread_mutex_lock(&w->lock);
 	while (!w->entered)
@@ -109,13 +108,14 @@ static void ask(struct worker *w, enum worker_req req)
 
 void worker_stop(struct worker *w)
 {
+	if (!w->initialised)
+		return;
 	pthread_mutex_lock(&w->ctl);
 	if (w->running) {
 		ask(w, WORKER_STOP);
 		pthread_join(w->tid, NULL);
 		w->running = false;
-		close(w->stop_fd);
-		w->stop_fd = -1;
+		eventfd_drain(w->stop_fd); /* ready for the next start */
 		atomic_store(&w->req, WORKER_RUN);
 	}
 	pthread_mutex_unlock(&w->ctl);

@@ -97,8 +97,14 @@ static void exitport_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	free(e);
 }
 
+static const struct kvm_dev_ops exitport_dev_ops = {
+	.name = "lkvm-exit",
+	.prio = DEV_PRIO_LEGACY,
+	.init = exitport_dev_init,
+	.exit = exitport_dev_exit,
+};
+
 int exitport_add(struct kvm *kvm)
 {
-	return kvm_dev_add(kvm, "lkvm-exit", DEV_PRIO_LEGACY, exitport_dev_init, exitport_dev_exit,
-			   NULL, 0);
+	return kvm_dev_add(kvm, &exitport_dev_ops, NULL, 0);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/term.h"
@@ -293,4 +294,38 @@ void serial8250_destroy(struct serial8250 *s)
 	io_bus_unregister(&s->kvm->pio, s->base);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+}
+
+/* ---- COM1 as an entry of the VM's device list ---- */
+
+static size_t uart_input(void *dev, const u8 *buf, size_t n)
+{
+	return serial8250_receive(dev, buf, n);
+}
+
+static int uart_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	d->priv = serial8250_create(kvm, SERIAL_COM1_BASE, SERIAL_COM1_IRQ);
+	if (!d->priv)
+		return -ENOMEM;
+	term_set_input(kvm, uart_input, d->priv);
+	return 0;
+}
+
+static void uart_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	term_clear_input(kvm, d->priv);
+	serial8250_destroy(d->priv);
+}
+
+static const struct kvm_dev_ops uart_dev_ops = {
+	.name = "uart",
+	.prio = DEV_PRIO_LEGACY,
+	.init = uart_dev_init,
+	.exit = uart_dev_exit,
+};
+
+int serial8250_add(struct kvm *kvm)
+{
+	return kvm_dev_add(kvm, &uart_dev_ops, NULL, 0);
 }

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libaio.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +13,10 @@
 #include <linux/virtio_ids.h>
 #include <linux/virtio_ring.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
+#include "lkvm/stats.h"
 #include "lkvm/virtio-blk.h"
 #include "lkvm/worker.h"
 
@@ -692,7 +693,6 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 	b->ro = o->ro;
 	b->io = o->io;
 	b->aio_efd = -1;
-	worker_init(&b->worker, kvm);
 	open_image(b, o);
 	if (b->fd < 0) {
 		ret = -errno;
@@ -707,7 +707,7 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 	b->size = (u64)st.st_size & ~(SECTOR - 1);
 	b->aio_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	b->elem = malloc(sizeof(*b->elem));
-	if (b->aio_efd < 0 || !b->elem) {
+	if (b->aio_efd < 0 || !b->elem || worker_init(&b->worker, kvm) < 0) {
 		ret = -ENOMEM;
 		errfmt(err, errlen, "virtio-blk: out of memory or file descriptors");
 		goto fail;
@@ -803,25 +803,63 @@ void virtio_blk_destroy(struct virtio_blk *b)
 	free(b);
 }
 
-void virtio_blk_print_stats(struct virtio_blk *b, FILE *out, bool json)
+void virtio_blk_stats(struct virtio_blk *b, struct stats_visitor *v)
 {
-	struct virtio_queue_stats *s = &rq(b)->stats;
-	u64 kicks = atomic_load(&s->kicks), trapped = atomic_load(&s->trapped), irqs = atomic_load(&s->irqs);
-	u64 reqs = atomic_load(&s->packets), bytes = atomic_load(&s->bytes), errs = atomic_load(&s->drops);
-	u64 bnow = atomic_load(&b->bounce_now), bpeak = atomic_load(&b->bounce_peak);
-	u64 bwaits = atomic_load(&b->bounce_waits);
+	virtio_queue_stats(&b->vdev, 0, v, "req0", "requests");
+	v->counter(v, "errors", atomic_load(&rq(b)->stats.drops));
+	v->group(v, "bounce");
+	v->counter(v, "bytes", atomic_load(&b->bounce_now));
+	v->counter(v, "peak", atomic_load(&b->bounce_peak));
+	v->counter(v, "limit", BOUNCE_MAX);
+	v->counter(v, "waits", atomic_load(&b->bounce_waits));
+}
 
-	if (json)
-		fprintf(out,
-			"{\"queues\":[{\"name\":\"req0\",\"kicks\":%" PRIu64 ",\"trapped\":%" PRIu64
-			",\"irqs\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"errors\":%" PRIu64
-			"}],\"bounce\":{\"bytes\":%" PRIu64 ",\"peak\":%" PRIu64 ",\"limit\":%llu,\"waits\":%" PRIu64
-			"}}",
-			kicks, trapped, irqs, reqs, bytes, errs, bnow, bpeak, BOUNCE_MAX, bwaits);
-	else
-		fprintf(out, "%-6s %12s %12s %12s %12s %14s %10s\nreq0   %12" PRIu64 " %12" PRIu64 " %12" PRIu64
-			" %12" PRIu64 " %14" PRIu64 " %10" PRIu64 "\n"
-			"bounce buffers: %" PRIu64 " bytes held, peak %" PRIu64 " of %llu, %" PRIu64 " requests waited\n",
-			"queue", "kicks", "trapped", "irqs", "requests", "bytes", "errors", kicks, trapped, irqs,
-			reqs, bytes, errs, bnow, bpeak, BOUNCE_MAX, bwaits);
+/* ---- the disk as an entry of the VM's device list ---- */
+
+static int blk_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct blk_opts o = *(const struct blk_opts *)d->arg;
+	struct virtio_blk *b;
+	int ret;
+
+	if (!o.trans_set)
+		o.trans = kvm->cfg.virtio_trans;
+	ret = virtio_blk_create(kvm, &o, &b, err, errlen);
+	if (ret < 0)
+		return ret;
+	d->priv = b;
+	pr_debug("virtio-blk %d over %s: %s%s, %s%s", d->index, virtio_trans_name(o.trans), o.path,
+		 o.ro ? " (read-only)" : "", o.io == BLK_IO_SYNC ? "pread/pwrite" : "libaio",
+		 b->direct ? ", O_DIRECT" : "");
+	return 0;
+}
+
+static void blk_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	virtio_blk_destroy(d->priv);
+}
+
+static void blk_dev_reset(struct kvm_dev *d)
+{
+	virtio_device_reset(&((struct virtio_blk *)d->priv)->vdev);
+}
+
+static void blk_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
+{
+	virtio_blk_stats(d->priv, v);
+}
+
+static const struct kvm_dev_ops blk_dev_ops = {
+	.name = "virtio-blk",
+	.prio = DEV_PRIO_VIRTIO,
+	.init = blk_dev_init,
+	.reset = blk_dev_reset,
+	.stats = blk_dev_stats,
+	.stats_name = "disk",
+	.exit = blk_dev_exit,
+};
+
+int virtio_blk_add(struct kvm *kvm, const struct blk_opts *o)
+{
+	return kvm_dev_add(kvm, &blk_dev_ops, o, sizeof(*o));
 }

@@ -9,6 +9,7 @@
 #include <linux/virtio_ids.h>
 #include <linux/virtio_ring.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
 #include "lkvm/term.h"
@@ -142,6 +143,7 @@ static void rx_fill(struct virtio_console *c)
 			c->in_head = (c->in_head + n) % IN_BUF;
 			c->in_len -= n;
 		}
+		atomic_fetch_add_explicit(&c->vdev.q[RXQ].stats.packets, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&c->vdev.q[RXQ].stats.bytes, done, memory_order_relaxed);
 		vq_push(vq, c->elem->head, (u32)done);
 		virtio_notify_queue(&c->vdev, RXQ);
@@ -253,7 +255,6 @@ int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_conso
 		return -ENOMEM;
 	c->kvm = kvm;
 	c->out = out ? out : term_output;
-	worker_init(&c->worker, kvm);
 	pthread_mutex_init(&c->in_lock, NULL);
 	c->in_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	c->elem = malloc(sizeof(*c->elem));
@@ -261,7 +262,7 @@ int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_conso
 	c->vdev.ops = &virtio_console_ops;
 	c->vdev.priv = c;
 	c->vdev.use_ioeventfd = !kvm->cfg.no_ioeventfd;
-	if (c->in_fd < 0 || !c->elem || !c->tx_elem) {
+	if (c->in_fd < 0 || !c->elem || !c->tx_elem || worker_init(&c->worker, kvm) < 0) {
 		virtio_console_destroy(c);
 		return -ENOMEM;
 	}
@@ -298,4 +299,63 @@ void virtio_console_destroy(struct virtio_console *c)
 	worker_destroy(&c->worker);
 	pthread_mutex_destroy(&c->in_lock);
 	free(c);
+}
+
+void virtio_console_stats(struct virtio_console *c, struct stats_visitor *v)
+{
+	static const char *const names[] = { [RXQ] = "rx", [TXQ] = "tx" };
+
+	for (int qi = 0; qi < 2; qi++)
+		virtio_queue_stats(&c->vdev, qi, v, names[qi], "packets");
+}
+
+/* ---- the console as an entry of the VM's device list ---- */
+
+static size_t con_input(void *dev, const u8 *buf, size_t n)
+{
+	return virtio_console_receive(dev, buf, n);
+}
+
+/* hvc0 is the console (--console virtio): terminal input goes here, not to the UART. */
+static int con_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct virtio_console *c;
+	int ret = virtio_console_create(kvm, kvm->cfg.virtio_trans, NULL, false, &c);
+
+	if (ret < 0)
+		return ret;
+	d->priv = c;
+	term_set_input(kvm, con_input, c);
+	return 0;
+}
+
+static void con_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	term_clear_input(kvm, d->priv);
+	virtio_console_destroy(d->priv);
+}
+
+static void con_dev_reset(struct kvm_dev *d)
+{
+	virtio_device_reset(&((struct virtio_console *)d->priv)->vdev);
+}
+
+static void con_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
+{
+	virtio_console_stats(d->priv, v);
+}
+
+static const struct kvm_dev_ops con_dev_ops = {
+	.name = "virtio-console",
+	.prio = DEV_PRIO_VIRTIO,
+	.init = con_dev_init,
+	.reset = con_dev_reset,
+	.stats = con_dev_stats,
+	.stats_name = "console",
+	.exit = con_dev_exit,
+};
+
+int virtio_console_add(struct kvm *kvm)
+{
+	return kvm_dev_add(kvm, &con_dev_ops, NULL, 0);
 }

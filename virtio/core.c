@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "lkvm/kvm.h"
+#include "lkvm/stats.h"
 #include "lkvm/virtio-mmio.h"
 #include "lkvm/virtio-pci.h"
 #include "lkvm/virtio.h"
@@ -253,6 +254,15 @@ void virtio_reset(struct virtio_device *vdev)
 	atomic_store(&vdev->needs_reset_logged, false);
 	atomic_fetch_add_explicit(&vdev->config_generation, 1, memory_order_release);
 	atomic_store(&vdev->status, 0);
+}
+
+void virtio_device_reset(struct virtio_device *vdev)
+{
+	if (!vdev->initialised)
+		return;
+	pthread_mutex_lock(&vdev->lock);
+	virtio_reset(vdev);
+	pthread_mutex_unlock(&vdev->lock);
 }
 
 static bool features_acceptable(struct virtio_device *vdev)
@@ -507,4 +517,17 @@ void virtio_set_needs_reset(struct virtio_device *vdev, const char *why)
 	/* Only when the driver is running does it look at the status on a config interrupt. */
 	if (atomic_load(&vdev->status) & VIRTIO_CONFIG_S_DRIVER_OK)
 		virtio_notify_config(vdev);
+}
+
+void virtio_queue_stats(struct virtio_device *vdev, int qi, struct stats_visitor *v,
+			const char *group, const char *unit)
+{
+	struct virtio_queue_stats *s = &vdev->q[qi].stats;
+
+	v->group(v, group);
+	v->counter(v, "kicks", atomic_load_explicit(&s->kicks, memory_order_relaxed));
+	v->counter(v, "trapped", atomic_load_explicit(&s->trapped, memory_order_relaxed));
+	v->counter(v, "irqs", atomic_load_explicit(&s->irqs, memory_order_relaxed));
+	v->counter(v, unit, atomic_load_explicit(&s->packets, memory_order_relaxed));
+	v->counter(v, "bytes", atomic_load_explicit(&s->bytes, memory_order_relaxed));
 }

@@ -16,8 +16,10 @@
 #include <linux/virtio_net.h>
 #include <linux/virtio_ring.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/kvm.h"
 #include "lkvm/iov.h"
+#include "lkvm/stats.h"
 #include "lkvm/worker.h"
 #include "lkvm/virtio-net.h"
 
@@ -66,7 +68,7 @@ struct net_worker {
 	int qi;      /* index in vdev->q */
 	int pair;    /* backend index */
 	char qname[24];
-	struct worker wk; /* the thread */
+	struct worker *wk; /* its thread: one of n->wk */
 	bool broken; /* the guest broke the queue: touch it no more */
 	struct vq_elem *elem;
 	/* RX: chains taken from the ring but not yet used, in pop order, so that they are
@@ -104,6 +106,7 @@ struct virtio_net {
 	pthread_mutex_t run_lock;
 	int nworkers;
 	struct net_worker w[VIRTIO_MAX_QUEUES];
+	struct worker wk[VIRTIO_MAX_QUEUES]; /* made with the device: w[i] runs on wk[i] */
 
 	/* Negotiated at start. */
 	bool mrg_rxbuf;
@@ -135,7 +138,7 @@ static inline u64 stat_get(atomic_ullong *c)
 /* Asked to stop or park: leave the drain loop at the next safe point. */
 static inline bool leaving(struct net_worker *w)
 {
-	return worker_leaving(&w->wk);
+	return worker_leaving(w->wk);
 }
 
 /* ---- iovec helpers: every copy bounded by the iovecs themselves ---- */
@@ -174,7 +177,7 @@ static int wait_for(struct net_worker *w, bool want_kick, int io_fd, short io_ev
 	struct pollfd p[3];
 	int np = 0, ki = -1, ii = -1, r, m = 0;
 
-	p[np++] = (struct pollfd){ .fd = worker_fd(&w->wk), .events = POLLIN };
+	p[np++] = (struct pollfd){ .fd = worker_fd(w->wk), .events = POLLIN };
 	if (want_kick && q->kick_fd >= 0) {
 		ki = np;
 		p[np++] = (struct pollfd){ .fd = q->kick_fd, .events = POLLIN };
@@ -204,7 +207,7 @@ static int wait_for(struct net_worker *w, bool want_kick, int io_fd, short io_ev
  * pause is over. */
 static bool stop_or_park(struct net_worker *w, int wake)
 {
-	return (wake & WAKE_FAIL) || worker_park(&w->wk);
+	return (wake & WAKE_FAIL) || worker_park(w->wk);
 }
 
 static void queue_broken(struct net_worker *w, const char *why)
@@ -483,7 +486,7 @@ static bool tx_hold(struct net_worker *w)
 {
 	struct timespec ts = { .tv_sec = (time_t)(w->n->tx_timer_ns / 1000000000ull),
 			       .tv_nsec = (long)(w->n->tx_timer_ns % 1000000000ull) };
-	struct pollfd p = { .fd = worker_fd(&w->wk), .events = POLLIN };
+	struct pollfd p = { .fd = worker_fd(w->wk), .events = POLLIN };
 	u64 end = now_ns() + w->n->tx_timer_ns;
 
 	vq_disable_notify(&w->n->vdev.q[w->qi].vq);
@@ -795,9 +798,9 @@ static void rx_thread(void *arg)
 		int m;
 
 		if (next == RX_WAIT_BACKOFF) {
-			struct pollfd p = { .fd = worker_fd(&w->wk), .events = POLLIN };
+			struct pollfd p = { .fd = worker_fd(w->wk), .events = POLLIN };
 
-			if (poll(&p, 1, RX_BACKOFF_MS) > 0 && worker_park(&w->wk))
+			if (poll(&p, 1, RX_BACKOFF_MS) > 0 && worker_park(w->wk))
 				break;
 			next = RX_WAIT_FRAME;
 			continue;
@@ -1125,10 +1128,9 @@ static int net_worker_start(struct virtio_net *n, enum worker_kind kind, int qi,
 		return ret;
 	/* The kernel keeps 15 characters of a name; "lkvm-net-tx7" fits. */
 	snprintf(tname, sizeof(tname), kind == W_CTL ? "lkvm-net-ctl" : "lkvm-net-%s", w->qname);
-	worker_init(&w->wk, n->kvm);
-	ret = worker_start(&w->wk, tname, sb[kind], fn[kind], w);
+	w->wk = &n->wk[n->nworkers];
+	ret = worker_start(w->wk, tname, sb[kind], fn[kind], w);
 	if (ret < 0) {
-		worker_destroy(&w->wk);
 		worker_free(w);
 		return ret;
 	}
@@ -1159,7 +1161,7 @@ static int start_workers_locked(struct virtio_net *n)
 static void stop_workers_locked(struct virtio_net *n)
 {
 	for (int i = 0; i < n->nworkers; i++) {
-		worker_destroy(&n->w[i].wk);
+		worker_stop(n->w[i].wk);
 		worker_free(&n->w[i]);
 	}
 	n->nworkers = 0;
@@ -1206,7 +1208,7 @@ void virtio_net_quiesce(struct virtio_net *n)
 {
 	pthread_mutex_lock(&n->run_lock);
 	for (int i = 0; i < n->nworkers; i++)
-		worker_quiesce(&n->w[i].wk);
+		worker_quiesce(n->w[i].wk);
 	pthread_mutex_unlock(&n->run_lock);
 }
 
@@ -1214,7 +1216,7 @@ void virtio_net_resume(struct virtio_net *n)
 {
 	pthread_mutex_lock(&n->run_lock);
 	for (int i = 0; i < n->nworkers; i++)
-		worker_resume(&n->w[i].wk);
+		worker_resume(n->w[i].wk);
 	pthread_mutex_unlock(&n->run_lock);
 }
 
@@ -1280,6 +1282,15 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 	}
 	pthread_mutex_init(&n->cfg_lock, NULL);
 	pthread_mutex_init(&n->run_lock, NULL);
+	for (int i = 0; i < 2 * pairs + 1; i++) {
+		int ret = worker_init(&n->wk[i], kvm);
+
+		if (ret < 0) {
+			errfmt(err, errlen, "virtio-net: eventfd: %s", strerror(-ret));
+			virtio_net_destroy(n);
+			return ret;
+		}
+	}
 
 	memcpy(n->cfg.mac, default_mac, sizeof(n->cfg.mac));
 	if (o->mac_set)
@@ -1340,6 +1351,8 @@ void virtio_net_destroy(struct virtio_net *n)
 	net_stop(&n->vdev);
 	virtio_device_exit(&n->vdev);
 	close_backends(n->be, n->pairs);
+	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++)
+		worker_destroy(&n->wk[i]);
 	pthread_mutex_destroy(&n->cfg_lock);
 	pthread_mutex_destroy(&n->run_lock);
 	free(n);
@@ -1355,6 +1368,7 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	struct virtio_device *vdev = &n->vdev;
 	int ctl = (vdev->features & F(VIRTIO_NET_F_MQ)) ? 2 * n->pairs : 2;
 	struct net_worker *w;
+	struct worker wk; /* no thread: never asked to leave */
 
 	if (qi < 0 || qi > ctl || !vdev->q[qi].vq.ready || n->nworkers)
 		return -EINVAL;
@@ -1362,20 +1376,21 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	if (!w)
 		return -ENOMEM;
 	w->elem = malloc(sizeof(*w->elem));
-	if (!w->elem) {
+	if (!w->elem || worker_init(&wk, n->kvm) < 0) {
+		free(w->elem);
 		free(w);
 		return -ENOMEM;
 	}
 	w->n = n;
 	w->qi = qi;
-	worker_init(&w->wk, n->kvm); /* no thread: never asked to leave */
+	w->wk = &wk;
 	w->kind = qi == ctl ? W_CTL : qi % 2 ? W_TX : W_RX;
 	w->pair = qi == ctl ? 0 : qi / 2;
 	w->poll_budget_ns = n->poll_max_ns;
 	snprintf(w->qname, sizeof(w->qname), qi == ctl ? "ctrl" : qi % 2 ? "tx%d" : "rx%d", w->pair);
 	n->mrg_rxbuf = vdev->features & F(VIRTIO_NET_F_MRG_RXBUF);
 	if (w->kind == W_RX && !(w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov)))) {
-		worker_destroy(&w->wk);
+		worker_destroy(&wk);
 		worker_free(w);
 		free(w);
 		return -ENOMEM;
@@ -1389,7 +1404,7 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	} else if (tx_drain(w)) {
 		pr_debug("virtio-net %s: stopped while serving once", w->qname);
 	}
-	worker_destroy(&w->wk);
+	worker_destroy(&wk);
 	worker_free(w);
 	free(w);
 	return 0;
@@ -1420,57 +1435,7 @@ static int stats_rows(struct virtio_net *n, int qi[], const char *name[], char b
 	return rows + 1;
 }
 
-static void ratio(char *buf, size_t len, u64 a, u64 b, bool json)
-{
-	if (b)
-		snprintf(buf, len, "%.2f", (double)a / (double)b);
-	else
-		snprintf(buf, len, "%s", json ? "null" : "-");
-}
-
-void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json)
-{
-	int qi[VIRTIO_MAX_QUEUES];
-	const char *name[VIRTIO_MAX_QUEUES];
-	char buf[VIRTIO_MAX_QUEUES][24];
-	int rows = stats_rows(n, qi, name, buf);
-
-	if (json)
-		fputs("{\"queues\":[", out);
-	else
-		fprintf(out, "%-6s %12s %12s %12s %12s %14s %10s %10s %10s %10s %10s %10s\n", "queue",
-			"kicks", "trapped", "irqs", "packets", "bytes", "pkts/kick", "pkts/irq", "drops",
-			"polls", "poll_hits", "poll_us");
-	for (int r = 0; r < rows; r++) {
-		struct virtio_queue_stats *s = &n->vdev.q[qi[r]].stats;
-		u64 kicks = stat_get(&s->kicks), trapped = stat_get(&s->trapped), irqs = stat_get(&s->irqs);
-		u64 pkts = stat_get(&s->packets), bytes = stat_get(&s->bytes), drops = stat_get(&s->drops);
-		u64 batches = stat_get(&s->batches), polls = stat_get(&s->polls);
-		u64 hits = stat_get(&s->poll_hits), poll_us = stat_get(&s->poll_ns) / 1000;
-		char pk[32], pi[32];
-
-		ratio(pk, sizeof(pk), pkts, kicks, json);
-		ratio(pi, sizeof(pi), pkts, irqs, json);
-		if (json)
-			fprintf(out,
-				"%s{\"name\":\"%s\",\"kicks\":%" PRIu64 ",\"trapped\":%" PRIu64
-				",\"irqs\":%" PRIu64 ",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
-				",\"drops\":%" PRIu64 ",\"batches\":%" PRIu64
-				",\"pkts_per_kick\":%s,\"pkts_per_irq\":%s,\"polls\":%" PRIu64
-				",\"poll_hits\":%" PRIu64 ",\"poll_us\":%" PRIu64 "}",
-				r ? "," : "", name[r], kicks, trapped, irqs, pkts, bytes, drops, batches, pk, pi,
-				polls, hits, poll_us);
-		else
-			fprintf(out,
-				"%-6s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %14" PRIu64
-				" %10s %10s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 "\n",
-				name[r], kicks, trapped, irqs, pkts, bytes, pk, pi, drops, polls, hits, poll_us);
-	}
-	if (json)
-		fputs("]}", out);
-}
-
-void virtio_net_visit_stats(struct virtio_net *n, virtio_net_stat_fn fn, void *arg)
+void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v)
 {
 	int qi[VIRTIO_MAX_QUEUES];
 	const char *name[VIRTIO_MAX_QUEUES];
@@ -1480,15 +1445,93 @@ void virtio_net_visit_stats(struct virtio_net *n, virtio_net_stat_fn fn, void *a
 	for (int r = 0; r < rows; r++) {
 		struct virtio_queue_stats *s = &n->vdev.q[qi[r]].stats;
 
-		fn(arg, name[r], "kicks", stat_get(&s->kicks));
-		fn(arg, name[r], "trapped", stat_get(&s->trapped));
-		fn(arg, name[r], "irqs", stat_get(&s->irqs));
-		fn(arg, name[r], "packets", stat_get(&s->packets));
-		fn(arg, name[r], "bytes", stat_get(&s->bytes));
-		fn(arg, name[r], "drops", stat_get(&s->drops));
-		fn(arg, name[r], "batches", stat_get(&s->batches));
-		fn(arg, name[r], "polls", stat_get(&s->polls));
-		fn(arg, name[r], "poll_hits", stat_get(&s->poll_hits));
-		fn(arg, name[r], "poll_us", stat_get(&s->poll_ns) / 1000);
+		virtio_queue_stats(&n->vdev, qi[r], v, name[r], "packets");
+		v->counter(v, "drops", stat_get(&s->drops));
+		v->counter(v, "batches", stat_get(&s->batches));
+		v->counter(v, "polls", stat_get(&s->polls));
+		v->counter(v, "poll_hits", stat_get(&s->poll_hits));
+		v->counter(v, "poll_us", stat_get(&s->poll_ns) / 1000);
 	}
+}
+
+/* ---- the NIC as an entry of the VM's device list ---- */
+
+/* Its backends (a tap, or fake ones for tests), then the device. */
+static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { NULL };
+	static const u8 default_mac[6] = VIRTIO_NET_DEFAULT_MAC;
+	struct net_opts o = *(const struct net_opts *)d->arg;
+	char ifname[sizeof(be[0]->ifname)] = "fake";
+	int ret, pairs = o.queue_pairs ? o.queue_pairs : 1;
+
+	if (kvm->cfg.no_ioeventfd)
+		o.ioeventfd = false;
+	if (!o.trans_set)
+		o.trans = kvm->cfg.virtio_trans;
+	if (!o.mac_set) {
+		memcpy(o.guest_mac, default_mac, sizeof(o.guest_mac));
+		o.guest_mac[5] = (u8)(o.guest_mac[5] + d->index);
+		o.mac_set = true;
+	}
+	if (o.mode == NET_MODE_FAKE) {
+		/* One that cannot be made is reported by virtio_net_create ("no backend"). */
+		for (int i = 0; i < pairs && i < NET_MAX_QUEUE_PAIRS; i++)
+			be[i] = net_fake_create();
+	} else {
+		ret = net_tap_open(&o, be, pairs, err, errlen);
+		if (ret < 0)
+			return ret;
+		memcpy(ifname, be[0]->ifname, sizeof(ifname));
+	}
+	/* From here the device owns the backends, on failure too. */
+	ret = virtio_net_create(kvm, &o, be, (struct virtio_net **)&d->priv, err, errlen);
+	if (ret < 0)
+		return ret;
+	pr_debug("virtio-net %d over %s on %s %s, %s, tx=%s", d->index, virtio_trans_name(o.trans),
+		 o.mode == NET_MODE_FAKE ? "fake" : "tap", ifname,
+		 o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
+	return 0;
+}
+
+static void net_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	virtio_net_destroy(d->priv);
+}
+
+static void net_dev_quiesce(struct kvm_dev *d)
+{
+	virtio_net_quiesce(d->priv);
+}
+
+static void net_dev_resume(struct kvm_dev *d)
+{
+	virtio_net_resume(d->priv);
+}
+
+static void net_dev_reset(struct kvm_dev *d)
+{
+	virtio_device_reset(virtio_net_vdev(d->priv));
+}
+
+static void net_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
+{
+	virtio_net_stats(d->priv, v);
+}
+
+static const struct kvm_dev_ops net_dev_ops = {
+	.name = "virtio-net",
+	.prio = DEV_PRIO_VIRTIO,
+	.init = net_dev_init,
+	.quiesce = net_dev_quiesce,
+	.resume = net_dev_resume,
+	.reset = net_dev_reset,
+	.stats = net_dev_stats,
+	.stats_name = "net",
+	.exit = net_dev_exit,
+};
+
+int virtio_net_add(struct kvm *kvm, const struct net_opts *o)
+{
+	return kvm_dev_add(kvm, &net_dev_ops, o, sizeof(*o));
 }

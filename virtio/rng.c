@@ -8,6 +8,7 @@
 #include <linux/virtio_ids.h>
 #include <linux/virtio_ring.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-console.h"
@@ -136,12 +137,11 @@ int virtio_rng_create(struct kvm *kvm, enum virtio_trans trans, bool bare, struc
 	if (!r)
 		return -ENOMEM;
 	r->kvm = kvm;
-	worker_init(&r->worker, kvm);
 	r->elem = malloc(sizeof(*r->elem));
 	r->vdev.ops = &virtio_rng_ops;
 	r->vdev.priv = r;
 	r->vdev.use_ioeventfd = !kvm->cfg.no_ioeventfd;
-	if (!r->elem) {
+	if (!r->elem || worker_init(&r->worker, kvm) < 0) {
 		virtio_rng_destroy(r);
 		return -ENOMEM;
 	}
@@ -169,4 +169,46 @@ void virtio_rng_destroy(struct virtio_rng *r)
 	free(r->elem);
 	worker_destroy(&r->worker);
 	free(r);
+}
+
+void virtio_rng_stats(struct virtio_rng *r, struct stats_visitor *v)
+{
+	virtio_queue_stats(&r->vdev, 0, v, "req0", "requests");
+}
+
+/* ---- the entropy device as an entry of the VM's device list ---- */
+
+static int rng_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return virtio_rng_create(kvm, kvm->cfg.virtio_trans, false, (struct virtio_rng **)&d->priv);
+}
+
+static void rng_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	virtio_rng_destroy(d->priv);
+}
+
+static void rng_dev_reset(struct kvm_dev *d)
+{
+	virtio_device_reset(&((struct virtio_rng *)d->priv)->vdev);
+}
+
+static void rng_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
+{
+	virtio_rng_stats(d->priv, v);
+}
+
+static const struct kvm_dev_ops rng_dev_ops = {
+	.name = "virtio-rng",
+	.prio = DEV_PRIO_VIRTIO,
+	.init = rng_dev_init,
+	.reset = rng_dev_reset,
+	.stats = rng_dev_stats,
+	.stats_name = "rng",
+	.exit = rng_dev_exit,
+};
+
+int virtio_rng_add(struct kvm *kvm)
+{
+	return kvm_dev_add(kvm, &rng_dev_ops, NULL, 0);
 }

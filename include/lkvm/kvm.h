@@ -53,7 +53,6 @@ struct kvm_config {
 };
 
 struct kvm_cpu;
-struct serial8250;
 
 /* GSI routing (x86/irq.c). KVM's routing table is per VM and KVM_SET_GSI_ROUTING
  * replaces all of it, so lkvm keeps the whole table: KVM's default routes for GSIs 0-23
@@ -69,9 +68,7 @@ struct kvm_msi_route {
 };
 struct term;
 struct pci_bus;
-struct virtio_net;
 struct kvm_dev;
-struct virtio_console;
 
 /* Counters of the host-instruction completions (x86/emulate.c); see `--stats`. */
 enum emu_insn {
@@ -98,15 +95,16 @@ struct kvm {
 	bool pvm_quirks;                       /* host needs instruction completions */
 	atomic_ullong emu_hits[EMU_NR];
 
-	struct serial8250 *uart;
 	struct term *term;
 	struct pci_bus *pci;
-	void *pvpanic;
-	void *i8042;
-	void *rtc;
-	struct virtio_net *nets[4];           /* set by the NICs' device entries, for --stats */
 	struct kvm_dev *devs;                 /* the device list (dev.h), exited by kvm_destroy */
-	struct virtio_console *vcon;          /* --console virtio: where terminal input goes */
+	/* Where terminal input goes (term_set_input): set by the console device at its init
+	 * (the UART; virtio-console, added later, when it is the console), before the
+	 * terminal's thread starts; cleared by its exit, after that thread ended. */
+	struct console_input {
+		size_t (*fn)(void *dev, const u8 *buf, size_t n); /* takes what it can */
+		void *dev;
+	} console_in;
 	/* virtio-mmio slots in use (virtio/mmio.c), for the command line and the DTB. */
 	struct kvm_mmio_slot {
 		u64 addr;

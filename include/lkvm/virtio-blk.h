@@ -3,11 +3,11 @@
 #define LKVM_VIRTIO_BLK_H
 
 #include <limits.h>
-#include <stdio.h>
 
 #include "lkvm/virtio.h"
 
 struct kvm;
+struct stats_visitor;
 struct virtio_blk;
 
 #define VIRTIO_BLK_QUEUE_SIZE 256
@@ -42,9 +42,12 @@ struct virtio_device *virtio_blk_vdev(struct virtio_blk *b);
 bool virtio_blk_direct(struct virtio_blk *b);
 /* Waits for requests in flight, stops the thread, detaches, closes the image. NULL is fine. */
 void virtio_blk_destroy(struct virtio_blk *b);
-/* Per-queue counters (requests as packets, bytes, errors as drops), like virtio-net's, and
- * the bounce buffers for O_DIRECT: bytes held now, the peak, the limit (a request beyond it
- * waits for completions) and how many requests had to wait. */
-void virtio_blk_print_stats(struct virtio_blk *b, FILE *out, bool json);
+/* Counters: the queue's (group req0: kicks, trapped, irqs, requests, bytes, errors), and the
+ * bounce buffers for O_DIRECT (group bounce: bytes held now, the peak, the limit, beyond
+ * which a request waits for completions, and how many requests had to wait). */
+void virtio_blk_stats(struct virtio_blk *b, struct stats_visitor *v);
+/* Add a disk to kvm's device list ("virtio-blk", stats kind "disk"), on o->trans (else
+ * --virtio-transport). 0 or -ENOMEM. */
+int virtio_blk_add(struct kvm *kvm, const struct blk_opts *o) __must_check;
 
 #endif

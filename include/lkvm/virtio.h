@@ -11,6 +11,7 @@
 #include "lkvm/virtqueue.h"
 
 struct kvm;
+struct stats_visitor;
 struct virtio_device;
 
 #define VIRTIO_MAX_QUEUES 17      /* 8 queue pairs + a control queue */
@@ -159,6 +160,11 @@ void virtio_config_changed(struct virtio_device *vdev);
 /* The driver broke a queue: set DEVICE_NEEDS_RESET, log once, notify config. The
  * device stops using that queue; lkvm and other devices carry on. */
 void virtio_set_needs_reset(struct virtio_device *vdev, const char *why);
+/* Queue qi's counters as stats group `group` (stats.h): kicks, trapped, irqs, then what
+ * stats.packets counts under the name `unit` ("packets", "requests"), and bytes. The
+ * device adds its own counters to the group after them. */
+void virtio_queue_stats(struct virtio_device *vdev, int qi, struct stats_visitor *v,
+			const char *group, const char *unit);
 
 /* ---- For transports (virtio/core.c): the state machine behind their registers ---- */
 
@@ -220,5 +226,7 @@ void virtio_doorbells_moved(struct virtio_device *vdev);
 bool virtio_driver_ok(struct virtio_device *vdev);
 /* Reset the device as a driver's status write of 0 does. vdev->lock held. */
 void virtio_reset(struct virtio_device *vdev);
+/* The same, taking vdev->lock (the device list's reset); no-op when not initialised. */
+void virtio_device_reset(struct virtio_device *vdev);
 
 #endif

@@ -28,7 +28,7 @@ typedef void (*worker_fn)(void *arg);
 
 struct worker {
 	struct kvm *kvm;
-	int stop_fd;          /* eventfd while running (-1 otherwise): readable = leave */
+	int stop_fd;          /* eventfd: readable = leave (park or stop) */
 	atomic_int req;       /* enum worker_req: what the thread is asked to do */
 	/* Internal. ctl serialises the callers; lock and cond are the handshake with the
 	 * thread (entered, parked, done). */
@@ -42,8 +42,9 @@ struct worker {
 	bool initialised, running, entered, parked, done;
 };
 
-/* Ready a worker (no thread, no file descriptor yet). */
-void worker_init(struct worker *w, struct kvm *kvm);
+/* Ready a worker (its eventfd, no thread yet), with the device, before the sandbox. 0 or
+ * -errno (nothing to destroy then). */
+int worker_init(struct worker *w, struct kvm *kvm) __must_check;
 /* Stop it if it runs and release what worker_init made; no-op when never initialised. */
 void worker_destroy(struct worker *w);
 /* Start a thread named `name` (at most 15 characters kept) that enters sandbox kind `kind`
@@ -61,7 +62,7 @@ void worker_resume(struct worker *w);
 
 /* ---- In the thread ---- */
 
-/* The eventfd to poll (readable when asked to park or stop); -1 outside a started worker. */
+/* The eventfd to poll: readable when asked to park or stop. */
 static inline int worker_fd(const struct worker *w)
 {
 	return w->stop_fd;

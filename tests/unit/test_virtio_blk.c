@@ -13,6 +13,7 @@
 #include <linux/virtio_ring.h>
 
 #include "check_main.h"
+#include "stats_fmt.h"
 #include "irq_hook.h"
 #include "wait.h"
 #include "lkvm/kvm.h"
@@ -472,6 +473,11 @@ START_TEST(test_options)
 }
 END_TEST
 
+static void blk_visit(void *dev, struct stats_visitor *v)
+{
+	virtio_blk_stats(dev, v);
+}
+
 /* The bounce-buffer part of the device's --stats=json. */
 struct bounce {
 	u64 bytes, peak, limit, waits;
@@ -480,14 +486,9 @@ struct bounce {
 static struct bounce bounce_stats(void)
 {
 	struct bounce b = { 0 };
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	char *buf = stats_fmt("disk", t.b, blk_visit, true);
 	const char *p;
 
-	ck_assert_ptr_nonnull(f);
-	virtio_blk_print_stats(t.b, f, true);
-	fclose(f);
 	p = strstr(buf, "\"bounce\":{");
 	ck_assert_msg(p && sscanf(p, "\"bounce\":{\"bytes\":%" SCNu64 ",\"peak\":%" SCNu64 ",\"limit\":%" SCNu64
 				  ",\"waits\":%" SCNu64 "}}", &b.bytes, &b.peak, &b.limit, &b.waits) == 4,
