@@ -186,6 +186,27 @@ static int parse_mem(const char *s, u64 *mib)
 	return 0;
 }
 
+/* A device's transport: its own trans= or else --virtio-transport. */
+static enum virtio_trans trans_of(const struct kvm_config *cfg, bool set, enum virtio_trans trans)
+{
+	return set ? trans : cfg->virtio_trans;
+}
+
+/* The virtio-mmio devices the options ask for (checked here: the IRQs run out at set-up). */
+static int count_mmio(const struct kvm_config *cfg)
+{
+	int n = 0;
+
+	for (int i = 0; i < cfg->nr_nets; i++)
+		n += cfg->net[i].mode != NET_MODE_NONE &&
+		     trans_of(cfg, cfg->net[i].trans_set, cfg->net[i].trans) == VIRTIO_TRANS_MMIO;
+	for (int i = 0; i < cfg->nr_disks; i++)
+		n += trans_of(cfg, cfg->disk[i].trans_set, cfg->disk[i].trans) == VIRTIO_TRANS_MMIO;
+	if (cfg->virtio_trans == VIRTIO_TRANS_MMIO)
+		n += cfg->console_virtio + cfg->rng;
+	return n;
+}
+
 int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err, size_t errlen)
 {
 	int c;
@@ -357,6 +378,11 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 	}
 	if (!cfg->kernel_path) {
 		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
+		return -EINVAL;
+	}
+	if (count_mmio(cfg) > VIRTIO_MMIO_MAX_DEVS) {
+		errfmt(err, errlen, "%d virtio-mmio devices asked for: at most %d (each needs one of the free ISA IRQs)",
+		       count_mmio(cfg), VIRTIO_MMIO_MAX_DEVS);
 		return -EINVAL;
 	}
 	return 0;

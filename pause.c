@@ -20,6 +20,13 @@ static int tsc_offset_attr(struct kvm_cpu *vcpu, unsigned long req, u64 *val)
 	return ioctl(vcpu->fd, req, &a) < 0 ? -errno : 0;
 }
 
+bool kvm_cpu_tsc_stops_over_pause(struct kvm_cpu *vcpu)
+{
+	u64 unused;
+
+	return tsc_offset_attr(vcpu, KVM_HAS_DEVICE_ATTR, &unused) == 0;
+}
+
 /*
  * The guest's time must not jump over a pause. kvm-clock (what Linux keeps time with) is
  * saved with KVM_GET_CLOCK and put back with KVM_SET_CLOCK, so it resumes where it stopped.

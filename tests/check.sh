@@ -108,6 +108,9 @@ stage console console scripts/kvm-host.sh --timeout 1500 -- tests/integration/te
 # The control plane's client side: a non-root user's runtime directory, stop --wait, mute peers.
 stage ctl-client ctl-client scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl-client.sh
 kernel_stage linux linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
+# The machine seen from inside: CPUID, RAM above the PCI hole, the device tree of a bzImage, device
+# limits, triple fault, and pauses of a C guest and of Linux (kvm-clock, KVMCLOCK_CTRL, parked vCPUs).
+kernel_stage machine machine scripts/kvm-host.sh --timeout 900 -- tests/integration/test-machine.sh
 # Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
 # and a malicious virtio-net driver.
 stage faults faults,hostile scripts/kvm-host.sh --timeout 600 -- bash -c "rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc"

@@ -11,6 +11,7 @@
 #define CPUID_1_ECX_TSC_DEADLINE (1U << 24)
 #define CPUID_1_ECX_HYPERVISOR (1U << 31)
 #define CPUID_1_EDX_HTT (1U << 28)
+#define CPUID_80000007_EDX_INVARIANT_TSC (1U << 8)
 #define KVM_CPUID_SIGNATURE 0x40000000U
 #define KVM_CPUID_FEATURES 0x40000001U
 
@@ -43,6 +44,12 @@ int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
 	 * emulated host) that calibration fails, the LAPIC timer is disabled and the guest's
 	 * clock stops. */
 	bool tsc_deadline = ioctl(kvm->sys_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
+	/* A pause keeps kvm-clock still (KVM_SET_CLOCK), but the TSC only where KVM can move the
+	 * vCPU's TSC offset (pause.c). Where it cannot, or where the guest reads the host's TSC
+	 * natively whatever the offset (a PVM host runs guest code in host user mode), the TSC
+	 * runs on over a pause: do not call it invariant, so Linux keeps kvm-clock as its
+	 * clocksource instead of switching to the TSC, and its time does not jump by the pause. */
+	bool tsc_stops = !kvm->pvm_quirks && kvm_cpu_tsc_stops_over_pause(vcpu);
 	int ret = 0;
 
 	if (!c) {
@@ -66,6 +73,10 @@ int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
 		case 0x1f:
 			/* x2APIC topology: EDX is this CPU's x2APIC id. */
 			e->edx = (u32)vcpu->id;
+			break;
+		case 0x80000007:
+			if (!tsc_stops)
+				e->edx &= ~CPUID_80000007_EDX_INVARIANT_TSC;
 			break;
 		case KVM_CPUID_SIGNATURE:
 			have_sig = true;

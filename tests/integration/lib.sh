@@ -12,6 +12,8 @@
 # What the project builds or installs itself (lkvm, guests, tools, the guest kernel, the Debian
 # packages of scripts/deps.sh) being absent is a failure. "skip NAME: why" at the start of a line
 # is the one skip format: tests/run-unit.sh prints the same and tests/check.sh lists them all.
+# For VMs a test drives while they run (pause, stat, stop): start_vm, wait_vm, wait_log, wait_exit,
+# ctl, stat_val.
 
 REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 LKVM=${LKVM:-$REPO_ROOT/lkvm}
@@ -135,6 +137,14 @@ _log_has() {
 	[ "$rc" -le 1 ] && return "$rc"
 	fail "grep cannot search ${LAST_LOG:-(no log)} for /$2/: ${err:-status $rc}"
 	return 2
+}
+
+# one_error_line REGEX: the last command printed exactly one line, an error matching REGEX (lkvm
+# ends its own lines with "\r\n", for a terminal in raw mode).
+one_error_line() {
+	[ "$(wc -l <"$LAST_LOG")" = 1 ] && tr -d '\r' <"$LAST_LOG" | grep -Eq -- "^lkvm: error: $1\$" &&
+		return 0
+	fail "expected one line 'lkvm: error: $1', got: $(head -c 300 "$LAST_LOG" | tr '\n' '|')"
 }
 
 # expect_output REGEX [DESCRIPTION]: extended regex somewhere in the last run's output.
@@ -303,4 +313,59 @@ wait_exit() {
 	fi
 	wait "$pid"
 	EXIT_STATUS=$?
+}
+
+# --- VMs in the background (for lkvm pause/resume/stat/stop while they run) ---------------------
+
+PY=${PY:-$(command -v /usr/bin/python3 || command -v python3 || true)}
+
+# start_vm NAME LOG [RUN ARGS...]: lkvm run in the background (spin guest unless -k is given) with
+# --timeout $VM_TIMEOUT (default 60); sets VM_PID and VM_LOG and adds the pid to $PIDS_FILE when
+# that is set (for the script's clean-up). NAME "-" means no --name. LKVM_PREFIX runs it under a
+# command.
+start_vm() {
+	local name=$1 log=$2
+	shift 2
+	local args=("$@")
+	[[ " ${args[*]} " == *" -k "* ]] || args=(-k "$GUEST_DIR/spin.elf" "${args[@]}")
+	[ "$name" = - ] || args+=(--name "$name")
+	VM_LOG=$LOG_DIR/$log.log
+	# shellcheck disable=SC2086 # LKVM_PREFIX is word-split on purpose
+	${LKVM_PREFIX-} "$LKVM" run "${args[@]}" --timeout "${VM_TIMEOUT:-60}" </dev/null >"$VM_LOG" 2>&1 &
+	VM_PID=$!
+	[ -z "${PIDS_FILE-}" ] || echo "$VM_PID" >>"$PIDS_FILE"
+}
+
+_vm_answers() { "$LKVM" stat "$1" >/dev/null 2>&1; }
+_answers_or_gone() { _vm_answers "$1" || gone "$VM_PID"; }
+
+# wait_vm NAME: until `lkvm stat NAME` answers (10 s; the emulated host is slow), or VM_PID is gone.
+wait_vm() {
+	wait_until 10 _answers_or_gone "$1"
+	_vm_answers "$1" && return 0
+	fail "VM $1 never answered on its socket ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"
+}
+
+_has_or_gone() { grep -Eq -- "$2" "$1" || gone "$VM_PID"; }
+
+# wait_log LOG REGEX [SECS]: until LOG has a line matching REGEX (default 10 s), or VM_PID is gone.
+wait_log() {
+	wait_until "${3:-10}" _has_or_gone "$1" "$2"
+	grep -Eq -- "$2" "$1" || fail "no /$2/ in $1"
+}
+
+# ctl LOG CMD...: runs "lkvm CMD..." into $LOG_DIR/LOG.log; status in LAST_STATUS. CTL_PREFIX
+# runs it under a command (another user, another environment).
+ctl() {
+	local log=$1
+	shift
+	LAST_LOG=$LOG_DIR/$log.log
+	# shellcheck disable=SC2086 # CTL_PREFIX is word-split on purpose
+	timeout -s KILL 30 ${CTL_PREFIX-} "$LKVM" "$@" >"$LAST_LOG" 2>&1
+	LAST_STATUS=$? # read by expect_status
+}
+
+# stat_val NAME FIELD: one counter of `lkvm stat NAME --json` (a python expression over d).
+stat_val() {
+	"$LKVM" stat "$1" --json 2>/dev/null | "$PY" -c "import json,sys; d=json.load(sys.stdin); print($2)"
 }

@@ -62,14 +62,6 @@ ctl() {
 	LAST_SECS=$((SECONDS - t0))
 }
 
-# one_error_line REGEX: the command printed exactly one line, an error matching REGEX (lkvm ends
-# its own lines with "\r\n", for a terminal in raw mode).
-one_error_line() {
-	[ "$(wc -l <"$LAST_LOG")" = 1 ] && tr -d '\r' <"$LAST_LOG" | grep -Eq -- "^lkvm: error: $1\$" &&
-		return 0
-	fail "expected one line 'lkvm: error: $1', got: $(head -c 300 "$LAST_LOG" | tr '\n' '|')"
-}
-
 own_dir() {
 	export LKVM_RUNTIME_DIR=$WORK/$_T_NAME
 	mkdir -m 700 "$LKVM_RUNTIME_DIR"

@@ -7,8 +7,8 @@ SUMMARY_PREFIX=ctl
 . "$(dirname "$0")/lib.sh"
 
 T=60                                  # lkvm --timeout of every VM here (they are stopped long before)
+VM_TIMEOUT=$T                         # start_vm's (lib.sh)
 PEER=$REPO_ROOT/build/tools/net-peer
-PY=$(command -v /usr/bin/python3 || command -v python3 || true)
 # Every VM of this script lives in its own runtime directory, away from anyone else's VMs.
 # Each test gets its own directory under CTL_DIR (own_dir), so tests running side by side never
 # see each other's VMs (lkvm list, stop --all).
@@ -38,80 +38,8 @@ own_dir() {
 	mkdir -m 700 "$LKVM_RUNTIME_DIR"
 }
 
-# alive PID: running (a zombie waiting for `wait` is not).
-alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
-
-# start_vm NAME LOG [RUN ARGS...]: lkvm run in the background (spin guest unless -k is given);
-# sets VM_PID and VM_LOG. NAME "-" means no --name. LKVM_PREFIX runs it under a command.
-start_vm() {
-	local name=$1 log=$2
-	shift 2
-	local args=("$@")
-	[[ " ${args[*]} " == *" -k "* ]] || args=(-k "$GUEST_DIR/spin.elf" "${args[@]}")
-	[ "$name" = - ] || args+=(--name "$name")
-	VM_LOG=$LOG_DIR/$log.log
-	# shellcheck disable=SC2086 # LKVM_PREFIX is word-split on purpose
-	${LKVM_PREFIX-} "$LKVM" run "${args[@]}" --timeout $T </dev/null >"$VM_LOG" 2>&1 &
-	VM_PID=$!
-	echo "$VM_PID" >>"$PIDS_FILE"
-}
-
-# wait_vm NAME: until `lkvm stat NAME` answers (10 s; the emulated host is slow).
-wait_vm() {
-	local i
-	for ((i = 0; i < 200; i++)); do
-		"$LKVM" stat "$1" >/dev/null 2>&1 && return 0
-		alive "$VM_PID" || break
-		sleep 0.05
-	done
-	fail "VM $1 never answered on its socket ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"
-}
-
-# wait_log LOG REGEX: until the VM's log has a line matching REGEX (10 s).
-wait_log() {
-	local i
-	for ((i = 0; i < 200; i++)); do
-		grep -Eq -- "$2" "$1" && return 0
-		alive "$VM_PID" || break
-		sleep 0.05
-	done
-	grep -Eq -- "$2" "$1" || fail "no /$2/ in $1"
-}
-
-# wait_exit PID SECS: the VM's exit status in EXIT_STATUS; fails when it is still running.
-wait_exit() {
-	local pid=$1 secs=$2 i
-	for ((i = 0; i < secs * 20; i++)); do
-		alive "$pid" || break
-		sleep 0.05
-	done
-	if alive "$pid"; then
-		kill -KILL "$pid" 2>/dev/null
-		fail "lkvm (pid $pid) still running after $secs s"
-		return 1
-	fi
-	wait "$pid"
-	EXIT_STATUS=$?
-}
-
-# ctl LOG CMD...: runs "lkvm CMD..." into $LOG_DIR/LOG.log; status in LAST_STATUS. CTL_PREFIX
-# runs it under a command (another user, another environment).
-ctl() {
-	local log=$1
-	shift
-	LAST_LOG=$LOG_DIR/$log.log
-	# shellcheck disable=SC2086 # CTL_PREFIX is word-split on purpose
-	timeout -s KILL 30 ${CTL_PREFIX-} "$LKVM" "$@" >"$LAST_LOG" 2>&1
-	LAST_STATUS=$? # read by expect_status (lib.sh)
-}
-
 # json_get FILE EXPR: a value from the JSON in FILE (python3 expression over `d`).
 json_get() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
-# stat_val NAME FIELD: one counter of `lkvm stat NAME --json` (a python expression over d).
-stat_val() {
-	"$LKVM" stat "$1" --json 2>/dev/null | "$PY" -c "import json,sys; d=json.load(sys.stdin); print($2)"
-}
-
 # ---- help and missing VMs ----
 
 t_help() {

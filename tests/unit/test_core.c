@@ -179,6 +179,24 @@ START_TEST(run_options_bad)
 	ck_assert_ptr_nonnull(strstr(err, "unexpected argument 'extra'"));
 	ck_assert_int_eq(parse(&cfg, err, 2, "run", "-k"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "needs a value"));
+	/* The device limits: 4 NICs, 4 disks, 9 virtio-mmio devices (whatever makes them mmio). */
+	ck_assert_int_eq(parse(&cfg, err, 13, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap", "-n",
+			       "mode=tap", "-n", "mode=tap", "-n", "mode=tap"), -EINVAL);
+	ck_assert_str_eq(err, "-n: at most 4 network devices");
+	ck_assert_int_eq(parse(&cfg, err, 13, "run", "-k", "k", "-d", "a", "-d", "b", "-d", "c", "-d", "d", "-d",
+			       "e"), -EINVAL);
+	ck_assert_str_eq(err, "-d: at most 4 disks");
+	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap", "-n",
+			       "mode=tap,trans=mmio", "-n", "mode=tap", "-d", "a", "-d", "b,trans=mmio", "-d", "c", "-d",
+			       "d", "--console", "virtio", "--virtio-transport", "mmio", "--rng"), -EINVAL);
+	ck_assert_str_eq(err, "10 virtio-mmio devices asked for: at most 9 (each needs one of the free ISA IRQs)");
+	/* Nine are fine; a NIC on PCI, or one with mode=none (no device), does not count. */
+	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap", "-n",
+			       "mode=tap,trans=pci", "-n", "mode=tap", "-d", "a", "-d", "b", "-d", "c", "-d", "d",
+			       "--console", "virtio", "--virtio-transport", "mmio", "--rng"), 0);
+	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap", "-n",
+			       "mode=none", "-n", "mode=tap", "-d", "a", "-d", "b", "-d", "c", "-d", "d", "--console",
+			       "virtio", "--virtio-transport", "mmio", "--rng"), 0);
 }
 END_TEST
 

@@ -1,4 +1,4 @@
-/* C guest time: the TSC rate from kvm-clock (pvclock), CPUID 0x15/0x16, or the LAPIC timer, so CPL3 code can time with RDTSC. */
+/* C guest time: the TSC rate from kvm-clock (pvclock), CPUID 0x15/0x16, or the LAPIC timer, so CPL3 code can time with RDTSC; and kvm-clock itself. */
 #include "guest.h"
 
 #define KVM_CPUID_SIGNATURE 0x40000000
@@ -44,19 +44,27 @@ static bool is_kvm(void)
  * shift negative meaning a right shift, so the TSC runs at 10^9 * 2^32 / (mul * 2^shift) Hz.
  * This is the rate KVM itself uses for the guest's TSC.
  */
-static u64 from_kvmclock(void)
+/* The MSR that registers a pvclock page, 0 when KVM offers no kvm-clock. */
+static u32 kvmclock_msr(void)
 {
-	u32 a, b, c, d, msr;
-	u64 hz;
+	u32 a, b, c, d;
 
 	if (!is_kvm())
 		return 0;
 	cpuid(KVM_CPUID_FEATURES, 0, &a, &b, &c, &d);
 	if (a & (1u << KVM_FEATURE_CLOCKSOURCE2))
-		msr = MSR_KVM_SYSTEM_TIME_NEW;
-	else if (a & (1u << KVM_FEATURE_CLOCKSOURCE))
-		msr = MSR_KVM_SYSTEM_TIME;
-	else
+		return MSR_KVM_SYSTEM_TIME_NEW;
+	if (a & (1u << KVM_FEATURE_CLOCKSOURCE))
+		return MSR_KVM_SYSTEM_TIME;
+	return 0;
+}
+
+static u64 from_kvmclock(void)
+{
+	u32 msr = kvmclock_msr();
+	u64 hz;
+
+	if (!msr)
 		return 0;
 	wrmsr(msr, (u64)(uintptr_t)&pvclock | 1);
 	for (int i = 0; i < 1000 && !READ_ONCE(pvclock.tsc_to_system_mul); i++)
@@ -124,4 +132,58 @@ const char *clock_init(void)
 	tsc_hz = hz;
 	source = name;
 	return name;
+}
+
+bool kvmclock_start(void)
+{
+	u32 msr = kvmclock_msr();
+
+	if (!msr)
+		return false;
+	wrmsr(msr, (u64)(uintptr_t)&pvclock | 1);
+	for (int i = 0; i < 1000 && !READ_ONCE(pvclock.tsc_to_system_mul); i++)
+		cpu_relax();
+	return READ_ONCE(pvclock.tsc_to_system_mul) != 0;
+}
+
+/*
+ * KVM's side of the version protocol (odd while it rewrites the page) pairs with the two
+ * reads of `version` around the fields; x86 keeps loads in order, so compiler barriers
+ * suffice between them, and LFENCE keeps RDTSC from running ahead of the loads.
+ */
+u64 kvmclock_read(u64 *tsc_out)
+{
+	u32 v, mul;
+	u64 tsc, ts, sys, delta;
+	s8 shift;
+
+	do {
+		v = READ_ONCE(pvclock.version);
+		barrier();
+		ts = READ_ONCE(pvclock.tsc_timestamp);
+		sys = READ_ONCE(pvclock.system_time);
+		mul = READ_ONCE(pvclock.tsc_to_system_mul);
+		shift = READ_ONCE(pvclock.tsc_shift);
+		__asm__ __volatile__("lfence" ::: "memory");
+		tsc = rdtsc();
+		barrier();
+	} while ((v & 1) || v != READ_ONCE(pvclock.version));
+	delta = tsc - ts;
+	delta = shift >= 0 ? delta << shift : delta >> -shift;
+	if (tsc_out)
+		*tsc_out = tsc;
+	/* A 64x64->128 multiply is one instruction (no libgcc call, unlike a 128-bit division). */
+	return sys + (u64)(((unsigned __int128)delta * mul) >> 32);
+}
+
+/* The pvclock flags KVM publishes with the clock (after kvmclock_start()). */
+u8 kvmclock_flags(void)
+{
+	return READ_ONCE(pvclock.flags);
+}
+
+/* What a guest does once it has acted on a flag (Linux: kvm_check_and_clear_guest_paused). */
+void kvmclock_clear_flags(u8 bits)
+{
+	__atomic_fetch_and(&pvclock.flags, (u8)~bits, __ATOMIC_SEQ_CST);
 }

@@ -74,6 +74,35 @@ start64:
 1:	hlt
 	jmp 1b
 
+/*
+ * The same image booted as a bzImage (build/guests/NAME.bzImage, lib/bzimage.S): the loader
+ * copies the file's bytes to 1 MiB and enters here, at +0x200, in 64-bit mode on its own GDT
+ * and identity page tables, with RSI pointing at the zero page. Take over with ours and join
+ * the PVH path. The loader copies only the file: .bss is cleared here.
+ */
+	.section .text.bzentry, "ax"
+	.code64
+	.globl _start_bzimage
+_start_bzimage:
+	cli
+	cld
+	mov %rsi, lib_boot_params(%rip) /* in .data: survives the clearing of .bss */
+	lea __bss_start(%rip), %rdi
+	lea __bss_end(%rip), %rcx
+	sub %rdi, %rcx
+	xor %eax, %eax
+	rep stosb
+	lgdt gdt_desc(%rip) /* in 64-bit mode lgdt reads the limit and a 64-bit base */
+	lea pml4(%rip), %rax
+	mov %rax, %cr3
+	mov %cr0, %rax
+	or $CR0_WP, %eax
+	mov %rax, %cr0
+	pushq $SEL_KCODE
+	lea start64(%rip), %rax
+	pushq %rax
+	lretq
+
 	.text
 /* IDT: vector n -> exc_stubs + 16 * n, interrupt gates, DPL0 (INT n from CPL3 faults). */
 idt_init:
@@ -234,6 +263,10 @@ idt_desc:
 	.balign 4
 pvh_start_info:
 	.long 0
+	.globl lib_boot_params
+	.balign 8
+lib_boot_params: /* the zero page when booted as a bzImage, else 0 */
+	.quad 0
 
 	.section .data.pagetables, "aw"
 	.balign 4096

@@ -7,7 +7,9 @@
  * the first 4 GiB identity-mapped by user-accessible 2 MiB pages, so code and data are the
  * same at CPL0 and CPL3 and physical addresses are pointers. guest_main() is called at CPL0
  * with interrupts off; guest_run_user() drops to CPL3 with IOPL=3 for the rest of the run
- * (port I/O keeps working there, see guest_run_user).
+ * (port I/O keeps working there, see guest_run_user). Built as NAME.bzImage (guests.mk), the
+ * same guest boots through the Linux boot protocol's 64-bit entry instead and joins the same
+ * path; guest_boot_params() then gives the zero page.
  * Single vCPU. Nothing here uses SYSCALL or INT n (they do not work on PVM hosts).
  *
  * Ways out (they work at CPL0 and CPL3 alike):
@@ -166,13 +168,33 @@ void guest_fail(const char *file, int line, const char *fmt, ...) __printf(3, 4)
 
 /* ---- boot information ---- */
 
-/* The kernel command line lkvm passed (PVH start info), "" when none. */
+/* The zero page (struct boot_params) when booted as a bzImage (NAME.bzImage), else NULL. */
+const u8 *guest_boot_params(void);
+#define BP_EXT_CMD_LINE_PTR 0x0c8
+#define BP_E820_ENTRIES 0x1e8
+#define BP_VERSION 0x206
+#define BP_CMD_LINE_PTR 0x228
+#define BP_SETUP_DATA 0x250
+#define BP_E820_TABLE 0x2d0
+#define BP_E820_MAX 128
+
+/* The kernel command line lkvm passed (PVH start info or zero page), "" when none. */
 const char *guest_cmdline(void);
+/* The memory map lkvm passed (PVH start info or the zero page's e820 table): up to max
+ * entries into out; returns how many. */
+#define E820_RAM 1
+struct mem_range {
+	u64 addr, size;
+	u32 type;
+};
+int guest_memmap(struct mem_range *out, int max);
 /* Value of the last "key=value" word on the command line into buf (NUL-terminated); false if absent. */
 bool cmdline_get(const char *key, char *buf, size_t len);
 /* Decimal (or 0x hex) value of key, or def when absent or malformed. */
 u64 cmdline_u64(const char *key, u64 def);
-/* Bytes of RAM below 4 GiB from the PVH memory map (usable type 1 entries, highest end). */
+/* The decimal (or 0x hex) number at *s; *s moves past its digits. */
+u64 parse_u64(const char **s);
+/* Bytes of RAM below 4 GiB from the memory map (usable type 1 entries, highest end). */
 u64 guest_ram_top(void);
 
 /* Zeroed guest memory after the image, align a power of two; fails the run when RAM is short. */
@@ -195,6 +217,15 @@ extern u64 lib_io_emulated;
 const char *clock_init(void);
 extern u64 tsc_hz;
 const char *clock_source(void);
+/* kvm-clock kept running (CPL0: registers the pvclock page with KVM); false without kvm-clock. */
+bool kvmclock_start(void);
+/* kvm-clock in ns as the guest sees it (what Linux keeps time with), and the TSC value it was
+ * computed from when tsc is not NULL. Any CPL, after kvmclock_start(). */
+u64 kvmclock_read(u64 *tsc);
+#define PVCLOCK_TSC_STABLE 0x1
+#define PVCLOCK_GUEST_STOPPED 0x2 /* set by KVM after the VMM's KVM_KVMCLOCK_CTRL (a pause) */
+u8 kvmclock_flags(void);
+void kvmclock_clear_flags(u8 bits);
 /* Split so no 128-bit division (a libgcc call) is needed; exact for rates below 18 GHz. */
 static inline u64 tsc_to_ns(u64 t)
 {

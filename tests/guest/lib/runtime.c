@@ -7,7 +7,6 @@
 #define PVPANIC_PORT 0x505
 #define PVPANIC_PANICKED 0x1
 #define PVH_MAGIC 0x336ec578
-#define E820_RAM 1
 
 struct pvh_start_info {
 	u32 magic, version, flags, nr_modules;
@@ -21,6 +20,7 @@ struct pvh_memmap_entry {
 };
 
 extern u32 pvh_start_info;
+extern u64 lib_boot_params;
 extern char __image_end[];
 void lib_start(void) __noreturn;
 void lib_exception(u64 *frame);
@@ -212,11 +212,45 @@ static const struct pvh_start_info *start_info(void)
 	return si && si->magic == PVH_MAGIC ? si : NULL;
 }
 
+const u8 *guest_boot_params(void)
+{
+	return (const u8 *)(uintptr_t)lib_boot_params;
+}
+
 const char *guest_cmdline(void)
 {
 	const struct pvh_start_info *si = start_info();
+	const u8 *bp = guest_boot_params();
+	u64 p = 0;
 
-	return si && si->cmdline_paddr ? (const char *)(uintptr_t)si->cmdline_paddr : "";
+	if (si)
+		p = si->cmdline_paddr;
+	else if (bp)
+		p = *(const u32 *)(bp + BP_CMD_LINE_PTR) | (u64)*(const u32 *)(bp + BP_EXT_CMD_LINE_PTR) << 32;
+	return p ? (const char *)(uintptr_t)p : "";
+}
+
+int guest_memmap(struct mem_range *out, int max)
+{
+	const struct pvh_start_info *si = start_info();
+	const u8 *bp = guest_boot_params();
+	int n = 0;
+
+	if (si) {
+		const struct pvh_memmap_entry *m = (const void *)(uintptr_t)si->memmap_paddr;
+
+		for (u32 i = 0; i < si->memmap_entries && n < max; i++)
+			out[n++] = (struct mem_range){ m[i].addr, m[i].size, m[i].type };
+	} else if (bp) {
+		/* struct boot_e820_entry: packed u64 addr, u64 size, u32 type. */
+		for (u8 i = 0; i < bp[BP_E820_ENTRIES] && i < BP_E820_MAX && n < max; i++) {
+			const u8 *e = bp + BP_E820_TABLE + 20 * i;
+
+			out[n++] = (struct mem_range){ *(const u64 *)e, *(const u64 *)(e + 8),
+						       *(const u32 *)(e + 16) };
+		}
+	}
+	return n;
 }
 
 bool cmdline_get(const char *key, char *buf, size_t len)
@@ -248,18 +282,16 @@ bool cmdline_get(const char *key, char *buf, size_t len)
 	return true;
 }
 
-u64 cmdline_u64(const char *key, u64 def)
+u64 parse_u64(const char **s)
 {
-	char b[24], *p = b;
+	const char *p = *s;
 	u64 v = 0, base = 10;
 
-	if (!cmdline_get(key, b, sizeof(b)) || !*b)
-		return def;
 	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
 		base = 16;
 		p += 2;
 	}
-	for (; *p; p++) {
+	for (;; p++) {
 		unsigned d;
 
 		if (*p >= '0' && *p <= '9')
@@ -269,21 +301,32 @@ u64 cmdline_u64(const char *key, u64 def)
 		else if (base == 16 && *p >= 'A' && *p <= 'F')
 			d = (unsigned)(*p - 'A' + 10);
 		else
-			return def;
+			break;
 		v = v * base + d;
 	}
+	*s = p;
 	return v;
+}
+
+u64 cmdline_u64(const char *key, u64 def)
+{
+	char b[24];
+	const char *p = b;
+	u64 v;
+
+	if (!cmdline_get(key, b, sizeof(b)) || !*b)
+		return def;
+	v = parse_u64(&p);
+	return *p ? def : v;
 }
 
 u64 guest_ram_top(void)
 {
-	const struct pvh_start_info *si = start_info();
+	struct mem_range m[BP_E820_MAX];
+	int n = guest_memmap(m, BP_E820_MAX);
 	u64 top = 0;
 
-	if (!si)
-		return 0;
-	const struct pvh_memmap_entry *m = (const void *)(uintptr_t)si->memmap_paddr;
-	for (u32 i = 0; i < si->memmap_entries; i++) {
+	for (int i = 0; i < n; i++) {
 		u64 end = m[i].addr + m[i].size;
 
 		if (m[i].type == E820_RAM && m[i].addr < (1ull << 32) && end > top)
