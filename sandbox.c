@@ -135,15 +135,14 @@ static const struct sb_kind kinds[SB_NR] = {
 	[SB_CTL] = {
 		.name = "ctl",
 		/* Clients: accept, their uid, framed replies. Pause and resume: kvm-clock and the
-		 * vCPUs' TSC offsets, the vCPUs signalled to park, the net threads restarted.
-		 * debug: the parked vCPUs' registers. */
+		 * vCPUs' TSC offsets, the vCPUs signalled to park, the device threads parked and
+		 * let go (eventfds, futexes: no thread is created). debug: the parked vCPUs'
+		 * registers. */
 		.calls = { SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(recvmsg), SCMP_SYS(sendto),
 			   SCMP_SYS(sendmsg), SCMP_SYS(fcntl), SCMP_SYS(geteuid), SCMP_SYS(getuid),
-			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown),
-			   SCMP_SYS(set_robust_list), SCMP_SYS(rseq) },
+			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown) },
 		.ioctls = { KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_KVMCLOCK_CTRL, KVM_GET_REGS, KVM_GET_SREGS,
 			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE },
-		.spawns = SPAWNS(SB_NET_RX) | SPAWNS(SB_NET_TX) | SPAWNS(SB_NET_CTL),
 	},
 };
 

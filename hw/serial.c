@@ -67,6 +67,7 @@ struct serial8250 {
 	int irq_level;        /* what we last told the irqchip, so we signal only edges */
 	u8 rx[SERIAL_RX_FIFO_SIZE];
 	unsigned rx_head, rx_count;
+	bool frozen;          /* paused: the receiver takes nothing (serial8250_freeze) */
 };
 
 static u8 iir_locked(const struct serial8250 *s)
@@ -244,14 +245,22 @@ size_t serial8250_receive(struct serial8250 *s, const u8 *buf, size_t n)
 	size_t done = 0;
 
 	pthread_mutex_lock(&s->lock);
-	/* In loopback the receiver is disconnected from the line. */
-	if (!(s->mcr & MCR_LOOP)) {
+	/* In loopback the receiver is disconnected from the line; while the VM is paused
+	 * input waits on the host side, so no byte and no interrupt reaches the guest. */
+	if (!(s->mcr & MCR_LOOP) && !s->frozen) {
 		while (done < n && rx_push_locked(s, buf[done]))
 			done++;
 		update_irq_locked(s);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return done;
+}
+
+void serial8250_freeze(struct serial8250 *s, bool frozen)
+{
+	pthread_mutex_lock(&s->lock);
+	s->frozen = frozen;
+	pthread_mutex_unlock(&s->lock);
 }
 
 void serial8250_set_hooks(struct serial8250 *s, serial_irq_fn irq, serial_out_fn out)
@@ -318,10 +327,22 @@ static void uart_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	serial8250_destroy(d->priv);
 }
 
+static void uart_dev_quiesce(struct kvm_dev *d)
+{
+	serial8250_freeze(d->priv, true);
+}
+
+static void uart_dev_resume(struct kvm_dev *d)
+{
+	serial8250_freeze(d->priv, false);
+}
+
 static const struct kvm_dev_ops uart_dev_ops = {
 	.name = "uart",
 	.prio = DEV_PRIO_LEGACY,
 	.init = uart_dev_init,
+	.quiesce = uart_dev_quiesce,
+	.resume = uart_dev_resume,
 	.exit = uart_dev_exit,
 };
 

@@ -839,6 +839,26 @@ static void blk_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	virtio_blk_destroy(d->priv);
 }
 
+void virtio_blk_quiesce(struct virtio_blk *b)
+{
+	worker_quiesce(&b->worker);
+}
+
+void virtio_blk_resume(struct virtio_blk *b)
+{
+	worker_resume(&b->worker);
+}
+
+static void blk_dev_quiesce(struct kvm_dev *d)
+{
+	virtio_blk_quiesce(d->priv);
+}
+
+static void blk_dev_resume(struct kvm_dev *d)
+{
+	virtio_blk_resume(d->priv);
+}
+
 static void blk_dev_reset(struct kvm_dev *d)
 {
 	virtio_device_reset(&((struct virtio_blk *)d->priv)->vdev);
@@ -853,6 +873,8 @@ static const struct kvm_dev_ops blk_dev_ops = {
 	.name = "virtio-blk",
 	.prio = DEV_PRIO_VIRTIO,
 	.init = blk_dev_init,
+	.quiesce = blk_dev_quiesce,
+	.resume = blk_dev_resume,
 	.reset = blk_dev_reset,
 	.stats = blk_dev_stats,
 	.stats_name = "disk",

@@ -335,6 +335,26 @@ static void con_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	virtio_console_destroy(d->priv);
 }
 
+void virtio_console_quiesce(struct virtio_console *c)
+{
+	worker_quiesce(&c->worker);
+}
+
+void virtio_console_resume(struct virtio_console *c)
+{
+	worker_resume(&c->worker);
+}
+
+static void con_dev_quiesce(struct kvm_dev *d)
+{
+	virtio_console_quiesce(d->priv);
+}
+
+static void con_dev_resume(struct kvm_dev *d)
+{
+	virtio_console_resume(d->priv);
+}
+
 static void con_dev_reset(struct kvm_dev *d)
 {
 	virtio_device_reset(&((struct virtio_console *)d->priv)->vdev);
@@ -349,6 +369,8 @@ static const struct kvm_dev_ops con_dev_ops = {
 	.name = "virtio-console",
 	.prio = DEV_PRIO_VIRTIO,
 	.init = con_dev_init,
+	.quiesce = con_dev_quiesce,
+	.resume = con_dev_resume,
 	.reset = con_dev_reset,
 	.stats = con_dev_stats,
 	.stats_name = "console",

@@ -188,6 +188,26 @@ static void rng_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	virtio_rng_destroy(d->priv);
 }
 
+void virtio_rng_quiesce(struct virtio_rng *r)
+{
+	worker_quiesce(&r->worker);
+}
+
+void virtio_rng_resume(struct virtio_rng *r)
+{
+	worker_resume(&r->worker);
+}
+
+static void rng_dev_quiesce(struct kvm_dev *d)
+{
+	virtio_rng_quiesce(d->priv);
+}
+
+static void rng_dev_resume(struct kvm_dev *d)
+{
+	virtio_rng_resume(d->priv);
+}
+
 static void rng_dev_reset(struct kvm_dev *d)
 {
 	virtio_device_reset(&((struct virtio_rng *)d->priv)->vdev);
@@ -202,6 +222,8 @@ static const struct kvm_dev_ops rng_dev_ops = {
 	.name = "virtio-rng",
 	.prio = DEV_PRIO_VIRTIO,
 	.init = rng_dev_init,
+	.quiesce = rng_dev_quiesce,
+	.resume = rng_dev_resume,
 	.reset = rng_dev_reset,
 	.stats = rng_dev_stats,
 	.stats_name = "rng",

@@ -24,8 +24,12 @@ void serial8250_destroy(struct serial8250 *s);
 int serial8250_add(struct kvm *kvm) __must_check;
 
 /* Host console input (any thread): queues up to the free RX FIFO space and returns how
- * many bytes were taken (0 when full or while the guest has the UART in loopback). */
+ * many bytes were taken (0 when full, while frozen, or while the guest has the UART in
+ * loopback). */
 size_t serial8250_receive(struct serial8250 *s, const u8 *buf, size_t n);
+/* A paused VM's UART takes no input (the terminal keeps it and tries again), so it raises
+ * no interrupt; unfrozen, it takes input again. */
+void serial8250_freeze(struct serial8250 *s, bool frozen);
 
 /* Where the UART sends its interrupt and its transmitted bytes. Defaults: kvm_irq_line
  * and term_output; tests swap them to observe the device without a VM. NULL restores

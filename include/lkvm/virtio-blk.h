@@ -40,6 +40,11 @@ int virtio_blk_create_bare(struct kvm *kvm, const struct blk_opts *o, struct vir
 struct virtio_device *virtio_blk_vdev(struct virtio_blk *b);
 /* Whether the image is open with O_DIRECT (for tests and --debug). */
 bool virtio_blk_direct(struct virtio_blk *b);
+/* Pause: the requests in flight complete, then the thread parks; nothing more completes, no
+ * guest byte is written and no interrupt raised until resume, which serves what came
+ * meanwhile. No-op when the device is not running. */
+void virtio_blk_quiesce(struct virtio_blk *b);
+void virtio_blk_resume(struct virtio_blk *b);
 /* Waits for requests in flight, stops the thread, detaches, closes the image. NULL is fine. */
 void virtio_blk_destroy(struct virtio_blk *b);
 /* Counters: the queue's (group req0: kicks, trapped, irqs, requests, bytes, errors), and the
