@@ -14,8 +14,6 @@
 #define VM_VERSION 2
 #define VM_VENDOR 0x4d564b4c /* "LKVM" */
 
-_Static_assert(VIRTIO_MMIO_MAX_DEVS == ARRAY_SIZE(((struct kvm *)0)->virtio_mmio),
-	       "kvm->virtio_mmio holds every slot");
 _Static_assert(VIRTIO_MMIO_CONFIG + 4096 >= VIRTIO_MMIO_SIZE, "config fits the window");
 
 struct virtio_mmio {
@@ -165,8 +163,32 @@ static void vm_release(struct virtio_device *vdev)
 	if (vm->irq_efd >= 0)
 		close(vm->irq_efd);
 	vm->irq_efd = -1;
-	if (vm->slot >= 0)
-		vm->kvm->virtio_mmio[vm->slot].used = false;
+}
+
+static u64 slot_base(int slot)
+{
+	return VIRTIO_MMIO_BASE + (u64)slot * VIRTIO_MMIO_SIZE;
+}
+
+/* The transport in slot i, or NULL when the slot is free. */
+static struct virtio_mmio *slot_of(struct kvm *kvm, int i)
+{
+	return io_bus_owner(&kvm->mmio, slot_base(i), vm_io);
+}
+
+int virtio_mmio_slots(struct kvm *kvm, struct virtio_mmio_slot *out)
+{
+	int n = 0;
+
+	for (int i = 0; i < VIRTIO_MMIO_MAX_DEVS; i++) {
+		struct virtio_mmio *vm = slot_of(kvm, i);
+
+		if (vm)
+			out[n++] = (struct virtio_mmio_slot){ .slot = i, .addr = vm->base,
+							      .size = VIRTIO_MMIO_SIZE, .irq = vm->irq,
+							      .device_id = vm->vdev->ops->device_id };
+	}
+	return n;
 }
 
 static const struct virtio_transport_ops vm_tops = {
@@ -204,8 +226,9 @@ int virtio_mmio_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 
 	if (!kvm || !vdev->ops || vdev->ops->config_size > VIRTIO_MMIO_SIZE - VIRTIO_MMIO_CONFIG)
 		return -EINVAL;
+	/* The MMIO bus is the slot table: a slot is taken while its window is registered. */
 	for (int i = 0; i < VIRTIO_MMIO_MAX_DEVS && slot < 0; i++)
-		if (!kvm->virtio_mmio[i].used)
+		if (!slot_of(kvm, i))
 			slot = i;
 	if (slot < 0)
 		return -ENOSPC;
@@ -214,17 +237,13 @@ int virtio_mmio_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 		return -ENOMEM;
 	*vm = (struct virtio_mmio){
 		.vdev = vdev, .kvm = kvm, .slot = slot, .irq = irqs[slot], .irq_efd = -1,
-		.base = VIRTIO_MMIO_BASE + (u64)slot * VIRTIO_MMIO_SIZE,
+		.base = slot_base(slot),
 	};
 	ret = virtio_transport_init(vdev, kvm, nr_queues, queue_max_size, &vm_tops, vm);
 	if (ret < 0) {
 		free(vm);
 		return ret;
 	}
-	kvm->virtio_mmio[slot] = (struct kvm_mmio_slot){
-		.addr = vm->base, .size = VIRTIO_MMIO_SIZE, .irq = vm->irq,
-		.device_id = vdev->ops->device_id, .used = true,
-	};
 	ret = irq_setup(vm);
 	if (!ret)
 		ret = io_bus_register(&kvm->mmio, vm->base, VIRTIO_MMIO_SIZE, vm_io, vm, "virtio-mmio");
@@ -248,18 +267,16 @@ void virtio_mmio_destroy(struct virtio_device *vdev)
 
 int virtio_mmio_cmdline(struct kvm *kvm, char *buf, size_t len)
 {
+	struct virtio_mmio_slot slots[VIRTIO_MMIO_MAX_DEVS];
 	size_t at = strnlen(buf, len);
+	int nr = virtio_mmio_slots(kvm, slots);
 
 	if (at >= len)
 		return -E2BIG;
-	for (int i = 0; i < VIRTIO_MMIO_MAX_DEVS; i++) {
-		const struct kvm_mmio_slot *s = &kvm->virtio_mmio[i];
-		int n;
+	for (int i = 0; i < nr; i++) {
+		int n = snprintf(buf + at, len - at, " virtio_mmio.device=0x%x@0x%llx:%u", slots[i].size,
+				 (unsigned long long)slots[i].addr, slots[i].irq);
 
-		if (!s->used)
-			continue;
-		n = snprintf(buf + at, len - at, " virtio_mmio.device=0x%x@0x%llx:%u", s->size,
-			     (unsigned long long)s->addr, s->irq);
 		if (n < 0 || (size_t)n >= len - at)
 			return -E2BIG;
 		at += (size_t)n;

@@ -49,6 +49,8 @@ int io_bus_register(struct io_bus *bus, u64 base, u64 len, io_handler_fn fn, voi
 		    const char *name) __must_check;
 /* Removes the range starting exactly at base; -ENOENT if none. */
 int io_bus_unregister(struct io_bus *bus, u64 base);
+/* The opaque of the range that starts at base, when its handler is fn; else NULL. */
+void *io_bus_owner(struct io_bus *bus, u64 base, io_handler_fn fn);
 /* Dispatch one access; returns true when a handler took it. Unclaimed reads give 0xff bytes. */
 bool io_bus_dispatch(struct io_bus *bus, struct kvm_cpu *vcpu, u64 addr, u8 *data, u32 len,
 		     bool is_write);

@@ -8,9 +8,11 @@
 
 #include "lkvm/io.h"
 #include "lkvm/mem.h"
+#include "lkvm/util.h"
+/* For struct kvm_config's -n and -d option structs only: struct kvm knows no device by type
+ * (its devices are the entries of its device list, dev.h). */
 #include "lkvm/net.h"
 #include "lkvm/virtio-blk.h"
-#include "lkvm/util.h"
 
 #define LKVM_MAX_CPUS 64
 
@@ -105,13 +107,6 @@ struct kvm {
 		size_t (*fn)(void *dev, const u8 *buf, size_t n); /* takes what it can */
 		void *dev;
 	} console_in;
-	/* virtio-mmio slots in use (virtio/mmio.c), for the command line and the DTB. */
-	struct kvm_mmio_slot {
-		u64 addr;
-		u32 size, irq;
-		u16 device_id;
-		bool used;
-	} virtio_mmio[9];                      /* VIRTIO_MMIO_MAX_DEVS */
 
 	/* Ending the run: the first kvm_request_exit wins; stop_fd wakes the main thread. */
 	atomic_bool stopping;

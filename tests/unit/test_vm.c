@@ -15,6 +15,7 @@
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
 #include "lkvm/stats.h"
+#include "lkvm/virtio-mmio.h"
 #include "lkvm/virtio-net.h"
 
 #define RAM_MIB 16
@@ -93,6 +94,7 @@ static struct kvm *vm_new(bool real)
 
 static void vm_devices(struct kvm *kvm)
 {
+	struct virtio_mmio_slot slots[VIRTIO_MMIO_MAX_DEVS];
 	struct virtio_net_config c;
 	char err[256];
 
@@ -110,10 +112,11 @@ static void vm_devices(struct kvm *kvm)
 	/* Terminal input goes to hvc0 when it is the console, not to the UART. */
 	ck_assert_ptr_eq(kvm->console_in.dev, kvm_dev_find(kvm, "virtio-console", 0)->priv);
 	/* The third NIC on virtio-mmio, in the first slot. */
-	ck_assert(kvm->virtio_mmio[0].used);
-	ck_assert_uint_eq(kvm->virtio_mmio[0].device_id, 1);
-	ck_assert(kvm->virtio_mmio[1].used); /* the first disk */
-	ck_assert_uint_eq(kvm->virtio_mmio[1].device_id, 2);
+	ck_assert_int_eq(virtio_mmio_slots(kvm, slots), 2);
+	ck_assert_int_eq(slots[0].slot, 0);
+	ck_assert_uint_eq(slots[0].device_id, 1);
+	ck_assert_int_eq(slots[1].slot, 1); /* the first disk */
+	ck_assert_uint_eq(slots[1].device_id, 2);
 	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-blk", 1));
 	/* The run numbers NICs without a MAC. */
 	for (int i = 0; i < 3; i++) {
