@@ -13,6 +13,7 @@
  * (its devices are the entries of its device list, dev.h). */
 #include "lkvm/net.h"
 #include "lkvm/virtio-blk.h"
+#include "lkvm/virtio-9p.h"
 
 #define LKVM_MAX_CPUS 64
 
@@ -50,6 +51,7 @@ struct kvm_config {
 	struct net_opts net[4]; /* -n, once per NIC */
 	int nr_disks;
 	struct blk_opts disk[VIRTIO_BLK_MAX_DISKS]; /* -d, once per disk */
+	struct p9_shares shares; /* --share, once per shared directory */
 	bool sandbox;          /* --sandbox=on (default): drop capabilities, seccomp per thread */
 	const char *user;      /* --user USER: switch to it after set-up, or NULL */
 };

@@ -1,0 +1,71 @@
+/* The virtio-9p device (a host directory shared with the guest over 9P2000.L) and `--share`. */
+#ifndef LKVM_VIRTIO_9P_H
+#define LKVM_VIRTIO_9P_H
+
+#include <limits.h>
+
+#include "lkvm/virtio.h"
+
+struct kvm;
+struct kvm_config;
+struct stats_visitor;
+struct virtio_9p;
+
+/*
+ * Most bytes of a mount tag (the config space's tag field, not NUL-terminated there). Linux
+ * reads any length; 31 keeps a tag a short name in /proc/mounts, and our own tags
+ * ("lkvm-share7", "lkvm-root") are far below it.
+ */
+#define VIRTIO_9P_TAG_MAX 31
+/* Tags of --share's devices: "lkvm-share0", "lkvm-share1", ... in command-line order. */
+#define VIRTIO_9P_SHARE_TAG "lkvm-share"
+
+/*
+ * Most --share options. Each share is a device with its own fid table of P9_FIDS_DEFAULT
+ * fids, each up to two host descriptors: 8 shares (plus the host root of `lkvm run -- CMD`)
+ * is what fits Linux's default fs.nr_open (1048576 descriptors per process) at the full fid
+ * bound; beyond it the bounds would have to shrink. 8 is also a full virtio-mmio bus's worth.
+ */
+#define VIRTIO_9P_MAX_SHARES 8
+
+/* One shared directory, as --share gives it or as `lkvm run -- CMD` makes the host root. */
+struct p9_share {
+	char host_dir[PATH_MAX];  /* absolute, an existing directory */
+	char guest_dir[PATH_MAX]; /* where lkvm's init mounts it (absolute); "" for none */
+	char tag[VIRTIO_9P_TAG_MAX + 1]; /* mount tag, 1..VIRTIO_9P_TAG_MAX bytes */
+	bool ro;                  /* every request that would change the host answers EROFS */
+	enum virtio_trans trans;
+	bool trans_set;           /* else --virtio-transport decides */
+};
+
+/* The --share options of a run (a member of struct kvm_config). */
+struct p9_shares {
+	int nr;
+	struct p9_share share[VIRTIO_9P_MAX_SHARES];
+};
+
+/*
+ * Parse one `--share HOSTDIR[:GUESTDIR][,ro]` into the next share of s: HOSTDIR made
+ * absolute (realpath), GUESTDIR defaulting to it, tag VIRTIO_9P_SHARE_TAG + its index.
+ * 0, or -errno with a one-line reason in err (missing or not a directory, GUESTDIR not
+ * absolute, an unknown suffix, more than VIRTIO_9P_MAX_SHARES).
+ */
+int p9_share_parse(struct p9_shares *s, const char *arg, char *err, size_t errlen) __must_check;
+
+/* Share i of the run's --share options (for lkvm's init configuration), or NULL past the
+ * last. */
+const struct p9_share *p9_share_get(const struct p9_shares *s, int i);
+
+/*
+ * Add a virtio-9p device serving share->host_dir to kvm's device list ("virtio-9p", stats
+ * kind "9p"), on share->trans when trans_set, else --virtio-transport. The share is copied.
+ * The directory is opened at the list's init (kvm_devs_init: an error then names it), its
+ * thread started at the list's start (from the main thread). 0, -EINVAL (an empty or too
+ * long tag, a relative host_dir) or -ENOMEM.
+ */
+int virtio_9p_add(struct kvm *kvm, const struct p9_share *share) __must_check;
+
+/* Add one device per share of s, in order. 0 or the first -errno. */
+int virtio_9p_add_shares(struct kvm *kvm, const struct p9_shares *s) __must_check;
+
+#endif
