@@ -13,7 +13,6 @@
 
 #include "lkvm/boot.h"
 #include "lkvm/dev.h"
-#include "lkvm/exitport.h"
 #include "lkvm/fdt.h"
 #include "lkvm/ctl.h"
 #include "lkvm/hw.h"
@@ -22,6 +21,7 @@
 #include "lkvm/kvm.h"
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
+#include "lkvm/run-cmd.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/stats.h"
 #include "lkvm/term.h"
@@ -52,6 +52,7 @@ enum {
 	OPT_RNG,
 	OPT_SANDBOX,
 	OPT_USER,
+	OPT_CONSOLE_LOG,
 };
 
 static const struct option run_options[] = {
@@ -75,6 +76,7 @@ static const struct option run_options[] = {
 	{ "rng", no_argument, NULL, OPT_RNG },
 	{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 	{ "user", required_argument, NULL, OPT_USER },
+	{ "console-log", required_argument, NULL, OPT_CONSOLE_LOG },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -83,10 +85,18 @@ void kvm_run_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: lkvm run -k KERNEL [options]\n"
+		"       lkvm run [options] [-- [CMD [ARG...]]]\n"
 		"\n"
 		"Boot a Linux kernel (bzImage, or an ELF vmlinux with a PVH note) with a serial console.\n"
+		"With -- CMD (or with none of -k, -i, -d): run CMD (nothing after --: $SHELL, else\n"
+		"/bin/sh) in the kernel on the host's files: / over virtio-9p, read-only, under a\n"
+		"tmpfs the command writes to, in the current directory, with the user's environment;\n"
+		"CMD's stdout and stderr are lkvm's, stdin is forwarded, lkvm exits with CMD's status.\n"
+		"Without -k the kernel is ./bzImage, ./arch/x86/boot/bzImage,\n"
+		"../../arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r), the first there; a modular\n"
+		"kernel's virtio, 9p and overlay modules come from its tree or /lib/modules.\n"
 		"\n"
-		"  -k, --kernel FILE     kernel to boot (required)\n"
+		"  -k, --kernel FILE     kernel to boot (required without -- CMD)\n"
 		"  -i, --initrd FILE     initial ramdisk\n"
 		"  -p, --params TEXT     kernel command line, appended to lkvm's defaults\n"
 		"                        (\"%s\")\n"
@@ -132,6 +142,8 @@ void kvm_run_usage(FILE *out)
 		"                        call stops lkvm with 159 and names the thread\n"
 		"      --user USER       after set-up run as USER (a name or a uid), without\n"
 		"                        supplementary groups\n"
+		"      --console-log FILE  the serial console (the kernel's log) to FILE; with -- CMD\n"
+		"                        it goes nowhere without this, to stderr with --debug\n"
 		"      --debug           more log lines, and boot timing\n"
 		"  -h, --help            this text\n"
 		"\n"
@@ -140,7 +152,10 @@ void kvm_run_usage(FILE *out)
 		"else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
 		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
 		"2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
-		"128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n",
+		"128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n"
+		"With -- CMD: CMD's own status (0-255; 128+N when a signal N killed it), or 2, 124,\n"
+		"1, 128+N as above, and 125 when the guest ended without CMD's status (init could\n"
+		"not run it, e.g. the kernel cannot mount the 9p root: the error says what it lacks).\n",
 		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS, VIRTIO_BLK_MAX_DISKS);
 }
 
@@ -209,7 +224,7 @@ static int count_mmio(const struct kvm_config *cfg)
 
 int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err, size_t errlen)
 {
-	int c;
+	int c, prev;
 	u64 v;
 
 	memset(cfg, 0, sizeof(*cfg));
@@ -222,7 +237,11 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 	/* getopt keeps its position in globals; reset so parsing can run more than once. */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":k:i:p:m:c:n:d:h", run_options, NULL)) != -1) {
+	/* '+': options end at the first word that is not one (`--` then comes before CMD); prev:
+	 * where each call starts, so a `--` that ended the options is told from an option's
+	 * value "--". */
+	while (prev = optind ? optind : 1,
+	       (c = getopt_long(argc, argv, "+:k:i:p:m:c:n:d:h", run_options, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			cfg->kernel_path = optarg;
@@ -361,6 +380,13 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 			}
 			cfg->user = optarg;
 			break;
+		case OPT_CONSOLE_LOG:
+			if (!*optarg) {
+				errfmt(err, errlen, "--console-log: give a file name");
+				return -EINVAL;
+			}
+			cfg->cmd.console_log = optarg;
+			break;
 		case 'h':
 			kvm_run_usage(out);
 			return 1;
@@ -372,11 +398,17 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 			return -EINVAL;
 		}
 	}
-	if (optind < argc) {
+	if (optind == prev + 1 && !strcmp(argv[prev], "--")) {
+		cfg->cmd.dashdash = true;
+		cfg->cmd.argc = argc - optind;
+		cfg->cmd.argv = argv + optind;
+	} else if (optind < argc) {
 		errfmt(err, errlen, "unexpected argument '%s' (see lkvm run --help)", argv[optind]);
 		return -EINVAL;
 	}
-	if (!cfg->kernel_path) {
+	if (run_cmd_check(cfg, err, errlen) < 0)
+		return -EINVAL;
+	if (!cfg->kernel_path && !cfg->cmd.on) {
 		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
 		return -EINVAL;
 	}
@@ -390,10 +422,11 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 
 int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s%s%s%s%s%s", base_kernel_params,
-			 cfg->console_virtio ? " console=hvc0" : "", pvm_quirks ? " " : "",
-			 pvm_quirks ? x86_pvm_kernel_params : "", cfg->cmdline && *cfg->cmdline ? " " : "",
-			 cfg->cmdline ? cfg->cmdline : "");
+	const char *cmd = run_cmd_kernel_params(cfg);
+	int n = snprintf(buf, len, "%s%s%s%s%s%s%s%s", base_kernel_params,
+			 cfg->console_virtio ? " console=hvc0" : "", *cmd ? " " : "", cmd,
+			 pvm_quirks ? " " : "", pvm_quirks ? x86_pvm_kernel_params : "",
+			 cfg->cmdline && *cfg->cmdline ? " " : "", cfg->cmdline ? cfg->cmdline : "");
 
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
@@ -420,6 +453,7 @@ struct run_state {
 	struct kvm kvm;
 	struct term term;
 	bool kvm_up, term_up;
+	struct run_cmd *cmd; /* -- CMD / host-root mode, --console-log (NULL: neither) */
 	u8 *kernel, *initrd, *dtb;
 	size_t kernel_len, initrd_len, dtb_len;
 };
@@ -463,7 +497,7 @@ static const struct {
 } machine[] = {
 	{ .always = pci_bus_add }, { .always = serial8250_add }, { .always = i8042_add },
 	{ .always = rtc_add }, { .always = pvpanic_add },
-	{ .always = exitport_add }, /* TODO(run -- CMD): only in that mode */
+	{ .asked = run_cmd_add_devices },
 	{ .asked = add_nets }, { .asked = add_disks }, { .asked = add_console }, { .asked = add_rng },
 };
 
@@ -530,6 +564,8 @@ static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, 
 		if (ret < 0)
 			return ret;
 	}
+	if (cfg->cmd.on)
+		run_cmd_take_initrd(st->cmd, &st->initrd, &st->initrd_len);
 
 	ret = kvm_create(kvm, cfg, err, errlen);
 	if (ret < 0)
@@ -608,6 +644,7 @@ static void teardown(struct run_state *st)
 	free(st->kernel);
 	free(st->initrd);
 	free(st->dtb);
+	run_cmd_free(st->cmd);
 }
 
 static void put_msg(void *arg, const char *name, u64 value)
@@ -733,6 +770,7 @@ int kvm_cmd_run(int argc, char **argv)
 	char err[512] = "", name[72];
 	sigset_t sigs;
 	int sig_fd, ret, status;
+	bool quiet;
 
 	ret = kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err));
 	if (ret == 1)
@@ -760,6 +798,12 @@ int kvm_cmd_run(int argc, char **argv)
 		pr_err("out of memory");
 		return EXIT_LKVM_ERROR;
 	}
+	ret = run_cmd_prepare(&cfg, &st->cmd, err, sizeof(err));
+	if (ret < 0) {
+		pr_err("%s", err);
+		free(st);
+		return EXIT_LKVM_ERROR;
+	}
 	/* The name first: a second VM of the same name stops before it builds anything. */
 	snprintf(name, sizeof(name), "%s", cfg.name ? cfg.name : "");
 	if (!cfg.name)
@@ -767,6 +811,7 @@ int kvm_cmd_run(int argc, char **argv)
 	ret = ctl_server_create(&st->kvm, name, &ctl, err, sizeof(err));
 	if (ret == -EADDRINUSE) {
 		pr_err("%s", err);
+		run_cmd_free(st->cmd);
 		free(st);
 		return EXIT_LKVM_ERROR;
 	}
@@ -784,11 +829,12 @@ int kvm_cmd_run(int argc, char **argv)
 		return EXIT_LKVM_ERROR;
 	}
 	/* Once the VM is built, so a bad kernel still gets its one-line error and nothing else. */
-	if (ctl && !cfg.name)
+	if (ctl && !cfg.name && !cfg.cmd.on)
 		pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
 	ret = term_init(&st->kvm, &st->term);
 	if (ret == 0)
 		st->term_up = true;
+	run_cmd_term(st->cmd, &st->term);
 	/* Everything is open: from here on no thread needs privileges, and each kind of
 	 * thread confines itself to its system calls as it starts (sandbox.c). */
 	if (ret == 0 && (cfg.sandbox || cfg.user)) {
@@ -800,6 +846,8 @@ int kvm_cmd_run(int argc, char **argv)
 	}
 	if (ret == 0)
 		ret = term_start(&st->term);
+	if (ret == 0)
+		ret = run_cmd_start(&st->kvm);
 	for (int i = 0; ret == 0 && i < st->kvm.nr_cpus; i++)
 		ret = kvm_cpu_start(st->kvm.cpus[i]);
 	if (ret == 0 && ctl && (ret = ctl_server_start(ctl)) < 0) {
@@ -823,8 +871,10 @@ int kvm_cmd_run(int argc, char **argv)
 		term_exit(&st->term);
 	st->term_up = false;
 
-	status = atomic_load(&st->kvm.exit_status);
-	if (status == EXIT_GUEST_OK || status == EXIT_STOPPED)
+	status = run_cmd_end(&st->kvm, atomic_load(&st->kvm.exit_status), &quiet);
+	if (quiet)
+		pr_debug("%s", st->kvm.exit_reason);
+	else if (status == EXIT_GUEST_OK || status == EXIT_STOPPED)
 		pr_info("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st->kvm.exit_reason);
 	else
 		pr_err("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st->kvm.exit_reason);

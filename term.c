@@ -47,7 +47,9 @@ int term_init(struct kvm *kvm, struct term *t)
 {
 	memset(t, 0, sizeof(*t));
 	t->kvm = kvm;
-	t->in_fd = STDIN_FILENO;
+	/* -- CMD's framed stdin is read by its own forwarder (run-cmd.c): none here, and a
+	 * terminal there stays as it is (^C, ^D, line editing: the host's, as for any command). */
+	t->in_fd = kvm->cfg.cmd.stdin_framed ? -1 : STDIN_FILENO;
 	t->out_fd = STDOUT_FILENO;
 	pthread_mutex_init(&t->out_lock, NULL);
 	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -72,7 +74,7 @@ int term_init(struct kvm *kvm, struct term *t)
 			return -ENOMEM;
 		}
 	}
-	if (isatty(t->in_fd) && tcgetattr(t->in_fd, &t->saved) == 0) {
+	if (t->in_fd >= 0 && isatty(t->in_fd) && tcgetattr(t->in_fd, &t->saved) == 0) {
 		struct termios raw = t->saved;
 
 		saved_termios = t->saved;
@@ -185,8 +187,11 @@ void term_clear_input(struct kvm *kvm, void *dev)
 
 int term_start(struct term *t)
 {
-	int ret = pthread_create(&t->input_thread, NULL, input_thread, t);
+	int ret;
 
+	if (t->in_fd < 0)
+		return 0;
+	ret = pthread_create(&t->input_thread, NULL, input_thread, t);
 	if (ret)
 		return -ret;
 	t->input_started = true;

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ struct exitport {
 	pthread_mutex_t lock; /* the latch: vCPUs may write at once */
 	u8 latch[LKVM_EXIT_PORT_LEN];
 	struct ratelimit rl;
+	atomic_uint kind; /* of the first valid report (exitport_report_kind); 0: none yet */
 };
 
 static void exitport_report(struct exitport *e, u32 word)
@@ -38,7 +40,9 @@ static void exitport_report(struct exitport *e, u32 word)
 				 *hint ? " (" : "", hint, *hint ? ")" : "");
 	} else {
 		pr_warn_rl(&e->rl, "lkvm-exit: invalid report 0x%08x ignored", word);
+		return;
 	}
+	atomic_compare_exchange_strong(&e->kind, &(unsigned){ 0 }, kind);
 }
 
 /* The word is assembled from whatever access widths the guest used (one outl, or /dev/port's
@@ -103,6 +107,13 @@ static const struct kvm_dev_ops exitport_dev_ops = {
 	.init = exitport_dev_init,
 	.exit = exitport_dev_exit,
 };
+
+unsigned exitport_report_kind(struct kvm *kvm)
+{
+	struct kvm_dev *d = kvm_dev_find(kvm, exitport_dev_ops.name, 0);
+
+	return d ? atomic_load(&((struct exitport *)d->priv)->kind) : 0;
+}
 
 int exitport_add(struct kvm *kvm)
 {

@@ -316,16 +316,24 @@ static size_t con_input(void *dev, const u8 *buf, size_t n)
 	return virtio_console_receive(dev, buf, n);
 }
 
+/* What virtio_console_add_port was given. */
+struct con_port {
+	virtio_console_out_fn out;
+	bool input;
+};
+
 /* hvc0 is the console (--console virtio): terminal input goes here, not to the UART. */
 static int con_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
+	const struct con_port *port = d->arg;
 	struct virtio_console *c;
-	int ret = virtio_console_create(kvm, kvm->cfg.virtio_trans, NULL, false, &c);
+	int ret = virtio_console_create(kvm, kvm->cfg.virtio_trans, port->out, false, &c);
 
 	if (ret < 0)
 		return ret;
 	d->priv = c;
-	term_set_input(kvm, con_input, c);
+	if (port->input)
+		term_set_input(kvm, con_input, c);
 	return 0;
 }
 
@@ -377,7 +385,14 @@ static const struct kvm_dev_ops con_dev_ops = {
 	.exit = con_dev_exit,
 };
 
+int virtio_console_add_port(struct kvm *kvm, virtio_console_out_fn out, bool input)
+{
+	struct con_port port = { out, input };
+
+	return kvm_dev_add(kvm, &con_dev_ops, &port, sizeof(port));
+}
+
 int virtio_console_add(struct kvm *kvm)
 {
-	return kvm_dev_add(kvm, &con_dev_ops, NULL, 0);
+	return virtio_console_add_port(kvm, NULL, true);
 }

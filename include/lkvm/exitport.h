@@ -15,5 +15,8 @@ struct kvm;
  * Anything else is ignored (one rate-limited warning). Reads return 0. 0 or -ENOMEM.
  */
 int exitport_add(struct kvm *kvm) __must_check;
+/* The kind (enum lkvm_exit_kind) of the first valid report: whether the run's status is the
+ * command's or init's failure. 0 before one, or without the device. */
+unsigned exitport_report_kind(struct kvm *kvm);
 
 #endif

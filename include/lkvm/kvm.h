@@ -12,6 +12,7 @@
 /* For struct kvm_config's -n and -d option structs only: struct kvm knows no device by type
  * (its devices are the entries of its device list, dev.h). */
 #include "lkvm/net.h"
+#include "lkvm/run-cmd.h"
 #include "lkvm/virtio-blk.h"
 #include "lkvm/virtio-9p.h"
 
@@ -54,6 +55,7 @@ struct kvm_config {
 	struct p9_shares shares; /* --share, once per shared directory */
 	bool sandbox;          /* --sandbox=on (default): drop capabilities, seccomp per thread */
 	const char *user;      /* --user USER: switch to it after set-up, or NULL */
+	struct run_cmd_opts cmd; /* -- CMD, host-root mode, --console-log (run-cmd.h) */
 };
 
 struct kvm_cpu;
@@ -109,6 +111,10 @@ struct kvm {
 		size_t (*fn)(void *dev, const u8 *buf, size_t n); /* takes what it can */
 		void *dev;
 	} console_in;
+
+	/* What a guest's own reset or power-off ends the run with: EXIT_GUEST_OK, or
+	 * EXIT_GUEST_NO_STATUS where the status must come from the exit port (run -- CMD). */
+	int guest_end_status;
 
 	/* Ending the run: the first kvm_request_exit wins; stop_fd wakes the main thread. */
 	atomic_bool stopping;

@@ -32,6 +32,9 @@ void virtio_console_stats(struct virtio_console *c, struct stats_visitor *v);
 /* Add hvc0 to kvm's device list ("virtio-console", stats kind "console"), on
  * --virtio-transport; at init it takes the terminal's input (term_set_input). 0 or -ENOMEM. */
 int virtio_console_add(struct kvm *kvm) __must_check;
+/* The same for a console of `run -- CMD` (hvc0, hvc1, ... in the order added): its output to
+ * out (NULL: term_output), and the terminal's input only when input is set. */
+int virtio_console_add_port(struct kvm *kvm, virtio_console_out_fn out, bool input) __must_check;
 
 /* Entropy device: fills every buffer the guest posts with getrandom(2) bytes. */
 int virtio_rng_create(struct kvm *kvm, enum virtio_trans trans, bool bare, struct virtio_rng **r) __must_check;
