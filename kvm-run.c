@@ -53,6 +53,7 @@ enum {
 	OPT_SANDBOX,
 	OPT_USER,
 	OPT_CONSOLE_LOG,
+	OPT_SHARE,
 };
 
 static const struct option run_options[] = {
@@ -77,6 +78,7 @@ static const struct option run_options[] = {
 	{ "sandbox", required_argument, NULL, OPT_SANDBOX },
 	{ "user", required_argument, NULL, OPT_USER },
 	{ "console-log", required_argument, NULL, OPT_CONSOLE_LOG },
+	{ "share", required_argument, NULL, OPT_SHARE },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -127,6 +129,10 @@ void kvm_run_usage(FILE *out)
 		"                        a virtio-blk disk on a raw image (up to %d): ro makes it\n"
 		"                        read-only; I/O through libaio (default) or pread/pwrite;\n"
 		"                        O_DIRECT where the file system allows unless direct=off\n"
+		"      --share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio]  share a host directory\n"
+		"                        over virtio-9p (up to %d; read-write unless ro), mount tag\n"
+		"                        lkvm-share0, lkvm-share1, ... in order; lkvm's init mounts\n"
+		"                        it at GUESTDIR (default: HOSTDIR's absolute path)\n"
 		"      --no-ioeventfd    every virtio notify traps to the vCPU thread (for comparison)\n"
 		"      --virtio-transport pci|mmio  transport of virtio devices without trans=\n"
 		"                        (default pci; mmio devices are announced to Linux with\n"
@@ -156,7 +162,8 @@ void kvm_run_usage(FILE *out)
 		"With -- CMD: CMD's own status (0-255; 128+N when a signal N killed it), or 2, 124,\n"
 		"1, 128+N as above, and 125 when the guest ended without CMD's status (init could\n"
 		"not run it, e.g. the kernel cannot mount the 9p root: the error says what it lacks).\n",
-		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS, VIRTIO_BLK_MAX_DISKS);
+		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS, VIRTIO_BLK_MAX_DISKS,
+		VIRTIO_9P_MAX_SHARES);
 }
 
 static int parse_uint(const char *s, u64 min, u64 max, u64 *out)
@@ -219,6 +226,8 @@ static int count_mmio(const struct kvm_config *cfg)
 		n += trans_of(cfg, cfg->disk[i].trans_set, cfg->disk[i].trans) == VIRTIO_TRANS_MMIO;
 	if (cfg->virtio_trans == VIRTIO_TRANS_MMIO)
 		n += cfg->console_virtio + cfg->rng;
+	n += p9_shares_on(&cfg->shares, cfg->virtio_trans, VIRTIO_TRANS_MMIO);
+	n += run_cmd_mmio_devices(cfg);
 	return n;
 }
 
@@ -387,6 +396,10 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 			}
 			cfg->cmd.console_log = optarg;
 			break;
+		case OPT_SHARE:
+			if (p9_share_parse(&cfg->shares, optarg, err, errlen) < 0)
+				return -EINVAL;
+			break;
 		case 'h':
 			kvm_run_usage(out);
 			return 1;
@@ -489,6 +502,11 @@ static int add_rng(struct kvm *kvm, const struct kvm_config *cfg)
 	return cfg->rng ? virtio_rng_add(kvm) : 0;
 }
 
+static int add_shares(struct kvm *kvm, const struct kvm_config *cfg)
+{
+	return virtio_9p_add_shares(kvm, &cfg->shares);
+}
+
 /* Each row adds its devices to the list (each device file knows its own lifecycle); the
  * list orders them (buses, legacy devices, virtio devices), registration order within. */
 static const struct {
@@ -499,6 +517,7 @@ static const struct {
 	{ .always = rtc_add }, { .always = pvpanic_add },
 	{ .asked = run_cmd_add_devices },
 	{ .asked = add_nets }, { .asked = add_disks }, { .asked = add_console }, { .asked = add_rng },
+	{ .asked = add_shares },
 };
 
 int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
@@ -846,8 +865,9 @@ int kvm_cmd_run(int argc, char **argv)
 	}
 	if (ret == 0)
 		ret = term_start(&st->term);
-	if (ret == 0)
-		ret = run_cmd_start(&st->kvm);
+	/* Device threads that only main may create (without capabilities by now). */
+	if (ret == 0 && (ret = kvm_devs_start(&st->kvm, err, sizeof(err))) < 0)
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
 	for (int i = 0; ret == 0 && i < st->kvm.nr_cpus; i++)
 		ret = kvm_cpu_start(st->kvm.cpus[i]);
 	if (ret == 0 && ctl && (ret = ctl_server_start(ctl)) < 0) {

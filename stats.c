@@ -114,13 +114,19 @@ static const struct stats_col rng_cols[] = {
 	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("requests", 12), COL("bytes", 14),
 	{ NULL },
 };
+static const struct stats_col p9_cols[] = {
+	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("requests", 12), COL("bytes", 14),
+	COL("errors", 10), COL("read_bytes", 14), COL("write_bytes", 14), COL("malformed", 10), { NULL },
+};
 static const char *const bounce_gauges[] = { "bytes", "peak", "limit", NULL };
+static const char *const fid_gauges[] = { "in_use", "limit", "msize", NULL };
 
 static const struct stats_kind kinds[] = {
 	{ "net", "nets", "nic", net_cols, NULL, NULL },
 	{ "disk", "disks", "disk", disk_cols, "bounce", bounce_gauges },
 	{ "console", "consoles", "console", console_cols, NULL, NULL },
 	{ "rng", "rngs", "rng", rng_cols, NULL, NULL },
+	{ "9p", "shares", "share", p9_cols, "fids", fid_gauges },
 };
 
 /* ---- reading flat counters ---- */

@@ -397,6 +397,14 @@ static void stdin_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	free(s);
 }
 
+/* From the main thread (kvm_devs_start), before its sandbox. */
+static int stdin_dev_start(struct kvm_dev *d)
+{
+	struct cmd_stdin *s = d->priv;
+
+	return worker_start(&s->worker, "lkvm-cmd-stdin", SB_CONSOLE, stdin_thread, s);
+}
+
 static void stdin_dev_quiesce(struct kvm_dev *d)
 {
 	worker_quiesce(&((struct cmd_stdin *)d->priv)->worker);
@@ -411,21 +419,11 @@ static const struct kvm_dev_ops stdin_dev_ops = {
 	.name = "cmd-stdin",
 	.prio = DEV_PRIO_VIRTIO, /* after the consoles it feeds */
 	.init = stdin_dev_init,
+	.start = stdin_dev_start,
 	.quiesce = stdin_dev_quiesce,
 	.resume = stdin_dev_resume,
 	.exit = stdin_dev_exit,
 };
-
-int run_cmd_start(struct kvm *kvm)
-{
-	struct kvm_dev *d = kvm_dev_find(kvm, stdin_dev_ops.name, 0);
-	struct cmd_stdin *s;
-
-	if (!d)
-		return 0;
-	s = d->priv;
-	return worker_start(&s->worker, "lkvm-cmd-stdin", SB_CONSOLE, stdin_thread, s);
-}
 
 /* ---- the machine's part and the end ---- */
 
@@ -434,6 +432,11 @@ static int add_root(struct kvm *kvm)
 	struct p9_share root = { .host_dir = "/", .tag = RUN_CMD_ROOT_TAG, .ro = true };
 
 	return virtio_9p_add(kvm, &root);
+}
+
+int run_cmd_mmio_devices(const struct kvm_config *cfg)
+{
+	return cfg->cmd.on && cfg->virtio_trans == VIRTIO_TRANS_MMIO ? 3 : 0;
 }
 
 int run_cmd_add_devices(struct kvm *kvm, const struct kvm_config *cfg)

@@ -54,15 +54,16 @@ int run_cmd_prepare(struct kvm_config *cfg, struct run_cmd **out, char *err,
 /* Hands over the initramfs (malloc'd; the caller frees it). */
 void run_cmd_take_initrd(struct run_cmd *rc, u8 **data, size_t *len);
 /* Registers what host-root mode adds to the machine: the exit port, the host's root over
- * virtio-9p, CMD's consoles (hvc0 stdin+stdout, hvc1 stderr) and stdin's forwarder. A
+ * virtio-9p, CMD's consoles (hvc0 stdin+stdout, hvc1 stderr) and stdin's forwarder (its thread
+ * started by kvm_devs_start). A
  * machine-table row of kvm-run.c: nothing when off. 0 or -errno. */
 int run_cmd_add_devices(struct kvm *kvm, const struct kvm_config *cfg) __must_check;
+/* The virtio-mmio devices it adds with --virtio-transport mmio (the root's 9p device and
+ * at most two consoles), for the parse-time count. */
+int run_cmd_mmio_devices(const struct kvm_config *cfg);
 /* After term_init: the serial console (the kernel's log) goes to --console-log's file; in
  * host-root mode without it, to stderr with --debug, else nowhere. No-op for rc NULL. */
 void run_cmd_term(struct run_cmd *rc, struct term *t);
-/* Starts stdin's forwarder (framed mode), from the main thread before its sandbox. 0 or
- * -errno. */
-int run_cmd_start(struct kvm *kvm) __must_check;
 /* After the vCPUs stopped: the run's status, with the reason rewritten where the guest ended
  * without the command's status; *quiet when the status is CMD's own (lkvm adds no closing
  * line to CMD's output). */

@@ -45,12 +45,16 @@ struct p9_shares {
 };
 
 /*
- * Parse one `--share HOSTDIR[:GUESTDIR][,ro]` into the next share of s: HOSTDIR made
- * absolute (realpath), GUESTDIR defaulting to it, tag VIRTIO_9P_SHARE_TAG + its index.
- * 0, or -errno with a one-line reason in err (missing or not a directory, GUESTDIR not
- * absolute, an unknown suffix, more than VIRTIO_9P_MAX_SHARES).
+ * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,rw][,trans=pci|mmio]` into the next share of
+ * s: HOSTDIR made absolute (realpath) and checked to be a directory, GUESTDIR (absolute)
+ * defaulting to it, tag VIRTIO_9P_SHARE_TAG + its index; read-write unless ro. Neither
+ * directory can contain ':' or ','. 0, or -errno with a one-line reason in err (missing
+ * or not a directory, GUESTDIR not absolute, an unknown suffix, more than
+ * VIRTIO_9P_MAX_SHARES).
  */
 int p9_share_parse(struct p9_shares *s, const char *arg, char *err, size_t errlen) __must_check;
+/* How many of s end up on transport t (dflt: --virtio-transport), for the mmio bound. */
+int p9_shares_on(const struct p9_shares *s, enum virtio_trans dflt, enum virtio_trans t);
 
 /* Share i of the run's --share options (for lkvm's init configuration), or NULL past the
  * last. */
@@ -64,6 +68,29 @@ const struct p9_share *p9_share_get(const struct p9_shares *s, int i);
  * long tag, a relative host_dir) or -ENOMEM.
  */
 int virtio_9p_add(struct kvm *kvm, const struct p9_share *share) __must_check;
+
+/*
+ * The device itself (for the device list and for tests). Opens share->host_dir with the
+ * server (read-only shares refuse every change; max_fids 0: P9_FIDS_DEFAULT) and attaches
+ * to share->trans (else --virtio-transport), or to no transport when bare (tests set up the
+ * queue and call ops->start). 0 or -errno with a one-line reason in err.
+ */
+int virtio_9p_create(struct kvm *kvm, const struct p9_share *share, bool bare, u32 max_fids,
+		     struct virtio_9p **out, char *err, size_t errlen) __must_check;
+/* Start its thread (inside SB_P9): from a thread that may create one (main, before the
+ * vCPUs run), once. It serves the queue from DRIVER_OK to the next reset. 0 or -errno. */
+int virtio_9p_run(struct virtio_9p *p) __must_check;
+struct virtio_device *virtio_9p_vdev(struct virtio_9p *p);
+/* Pause: the thread parks between two requests (none half answered); nothing is answered,
+ * no interrupt raised, until resume. */
+void virtio_9p_quiesce(struct virtio_9p *p);
+void virtio_9p_resume(struct virtio_9p *p);
+/* Stop the thread, detach, close every fid and the share. NULL is fine. */
+void virtio_9p_destroy(struct virtio_9p *p);
+/* Counters: group req0 (kicks, trapped, irqs, requests, bytes of file data read and written,
+ * errors: requests answered with Rlerror, read_bytes, write_bytes, malformed: chains that
+ * put the device in NEEDS_RESET), then group fids (in_use, limit, msize: levels). */
+void virtio_9p_stats(struct virtio_9p *p, struct stats_visitor *v);
 
 /* Add one device per share of s, in order. 0 or the first -errno. */
 int virtio_9p_add_shares(struct kvm *kvm, const struct p9_shares *s) __must_check;
