@@ -125,6 +125,11 @@ static int find_modules(const struct kvm_config *cfg, struct kmod_list *mods, ch
 		return 0;
 	}
 	ret = kmod_resolve(dir, names, n, mods, err, errlen);
+	if (ret == -ENOENT) {
+		pr_debug("kernel %s: no modules.dep or modules.order in %s, assuming 9p, virtio and overlay are built in",
+			 release, dir);
+		return 0;
+	}
 	if (ret) {
 		char why[256];
 
