@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -312,6 +313,7 @@ struct cmd_stdin {
 	struct kvm *kvm;
 	struct virtio_console *con;
 	struct worker worker;
+	int ready_fd; /* eventfd: init reported LKVM_EXIT_STDIN_READY (nothing is read before) */
 };
 
 #define STDIN_CHUNK 2048
@@ -339,23 +341,26 @@ static void stdin_thread(void *arg)
 	static const u8 eof[] = { INITCFG_STDIN_ESC, INITCFG_STDIN_EOF };
 	struct cmd_stdin *s = arg;
 	u8 buf[STDIN_CHUNK], enc[2 * STDIN_CHUNK];
-	bool done = false;
+	bool ready = false, done = false;
 
 	for (;;) {
-		struct pollfd p[2] = {
+		struct pollfd p[3] = {
 			{ .fd = worker_fd(&s->worker), .events = POLLIN },
-			{ .fd = done ? -1 : STDIN_FILENO, .events = POLLIN },
+			{ .fd = ready ? -1 : s->ready_fd, .events = POLLIN },
+			{ .fd = !ready || done ? -1 : STDIN_FILENO, .events = POLLIN },
 		};
 		ssize_t n;
 
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		if (poll(p, 3, -1) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents) {
 			if (worker_park(&s->worker))
 				break;
 			continue;
 		}
-		if (!p[1].revents)
+		if (p[1].revents)
+			ready = true;
+		if (!p[2].revents)
 			continue;
 		n = read(STDIN_FILENO, buf, sizeof(buf));
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
@@ -368,6 +373,16 @@ static void stdin_thread(void *arg)
 				break;
 		}
 	}
+}
+
+/* Init's report, on a vCPU thread: the stdio console is raw now. */
+static void stdin_ready(void *arg)
+{
+	struct cmd_stdin *s = arg;
+	u64 one = 1;
+
+	if (write(s->ready_fd, &one, sizeof(one)) < 0)
+		pr_debug("cmd-stdin: ready eventfd write failed");
 }
 
 static int stdin_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
@@ -385,8 +400,17 @@ static int stdin_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t 
 		return -ENOMEM;
 	s->kvm = kvm;
 	s->con = con->priv;
+	s->ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->ready_fd < 0) {
+		free(s);
+		return -errno;
+	}
 	ret = worker_init(&s->worker, kvm);
+	if (!ret)
+		ret = exitport_on_stdin_ready(kvm, stdin_ready, s);
 	if (ret) {
+		worker_destroy(&s->worker);
+		close(s->ready_fd);
 		free(s);
 		return ret;
 	}
@@ -399,6 +423,7 @@ static void stdin_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	struct cmd_stdin *s = d->priv;
 
 	worker_destroy(&s->worker);
+	close(s->ready_fd);
 	free(s);
 }
 

@@ -17,7 +17,9 @@ struct exitport {
 	pthread_mutex_t lock; /* the latch: vCPUs may write at once */
 	u8 latch[LKVM_EXIT_PORT_LEN];
 	struct ratelimit rl;
-	atomic_uint kind; /* of the first valid report (exitport_report_kind); 0: none yet */
+	atomic_uint kind; /* of the first valid end report (exitport_report_kind); 0: none yet */
+	void (*ready)(void *arg); /* exitport_on_stdin_ready */
+	void *ready_arg;
 };
 
 static void exitport_report(struct exitport *e, u32 word)
@@ -25,7 +27,11 @@ static void exitport_report(struct exitport *e, u32 word)
 	unsigned value = word & 0xff, kind = (word >> 8) & 0xff, detail = word >> 16;
 	const char *stage = initcfg_stage_name(value);
 
-	if (kind == LKVM_EXIT_EXITED && !detail) {
+	if (kind == LKVM_EXIT_STDIN_READY && !value && !detail) {
+		if (e->ready)
+			e->ready(e->ready_arg);
+		return; /* not an end */
+	} else if (kind == LKVM_EXIT_EXITED && !detail) {
 		kvm_request_exit(e->kvm, (int)value, "command exited with %u", value);
 	} else if (kind == LKVM_EXIT_SIGNALED && !detail && value && value < 128) {
 		const char *name = sigabbrev_np((int)value); /* strsignal is not thread-safe */
@@ -113,6 +119,19 @@ unsigned exitport_report_kind(struct kvm *kvm)
 	struct kvm_dev *d = kvm_dev_find(kvm, exitport_dev_ops.name, 0);
 
 	return d ? atomic_load(&((struct exitport *)d->priv)->kind) : 0;
+}
+
+int exitport_on_stdin_ready(struct kvm *kvm, void (*fn)(void *arg), void *arg)
+{
+	struct kvm_dev *d = kvm_dev_find(kvm, exitport_dev_ops.name, 0);
+	struct exitport *e;
+
+	if (!d)
+		return -ENODEV;
+	e = d->priv;
+	e->ready = fn;
+	e->ready_arg = arg;
+	return 0;
 }
 
 int exitport_add(struct kvm *kvm)

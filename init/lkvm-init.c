@@ -302,6 +302,9 @@ static void open_consoles(struct consoles *con)
 			cfmakeraw(&t);
 			tcsetattr(fds[i], TCSANOW, &t);
 		}
+	/* Only now may CMD's stdin come (lkvm holds it until this report). */
+	if (cfg.tty == INITCFG_RAW)
+		report(LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 0, 0));
 	if (cfg.rows) {
 		struct winsize ws = { .ws_row = (unsigned short)cfg.rows,
 				      .ws_col = (unsigned short)cfg.cols };

@@ -129,6 +129,10 @@ enum lkvm_exit_kind {
 	LKVM_EXIT_EXITED = 1, /* CMD exited; value = its status */
 	LKVM_EXIT_SIGNALED = 2, /* CMD was killed; value = the signal (1-127) */
 	LKVM_EXIT_INIT_FAILED = 3, /* init could not run CMD; value = the stage, detail = errno */
+	/* Not an end: the stdio console is raw, lkvm may send CMD's framed stdin (value and
+	 * detail 0). Bytes that arrived before would have met the terminal's line discipline,
+	 * which drops input while its line buffer is full and echoes it. */
+	LKVM_EXIT_STDIN_READY = 4,
 };
 
 #define LKVM_EXIT_WORD(kind, value, detail) \
