@@ -110,7 +110,9 @@ static void kernel_tree(const char *path, char *tree, size_t len)
 static int find_modules(const struct kvm_config *cfg, struct kmod_list *mods, char *err,
 			size_t errlen)
 {
-	static const char *const names[] = { INITRD_MODULES_9P_ROOT, "virtio_mmio" };
+	/* pvpanic_pci where there is one, so a panic ends the run with 2 (panic=-1 alone would
+	 * make it a reset, 125). */
+	static const char *const names[] = { INITRD_MODULES_9P_ROOT, "?pvpanic_pci", "virtio_mmio" };
 	char release[256], tree[PATH_MAX], dir[PATH_MAX];
 	/* virtio_mmio only when a device of ours is on it. */
 	size_t n = ARRAY_SIZE(names) - (cfg->virtio_trans != VIRTIO_TRANS_MMIO);
