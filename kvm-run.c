@@ -161,7 +161,8 @@ void kvm_run_usage(FILE *out)
 		"128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n"
 		"With -- CMD: CMD's own status (0-255; 128+N when a signal N killed it), or 2, 124,\n"
 		"1, 128+N as above, and 125 when the guest ended without CMD's status (init could\n"
-		"not run it, e.g. the kernel cannot mount the 9p root: the error says what it lacks).\n",
+		"not run it, e.g. the kernel cannot mount the 9p root: the error says what it lacks;\n"
+		"a reset or power-off before CMD ended), 141 when lkvm's stdout or stderr closed.\n",
 		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS, VIRTIO_BLK_MAX_DISKS,
 		VIRTIO_9P_MAX_SHARES);
 }

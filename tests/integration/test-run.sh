@@ -139,6 +139,26 @@ t_timeout() {
 	expect_output "timeout: 30 s passed" "lkvm's report of the timeout"
 }
 
+# The guest resetting before init's report (the command rebooted it): 125, and the reason.
+t_reset() {
+	cmd_run run-reset 125 -- busybox reboot -f || return
+	expect_output "the guest ended \(guest reset \(i8042\)\) without the command's status" \
+		"lkvm's reason"
+}
+
+# A closed stdout ends the run as it ends a host command: SIGPIPE's 141 (yes never stops).
+t_sigpipe() {
+	skip_unless_userspace || return
+	need_kernel || return
+	LAST_LOG=$LOG_DIR/run-sigpipe.err
+	local first
+	first=$(timeout -s KILL $((T + GUARD_SLACK)) "$LKVM" run -k "$G/bzImage" --timeout "$T" -- yes \
+		</dev/null 2>"$LAST_LOG" | head -n 1; exit "${PIPESTATUS[0]}")
+	LAST_STATUS=$?
+	expect_status 141 || return
+	[ "$first" = y ] || fail "the first line was '${first:0:100}'"
+}
+
 # Two runs at once: each gets its own command's output and status.
 t_two() {
 	skip_unless_userspace || return
@@ -209,14 +229,15 @@ t_pvm() {
 }
 
 # RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
-RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 stdio pipe root-write shares shell panic timeout two debian no9p}
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p}
 skip_unless_kvm
 for name in $RUN_TESTS; do
 	case $name in
 	status-*) run_test "run-$name" t_status "${name#status-}" ;;
 	pvm-refusal) run_test run-pvm-refusal t_pvm ;;
 	root-write) run_test run-root-write t_root_write ;;
-	stdio | pipe | shares | shell | panic | timeout | two | debian | no9p) run_test "run-$name" "t_$name" ;;
+	stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p)
+		run_test "run-$name" "t_$name" ;;
 	*) echo "test-run.sh: unknown test '$name' in RUN_TESTS" >&2; exit 2 ;;
 	esac
 done
