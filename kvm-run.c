@@ -765,7 +765,9 @@ int kvm_cmd_run(int argc, char **argv)
 	if (!cfg.name)
 		snprintf(name, sizeof(name), "guest-%d", (int)getpid());
 	ret = ctl_server_create(&st->kvm, name, &ctl, err, sizeof(err));
-	if (ret == -EADDRINUSE) {
+	/* A name in use, or a runtime directory that is another user's (whose sockets would
+	 * answer in this VM's place): no run. Anything else leaves the VM without control. */
+	if (ret == -EADDRINUSE || ret == -EPERM) {
 		pr_err("%s", err);
 		free(st);
 		return EXIT_LKVM_ERROR;
