@@ -1,6 +1,5 @@
 /* `lkvm run`: parse options, build the machine, boot the kernel, wait for the end, tear down, in that order. */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -20,6 +19,7 @@
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/layout.h"
 #include "lkvm/kvm.h"
+#include "lkvm/opt.h"
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
 #include "lkvm/sandbox.h"
@@ -34,139 +34,18 @@
 #define DEFAULT_RAM_MIB 256
 #define MAX_RAM_MIB (1024ULL * 1024) /* 1 TiB */
 #define MAX_TIMEOUT_S (7 * 24 * 3600)
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a number in the help text */
 
 /* Always on the guest command line (before the user's -p, so the user can override). */
-static const char base_kernel_params[] = "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pci=conf1 i8042.noaux";
-
-enum {
-	OPT_NAME = 0x100,
-	OPT_CONSOLE,
-	OPT_TIMEOUT,
-	OPT_QUIRKS,
-	OPT_EXIT_ON,
-	OPT_DEBUG,
-	OPT_NO_IOEVENTFD,
-	OPT_STATS,
-	OPT_VIRTIO_TRANSPORT,
-	OPT_DUMP_DTB,
-	OPT_RNG,
-	OPT_SANDBOX,
-	OPT_USER,
-};
-
-static const struct option run_options[] = {
-	{ "kernel", required_argument, NULL, 'k' },
-	{ "initrd", required_argument, NULL, 'i' },
-	{ "params", required_argument, NULL, 'p' },
-	{ "mem", required_argument, NULL, 'm' },
-	{ "cpus", required_argument, NULL, 'c' },
-	{ "name", required_argument, NULL, OPT_NAME },
-	{ "console", required_argument, NULL, OPT_CONSOLE },
-	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-	{ "quirks", required_argument, NULL, OPT_QUIRKS },
-	{ "exit-on", required_argument, NULL, OPT_EXIT_ON },
-	{ "debug", no_argument, NULL, OPT_DEBUG },
-	{ "network", required_argument, NULL, 'n' },
-	{ "disk", required_argument, NULL, 'd' },
-	{ "no-ioeventfd", no_argument, NULL, OPT_NO_IOEVENTFD },
-	{ "stats", optional_argument, NULL, OPT_STATS },
-	{ "virtio-transport", required_argument, NULL, OPT_VIRTIO_TRANSPORT },
-	{ "dump-dtb", required_argument, NULL, OPT_DUMP_DTB },
-	{ "rng", no_argument, NULL, OPT_RNG },
-	{ "sandbox", required_argument, NULL, OPT_SANDBOX },
-	{ "user", required_argument, NULL, OPT_USER },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 },
-};
-
-void kvm_run_usage(FILE *out)
-{
-	fprintf(out,
-		"usage: lkvm run -k KERNEL [options]\n"
-		"\n"
-		"Boot a Linux kernel (bzImage, or an ELF vmlinux with a PVH note) with a serial console.\n"
-		"\n"
-		"  -k, --kernel FILE     kernel to boot (required)\n"
-		"  -i, --initrd FILE     initial ramdisk\n"
-		"  -p, --params TEXT     kernel command line, appended to lkvm's defaults\n"
-		"                        (\"%s\")\n"
-		"  -m, --mem MIB         guest RAM in MiB, or with a G suffix in GiB (default %d)\n"
-		"  -c, --cpus N          number of vCPUs, 1 to %d (default 1)\n"
-		"      --name NAME       this VM's name for lkvm list/stop/pause/resume/stat/debug\n"
-		"                        (1-64 of A-Z a-z 0-9 . _ -; default guest-PID, printed at start);\n"
-		"                        a second VM of the same name exits with 1\n"
-		"      --console serial|virtio  the console: the 8250 UART (ttyS0, default), or\n"
-		"                        virtio-console (hvc0: console=hvc0 is added, terminal\n"
-		"                        input goes there; the UART stays for early messages)\n"
-		"      --rng             a virtio-rng device fed from getrandom(2)\n"
-		"      --timeout SECS    stop the guest after SECS seconds and exit with 124\n"
-		"      --exit-on TEXT    exit with 0 as soon as the console prints TEXT\n"
-		"      --quirks MODE     auto (default): complete what the host cannot emulate\n"
-		"                        when /sys/module/kvm_pvm exists; pvm: always; none: never\n"
-		"  -n, --network OPTS    a virtio-net NIC (up to 4), OPTS as in kvmtool:\n"
-		"                        mode=tap|none,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,\n"
-		"                        script=PATH|none,ioeventfd=on|off,queues=N,\n"
-		"                        tx=kick|timer|poll (TX wake-ups: kick drains on every\n"
-		"                        notify (default); timer keeps notifies off for\n"
-		"                        tx_timer_us=N (1-10000, default 150) after one, then drains;\n"
-		"                        poll keeps polling the ring after draining, for an adaptive\n"
-		"                        window of at most poll_us=N (1-10000, default 50), yielding\n"
-		"                        the CPU between looks), trans=pci|mmio (the transport;\n"
-		"                        default: --virtio-transport)\n"
-		"  -d, --disk PATH[,ro][,trans=pci|mmio][,aio=libaio|sync][,direct=on|off]\n"
-		"                        a virtio-blk disk on a raw image (up to %d): ro makes it\n"
-		"                        read-only; I/O through libaio (default) or pread/pwrite;\n"
-		"                        O_DIRECT where the file system allows unless direct=off\n"
-		"      --no-ioeventfd    every virtio notify traps to the vCPU thread (for comparison)\n"
-		"      --virtio-transport pci|mmio  transport of virtio devices without trans=\n"
-		"                        (default pci; mmio devices are announced to Linux with\n"
-		"                        virtio_mmio.device= on its command line and in the DTB)\n"
-		"      --dump-dtb FILE   write the machine's flattened device tree to FILE (also\n"
-		"                        given to a bzImage guest as setup_data SETUP_DTB)\n"
-		"      --stats[=table|json]  print exit and per-queue counters (kicks, trapped,\n"
-		"                        irqs, packets, drops; polls, poll_hits, poll_us for\n"
-		"                        tx=poll; each disk's requests, bytes, errors) to stderr\n"
-		"                        at the end, and on SIGUSR2\n"
-		"      --sandbox on|off  on (default): once set up, drop every capability and confine\n"
-		"                        each thread kind to its system calls (seccomp); a forbidden\n"
-		"                        call stops lkvm with 159 and names the thread\n"
-		"      --user USER       after set-up run as USER (a name or a uid), without\n"
-		"                        supplementary groups\n"
-		"      --debug           more log lines, and boot timing\n"
-		"  -h, --help            this text\n"
-		"\n"
-		"Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
-		"Control socket: $LKVM_RUNTIME_DIR, else /run/lkvm (root), else $XDG_RUNTIME_DIR/lkvm,\n"
-		"else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
-		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
-		"2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
-		"128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n",
-		base_kernel_params, DEFAULT_RAM_MIB, LKVM_MAX_CPUS, VIRTIO_BLK_MAX_DISKS);
-}
-
-static int parse_uint(const char *s, u64 min, u64 max, u64 *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end)
-		return -EINVAL;
-	if (v < min || v > max)
-		return -ERANGE;
-	*out = v;
-	return 0;
-}
+#define BASE_KERNEL_PARAMS "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pci=conf1 i8042.noaux"
+static const char base_kernel_params[] = BASE_KERNEL_PARAMS;
 
 static int parse_mem(const char *s, u64 *mib)
 {
 	char buf[32];
 	size_t n = strlen(s);
-	u64 mult = 1, v;
-	int ret;
+	unsigned long long mult = 1, v;
 
 	if (n == 0 || n >= sizeof(buf))
 		return -EINVAL;
@@ -177,13 +56,169 @@ static int parse_mem(const char *s, u64 *mib)
 	} else if (buf[n - 1] == 'M' || buf[n - 1] == 'm') {
 		buf[n - 1] = 0;
 	}
-	ret = parse_uint(buf, 1, MAX_RAM_MIB, &v);
-	if (ret)
-		return ret;
-	if (v * mult > MAX_RAM_MIB)
-		return -ERANGE;
+	if (opt_uint(buf, 1, MAX_RAM_MIB, &v) || v * mult > MAX_RAM_MIB)
+		return -EINVAL;
 	*mib = v * mult;
 	return 0;
+}
+
+/* ---- the options' own parsers (OPT_FN), each wording its errors ---- */
+
+static int opt_mem(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (parse_mem(v, &cfg->ram_mib) == 0)
+		return 0;
+	errfmt(err, errlen, "--mem '%s': give the size in MiB (1 to %llu), e.g. -m 256 or -m 2G", v,
+	       (unsigned long long)MAX_RAM_MIB);
+	return -EINVAL;
+}
+
+static int opt_name(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (!ctl_name_valid(v)) {
+		errfmt(err, errlen, "--name '%s': give 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)", v);
+		return -EINVAL;
+	}
+	cfg->name = v;
+	return 0;
+}
+
+static int opt_net(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (cfg->nr_nets >= (int)ARRAY_SIZE(cfg->net)) {
+		errfmt(err, errlen, "-n: at most %d network devices", (int)ARRAY_SIZE(cfg->net));
+		return -EINVAL;
+	}
+	if (net_parse_opts(v, &cfg->net[cfg->nr_nets], err, errlen) < 0)
+		return -EINVAL;
+	cfg->nr_nets++;
+	return 0;
+}
+
+static int opt_disk(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (cfg->nr_disks >= (int)ARRAY_SIZE(cfg->disk)) {
+		errfmt(err, errlen, "-d: at most %d disks", (int)ARRAY_SIZE(cfg->disk));
+		return -EINVAL;
+	}
+	if (blk_parse_opts(v, &cfg->disk[cfg->nr_disks], err, errlen) < 0)
+		return -EINVAL;
+	cfg->nr_disks++;
+	return 0;
+}
+
+static int opt_stats(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (!v || !strcmp(v, "table"))
+		cfg->stats = STATS_TABLE;
+	else if (!strcmp(v, "json"))
+		cfg->stats = STATS_JSON;
+	else {
+		errfmt(err, errlen, "--stats='%s': give --stats, --stats=table or --stats=json", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct opt_choice console_choices[] = { { "serial", false }, { "virtio", true }, { NULL, 0 } };
+static const struct opt_choice quirks_choices[] = {
+	{ "auto", QUIRKS_AUTO }, { "pvm", QUIRKS_PVM }, { "none", QUIRKS_NONE }, { NULL, 0 },
+};
+static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { NULL, 0 } };
+
+#define CFG(member) OPT_AT(struct kvm_config, member)
+
+static const struct opt run_opts[] = {
+	{ "kernel", 'k', OPT_STR, CFG(kernel_path), .arg = "FILE", .help = "kernel to boot (required)" },
+	{ "initrd", 'i', OPT_STR, CFG(initrd_path), .arg = "FILE", .help = "initial ramdisk" },
+	{ "params", 'p', OPT_STR, CFG(cmdline), .arg = "TEXT",
+	  .help = "kernel command line, appended to lkvm's defaults\n(\"" BASE_KERNEL_PARAMS "\")" },
+	{ "mem", 'm', OPT_FN, .fn = opt_mem, .arg = "MIB",
+	  .help = "guest RAM in MiB, or with a G suffix in GiB (default " STR(DEFAULT_RAM_MIB) ")" },
+	{ "cpus", 'c', OPT_UINT, CFG(nr_cpus), .min = 1, .max = LKVM_MAX_CPUS, .bad = "give a number of vCPUs from",
+	  .help = "number of vCPUs, 1 to " STR(LKVM_MAX_CPUS) " (default 1)" },
+	{ "name", 0, OPT_FN, .fn = opt_name, .arg = "NAME",
+	  .help = "this VM's name for lkvm list/stop/pause/resume/stat/debug\n"
+		  "(1-64 of A-Z a-z 0-9 . _ -; default guest-PID, printed at start);\n"
+		  "a second VM of the same name exits with 1" },
+	{ "console", 0, OPT_CHOICE, CFG(console_virtio), .choices = console_choices,
+	  .help = "the console: the 8250 UART (ttyS0, default), or\n"
+		  "virtio-console (hvc0: console=hvc0 is added, terminal\n"
+		  "input goes there; the UART stays for early messages)" },
+	{ "rng", 0, OPT_FLAG, CFG(rng), .help = "a virtio-rng device fed from getrandom(2)" },
+	{ "timeout", 0, OPT_UINT, CFG(timeout_s), .min = 1, .max = MAX_TIMEOUT_S, .arg = "SECS",
+	  .bad = "give whole seconds from", .help = "stop the guest after SECS seconds and exit with 124" },
+	{ "exit-on", 0, OPT_STR, CFG(exit_on), .arg = "TEXT", .bad = "the text must not be empty",
+	  .help = "exit with 0 as soon as the console prints TEXT" },
+	{ "quirks", 0, OPT_CHOICE, CFG(quirks), .choices = quirks_choices, .arg = "MODE",
+	  .help = "auto (default): complete what the host cannot emulate\n"
+		  "when /sys/module/kvm_pvm exists; pvm: always; none: never" },
+	{ "network", 'n', OPT_FN, .fn = opt_net, .arg = "OPTS", .keys = &net_opt_set,
+	  .help = "a virtio-net NIC (up to 4), OPTS as in kvmtool: KEY=VALUE,..." },
+	{ "disk", 'd', OPT_FN, .fn = opt_disk, .arg = "PATH[,OPTION...]", .keys = &blk_opt_set,
+	  .help = "a virtio-blk disk on a raw image (up to " STR(VIRTIO_BLK_MAX_DISKS) "), OPTION one of:" },
+	{ "no-ioeventfd", 0, OPT_FLAG, CFG(no_ioeventfd),
+	  .help = "every virtio notify traps to the vCPU thread (for comparison)" },
+	{ "virtio-transport", 0, OPT_CHOICE, CFG(virtio_trans), .choices = virtio_trans_choices,
+	  .help = "transport of virtio devices without trans=\n"
+		  "(default pci; mmio devices are announced to Linux with\n"
+		  "virtio_mmio.device= on its command line and in the DTB)" },
+	{ "dump-dtb", 0, OPT_STR, CFG(dump_dtb), .arg = "FILE", .bad = "give a file name",
+	  .help = "write the machine's flattened device tree to FILE (also\n"
+		  "given to a bzImage guest as setup_data SETUP_DTB)" },
+	{ "stats", 0, OPT_FN, .optional = true, .fn = opt_stats, .arg = "table|json",
+	  .help = "print exit and per-queue counters (kicks, trapped,\n"
+		  "irqs, packets, drops; polls, poll_hits, poll_us for\n"
+		  "tx=poll; each disk's requests, bytes, errors) to stderr\n"
+		  "at the end, and on SIGUSR2" },
+	{ "sandbox", 0, OPT_CHOICE, CFG(sandbox), .choices = on_off,
+	  .help = "on (default): once set up, drop every capability and confine\n"
+		  "each thread kind to its system calls (seccomp); a forbidden\n"
+		  "call stops lkvm with 159 and names the thread" },
+	{ "user", 0, OPT_STR, CFG(user), .max = 64, .arg = "USER",
+	  .bad = "give a user name or uid (1 to 64 characters)",
+	  .help = "after set-up run as USER (a name or a uid), without\nsupplementary groups" },
+	{ "debug", 0, OPT_FLAG, CFG(debug), .help = "more log lines, and boot timing" },
+	{ "help", 'h', OPT_HELP, .help = "this text" },
+	{ .kind = OPT_END },
+};
+
+const struct opt_set run_opt_set = {
+	.opts = run_opts,
+	.prefix = "--",
+	.verb = "give",
+	.unknown = { "unknown option '", "' (see lkvm run --help)" },
+	.needs_value = { "option '", "' needs a value" },
+	.unexpected = { "unexpected argument '", "' (see lkvm run --help)" },
+	.usage = kvm_run_usage,
+	.help_col = 24,
+	.short_col = true,
+};
+
+void kvm_run_usage(FILE *out)
+{
+	fprintf(out, "usage: lkvm run -k KERNEL [options]\n"
+		     "\n"
+		     "Boot a Linux kernel (bzImage, or an ELF vmlinux with a PVH note) with a serial console.\n"
+		     "\n");
+	opt_usage(out, &run_opt_set);
+	fprintf(out, "\n"
+		     "Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
+		     "Control socket: $LKVM_RUNTIME_DIR, else /run/lkvm (root), else $XDG_RUNTIME_DIR/lkvm,\n"
+		     "else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
+		     "Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
+		     "2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
+		     "128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n");
 }
 
 /* A device's transport: its own trans= or else --virtio-transport. */
@@ -209,8 +244,7 @@ static int count_mmio(const struct kvm_config *cfg)
 
 int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err, size_t errlen)
 {
-	int c;
-	u64 v;
+	int ret;
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->ram_mib = DEFAULT_RAM_MIB;
@@ -219,163 +253,9 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 	cfg->console_serial = true;
 	cfg->sandbox = true;
 
-	/* getopt keeps its position in globals; reset so parsing can run more than once. */
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":k:i:p:m:c:n:d:h", run_options, NULL)) != -1) {
-		switch (c) {
-		case 'k':
-			cfg->kernel_path = optarg;
-			break;
-		case 'i':
-			cfg->initrd_path = optarg;
-			break;
-		case 'p':
-			cfg->cmdline = optarg;
-			break;
-		case 'm':
-			if (parse_mem(optarg, &cfg->ram_mib)) {
-				errfmt(err, errlen, "--mem '%s': give the size in MiB (1 to %llu), e.g. -m 256 or -m 2G",
-				       optarg, (unsigned long long)MAX_RAM_MIB);
-				return -EINVAL;
-			}
-			break;
-		case 'c':
-			if (parse_uint(optarg, 1, LKVM_MAX_CPUS, &v)) {
-				errfmt(err, errlen, "--cpus '%s': give a number of vCPUs from 1 to %d", optarg,
-				       LKVM_MAX_CPUS);
-				return -EINVAL;
-			}
-			cfg->nr_cpus = (int)v;
-			break;
-		case OPT_NAME:
-			if (!ctl_name_valid(optarg)) {
-				errfmt(err, errlen, "--name '%s': give 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)",
-				       optarg);
-				return -EINVAL;
-			}
-			cfg->name = optarg;
-			break;
-		case OPT_CONSOLE:
-			if (!strcmp(optarg, "serial")) {
-				cfg->console_virtio = false;
-			} else if (!strcmp(optarg, "virtio")) {
-				cfg->console_virtio = true;
-			} else {
-				errfmt(err, errlen, "--console '%s': give serial or virtio", optarg);
-				return -EINVAL;
-			}
-			cfg->console_serial = true;
-			break;
-		case OPT_TIMEOUT:
-			if (parse_uint(optarg, 1, MAX_TIMEOUT_S, &v)) {
-				errfmt(err, errlen, "--timeout '%s': give whole seconds from 1 to %d", optarg,
-				       MAX_TIMEOUT_S);
-				return -EINVAL;
-			}
-			cfg->timeout_s = (int)v;
-			break;
-		case OPT_QUIRKS:
-			if (!strcmp(optarg, "auto"))
-				cfg->quirks = QUIRKS_AUTO;
-			else if (!strcmp(optarg, "pvm"))
-				cfg->quirks = QUIRKS_PVM;
-			else if (!strcmp(optarg, "none"))
-				cfg->quirks = QUIRKS_NONE;
-			else {
-				errfmt(err, errlen, "--quirks '%s': give auto, pvm or none", optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_EXIT_ON:
-			if (!*optarg) {
-				errfmt(err, errlen, "--exit-on: the text must not be empty");
-				return -EINVAL;
-			}
-			cfg->exit_on = optarg;
-			break;
-		case OPT_DEBUG:
-			cfg->debug = true;
-			break;
-		case 'n':
-			if (cfg->nr_nets >= (int)ARRAY_SIZE(cfg->net)) {
-				errfmt(err, errlen, "-n: at most %d network devices", (int)ARRAY_SIZE(cfg->net));
-				return -EINVAL;
-			}
-			if (net_parse_opts(optarg, &cfg->net[cfg->nr_nets], err, errlen) < 0)
-				return -EINVAL;
-			cfg->nr_nets++;
-			break;
-		case 'd':
-			if (cfg->nr_disks >= (int)ARRAY_SIZE(cfg->disk)) {
-				errfmt(err, errlen, "-d: at most %d disks", (int)ARRAY_SIZE(cfg->disk));
-				return -EINVAL;
-			}
-			if (blk_parse_opts(optarg, &cfg->disk[cfg->nr_disks], err, errlen) < 0)
-				return -EINVAL;
-			cfg->nr_disks++;
-			break;
-		case OPT_NO_IOEVENTFD:
-			cfg->no_ioeventfd = true;
-			break;
-		case OPT_VIRTIO_TRANSPORT:
-			if (virtio_trans_parse(optarg, &cfg->virtio_trans)) {
-				errfmt(err, errlen, "--virtio-transport '%s': give pci or mmio", optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_RNG:
-			cfg->rng = true;
-			break;
-		case OPT_DUMP_DTB:
-			if (!*optarg) {
-				errfmt(err, errlen, "--dump-dtb: give a file name");
-				return -EINVAL;
-			}
-			cfg->dump_dtb = optarg;
-			break;
-		case OPT_STATS:
-			if (!optarg || !strcmp(optarg, "table"))
-				cfg->stats = STATS_TABLE;
-			else if (!strcmp(optarg, "json"))
-				cfg->stats = STATS_JSON;
-			else {
-				errfmt(err, errlen, "--stats='%s': give --stats, --stats=table or --stats=json", optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_SANDBOX:
-			if (!strcmp(optarg, "on"))
-				cfg->sandbox = true;
-			else if (!strcmp(optarg, "off"))
-				cfg->sandbox = false;
-			else {
-				errfmt(err, errlen, "--sandbox '%s': give on or off", optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_USER:
-			if (!*optarg || strlen(optarg) > 64) {
-				errfmt(err, errlen, "--user: give a user name or uid (1 to 64 characters)");
-				return -EINVAL;
-			}
-			cfg->user = optarg;
-			break;
-		case 'h':
-			kvm_run_usage(out);
-			return 1;
-		case ':':
-			errfmt(err, errlen, "option '%s' needs a value", argv[optind - 1]);
-			return -EINVAL;
-		default:
-			errfmt(err, errlen, "unknown option '%s' (see lkvm run --help)", argv[optind - 1]);
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		errfmt(err, errlen, "unexpected argument '%s' (see lkvm run --help)", argv[optind]);
-		return -EINVAL;
-	}
+	ret = opt_parse_argv(&run_opt_set, argc, argv, cfg, out, err, errlen);
+	if (ret)
+		return ret;
 	if (!cfg->kernel_path) {
 		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
 		return -EINVAL;

@@ -5,6 +5,10 @@
 #include <stdio.h>
 
 #include "lkvm/kvm.h"
+#include "lkvm/opt.h"
+
+/* `lkvm run`'s options: what kvm_run_parse reads and kvm_run_usage prints. */
+extern const struct opt_set run_opt_set;
 
 /* Parse `lkvm run` arguments (argv[0] is "run"). Returns 0, 1 when help was asked for
  * (printed to `out`), or -EINVAL with a one-line message in err. */
