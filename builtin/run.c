@@ -10,25 +10,16 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "lkvm/boot.h"
-#include "lkvm/dev.h"
-#include "lkvm/exitport.h"
-#include "lkvm/fdt.h"
 #include "lkvm/ctl.h"
-#include "lkvm/hw.h"
 #include "lkvm/kvm-cpu.h"
-#include "lkvm/layout.h"
 #include "lkvm/kvm.h"
 #include "lkvm/opt.h"
-#include "lkvm/pci.h"
 #include "lkvm/run.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/stats.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-blk.h"
-#include "lkvm/virtio-console.h"
 #include "lkvm/virtio-mmio.h"
-#include "lkvm/virtio-net.h"
 #include "lkvm/x86.h"
 
 #define DEFAULT_RAM_MIB 256
@@ -37,9 +28,6 @@
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a number in the help text */
 
-/* Always on the guest command line (before the user's -p, so the user can override). */
-#define BASE_KERNEL_PARAMS "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pci=conf1 i8042.noaux"
-static const char base_kernel_params[] = BASE_KERNEL_PARAMS;
 
 static int parse_mem(const char *s, u64 *mib)
 {
@@ -268,228 +256,6 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 	return 0;
 }
 
-int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, size_t len)
-{
-	int n = snprintf(buf, len, "%s%s%s%s%s%s", base_kernel_params,
-			 cfg->console_virtio ? " console=hvc0" : "", pvm_quirks ? " " : "",
-			 pvm_quirks ? x86_pvm_kernel_params : "", cfg->cmdline && *cfg->cmdline ? " " : "",
-			 cfg->cmdline ? cfg->cmdline : "");
-
-	if (n < 0 || (size_t)n >= len)
-		return -E2BIG;
-	return 0;
-}
-
-static int load_file(const char *what, const char *path, u8 **data, size_t *len, char *err, size_t errlen)
-{
-	int ret = read_file(path, data, len);
-
-	if (ret < 0)
-		errfmt(err, errlen, "cannot read %s '%s': %s", what, path, strerror(-ret));
-	else if (*len == 0) {
-		errfmt(err, errlen, "%s '%s' is empty", what, path);
-		free(*data);
-		*data = NULL;
-		ret = -ENOEXEC;
-	}
-	return ret;
-}
-
-/* Everything the run owns, so one function can undo whatever part was built. */
-struct run_state {
-	struct kvm kvm;
-	struct term term;
-	bool kvm_up, term_up;
-	u8 *kernel, *initrd, *dtb;
-	size_t kernel_len, initrd_len, dtb_len;
-};
-
-/* ---- The machine: what every VM has, then what the configuration asks for ---- */
-
-static int add_nets(struct kvm *kvm, const struct kvm_config *cfg)
-{
-	int ret = 0;
-
-	for (int i = 0; i < cfg->nr_nets && !ret; i++)
-		if (cfg->net[i].mode != NET_MODE_NONE)
-			ret = virtio_net_add(kvm, &cfg->net[i]);
-	return ret;
-}
-
-static int add_disks(struct kvm *kvm, const struct kvm_config *cfg)
-{
-	int ret = 0;
-
-	for (int i = 0; i < cfg->nr_disks && !ret; i++)
-		ret = virtio_blk_add(kvm, &cfg->disk[i]);
-	return ret;
-}
-
-static int add_console(struct kvm *kvm, const struct kvm_config *cfg)
-{
-	return cfg->console_virtio ? virtio_console_add(kvm) : 0;
-}
-
-static int add_rng(struct kvm *kvm, const struct kvm_config *cfg)
-{
-	return cfg->rng ? virtio_rng_add(kvm) : 0;
-}
-
-/* Each row adds its devices to the list (each device file knows its own lifecycle); the
- * list orders them (buses, legacy devices, virtio devices), registration order within. */
-static const struct {
-	int (*always)(struct kvm *kvm);
-	int (*asked)(struct kvm *kvm, const struct kvm_config *cfg);
-} machine[] = {
-	{ .always = pci_bus_add }, { .always = serial8250_add }, { .always = i8042_add },
-	{ .always = rtc_add }, { .always = pvpanic_add },
-	{ .always = exitport_add }, /* TODO(run -- CMD): only in that mode */
-	{ .asked = add_nets }, { .asked = add_disks }, { .asked = add_console }, { .asked = add_rng },
-};
-
-int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
-{
-	int ret = 0;
-
-	for (size_t i = 0; i < ARRAY_SIZE(machine) && !ret; i++)
-		ret = machine[i].always ? machine[i].always(kvm) : machine[i].asked(kvm, &kvm->cfg);
-	if (ret < 0)
-		errfmt(err, errlen, "registering devices: %s", strerror(-ret));
-	return ret;
-}
-
-/* The device tree, for the guest and for --dump-dtb FILE. */
-static int make_dtb(struct run_state *st, const struct kvm_config *cfg, const char *cmdline, char *err,
-		    size_t errlen)
-{
-	FILE *f;
-	int n;
-
-	st->dtb = malloc(FDT_MAX_SIZE);
-	if (!st->dtb)
-		return -ENOMEM;
-	n = fdt_build(&st->kvm, cmdline, st->dtb, FDT_MAX_SIZE);
-	if (n < 0) {
-		errfmt(err, errlen, "building the device tree: %s", strerror(-n));
-		return n;
-	}
-	st->dtb_len = (size_t)n;
-	if (!cfg->dump_dtb)
-		return 0;
-	f = fopen(cfg->dump_dtb, "wb");
-	if (!f) {
-		errfmt(err, errlen, "--dump-dtb '%s': %s", cfg->dump_dtb, strerror(errno));
-		return -EIO;
-	}
-	n = fwrite(st->dtb, 1, st->dtb_len, f) == st->dtb_len;
-	if (fclose(f) != 0 || !n) {
-		errfmt(err, errlen, "--dump-dtb '%s': write failed", cfg->dump_dtb);
-		return -EIO;
-	}
-	pr_info("device tree (%zu bytes) written to %s", st->dtb_len, cfg->dump_dtb);
-	return 0;
-}
-
-static int setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen)
-{
-	struct kvm *kvm = &st->kvm;
-	char cmdline[BOOT_CMDLINE_MAX];
-	struct boot_entry entry;
-	struct boot_args args;
-	int ret;
-
-	ret = load_file("kernel", cfg->kernel_path, &st->kernel, &st->kernel_len, err, errlen);
-	if (ret < 0)
-		return ret;
-	if (boot_detect(st->kernel, st->kernel_len) < 0) {
-		errfmt(err, errlen, "kernel '%s' is neither a bzImage nor an ELF vmlinux", cfg->kernel_path);
-		return -ENOEXEC;
-	}
-	if (cfg->initrd_path) {
-		ret = load_file("initrd", cfg->initrd_path, &st->initrd, &st->initrd_len, err, errlen);
-		if (ret < 0)
-			return ret;
-	}
-
-	ret = kvm_create(kvm, cfg, err, errlen);
-	if (ret < 0)
-		return ret;
-	st->kvm_up = true;
-	kvm->pvm_quirks = cfg->quirks == QUIRKS_PVM || (cfg->quirks == QUIRKS_AUTO && x86_host_is_pvm());
-	if (kvm->pvm_quirks)
-		pr_debug("PVM host quirks on: completing int3/clac/stac/fwait, adding \"%s\"",
-			 x86_pvm_kernel_params);
-
-	/* Devices first: the command line and the device tree describe them. */
-	ret = kvm_run_add_devices(kvm, err, errlen);
-	if (ret < 0)
-		return ret;
-	ret = kvm_devs_init(kvm, err, errlen);
-	if (ret < 0)
-		return ret;
-
-	ret = kvm_run_cmdline(cfg, kvm->pvm_quirks, cmdline, sizeof(cmdline));
-	if (!ret)
-		ret = virtio_mmio_cmdline(kvm, cmdline, sizeof(cmdline));
-	if (ret < 0) {
-		errfmt(err, errlen, "kernel command line too long (at most %d bytes with lkvm's defaults)",
-		       BOOT_CMDLINE_MAX - 1);
-		return ret;
-	}
-	pr_debug("kernel command line: %s", cmdline);
-	ret = make_dtb(st, cfg, cmdline, err, errlen);
-	if (ret < 0)
-		return ret;
-	args = (struct boot_args){
-		.kernel = st->kernel,
-		.kernel_len = st->kernel_len,
-		.initrd = st->initrd,
-		.initrd_len = st->initrd_len,
-		.cmdline = cmdline,
-		.dtb = st->dtb,
-		.dtb_len = st->dtb_len,
-	};
-	ret = boot_load(&kvm->mem, &args, &entry, err, errlen);
-	if (ret < 0)
-		return ret;
-	/* Copied into guest RAM: the file images need not stay resident for the run. */
-	free(st->kernel);
-	free(st->initrd);
-	free(st->dtb);
-	st->kernel = st->initrd = st->dtb = NULL;
-	ret = mptable_write(&kvm->mem, cfg->nr_cpus, err, errlen);
-	if (ret < 0)
-		return ret;
-
-	for (int i = 0; i < cfg->nr_cpus; i++) {
-		ret = kvm_cpu_create(kvm, i, err, errlen);
-		if (ret < 0)
-			return ret;
-	}
-	ret = kvm_cpu_setup_boot(kvm->cpus[0], &entry, err, errlen);
-	if (ret < 0)
-		return ret;
-	pr_debug("%s kernel at 0x%llx-0x%llx, entry 0x%llx%s", entry.kind == BOOT_KIND_PVH ? "PVH" : "bzImage",
-		 (unsigned long long)entry.kernel_start, (unsigned long long)entry.kernel_end,
-		 (unsigned long long)entry.rip, entry.initrd_size ? ", with initrd" : "");
-	return 0;
-}
-
-static void teardown(struct run_state *st)
-{
-	struct kvm *kvm = &st->kvm;
-
-	if (st->kvm_up)
-		kvm_cpu_stop_all(kvm);
-	if (st->term_up)
-		term_exit(&st->term);
-	if (st->kvm_up)
-		kvm_destroy(kvm); /* devices too, in reverse order */
-	free(st->kernel);
-	free(st->initrd);
-	free(st->dtb);
-}
-
 static void put_msg(void *arg, const char *name, u64 value)
 {
 	ctl_add_u64(arg, name, value);
@@ -604,81 +370,64 @@ static void wait_for_end(struct kvm *kvm, int sig_fd)
 	}
 }
 
-int kvm_cmd_run(int argc, char **argv)
+/* Termination signals become an orderly stop: block them in every thread and read them from a
+ * signalfd in the main loop (SIGUSR2: a counter snapshot). Returns the signalfd or -1. */
+static int block_signals(void)
 {
-	struct run_state *st;
-	u64 t0 = now_ns();
-	struct kvm_config cfg;
-	struct ctl_server *ctl = NULL;
-	char err[512] = "", name[72];
 	sigset_t sigs;
-	int sig_fd, ret, status;
 
-	ret = kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err));
-	if (ret == 1)
-		return 0;
-	if (ret < 0) {
-		pr_err("%s", err);
-		return EXIT_LKVM_ERROR;
-	}
-	if (cfg.debug)
-		lkvm_set_log_level(LOG_DEBUG);
-
-	/* Termination signals become an orderly stop: block them in every thread and read
-	 * them from a signalfd in the main loop. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
+	return signalfd(-1, &sigs, SFD_CLOEXEC);
+}
 
-	st = calloc(1, sizeof(*st)); /* large (struct kvm) */
-	if (!st) {
-		pr_err("out of memory");
-		return EXIT_LKVM_ERROR;
-	}
-	/* The name first: a second VM of the same name stops before it builds anything. */
-	snprintf(name, sizeof(name), "%s", cfg.name ? cfg.name : "");
-	if (!cfg.name)
-		snprintf(name, sizeof(name), "guest-%d", (int)getpid());
-	ret = ctl_server_create(&st->kvm, name, &ctl, err, sizeof(err));
+/* The control socket, named first: a second VM of the same name stops before it builds
+ * anything. 0 (*ctl NULL when the VM runs without one) or -errno after the error. */
+static int open_control(struct run_state *st, const struct kvm_config *cfg, char *name, size_t len,
+			struct ctl_server **ctl)
+{
+	char err[512] = "";
+	int ret;
+
+	snprintf(name, len, "%s", cfg->name ? cfg->name : "");
+	if (!cfg->name)
+		snprintf(name, len, "guest-%d", (int)getpid());
+	ret = ctl_server_create(&st->kvm, name, ctl, err, sizeof(err));
 	/* A name in use, or a runtime directory that is another user's (whose sockets would
 	 * answer in this VM's place): no run. Anything else leaves the VM without control. */
 	if (ret == -EADDRINUSE || ret == -EPERM) {
 		pr_err("%s", err);
-		free(st);
-		return EXIT_LKVM_ERROR;
+		return ret;
 	}
 	if (ret < 0)
 		pr_warn("no control socket (lkvm list/stop/stat will not see this VM): %s", err);
-	if (ctl)
-		pr_debug("control socket: %s", ctl_server_path(ctl));
-	ret = setup(st, &cfg, err, sizeof(err));
-	st->kvm.start_ns = t0;
-	if (ret < 0) {
-		pr_err("%s", err);
-		teardown(st);
-		free(st);
-		ctl_server_destroy(ctl);
-		return EXIT_LKVM_ERROR;
-	}
-	/* Once the VM is built, so a bad kernel still gets its one-line error and nothing else. */
-	if (ctl && !cfg.name)
-		pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
-	ret = term_init(&st->kvm, &st->term);
+	if (*ctl)
+		pr_debug("control socket: %s", ctl_server_path(*ctl));
+	return 0;
+}
+
+/* The built VM started: the terminal, privileges dropped, the vCPUs, the control thread, the
+ * main thread's sandbox. A failure is the run's end (kvm_request_exit), said once. */
+static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl_server *ctl)
+{
+	char err[512] = "";
+	int ret = term_init(&st->kvm, &st->term);
+
 	if (ret == 0)
 		st->term_up = true;
 	/* Everything is open: from here on no thread needs privileges, and each kind of
 	 * thread confines itself to its system calls as it starts (sandbox.c). */
-	if (ret == 0 && (cfg.sandbox || cfg.user)) {
-		ret = sandbox_drop_privileges(cfg.user, err, sizeof(err));
+	if (ret == 0 && (cfg->sandbox || cfg->user)) {
+		ret = sandbox_drop_privileges(cfg->user, err, sizeof(err));
 		/* The reason is lkvm's closing line: the error is said once. */
 		if (ret < 0)
 			kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
-		st->kvm.sandbox = cfg.sandbox;
+		st->kvm.sandbox = cfg->sandbox;
 	}
 	if (ret == 0)
 		ret = term_start(&st->term);
@@ -692,14 +441,20 @@ int kvm_cmd_run(int argc, char **argv)
 		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
 	if (ret == 0 && sandbox_enter(&st->kvm, SB_MAIN) < 0)
 		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "main thread: cannot enter the sandbox");
+}
 
-	wait_for_end(&st->kvm, sig_fd);
+/* The run ended: the vCPUs and the control thread stopped, the reports, the closing line.
+ * Returns the exit status. */
+static int finish(struct run_state *st, const struct kvm_config *cfg, struct ctl_server *ctl)
+{
+	int status;
+
 	kvm_cpu_stop_all(&st->kvm);
 	/* No more requests: the VM is going away (a pause in progress gave up above). */
 	ctl_server_stop(ctl);
-	if (cfg.debug)
+	if (cfg->debug)
 		report_memory(&st->kvm);
-	if (cfg.stats != STATS_OFF)
+	if (cfg->stats != STATS_OFF)
 		print_stats(&st->kvm);
 	if (st->term_up)
 		term_exit(&st->term);
@@ -707,14 +462,57 @@ int kvm_cmd_run(int argc, char **argv)
 
 	status = atomic_load(&st->kvm.exit_status);
 	if (status == EXIT_GUEST_OK || status == EXIT_STOPPED)
-		pr_info("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st->kvm.exit_reason);
+		pr_info("%s%s%s", cfg->name ? cfg->name : "", cfg->name ? ": " : "", st->kvm.exit_reason);
 	else
-		pr_err("%s%s%s", cfg.name ? cfg.name : "", cfg.name ? ": " : "", st->kvm.exit_reason);
+		pr_err("%s%s%s", cfg->name ? cfg->name : "", cfg->name ? ": " : "", st->kvm.exit_reason);
 	if (atomic_load(&st->kvm.first_insn_ns))
 		pr_debug("first guest instruction %.3f ms after lkvm run started",
 			 (double)(atomic_load(&st->kvm.first_insn_ns) - st->kvm.start_ns) / 1e6);
 	report_completions(&st->kvm);
-	teardown(st);
+	return status;
+}
+
+int kvm_cmd_run(int argc, char **argv)
+{
+	struct run_state *st;
+	u64 t0 = now_ns();
+	struct kvm_config cfg;
+	struct ctl_server *ctl = NULL;
+	char err[512] = "", name[72];
+	int sig_fd, ret, status = EXIT_LKVM_ERROR;
+
+	ret = kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err));
+	if (ret == 1)
+		return 0;
+	if (ret < 0) {
+		pr_err("%s", err);
+		return EXIT_LKVM_ERROR;
+	}
+	if (cfg.debug)
+		lkvm_set_log_level(LOG_DEBUG);
+	sig_fd = block_signals();
+	st = calloc(1, sizeof(*st)); /* large (struct kvm) */
+	if (!st) {
+		pr_err("out of memory");
+		return EXIT_LKVM_ERROR;
+	}
+	if (open_control(st, &cfg, name, sizeof(name), &ctl) < 0) {
+		free(st);
+		return EXIT_LKVM_ERROR;
+	}
+	ret = kvm_run_setup(st, &cfg, err, sizeof(err));
+	st->kvm.start_ns = t0;
+	if (ret < 0) {
+		pr_err("%s", err);
+	} else {
+		/* Once the VM is built, so a bad kernel still gets its one-line error and nothing else. */
+		if (ctl && !cfg.name)
+			pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
+		start(st, &cfg, ctl);
+		wait_for_end(&st->kvm, sig_fd);
+		status = finish(st, &cfg, ctl);
+	}
+	kvm_run_teardown(st);
 	free(st);
 	if (sig_fd >= 0)
 		close(sig_fd);
