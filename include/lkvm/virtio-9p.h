@@ -8,6 +8,7 @@
 
 struct kvm;
 struct kvm_config;
+struct opt_set;
 struct stats_visitor;
 struct virtio_9p;
 
@@ -45,13 +46,15 @@ struct p9_shares {
 };
 
 /*
- * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,rw][,trans=pci|mmio]` into the next share of
- * s: HOSTDIR made absolute (realpath) and checked to be a directory, GUESTDIR (absolute)
+ * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio]` into the next share of s:
+ * HOSTDIR made absolute (realpath) and checked to be a directory, GUESTDIR (absolute)
  * defaulting to it, tag VIRTIO_9P_SHARE_TAG + its index; read-write unless ro. Neither
  * directory can contain ':' or ','. 0, or -errno with a one-line reason in err (missing
  * or not a directory, GUESTDIR not absolute, an unknown suffix, more than
  * VIRTIO_9P_MAX_SHARES).
  */
+/* Its suffixes (for --help). */
+extern const struct opt_set p9_share_opt_set;
 int p9_share_parse(struct p9_shares *s, const char *arg, char *err, size_t errlen) __must_check;
 /* How many of s end up on transport t (dflt: --virtio-transport), for the mmio bound. */
 int p9_shares_on(const struct p9_shares *s, enum virtio_trans dflt, enum virtio_trans t);
