@@ -6,6 +6,7 @@
 # share, malformed messages and chains. Checked here: every case passed, lkvm ended normally
 # (also as the ASan build), the canary's text never reached the guest, the canary, the unshared
 # directory and the read-only share are unchanged, and lkvm's counters agree with the guest.
+# And lkvm stat, pause, resume and stop of a VM with a share on each transport.
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
 SUMMARY_PREFIX=9p
@@ -82,7 +83,31 @@ t_hostile() {
 	rm -rf "$tree"
 }
 
+# lkvm stat, pause, resume and stop of a VM with a share on each transport: both devices are
+# listed with their fid bound, and the VM goes on and stops normally.
+t_stat() {
+	local n=lkvm-9p-stat-$$ dir
+	need_python || return
+	dir=$(mktemp -d "$LOG_DIR/9p-stat.XXXXXX")
+	VM_TIMEOUT=$T LKVM_PREFIX="prlimit --nofile=$FD_LIMIT:$FD_LIMIT" start_vm $n 9p-stat \
+		--share "$dir" --share "$dir,ro,trans=mmio"
+	wait_vm $n || return
+	[ "$(stat_val $n 'len(d["shares"])')" = 2 ] || { fail "lkvm stat lists $(stat_val $n 'len(d["shares"])') shares, not 2"; return; }
+	[ "$(stat_val $n 'd["shares"][1]["fids"]["limit"]')" = $FIDS ] || { fail "lkvm stat: share 1's fid limit is not $FIDS"; return; }
+	[ "$(stat_val $n 'd["shares"][0]["queues"][0]["requests"]')" = 0 ] || { fail "requests without a driver"; return; }
+	ctl 9p-stat-pause pause $n
+	expect_status 0 || return
+	ctl 9p-stat-resume resume $n
+	expect_status 0 || return
+	ctl 9p-stat-stop stop $n
+	expect_status 0 || return
+	wait_exit "$VM_PID" 10 || return
+	[ "$EXIT_STATUS" = 3 ] || { fail "exit status $EXIT_STATUS, not 3 (lkvm stop)"; return; }
+	rm -rf "$dir"
+}
+
 skip_unless_kvm
 run_test 9p-hostile t_hostile 9p-hostile "$REAL_LKVM"
 run_test 9p-hostile-asan t_hostile 9p-hostile-asan "$ASAN_LKVM"
+run_test 9p-stat t_stat
 finish_tests
