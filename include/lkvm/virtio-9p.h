@@ -22,10 +22,11 @@ struct virtio_9p;
 #define VIRTIO_9P_SHARE_TAG "lkvm-share"
 
 /*
- * Most --share options. Each share is a device with its own fid table of P9_FIDS_DEFAULT
- * fids, each up to two host descriptors: 8 shares (plus the host root of `lkvm run -- CMD`)
- * is what fits Linux's default fs.nr_open (1048576 descriptors per process) at the full fid
- * bound; beyond it the bounds would have to shrink. 8 is also a full virtio-mmio bus's worth.
+ * Most --share options. Each share is a device with its own fid table of up to
+ * P9_FIDS_DEFAULT fids, each holding up to two host descriptors: 8 shares (plus the host
+ * root of `lkvm run -- CMD`) at that bound need about Linux's largest descriptor limit
+ * (fs.nr_open, 1048576 by default); where RLIMIT_NOFILE is lower, every share's bound shrinks
+ * to fit (virtio/9p.c). 8 also fits on the virtio-mmio bus (9 slots) beside the root.
  */
 #define VIRTIO_9P_MAX_SHARES 8
 
