@@ -1,5 +1,7 @@
 /* Least privilege: capabilities and user dropped after set-up, and one seccomp allow-list per thread kind. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <sched.h>
@@ -12,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <linux/if_tun.h>
 #include <linux/kvm.h>
 #include <cap-ng.h>
@@ -38,24 +41,33 @@
 
 struct sb_kind {
 	const char *name;
-	int calls[MAX_CALLS];          /* allowed unconditionally (0-terminated, read is 0 and in common) */
+	int calls[MAX_CALLS];          /* allowed unconditionally (0-terminated; read, 0, is in conds) */
 	unsigned long ioctls[MAX_IOCTLS]; /* ioctl requests allowed (0-terminated) */
 	unsigned spawns;               /* bit mask of kinds whose threads this kind creates */
 };
 
-/* Every thread: memory management and locks inside glibc, logging (write), eventfds
- * (read/write), waiting, time, naming itself (prctl), ending (exit, or abort via tgkill),
- * and restoring the terminal from the SIGSYS handler (ioctl TCSETS). sigaltstack and
- * sched_getaffinity (pthread_getattr_np) are what the sanitizer runtimes add to a thread's
- * start and end. */
+/*
+ * Every thread: memory management and locks inside glibc (mmap, mprotect, madvise, brk,
+ * mremap, futex), waiting and time (poll, ppoll, nanosleep, clock_*, sched_yield,
+ * restart_syscall), its own signal mask and handler return, ending (exit, exit_group),
+ * naming itself (prctl, argument-checked below), getrandom (glibc's malloc), and restoring
+ * the terminal from the SIGSYS handler (ioctl TCSETS/TCSETSW: the only tty lkvm holds is
+ * the user's own terminal on fds 0-2). sigaltstack and sched_getaffinity
+ * (pthread_getattr_np) are what the sanitizer runtimes add to a thread's start and end.
+ * close acts only on this process's own fds. Three calls of every thread are
+ * argument-checked (`conds` below): read, write and tgkill. Never allowed anywhere: kill,
+ * tkill, rt_sigqueueinfo, rt_tgsigqueueinfo and pidfd_send_signal, which can all reach
+ * another process; no thread but main opens a file (read-only), none creates or removes one,
+ * except the 9p server's, beneath its share (SB_P9).
+ */
 static const struct sb_kind common = {
 	.name = "common",
-	.calls = { SCMP_SYS(write), SCMP_SYS(close), SCMP_SYS(futex), SCMP_SYS(exit), SCMP_SYS(exit_group),
+	.calls = { SCMP_SYS(close), SCMP_SYS(futex), SCMP_SYS(exit), SCMP_SYS(exit_group),
 		   SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask), SCMP_SYS(madvise), SCMP_SYS(mmap),
 		   SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(brk), SCMP_SYS(mremap),
 		   SCMP_SYS(restart_syscall), SCMP_SYS(sched_yield), SCMP_SYS(clock_gettime),
 		   SCMP_SYS(gettimeofday), SCMP_SYS(clock_nanosleep), SCMP_SYS(nanosleep), SCMP_SYS(getpid),
-		   SCMP_SYS(gettid), SCMP_SYS(tgkill), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(getrandom),
+		   SCMP_SYS(gettid), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(getrandom),
 		   SCMP_SYS(sigaltstack), SCMP_SYS(sched_getaffinity) },
 	.ioctls = { TCSETS, TCSETSW },
 };
@@ -65,17 +77,20 @@ static const struct sb_kind common = {
 static const struct sb_kind kinds[SB_NR] = {
 	[SB_MAIN] = {
 		.name = "main",
-		/* fopen of /proc/self/status for --debug's memory line; mincore for the same. */
-		/* Teardown: the control socket and its lock file removed, the disks' aio contexts. */
-		.calls = { SCMP_SYS(openat), SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek),
-			   SCMP_SYS(mincore), SCMP_SYS(unlink), SCMP_SYS(unlinkat), SCMP_SYS(io_destroy),
-			   SCMP_SYS(io_getevents) },
+		/* fopen of /proc/self/status for --debug's memory line (openat read-only, see
+		 * conds), mincore for the same. Teardown: the disks' aio contexts; wait4 reaps the
+		 * control socket's cleanup helper (ctl/server.c), which removes the socket and lock
+		 * so that main needs no unlink (and can only wait for its own children). */
+		.calls = { SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek), SCMP_SYS(mincore),
+			   SCMP_SYS(io_destroy), SCMP_SYS(io_getevents), SCMP_SYS(wait4) },
 		/* Teardown: ioeventfds and irqfds deassigned, MSI routes dropped. */
 		.ioctls = { KVM_IRQFD, KVM_IOEVENTFD, KVM_SET_GSI_ROUTING, KVM_IRQ_LINE, TCGETS },
 	},
 	[SB_VCPU] = {
 		.name = "vcpu",
-		/* Starting the net threads on DRIVER_OK (the new thread's own set-up included). */
+		/* Starting the device threads on DRIVER_OK (the new thread's own set-up included);
+		 * the ioctls are KVM_RUN, the exit handlers' register accesses and interrupt
+		 * routing, on KVM's own fds. */
 		.calls = { SCMP_SYS(set_robust_list), SCMP_SYS(rseq) },
 		.ioctls = { KVM_RUN, KVM_GET_REGS, KVM_SET_REGS, KVM_GET_SREGS, KVM_SET_SREGS,
 			    KVM_GET_VCPU_EVENTS, KVM_SET_VCPU_EVENTS, KVM_IRQ_LINE, KVM_IRQFD,
@@ -89,12 +104,12 @@ static const struct sb_kind kinds[SB_NR] = {
 	},
 	[SB_NET_RX] = {
 		.name = "net-rx",
-		.calls = { SCMP_SYS(readv) },
+		/* readv: frames from the tap, only on tap fds (conds). */
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_NET_TX] = {
 		.name = "net-tx",
-		.calls = { SCMP_SYS(writev) },
+		/* writev: frames to the tap, only on tap fds (conds). */
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_NET_CTL] = {
@@ -103,6 +118,10 @@ static const struct sb_kind kinds[SB_NR] = {
 	},
 	[SB_BLK] = {
 		.name = "blk",
+		/* The image through libaio or plain positioned I/O, and its flushes. io_submit
+		 * carries its fds inside iocbs, which no filter can read, so checking the fd of
+		 * pwrite64 would narrow nothing: a blk thread (and the vCPU, whose filter allows
+		 * what the blk threads it starts need) can write to any fd of this process. */
 		.calls = { SCMP_SYS(io_submit), SCMP_SYS(io_getevents), SCMP_SYS(preadv), SCMP_SYS(pwritev),
 			   SCMP_SYS(pread64), SCMP_SYS(pwrite64), SCMP_SYS(fdatasync), SCMP_SYS(fsync) },
 		.ioctls = { KVM_IRQ_LINE },
@@ -134,10 +153,12 @@ static const struct sb_kind kinds[SB_NR] = {
 	},
 	[SB_CTL] = {
 		.name = "ctl",
-		/* Clients: accept, their uid, framed replies. Pause and resume: kvm-clock and the
-		 * vCPUs' TSC offsets, the vCPUs signalled to park, the device threads parked and
-		 * let go (eventfds, futexes: no thread is created). debug: the parked vCPUs'
-		 * registers. */
+		/* Clients: accept, their uid, framed replies (sendto/sendmsg reach only sockets:
+		 * the connected clients; a tap or file is not one). fcntl, setsockopt: a client
+		 * socket made blocking with a send timeout. Pause and resume: kvm-clock and the
+		 * vCPUs' TSC offsets, the vCPUs signalled to park (tgkill, own threads only), the
+		 * device threads parked and let go (eventfds, futexes: no thread is created).
+		 * debug: the parked vCPUs' registers. */
 		.calls = { SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(recvmsg), SCMP_SYS(sendto),
 			   SCMP_SYS(sendmsg), SCMP_SYS(fcntl), SCMP_SYS(geteuid), SCMP_SYS(getuid),
 			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown) },
@@ -145,6 +166,75 @@ static const struct sb_kind kinds[SB_NR] = {
 			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE },
 	},
 };
+
+/*
+ * Calls allowed only with some arguments. A kind gets the entries whose mask holds it or a
+ * kind it creates (filters stack, as for the lists above).
+ *   tgkill: abort() signals its own thread and pthread_kill kicks a vCPU, both in this
+ *     process; another thread group is another process, which a compromised thread must not
+ *     signal (lkvm often keeps uid 0 and so could signal nearly every process).
+ *   read, write: eventfds (kicks, interrupts, wake-ups of worker threads), the terminal's
+ *     input (fd 0) and output and the logs (fds 1, 2), main's signalfd. Not the disk images,
+ *     the lock file, or an fd lkvm inherited from whoever started it: what a thread reads
+ *     into memory the guest can see, what it writes changes a file.
+ *   readv, writev: net-rx's and net-tx's frames, only on the tap fds.
+ *   openat: main reads /proc/self/status for --debug; read-only, it can create, truncate or
+ *     change no file.
+ * The fd sets are what /proc/self/fd shows when sandbox_drop_privileges runs: every fd is
+ * open by then (no filter allows eventfd2, open or socket; accept4's client sockets are
+ * read and written with recvfrom/sendto).
+ */
+enum sb_fdset { FS_READ, FS_WRITE, FS_TAP, FS_NR };
+
+enum sb_test {
+	T_OWN_PID,   /* the argument is this process's pid */
+	T_FDSET,     /* the argument is an fd of fdsets[set] */
+	T_READ_ONLY, /* open flags without write access, O_CREAT, O_TRUNC or O_APPEND */
+};
+
+#define ALL_KINDS ((1u << SB_NR) - 1)
+
+static const struct sb_cond {
+	int nr;
+	unsigned kinds;
+	unsigned arg;
+	enum sb_test test;
+	enum sb_fdset set;
+} conds[] = {
+	{ .nr = SCMP_SYS(tgkill), .kinds = ALL_KINDS, .arg = 0, .test = T_OWN_PID },
+	{ SCMP_SYS(read), ALL_KINDS, 0, T_FDSET, FS_READ },
+	{ SCMP_SYS(write), ALL_KINDS, 0, T_FDSET, FS_WRITE },
+	{ SCMP_SYS(readv), SPAWNS(SB_NET_RX), 0, T_FDSET, FS_TAP },
+	{ SCMP_SYS(writev), SPAWNS(SB_NET_TX), 0, T_FDSET, FS_TAP },
+	{ .nr = SCMP_SYS(openat), .kinds = SPAWNS(SB_MAIN), .arg = 2, .test = T_READ_ONLY },
+};
+
+/* Which fds join which set: by their /proc/self/fd link, and fds 0-2 by number. */
+static const struct {
+	const char *link;
+	unsigned sets;
+} fd_kinds[] = {
+	{ "anon_inode:[eventfd]", 1u << FS_READ | 1u << FS_WRITE },
+	{ "anon_inode:[signalfd]", 1u << FS_READ },
+	{ "/dev/net/tun", 1u << FS_TAP },
+};
+
+/* Each fd costs a comparison in every filter that allows the call: beyond this many, a set
+ * is left unchecked (and said so) rather than risk the kernel's filter size limit. */
+#define MAX_SET_FDS 256
+
+/* Until sandbox_drop_privileges filled them: the terminal and logs only, so a missing scan
+ * fails closed. n < 0: unchecked. */
+static struct fdset {
+	int fd[MAX_SET_FDS];
+	int n;
+} fdsets[FS_NR] = {
+	[FS_READ] = { { STDIN_FILENO }, 1 },
+	[FS_WRITE] = { { STDOUT_FILENO, STDERR_FILENO }, 2 },
+};
+
+/* Added to the read and write sets by sandbox_allow_fd, whatever the scan finds. */
+static struct fdset allowed_rw;
 
 /* prctl options any thread may use: its own name, tx=timer/poll's timer slack, and
  * no-new-privileges (libseccomp sets it again before each filter it loads). */
@@ -167,11 +257,13 @@ struct allow {
 	unsigned long ioctl[SB_NR * MAX_IOCTLS + MAX_IOCTLS];
 	int ncalls, nioctls;
 	bool clone;
+	bool cond[ARRAY_SIZE(conds)];
+	int nconds;
 };
 
 static void add_kind(struct allow *a, const struct sb_kind *k)
 {
-	/* read is syscall 0, which also ends the list: always allowed, added below. */
+	/* read is syscall 0, which also ends the list: it is in conds. */
 	for (int i = 0; i < MAX_CALLS && k->calls[i]; i++) {
 		if (k->calls[i] > 0 && k->calls[i] < NR_MAX && !a->call[k->calls[i]]) {
 			a->call[k->calls[i]] = true;
@@ -193,8 +285,6 @@ static void collect(struct allow *a, enum sandbox_kind kind)
 	unsigned todo = SPAWNS(kind), done = 0;
 
 	memset(a, 0, sizeof(*a));
-	a->call[SCMP_SYS(read)] = true;
-	a->ncalls = 1;
 	add_kind(a, &common);
 	while (todo & ~done) {
 		int k = __builtin_ctz(todo & ~done);
@@ -205,6 +295,17 @@ static void collect(struct allow *a, enum sandbox_kind kind)
 		if (kinds[k].spawns)
 			a->clone = true;
 	}
+	for (size_t i = 0; i < ARRAY_SIZE(conds); i++) {
+		a->cond[i] = (conds[i].kinds & done) != 0;
+		/* Counted once per system call (unless it is also allowed outright). */
+		if (a->cond[i] && !a->call[conds[i].nr]) {
+			bool seen = false;
+
+			for (size_t j = 0; j < i; j++)
+				seen |= a->cond[j] && conds[j].nr == conds[i].nr;
+			a->nconds += !seen;
+		}
+	}
 }
 
 void sandbox_list_size(enum sandbox_kind kind, int *syscalls, int *ioctls)
@@ -212,9 +313,9 @@ void sandbox_list_size(enum sandbox_kind kind, int *syscalls, int *ioctls)
 	struct allow a;
 
 	collect(&a, kind);
-	/* ioctl and prctl (argument-checked) count once each; clone (threads only) and
-	 * seccomp too. */
-	*syscalls = a.ncalls + (a.nioctls > 0) + 1 + 2 * a.clone;
+	/* ioctl, prctl and each call of conds (argument-checked) count once; clone (threads
+	 * only) and seccomp too. */
+	*syscalls = a.ncalls + (a.nioctls > 0) + 1 + a.nconds + 2 * a.clone;
 	*ioctls = a.nioctls;
 }
 
@@ -291,6 +392,65 @@ static int resolve_user(const char *user, uid_t *uid, gid_t *gid, char *err, siz
 	return 0;
 }
 
+static void fdset_add(struct fdset *f, int fd)
+{
+	for (int i = 0; i < f->n; i++)
+		if (f->fd[i] == fd)
+			return; /* fds 0-2, which start in the sets (an eventfd lands there when they were closed) */
+	if (f->n == MAX_SET_FDS) {
+		pr_warn("sandbox: more than %d fds to check for one call: left unchecked", MAX_SET_FDS);
+		f->n = -1;
+	} else if (f->n >= 0) {
+		f->fd[f->n++] = fd;
+	}
+}
+
+/* Fill fdsets from /proc/self/fd (see conds). Without /proc the sets keep fds 0-2 only. */
+static void scan_fds(void)
+{
+	struct fdset found[FS_NR] = { [FS_READ] = { { STDIN_FILENO }, 1 },
+				      [FS_WRITE] = { { STDOUT_FILENO, STDERR_FILENO }, 2 } };
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (!d) {
+		pr_debug("sandbox: cannot list /proc/self/fd (%s): read and write allowed on fds 0-2 only",
+			 strerror(errno));
+		return;
+	}
+	while ((e = readdir(d))) {
+		char link[64];
+		ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
+		int fd = atoi(e->d_name);
+
+		if (n <= 0 || fd == dirfd(d))
+			continue;
+		link[n] = '\0';
+		for (size_t k = 0; k < ARRAY_SIZE(fd_kinds); k++)
+			for (int set = 0; set < FS_NR && !strcmp(link, fd_kinds[k].link); set++)
+				if (fd_kinds[k].sets & 1u << set)
+					fdset_add(&found[set], fd);
+	}
+	closedir(d);
+	for (int i = 0; i < allowed_rw.n; i++) {
+		fdset_add(&found[FS_READ], allowed_rw.fd[i]);
+		fdset_add(&found[FS_WRITE], allowed_rw.fd[i]);
+	}
+	memcpy(fdsets, found, sizeof(fdsets));
+}
+
+int sandbox_allow_fd(int fd)
+{
+	if (fd < 0)
+		return -EBADF;
+	if (allowed_rw.n == MAX_SET_FDS)
+		return -ENOSPC;
+	fdset_add(&allowed_rw, fd);
+	fdset_add(&fdsets[FS_READ], fd);
+	fdset_add(&fdsets[FS_WRITE], fd);
+	return 0;
+}
+
 int sandbox_drop_privileges(const char *user, char *err, size_t errlen)
 {
 	struct sigaction sa = { .sa_sigaction = sigsys_handler, .sa_flags = SA_SIGINFO };
@@ -304,6 +464,8 @@ int sandbox_drop_privileges(const char *user, char *err, size_t errlen)
 	/* What glibc loads on first use must be loaded now: the RTC's first gmtime_r reads
 	 * the time zone (/etc/localtime), which no filter allows later. */
 	tzset();
+	/* Everything is open: the fds each filter lets threads read and write. */
+	scan_fds();
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGSYS, &sa, NULL) < 0) {
 		errfmt(err, errlen, "sandbox: SIGSYS handler: %s", strerror(errno));
@@ -341,6 +503,34 @@ int sandbox_drop_privileges(const char *user, char *err, size_t errlen)
 
 /* ---- seccomp ---- */
 
+/* The rules of one entry of conds. Arguments that are ints (fds, pids) are compared on their
+ * low 32 bits, as the kernel reads them. */
+static int add_cond(scmp_filter_ctx ctx, const struct sb_cond *c)
+{
+	const struct fdset *f = &fdsets[c->set];
+	struct scmp_arg_cmp cmp = { .arg = c->arg, .op = SCMP_CMP_MASKED_EQ, .datum_a = 0xffffffffUL };
+	int ret = 0;
+
+	switch (c->test) {
+	case T_OWN_PID:
+		cmp.datum_b = (scmp_datum_t)getpid();
+		return seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, c->nr, 1, &cmp);
+	case T_READ_ONLY:
+		cmp.datum_a = O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND;
+		cmp.datum_b = O_RDONLY;
+		return seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, c->nr, 1, &cmp);
+	case T_FDSET:
+		if (f->n < 0)
+			return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, c->nr, 0);
+		for (int i = 0; i < f->n && !ret; i++) {
+			cmp.datum_b = (scmp_datum_t)f->fd[i];
+			ret = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, c->nr, 1, &cmp);
+		}
+		return ret;
+	}
+	return -EINVAL;
+}
+
 static int build_and_load(enum sandbox_kind kind)
 {
 	struct allow a;
@@ -362,6 +552,9 @@ static int build_and_load(enum sandbox_kind kind)
 	for (size_t i = 0; i < ARRAY_SIZE(prctl_ok) && !ret; i++)
 		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
 				       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL, (scmp_datum_t)prctl_ok[i]));
+	for (size_t i = 0; i < ARRAY_SIZE(conds) && !ret; i++)
+		if (a.cond[i] && !a.call[conds[i].nr])
+			ret = add_cond(ctx, &conds[i]);
 	if (a.clone && !ret) {
 		/* Threads only, never a new process: clone must carry CLONE_THREAD. clone3
 		 * passes its flags in memory a filter cannot read, so it reports ENOSYS and
@@ -382,17 +575,28 @@ static int build_and_load(enum sandbox_kind kind)
 
 /* Tests only (README, "Sandbox"): LKVM_TEST_SANDBOX_VIOLATE=KIND makes the first thread of
  * that kind open a TCP socket right after entering its sandbox, the archetype of what a
- * compromised device thread would try, so a test can see the filter stop it. */
+ * compromised device thread would try, so a test can see the filter stop it.
+ * KIND:signal=PID makes it send SIGKILL to process PID instead (tgkill, as abort() would). */
 static void test_violation(enum sandbox_kind kind)
 {
-	const char *want = getenv("LKVM_TEST_SANDBOX_VIOLATE");
+	const char *want = getenv("LKVM_TEST_SANDBOX_VIOLATE"), *name = kinds[kind].name;
+	size_t len = strlen(name);
 	int fd;
 
-	if (!want || strcmp(want, kinds[kind].name) != 0)
+	if (!want || strncmp(want, name, len) != 0)
+		return;
+	if (!strncmp(want + len, ":signal=", 8)) {
+		long pid = strtol(want + len + 8, NULL, 10);
+		long r = syscall(SYS_tgkill, pid, pid, SIGKILL);
+
+		pr_warn("sandbox test: the %s thread sent SIGKILL to pid %ld (%s): no filter stopped it", name,
+			pid, r < 0 ? strerror(errno) : "delivered");
+		return;
+	}
+	if (want[len])
 		return;
 	fd = socket(AF_INET, SOCK_STREAM, 0);
-	pr_warn("sandbox test: the %s thread opened a socket (fd %d): no filter stopped it",
-		kinds[kind].name, fd);
+	pr_warn("sandbox test: the %s thread opened a socket (fd %d): no filter stopped it", name, fd);
 	if (fd >= 0)
 		close(fd);
 }

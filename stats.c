@@ -100,23 +100,23 @@ static const struct stats_col net_cols[] = {
 	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("packets", 12), COL("bytes", 14),
 	RATIO("pkts/kick", 10, "packets", "kicks", "pkts_per_kick"),
 	RATIO("pkts/irq", 10, "packets", "irqs", "pkts_per_irq"),
-	COL("drops", 10), COL("polls", 10), COL("poll_hits", 10), COL("poll_us", 10), { NULL },
+	COL("drops", 10), COL("polls", 10), COL("poll_hits", 10), COL("poll_us", 10), { 0 },
 };
 static const struct stats_col disk_cols[] = {
 	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("requests", 12), COL("bytes", 14),
-	COL("errors", 10), { NULL },
+	COL("errors", 10), { 0 },
 };
 static const struct stats_col console_cols[] = {
 	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("packets", 12), COL("bytes", 14),
-	{ NULL },
+	{ 0 },
 };
 static const struct stats_col rng_cols[] = {
 	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("requests", 12), COL("bytes", 14),
-	{ NULL },
+	{ 0 },
 };
 static const struct stats_col p9_cols[] = {
 	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("requests", 12), COL("bytes", 14),
-	COL("errors", 10), COL("read_bytes", 14), COL("write_bytes", 14), COL("malformed", 10), { NULL },
+	COL("errors", 10), COL("read_bytes", 14), COL("write_bytes", 14), COL("malformed", 10), { 0 },
 };
 static const char *const bounce_gauges[] = { "bytes", "peak", "limit", NULL };
 static const char *const fid_gauges[] = { "in_use", "limit", "msize", NULL };

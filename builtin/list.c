@@ -22,7 +22,8 @@ void list_usage(FILE *out)
 		"               paused_s, kernel}\n"
 		"  -h, --help   this text\n"
 		"\n"
-		"Exit status: 0 (also when no VM runs), 1 bad arguments or unreadable directory.\n");
+		"Exit status: 0 (also when no VM runs), 1 bad arguments, or a runtime directory that is\n"
+		"unreadable or not this user's.\n");
 }
 
 int cmd_list(int argc, char **argv)
@@ -31,7 +32,6 @@ int cmd_list(int argc, char **argv)
 	bool json = false;
 	size_t n, shown = 0;
 	char **names;
-	int e;
 
 	if (ctl_cli_wants_help(argc, argv)) {
 		list_usage(stdout);
@@ -45,44 +45,29 @@ int cmd_list(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (ctl_runtime_dir(dir, sizeof(dir)) < 0) {
-		pr_err("the runtime directory's path is too long");
+	if (ctl_cli_names(dir, sizeof(dir), &names, &n))
 		return 1;
-	}
-	names = ctl_list_names(dir, &n, &e);
-	if (e < 0) {
-		pr_err("cannot read %s: %s", dir, strerror(-e));
-		return 1;
-	}
 	if (json)
 		fputc('[', stdout);
 	else
 		printf("%-24s %8s %-9s %5s %9s %10s\n", "NAME", "PID", "STATE", "VCPUS", "RAM(MiB)", "UPTIME");
 	for (size_t i = 0; i < n; i++) {
-		struct ctl_msg reply;
 		struct ctl_kvs kv;
 		char up[32];
-		int fd = ctl_connect(dir, names[i], err, sizeof(err));
+		int fd = ctl_cli_connect(dir, names[i], err, sizeof(err)), ret;
 
-		if (fd == -ECONNREFUSED) {
-			if (ctl_remove_stale(dir, names[i]) == 1)
-				pr_info("removed the stale socket of '%s' (its VM was killed)", names[i]);
-			continue;
-		}
+		if (fd == -ECONNREFUSED)
+			continue; /* a stale socket: removed and said so */
 		if (fd < 0) {
 			pr_warn("%s", err);
 			continue;
 		}
-		if (ctl_call(fd, CTL_INFO, &reply, 5000, err, sizeof(err)) < 0 || reply.hdr.status != CTL_OK ||
-		    ctl_kvs_decode(&reply, &kv) < 0) {
-			if (reply.hdr.status != CTL_OK)
-				ctl_msg_free(&reply);
-			pr_warn("%s: %s", names[i], *err ? err : "no usable answer");
-			close(fd);
+		ret = ctl_request(fd, names[i], CTL_INFO, &kv, 5000, err, sizeof(err));
+		close(fd);
+		if (ret < 0) {
+			pr_warn("%s", err);
 			continue;
 		}
-		ctl_msg_free(&reply);
-		close(fd);
 		if (json) {
 			printf("%s{\"name\":", shown ? "," : "");
 			ctl_json_str(stdout, ctl_kv_str(&kv, "name"));
@@ -105,8 +90,6 @@ int cmd_list(int argc, char **argv)
 	}
 	if (json)
 		fputs("]\n", stdout);
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	ctl_names_free(names, n);
 	return 0;
 }

@@ -33,6 +33,16 @@ struct run_cmd {
 	bool log_own;          /* log_fd is ours to close */
 };
 
+int run_cmd_trailing(void *base, int argc, char **argv, char *err, size_t errlen)
+{
+	struct run_cmd_opts *o = &((struct kvm_config *)base)->cmd;
+
+	o->dashdash = true;
+	o->argc = argc;
+	o->argv = argv;
+	return 0;
+}
+
 int run_cmd_check(struct kvm_config *cfg, char *err, size_t errlen)
 {
 	struct run_cmd_opts *o = &cfg->cmd;

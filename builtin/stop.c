@@ -1,10 +1,10 @@
 /* `lkvm stop NAME...|--all`: ask VMs for an orderly shutdown and wait until each process is gone. */
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 
 #include "lkvm/builtin.h"
 #include "lkvm/ctl.h"
@@ -28,44 +28,47 @@ void stop_usage(FILE *out)
 		DEFAULT_WAIT_S);
 }
 
-/* Stop one VM; the server keeps our connection open until its process ends (EOF). */
-static int stop_one(const char *name, int wait_s)
+/* Stop one VM and wait until its process is gone: ctl_wait_gone watches the process that
+ * listens on the socket (a pidfd opened before the request), not the connection, whose
+ * end says only that the server closed it. */
+static int stop_one(const char *dir, const char *name, int wait_s)
 {
 	struct ctl_kvs kv;
 	u64 t0 = now_ns();
-	int fd, rc = 0;
+	char err[512];
+	int fd, pidfd = -1, rc = 0, ret;
+	long pid;
 
-	if (ctl_cli_call(name, CTL_STOP, &kv, &fd, 10000))
+	fd = ctl_cli_connect(dir, name, err, sizeof(err));
+	if (fd < 0) {
+		pr_err("%s", err);
 		return 1;
-	if (wait_s > 0) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		u64 end = t0 + (u64)wait_s * 1000000000ull;
-		char b[64];
-
-		for (;;) {
-			u64 now = now_ns();
-			int r;
-
-			if (now >= end) {
-				pr_err("%s (pid %llu) did not exit within %d s", name,
-				       (unsigned long long)ctl_kv_u64(&kv, "pid"), wait_s);
-				rc = 1;
-				break;
-			}
-			r = poll(&p, 1, (int)((end - now) / 1000000 + 1));
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r > 0 && read(fd, b, sizeof(b)) > 0)
-				continue; /* nothing is expected after the reply; ignore */
-			if (r != 0)
-				break; /* EOF (or error): the process is gone */
-		}
-		if (!rc)
-			printf("%s stopped (pid %llu, %.3f s)\n", name, (unsigned long long)ctl_kv_u64(&kv, "pid"),
-			       (double)(now_ns() - t0) / 1e9);
-	} else {
-		printf("%s: stop requested (pid %llu)\n", name, (unsigned long long)ctl_kv_u64(&kv, "pid"));
 	}
+	pid = ctl_peer_pid(fd);
+	if (pid > 0)
+		pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+	ret = ctl_request(fd, name, CTL_STOP, &kv, 10000, err, sizeof(err));
+	/* A VM already on its way out (stopped by another client) may close the connection
+	 * without reading our request; it is stopping all the same. */
+	if (ret < 0 && !((ret == -ECONNRESET || ret == -EPIPE) && pidfd >= 0)) {
+		pr_err("%s", err);
+		rc = 1;
+	} else if (pid <= 0) {
+		pid = (long)ctl_kv_u64(&kv, "pid");
+	}
+	if (!rc && wait_s > 0) {
+		ret = ctl_wait_gone(fd, pidfd, wait_s * 1000);
+		if (ret == 0) {
+			printf("%s stopped (pid %ld, %.3f s)\n", name, pid, (double)(now_ns() - t0) / 1e9);
+		} else {
+			pr_err("%s (pid %ld) did not exit within %d s", name, pid, wait_s);
+			rc = 1;
+		}
+	} else if (!rc) {
+		printf("%s: stop requested (pid %ld)\n", name, pid);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
 	close(fd);
 	ctl_kvs_free(&kv);
 	return rc;
@@ -107,40 +110,36 @@ int cmd_stop(int argc, char **argv)
 		return 1;
 	}
 	if (!all) {
+		if (ctl_runtime_dir(dir, sizeof(dir)) < 0) {
+			pr_err("the runtime directory's path is too long");
+			return 1;
+		}
 		for (int i = 1; i < argc; i++) {
 			if (!strcmp(argv[i], "--wait"))
 				i++;
 			else if (argv[i][0] != '-')
-				rc |= stop_one(argv[i], wait_s);
+				rc |= stop_one(dir, argv[i], wait_s);
 		}
 		return rc;
 	}
-	if (ctl_runtime_dir(dir, sizeof(dir)) < 0) {
-		pr_err("the runtime directory's path is too long");
-		return 1;
-	}
 	{
+		char **names;
 		size_t n;
-		int e;
-		char **names = ctl_list_names(dir, &n, &e);
 
-		if (e < 0) {
-			pr_err("cannot read %s: %s", dir, strerror(-e));
+		if (ctl_cli_names(dir, sizeof(dir), &names, &n))
 			return 1;
-		}
 		for (size_t i = 0; i < n; i++) {
-			char err[256];
-			int fd = ctl_connect(dir, names[i], err, sizeof(err));
+			char err[512];
+			int fd = ctl_cli_connect(dir, names[i], err, sizeof(err));
 
 			if (fd >= 0) {
 				close(fd);
-				rc |= stop_one(names[i], wait_s);
-			} else if (fd == -ECONNREFUSED && ctl_remove_stale(dir, names[i]) == 1) {
-				pr_info("removed the stale socket of '%s' (its VM was killed)", names[i]);
+				rc |= stop_one(dir, names[i], wait_s);
+			} else if (fd != -ECONNREFUSED) {
+				pr_warn("%s", err);
 			}
-			free(names[i]);
 		}
-		free(names);
+		ctl_names_free(names, n);
 		if (!n)
 			printf("no VM running\n");
 	}

@@ -28,6 +28,32 @@ int ctl_runtime_dir(char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+int ctl_dir_check(const char *dir, char *err, size_t errlen)
+{
+	uid_t me = geteuid();
+	struct stat st;
+
+	if (lstat(dir, &st) < 0) {
+		int e = errno;
+
+		errfmt(err, errlen, "runtime directory %s: %s", dir, strerror(e));
+		return -e;
+	}
+	if (!S_ISDIR(st.st_mode) || st.st_uid != me || (st.st_mode & 077)) {
+		const char *what = S_ISLNK(st.st_mode) ? "a symlink" : "a file";
+
+		if (S_ISDIR(st.st_mode))
+			what = "a directory";
+
+		errfmt(err, errlen,
+		       "runtime directory %s is not this user's: it must be a directory of uid %u with mode 0700, "
+		       "it is %s of uid %u with mode %04o (remove it, or set LKVM_RUNTIME_DIR)",
+		       dir, (unsigned)me, what, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
 int ctl_path(char *buf, size_t len, const char *dir, const char *name, const char *suffix)
 {
 	int n = snprintf(buf, len, "%s/%s%s", dir, name, suffix);
@@ -36,6 +62,34 @@ int ctl_path(char *buf, size_t len, const char *dir, const char *name, const cha
 	if (n < 0 || (size_t)n >= len || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+/* Whether the process listening on fd's other end is of our uid. */
+static int check_peer(int fd, const char *path, char *err, size_t errlen)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || len != sizeof(cr)) {
+		errfmt(err, errlen, "cannot tell who serves %s: %s", path, strerror(errno));
+		return -EPERM;
+	}
+	if (cr.uid != geteuid()) {
+		errfmt(err, errlen, "%s is served by a process of uid %u, not of this user (uid %u): not believed",
+		       path, (unsigned)cr.uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	return 0;
+}
+
+int ctl_peer_pid(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || len != sizeof(cr))
+		return 0;
+	return cr.pid;
 }
 
 int ctl_connect(const char *dir, const char *name, char *err, size_t errlen)
@@ -47,6 +101,11 @@ int ctl_connect(const char *dir, const char *name, char *err, size_t errlen)
 		errfmt(err, errlen, "'%s' is not a VM name (1 to 64 of A-Z a-z 0-9 . _ -)", name);
 		return -EINVAL;
 	}
+	e = ctl_dir_check(dir, err, errlen);
+	if (e == -ENOENT)
+		errfmt(err, errlen, "no VM named '%s' (no runtime directory %s)", name, dir);
+	if (e < 0)
+		return e;
 	if (ctl_path(sa.sun_path, sizeof(sa.sun_path), dir, name, ".sock") < 0) {
 		errfmt(err, errlen, "socket path for '%s' in %s is too long", name, dir);
 		return -ENAMETOOLONG;
@@ -57,8 +116,13 @@ int ctl_connect(const char *dir, const char *name, char *err, size_t errlen)
 		errfmt(err, errlen, "socket: %s", strerror(e));
 		return -e;
 	}
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-		return fd;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		e = check_peer(fd, sa.sun_path, err, errlen);
+		if (e == 0)
+			return fd;
+		close(fd);
+		return e;
+	}
 	e = errno;
 	close(fd);
 	if (e == ENOENT)
@@ -75,6 +139,7 @@ int ctl_call(int fd, u16 type, struct ctl_msg *reply, int timeout_ms, char *err,
 	struct ctl_msg req;
 	int ret;
 
+	memset(reply, 0, sizeof(*reply));
 	ctl_msg_init(&req, type, 0);
 	ret = ctl_send(fd, &req);
 	ctl_msg_free(&req);

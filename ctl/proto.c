@@ -48,12 +48,32 @@ static int reserve(struct ctl_msg *m, size_t more)
 	return 0;
 }
 
+/* The characters of VM names and field names: [A-Za-z0-9._-]. */
+static bool name_chars_ok(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+		      c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* A field name: 1..CTL_NAME_MAX of those, so a client may print it (and put it in JSON) as
+ * it is. */
+static bool field_name_ok(const char *name, size_t n)
+{
+	return n > 0 && n <= CTL_NAME_MAX && name_chars_ok(name, n);
+}
+
 static int add_head(struct ctl_msg *m, u8 kind, const char *name, size_t extra)
 {
 	size_t n = name ? strlen(name) : 0;
 	int ret;
 
-	if (n == 0 || n > CTL_NAME_MAX) {
+	if (!field_name_ok(name, n)) {
 		m->oom = true;
 		return -EINVAL;
 	}
@@ -146,12 +166,10 @@ int ctl_next_field(const u8 *p, size_t len, size_t *off, struct ctl_field *f)
 		return -EBADMSG;
 	f->kind = p[o];
 	n = p[o + 1];
-	if (n == 0 || n > CTL_NAME_MAX || len - o - 2 < n)
+	if (n == 0 || n > CTL_NAME_MAX || len - o - 2 < n || !field_name_ok((const char *)p + o + 2, n))
 		return -EBADMSG;
 	memcpy(f->name, p + o + 2, n);
 	f->name[n] = '\0';
-	if (memchr(f->name, '\0', n))
-		return -EBADMSG;
 	o += 2 + n;
 	f->u = 0;
 	f->str = NULL;
@@ -301,14 +319,5 @@ bool ctl_name_valid(const char *name)
 {
 	size_t n = strlen(name);
 
-	if (n == 0 || n > 64 || name[0] == '.' || name[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-		      c == '_' || c == '-'))
-			return false;
-	}
-	return true;
+	return n > 0 && n <= 64 && name[0] != '.' && name[0] != '-' && name_chars_ok(name, n);
 }

@@ -10,11 +10,15 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #include "lkvm/builtin.h"
 #include "lkvm/ctl.h"
@@ -25,7 +29,6 @@
 
 #define MAX_CONNS 8           /* clients served at once; more wait in the listen backlog */
 #define MAX_WAITERS 16        /* `lkvm stop` clients waiting for the process to end */
-#define REQUEST_TIMEOUT_MS 2000 /* a client must send its whole request within this */
 #define SEND_TIMEOUT_S 1
 #define PARK_TIMEOUT_MS 5000
 #define LOG_BUDGET 5          /* malformed requests logged before going quiet */
@@ -42,6 +45,9 @@ struct ctl_server {
 	char name[65];
 	char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char lock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	uid_t owner;              /* who started the VM (and owns the runtime directory) */
+	pid_t cleaner;            /* the cleanup helper, or -1 */
+	int cleaner_fd;           /* our end of its pipe: closing it tells it to clean up */
 	int listen_fd, lock_fd, wake_fd;
 	pthread_t thread;
 	bool started;
@@ -54,26 +60,17 @@ struct ctl_server {
 
 /* ---- set-up: directory, lock, socket ---- */
 
+/* A directory that is not ours (another user made /tmp/lkvm-UID first) is refused with
+ * -EPERM: a VM there would be reachable and spoofable by that user. */
 static int make_dir(const char *dir, char *err, size_t errlen)
 {
-	struct stat st;
-
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		int e = errno;
 
 		errfmt(err, errlen, "cannot create the runtime directory %s: %s", dir, strerror(e));
 		return -e;
 	}
-	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		errfmt(err, errlen, "runtime directory %s is not a directory", dir);
-		return -ENOTDIR;
-	}
-	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-		errfmt(err, errlen, "runtime directory %s must belong to uid %u with mode 0700 (it has uid %u, mode %04o)",
-		       dir, (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-		return -EPERM;
-	}
-	return 0;
+	return ctl_dir_check(dir, err, errlen);
 }
 
 /* Hold NAME.lock for the VM's life: the lock, not the socket, says a VM of that name runs
@@ -148,6 +145,79 @@ static int listen_on(struct ctl_server *s, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The cleanup helper. The socket and lock live in the runtime directory of the user who
+ * started lkvm; after --user, or with no capability left, lkvm may no longer remove them
+ * (root's 0700 directory is closed to nobody), and main's seccomp filter allows no unlink
+ * anyway. So a child forked now, with the starting user's uid, removes them when lkvm is
+ * gone: it waits for EOF on a pipe whose only write end lkvm holds, which comes from
+ * ctl_server_destroy or from the kernel when lkvm dies (SIGKILL included), then unlinks the
+ * socket and the lock and exits. It keeps a copy of the lock fd, so the name stays locked
+ * until both are unlinked: a VM of the same name that starts meanwhile waits (take_lock)
+ * instead of having its new files removed. It keeps nothing else: no other fd (a listening
+ * socket held here would queue connections nobody accepts), no capability (the directory's
+ * owner needs none to unlink in it), no signal but SIGKILL. Nothing lkvm sends can make it
+ * do anything but this; the paths are its own copy from before the fork.
+ */
+static void __attribute__((noreturn)) cleaner_main(const struct ctl_server *s, int fd)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = { 0 };
+	int keep[2] = { MIN(fd, s->lock_fd), MAX(fd, s->lock_fd) };
+	sigset_t all;
+	char b[16];
+
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, NULL);
+	prctl(PR_SET_NAME, "lkvm-cleanup");
+	/* Only system calls from here on: this may be a fork of a threaded process (tests).
+	 * Inherited fds of whoever started lkvm go too. */
+	if (keep[0] > 0)
+		syscall(SYS_close_range, 0u, (unsigned)keep[0] - 1, 0u);
+	if (keep[1] > keep[0] + 1)
+		syscall(SYS_close_range, (unsigned)keep[0] + 1, (unsigned)keep[1] - 1, 0u);
+	syscall(SYS_close_range, (unsigned)keep[1] + 1, ~0u, 0u);
+	syscall(SYS_capset, &hdr, none);
+	while (read(fd, b, sizeof(b)) != 0)
+		; /* blocked signals cannot interrupt it; any byte is ignored */
+	unlink(s->sock_path);
+	/* Unlinked while still held: a VM starting now locks a new file (see take_lock). */
+	unlink(s->lock_path);
+	_exit(0);
+}
+
+static int spawn_cleaner(struct ctl_server *s, char *err, size_t errlen)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		errfmt(err, errlen, "pipe: %s", strerror(errno));
+		return -errno;
+	}
+	pid = fork();
+	if (pid < 0) {
+		int e = errno;
+
+		close(p[0]);
+		close(p[1]);
+		errfmt(err, errlen, "cannot start the control socket's cleanup helper: %s", strerror(e));
+		return -e;
+	}
+	if (pid == 0) {
+		/* These by name: without them the helper would never see EOF, or would keep the
+		 * socket open; the rest goes in cleaner_main (close_range, Linux 5.9 on). */
+		close(p[1]);
+		close(s->listen_fd);
+		close(s->wake_fd);
+		cleaner_main(s, p[0]);
+	}
+	close(p[0]);
+	s->cleaner = pid;
+	s->cleaner_fd = p[1];
+	return 0;
+}
+
 int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
@@ -165,7 +235,9 @@ int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out
 		return -ENOMEM;
 	}
 	s->kvm = kvm;
-	s->listen_fd = s->lock_fd = s->wake_fd = -1;
+	s->owner = geteuid();
+	s->cleaner = -1;
+	s->listen_fd = s->lock_fd = s->wake_fd = s->cleaner_fd = -1;
 	for (int i = 0; i < MAX_CONNS; i++)
 		s->conn[i].fd = -1;
 	s->log_budget = LOG_BUDGET;
@@ -192,6 +264,9 @@ int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out
 		errfmt(err, errlen, "eventfd: %s", strerror(errno));
 		goto fail;
 	}
+	ret = spawn_cleaner(s, err, errlen);
+	if (ret < 0)
+		goto fail;
 	*out = s;
 	return 0;
 fail:
@@ -426,6 +501,8 @@ static void serve(struct ctl_server *s, struct conn *c)
 	finish(s, c, &r, handle(s, h.type, &r));
 }
 
+/* The user who started the VM, also after --user switched lkvm to another uid: the socket
+ * is in that user's runtime directory, so USER could not reach it anyway. */
 static bool peer_allowed(struct ctl_server *s, int fd)
 {
 	struct ucred cr;
@@ -433,7 +510,7 @@ static bool peer_allowed(struct ctl_server *s, int fd)
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || len != sizeof(cr))
 		return false;
-	return cr.uid == geteuid();
+	return cr.uid == s->owner;
 }
 
 static void accept_one(struct ctl_server *s)
@@ -452,7 +529,7 @@ static void accept_one(struct ctl_server *s)
 		note_bad(s, "refused a client of another user");
 		ctl_msg_init(&r, CTL_REPLY, CTL_ERR_PROTO);
 		reply_error(&r, CTL_ERR_PROTO, "permission denied: only uid %u may control this VM",
-			    (unsigned)geteuid());
+			    (unsigned)s->owner);
 		finish(s, &tmp, &r, false);
 		return;
 	}
@@ -467,7 +544,8 @@ static void accept_one(struct ctl_server *s)
 		finish(s, &tmp, &r, false);
 		return;
 	}
-	s->conn[slot] = (struct conn){ .fd = fd, .deadline = now_ns() + REQUEST_TIMEOUT_MS * 1000000ull };
+	s->conn[slot] = (struct conn){ .fd = fd,
+				       .deadline = now_ns() + CTL_REQUEST_TIMEOUT_MS * 1000000ull };
 }
 
 static void *server_thread(void *arg)
@@ -492,8 +570,19 @@ static void *server_thread(void *arg)
 			if (c->fd < 0)
 				continue;
 			if (now >= c->deadline) {
-				note_bad(s, "a client sent no whole request in time");
-				close_conn(c);
+				/* The deadline may have passed while this thread was busy (a pause or
+				 * debug waits up to PARK_TIMEOUT_MS): what the client sent meanwhile is
+				 * read first, and a whole request is answered, however late. */
+				size_t had;
+
+				do {
+					had = c->got;
+					serve(s, c);
+				} while (c->fd >= 0 && c->got != had);
+				if (c->fd >= 0) {
+					note_bad(s, "a client sent no whole request in time");
+					close_conn(c);
+				}
 				continue;
 			}
 			map[np] = i;
@@ -510,6 +599,11 @@ static void *server_thread(void *arg)
 		if (p[1].revents & POLLIN)
 			accept_one(s);
 	}
+	/* Clients still in the middle of a request are closed here, where reading off their
+	 * bytes first (close_conn) is allowed: ctl_server_destroy runs on main, whose filter has
+	 * no recvfrom. */
+	for (int i = 0; i < MAX_CONNS; i++)
+		close_conn(&s->conn[i]);
 	return NULL;
 }
 
@@ -543,18 +637,23 @@ void ctl_server_destroy(struct ctl_server *s)
 {
 	if (!s)
 		return;
-	ctl_server_stop(s);
-	for (int i = 0; i < MAX_CONNS; i++)
-		close_conn(&s->conn[i]);
-	if (s->listen_fd >= 0) {
-		unlink(s->sock_path);
-		close(s->listen_fd);
-	}
-	if (s->lock_fd >= 0) {
+	ctl_server_stop(s); /* its thread closed the clients in the middle of a request */
+	if (s->cleaner_fd >= 0) {
+		/* The helper removes the socket and lock (see cleaner_main) and exits. */
+		close(s->cleaner_fd);
+		while (waitpid(s->cleaner, NULL, 0) < 0 && errno == EINTR)
+			;
+	} else if (s->lock_fd >= 0) {
+		/* Set-up failed before the helper started: still ours to remove, unfiltered. */
+		if (s->listen_fd >= 0)
+			unlink(s->sock_path);
 		/* Unlinked while still held: a VM starting now locks a new file (see take_lock). */
 		unlink(s->lock_path);
-		close(s->lock_fd);
 	}
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);
 	/* Last: `lkvm stop` clients see EOF only once everything above is done. */

@@ -114,6 +114,8 @@ kernel_stage machine machine scripts/kvm-host.sh --timeout 900 -- tests/integrat
 # Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
 # and a malicious virtio-net driver.
 stage faults faults,hostile scripts/kvm-host.sh --timeout 600 -- bash -c "rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc"
+# A malicious virtio-9p driver: escapes from the shares, fid exhaustion, a read-only share, bad chains.
+stage 9p 9p scripts/kvm-host.sh --timeout 600 -- tests/integration/test-9p.sh
 kernel_stage blk blk scripts/kvm-host.sh --timeout 900 -- tests/integration/test-blk.sh
 kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is

@@ -5,21 +5,27 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lkvm/opt.h"
 #include "lkvm/virtio-9p.h"
 
-/* The suffixes after the directories, each a flag on the share. */
-static int share_suffix(struct p9_share *sh, const char *opt)
-{
-	if (!strcmp(opt, "ro"))
-		sh->ro = true;
-	else if (!strcmp(opt, "rw"))
-		sh->ro = false;
-	else if (!strncmp(opt, "trans=", 6) && !virtio_trans_parse(opt + 6, &sh->trans))
-		sh->trans_set = true;
-	else
-		return -EINVAL;
-	return 0;
-}
+#define SHARE(member) OPT_AT(struct p9_share, member)
+
+/* The suffixes after the directories. */
+static const struct opt share_keys[] = {
+	{ "ro", 0, OPT_FLAG, SHARE(ro), .help = "read-only: every change refused (EROFS)" },
+	{ "trans", 0, OPT_CHOICE, SHARE(trans), OPT_GIVEN(struct p9_share, trans_set),
+	  .choices = virtio_trans_choices, .help = "the transport (default: --virtio-transport)" },
+	{ .kind = OPT_END },
+};
+
+const struct opt_set p9_share_opt_set = {
+	.opts = share_keys,
+	.prefix = "--share ",
+	.verb = "want",
+	.name = "--share",
+	.lenient = true,
+	.help_col = 20,
+};
 
 /* HOSTDIR made absolute and checked to be a directory now (a clear error at the command
  * line rather than at device set-up). */
@@ -48,13 +54,12 @@ static int share_host_dir(struct p9_share *sh, const char *dir, char *err, size_
 	return 0;
 }
 
-static int parse_one(struct p9_share *sh, int index, char *arg, char *err, size_t errlen)
+/* HOSTDIR[:GUESTDIR] (arg is the copy to cut up) */
+static int parse_dirs(struct p9_share *sh, int index, char *arg, char *err, size_t errlen)
 {
-	char *opts = strchr(arg, ','), *guest, *opt;
+	char *guest;
 	int ret;
 
-	if (opts)
-		*opts++ = '\0';
 	guest = strchr(arg, ':');
 	if (guest)
 		*guest++ = '\0';
@@ -67,12 +72,6 @@ static int parse_one(struct p9_share *sh, int index, char *arg, char *err, size_
 	}
 	strcpy(sh->guest_dir, guest ? guest : sh->host_dir);
 	snprintf(sh->tag, sizeof(sh->tag), VIRTIO_9P_SHARE_TAG "%d", index);
-	while ((opt = strsep(&opts, ",")) != NULL) {
-		if (share_suffix(sh, opt) < 0) {
-			errfmt(err, errlen, "unknown suffix '%s' (ro, rw, trans=pci|mmio)", opt);
-			return -EINVAL;
-		}
-	}
 	return 0;
 }
 
@@ -87,17 +86,19 @@ int p9_share_parse(struct p9_shares *s, const char *arg, char *err, size_t errle
 		errfmt(err, errlen, "--share: at most %d shares", VIRTIO_9P_MAX_SHARES);
 		return -E2BIG;
 	}
-	copy = strdup(arg);
+	copy = strndup(arg, strcspn(arg, ","));
 	if (!copy)
 		return -ENOMEM;
 	sh = &s->share[s->nr];
 	memset(sh, 0, sizeof(*sh));
-	ret = parse_one(sh, s->nr, copy, why, sizeof(why));
+	ret = parse_dirs(sh, s->nr, copy, why, sizeof(why));
 	free(copy);
 	if (ret < 0) {
 		errfmt(err, errlen, "--share '%s': %s", arg, why);
 		return ret;
 	}
+	if (opt_parse_kv(&p9_share_opt_set, arg + strcspn(arg, ","), arg, sh, NULL, err, errlen) < 0)
+		return -EINVAL;
 	s->nr++;
 	return 0;
 }

@@ -270,9 +270,9 @@ static int check_share(const struct p9_share *s)
 
 /*
  * How many fids each of n shares may hold: P9_FIDS_DEFAULT, less where RLIMIT_NOFILE cannot
- * be raised to cover every share's descriptors (two per fid at most). The soft limit goes
- * up to what that needs, within the hard limit (raised too, to fs.nr_open, when lkvm may:
- * this runs before the capabilities are dropped).
+ * cover every share's descriptors (two per fid at most). The soft limit goes up to what that
+ * needs, within the hard limit, which is left alone: it is the user's (or the service
+ * manager's) word on how many descriptors lkvm may hold.
  */
 static u32 fid_budget(int n)
 {
@@ -282,19 +282,15 @@ static u32 fid_budget(int n)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return P9_FIDS_FLOOR;
-	if (rl.rlim_cur < want) {
-		struct rlimit up = { want, MAX(want, rl.rlim_max) };
-
-		if (setrlimit(RLIMIT_NOFILE, &up) < 0) {
-			up = (struct rlimit){ MIN(want, rl.rlim_max), rl.rlim_max };
-			if (setrlimit(RLIMIT_NOFILE, &up) < 0)
-				pr_debug("virtio-9p: RLIMIT_NOFILE stays at %llu: %s",
-					 (unsigned long long)rl.rlim_cur, strerror(errno));
-		}
-		if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+	if (rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = MIN(want, rl.rlim_max);
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0)
 			return P9_FIDS_FLOOR;
 	}
 	per = rl.rlim_cur > FD_RESERVE ? (u64)(rl.rlim_cur - FD_RESERVE) / (2 * (u64)n) : 0;
+	if (per < P9_FIDS_DEFAULT)
+		pr_debug("virtio-9p: %llu descriptors allowed (RLIMIT_NOFILE): %llu fids per share",
+			 (unsigned long long)rl.rlim_cur, (unsigned long long)MAX(per, (u64)P9_FIDS_FLOOR));
 	return (u32)MAX(MIN(per, (u64)P9_FIDS_DEFAULT), (u64)P9_FIDS_FLOOR);
 }
 

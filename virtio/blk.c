@@ -608,43 +608,52 @@ static const struct virtio_dev_ops virtio_blk_ops = {
 
 /* ---- options ---- */
 
+static const struct opt_choice aio_choices[] = {
+	{ "libaio", BLK_IO_LIBAIO }, { "sync", BLK_IO_SYNC }, { NULL, 0 },
+};
+static const struct opt_choice direct_choices[] = { { "on", false }, { "off", true }, { NULL, 0 } };
+
+#define BLK(member) OPT_AT(struct blk_opts, member)
+
+/* What may follow -d PATH (any item refused is an "unknown option"). */
+static const struct opt blk_keys[] = {
+	{ "ro", 0, OPT_FLAG, BLK(ro), .help = "read-only" },
+	{ "trans", 0, OPT_CHOICE, BLK(trans), OPT_GIVEN(struct blk_opts, trans_set),
+	  .choices = virtio_trans_choices, .help = "the transport (default: --virtio-transport)" },
+	{ "aio", 0, OPT_CHOICE, BLK(io), .choices = aio_choices,
+	  .help = "I/O through libaio (default) or pread/pwrite" },
+	{ "direct", 0, OPT_CHOICE, BLK(no_direct), .choices = direct_choices,
+	  .help = "on (default): O_DIRECT where the file system\nallows it" },
+	{ .kind = OPT_END },
+};
+
+const struct opt_set blk_opt_set = {
+	.opts = blk_keys,
+	.prefix = "-d ",
+	.verb = "want",
+	.name = "-d",
+	.lenient = true,
+	.help_col = 20,
+};
+
 int blk_parse_opts(const char *arg, struct blk_opts *o, char *err, size_t errlen)
 {
-	char buf[PATH_MAX + 64], *save = NULL, *tok;
-	size_t n = strlen(arg);
+	size_t n = strlen(arg), plen = strcspn(arg, ",");
+	char keys[128];
 
 	memset(o, 0, sizeof(*o));
-	if (n == 0 || n >= sizeof(buf)) {
-		errfmt(err, errlen, "-d: give an image path (and options: ro, trans=pci|mmio, aio=libaio|sync, direct=on|off)");
+	if (n == 0 || n >= PATH_MAX + 64) {
+		opt_kv_list(&blk_opt_set, keys, sizeof(keys));
+		errfmt(err, errlen, "-d: give an image path (and options: %s)", keys);
 		return -EINVAL;
 	}
-	memcpy(buf, arg, n + 1);
-	tok = strtok_r(buf, ",", &save);
-	if (!tok || arg[0] == ',' || strlen(tok) >= sizeof(o->path)) {
+	if (plen == 0 || plen >= sizeof(o->path)) {
 		errfmt(err, errlen, "-d '%s': give an image path first", arg);
 		return -EINVAL;
 	}
-	strcpy(o->path, tok);
-	while ((tok = strtok_r(NULL, ",", &save))) {
-		if (!strcmp(tok, "ro"))
-			o->ro = true;
-		else if (!strncmp(tok, "trans=", 6) && !virtio_trans_parse(tok + 6, &o->trans))
-			o->trans_set = true;
-		else if (!strcmp(tok, "aio=libaio"))
-			o->io = BLK_IO_LIBAIO;
-		else if (!strcmp(tok, "aio=sync"))
-			o->io = BLK_IO_SYNC;
-		else if (!strcmp(tok, "direct=on"))
-			o->no_direct = false;
-		else if (!strcmp(tok, "direct=off"))
-			o->no_direct = true;
-		else {
-			errfmt(err, errlen, "-d '%s': unknown option '%s' (want ro, trans=pci|mmio, aio=libaio|sync, direct=on|off)",
-			       arg, tok);
-			return -EINVAL;
-		}
-	}
-	return 0;
+	memcpy(o->path, arg, plen);
+	o->path[plen] = '\0';
+	return opt_parse_kv(&blk_opt_set, arg + plen, arg, o, NULL, err, errlen) < 0 ? -EINVAL : 0;
 }
 
 /* ---- creation, teardown, counters ---- */

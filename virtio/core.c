@@ -95,25 +95,14 @@ void virtio_device_exit(struct virtio_device *vdev)
 		virtio_device_uninit(vdev);
 }
 
-static const char *const trans_names[VIRTIO_TRANS_NR] = {
-	[VIRTIO_TRANS_PCI] = "pci",
-	[VIRTIO_TRANS_MMIO] = "mmio",
+const struct opt_choice virtio_trans_choices[VIRTIO_TRANS_NR + 1] = {
+	[VIRTIO_TRANS_PCI] = { "pci", VIRTIO_TRANS_PCI },
+	[VIRTIO_TRANS_MMIO] = { "mmio", VIRTIO_TRANS_MMIO },
 };
 
 const char *virtio_trans_name(enum virtio_trans t)
 {
-	return (unsigned)t < VIRTIO_TRANS_NR ? trans_names[t] : "?";
-}
-
-int virtio_trans_parse(const char *s, enum virtio_trans *t)
-{
-	for (int i = 0; i < VIRTIO_TRANS_NR; i++) {
-		if (!strcmp(s, trans_names[i])) {
-			*t = (enum virtio_trans)i;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	return (unsigned)t < VIRTIO_TRANS_NR ? virtio_trans_choices[t].name : "?";
 }
 
 /* ---- transports: set-up and teardown ---- */

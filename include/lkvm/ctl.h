@@ -24,6 +24,7 @@
 #define CTL_NAME_MAX 63
 #define CTL_STR_MAX 65535
 #define CTL_REPLY 0x8000
+#define CTL_REQUEST_TIMEOUT_MS 2000 /* a client sends its whole request within this of connecting */
 
 enum ctl_type {
 	CTL_INFO = 1,   /* name, pid, state, vcpus, ram_mib, uptime_ns, ... (lkvm list) */
@@ -108,16 +109,27 @@ bool ctl_name_valid(const char *name);
 /* The runtime directory: $LKVM_RUNTIME_DIR, else /run/lkvm for root, else
  * $XDG_RUNTIME_DIR/lkvm, else /tmp/lkvm-UID. Returns 0 or -ENAMETOOLONG. */
 int ctl_runtime_dir(char *buf, size_t len) __must_check;
+/* Whether dir may be trusted: a directory (not a symlink) of this process's effective uid
+ * with no permission for group or others. Anyone else's could hold sockets that answer in
+ * a VM's place. Returns 0, -EPERM (err says why), or -errno of lstat (-ENOENT: missing). */
+int ctl_dir_check(const char *dir, char *err, size_t errlen) __must_check;
 /* Path of NAME's socket (".sock") or lock (".lock") in dir; -ENAMETOOLONG past sun_path. */
 int ctl_path(char *buf, size_t len, const char *dir, const char *name, const char *suffix) __must_check;
 
 /* ---- client ---- */
 
-/* Connect to NAME's socket in dir. Returns the fd, -ENOENT (no such VM), -ECONNREFUSED (a
- * stale socket: nobody listens), or another -errno; err says which in words. */
+/* Connect to NAME's socket in dir, after ctl_dir_check, and believe it only when the process
+ * that listens there has our uid (SO_PEERCRED: its credentials when it called listen(), so a
+ * VM that switched to --user afterwards still qualifies). Returns the fd, -ENOENT (no such
+ * VM), -ECONNREFUSED (a stale socket: nobody listens), -EPERM (a directory or listener that
+ * is not ours), or another -errno; err says which in words. */
 int ctl_connect(const char *dir, const char *name, char *err, size_t errlen) __must_check;
+/* The pid of the process serving a connection from ctl_connect (SO_PEERCRED), or 0 when it
+ * is not visible from here (another pid namespace). */
+int ctl_peer_pid(int fd);
 /* Send a request of `type` without fields, read the reply (timeout_ms). Returns 0 with the reply
- * in *reply (status may be an error: the caller prints its "error" field), or -errno with err. */
+ * in *reply (status may be an error: the caller prints its "error" field), or -errno with err.
+ * *reply is initialised either way (ctl_msg_free is always safe). */
 int ctl_call(int fd, u16 type, struct ctl_msg *reply, int timeout_ms, char *err, size_t errlen) __must_check;
 /* Remove NAME's socket if no VM holds its lock (stale after a SIGKILL). Returns 1 when removed,
  * 0 when a VM holds it, -errno otherwise. */
@@ -127,7 +139,8 @@ bool ctl_lock_is_current(int fd, const char *path);
 
 /* ---- for the client commands (builtin/list.c, stop.c, ...) ---- */
 
-/* A reply's fields, decoded and copied (strings NUL-terminated). */
+/* A reply's fields, decoded and copied (strings NUL-terminated, every byte outside printable
+ * ASCII but the newline written as \xNN: they came from another process). */
 struct ctl_kv {
 	char name[CTL_NAME_MAX + 1];
 	bool is_str;
@@ -144,6 +157,13 @@ const struct ctl_kv *ctl_kv_get(const struct ctl_kvs *k, const char *name);
 u64 ctl_kv_u64(const struct ctl_kvs *k, const char *name); /* 0 when missing */
 const char *ctl_kv_str(const struct ctl_kvs *k, const char *name); /* "" when missing */
 
+/* ctl_connect, and a stale socket found on the way removed (said on stderr). */
+int ctl_cli_connect(const char *dir, const char *name, char *err, size_t errlen) __must_check;
+/* One request on a connection to VM `name`: returns 0 with the reply's fields in *out, or
+ * -errno with err in words (-EREMOTEIO: the VM's own words for an error reply; -ECONNRESET:
+ * it closed the connection without a reply). *out is empty on failure. */
+int ctl_request(int fd, const char *name, u16 type, struct ctl_kvs *out, int timeout_ms, char *err,
+		size_t errlen) __must_check;
 /* One request to VM `name` in the runtime directory: prints a one-line error (the VM's own
  * words for an error reply) and returns 1, or returns 0 with the reply's fields in *out.
  * *fd_out, when not NULL, receives the still-open connection (the caller closes it). */
@@ -151,6 +171,15 @@ int ctl_cli_call(const char *name, u16 type, struct ctl_kvs *out, int *fd_out, i
 /* The names of the NAME.sock entries in dir, sorted (malloc'd, each too); none when dir is
  * missing; *err = -errno when it cannot be read. */
 char **ctl_list_names(const char *dir, size_t *n, int *err);
+/* For list and stop --all: the runtime directory into dir and its VMs' names (ctl_list_names,
+ * after ctl_dir_check). Returns 0 (none when the directory does not exist), or 1 after
+ * printing a one-line error. Free the names with ctl_names_free. */
+int ctl_cli_names(char *dir, size_t dirlen, char ***names, size_t *n);
+void ctl_names_free(char **names, size_t n);
+/* Wait until the process behind a connection has exited: pidfd (pidfd_open of ctl_peer_pid)
+ * turning readable, or when there is none (a kernel before 5.3, a server in another pid
+ * namespace) the server closing fd. Returns 0, or -ETIMEDOUT after timeout_ms. */
+int ctl_wait_gone(int fd, int pidfd, int timeout_ms) __must_check;
 /* JSON string literal of s, escaped. */
 void ctl_json_str(FILE *out, const char *s);
 /* "1h02m03s", "4.2s": a duration for people. */
@@ -162,8 +191,9 @@ bool ctl_cli_wants_help(int argc, char **argv);
 
 struct kvm;
 struct ctl_server;
-/* Take NAME's lock and listen on its socket (removing a stale one). -EADDRINUSE: a VM of that
- * name runs; other -errno with err. */
+/* Take NAME's lock and listen on its socket (removing a stale one), and start the helper
+ * that removes both once the process is gone. -EADDRINUSE: a VM of that name runs;
+ * -EPERM: the runtime directory is not this user's (ctl_dir_check); other -errno with err. */
 int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out, char *err,
 		      size_t errlen) __must_check;
 int ctl_server_start(struct ctl_server *s) __must_check;

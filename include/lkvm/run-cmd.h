@@ -32,6 +32,8 @@ struct run_cmd_opts {
 				  * lkvm's stderr is not that terminal */
 };
 
+/* opt_set.trailing of `lkvm run` (base: its struct kvm_config): the words after `--`. 0. */
+int run_cmd_trailing(void *base, int argc, char **argv, char *err, size_t errlen);
 /* Decides cfg->cmd.on and checks what cannot go with it (-i, --console virtio). 0 or
  * -EINVAL with err. Parsing only: nothing is opened. */
 int run_cmd_check(struct kvm_config *cfg, char *err, size_t errlen) __must_check;

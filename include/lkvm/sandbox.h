@@ -41,6 +41,12 @@ int sandbox_drop_privileges(const char *user, char *err, size_t errlen) __must_c
  * -errno. */
 int sandbox_enter(struct kvm *kvm, enum sandbox_kind kind) __must_check;
 
+/* Also allow read(2) and write(2) on fd to every thread kind, for filters installed from now on.
+ * Threads may read and write fds 0-2 and the eventfds (and main its signalfd) open when
+ * sandbox_drop_privileges runs, nothing else: this is for an fd outside those that a thread
+ * must use (none in lkvm today; a test harness's own report file). Returns 0 or -errno. */
+int sandbox_allow_fd(int fd) __must_check;
+
 /* How many system calls, and ioctl requests, a kind's filter allows (its own list, the
  * common one and those of the kinds it creates). For reports and tests. */
 void sandbox_list_size(enum sandbox_kind kind, int *syscalls, int *ioctls);

@@ -8,6 +8,7 @@
 
 struct kvm;
 struct kvm_config;
+struct opt_set;
 struct stats_visitor;
 struct virtio_9p;
 
@@ -21,10 +22,11 @@ struct virtio_9p;
 #define VIRTIO_9P_SHARE_TAG "lkvm-share"
 
 /*
- * Most --share options. Each share is a device with its own fid table of P9_FIDS_DEFAULT
- * fids, each up to two host descriptors: 8 shares (plus the host root of `lkvm run -- CMD`)
- * is what fits Linux's default fs.nr_open (1048576 descriptors per process) at the full fid
- * bound; beyond it the bounds would have to shrink. 8 is also a full virtio-mmio bus's worth.
+ * Most --share options. Each share is a device with its own fid table of up to
+ * P9_FIDS_DEFAULT fids, each holding up to two host descriptors: 8 shares (plus the host
+ * root of `lkvm run -- CMD`) at that bound need about Linux's largest descriptor limit
+ * (fs.nr_open, 1048576 by default); where RLIMIT_NOFILE is lower, every share's bound shrinks
+ * to fit (virtio/9p.c). 8 also fits on the virtio-mmio bus (9 slots) beside the root.
  */
 #define VIRTIO_9P_MAX_SHARES 8
 
@@ -45,13 +47,15 @@ struct p9_shares {
 };
 
 /*
- * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,rw][,trans=pci|mmio]` into the next share of
- * s: HOSTDIR made absolute (realpath) and checked to be a directory, GUESTDIR (absolute)
+ * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio]` into the next share of s:
+ * HOSTDIR made absolute (realpath) and checked to be a directory, GUESTDIR (absolute)
  * defaulting to it, tag VIRTIO_9P_SHARE_TAG + its index; read-write unless ro. Neither
  * directory can contain ':' or ','. 0, or -errno with a one-line reason in err (missing
  * or not a directory, GUESTDIR not absolute, an unknown suffix, more than
  * VIRTIO_9P_MAX_SHARES).
  */
+/* Its suffixes (for --help). */
+extern const struct opt_set p9_share_opt_set;
 int p9_share_parse(struct p9_shares *s, const char *arg, char *err, size_t errlen) __must_check;
 /* How many of s end up on transport t (dflt: --virtio-transport), for the mmio bound. */
 int p9_shares_on(const struct p9_shares *s, enum virtio_trans dflt, enum virtio_trans t);

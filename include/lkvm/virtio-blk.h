@@ -26,6 +26,9 @@ struct blk_opts {
 	bool no_direct;            /* direct=off: never O_DIRECT */
 };
 
+/* What may follow -d PATH: the keys blk_parse_opts reads, and their help. */
+extern const struct opt_set blk_opt_set;
+
 /* Parse one -d value. 0 or -EINVAL with a one-line reason in err. */
 int blk_parse_opts(const char *arg, struct blk_opts *o, char *err, size_t errlen) __must_check;
 

@@ -7,6 +7,7 @@
 #include <linux/virtio_config.h>
 
 #include "lkvm/io.h"
+#include "lkvm/opt.h"
 #include "lkvm/util.h"
 #include "lkvm/virtqueue.h"
 
@@ -144,9 +145,10 @@ int virtio_device_attach(struct kvm *kvm, struct virtio_device *vdev, enum virti
 /* Detach from the transport (which stops the device) and uninitialise; for a device
  * without transport just uninitialise. Call before freeing the device; no-op twice. */
 void virtio_device_exit(struct virtio_device *vdev);
-/* "pci", "mmio"; and the reverse (-EINVAL for anything else). */
+/* "pci", "mmio". */
 const char *virtio_trans_name(enum virtio_trans t);
-int virtio_trans_parse(const char *s, enum virtio_trans *t) __must_check;
+/* "pci" and "mmio", for the options that pick a transport (opt.h). */
+extern const struct opt_choice virtio_trans_choices[VIRTIO_TRANS_NR + 1];
 
 /* Called by device threads; transport-independent (virtio/core.c). */
 /* Interrupt the guest for queue qi if the ring says so (vq_should_notify): via the

@@ -1,4 +1,4 @@
-/* Fuzz target: the option parsers: `lkvm run` arguments (kvm-run.c) and -n values (net/options.c). */
+/* Fuzz target: the option parsers: `lkvm run` arguments (builtin/run.c) and -n values (net/options.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -38,6 +38,14 @@ own_dir() {
 	mkdir -m 700 "$LKVM_RUNTIME_DIR"
 }
 
+# kill_hard PID: SIGKILL lkvm and, first, its cleanup helper (a crash of both, an OOM kill):
+# only then is its socket left behind, stale. The helper, killed first, runs no more code.
+kill_hard() {
+	# shellcheck disable=SC2046 # one pid per word
+	kill -KILL $(pgrep -P "$1") "$1"
+	wait "$1" 2>/dev/null
+}
+
 # json_get FILE EXPR: a value from the JSON in FILE (python3 expression over `d`).
 json_get() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 # ---- help and missing VMs ----
@@ -173,8 +181,7 @@ t_stale() {
 	local n=ctl-stale
 	start_vm $n ctl-stale-1
 	wait_vm $n || return
-	kill -KILL "$VM_PID"
-	wait "$VM_PID" 2>/dev/null
+	kill_hard "$VM_PID"
 	[ -S "$LKVM_RUNTIME_DIR/$n.sock" ] || { fail "no socket left behind by SIGKILL (nothing to test)"; return; }
 	# A client says so and removes it...
 	ctl ctl-stale-stat stat $n
@@ -183,14 +190,12 @@ t_stale() {
 	# ...and so does lkvm list, and a new VM of the same name starts over one.
 	start_vm $n ctl-stale-2
 	wait_vm $n || return
-	kill -KILL "$VM_PID"
-	wait "$VM_PID" 2>/dev/null
+	kill_hard "$VM_PID"
 	ctl ctl-stale-list list
 	expect_status 0 && expect_output "removed the stale socket of '$n'" || return
 	start_vm $n ctl-stale-3
 	wait_vm $n || return
-	kill -KILL "$VM_PID"
-	wait "$VM_PID" 2>/dev/null
+	kill_hard "$VM_PID"
 	# Waiting on its console, not its socket: a client would clean the stale socket up first.
 	start_vm $n ctl-stale-4
 	wait_log "$VM_LOG" '^GUEST spin' || return
@@ -204,8 +209,10 @@ t_stale() {
 # ---- clients that break the protocol, and other users ----
 
 # raw NAME PYTHON: connect to NAME's socket as `s` and run PYTHON; it prints what to check.
+# RAW_PREFIX runs it under a command (another user).
 raw() {
-	"$PY" - "$LKVM_RUNTIME_DIR/$1.sock" <<EOF
+	# shellcheck disable=SC2086 # RAW_PREFIX is word-split on purpose
+	${RAW_PREFIX-} "$PY" - "$LKVM_RUNTIME_DIR/$1.sock" <<EOF
 import socket, struct, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(sys.argv[1])
@@ -260,23 +267,25 @@ t_malformed() {
 	[ "$(grep -c 'control socket:' "$VM_LOG")" -le 5 ] || fail "more than 5 malformed-request lines: not rate-limited"
 }
 
-# Only the owner: another user cannot reach the socket (0700 directory), and when the
-# permissions are opened by hand, SO_PEERCRED still turns them away.
+# Only the owner: another user's client refuses a directory that is not its own, and when the
+# permissions are opened by hand, SO_PEERCRED still turns a (raw) client of another uid away.
 t_other_user() {
 	own_dir
-	local n=ctl-owner
+	local n=ctl-owner out
 	[ "$(id -u)" = 0 ] || { skip "needs root to act as another user"; return; }
 	command -v setpriv >/dev/null || { skip "no setpriv"; return; }
+	need_cmd python3 test || return
 	start_vm $n ctl-owner
 	wait_vm $n || return
 	local CTL_PREFIX="setpriv --reuid=65534 --regid=65534 --clear-groups"
 	ctl ctl-owner-nobody stat $n
-	expect_status 1 && expect_output "Permission denied" || return
+	expect_status 1 && expect_output "runtime directory .* is not this user's" || return
 	chmod 755 "$LKVM_RUNTIME_DIR" && chmod 666 "$LKVM_RUNTIME_DIR/$n.sock"
-	ctl ctl-owner-peercred pause $n
+	# (The VM answers a client of another uid at once, before it sent anything.)
+	out=$(RAW_PREFIX=$CTL_PREFIX raw $n "t, st, p = reply(); print(st, b'permission denied: only uid 0 may control this VM' in p)")
 	chmod 700 "$LKVM_RUNTIME_DIR"
 	CTL_PREFIX=
-	expect_status 1 && expect_output "permission denied: only uid 0 may control this VM" || return
+	[ "$out" = "1 True" ] || { fail "a pause by uid 65534: reply '$out', expected status 1 and 'only uid 0'"; return; }
 	[ "$(stat_val $n "d['state']")" = running ] || { fail "the VM is not running after a refused pause"; return; }
 	ctl ctl-owner-stop stop $n
 	wait_exit "$VM_PID" 10
@@ -310,6 +319,186 @@ t_stop_all() {
 	expect_status 0 && expect_output "^ctl-all-a stopped" && expect_output "^ctl-all-b stopped" || return
 	wait_exit "$a" 10 && [ "$EXIT_STATUS" = 3 ] || { fail "a: exit ${EXIT_STATUS:-?}"; return; }
 	wait_exit "$b" 10 && [ "$EXIT_STATUS" = 3 ] || fail "b: exit ${EXIT_STATUS:-?}"
+}
+
+# ---- the user who started it, and whose sockets are believed ----
+
+# rt_empty: the test's runtime directory holds nothing (no socket, no lock) once its VMs ended.
+rt_is_empty() { [ -z "$(ls -A "$LKVM_RUNTIME_DIR")" ]; }
+rt_empty() { rt_is_empty || fail "left in the runtime directory: $(ls -A "$LKVM_RUNTIME_DIR")"; }
+
+# --user nobody: root, who started the VM, still controls it (the socket is in root's directory,
+# and the VM believes the uid that started it); after the exit nothing of it is left there.
+t_user_control() {
+	own_dir
+	local n=ctl-user
+	[ "$(id -u)" = 0 ] || { skip "needs root for --user"; return; }
+	id nobody >/dev/null 2>&1 || { skip "no user nobody"; return; }
+	start_vm $n ctl-user --user nobody
+	wait_vm $n || return
+	local c
+	# Each command and what it must print.
+	for c in "list|^$n +$VM_PID +running " "stat $n|^$n: running, up " "pause $n|^$n paused\$" \
+		"resume $n|^$n resumed" "stop $n|^$n stopped \(pid $VM_PID, "; do
+		# shellcheck disable=SC2086 # the command and its argument
+		ctl "ctl-user-${c%%[ |]*}" ${c%%|*}
+		expect_status 0 && expect_output "${c#*|}" || return
+	done
+	wait_exit "$VM_PID" 10 || return
+	[ "$EXIT_STATUS" = 3 ] || { fail "exit status $EXIT_STATUS, not 3"; return; }
+	rt_empty
+}
+
+# SIGKILL of lkvm alone leaves nothing behind either: its cleanup helper removes the socket and
+# lock once lkvm is gone (asynchronously: waited for, 10 s at most).
+t_kill_cleans() {
+	own_dir
+	local n=ctl-killed
+	start_vm $n ctl-killed
+	wait_vm $n || return
+	kill -KILL "$VM_PID"
+	wait "$VM_PID" 2>/dev/null
+	wait_until 10 rt_is_empty
+	rt_empty
+}
+
+# The fallback /tmp/lkvm-UID created first by another user (nobody): lkvm run, list and stop of
+# that uid refuse it with one line, instead of running without a socket or talking to whatever
+# listens in there.
+t_foreign_dir() {
+	[ "$(id -u)" = 0 ] || { skip "needs root to act as two users"; return; }
+	command -v setpriv >/dev/null || { skip "no setpriv"; return; }
+	local uid d="" c
+	# A uid without an account, whose fallback directory does not exist yet.
+	for ((uid = 61000 + $$ % 1000; uid < 62100; uid++)); do
+		getent passwd "$uid" >/dev/null || [ -e "/tmp/lkvm-$uid" ] || { d=/tmp/lkvm-$uid; break; }
+	done
+	[ -n "$d" ] || { skip "no free uid between 61000 and 62100"; return; }
+	setpriv --reuid=65534 --regid=65534 --clear-groups mkdir -m 755 "$d" || { fail "nobody could not create $d"; return; }
+	local CTL_PREFIX="setpriv --reuid=$uid --regid=$uid --clear-groups env -u LKVM_RUNTIME_DIR -u XDG_RUNTIME_DIR"
+	for c in "run -k $GUEST_DIR/spin.elf --name ctl-foreign --timeout 10" "list" "stop ctl-foreign"; do
+		# shellcheck disable=SC2086 # c is the command and its arguments
+		ctl "ctl-foreign-${c%% *}" $c
+		expect_status 1 && one_error_line "runtime directory $d is not this user's: .* of uid 65534 with mode 0755 .*" ||
+			break
+	done
+	rm -rf "$d"
+}
+
+# A socket in our directory served by a process of another uid (it bound as root, then became
+# nobody and listened) is not believed: whatever it answers, lkvm stop does not say stopped and
+# lkvm list shows no VM.
+t_fake_server() {
+	own_dir
+	local n=ctl-fake ready=$LOG_DIR/ctl-fake.ready fake
+	[ "$(id -u)" = 0 ] || { skip "needs root to serve as another uid"; return; }
+	need_cmd python3 test || return
+	rm -f "$ready"
+	"$PY" - "$LKVM_RUNTIME_DIR/$n.sock" >"$ready" <<'EOF' &
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+os.setgid(65534)
+os.setuid(65534)
+s.listen(4)
+print('ready', flush=True)
+def f(name, v):
+    n = name.encode()
+    if isinstance(v, int):
+        return bytes([1, len(n)]) + n + struct.pack('<Q', v)
+    return bytes([2, len(n)]) + n + struct.pack('<H', len(v)) + v.encode()
+while True:
+    c, _ = s.accept()
+    h = c.recv(16)  # nothing when the client does not believe us
+    if len(h) == 16:
+        t = struct.unpack('<IHHII', h)[2]
+        body = f('name', 'ctl-fake') + f('pid', 1) + f('state', 'running') + f('vcpus', 1)
+        c.sendall(struct.pack('<IHHII', 0x43564b4c, 1, t | 0x8000, 0, len(body)) + body)
+    c.close()
+EOF
+	fake=$!
+	wait_until 10 test -s "$ready" || { kill "$fake"; fail "the fake server did not start"; return; }
+	ctl ctl-fake-stop stop $n
+	expect_status 1 && expect_output "served by a process of uid 65534, not of this user \(uid 0\): not believed" &&
+		expect_no_output "stopped" || { kill "$fake"; return; }
+	ctl ctl-fake-list list
+	kill "$fake"
+	wait "$fake" 2>/dev/null
+	expect_status 0 && expect_output "warning: .*$n.sock is served by a process of uid 65534" &&
+		expect_no_output "^$n " "a row for the fake VM"
+}
+
+# ---- many stops at once ----
+
+# blocked_in PID NR...: PID's main thread sleeps in one of the system calls NR, or PID is gone.
+blocked_in() {
+	local pid=$1 nr state _
+	shift
+	alive "$pid" || return 0
+	read -r _ _ state _ <"/proc/$pid/stat" 2>/dev/null || return 0
+	read -r nr _ <"/proc/$pid/syscall" 2>/dev/null || return 0
+	[ "$state" = S ] || return 1
+	[[ " $* " == *" $nr "* ]]
+}
+
+# in_stderr_write PID: PID's main thread is in write(2, ...).
+in_stderr_write() { [[ "$(cat "/proc/$1/syscall" 2>/dev/null)" == "1 0x2 "* ]]; }
+
+# 20 `lkvm stop` at once, more than the server keeps waiting (16): each may say "stopped" only
+# once the lkvm process is gone. The clients connect and send while lkvm is stopped (SIGSTOP),
+# so they all wait on it; lkvm's stderr is a pipe kept full, so once stopped it waits in its
+# exit message with every client answered (or left). Until the pipe goes, no client may have
+# ended; after, all say "stopped".
+t_many_stops() {
+	own_dir
+	local n=ctl-many fifo=$CTL_DIR/ctl-many.fifo fd i c pids=() early=()
+	need_cmd python3 test || return
+	mkfifo "$fifo" && exec {fd}<>"$fifo" || { fail "no fifo"; return; }
+	VM_LOG=$LOG_DIR/ctl-many.log
+	LAST_LOG=$VM_LOG
+	# Only this shell may hold the pipe's read end ({fd}>&- for everything it starts).
+	"$LKVM" run -k "$GUEST_DIR/spin.elf" --name $n --timeout $T </dev/null >"$VM_LOG" 2>"$fifo" {fd}>&- &
+	VM_PID=$!
+	echo "$VM_PID" >>"$PIDS_FILE"
+	wait_vm $n || { exec {fd}>&-; return; }
+	# Fill the pipe to the last byte (writes up to PIPE_BUF are all or nothing).
+	"$PY" - "$fifo" {fd}>&- <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
+n = 4096
+while n:
+    try:
+        os.write(fd, b'x' * n)
+    except BlockingIOError:
+        n //= 2
+EOF
+	kill -STOP "$VM_PID"
+	for ((i = 0; i < 20; i++)); do
+		"$LKVM" stop $n >"$LOG_DIR/ctl-many-$i.log" 2>&1 {fd}>&- &
+		pids+=($!)
+	done
+	# Every client waits: in connect (the backlog is full) or for its reply (poll).
+	for c in "${pids[@]}"; do wait_until 20 blocked_in "$c" 42 7 271; done
+	kill -CONT "$VM_PID"
+	# lkvm, stopped, blocks writing its exit message (write, fd 2)...
+	wait_until 20 in_stderr_write "$VM_PID" ||
+		{ exec {fd}>&-; fail "lkvm did not reach its exit message"; return; }
+	# ...and each client has either ended (too early: lkvm is still there) or waits in poll.
+	for c in "${pids[@]}"; do
+		wait_until 20 blocked_in "$c" 7 271
+		alive "$c" || early+=("$c")
+	done
+	# The pipe's last reader goes: lkvm's write fails (EPIPE) and it exits.
+	exec {fd}>&-
+	for c in "${pids[@]}"; do wait "$c" || early+=("$c:status $?"); done
+	[ ${#early[@]} = 0 ] || { fail "clients ended while lkvm was still running, or failed: ${early[*]} ($(cat "$LOG_DIR"/ctl-many-*.log | sort | uniq -c | head -c 300))"; return; }
+	for ((i = 0; i < 20; i++)); do
+		LAST_LOG=$LOG_DIR/ctl-many-$i.log
+		expect_output "^$n stopped \(pid $VM_PID, " || return
+	done
+	wait_exit "$VM_PID" 10 || return
+	[ "$EXIT_STATUS" = 3 ] || { fail "exit status $EXIT_STATUS, not 3"; return; }
+	rt_empty
 }
 
 # ---- pause and resume while the guest sends ----
@@ -491,6 +680,11 @@ run_test malformed-client t_malformed
 run_test other-user t_other_user
 run_test stop-while-paused t_stop_paused
 run_test stop-all t_stop_all
+run_test user-control t_user_control
+run_test kill-cleans t_kill_cleans
+run_test foreign-dir t_foreign_dir
+run_test fake-server t_fake_server
+run_test_serial many-stops t_many_stops
 run_test_serial pause-devices t_pause_devices
 run_test_serial pause-during-traffic t_pause_traffic
 run_test_serial pause-guest-tsc t_pause_tsc

@@ -26,6 +26,32 @@ t_violate_console_off() {
 	expect_output '^GUEST hlt: done'
 }
 
+# A thread signalling another process (LKVM_TEST_SANDBOX_VIOLATE=KIND:signal=PID, SIGKILL by
+# tgkill): the filter stops lkvm and names the call (234), and the process lives on. With
+# --sandbox=off (the control) the signal is delivered.
+t_violate_signal() {
+	need_guest hlt || return
+	local sandbox=$1 want=$2 victim st vst
+	sleep 300 &
+	victim=$!
+	LKVM_TEST_SANDBOX_VIOLATE=console:signal=$victim run_lkvm "sandbox-violate-signal-$sandbox" "$want" -- \
+		run -k "$ELF" --timeout $T --sandbox="$sandbox"
+	st=$?
+	kill -TERM "$victim" 2>/dev/null # ours to end; no effect once it is dead
+	wait "$victim"
+	vst=$? # 143: ended here, 137: killed by lkvm
+	[ $st = 0 ] || return
+	if [ "$sandbox" = on ]; then
+		[ $vst = 143 ] || { fail "pid $victim was killed by lkvm's console thread"; return; }
+		expect_output '^lkvm: error: sandbox: the console thread made system call 234, which its allow-list forbids' \
+			"the console thread and tgkill (234) named" || return
+		expect_no_output 'sent SIGKILL' "the signal going out"
+	else
+		[ $vst = 137 ] || { fail "the control: pid $victim was not killed (status $vst)"; return; }
+		expect_output "sandbox test: the console thread sent SIGKILL to pid $victim \\(delivered\\)"
+	fi
+}
+
 # A device thread: virtio-net's TX thread, started when the guest's driver sets DRIVER_OK.
 t_violate_net() {
 	[ -c /dev/net/tun ] || { skip "no /dev/net/tun"; return; }
@@ -148,6 +174,8 @@ t_bad_option() {
 skip_unless_kvm
 run_test violate-console t_violate_console
 run_test violate-console-off t_violate_console_off
+run_test violate-signal t_violate_signal on 159
+run_test violate-signal-off t_violate_signal off 0
 run_test violate-net-tx t_violate_net on 159
 run_test violate-net-tx-off t_violate_net off 0
 run_test state-on t_state on

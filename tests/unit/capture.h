@@ -1,4 +1,4 @@
-/* Unit-test helper: capture what lkvm logs to stderr, to count its lines. */
+/* Unit-test helper: capture what lkvm logs to stderr (or prints to stdout), to count its lines. */
 #ifndef LKVM_TEST_CAPTURE_H
 #define LKVM_TEST_CAPTURE_H
 
@@ -11,19 +11,27 @@
 #include "lkvm/util.h"
 
 struct capture {
-	int saved, fd;
+	int saved, fd, target;
 };
 
-static inline void capture_start(struct capture *c)
+/* Capture what goes to fd `target` (STDOUT_FILENO or STDERR_FILENO). */
+static inline void capture_start_fd(struct capture *c, int target)
 {
 	char path[] = "/tmp/lkvm-test-stderr-XXXXXX";
 
+	fflush(NULL);
+	c->target = target;
 	c->fd = mkstemp(path);
 	ck_assert_int_ge(c->fd, 0);
 	unlink(path);
-	c->saved = dup(STDERR_FILENO);
+	c->saved = dup(target);
 	ck_assert_int_ge(c->saved, 0);
-	ck_assert_int_ge(dup2(c->fd, STDERR_FILENO), 0);
+	ck_assert_int_ge(dup2(c->fd, target), 0);
+}
+
+static inline void capture_start(struct capture *c)
+{
+	capture_start_fd(c, STDERR_FILENO);
 }
 
 /* Restores stderr; returns the number of lines captured and, if buf, their text. */
@@ -34,7 +42,8 @@ static inline int capture_end(struct capture *c, char *buf, size_t len)
 	size_t used = 0;
 	int lines = 0;
 
-	ck_assert_int_ge(dup2(c->saved, STDERR_FILENO), 0);
+	fflush(NULL);
+	ck_assert_int_ge(dup2(c->saved, c->target), 0);
 	close(c->saved);
 	ck_assert_int_eq(lseek(c->fd, 0, SEEK_SET), 0);
 	while ((r = read(c->fd, b, sizeof(b))) > 0) {

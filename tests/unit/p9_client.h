@@ -3,7 +3,9 @@
 #define LKVM_TEST_P9_CLIENT_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lkvm/p9.h"
 
@@ -503,6 +505,29 @@ static inline struct dent *find_dent(struct dent *d, int n, const char *name)
 		if (!strcmp(d[i].name, name))
 			return &d[i];
 	return NULL;
+}
+
+/* ---- the host's side ---- */
+
+static inline void host_write(const char *path, const char *data)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+	close(fd);
+}
+
+/* The whole content of a host file ("" when it is missing) into buf. */
+static inline char *host_read(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n = fd < 0 ? 0 : read(fd, buf, len - 1);
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
 }
 
 #endif

@@ -1,14 +1,25 @@
-/* Unit tests for the control protocol: header and field encoding, every length check, whole messages over a socket pair, names. */
+/* Unit tests for the control plane: encoding and length checks, names, trust in directories and listeners, escaping, the server, stop's wait. */
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "check_main.h"
+#include "lkvm/builtin.h"
 #include "lkvm/ctl.h"
 #include "lkvm/kvm.h"
 #include "lkvm/run.h"
+#include "lkvm/sandbox.h"
 
 START_TEST(header_roundtrip)
 {
@@ -308,6 +319,442 @@ START_TEST(run_name_option)
 }
 END_TEST
 
+/* ---- the runtime directory and who answers in it ---- */
+
+/* A fresh runtime directory (mode 0700, ours) in dir, also set as LKVM_RUNTIME_DIR. */
+static void rt_dir(char dir[64])
+{
+	strcpy(dir, "/tmp/lkvm-test-ctl-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	setenv("LKVM_RUNTIME_DIR", dir, 1);
+}
+
+/* Remove what rt_dir made; it must be empty but for `leave` (a fake VM's socket). */
+static void rt_dir_end(const char *dir, const char *leave)
+{
+	char p[128];
+
+	if (leave) {
+		snprintf(p, sizeof(p), "%s/%s", dir, leave);
+		unlink(p);
+	}
+	ck_assert_msg(rmdir(dir) == 0, "%s: %s (something left behind)", dir, strerror(errno));
+	unsetenv("LKVM_RUNTIME_DIR");
+}
+
+START_TEST(dir_trust)
+{
+	char dir[64], sub[96], err[256];
+
+	rt_dir(dir);
+	ck_assert_int_eq(ctl_dir_check(dir, err, sizeof(err)), 0);
+	/* Open to others: not trusted. */
+	chmod(dir, 0755);
+	ck_assert_int_eq(ctl_dir_check(dir, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, "is not this user's") && strstr(err, "mode 0755"), "%s", err);
+	chmod(dir, 0700);
+	/* A symlink to a good directory: not trusted either (whoever made the link chose). */
+	snprintf(sub, sizeof(sub), "%s/link", dir);
+	ck_assert_int_eq(symlink(dir, sub), 0);
+	ck_assert_int_eq(ctl_dir_check(sub, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, "a symlink"));
+	unlink(sub);
+	snprintf(sub, sizeof(sub), "%s/missing", dir);
+	ck_assert_int_eq(ctl_dir_check(sub, err, sizeof(err)), -ENOENT);
+	/* Another user's (needs root to make one). */
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+		ck_assert_int_eq(ctl_dir_check(dir, err, sizeof(err)), -EPERM);
+		ck_assert_msg(strstr(err, "of uid 65534"), "%s", err);
+		ck_assert_int_eq(ctl_connect(dir, "vm", err, sizeof(err)), -EPERM);
+		ck_assert_int_eq(chown(dir, 0, 0), 0);
+	}
+	rt_dir_end(dir, NULL);
+}
+END_TEST
+
+/* A fake VM: a process listening on dir/NAME.sock that answers `n` requests with `reply`'s
+ * status and fields (as uid `uid` from listen() on, when not -1), then exits. Returns its pid
+ * once it listens. */
+static pid_t fake_vm(const char *dir, const char *name, const struct ctl_msg *reply, int n, int uid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0), ready[2];
+	pid_t pid;
+	char b;
+
+	ck_assert_int_eq(ctl_path(sa.sun_path, sizeof(sa.sun_path), dir, name, ".sock"), 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(pipe(ready), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if ((uid >= 0 && setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) < 0) || listen(fd, 4) < 0)
+			_exit(1);
+		close(ready[0]);
+		close(ready[1]);
+		for (int i = 0; i < n; i++) {
+			int c = accept(fd, NULL, NULL);
+			struct ctl_msg req, r = *reply;
+
+			if (c < 0 || ctl_recv(c, &req, CTL_MAX_REQUEST, 5000) < 0)
+				_exit(2);
+			r.hdr.type = req.hdr.type | CTL_REPLY;
+			if (ctl_send(c, &r) < 0)
+				_exit(3);
+			close(c);
+		}
+		_exit(0);
+	}
+	close(fd);
+	close(ready[1]);
+	ck_assert_int_eq(read(ready[0], &b, 1), 0); /* EOF: it listens (or died) */
+	close(ready[0]);
+	return pid;
+}
+
+static void fake_vm_end(pid_t pid)
+{
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fake VM: status %#x", st);
+}
+
+/* A socket served by another uid is not believed: whatever it would answer, no request is
+ * sent (it could claim a stop succeeded). */
+START_TEST(foreign_listener_not_believed)
+{
+	struct ctl_msg reply;
+	char dir[64], err[256];
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		lkvm_skip("test_ctl", 1, "foreign_listener_not_believed", "needs root to listen as another uid");
+		return;
+	}
+	rt_dir(dir);
+	ctl_msg_init(&reply, CTL_STOP | CTL_REPLY, 0);
+	ctl_add_str(&reply, "name", "vm");
+	pid = fake_vm(dir, "vm", &reply, 1, 65534);
+	ck_assert_int_eq(ctl_connect(dir, "vm", err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, "served by a process of uid 65534") && strstr(err, "not believed"), "%s",
+		      err);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	ctl_msg_free(&reply);
+	rt_dir_end(dir, "vm.sock");
+}
+END_TEST
+
+/* Strings from a VM are kept escaped; field names are plain, or the reply is malformed. */
+START_TEST(reply_text_escaped)
+{
+	struct ctl_msg m;
+	struct ctl_kvs kv;
+	u8 bad_name[] = { CTL_F_U64, 2, 'a', 0x1b, 1, 2, 3, 4, 5, 6, 7, 8 };
+
+	ctl_msg_init(&m, CTL_DEBUG | CTL_REPLY, 0);
+	ck_assert_int_eq(ctl_add_str(&m, "text", "vCPU 0:\n\x1b]0;owned\x07\r\x9b" "2J"), 0);
+	ck_assert_int_eq(ctl_kvs_decode(&m, &kv), 0);
+	ck_assert_str_eq(ctl_kv_str(&kv, "text"), "vCPU 0:\n\\x1b]0;owned\\x07\\x0d\\x9b2J");
+	ctl_kvs_free(&kv);
+	ctl_msg_free(&m);
+	ck_assert_int_eq(ctl_payload_check(bad_name, sizeof(bad_name)), -EBADMSG);
+	ctl_msg_init(&m, CTL_INFO, 0);
+	ck_assert_int_eq(ctl_add_u64(&m, "a\"b", 1), -EINVAL);
+	ctl_msg_free(&m);
+}
+END_TEST
+
+/* lkvm list and debug print what a VM sends escaped; an error reply is a warning, and
+ * (under ASan) nothing leaks on either path. */
+START_TEST(list_and_debug_escape)
+{
+	struct ctl_msg info, refuse, dbg;
+	struct capture out, errs;
+	char dir[64], o[4096], e[4096];
+	char *list_argv[] = { "list" }, *debug_argv[] = { "debug", "b-dbg" };
+	pid_t p1, p2, p3;
+
+	rt_dir(dir);
+	ctl_msg_init(&info, CTL_INFO | CTL_REPLY, 0);
+	ctl_add_str(&info, "name", "\x1b[31mevil\x07");
+	ctl_add_str(&info, "state", "running");
+	ctl_add_u64(&info, "pid", 42);
+	ctl_msg_init(&refuse, CTL_INFO | CTL_REPLY, CTL_ERR_STATE);
+	ctl_add_str(&refuse, "error", "busy\x1b[2J");
+	ctl_msg_init(&dbg, CTL_DEBUG | CTL_REPLY, 0);
+	ctl_add_str(&dbg, "name", "b-dbg");
+	ctl_add_str(&dbg, "state", "running");
+	ctl_add_str(&dbg, "text", "vCPU 0:\n\x1b]0;owned\x07\n");
+	p1 = fake_vm(dir, "a-evil", &info, 1, -1);
+	p2 = fake_vm(dir, "b-dbg", &dbg, 2, -1);
+	p3 = fake_vm(dir, "c-refuses", &refuse, 1, -1);
+	capture_start_fd(&out, STDOUT_FILENO);
+	capture_start(&errs);
+	ck_assert_int_eq(cmd_list(1, list_argv), 0);
+	ck_assert_int_eq(cmd_debug(2, debug_argv), 0);
+	capture_end(&errs, e, sizeof(e));
+	capture_end(&out, o, sizeof(o));
+	/* (The text itself is not printed here: it would reach the terminal.) */
+	ck_assert_msg(!strchr(o, 0x1b), "an ESC byte on stdout");
+	ck_assert_msg(!strchr(e, 0x1b), "an ESC byte on stderr");
+	ck_assert_msg(strstr(o, "\\x1b[31mevil\\x07 "), "%s", o);
+	ck_assert_msg(strstr(o, "vCPU 0:\n\\x1b]0;owned\\x07\n"), "%s", o);
+	ck_assert_msg(strstr(e, "warning: busy\\x1b[2J"), "%s", e);
+	fake_vm_end(p1);
+	fake_vm_end(p2);
+	fake_vm_end(p3);
+	ctl_msg_free(&info);
+	ctl_msg_free(&refuse);
+	ctl_msg_free(&dbg);
+	unlink(strcat(strcpy(o, dir), "/a-evil.sock"));
+	unlink(strcat(strcpy(o, dir), "/b-dbg.sock"));
+	rt_dir_end(dir, "c-refuses.sock");
+}
+END_TEST
+
+/* A call whose request cannot be sent leaves the reply initialised (empty), so the caller may
+ * read its status and free it. */
+START_TEST(call_unsent_reply_initialised)
+{
+	struct ctl_msg r;
+	char err[256];
+	int p[2];
+
+	ck_assert_int_eq(pipe(p), 0);
+	memset(&r, 0xa5, sizeof(r));
+	ck_assert_int_eq(ctl_call(p[0], CTL_INFO, &r, 100, err, sizeof(err)), -ENOTSOCK);
+	ck_assert_ptr_null(r.buf);
+	ck_assert_uint_eq(r.len, 0);
+	ck_assert_uint_eq(r.hdr.status, 0);
+	ctl_msg_free(&r);
+	close(p[0]);
+	close(p[1]);
+}
+END_TEST
+
+/* ---- the server ---- */
+
+struct srv {
+	char dir[64];
+	struct kvm *kvm;
+	struct ctl_server *s;
+};
+
+static void srv_start(struct srv *t)
+{
+	char err[256];
+
+	rt_dir(t->dir);
+	t->kvm = calloc(1, sizeof(*t->kvm));
+	ck_assert_ptr_nonnull(t->kvm);
+	t->kvm->vm_fd = t->kvm->sys_fd = t->kvm->stop_fd = -1;
+	ck_assert_msg(ctl_server_create(t->kvm, "vm", &t->s, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(ctl_server_start(t->s), 0);
+}
+
+/* Destroyed: the socket and lock are gone (rt_dir_end finds the directory empty). */
+static void srv_end(struct srv *t)
+{
+	ctl_server_destroy(t->s);
+	free(t->kvm);
+	rt_dir_end(t->dir, NULL);
+}
+
+static int send_request(int fd, u16 type)
+{
+	struct ctl_msg m;
+
+	ctl_msg_init(&m, type, 0);
+	return ctl_send(fd, &m);
+}
+
+/*
+ * A client's request that arrived while the single server thread was busy is answered
+ * even though the client's deadline passed meanwhile. A pause makes the server busy for
+ * as long as this test wants: it waits for a fake vCPU (nr_started 1) to park, which the
+ * test does only after the stop client's deadline has passed.
+ */
+START_TEST(late_request_answered)
+{
+	struct srv t;
+	struct ctl_msg r;
+	char err[256];
+	int a, b;
+	u64 busy;
+
+	srv_start(&t);
+	atomic_store(&t.kvm->nr_started, 1);
+	b = ctl_connect(t.dir, "vm", err, sizeof(err)); /* accepted first; its request comes later */
+	ck_assert_int_ge(b, 0);
+	a = ctl_connect(t.dir, "vm", err, sizeof(err));
+	ck_assert_int_ge(a, 0);
+	ck_assert_int_eq(send_request(a, CTL_PAUSE), 0);
+	while (!atomic_load(&t.kvm->park_req)) /* the server thread is in the pause */
+		sched_yield();
+	busy = now_ns();
+	ck_assert_int_eq(send_request(b, CTL_STOP), 0);
+	/* The premise: b's deadline (set when it was accepted, before `busy`) passes while the
+	 * server waits. Time itself is the event here. */
+	while (now_ns() < busy + (CTL_REQUEST_TIMEOUT_MS + 100) * 1000000ull)
+		poll(NULL, 0, 20);
+	pthread_mutex_lock(&t.kvm->park_lock);
+	t.kvm->parked = 1;
+	pthread_cond_broadcast(&t.kvm->park_cond);
+	pthread_mutex_unlock(&t.kvm->park_lock);
+	ck_assert_int_eq(ctl_recv(a, &r, CTL_MAX_REPLY, 10000), 0);
+	ck_assert_uint_eq(r.hdr.status, CTL_OK);
+	ctl_msg_free(&r);
+	ck_assert_int_eq(ctl_recv(b, &r, CTL_MAX_REPLY, 10000), 0);
+	ck_assert_uint_eq(r.hdr.type, CTL_STOP | CTL_REPLY);
+	ck_assert_uint_eq(r.hdr.status, CTL_OK);
+	ctl_msg_free(&r);
+	ck_assert(atomic_load(&t.kvm->stopping));
+	close(a);
+	close(b);
+	srv_end(&t);
+}
+END_TEST
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/*
+ * Teardown with a client in the middle of its request (half a header) runs under main's
+ * filter, as in lkvm run: the server thread closes that client (reading off its bytes
+ * first), not main, whose filter has no recvfrom. In a child, which the filter may end
+ * (159); Check's own assertions cannot run once it is in, so the child reports by status.
+ */
+START_TEST(teardown_with_pending_client)
+{
+	struct ctl_hdr h = { .magic = CTL_MAGIC, .version = CTL_VERSION, .type = CTL_STAT };
+	char dir[64], err[256];
+	u8 hb[CTL_HDR_LEN];
+	int st;
+	pid_t pid;
+
+	rt_dir(dir);
+	ctl_hdr_encode(&h, hb);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct kvm *kvm = calloc(1, sizeof(*kvm));
+		struct ctl_server *s;
+		int c, before, i;
+
+		if (!kvm)
+			_exit(100);
+		kvm->vm_fd = kvm->sys_fd = kvm->stop_fd = -1;
+		if (ctl_server_create(kvm, "vm", &s, err, sizeof(err)) < 0 ||
+		    sandbox_drop_privileges(NULL, err, sizeof(err)) < 0)
+			_exit(101);
+		kvm->sandbox = true;
+		if (ctl_server_start(s) < 0)
+			_exit(102);
+		before = open_fds();
+		c = ctl_connect(dir, "vm", err, sizeof(err));
+		if (c < 0 || write(c, hb, 5) != 5)
+			_exit(103);
+		/* Accepted once the server's own fd for it shows (its 2 s deadline starts then). */
+		for (i = 0; i < 1000 && open_fds() < before + 2; i++)
+			poll(NULL, 0, 5);
+		if (i == 1000)
+			_exit(104);
+		if (sandbox_enter(kvm, SB_MAIN) < 0)
+			_exit(105);
+		ctl_server_destroy(s);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x (159: a forbidden call)", st);
+	rt_dir_end(dir, NULL);
+}
+END_TEST
+
+/* The socket and lock go when the process goes, SIGKILL included: the cleanup helper
+ * removes them once it sees lkvm's end of its pipe close. */
+START_TEST(killed_server_leaves_nothing)
+{
+	char dir[64], sock[128], lock[128], b;
+	int ready[2], st;
+	pid_t pid;
+
+	rt_dir(dir);
+	snprintf(sock, sizeof(sock), "%s/vm.sock", dir);
+	snprintf(lock, sizeof(lock), "%s/vm.lock", dir);
+	ck_assert_int_eq(pipe(ready), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct kvm *kvm = calloc(1, sizeof(*kvm));
+		struct ctl_server *s;
+		char err[256];
+
+		if (!kvm || ctl_server_create(kvm, "vm", &s, err, sizeof(err)) < 0)
+			_exit(1);
+		close(ready[1]); /* made: tell the test */
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	ck_assert_int_eq(read(ready[0], &b, 1), 0);
+	close(ready[0]);
+	ck_assert_int_eq(access(sock, F_OK), 0);
+	ck_assert_int_eq(access(lock, F_OK), 0);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFSIGNALED(st));
+	/* The helper runs on its own: wait (10 s at most) for the files to go. */
+	for (int i = 0; i < 1000 && (access(sock, F_OK) == 0 || access(lock, F_OK) == 0); i++)
+		poll(NULL, 0, 10);
+	ck_assert_msg(access(sock, F_OK) < 0 && access(lock, F_OK) < 0,
+		      "socket or lock left after SIGKILL");
+	rt_dir_end(dir, NULL);
+}
+END_TEST
+
+/* lkvm stop's wait: the end of the connection is not the end of the process. */
+START_TEST(wait_gone_waits_for_the_process)
+{
+	int sv[2], p[2], pidfd, st;
+	pid_t pid;
+	char c;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p[1]);
+		_exit(read(p[0], &c, 1) == 0 ? 0 : 1); /* lives until the test closes the pipe */
+	}
+	close(p[0]);
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	ck_assert_int_ge(pidfd, 0);
+	close(sv[1]); /* the server closed the connection; the process lives on */
+	ck_assert_int_eq(ctl_wait_gone(sv[0], pidfd, 200), -ETIMEDOUT);
+	close(p[1]);
+	ck_assert_int_eq(ctl_wait_gone(sv[0], pidfd, 10000), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* Without a pidfd, the connection's end is all there is. */
+	ck_assert_int_eq(ctl_wait_gone(sv[0], -1, 10000), 0);
+	close(pidfd);
+	close(sv[0]);
+}
+END_TEST
+
 static Suite *ctl_suite(void)
 {
 	Suite *s = suite_create("ctl");
@@ -324,6 +771,19 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, names_and_paths);
 	tcase_add_test(tc, runtime_dir);
 	tcase_add_test(tc, run_name_option);
+	tcase_add_test(tc, reply_text_escaped);
+	tcase_add_test(tc, call_unsent_reply_initialised);
+	tcase_add_test(tc, wait_gone_waits_for_the_process);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("plane");
+	/* late_request_answered waits out the 2 s request deadline on purpose. */
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, dir_trust);
+	tcase_add_test(tc, foreign_listener_not_believed);
+	tcase_add_test(tc, list_and_debug_escape);
+	tcase_add_test(tc, late_request_answered);
+	tcase_add_test(tc, killed_server_leaves_nothing);
+	tcase_add_test(tc, teardown_with_pending_client);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,11 +1,13 @@
-/* Unit tests of the seccomp allow-lists (sandbox.c): sizes, stacking, and a forbidden call stopping a child process. */
+/* Unit tests of the seccomp allow-lists (sandbox.c): sizes, stacking, argument checks, and a forbidden call stopping a child process. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,9 +34,25 @@ START_TEST(list_sizes)
 }
 END_TEST
 
-/* In a child: drop privileges, enter `kind`'s filter, then do `what`. Returns the child's
- * wait status; its stderr goes to errbuf. */
-static int child(enum sandbox_kind kind, int what, char *errbuf, size_t len)
+/* What the child does inside its filter (besides writing "still here" to stderr). */
+enum what {
+	DO_NOTHING,
+	DO_SOCKET,       /* forbidden to every kind */
+	DO_OPEN,         /* forbidden outside main */
+	DO_SIGNAL_OTHER, /* tgkill of another process (victim): forbidden */
+	DO_SIGNAL_SELF,  /* tgkill of its own thread (signal 0): allowed */
+	DO_WRITE_FILE,   /* write to a file opened before the filter: forbidden */
+	DO_READ_FILE,    /* read of the same: forbidden */
+	DO_EVENTFD,      /* write and read of an eventfd opened before: allowed */
+	DO_EVENTFD_FD0,  /* the same with stdin closed, so that the eventfd is fd 0 */
+	DO_FILE_ALLOWED, /* read and write of the file after sandbox_allow_fd: allowed */
+};
+
+static pid_t victim;
+
+/* In a child: open a file and an eventfd, drop privileges, enter `kind`'s filter, then do
+ * `what`. Returns the child's wait status; its stderr goes to errbuf. */
+static int child(enum sandbox_kind kind, enum what what, char *errbuf, size_t len)
 {
 	int p[2], status;
 	pid_t pid;
@@ -45,18 +63,43 @@ static int child(enum sandbox_kind kind, int what, char *errbuf, size_t len)
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		struct kvm *kvm = calloc(1, sizeof(*kvm));
-		char err[256];
+		char err[256], b[8] = { 1 };
+		int file, efd;
+
+		if (what == DO_EVENTFD_FD0)
+			close(STDIN_FILENO);
+		efd = eventfd(0, 0);
+		file = open("/proc/self/stat", O_RDONLY);
+		if (what == DO_EVENTFD_FD0 && efd != 0)
+			_exit(110);
 
 		dup2(p[1], STDERR_FILENO);
-		if (!kvm || sandbox_drop_privileges(NULL, err, sizeof(err)) < 0)
+		if (!kvm || file < 0 || efd < 0 || sandbox_drop_privileges(NULL, err, sizeof(err)) < 0)
 			_exit(100);
+		if (what == DO_FILE_ALLOWED && sandbox_allow_fd(file) < 0)
+			_exit(111);
 		kvm->sandbox = true;
 		if (sandbox_enter(kvm, kind) < 0)
 			_exit(101);
-		if (what == 1 && socket(AF_INET, SOCK_STREAM, 0) >= 0)
-			_exit(102); /* not reached with the filter */
-		if (what == 2 && open("/etc/hostname", O_RDONLY) >= 0)
+		/* Each forbidden call below is not reached past with the filter. */
+		if (what == DO_SOCKET && socket(AF_INET, SOCK_STREAM, 0) >= 0)
+			_exit(102);
+		if (what == DO_OPEN && open("/etc/hostname", O_RDONLY) >= 0)
 			_exit(103);
+		if (what == DO_SIGNAL_OTHER && syscall(SYS_tgkill, victim, victim, SIGKILL) == 0)
+			_exit(105);
+		if (what == DO_SIGNAL_SELF && syscall(SYS_tgkill, getpid(), gettid(), 0) != 0)
+			_exit(106);
+		if (what == DO_WRITE_FILE && write(file, b, 1) != 2)
+			_exit(107); /* EBADF (read-only file) without the filter */
+		if (what == DO_READ_FILE && read(file, b, 1) == 1)
+			_exit(108);
+		/* (write fails with EBADF: the file is read-only; the filter let it through) */
+		if (what == DO_FILE_ALLOWED && (read(file, b, 1) != 1 || write(file, b, 1) != -1))
+			_exit(112);
+		if ((what == DO_EVENTFD || what == DO_EVENTFD_FD0) &&
+		    (write(efd, b, 8) != 8 || read(efd, b, 8) != 8))
+			_exit(109);
 		/* Allowed everywhere: write, and leaving. */
 		if (write(STDERR_FILENO, "still here\n", 11) != 11)
 			_exit(104);
@@ -75,30 +118,79 @@ START_TEST(forbidden_call_stops)
 	char out[512];
 	int st;
 
-	st = child(SB_NET_TX, 1, out, sizeof(out));
+	st = child(SB_NET_TX, DO_SOCKET, out, sizeof(out));
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s", st, out);
 	ck_assert_msg(strstr(out, "sandbox: the net-tx thread made system call 41, which its allow-list forbids"),
 		      "output: %s", out);
 	ck_assert_ptr_null(strstr(out, "still here"));
 
-	st = child(SB_CONSOLE, 2, out, sizeof(out));
+	st = child(SB_CONSOLE, DO_OPEN, out, sizeof(out));
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s", st, out);
 	/* glibc opens with openat (257) */
 	ck_assert_msg(strstr(out, "the console thread made system call 257,"), "output: %s", out);
 }
 END_TEST
 
-START_TEST(allowed_calls_pass)
+/* A thread may signal its own process's threads only: a foreign process survives, and the
+ * SIGSYS report names tgkill (234). */
+START_TEST(signal_other_process_stops)
 {
 	char out[512];
+	int st;
 
-	for (int k = 0; k < SB_NR; k++) {
-		int st = child(k, 0, out, sizeof(out));
-
-		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: status %#x, output: %s",
-			      sandbox_kind_name(k), st, out);
-		ck_assert_ptr_nonnull(strstr(out, "still here"));
+	victim = fork();
+	ck_assert_int_ge(victim, 0);
+	if (victim == 0) {
+		pause();
+		_exit(0);
 	}
+	for (int k = 0; k < SB_NR; k++) {
+#ifdef __SANITIZE_ADDRESS__
+		if (k == SB_MAIN)
+			continue; /* sanitizer builds leave main unfiltered (sandbox_enter) */
+#endif
+		st = child(k, DO_SIGNAL_OTHER, out, sizeof(out));
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "%s: status %#x, output: %s",
+			      sandbox_kind_name(k), st, out);
+		ck_assert_msg(strstr(out, "made system call 234,"), "%s: output: %s", sandbox_kind_name(k), out);
+		ck_assert_int_eq(waitpid(victim, &st, WNOHANG), 0);
+	}
+	kill(victim, SIGKILL);
+	ck_assert_int_eq(waitpid(victim, &st, 0), victim);
+	ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+END_TEST
+
+/* read and write only on the fds the filter knows (eventfds, 0-2): a file lkvm holds is
+ * neither read into memory the guest sees nor written. */
+START_TEST(file_io_stops)
+{
+	char out[512];
+	int st;
+
+	st = child(SB_VCONSOLE, DO_WRITE_FILE, out, sizeof(out));
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s", st, out);
+	ck_assert_msg(strstr(out, "the virtio-console thread made system call 1,"), "output: %s", out);
+	st = child(SB_RNG, DO_READ_FILE, out, sizeof(out));
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s", st, out);
+	ck_assert_msg(strstr(out, "the rng thread made system call 0,"), "output: %s", out);
+}
+END_TEST
+
+START_TEST(allowed_calls_pass)
+{
+	static const enum what allowed[] = { DO_NOTHING, DO_SIGNAL_SELF, DO_EVENTFD, DO_EVENTFD_FD0,
+					     DO_FILE_ALLOWED };
+	char out[512];
+
+	for (int k = 0; k < SB_NR; k++)
+		for (size_t w = 0; w < ARRAY_SIZE(allowed); w++) {
+			int st = child(k, allowed[w], out, sizeof(out));
+
+			ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s, case %d: status %#x, output: %s",
+				      sandbox_kind_name(k), allowed[w], st, out);
+			ck_assert_ptr_nonnull(strstr(out, "still here"));
+		}
 }
 END_TEST
 
@@ -109,6 +201,8 @@ static Suite *sandbox_suite(void)
 
 	tcase_add_test(tc, list_sizes);
 	tcase_add_test(tc, forbidden_call_stops);
+	tcase_add_test(tc, signal_other_process_stops);
+	tcase_add_test(tc, file_io_stops);
 	tcase_add_test(tc, allowed_calls_pass);
 	suite_add_tcase(s, tc);
 	return s;

@@ -159,31 +159,13 @@ static ssize_t queue_handle(size_t len, size_t room)
 
 /* ---- the fixture ---- */
 
-static void host_write(const char *rel, const char *data)
+/* A path in the share (one at a time). */
+static const char *in_share(const char *rel)
 {
-	char path[160];
-	int fd;
+	static char path[160];
 
 	snprintf(path, sizeof(path), "%s/%s", t.share, rel);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(write(fd, data, strlen(data)), (ssize_t)strlen(data));
-	close(fd);
-}
-
-static char *host_read(const char *rel, char *buf, size_t len)
-{
-	char path[160];
-	int fd;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "%s/%s", t.share, rel);
-	fd = open(path, O_RDONLY);
-	n = fd < 0 ? 0 : read(fd, buf, len - 1);
-	if (fd >= 0)
-		close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	return buf;
+	return path;
 }
 
 /* The host descriptors this process holds. */
@@ -206,7 +188,7 @@ static void tree_up(void)
 	ck_assert_ptr_nonnull(mkdtemp(t.top));
 	snprintf(t.share, sizeof(t.share), "%s/share", t.top);
 	ck_assert_int_eq(mkdir(t.share, 0755), 0);
-	host_write("file", HELLO);
+	host_write(in_share("file"), HELLO);
 	p9c_handle = queue_handle;
 }
 
@@ -362,7 +344,7 @@ START_TEST(session_over_queue)
 	ck_assert_int_eq(t_walk(ROOT, 3, NULL, NULL), 0);
 	ck_assert_int_eq(t_lcreate(3, "new", O_RDWR, 0644, NULL), 0);
 	ck_assert_int_eq(t_write(3, 0, "from the guest", 14), 14);
-	ck_assert_str_eq(host_read("new", buf, sizeof(buf)), "from the guest");
+	ck_assert_str_eq(host_read(in_share("new"), buf, sizeof(buf)), "from the guest");
 	ck_assert_int_eq(walk_to(4, "nope"), -ENOENT);
 
 	/* 9 requests (version, attach, 2 walks, lopen, read, lcreate, write, a failed walk). */
@@ -406,7 +388,7 @@ START_TEST(readonly_share)
 	ck_assert_int_eq(t_lopen(3, O_RDWR, NULL), -EROFS);
 	ck_assert_int_eq(t_lopen(3, O_RDONLY, NULL), 0);
 	ck_assert_int_eq(t_read(3, 0, sizeof(buf), buf, sizeof(buf)), (int)strlen(HELLO));
-	ck_assert_str_eq(host_read("file", buf, sizeof(buf)), HELLO);
+	ck_assert_str_eq(host_read(in_share("file"), buf, sizeof(buf)), HELLO);
 	ck_assert_int_eq(access(t.share, F_OK), 0);
 }
 END_TEST
@@ -588,21 +570,20 @@ START_TEST(thread_in_sandbox)
 {
 	char err[256];
 
-	ck_assert_msg(sandbox_drop_privileges(NULL, err, sizeof(err)) == 0, "%s", err);
-	vm_up();
-	t.kvm->sandbox = true;
-	{
-		struct virtio_mmio_slot slots[VIRTIO_MMIO_MAX_DEVS];
-		struct p9_share sh;
+	struct virtio_mmio_slot slots[VIRTIO_MMIO_MAX_DEVS];
+	struct p9_share sh;
 
-		share_of(&sh, false);
-		ck_assert_msg(virtio_9p_create(t.kvm, &sh, false, 0, &t.p, err, sizeof(err)) == 0, "%s",
-			      err);
-		t.vdev = virtio_9p_vdev(t.p);
-		ck_assert_int_eq(virtio_mmio_slots(t.kvm, slots), 1);
-		t.base = slots[0].addr;
-		ck_assert_int_eq(virtio_9p_run(t.p), 0);
-	}
+	/* lkvm's order: the devices made (their eventfds open), privileges dropped (the
+	 * sandbox learns which fds its threads may read and write), the threads started. */
+	vm_up();
+	share_of(&sh, false);
+	ck_assert_msg(virtio_9p_create(t.kvm, &sh, false, 0, &t.p, err, sizeof(err)) == 0, "%s", err);
+	t.vdev = virtio_9p_vdev(t.p);
+	ck_assert_int_eq(virtio_mmio_slots(t.kvm, slots), 1);
+	t.base = slots[0].addr;
+	ck_assert_msg(sandbox_drop_privileges(NULL, err, sizeof(err)) == 0, "%s", err);
+	t.kvm->sandbox = true;
+	ck_assert_int_eq(virtio_9p_run(t.p), 0);
 	driver_up();
 	session();
 	ck_assert_int_eq(walk_to(2, "file"), 0);
@@ -657,8 +638,9 @@ START_TEST(share_parse_errors)
 	} bad[] = {
 		{ "/nope", -ENOENT, "No such file or directory" },
 		{ "/../share/file", -ENOTDIR, "is not a directory" },
-		{ ",rx", -EINVAL, "unknown suffix 'rx' (ro, rw, trans=pci|mmio)" },
-		{ ",trans=isa", -EINVAL, "unknown suffix 'trans=isa'" },
+		{ ",rx", -EINVAL, "unknown option 'rx' (want ro, trans=pci|mmio)" },
+		{ ",trans=isa", -EINVAL, "unknown option 'trans=isa'" },
+		{ ",rw", -EINVAL, "unknown option 'rw'" },
 		{ ":data", -EINVAL, "guest directory 'data' is not an absolute path" },
 	};
 	struct p9_shares s = { 0 };
@@ -722,13 +704,7 @@ static Suite *virtio_9p_suite(void)
 	tcase_add_test(opt, share_parse);
 	tcase_add_test(opt, share_parse_errors);
 	tcase_add_test(opt, add_checks_share);
-	if (getenv("CK_FORK") && !strcmp(getenv("CK_FORK"), "no")) {
-		lkvm_skip("test_virtio_9p", 1, "thread_in_sandbox", "needs Check's fork mode");
-	} else {
-		tcase_add_unchecked_fixture(sbx, tree_up, tree_down);
-		tcase_add_exit_test(sbx, thread_in_sandbox, 0);
-		suite_add_tcase(s, sbx);
-	}
+	LKVM_ADD_FORKED_EXIT_TEST(s, sbx, "test_virtio_9p", thread_in_sandbox, tree_up, tree_down);
 	suite_add_tcase(s, dev);
 	suite_add_tcase(s, bare);
 	suite_add_tcase(s, opt);
