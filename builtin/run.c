@@ -1,4 +1,4 @@
-/* `lkvm run`: parse options, build the machine, boot the kernel, wait for the end, tear down, in that order. */
+/* `lkvm run`: its options (one table, opt.c) and the run: the machine built (machine.c), started, waited for to its end, torn down. */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
