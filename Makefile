@@ -86,7 +86,7 @@ tools: $(TOOLS)
 build/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $<
-# lkvm's initramfs written to a file, for tests/integration/test-init.sh.
+# lkvm's initramfs written to a file, for scripts/bench-run.sh (QEMU booting lkvm's init).
 build/tools/mkinitrd: tests/tools/mkinitrd.c build/obj/liblkvm.a
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=gnu11 $(WARN) -Iinclude -D_GNU_SOURCE -o $@ $< build/obj/liblkvm.a $(LDLIBS)

@@ -16,6 +16,7 @@
 #include "lkvm/initrd.h"
 #include "lkvm/kvm.h"
 #include "lkvm/run-cmd.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-9p.h"
 #include "lkvm/virtio-console.h"
@@ -224,11 +225,14 @@ static int open_log(struct run_cmd *rc, const struct kvm_config *cfg, char *err,
 		path = "/dev/null";
 	rc->log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (rc->log_fd < 0) {
-		errfmt(err, errlen, "--console-log '%s': %s", path, strerror(errno));
-		return -errno;
+		int ret = -errno;
+
+		errfmt(err, errlen, "--console-log '%s': %s", path, strerror(-ret));
+		return ret;
 	}
 	rc->log_own = true;
-	return 0;
+	/* The UART writes it from the vCPU threads, whose filters allow fds 0-2 and eventfds. */
+	return sandbox_allow_fd(rc->log_fd);
 }
 
 /* Where CMD's output goes and how its input comes, from lkvm's own descriptors. */
@@ -387,6 +391,14 @@ static void stdin_thread(void *arg)
 	}
 }
 
+static void stdin_free(struct cmd_stdin *s)
+{
+	worker_destroy(&s->worker); /* stops the thread if it runs; nothing if never made */
+	if (s->ready_fd >= 0)
+		close(s->ready_fd);
+	free(s);
+}
+
 /* Init's report, on a vCPU thread: the stdio console is raw now. */
 static void stdin_ready(void *arg)
 {
@@ -413,17 +425,11 @@ static int stdin_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t 
 	s->kvm = kvm;
 	s->con = con->priv;
 	s->ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->ready_fd < 0) {
-		free(s);
-		return -errno;
-	}
-	ret = worker_init(&s->worker, kvm);
+	ret = s->ready_fd < 0 ? -errno : worker_init(&s->worker, kvm);
 	if (!ret)
 		ret = exitport_on_stdin_ready(kvm, stdin_ready, s);
 	if (ret) {
-		worker_destroy(&s->worker);
-		close(s->ready_fd);
-		free(s);
+		stdin_free(s);
 		return ret;
 	}
 	d->priv = s;
@@ -432,11 +438,7 @@ static int stdin_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t 
 
 static void stdin_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 {
-	struct cmd_stdin *s = d->priv;
-
-	worker_destroy(&s->worker);
-	close(s->ready_fd);
-	free(s);
+	stdin_free(d->priv);
 }
 
 /* From the main thread (kvm_devs_start), before its sandbox. */

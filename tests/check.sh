@@ -123,10 +123,8 @@ kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 900 -- bash -c "
 us_host=
 [ "$kind" = native ] || us_host=--emulated
 kernel_stage userspace userspace,blk scripts/kvm-host.sh $us_host --timeout 900 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
-# lkvm's guest init: commands run from lkvm's initramfs, their status through the exit port.
-kernel_stage init init scripts/kvm-host.sh $us_host --timeout 1200 -- tests/integration/test-init.sh
-# lkvm run -- CMD on the host's files (where guest user space runs), and a PVM host's refusal of
-# it (natively: only this machine's KVM can be kvm_pvm).
+# lkvm run -- CMD on the host's files, with lkvm's guest init and exit port (where guest user
+# space runs), and a PVM host's refusal of it (natively: only this machine's KVM can be kvm_pvm).
 kernel_stage run run,run-pvm bash -c "rc=0
     RUN_TESTS=pvm-refusal SUMMARY_PREFIX=run-pvm scripts/kvm-host.sh --timeout 300 -- tests/integration/test-run.sh || rc=1
     scripts/kvm-host.sh $us_host --timeout 3600 -- tests/integration/test-run.sh || rc=1

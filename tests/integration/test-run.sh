@@ -51,6 +51,27 @@ t_status() {
 	fi
 }
 
+# Killed by a signal: the shell's 128 + N.
+t_signal() {
+	cmd_run run-signal 137 -- sh -c 'echo killing; kill -9 $$' || return
+	[ "$(cat "$LOG_DIR/run-signal.out")" = killing ] ||
+		fail "the command printed '$(head -c 100 "$LOG_DIR/run-signal.out")'"
+}
+
+# A command that is not there: the shell's 127, and init says why on the command's stderr.
+t_not_found() {
+	cmd_run run-not-found 127 -- /no/such/command || return
+	expect_output "^lkvm-init: /no/such/command: No such file or directory" "init's message"
+}
+
+# Init cannot mount a share where it was asked to (below /proc): 125, the stage named, and the
+# command never runs.
+t_init_failed() {
+	cmd_run run-init-failed 125 --share "$WORK:/proc/lkvm-no-such-dir" -- echo should-not-run || return
+	expect_output "guest init failed mounting a share: " "lkvm's report of init's failure" || return
+	[ ! -s "$LOG_DIR/run-init-failed.out" ] || fail "the command ran"
+}
+
 # 1 MiB through stdin (every byte value, the framing's escape byte included) comes back on
 # stdout as it was, only once stdin's end reached the guest (cat ends at EOF); another 1 MiB
 # host file goes to stderr; stdout and stderr are the command's only, byte for byte.
@@ -128,10 +149,14 @@ t_shell() {
 	expect_status 0
 }
 
-# A kernel panic (no init to run: rdinit= names none) is 2, not "no status".
+# A kernel panic (no init to run: rdinit= names none) is 2, not "no status"; the kernel's log,
+# quiet or not, is in --console-log's file (written from the vCPU threads, in their sandbox).
 t_panic() {
-	cmd_run run-panic 2 -p rdinit=/no-such-init -- true || return
-	expect_output "guest panicked" "lkvm's report of the panic"
+	cmd_run run-panic 2 --console-log "$LOG_DIR/run-panic.console" -p rdinit=/no-such-init -- true ||
+		return
+	expect_output "guest panicked" "lkvm's report of the panic" || return
+	grep -q "Kernel panic" "$LOG_DIR/run-panic.console" ||
+		fail "no 'Kernel panic' in --console-log's file ($(tail -c 200 "$LOG_DIR/run-panic.console" 2>&1))"
 }
 
 t_timeout() {
@@ -229,14 +254,14 @@ t_pvm() {
 }
 
 # RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
-RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p}
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p}
 skip_unless_kvm
 for name in $RUN_TESTS; do
 	case $name in
 	status-*) run_test "run-$name" t_status "${name#status-}" ;;
 	pvm-refusal) run_test run-pvm-refusal t_pvm ;;
-	root-write) run_test run-root-write t_root_write ;;
-	stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p)
+	root-write | not-found | init-failed) run_test "run-$name" "t_${name//-/_}" ;;
+	signal | stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p)
 		run_test "run-$name" "t_$name" ;;
 	*) echo "test-run.sh: unknown test '$name' in RUN_TESTS" >&2; exit 2 ;;
 	esac
