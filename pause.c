@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <x86intrin.h>
 
 #include "lkvm/dev.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
+#include "lkvm/x86.h"
 
 static int tsc_offset_attr(struct kvm_cpu *vcpu, unsigned long req, u64 *val)
 {
@@ -43,7 +43,7 @@ static void freeze_clock(struct kvm *kvm)
 	kvm->clock_at_pause = c.clock;
 	if (!kvm->clock_saved)
 		pr_debug("pause: KVM_GET_CLOCK: %s (kvm-clock will advance over the pause)", strerror(errno));
-	kvm->host_tsc_at_pause = __rdtsc();
+	kvm->host_tsc_at_pause = x86_host_tsc();
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		struct kvm_cpu *v = kvm->cpus[i];
 
@@ -60,7 +60,7 @@ static void freeze_clock(struct kvm *kvm)
 
 static void thaw_clock(struct kvm *kvm)
 {
-	u64 gap = __rdtsc() - kvm->host_tsc_at_pause;
+	u64 gap = x86_host_tsc() - kvm->host_tsc_at_pause;
 
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		struct kvm_cpu *v = kvm->cpus[i];

@@ -826,6 +826,39 @@ static void qemu_argv(struct bench *b, int q, const char *params, char *netdev, 
 
 /* Boots the guest once, under lkvm (q < 0) or QEMU in QEMU mode q; fills r from its BENCH
  * line and, under lkvm, the stats. Returns the VMM's exit status. */
+/* The guest's BENCH line into the row (under QEMU, which counts nothing for us, the notifies
+ * the guest wrote stand for kicks). */
+static void parse_bench_line(struct row *r, const char *bl, bool qemu)
+{
+	char line[1024];
+	size_t l = strcspn(bl, "\n");
+
+	snprintf(line, sizeof(line), "%.*s", (int)MIN(l, sizeof(line) - 1), bl);
+	r->secs = kv(line, "secs");
+	if (!strcmp(r->test, "tx") || !strcmp(r->test, "rx")) {
+		r->guest_frames = (unsigned long long)kv(line, "frames");
+		r->pps = kv(line, "pps");
+		r->mbps = kv(line, "mbps");
+	} else if (!strcmp(r->test, "rr")) {
+		r->guest_frames = (unsigned long long)kv(line, "transactions");
+		r->lost = (unsigned long long)kv(line, "lost");
+		r->tps = kv(line, "tps");
+		r->pps = 2 * r->tps;
+		r->mbps = 2 * r->tps * r->size * 8 / 1e6;
+		r->rtt_med_us = kv(line, "lat_median_ns") / 1000;
+		r->rtt_p99_us = kv(line, "lat_p99_ns") / 1000;
+	} else { /* notify */
+		r->guest_frames = (unsigned long long)kv(line, "notifies");
+		r->pps = kv(line, "rate");
+	}
+	if (qemu) {
+		double gk = kv(line, "kicks");
+
+		r->kicks = !strcmp(r->test, "notify") ? r->guest_frames : isnan(gk) ? 0 : (unsigned long long)gk;
+		r->packets = !strcmp(r->test, "rr") ? 2 * r->guest_frames : r->guest_frames;
+	}
+}
+
 static int run_guest(struct bench *b, int q, const char *nopts, const char *params, struct row *r,
 		     const char *log)
 {
@@ -888,40 +921,7 @@ static int run_guest(struct bench *b, int q, const char *nopts, const char *para
 		free(out);
 		return status ? status : 1;
 	}
-	{
-		char line[1024];
-		size_t l = strcspn(bl, "\n");
-
-		snprintf(line, sizeof(line), "%.*s", (int)MIN(l, sizeof(line) - 1), bl);
-		r->secs = kv(line, "secs");
-		if (!strcmp(r->test, "tx")) {
-			r->guest_frames = (unsigned long long)kv(line, "frames");
-			r->pps = kv(line, "pps");
-			r->mbps = kv(line, "mbps");
-		} else if (!strcmp(r->test, "rx")) {
-			r->guest_frames = (unsigned long long)kv(line, "frames");
-			r->pps = kv(line, "pps");
-			r->mbps = kv(line, "mbps");
-		} else if (!strcmp(r->test, "rr")) {
-			r->guest_frames = (unsigned long long)kv(line, "transactions");
-			r->lost = (unsigned long long)kv(line, "lost");
-			r->tps = kv(line, "tps");
-			r->pps = 2 * r->tps;
-			r->mbps = 2 * r->tps * r->size * 8 / 1e6;
-			r->rtt_med_us = kv(line, "lat_median_ns") / 1000;
-			r->rtt_p99_us = kv(line, "lat_p99_ns") / 1000;
-		} else { /* notify */
-			r->guest_frames = (unsigned long long)kv(line, "notifies");
-			r->pps = kv(line, "rate");
-		}
-		if (q >= 0) {
-			/* No device counters from QEMU: the notifies the guest wrote stand for kicks. */
-			double gk = kv(line, "kicks");
-
-			r->kicks = !strcmp(r->test, "notify") ? r->guest_frames : isnan(gk) ? 0 : (unsigned long long)gk;
-			r->packets = !strcmp(r->test, "rr") ? 2 * r->guest_frames : r->guest_frames;
-		}
-	}
+	parse_bench_line(r, bl, q >= 0);
 	if (q < 0)
 		parse_stats(r, st);
 	free(out);

@@ -1,4 +1,4 @@
-/* `lkvm run`: parse options, build the machine, boot the kernel, wait for the end, tear down, in that order. */
+/* `lkvm run`: its options (one table, opt.c) and the run: the machine built (machine.c), started, waited for to its end, torn down. */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -27,6 +27,7 @@
 #define DEFAULT_RAM_MIB 256
 #define MAX_RAM_MIB (1024ULL * 1024) /* 1 TiB */
 #define MAX_TIMEOUT_S (7 * 24 * 3600)
+#define MAX_NETS 4
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a number in the help text */
 
@@ -81,9 +82,13 @@ static int opt_net(const struct opt *o, const char *v, void *base, char *err, si
 {
 	struct kvm_config *cfg = base;
 
-	if (cfg->nr_nets >= (int)ARRAY_SIZE(cfg->net)) {
-		errfmt(err, errlen, "-n: at most %d network devices", (int)ARRAY_SIZE(cfg->net));
+	if (cfg->nr_nets >= MAX_NETS) {
+		errfmt(err, errlen, "-n: at most %d network devices", MAX_NETS);
 		return -EINVAL;
+	}
+	if (!cfg->net && !(cfg->net = calloc(MAX_NETS, sizeof(*cfg->net)))) {
+		errfmt(err, errlen, "-n: out of memory");
+		return -ENOMEM;
 	}
 	if (net_parse_opts(v, &cfg->net[cfg->nr_nets], err, errlen) < 0)
 		return -EINVAL;
@@ -95,9 +100,13 @@ static int opt_disk(const struct opt *o, const char *v, void *base, char *err, s
 {
 	struct kvm_config *cfg = base;
 
-	if (cfg->nr_disks >= (int)ARRAY_SIZE(cfg->disk)) {
-		errfmt(err, errlen, "-d: at most %d disks", (int)ARRAY_SIZE(cfg->disk));
+	if (cfg->nr_disks >= VIRTIO_BLK_MAX_DISKS) {
+		errfmt(err, errlen, "-d: at most %d disks", VIRTIO_BLK_MAX_DISKS);
 		return -EINVAL;
+	}
+	if (!cfg->disk && !(cfg->disk = calloc(VIRTIO_BLK_MAX_DISKS, sizeof(*cfg->disk)))) {
+		errfmt(err, errlen, "-d: out of memory");
+		return -ENOMEM;
 	}
 	if (blk_parse_opts(v, &cfg->disk[cfg->nr_disks], err, errlen) < 0)
 		return -EINVAL;
@@ -107,7 +116,13 @@ static int opt_disk(const struct opt *o, const char *v, void *base, char *err, s
 
 static int opt_share(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
 {
-	return p9_share_parse(&((struct kvm_config *)base)->shares, v, err, errlen);
+	struct kvm_config *cfg = base;
+
+	if (!cfg->shares && !(cfg->shares = calloc(1, sizeof(*cfg->shares)))) {
+		errfmt(err, errlen, "--share: out of memory");
+		return -ENOMEM;
+	}
+	return p9_share_parse(cfg->shares, v, err, errlen);
 }
 
 static int opt_stats(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
@@ -159,7 +174,7 @@ static const struct opt run_opts[] = {
 	  .help = "auto (default): complete what the host cannot emulate\n"
 		  "when /sys/module/kvm_pvm exists; pvm: always; none: never" },
 	{ "network", 'n', OPT_FN, .fn = opt_net, .arg = "OPTS", .keys = &net_opt_set,
-	  .help = "a virtio-net NIC (up to 4), OPTS as in kvmtool: KEY=VALUE,..." },
+	  .help = "a virtio-net NIC (up to " STR(MAX_NETS) "), OPTS as in kvmtool: KEY=VALUE,..." },
 	{ "disk", 'd', OPT_FN, .fn = opt_disk, .arg = "PATH[,OPTION...]", .keys = &blk_opt_set,
 	  .help = "a virtio-blk disk on a raw image (up to " STR(VIRTIO_BLK_MAX_DISKS) "), OPTION one of:" },
 	{ "share", 0, OPT_FN, .fn = opt_share, .arg = "HOSTDIR[:GUESTDIR][,OPTION...]",
@@ -240,7 +255,7 @@ static int count_mmio(const struct kvm_config *cfg)
 		n += trans_of(cfg, cfg->disk[i].trans_set, cfg->disk[i].trans) == VIRTIO_TRANS_MMIO;
 	if (cfg->virtio_trans == VIRTIO_TRANS_MMIO)
 		n += cfg->console_virtio + cfg->rng;
-	n += p9_shares_on(&cfg->shares, cfg->virtio_trans, VIRTIO_TRANS_MMIO);
+	n += p9_shares_on(cfg->shares, cfg->virtio_trans, VIRTIO_TRANS_MMIO);
 	return n;
 }
 
@@ -256,18 +271,29 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 	cfg->sandbox = true;
 
 	ret = opt_parse_argv(&run_opt_set, argc, argv, cfg, out, err, errlen);
-	if (ret)
-		return ret;
-	if (!cfg->kernel_path) {
+	if (!ret && !cfg->kernel_path) {
 		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
-		return -EINVAL;
+		ret = -EINVAL;
 	}
-	if (count_mmio(cfg) > VIRTIO_MMIO_MAX_DEVS) {
+	if (!ret && count_mmio(cfg) > VIRTIO_MMIO_MAX_DEVS) {
 		errfmt(err, errlen, "%d virtio-mmio devices asked for: at most %d (each needs one of the free ISA IRQs)",
 		       count_mmio(cfg), VIRTIO_MMIO_MAX_DEVS);
-		return -EINVAL;
+		ret = -EINVAL;
 	}
-	return 0;
+	if (ret)
+		kvm_config_free(cfg); /* the caller owns the arrays of a configuration it got */
+	return ret;
+}
+
+void kvm_config_free(struct kvm_config *cfg)
+{
+	free(cfg->net);
+	free(cfg->disk);
+	free(cfg->shares);
+	cfg->net = NULL;
+	cfg->disk = NULL;
+	cfg->shares = NULL;
+	cfg->nr_nets = cfg->nr_disks = 0;
 }
 
 static void put_msg(void *arg, const char *name, u64 value)
@@ -511,10 +537,12 @@ int kvm_cmd_run(int argc, char **argv)
 	st = calloc(1, sizeof(*st)); /* large (struct kvm) */
 	if (!st) {
 		pr_err("out of memory");
+		kvm_config_free(&cfg);
 		return EXIT_LKVM_ERROR;
 	}
 	if (open_control(st, &cfg, name, sizeof(name), &ctl) < 0) {
 		free(st);
+		kvm_config_free(&cfg);
 		return EXIT_LKVM_ERROR;
 	}
 	ret = kvm_run_setup(st, &cfg, err, sizeof(err));
@@ -531,6 +559,7 @@ int kvm_cmd_run(int argc, char **argv)
 	}
 	kvm_run_teardown(st);
 	free(st);
+	kvm_config_free(&cfg);
 	if (sig_fd >= 0)
 		close(sig_fd);
 	/* Last, so a waiting `lkvm stop` returns only once the VM is gone. */

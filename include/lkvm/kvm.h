@@ -9,11 +9,7 @@
 #include "lkvm/io.h"
 #include "lkvm/mem.h"
 #include "lkvm/util.h"
-/* For struct kvm_config's -n and -d option structs only: struct kvm knows no device by type
- * (its devices are the entries of its device list, dev.h). */
-#include "lkvm/net.h"
-#include "lkvm/virtio-blk.h"
-#include "lkvm/virtio-9p.h"
+#include "lkvm/virtio.h"
 
 #define LKVM_MAX_CPUS 64
 
@@ -28,6 +24,10 @@ enum {
 };
 
 enum quirks_mode { QUIRKS_AUTO, QUIRKS_PVM, QUIRKS_NONE };
+
+struct net_opts;
+struct blk_opts;
+struct p9_shares;
 
 struct kvm_config {
 	const char *kernel_path;
@@ -47,11 +47,16 @@ struct kvm_config {
 	enum virtio_trans virtio_trans; /* --virtio-transport: for devices without trans= */
 	const char *dump_dtb;  /* --dump-dtb FILE */
 	enum { STATS_OFF, STATS_TABLE, STATS_JSON } stats;
+	/* -n and -d, once per NIC and disk: arrays kvm_run_parse allocates (kvm_config_free), in
+	 * whose options (net.h, virtio-blk.h) struct kvm takes no interest: the devices copy them
+	 * into the device list. */
 	int nr_nets;
-	struct net_opts net[4]; /* -n, once per NIC */
+	struct net_opts *net;
 	int nr_disks;
-	struct blk_opts disk[VIRTIO_BLK_MAX_DISKS]; /* -d, once per disk */
-	struct p9_shares shares; /* --share, once per shared directory */
+	struct blk_opts *disk;
+	/* --share, up to VIRTIO_9P_MAX_SHARES (virtio-9p.h): allocated with the first one, like
+	 * the arrays above; NULL when there is none. */
+	struct p9_shares *shares;
 	bool sandbox;          /* --sandbox=on (default): drop capabilities, seccomp per thread */
 	const char *user;      /* --user USER: switch to it after set-up, or NULL */
 };

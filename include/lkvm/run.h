@@ -5,16 +5,20 @@
 #include <stdio.h>
 
 #include "lkvm/kvm.h"
+#include "lkvm/net.h"
 #include "lkvm/opt.h"
 #include "lkvm/term.h"
+#include "lkvm/virtio-blk.h"
 
 /* `lkvm run`'s options: what kvm_run_parse reads and kvm_run_usage prints. */
 extern const struct opt_set run_opt_set;
 
 /* Parse `lkvm run` arguments (argv[0] is "run"). Returns 0, 1 when help was asked for
- * (printed to `out`), or -EINVAL with a one-line message in err. */
+ * (printed to `out`), or -EINVAL with a one-line message in err. After 0 the caller owns the
+ * -n and -d arrays: kvm_config_free (once the VM that copied cfg is gone). */
 int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err,
 		  size_t errlen) __must_check;
+void kvm_config_free(struct kvm_config *cfg);
 void kvm_run_usage(FILE *out);
 
 /* Always on the guest command line (before the user's -p, so the user can override). */

@@ -104,6 +104,7 @@ static int parse(struct kvm_config *cfg, char *err, int argc, ...)
 	va_end(ap);
 	argv[argc] = NULL;
 	err[0] = 0;
+	kvm_config_free(cfg); /* the previous parse's -n and -d arrays */
 	ret = kvm_run_parse(argc, argv, cfg, null, err, 256);
 	fclose(null);
 	return ret;
@@ -111,7 +112,7 @@ static int parse(struct kvm_config *cfg, char *err, int argc, ...)
 
 START_TEST(run_options_good)
 {
-	struct kvm_config cfg;
+	struct kvm_config cfg = { 0 };
 	char err[256];
 
 	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-k", "bz"), 0);
@@ -143,12 +144,13 @@ START_TEST(run_options_good)
 	ck_assert(cfg.disk[1].trans_set && cfg.disk[1].trans == VIRTIO_TRANS_PCI && cfg.disk[1].io == BLK_IO_SYNC);
 	ck_assert_str_eq(cfg.dump_dtb, "t.dtb");
 	ck_assert_int_eq(parse(&cfg, err, 2, "run", "--help"), 1);
+	kvm_config_free(&cfg);
 }
 END_TEST
 
 START_TEST(run_options_bad)
 {
-	struct kvm_config cfg;
+	struct kvm_config cfg = { 0 };
 	char err[256];
 
 	ck_assert_int_eq(parse(&cfg, err, 1, "run"), -EINVAL);
@@ -197,6 +199,7 @@ START_TEST(run_options_bad)
 	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap", "-n",
 			       "mode=none", "-n", "mode=tap", "-d", "a", "-d", "b", "-d", "c", "-d", "d", "--console",
 			       "virtio", "--virtio-transport", "mmio", "--rng"), 0);
+	kvm_config_free(&cfg);
 }
 END_TEST
 

@@ -49,7 +49,9 @@ static char disk_path[64]; /* a small image every VM's disk opens */
 
 static struct kvm_config vm_config(void)
 {
-	struct kvm_config cfg = { .ram_mib = RAM_MIB, .nr_cpus = 1 };
+	static struct blk_opts disks[2];
+	static struct net_opts nets[3];
+	struct kvm_config cfg = { .ram_mib = RAM_MIB, .nr_cpus = 1, .disk = disks, .net = nets };
 
 	cfg.nr_disks = 2;
 	snprintf(cfg.disk[0].path, sizeof(cfg.disk[0].path), "%s", disk_path);
