@@ -194,13 +194,13 @@ static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { 
 enum { K_TX_TIMER = 8, K_POLL_US };
 static const struct opt net_keys[] = {
 	{ "mode", 0, OPT_FN, .fn = key_mode, .arg = "tap|none", .help = "tap (default), or none: no NIC" },
-	{ "tapif", 0, OPT_FN, .fn = key_tapif, .arg = "NAME", .help = "the tap's name (default: a new tapN)" },
+	{ "tapif", 0, OPT_FN, .fn = key_tapif, .arg = "NAME", .help = "the tap to open or make (default: a new tapN)" },
 	{ "guest_mac", 0, OPT_FN, .fn = key_mac, OPT_GIVEN(struct net_opts, mac_set), .arg = "MAC",
 	  .help = "the NIC's address (default 52:54:00:12:34:56)" },
 	{ "host_ip", 0, OPT_FN, .fn = key_host_ip, .arg = "IP/PREFIX",
 	  .help = "the tap's IPv4 address (/24 without PREFIX)" },
 	{ "script", 0, OPT_FN, .fn = key_script, .arg = "PATH|none",
-	  .help = "run PATH IFNAME once the tap is made" },
+	  .help = "run PATH IFNAME once the tap is set up" },
 	{ "ioeventfd", 0, OPT_CHOICE, NET(ioeventfd), .choices = on_off,
 	  .help = "off: every notify traps to the vCPU thread" },
 	{ "queues", 0, OPT_UINT, NET(queue_pairs), .min = 1, .max = NET_MAX_QUEUE_PAIRS,
