@@ -85,7 +85,7 @@ static int add_rng(struct kvm *kvm, const struct kvm_config *cfg)
 
 static int add_shares(struct kvm *kvm, const struct kvm_config *cfg)
 {
-	return virtio_9p_add_shares(kvm, &cfg->shares);
+	return virtio_9p_add_shares(kvm, cfg->shares);
 }
 
 /* Each row adds its devices to the list (each device file knows its own lifecycle); the

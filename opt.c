@@ -169,8 +169,10 @@ int opt_parse_argv(const struct opt_set *s, int argc, char **argv, void *base, F
 	char shorts[3 * MAX_OPTS + 3];
 	int c, ret, at; /* at: where the last getopt_long call started */
 
-	if (make_getopt(s, lo, shorts) < 0)
+	if (make_getopt(s, lo, shorts) < 0) {
+		errfmt(err, errlen, "more than %d options in one table", MAX_OPTS);
 		return -E2BIG;
+	}
 	/* getopt keeps its position in globals; reset so parsing can run more than once. */
 	optind = 0;
 	opterr = 0;

@@ -185,11 +185,9 @@ static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg, char *e
 		ic.rows = ws.ws_row;
 		ic.cols = ws.ws_col;
 	}
-	for (int i = 0; i < cfg->shares.nr && i < INITCFG_MAX_SHARES; i++) {
-		const struct p9_share *s = p9_share_get(&cfg->shares, i);
-
+	for (const struct p9_share *s; ic.nr_shares < INITCFG_MAX_SHARES &&
+				       (s = p9_share_get(cfg->shares, (int)ic.nr_shares));)
 		ic.shares[ic.nr_shares++] = (struct initcfg_share){ s->tag, s->guest_dir, s->ro };
-	}
 	ret = find_modules(cfg, &mods, err, errlen);
 	if (!ret)
 		ret = initrd_build(&c, &ic, &mods, err, errlen);

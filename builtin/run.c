@@ -117,7 +117,13 @@ static int opt_disk(const struct opt *o, const char *v, void *base, char *err, s
 
 static int opt_share(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
 {
-	return p9_share_parse(&((struct kvm_config *)base)->shares, v, err, errlen);
+	struct kvm_config *cfg = base;
+
+	if (!cfg->shares && !(cfg->shares = calloc(1, sizeof(*cfg->shares)))) {
+		errfmt(err, errlen, "--share: out of memory");
+		return -ENOMEM;
+	}
+	return p9_share_parse(cfg->shares, v, err, errlen);
 }
 
 static int opt_stats(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
@@ -268,7 +274,7 @@ static int count_mmio(const struct kvm_config *cfg)
 		n += trans_of(cfg, cfg->disk[i].trans_set, cfg->disk[i].trans) == VIRTIO_TRANS_MMIO;
 	if (cfg->virtio_trans == VIRTIO_TRANS_MMIO)
 		n += cfg->console_virtio + cfg->rng;
-	n += p9_shares_on(&cfg->shares, cfg->virtio_trans, VIRTIO_TRANS_MMIO);
+	n += p9_shares_on(cfg->shares, cfg->virtio_trans, VIRTIO_TRANS_MMIO);
 	n += run_cmd_mmio_devices(cfg);
 	return n;
 }
@@ -305,8 +311,10 @@ void kvm_config_free(struct kvm_config *cfg)
 {
 	free(cfg->net);
 	free(cfg->disk);
+	free(cfg->shares);
 	cfg->net = NULL;
 	cfg->disk = NULL;
+	cfg->shares = NULL;
 	cfg->nr_nets = cfg->nr_disks = 0;
 }
 

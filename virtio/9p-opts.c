@@ -105,14 +105,14 @@ int p9_share_parse(struct p9_shares *s, const char *arg, char *err, size_t errle
 
 const struct p9_share *p9_share_get(const struct p9_shares *s, int i)
 {
-	return i >= 0 && i < s->nr ? &s->share[i] : NULL;
+	return s && i >= 0 && i < s->nr ? &s->share[i] : NULL;
 }
 
 int p9_shares_on(const struct p9_shares *s, enum virtio_trans dflt, enum virtio_trans t)
 {
 	int n = 0;
 
-	for (int i = 0; i < s->nr; i++)
+	for (int i = 0; s && i < s->nr; i++)
 		n += (s->share[i].trans_set ? s->share[i].trans : dflt) == t;
 	return n;
 }

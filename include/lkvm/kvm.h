@@ -10,9 +10,8 @@
 #include "lkvm/mem.h"
 #include "lkvm/util.h"
 #include "lkvm/virtio.h"
-/* For the option structs struct kvm_config embeds (--share's, -- CMD's) only. */
+/* For -- CMD's options, which struct kvm_config embeds (a few words, no device's). */
 #include "lkvm/run-cmd.h"
-#include "lkvm/virtio-9p.h"
 
 #define LKVM_MAX_CPUS 64
 
@@ -30,6 +29,7 @@ enum quirks_mode { QUIRKS_AUTO, QUIRKS_PVM, QUIRKS_NONE };
 
 struct net_opts;
 struct blk_opts;
+struct p9_shares;
 
 struct kvm_config {
 	const char *kernel_path;
@@ -56,7 +56,9 @@ struct kvm_config {
 	struct net_opts *net;
 	int nr_disks;
 	struct blk_opts *disk;
-	struct p9_shares shares; /* --share, once per shared directory */
+	/* --share, up to VIRTIO_9P_MAX_SHARES (virtio-9p.h): allocated with the first one, like
+	 * the arrays above; NULL when there is none. */
+	struct p9_shares *shares;
 	bool sandbox;          /* --sandbox=on (default): drop capabilities, seccomp per thread */
 	const char *user;      /* --user USER: switch to it after set-up, or NULL */
 	struct run_cmd_opts cmd; /* -- CMD, host-root mode, --console-log (run-cmd.h) */

@@ -1,4 +1,4 @@
-/* The `run` command: option parsing (unit-tested) and the VM's life from setup to teardown. */
+/* The `run` command: its options and configuration (builtin/run.c), the machine it builds and tears down (machine.c). */
 #ifndef LKVM_RUN_H
 #define LKVM_RUN_H
 

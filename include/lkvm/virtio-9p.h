@@ -40,7 +40,8 @@ struct p9_share {
 	bool trans_set;           /* else --virtio-transport decides */
 };
 
-/* The --share options of a run (a member of struct kvm_config). */
+/* The --share options of a run (struct kvm_config's shares: NULL when none, which every
+ * function below takes as no share). */
 struct p9_shares {
 	int nr;
 	struct p9_share share[VIRTIO_9P_MAX_SHARES];

@@ -6,7 +6,8 @@
 # share, malformed messages and chains. Checked here: every case passed, lkvm ended normally
 # (also as the ASan build), the canary's text never reached the guest, the canary, the unshared
 # directory and the read-only share are unchanged, and lkvm's counters agree with the guest.
-# And lkvm stat, pause, resume and stop of a VM with a share on each transport.
+# And lkvm stat, pause, resume and stop of a VM with a share on each transport; the device's thread
+# without capabilities and inside its seccomp filter.
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
 SUMMARY_PREFIX=9p
@@ -106,8 +107,31 @@ t_stat() {
 	rm -rf "$dir"
 }
 
+# The device's thread: without capabilities and under its seccomp filter (Seccomp: 2), and a
+# forbidden call from it (LKVM_TEST_SANDBOX_VIOLATE=9p: a socket) stops lkvm with 159, naming it.
+t_thread() {
+	local n=lkvm-9p-thread-$$ dir comm status
+	dir=$(mktemp -d "$LOG_DIR/9p-thread.XXXXXX")
+	VM_TIMEOUT=$T start_vm $n 9p-thread --share "$dir"
+	wait_vm $n || return
+	comm=$(grep -lx lkvm-9p /proc/"$VM_PID"/task/*/comm | head -n 1)
+	[ -n "$comm" ] || { fail "no lkvm-9p thread in lkvm $VM_PID"; return; }
+	status=$(grep -E '^(CapEff|CapPrm|Seccomp):' "${comm%/comm}/status" | tr -s '\t\n' '  ')
+	[ "$status" = "CapPrm: 0000000000000000 CapEff: 0000000000000000 Seccomp: 2 " ] ||
+		{ fail "the 9p thread: $status"; return; }
+	ctl 9p-thread-stop stop $n
+	expect_status 0 || return
+	wait_exit "$VM_PID" 10 || return
+	need_guest hlt || return
+	LKVM_TEST_SANDBOX_VIOLATE=9p run_lkvm 9p-violate 159 -- run -k "$ELF" --share "$dir" --timeout $T || return
+	expect_output '^lkvm: error: sandbox: the 9p thread made system call 41, which its allow-list forbids' \
+		"the 9p thread and socket (41) named" || return
+	rm -rf "$dir"
+}
+
 skip_unless_kvm
 run_test 9p-hostile t_hostile 9p-hostile "$REAL_LKVM"
 run_test 9p-hostile-asan t_hostile 9p-hostile-asan "$ASAN_LKVM"
 run_test 9p-stat t_stat
+run_test 9p-thread t_thread
 finish_tests

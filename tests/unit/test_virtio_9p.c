@@ -19,6 +19,7 @@
 #include "wait.h"
 #include "lkvm/dev.h"
 #include "lkvm/kvm.h"
+#include "lkvm/run.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/virtio-9p.h"
 #include "lkvm/virtio-mmio.h"
@@ -684,6 +685,51 @@ START_TEST(add_checks_share)
 }
 END_TEST
 
+/* lkvm run's options: --share fills the configuration (freed with it), and the shares count
+ * towards the virtio-mmio bound. */
+START_TEST(run_options)
+{
+	char ro[PATH_MAX], err[PATH_MAX + 256];
+	char *argv[32] = { "run", "-k", "bzImage", "--share", t.share, "--share", ro };
+	struct kvm_config cfg;
+	int argc = 7;
+
+	snprintf(ro, sizeof(ro), "%s:/ro,ro,trans=mmio", t.share);
+	ck_assert_msg(kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_ptr_nonnull(p9_share_get(cfg.shares, 1));
+	ck_assert_ptr_null(p9_share_get(cfg.shares, 2));
+	ck_assert_str_eq(p9_share_get(cfg.shares, 1)->guest_dir, "/ro");
+	ck_assert(p9_share_get(cfg.shares, 1)->ro);
+	kvm_config_free(&cfg);
+	ck_assert_ptr_null(cfg.shares);
+
+	/* None: no list at all, which every share function takes as empty. */
+	ck_assert_int_eq(kvm_run_parse(3, argv, &cfg, stdout, err, sizeof(err)), 0);
+	ck_assert_ptr_null(cfg.shares);
+	ck_assert_ptr_null(p9_share_get(cfg.shares, 0));
+	ck_assert_int_eq(p9_shares_on(cfg.shares, VIRTIO_TRANS_MMIO, VIRTIO_TRANS_MMIO), 0);
+	kvm_config_free(&cfg);
+
+	/* 8 shares on mmio, and the console and rng there too: 10 devices for 9 slots. */
+	argv[3] = "--virtio-transport";
+	argv[4] = "mmio";
+	argv[5] = "--rng";
+	argv[6] = "--console";
+	argv[7] = "virtio";
+	argc = 8;
+	for (int i = 0; i < VIRTIO_9P_MAX_SHARES; i++) {
+		argv[argc++] = "--share";
+		argv[argc++] = t.share;
+	}
+	ck_assert_int_eq(kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "10 virtio-mmio devices asked for"), "%s", err);
+	argv[argc++] = "--share"; /* and a 9th share */
+	argv[argc++] = t.share;
+	ck_assert_int_eq(kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "--share: at most 8 shares");
+}
+END_TEST
+
 static Suite *virtio_9p_suite(void)
 {
 	Suite *s = suite_create("virtio_9p");
@@ -704,6 +750,7 @@ static Suite *virtio_9p_suite(void)
 	tcase_add_test(opt, share_parse);
 	tcase_add_test(opt, share_parse_errors);
 	tcase_add_test(opt, add_checks_share);
+	tcase_add_test(opt, run_options);
 	LKVM_ADD_FORKED_EXIT_TEST(s, sbx, "test_virtio_9p", thread_in_sandbox, tree_up, tree_down);
 	suite_add_tcase(s, dev);
 	suite_add_tcase(s, bare);
