@@ -37,7 +37,7 @@ LKVM := lkvm
 endif
 
 # Every .c under these folders is part of the VMM library; main.c holds only main().
-LIB_SRCS := $(wildcard builtin/*.c virtio/*.c net/*.c hw/*.c x86/*.c ctl/*.c initrd/*.c) kvm.c kvm-cpu.c kvm-run.c dev.c \
+LIB_SRCS := $(wildcard builtin/*.c virtio/*.c net/*.c hw/*.c x86/*.c ctl/*.c initrd/*.c) kvm.c kvm-cpu.c dev.c machine.c opt.c stats.c worker.c \
 	util.c mem.c io.c iov.c term.c pause.c sandbox.c init/initcfg.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/init/blob.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -86,7 +86,7 @@ tools: $(TOOLS)
 build/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $<
-# lkvm's initramfs written to a file, for tests/integration/test-init.sh.
+# lkvm's initramfs written to a file, for scripts/bench-run.sh (QEMU booting lkvm's init).
 build/tools/mkinitrd: tests/tools/mkinitrd.c build/obj/liblkvm.a
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=gnu11 $(WARN) -Iinclude -D_GNU_SOURCE -o $@ $< build/obj/liblkvm.a $(LDLIBS)

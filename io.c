@@ -83,6 +83,19 @@ int io_bus_unregister(struct io_bus *bus, u64 base)
 	return ret;
 }
 
+void *io_bus_owner(struct io_bus *bus, u64 base, io_handler_fn fn)
+{
+	void *opaque = NULL;
+	int i;
+
+	pthread_rwlock_rdlock(&bus->lock);
+	i = io_bus_find(bus, base);
+	if (i < bus->nr && bus->r[i].base == base && bus->r[i].fn == fn)
+		opaque = bus->r[i].opaque;
+	pthread_rwlock_unlock(&bus->lock);
+	return opaque;
+}
+
 bool io_bus_dispatch(struct io_bus *bus, struct kvm_cpu *vcpu, u64 addr, u8 *data, u32 len,
 		     bool is_write)
 {

@@ -1,4 +1,4 @@
-/* VM creation and teardown: /dev/kvm checks, in-kernel irqchip and PIT, guest RAM, the stop request. */
+/* VM creation and teardown: /dev/kvm checks, the VM (its x86 parts in x86/vm.c), guest RAM, the stop request. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,11 +12,7 @@
 #include "lkvm/dev.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
-
-/* Where KVM may put its real-mode TSS and identity page table (needed on VMX without
- * unrestricted guest); just below the BIOS ROM area, inside the PCI hole, so never RAM. */
-#define KVM_TSS_ADDR 0xfffbd000ULL
-#define KVM_IDENTITY_MAP_ADDR 0xfffbc000ULL
+#include "lkvm/x86.h"
 
 static int open_kvm(char *err, size_t errlen)
 {
@@ -38,7 +34,8 @@ static int open_kvm(char *err, size_t errlen)
 	return -errno;
 }
 
-int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t errlen)
+/* /dev/kvm opened, and what lkvm needs of it there. */
+static int check_kvm(struct kvm *kvm, char *err, size_t errlen)
 {
 	static const struct {
 		long cap;
@@ -49,8 +46,74 @@ int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t 
 		{ KVM_CAP_PIT2, "KVM_CAP_PIT2" },
 		{ KVM_CAP_IMMEDIATE_EXIT, "KVM_CAP_IMMEDIATE_EXIT" },
 	};
-	struct kvm_pit_config pit = { .flags = 0 };
-	u64 ram_size = cfg->ram_mib << 20;
+	int ret = open_kvm(err, errlen);
+
+	if (ret < 0)
+		return ret;
+	kvm->sys_fd = ret;
+	ret = ioctl(kvm->sys_fd, KVM_GET_API_VERSION, 0);
+	if (ret != KVM_API_VERSION) {
+		errfmt(err, errlen, "KVM API version %d, lkvm needs %d", ret, KVM_API_VERSION);
+		return -ENOTSUP;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(required); i++) {
+		if (ioctl(kvm->sys_fd, KVM_CHECK_EXTENSION, required[i].cap) <= 0) {
+			errfmt(err, errlen, "host KVM lacks %s", required[i].name);
+			return -ENOTSUP;
+		}
+	}
+	kvm->vcpu_mmap_size = ioctl(kvm->sys_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (kvm->vcpu_mmap_size < (int)sizeof(struct kvm_run)) {
+		errfmt(err, errlen, "KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* Guest RAM: mapped, laid out around the PCI hole (gmem_init), given to KVM slot by slot. */
+static int map_ram(struct kvm *kvm, u64 ram_mib, char *err, size_t errlen)
+{
+	u64 ram_size = ram_mib << 20;
+	u8 *base;
+	int ret;
+
+	/* NORESERVE: guest RAM is touched lazily, so a large -m costs only what the guest uses. */
+	base = mmap(NULL, ram_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED) {
+		ret = -errno;
+		errfmt(err, errlen, "cannot map %llu MiB of guest memory: %s", (unsigned long long)ram_mib,
+		       strerror(errno));
+		return ret;
+	}
+	ret = gmem_init(&kvm->mem, base, ram_size);
+	if (ret < 0) {
+		/* gmem_init cleared kvm->mem (ram_size 0 included): unmap here, with the
+		 * size that was mapped, or kvm_destroy would munmap(base, 0) and leak it. */
+		errfmt(err, errlen, "bad memory size %llu MiB", (unsigned long long)ram_mib);
+		munmap(base, ram_size);
+		kvm->mem.base = MAP_FAILED;
+		return ret;
+	}
+	madvise(kvm->mem.base, ram_size, MADV_HUGEPAGE);
+	for (int i = 0; i < kvm->mem.nr; i++) {
+		struct kvm_userspace_memory_region region = {
+			.slot = (u32)i,
+			.guest_phys_addr = kvm->mem.r[i].gpa,
+			.memory_size = kvm->mem.r[i].size,
+			.userspace_addr = (u64)(uintptr_t)kvm->mem.r[i].hva,
+		};
+
+		if (ioctl(kvm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
+			ret = -errno;
+			errfmt(err, errlen, "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t errlen)
+{
 	int ret;
 
 	memset(kvm, 0, sizeof(*kvm));
@@ -66,31 +129,9 @@ int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t 
 		errfmt(err, errlen, "eventfd: %s", strerror(errno));
 		goto fail;
 	}
-	ret = open_kvm(err, errlen);
+	ret = check_kvm(kvm, err, errlen);
 	if (ret < 0)
 		goto fail;
-	kvm->sys_fd = ret;
-
-	ret = ioctl(kvm->sys_fd, KVM_GET_API_VERSION, 0);
-	if (ret != KVM_API_VERSION) {
-		errfmt(err, errlen, "KVM API version %d, lkvm needs %d", ret, KVM_API_VERSION);
-		ret = -ENOTSUP;
-		goto fail;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(required); i++) {
-		if (ioctl(kvm->sys_fd, KVM_CHECK_EXTENSION, required[i].cap) <= 0) {
-			errfmt(err, errlen, "host KVM lacks %s", required[i].name);
-			ret = -ENOTSUP;
-			goto fail;
-		}
-	}
-	kvm->vcpu_mmap_size = ioctl(kvm->sys_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
-	if (kvm->vcpu_mmap_size < (int)sizeof(struct kvm_run)) {
-		errfmt(err, errlen, "KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
-		ret = -ENOTSUP;
-		goto fail;
-	}
-
 	do {
 		kvm->vm_fd = ioctl(kvm->sys_fd, KVM_CREATE_VM, 0);
 	} while (kvm->vm_fd < 0 && errno == EINTR);
@@ -99,66 +140,11 @@ int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t 
 		errfmt(err, errlen, "KVM_CREATE_VM: %s", strerror(errno));
 		goto fail;
 	}
-	/* Only needed on VMX hosts without unrestricted guest; harmless elsewhere. */
-	if (ioctl(kvm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)KVM_TSS_ADDR) < 0)
-		pr_debug("KVM_SET_TSS_ADDR: %s (ignored)", strerror(errno));
-	{
-		u64 idmap = KVM_IDENTITY_MAP_ADDR;
-
-		if (ioctl(kvm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &idmap) < 0)
-			pr_debug("KVM_SET_IDENTITY_MAP_ADDR: %s (ignored)", strerror(errno));
-	}
-	if (ioctl(kvm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
-		goto fail;
-	}
-	if (ioctl(kvm->vm_fd, KVM_CREATE_PIT2, &pit) < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "KVM_CREATE_PIT2: %s", strerror(errno));
-		goto fail;
-	}
-
-	/* NORESERVE: guest RAM is touched lazily, so a large -m costs only what the guest uses. */
-	kvm->mem.base = mmap(NULL, ram_size, PROT_READ | PROT_WRITE,
-			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (kvm->mem.base == MAP_FAILED) {
-		ret = -errno;
-		errfmt(err, errlen, "cannot map %llu MiB of guest memory: %s",
-		       (unsigned long long)cfg->ram_mib, strerror(errno));
-		kvm->mem.base = MAP_FAILED;
-		goto fail;
-	}
-	{
-		u8 *base = kvm->mem.base;
-
-		ret = gmem_init(&kvm->mem, base, ram_size);
-		if (ret < 0) {
-			/* gmem_init cleared kvm->mem (ram_size 0 included): unmap here, with the
-			 * size that was mapped, or kvm_destroy would munmap(base, 0) and leak it. */
-			errfmt(err, errlen, "bad memory size %llu MiB", (unsigned long long)cfg->ram_mib);
-			munmap(base, ram_size);
-			kvm->mem.base = MAP_FAILED;
-			goto fail;
-		}
-	}
-	madvise(kvm->mem.base, ram_size, MADV_HUGEPAGE);
-	for (int i = 0; i < kvm->mem.nr; i++) {
-		struct kvm_userspace_memory_region region = {
-			.slot = (u32)i,
-			.guest_phys_addr = kvm->mem.r[i].gpa,
-			.memory_size = kvm->mem.r[i].size,
-			.userspace_addr = (u64)(uintptr_t)kvm->mem.r[i].hva,
-		};
-
-		if (ioctl(kvm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
-			ret = -errno;
-			errfmt(err, errlen, "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
-			goto fail;
-		}
-	}
-	return 0;
-
+	ret = x86_vm_init(kvm, err, errlen);
+	if (ret == 0)
+		ret = map_ram(kvm, cfg->ram_mib, err, errlen);
+	if (ret == 0)
+		return 0;
 fail:
 	kvm_destroy(kvm);
 	return ret < 0 ? ret : -EINVAL;
@@ -195,6 +181,40 @@ int kvm_irq_line(struct kvm *kvm, u32 gsi, int level)
 	if (ioctl(kvm->vm_fd, KVM_IRQ_LINE, &irq) < 0)
 		return -errno;
 	return 0;
+}
+
+bool kvm_has_ioeventfd(struct kvm *kvm)
+{
+	return kvm->vm_fd >= 0 && ioctl(kvm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IOEVENTFD) > 0;
+}
+
+int kvm_ioeventfd(struct kvm *kvm, const struct kvm_ioevent *ev, int fd, bool assign)
+{
+	struct kvm_ioeventfd req = {
+		.addr = ev->addr,
+		.len = ev->len,
+		.datamatch = ev->match ? ev->data : 0,
+		.fd = fd,
+		.flags = (ev->match ? KVM_IOEVENTFD_FLAG_DATAMATCH : 0) |
+			 (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN),
+	};
+
+	if (kvm->vm_fd < 0)
+		return -ENODEV;
+	return ioctl(kvm->vm_fd, KVM_IOEVENTFD, &req) < 0 ? -errno : 0;
+}
+
+int kvm_irqfd(struct kvm *kvm, int fd, u32 gsi, bool assign)
+{
+	struct kvm_irqfd req = {
+		.fd = (u32)fd,
+		.gsi = gsi,
+		.flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN,
+	};
+
+	if (kvm->vm_fd < 0)
+		return -ENODEV;
+	return ioctl(kvm->vm_fd, KVM_IRQFD, &req) < 0 ? -errno : 0;
 }
 
 void kvm_request_exit(struct kvm *kvm, int status, const char *fmt, ...)

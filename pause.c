@@ -3,32 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <x86intrin.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
-#include "lkvm/virtio-net.h"
-
-static void quiesce_devices(struct kvm *kvm)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++)
-		if (kvm->nets[i])
-			virtio_net_quiesce(kvm->nets[i]);
-}
-
-static int wake_devices(struct kvm *kvm)
-{
-	int ret = 0;
-
-	for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++)
-		if (kvm->nets[i]) {
-			int r = virtio_net_unquiesce(kvm->nets[i]);
-
-			if (r < 0 && !ret)
-				ret = r;
-		}
-	return ret;
-}
+#include "lkvm/x86.h"
 
 static int tsc_offset_attr(struct kvm_cpu *vcpu, unsigned long req, u64 *val)
 {
@@ -64,7 +43,7 @@ static void freeze_clock(struct kvm *kvm)
 	kvm->clock_at_pause = c.clock;
 	if (!kvm->clock_saved)
 		pr_debug("pause: KVM_GET_CLOCK: %s (kvm-clock will advance over the pause)", strerror(errno));
-	kvm->host_tsc_at_pause = __rdtsc();
+	kvm->host_tsc_at_pause = x86_host_tsc();
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		struct kvm_cpu *v = kvm->cpus[i];
 
@@ -81,7 +60,7 @@ static void freeze_clock(struct kvm *kvm)
 
 static void thaw_clock(struct kvm *kvm)
 {
-	u64 gap = __rdtsc() - kvm->host_tsc_at_pause;
+	u64 gap = x86_host_tsc() - kvm->host_tsc_at_pause;
 
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		struct kvm_cpu *v = kvm->cpus[i];
@@ -117,7 +96,7 @@ int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
 		errfmt(err, errlen, "cannot park the vCPUs: %s", strerror(-ret));
 	if (ret < 0)
 		return ret;
-	quiesce_devices(kvm);
+	kvm_devs_quiesce(kvm);
 	freeze_clock(kvm);
 	kvm->paused_since_ns = now_ns();
 	atomic_store(&kvm->paused, true);
@@ -126,22 +105,15 @@ int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
 
 int kvm_resume(struct kvm *kvm, char *err, size_t errlen)
 {
-	int ret;
-
 	if (!atomic_load(&kvm->paused)) {
 		errfmt(err, errlen, "not paused");
 		return -EALREADY;
 	}
 	thaw_clock(kvm);
-	ret = wake_devices(kvm);
+	kvm_devs_resume(kvm);
 	kvm->paused_total_ns += now_ns() - kvm->paused_since_ns;
 	atomic_store(&kvm->paused, false);
 	kvm_cpu_unpark_all(kvm);
-	if (ret < 0) {
-		errfmt(err, errlen, "resumed, but a network device could not restart its threads: %s",
-		       strerror(-ret));
-		return ret;
-	}
 	return 0;
 }
 

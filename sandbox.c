@@ -58,7 +58,8 @@ struct sb_kind {
  * close acts only on this process's own fds. Three calls of every thread are
  * argument-checked (`conds` below): read, write and tgkill. Never allowed anywhere: kill,
  * tkill, rt_sigqueueinfo, rt_tgsigqueueinfo and pidfd_send_signal, which can all reach
- * another process; no thread but main opens a file (read-only), none creates or removes one.
+ * another process; no thread but main opens a file (read-only), none creates or removes one,
+ * except the 9p server's, beneath its share (SB_P9).
  */
 static const struct sb_kind common = {
 	.name = "common",
@@ -140,8 +141,8 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * (openat2; openat for "..", "." and the /proc/self/fd reopen of an O_PATH fid),
 		 * attributes, directory reads, file I/O, and a read-write share's namespace
 		 * changes. Which files these reach is the server's and the credentials' business:
-		 * a filter cannot read the paths. Nobody starts this kind's threads yet; whoever
-		 * does adds SPAWNS(SB_P9) to its own kind. */
+		 * a filter cannot read the paths. Its threads are started by main before main
+		 * confines itself (virtio/9p.c), so no other kind's filter carries these calls. */
 		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat),
 			   SCMP_SYS(fstatfs), SCMP_SYS(fcntl), SCMP_SYS(getdents64), SCMP_SYS(lseek),
 			   SCMP_SYS(preadv), SCMP_SYS(pwritev), SCMP_SYS(mkdirat), SCMP_SYS(mknodat),
@@ -157,14 +158,13 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * the connected clients; a tap or file is not one). fcntl, setsockopt: a client
 		 * socket made blocking with a send timeout. Pause and resume: kvm-clock and the
 		 * vCPUs' TSC offsets, the vCPUs signalled to park (tgkill, own threads only), the
-		 * net threads restarted. debug: the parked vCPUs' registers. */
+		 * device threads parked and let go (eventfds, futexes: no thread is created).
+		 * debug: the parked vCPUs' registers. */
 		.calls = { SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(recvmsg), SCMP_SYS(sendto),
 			   SCMP_SYS(sendmsg), SCMP_SYS(fcntl), SCMP_SYS(geteuid), SCMP_SYS(getuid),
-			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown),
-			   SCMP_SYS(set_robust_list), SCMP_SYS(rseq) },
+			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown) },
 		.ioctls = { KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_KVMCLOCK_CTRL, KVM_GET_REGS, KVM_GET_SREGS,
 			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE },
-		.spawns = SPAWNS(SB_NET_RX) | SPAWNS(SB_NET_TX) | SPAWNS(SB_NET_CTL),
 	},
 };
 

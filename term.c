@@ -8,11 +8,9 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/term.h"
-#include "lkvm/virtio-console.h"
 
 /* Restoring the terminal must work from atexit and from fatal-signal paths, which have
  * no VM at hand: this is the one piece of process-wide state, and it only mirrors the
@@ -49,7 +47,9 @@ int term_init(struct kvm *kvm, struct term *t)
 {
 	memset(t, 0, sizeof(*t));
 	t->kvm = kvm;
-	t->in_fd = STDIN_FILENO;
+	/* -- CMD's framed stdin is read by its own forwarder (run-cmd.c): none here, and a
+	 * terminal there stays as it is (^C, ^D, line editing: the host's, as for any command). */
+	t->in_fd = kvm->cfg.cmd.stdin_framed ? -1 : STDIN_FILENO;
 	t->out_fd = STDOUT_FILENO;
 	pthread_mutex_init(&t->out_lock, NULL);
 	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -74,7 +74,7 @@ int term_init(struct kvm *kvm, struct term *t)
 			return -ENOMEM;
 		}
 	}
-	if (isatty(t->in_fd) && tcgetattr(t->in_fd, &t->saved) == 0) {
+	if (t->in_fd >= 0 && isatty(t->in_fd) && tcgetattr(t->in_fd, &t->saved) == 0) {
 		struct termios raw = t->saved;
 
 		saved_termios = t->saved;
@@ -159,9 +159,8 @@ static void *input_thread(void *arg)
 		/* The UART's FIFO (or the virtio console's buffer) is small: wait for room
 		 * rather than dropping keystrokes. */
 		while (off < n && !atomic_load(&t->kvm->stopping)) {
-			size_t took = t->kvm->vcon   ? virtio_console_receive(t->kvm->vcon, out + off, n - off)
-				      : t->kvm->uart ? serial8250_receive(t->kvm->uart, out + off, n - off)
-						     : n - off;
+			const struct console_input *in = &t->kvm->console_in;
+			size_t took = in->fn ? in->fn(in->dev, out + off, n - off) : n - off;
 
 			off += took;
 			if (off < n) {
@@ -175,10 +174,24 @@ static void *input_thread(void *arg)
 	return NULL;
 }
 
+void term_set_input(struct kvm *kvm, size_t (*fn)(void *dev, const u8 *buf, size_t n), void *dev)
+{
+	kvm->console_in = (struct console_input){ fn, dev };
+}
+
+void term_clear_input(struct kvm *kvm, void *dev)
+{
+	if (kvm->console_in.dev == dev)
+		kvm->console_in = (struct console_input){ NULL, NULL };
+}
+
 int term_start(struct term *t)
 {
-	int ret = pthread_create(&t->input_thread, NULL, input_thread, t);
+	int ret;
 
+	if (t->in_fd < 0)
+		return 0;
+	ret = pthread_create(&t->input_thread, NULL, input_thread, t);
 	if (ret)
 		return -ret;
 	t->input_started = true;

@@ -161,6 +161,15 @@ size_t write_full(int fd, const void *buf, size_t len)
 	return off;
 }
 
+void eventfd_drain(int fd)
+{
+	u64 v;
+
+	/* EAGAIN (nothing was pending) is the only failure of a non-blocking eventfd read. */
+	if (fd >= 0 && read(fd, &v, sizeof(v)) < 0)
+		return;
+}
+
 u64 now_ns(void)
 {
 	struct timespec ts;

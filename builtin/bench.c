@@ -20,6 +20,7 @@
 #include <linux/if_tun.h>
 
 #include "lkvm/builtin.h"
+#include "lkvm/opt.h"
 #include "lkvm/util.h"
 #include "lkvm/x86.h"
 
@@ -98,6 +99,7 @@ struct bench_cfg {
 	unsigned secs;
 	bool qemu;               /* --qemu given */
 	const char *json, *svg, *log_dir;
+	const char *guest_arg, *peer_arg; /* --guest, --peer (else found beside lkvm) */
 	char self[PATH_MAX], guest[PATH_MAX], peer[PATH_MAX], qemu_bin[PATH_MAX];
 };
 
@@ -130,60 +132,9 @@ static void on_signal(int sig)
 	interrupted = sig;
 }
 
-/* ---- options ---- */
-
-void bench_usage(FILE *out)
-{
-	fprintf(out,
-		"usage: lkvm bench net [--modes LIST] [--tests LIST] [--sizes LIST] [--duration S]\n"
-		"                      [--qemu[=PATH]] [--json FILE] [--svg FILE] [--log-dir DIR]\n"
-		"                      [--guest ELF] [--peer PATH]\n"
-		"\n"
-		"Boots build/guests/net-bench.elf once per mode, test and size against the host peer\n"
-		"build/tools/net-peer on a tap in a private network namespace (gone when the command\n"
-		"exits, on every path), and prints one table row per cell, after the floors measured\n"
-		"in the same run. Needs root (network namespace, tap) and /dev/kvm; where /dev/kvm\n"
-		"cannot be opened it runs itself in the emulated KVM host (scripts/kvm-host.sh), and\n"
-		"the table's first line and the JSON's \"host\" say the figures are emulated.\n"
-		"\n"
-		"  --modes LIST     TX strategies, comma-separated (default ioeventfd,trap,timer,poll):\n");
-	for (int m = 0; m < M_NR; m++)
-		fprintf(out, "                     %-10s %s\n", mode_info[m].name, mode_info[m].what);
-	fprintf(out,
-		"  --tests LIST     tx (guest sends), rr (guest sends, peer echoes: latency), rx (peer\n"
-		"                   sends) (default tx,rr,rx)\n"
-		"  --sizes LIST     frame sizes in bytes, 60-1514 (default 64,1500)\n"
-		"  --duration S     seconds per cell, 1-600 (default 5)\n"
-		"  --qemu[=PATH]    also boot the same guest under QEMU (qemu-system-x86_64 from PATH, or\n"
-		"                   the one given) with virtio-net-pci, modern only, on the same tap and\n"
-		"                   peer, and print its rows beside lkvm's: QEMU's notify floors, then per\n"
-		"                   cell:\n");
-	for (int q = 0; q < Q_NR; q++)
-		fprintf(out, "                     %-16s %s\n", qemu_info[q].name, qemu_info[q].what);
-	fprintf(out,
-		"                   QEMU rows have no device counters (shown as -) except kicks, which\n"
-		"                   the guest counts itself. Where QEMU cannot run, one line says why\n"
-		"                   and only lkvm's rows are printed.\n"
-		"  --json FILE      every row as JSON (one object per line inside \"rows\")\n"
-		"  --svg FILE       a chart of packet rates and rr latency (needs gnuplot)\n"
-		"  --log-dir DIR    keep each cell's lkvm and net-peer output there\n"
-		"  --guest ELF      the guest (default: build/guests/net-bench.elf beside lkvm)\n"
-		"  --peer PATH      the host peer (default: build/tools/net-peer beside lkvm)\n"
-		"\n"
-		"Floors: notify (a bare notify-register loop in the guest: trapped and ioeventfd),\n"
-		"tap write (a host thread writes frames into the tap; tx's floor), tap read (a host thread\n"
-		"reads what net-peer blasts; rx's floor), peer echo (a host thread and net-peer's echo\n"
-		"over the tap; rr's floor). \"x floor\" is pps / floor pps for tx and rx and RTT median /\n"
-		"floor RTT median for rr. Per-packet counters come from lkvm's --stats=json: packets are\n"
-		"frames through tx0 and rx0; rr's Kpps and Mb/s count frames both ways. cpu: lkvm's CPU\n"
-		"time (vCPU and device threads, boot included) per second of its run: 1.00 = one core.\n"
-		"Exit status: 0 every cell produced a row, 1 some cell failed or bad arguments,\n"
-		"130/143 interrupted (the rows so far are still printed).\n");
-}
-
 /* Splits a comma list and maps each item with fn; 0 or -EINVAL with a message. */
-static int parse_list(const char *opt, const char *arg, int (*fn)(const char *item, int *out),
-		      int *out, int max, int *n)
+static int parse_list(const char *opt, const char *arg, int (*fn)(const char *item, int *out), int *out,
+		      int max, int *n, char *err, size_t errlen)
 {
 	char *copy = strdup(arg), *save = NULL;
 
@@ -194,14 +145,14 @@ static int parse_list(const char *opt, const char *arg, int (*fn)(const char *it
 		int v;
 
 		if (*n >= max || fn(it, &v) < 0) {
-			pr_err("bench: %s: '%s' %s", opt, it,
+			errfmt(err, errlen, "bench: %s: '%s' %s", opt, it,
 			       *n >= max ? "is one too many" : "is not valid (lkvm bench net --help)");
 			free(copy);
 			return -EINVAL;
 		}
 		for (int i = 0; i < *n; i++) {
 			if (out[i] == v) {
-				pr_err("bench: %s: '%s' given twice", opt, it);
+				errfmt(err, errlen, "bench: %s: '%s' given twice", opt, it);
 				free(copy);
 				return -EINVAL;
 			}
@@ -210,7 +161,7 @@ static int parse_list(const char *opt, const char *arg, int (*fn)(const char *it
 	}
 	free(copy);
 	if (!*n) {
-		pr_err("bench: %s: empty list", opt);
+		errfmt(err, errlen, "bench: %s: empty list", opt);
 		return -EINVAL;
 	}
 	return 0;
@@ -232,26 +183,11 @@ static int test_of(const char *s, int *out)
 	return -EINVAL;
 }
 
-static bool parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
-{
-	char *end;
-	unsigned long v;
-
-	if (*s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (*end || errno || v < lo || v > hi)
-		return false;
-	*out = (unsigned)v;
-	return true;
-}
-
 static int size_of(const char *s, int *out)
 {
-	unsigned v;
+	unsigned long long v;
 
-	if (!parse_uint(s, 60, 1514, &v))
+	if (opt_uint(s, 60, 1514, &v))
 		return -EINVAL;
 	*out = (int)v;
 	return 0;
@@ -308,104 +244,152 @@ static bool in_path(const char *prog)
 	return find_in_path(prog, NULL, 0);
 }
 
-enum { OPT_MODES = 1, OPT_TESTS, OPT_SIZES, OPT_DURATION, OPT_JSON, OPT_SVG, OPT_LOGDIR, OPT_GUEST, OPT_PEER };
+/* ---- options ---- */
 
-static const struct {
-	const char *name;
-	int id;
-} bench_opts[] = {
-	{ "--modes", OPT_MODES },   { "--tests", OPT_TESTS }, { "--sizes", OPT_SIZES },
-	{ "--duration", OPT_DURATION }, { "--json", OPT_JSON }, { "--svg", OPT_SVG },
-	{ "--log-dir", OPT_LOGDIR }, { "--guest", OPT_GUEST }, { "--peer", OPT_PEER },
+static int opt_modes(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct bench_cfg *c = base;
+
+	return parse_list("--modes", v, mode_of, c->modes, M_NR, &c->nmodes, err, errlen);
+}
+
+static int opt_tests(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct bench_cfg *c = base;
+
+	return parse_list("--tests", v, test_of, c->tests, T_NR, &c->ntests, err, errlen);
+}
+
+static int opt_sizes(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct bench_cfg *c = base;
+
+	return parse_list("--sizes", v, size_of, (int *)c->sizes, MAX_LIST, &c->nsizes, err, errlen);
+}
+
+static int opt_qemu(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct bench_cfg *c = base;
+
+	c->qemu = true;
+	if (v && !*v) {
+		errfmt(err, errlen, "bench: --qemu= needs a path");
+		return -EINVAL;
+	}
+	if (v)
+		snprintf(c->qemu_bin, sizeof(c->qemu_bin), "%s", v);
+	return 0;
+}
+
+static void modes_help(FILE *out)
+{
+	for (int m = 0; m < M_NR; m++)
+		fprintf(out, "                     %-10s %s\n", mode_info[m].name, mode_info[m].what);
+}
+
+static void qemu_help(FILE *out)
+{
+	for (int q = 0; q < Q_NR; q++)
+		fprintf(out, "                     %-16s %s\n", qemu_info[q].name, qemu_info[q].what);
+	fprintf(out, "                   QEMU rows have no device counters (shown as -) except kicks, which\n"
+		     "                   the guest counts itself. Where QEMU cannot run, one line says why\n"
+		     "                   and only lkvm's rows are printed.\n");
+}
+
+#define CFG(member) OPT_AT(struct bench_cfg, member)
+
+static const struct opt bench_opts[] = {
+	{ "modes", 0, OPT_FN, .fn = opt_modes, .arg = "LIST", .more_help = modes_help,
+	  .help = "TX strategies, comma-separated (default ioeventfd,trap,timer,poll):" },
+	{ "tests", 0, OPT_FN, .fn = opt_tests, .arg = "LIST",
+	  .help = "tx (guest sends), rr (guest sends, peer echoes: latency), rx (peer\n"
+		  "sends) (default tx,rr,rx)" },
+	{ "sizes", 0, OPT_FN, .fn = opt_sizes, .arg = "LIST", .help = "frame sizes in bytes, 60-1514 (default 64,1500)" },
+	{ "duration", 0, OPT_UINT, CFG(secs), .min = 1, .max = 600, .arg = "S", .bad = "want whole seconds from",
+	  .help = "seconds per cell, 1-600 (default 5)" },
+	{ "qemu", 0, OPT_FN, .optional = true, .fn = opt_qemu, .arg = "PATH", .more_help = qemu_help,
+	  .help = "also boot the same guest under QEMU (qemu-system-x86_64 from PATH, or\n"
+		  "the one given) with virtio-net-pci, modern only, on the same tap and\n"
+		  "peer, and print its rows beside lkvm's: QEMU's notify floors, then per\n"
+		  "cell:" },
+	{ "json", 0, OPT_STR, CFG(json), .arg = "FILE", .help = "every row as JSON (one object per line inside \"rows\")" },
+	{ "svg", 0, OPT_STR, CFG(svg), .arg = "FILE", .help = "a chart of packet rates and rr latency (needs gnuplot)" },
+	{ "log-dir", 0, OPT_STR, CFG(log_dir), .arg = "DIR", .help = "keep each cell's lkvm and net-peer output there" },
+	{ "guest", 0, OPT_STR, CFG(guest_arg), .arg = "ELF",
+	  .help = "the guest (default: build/guests/net-bench.elf beside lkvm)" },
+	{ "peer", 0, OPT_STR, CFG(peer_arg), .arg = "PATH",
+	  .help = "the host peer (default: build/tools/net-peer beside lkvm)" },
+	{ "help", 'h', OPT_HELP, .help = "this text" },
+	{ .kind = OPT_END },
 };
 
-/* 0: go; 1: error (message printed); 2: --help printed. */
-static int parse_args(int argc, char **argv, struct bench_cfg *c)
-{
-	const char *guest = NULL, *peer = NULL;
-	ssize_t l;
+const struct opt_set bench_opt_set = {
+	.opts = bench_opts,
+	.prefix = "bench: --",
+	.verb = "want",
+	.unknown = { "bench: unknown argument '", "' (lkvm bench net --help)" },
+	.needs_value = { "bench: ", " needs a value" },
+	.unexpected = { "bench: unknown argument '", "' (lkvm bench net --help)" },
+	.in_order = true,
+	.exact = true,
+	.empty_is_missing = true,
+	.usage = bench_usage,
+	.help_col = 19,
+};
 
+void bench_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: lkvm bench net [--modes LIST] [--tests LIST] [--sizes LIST] [--duration S]\n"
+		"                      [--qemu[=PATH]] [--json FILE] [--svg FILE] [--log-dir DIR]\n"
+		"                      [--guest ELF] [--peer PATH]\n"
+		"\n"
+		"Boots build/guests/net-bench.elf once per mode, test and size against the host peer\n"
+		"build/tools/net-peer on a tap in a private network namespace (gone when the command\n"
+		"exits, on every path), and prints one table row per cell, after the floors measured\n"
+		"in the same run. Needs root (network namespace, tap) and /dev/kvm; where /dev/kvm\n"
+		"cannot be opened it runs itself in the emulated KVM host (scripts/kvm-host.sh), and\n"
+		"the table's first line and the JSON's \"host\" say the figures are emulated.\n"
+		"\n");
+	opt_usage(out, &bench_opt_set);
+	fprintf(out,
+		"\n"
+		"Floors: notify (a bare notify-register loop in the guest: trapped and ioeventfd),\n"
+		"tap write (a host thread writes frames into the tap; tx's floor), tap read (a host thread\n"
+		"reads what net-peer blasts; rx's floor), peer echo (a host thread and net-peer's echo\n"
+		"over the tap; rr's floor). \"x floor\" is pps / floor pps for tx and rx and RTT median /\n"
+		"floor RTT median for rr. Per-packet counters come from lkvm's --stats=json: packets are\n"
+		"frames through tx0 and rx0; rr's Kpps and Mb/s count frames both ways. cpu: lkvm's CPU\n"
+		"time (vCPU and device threads, boot included) per second of its run: 1.00 = one core.\n"
+		"Exit status: 0 every cell produced a row, 1 some cell failed or bad arguments,\n"
+		"130/143 interrupted (the rows so far are still printed).\n");
+}
+
+/* The defaults, then the options; then where the guest, the peer and QEMU are. */
+static int set_defaults(struct bench_cfg *c, char *err, size_t errlen)
+{
 	memset(c, 0, sizeof(*c));
 	c->secs = 5;
-	if (parse_list("--modes", "ioeventfd,trap,timer,poll", mode_of, c->modes, M_NR, &c->nmodes) ||
-	    parse_list("--tests", "tx,rr,rx", test_of, c->tests, T_NR, &c->ntests) ||
-	    parse_list("--sizes", "64,1500", size_of, (int *)c->sizes, MAX_LIST, &c->nsizes))
-		return 1;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = NULL;
-		size_t k;
-		int id = 0;
+	return opt_modes(NULL, "ioeventfd,trap,timer,poll", c, err, errlen) ||
+	       opt_tests(NULL, "tx,rr,rx", c, err, errlen) || opt_sizes(NULL, "64,1500", c, err, errlen);
+}
 
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			bench_usage(stdout);
-			return 2;
-		}
-		if (!strcmp(a, "--qemu") || !strncmp(a, "--qemu=", 7)) {
-			c->qemu = true;
-			if (a[6] == '=') {
-				if (!a[7]) {
-					pr_err("bench: --qemu= needs a path");
-					return 1;
-				}
-				snprintf(c->qemu_bin, sizeof(c->qemu_bin), "%s", a + 7);
-			}
-			continue;
-		}
-		for (k = 0; k < ARRAY_SIZE(bench_opts); k++) {
-			size_t nl = strlen(bench_opts[k].name);
+/* Where the guest, the peer and QEMU are, and whether what the options ask for can be had. */
+static int find_programs(struct bench_cfg *c)
+{
+	ssize_t l = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);
 
-			if (!strncmp(a, bench_opts[k].name, nl) && (a[nl] == '\0' || a[nl] == '=')) {
-				id = bench_opts[k].id;
-				v = a[nl] == '=' ? a + nl + 1 : (i + 1 < argc ? argv[++i] : NULL);
-				break;
-			}
-		}
-		if (!id) {
-			pr_err("bench: unknown argument '%s' (lkvm bench net --help)", a);
-			return 1;
-		}
-		if (!v || !*v) {
-			pr_err("bench: %s needs a value", bench_opts[k].name);
-			return 1;
-		}
-		switch (id) {
-		case OPT_MODES:
-			if (parse_list("--modes", v, mode_of, c->modes, M_NR, &c->nmodes))
-				return 1;
-			break;
-		case OPT_TESTS:
-			if (parse_list("--tests", v, test_of, c->tests, T_NR, &c->ntests))
-				return 1;
-			break;
-		case OPT_SIZES:
-			if (parse_list("--sizes", v, size_of, (int *)c->sizes, MAX_LIST, &c->nsizes))
-				return 1;
-			break;
-		case OPT_DURATION:
-			if (!parse_uint(v, 1, 600, &c->secs)) {
-				pr_err("bench: --duration '%s': want whole seconds from 1 to 600", v);
-				return 1;
-			}
-			break;
-		case OPT_JSON: c->json = v; break;
-		case OPT_SVG: c->svg = v; break;
-		case OPT_LOGDIR: c->log_dir = v; break;
-		case OPT_GUEST: guest = v; break;
-		case OPT_PEER: peer = v; break;
-		}
-	}
-	l = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);
 	if (l < 0) {
 		pr_err("bench: /proc/self/exe: %s", strerror(errno));
 		return 1;
 	}
 	c->self[l] = '\0';
-	if (guest)
-		snprintf(c->guest, sizeof(c->guest), "%s", guest);
+	if (c->guest_arg)
+		snprintf(c->guest, sizeof(c->guest), "%s", c->guest_arg);
 	else
 		find_beside(c->self, "build/guests/net-bench.elf", c->guest, sizeof(c->guest));
-	if (peer)
-		snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	if (c->peer_arg)
+		snprintf(c->peer, sizeof(c->peer), "%s", c->peer_arg);
 	else
 		find_beside(c->self, "build/tools/net-peer", c->peer, sizeof(c->peer));
 	if (access(c->guest, R_OK)) {
@@ -418,6 +402,25 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 	}
 	if (c->qemu && !c->qemu_bin[0])
 		find_in_path("qemu-system-x86_64", c->qemu_bin, sizeof(c->qemu_bin));
+	return 0;
+}
+
+/* 0: go; 1: error (message printed); 2: --help printed. */
+static int parse_args(int argc, char **argv, struct bench_cfg *c)
+{
+	char err[256];
+	int ret = set_defaults(c, err, sizeof(err));
+
+	if (!ret)
+		ret = opt_parse_argv(&bench_opt_set, argc, argv, c, stdout, err, sizeof(err));
+	if (ret == 1)
+		return 2;
+	if (ret) {
+		pr_err("%s", err);
+		return 1;
+	}
+	if (find_programs(c))
+		return 1;
 	if (c->svg && !in_path("gnuplot")) {
 		pr_err("bench: --svg needs gnuplot (scripts/deps.sh bench installs gnuplot-nox)");
 		return 1;
@@ -823,6 +826,39 @@ static void qemu_argv(struct bench *b, int q, const char *params, char *netdev, 
 
 /* Boots the guest once, under lkvm (q < 0) or QEMU in QEMU mode q; fills r from its BENCH
  * line and, under lkvm, the stats. Returns the VMM's exit status. */
+/* The guest's BENCH line into the row (under QEMU, which counts nothing for us, the notifies
+ * the guest wrote stand for kicks). */
+static void parse_bench_line(struct row *r, const char *bl, bool qemu)
+{
+	char line[1024];
+	size_t l = strcspn(bl, "\n");
+
+	snprintf(line, sizeof(line), "%.*s", (int)MIN(l, sizeof(line) - 1), bl);
+	r->secs = kv(line, "secs");
+	if (!strcmp(r->test, "tx") || !strcmp(r->test, "rx")) {
+		r->guest_frames = (unsigned long long)kv(line, "frames");
+		r->pps = kv(line, "pps");
+		r->mbps = kv(line, "mbps");
+	} else if (!strcmp(r->test, "rr")) {
+		r->guest_frames = (unsigned long long)kv(line, "transactions");
+		r->lost = (unsigned long long)kv(line, "lost");
+		r->tps = kv(line, "tps");
+		r->pps = 2 * r->tps;
+		r->mbps = 2 * r->tps * r->size * 8 / 1e6;
+		r->rtt_med_us = kv(line, "lat_median_ns") / 1000;
+		r->rtt_p99_us = kv(line, "lat_p99_ns") / 1000;
+	} else { /* notify */
+		r->guest_frames = (unsigned long long)kv(line, "notifies");
+		r->pps = kv(line, "rate");
+	}
+	if (qemu) {
+		double gk = kv(line, "kicks");
+
+		r->kicks = !strcmp(r->test, "notify") ? r->guest_frames : isnan(gk) ? 0 : (unsigned long long)gk;
+		r->packets = !strcmp(r->test, "rr") ? 2 * r->guest_frames : r->guest_frames;
+	}
+}
+
 static int run_guest(struct bench *b, int q, const char *nopts, const char *params, struct row *r,
 		     const char *log)
 {
@@ -885,40 +921,7 @@ static int run_guest(struct bench *b, int q, const char *nopts, const char *para
 		free(out);
 		return status ? status : 1;
 	}
-	{
-		char line[1024];
-		size_t l = strcspn(bl, "\n");
-
-		snprintf(line, sizeof(line), "%.*s", (int)MIN(l, sizeof(line) - 1), bl);
-		r->secs = kv(line, "secs");
-		if (!strcmp(r->test, "tx")) {
-			r->guest_frames = (unsigned long long)kv(line, "frames");
-			r->pps = kv(line, "pps");
-			r->mbps = kv(line, "mbps");
-		} else if (!strcmp(r->test, "rx")) {
-			r->guest_frames = (unsigned long long)kv(line, "frames");
-			r->pps = kv(line, "pps");
-			r->mbps = kv(line, "mbps");
-		} else if (!strcmp(r->test, "rr")) {
-			r->guest_frames = (unsigned long long)kv(line, "transactions");
-			r->lost = (unsigned long long)kv(line, "lost");
-			r->tps = kv(line, "tps");
-			r->pps = 2 * r->tps;
-			r->mbps = 2 * r->tps * r->size * 8 / 1e6;
-			r->rtt_med_us = kv(line, "lat_median_ns") / 1000;
-			r->rtt_p99_us = kv(line, "lat_p99_ns") / 1000;
-		} else { /* notify */
-			r->guest_frames = (unsigned long long)kv(line, "notifies");
-			r->pps = kv(line, "rate");
-		}
-		if (q >= 0) {
-			/* No device counters from QEMU: the notifies the guest wrote stand for kicks. */
-			double gk = kv(line, "kicks");
-
-			r->kicks = !strcmp(r->test, "notify") ? r->guest_frames : isnan(gk) ? 0 : (unsigned long long)gk;
-			r->packets = !strcmp(r->test, "rr") ? 2 * r->guest_frames : r->guest_frames;
-		}
-	}
+	parse_bench_line(r, bl, q >= 0);
 	if (q < 0)
 		parse_stats(r, st);
 	free(out);

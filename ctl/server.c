@@ -25,7 +25,7 @@
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
 #include "lkvm/sandbox.h"
-#include "lkvm/virtio-net.h"
+#include "lkvm/stats.h"
 
 #define MAX_CONNS 8           /* clients served at once; more wait in the listen backlog */
 #define MAX_WAITERS 16        /* `lkvm stop` clients waiting for the process to end */
@@ -324,69 +324,28 @@ static void add_info(struct ctl_server *s, struct ctl_msg *r)
 	ctl_add_str(r, "lkvm_version", LKVM_VERSION);
 }
 
-struct stat_ctx {
-	struct ctl_msg *r;
-	int nic;
-};
-
-static void add_net_stat(void *arg, const char *queue, const char *field, u64 v)
+static void put_reply(void *arg, const char *name, u64 value)
 {
-	struct stat_ctx *c = arg;
-	char name[CTL_NAME_MAX + 1];
-
-	snprintf(name, sizeof(name), "net%d.%s.%s", c->nic, queue, field);
-	ctl_add_u64(c->r, name, v);
+	ctl_add_u64(arg, name, value);
 }
 
-/* The counters of --stats, flat: vcpu.exits.{total,io,mmio}, vcpu.exit.REASON, netN.QUEUE.FIELD. */
+/* The counters of --stats, flat (stats.h), after who and when: name, state, uptime_ns and
+ * guest_clock_ns. */
 static void add_stats(struct ctl_server *s, struct ctl_msg *r)
 {
 	struct kvm *kvm = s->kvm;
-	u64 io = 0, mmio = 0, total = 0, by[ARRAY_SIZE(((struct kvm_cpu *)0)->exits)] = { 0 };
-	char name[CTL_NAME_MAX + 1];
+	struct kvm_clock_data c = { 0 };
 
-	for (int i = 0; i < kvm->nr_cpus; i++) {
-		/* Racy snapshot while vCPUs run: each counter is one aligned word. */
-		io += __atomic_load_n(&kvm->cpus[i]->pio_exits, __ATOMIC_RELAXED);
-		mmio += __atomic_load_n(&kvm->cpus[i]->mmio_exits, __ATOMIC_RELAXED);
-		for (size_t e = 0; e < ARRAY_SIZE(by); e++)
-			by[e] += __atomic_load_n(&kvm->cpus[i]->exits[e], __ATOMIC_RELAXED);
-	}
-	for (size_t e = 0; e < ARRAY_SIZE(by); e++)
-		total += by[e];
 	ctl_add_str(r, "name", s->name);
 	ctl_add_str(r, "state", state_name(kvm));
 	ctl_add_u64(r, "uptime_ns", now_ns() - kvm->start_ns);
-	{
-		/* kvm-clock as the guest reads it: while paused, where resume will put it back (KVM's
-		 * own count runs on until then). A VM ioctl: no vCPU waits for it. */
-		struct kvm_clock_data c = { 0 };
-
-		if (atomic_load(&kvm->paused) && kvm->clock_saved)
-			ctl_add_u64(r, "guest_clock_ns", kvm->clock_at_pause);
-		else if (ioctl(kvm->vm_fd, KVM_GET_CLOCK, &c) == 0)
-			ctl_add_u64(r, "guest_clock_ns", c.clock);
-	}
-	ctl_add_u64(r, "vcpu.exits.total", total);
-	ctl_add_u64(r, "vcpu.exits.io", io);
-	ctl_add_u64(r, "vcpu.exits.mmio", mmio);
-	for (size_t e = 0; e < ARRAY_SIZE(by); e++) {
-		const char *en = kvm_exit_name((u32)e);
-
-		if (!by[e])
-			continue;
-		if (en)
-			snprintf(name, sizeof(name), "vcpu.exit.%s", en);
-		else
-			snprintf(name, sizeof(name), "vcpu.exit.reason%zu", e);
-		ctl_add_u64(r, name, by[e]);
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(kvm->nets); i++) {
-		struct stat_ctx c = { .r = r, .nic = (int)i };
-
-		if (kvm->nets[i])
-			virtio_net_visit_stats(kvm->nets[i], add_net_stat, &c);
-	}
+	/* kvm-clock as the guest reads it: while paused, where resume will put it back (KVM's
+	 * own count runs on until then). A VM ioctl: no vCPU waits for it. */
+	if (atomic_load(&kvm->paused) && kvm->clock_saved)
+		ctl_add_u64(r, "guest_clock_ns", kvm->clock_at_pause);
+	else if (ioctl(kvm->vm_fd, KVM_GET_CLOCK, &c) == 0)
+		ctl_add_u64(r, "guest_clock_ns", c.clock);
+	kvm_stats_collect(kvm, put_reply, r);
 }
 
 /* Fill r (already initialised as the reply) for request type. Returns true when the

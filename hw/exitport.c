@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,9 @@ struct exitport {
 	pthread_mutex_t lock; /* the latch: vCPUs may write at once */
 	u8 latch[LKVM_EXIT_PORT_LEN];
 	struct ratelimit rl;
+	atomic_uint kind; /* of the first valid end report (exitport_report_kind); 0: none yet */
+	void (*ready)(void *arg); /* exitport_on_stdin_ready */
+	void *ready_arg;
 };
 
 static void exitport_report(struct exitport *e, u32 word)
@@ -23,7 +27,11 @@ static void exitport_report(struct exitport *e, u32 word)
 	unsigned value = word & 0xff, kind = (word >> 8) & 0xff, detail = word >> 16;
 	const char *stage = initcfg_stage_name(value);
 
-	if (kind == LKVM_EXIT_EXITED && !detail) {
+	if (kind == LKVM_EXIT_STDIN_READY && !value && !detail) {
+		if (e->ready)
+			e->ready(e->ready_arg);
+		return; /* not an end */
+	} else if (kind == LKVM_EXIT_EXITED && !detail) {
 		kvm_request_exit(e->kvm, (int)value, "command exited with %u", value);
 	} else if (kind == LKVM_EXIT_SIGNALED && !detail && value && value < 128) {
 		const char *name = sigabbrev_np((int)value); /* strsignal is not thread-safe */
@@ -38,7 +46,9 @@ static void exitport_report(struct exitport *e, u32 word)
 				 *hint ? " (" : "", hint, *hint ? ")" : "");
 	} else {
 		pr_warn_rl(&e->rl, "lkvm-exit: invalid report 0x%08x ignored", word);
+		return;
 	}
+	atomic_compare_exchange_strong(&e->kind, &(unsigned){ 0 }, kind);
 }
 
 /* The word is assembled from whatever access widths the guest used (one outl, or /dev/port's
@@ -97,8 +107,34 @@ static void exitport_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	free(e);
 }
 
+static const struct kvm_dev_ops exitport_dev_ops = {
+	.name = "lkvm-exit",
+	.prio = DEV_PRIO_LEGACY,
+	.init = exitport_dev_init,
+	.exit = exitport_dev_exit,
+};
+
+unsigned exitport_report_kind(struct kvm *kvm)
+{
+	struct kvm_dev *d = kvm_dev_find(kvm, exitport_dev_ops.name, 0);
+
+	return d ? atomic_load(&((struct exitport *)d->priv)->kind) : 0;
+}
+
+int exitport_on_stdin_ready(struct kvm *kvm, void (*fn)(void *arg), void *arg)
+{
+	struct kvm_dev *d = kvm_dev_find(kvm, exitport_dev_ops.name, 0);
+	struct exitport *e;
+
+	if (!d)
+		return -ENODEV;
+	e = d->priv;
+	e->ready = fn;
+	e->ready_arg = arg;
+	return 0;
+}
+
 int exitport_add(struct kvm *kvm)
 {
-	return kvm_dev_add(kvm, "lkvm-exit", DEV_PRIO_LEGACY, exitport_dev_init, exitport_dev_exit,
-			   NULL, 0);
+	return kvm_dev_add(kvm, &exitport_dev_ops, NULL, 0);
 }

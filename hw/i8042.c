@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 
@@ -54,7 +55,7 @@ void hw_reset_control_write(struct kvm *kvm, u8 val)
 {
 	/* Bit 2 starts the reset (bit 1 only picks hard/soft, bit 3 full reset). */
 	if (val & 0x04)
-		kvm_request_exit(kvm, EXIT_GUEST_OK, "guest reset (port 0xcf9)");
+		kvm_request_exit(kvm, kvm->guest_end_status, "guest reset (port 0xcf9)");
 }
 
 static void reply_locked(struct i8042 *c, u8 v)
@@ -107,7 +108,7 @@ static void command_locked(struct i8042 *c, u8 cmd)
 		reply_locked(c, OUTPORT_RESET_N | 0x02 /* A20 on */);
 		break;
 	case CMD_PULSE_RESET:
-		kvm_request_exit(c->kvm, EXIT_GUEST_OK, "guest reset (i8042)");
+		kvm_request_exit(c->kvm, c->kvm->guest_end_status, "guest reset (i8042)");
 		break;
 	default:
 		/* 0xF0-0xFF pulse output lines: only bit 0 (reset) matters, 0xFE above. */
@@ -126,7 +127,7 @@ static void data_write_locked(struct i8042 *c, u8 v)
 		break;
 	case CMD_WRITE_OUTPORT:
 		if (!(v & OUTPORT_RESET_N))
-			kvm_request_exit(c->kvm, EXIT_GUEST_OK, "guest reset (i8042 output port)");
+			kvm_request_exit(c->kvm, c->kvm->guest_end_status, "guest reset (i8042 output port)");
 		break;
 	case CMD_AUX_LOOP:
 		/* A controller echoes this; answering something else tells Linux to go on
@@ -170,7 +171,7 @@ static void port92_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is
 		return;
 	}
 	if (data[0] & 0x01)
-		kvm_request_exit(c->kvm, EXIT_GUEST_OK, "guest reset (port 0x92)");
+		kvm_request_exit(c->kvm, c->kvm->guest_end_status, "guest reset (port 0x92)");
 }
 
 static void cf9_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write,
@@ -182,7 +183,7 @@ static void cf9_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_wr
 		hw_reset_control_write(c->kvm, data[0]);
 }
 
-int i8042_init(struct kvm *kvm)
+static int i8042_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
 	struct i8042 *c = calloc(1, sizeof(*c));
 	int ret;
@@ -209,7 +210,7 @@ int i8042_init(struct kvm *kvm)
 			goto err_92;
 		c->own_cf9 = true;
 	}
-	kvm->i8042 = c;
+	d->priv = c;
 	return 0;
 err_92:
 	io_bus_unregister(&kvm->pio, SYSCTL_PORT_A);
@@ -223,12 +224,10 @@ err:
 	return ret;
 }
 
-void i8042_destroy(struct kvm *kvm)
+static void i8042_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 {
-	struct i8042 *c = kvm->i8042;
+	struct i8042 *c = d->priv;
 
-	if (!c)
-		return;
 	io_bus_unregister(&kvm->pio, I8042_DATA_PORT);
 	io_bus_unregister(&kvm->pio, I8042_CMD_PORT);
 	io_bus_unregister(&kvm->pio, SYSCTL_PORT_A);
@@ -236,5 +235,17 @@ void i8042_destroy(struct kvm *kvm)
 		io_bus_unregister(&kvm->pio, RESET_CONTROL_PORT);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
-	kvm->i8042 = NULL;
+}
+
+/* After the PCI bus (a bus comes first), which owns 0xCF8-0xCFB and forwards 0xCF9. */
+static const struct kvm_dev_ops i8042_dev_ops = {
+	.name = "i8042",
+	.prio = DEV_PRIO_LEGACY,
+	.init = i8042_dev_init,
+	.exit = i8042_dev_exit,
+};
+
+int i8042_add(struct kvm *kvm)
+{
+	return kvm_dev_add(kvm, &i8042_dev_ops, NULL, 0);
 }

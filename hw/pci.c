@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "lkvm/boot.h"
+#include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/pci.h"
@@ -429,4 +430,28 @@ void pci_device_unregister(struct pci_device *dev)
 	pthread_mutex_lock(&bus->lock);
 	detach_locked(bus, dev);
 	pthread_mutex_unlock(&bus->lock);
+}
+
+/* ---- the bus as an entry of the VM's device list ---- */
+
+static int pci_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return pci_bus_create(kvm);
+}
+
+static void pci_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	pci_bus_destroy(kvm);
+}
+
+static const struct kvm_dev_ops pci_dev_ops = {
+	.name = "pci",
+	.prio = DEV_PRIO_BUS,
+	.init = pci_dev_init,
+	.exit = pci_dev_exit,
+};
+
+int pci_bus_add(struct kvm *kvm)
+{
+	return kvm_dev_add(kvm, &pci_dev_ops, NULL, 0);
 }

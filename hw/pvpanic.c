@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/layout.h"
@@ -80,7 +81,7 @@ static int pvpanic_pci_init(struct kvm *kvm, struct pvpanic *p)
 	return ret < 0 ? ret : 0;
 }
 
-int pvpanic_init(struct kvm *kvm)
+static int pvpanic_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
 	struct pvpanic *p = calloc(1, sizeof(*p));
 	int ret;
@@ -99,21 +100,30 @@ int pvpanic_init(struct kvm *kvm)
 			goto err;
 		}
 	}
-	kvm->pvpanic = p;
+	d->priv = p;
 	return 0;
 err:
 	free(p);
 	return ret;
 }
 
-void pvpanic_destroy(struct kvm *kvm)
+static void pvpanic_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 {
-	struct pvpanic *p = kvm->pvpanic;
+	struct pvpanic *p = d->priv;
 
-	if (!p)
-		return;
 	pci_device_unregister(&p->pci);
 	io_bus_unregister(&kvm->pio, PVPANIC_PORT);
 	free(p);
-	kvm->pvpanic = NULL;
+}
+
+static const struct kvm_dev_ops pvpanic_dev_ops = {
+	.name = "pvpanic",
+	.prio = DEV_PRIO_LEGACY,
+	.init = pvpanic_dev_init,
+	.exit = pvpanic_dev_exit,
+};
+
+int pvpanic_add(struct kvm *kvm)
+{
+	return kvm_dev_add(kvm, &pvpanic_dev_ops, NULL, 0);
 }

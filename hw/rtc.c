@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 
@@ -147,7 +148,7 @@ static void rtc_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_wr
 	pthread_mutex_unlock(&r->lock);
 }
 
-int rtc_init(struct kvm *kvm)
+static int rtc_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
 	struct rtc *r = calloc(1, sizeof(*r));
 	int ret;
@@ -163,18 +164,27 @@ int rtc_init(struct kvm *kvm)
 		free(r);
 		return ret;
 	}
-	kvm->rtc = r;
+	d->priv = r;
 	return 0;
 }
 
-void rtc_destroy(struct kvm *kvm)
+static void rtc_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 {
-	struct rtc *r = kvm->rtc;
+	struct rtc *r = d->priv;
 
-	if (!r)
-		return;
 	io_bus_unregister(&kvm->pio, RTC_INDEX_PORT);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
-	kvm->rtc = NULL;
+}
+
+static const struct kvm_dev_ops rtc_dev_ops = {
+	.name = "rtc",
+	.prio = DEV_PRIO_LEGACY,
+	.init = rtc_dev_init,
+	.exit = rtc_dev_exit,
+};
+
+int rtc_add(struct kvm *kvm)
+{
+	return kvm_dev_add(kvm, &rtc_dev_ops, NULL, 0);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/term.h"
@@ -66,6 +67,7 @@ struct serial8250 {
 	int irq_level;        /* what we last told the irqchip, so we signal only edges */
 	u8 rx[SERIAL_RX_FIFO_SIZE];
 	unsigned rx_head, rx_count;
+	bool frozen;          /* paused: the receiver takes nothing (serial8250_freeze) */
 };
 
 static u8 iir_locked(const struct serial8250 *s)
@@ -243,14 +245,22 @@ size_t serial8250_receive(struct serial8250 *s, const u8 *buf, size_t n)
 	size_t done = 0;
 
 	pthread_mutex_lock(&s->lock);
-	/* In loopback the receiver is disconnected from the line. */
-	if (!(s->mcr & MCR_LOOP)) {
+	/* In loopback the receiver is disconnected from the line; while the VM is paused
+	 * input waits on the host side, so no byte and no interrupt reaches the guest. */
+	if (!(s->mcr & MCR_LOOP) && !s->frozen) {
 		while (done < n && rx_push_locked(s, buf[done]))
 			done++;
 		update_irq_locked(s);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return done;
+}
+
+void serial8250_freeze(struct serial8250 *s, bool frozen)
+{
+	pthread_mutex_lock(&s->lock);
+	s->frozen = frozen;
+	pthread_mutex_unlock(&s->lock);
 }
 
 void serial8250_set_hooks(struct serial8250 *s, serial_irq_fn irq, serial_out_fn out)
@@ -293,4 +303,50 @@ void serial8250_destroy(struct serial8250 *s)
 	io_bus_unregister(&s->kvm->pio, s->base);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+}
+
+/* ---- COM1 as an entry of the VM's device list ---- */
+
+static size_t uart_input(void *dev, const u8 *buf, size_t n)
+{
+	return serial8250_receive(dev, buf, n);
+}
+
+static int uart_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	d->priv = serial8250_create(kvm, SERIAL_COM1_BASE, SERIAL_COM1_IRQ);
+	if (!d->priv)
+		return -ENOMEM;
+	term_set_input(kvm, uart_input, d->priv);
+	return 0;
+}
+
+static void uart_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	term_clear_input(kvm, d->priv);
+	serial8250_destroy(d->priv);
+}
+
+static void uart_dev_quiesce(struct kvm_dev *d)
+{
+	serial8250_freeze(d->priv, true);
+}
+
+static void uart_dev_resume(struct kvm_dev *d)
+{
+	serial8250_freeze(d->priv, false);
+}
+
+static const struct kvm_dev_ops uart_dev_ops = {
+	.name = "uart",
+	.prio = DEV_PRIO_LEGACY,
+	.init = uart_dev_init,
+	.quiesce = uart_dev_quiesce,
+	.resume = uart_dev_resume,
+	.exit = uart_dev_exit,
+};
+
+int serial8250_add(struct kvm *kvm)
+{
+	return kvm_dev_add(kvm, &uart_dev_ops, NULL, 0);
 }

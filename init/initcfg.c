@@ -462,6 +462,41 @@ int initcfg_encode(const struct initcfg *c, char **out, size_t *len)
 	return 0;
 }
 
+/* ---- CMD's framed standard input ---- */
+
+size_t initcfg_stdin_encode(const uint8_t *in, size_t n, uint8_t *out)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (in[i] == INITCFG_STDIN_ESC)
+			out[o++] = INITCFG_STDIN_ESC;
+		out[o++] = in[i];
+	}
+	return o;
+}
+
+size_t initcfg_stdin_decode(struct initcfg_stdin_dec *d, const uint8_t *in, size_t n,
+			    uint8_t *out)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && !d->eof; i++) {
+		if (d->esc) {
+			d->esc = false;
+			if (in[i] == INITCFG_STDIN_EOF)
+				d->eof = true;
+			else
+				out[o++] = in[i];
+		} else if (in[i] == INITCFG_STDIN_ESC) {
+			d->esc = true;
+		} else {
+			out[o++] = in[i];
+		}
+	}
+	return o;
+}
+
 /* ---- init stages ---- */
 
 static const char *const stage_names[] = {

@@ -1,6 +1,7 @@
 /* lkvm's guest init, PID 1 of lkvm's initramfs: mounts, modules, root, CMD, its status to lkvm. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,15 +132,18 @@ static void mount_or_fail(enum lkvm_init_stage stage, const char *src, const cha
 static const struct {
 	const char *src, *dst, *type, *opts;
 	unsigned long flags;
+	bool own_root; /* only in the initramfs: over the host's root, the overlay is writable
+			* already and the host's files there stay visible (a command started
+			* in a directory below /tmp finds it) */
 } early_mounts[] = {
-	{ "devtmpfs", "/dev", "devtmpfs", "mode=0755", MS_NOSUID },
-	{ "proc", "/proc", "proc", NULL, MS_NOSUID | MS_NODEV | MS_NOEXEC },
-	{ "sysfs", "/sys", "sysfs", NULL, MS_NOSUID | MS_NODEV | MS_NOEXEC },
+	{ "devtmpfs", "/dev", "devtmpfs", "mode=0755", MS_NOSUID, false },
+	{ "proc", "/proc", "proc", NULL, MS_NOSUID | MS_NODEV | MS_NOEXEC, false },
+	{ "sysfs", "/sys", "sysfs", NULL, MS_NOSUID | MS_NODEV | MS_NOEXEC, false },
 }, late_mounts[] = {
-	{ "tmpfs", "/tmp", "tmpfs", "mode=1777", MS_NOSUID | MS_NODEV },
-	{ "tmpfs", "/run", "tmpfs", "mode=0755", MS_NOSUID | MS_NODEV },
-	{ "devpts", "/dev/pts", "devpts", "gid=5,mode=0620,ptmxmode=0666", MS_NOSUID | MS_NOEXEC },
-	{ "tmpfs", "/dev/shm", "tmpfs", "mode=1777", MS_NOSUID | MS_NODEV },
+	{ "tmpfs", "/tmp", "tmpfs", "mode=1777", MS_NOSUID | MS_NODEV, true },
+	{ "tmpfs", "/run", "tmpfs", "mode=0755", MS_NOSUID | MS_NODEV, false },
+	{ "devpts", "/dev/pts", "devpts", "gid=5,mode=0620,ptmxmode=0666", MS_NOSUID | MS_NOEXEC, false },
+	{ "tmpfs", "/dev/shm", "tmpfs", "mode=1777", MS_NOSUID | MS_NODEV, false },
 };
 
 /* What bash process substitution and many scripts expect beside devtmpfs's nodes. */
@@ -162,8 +166,9 @@ static void mount_early(void)
 static void mount_late(void)
 {
 	for (size_t i = 0; i < sizeof(late_mounts) / sizeof(late_mounts[0]); i++)
-		mount_or_fail(LKVM_STAGE_MOUNT, late_mounts[i].src, late_mounts[i].dst,
-			      late_mounts[i].type, late_mounts[i].flags, late_mounts[i].opts);
+		if (!late_mounts[i].own_root || cfg.root == INITCFG_ROOT_INITRAMFS)
+			mount_or_fail(LKVM_STAGE_MOUNT, late_mounts[i].src, late_mounts[i].dst,
+				      late_mounts[i].type, late_mounts[i].flags, late_mounts[i].opts);
 	for (size_t i = 0; i < sizeof(dev_links) / sizeof(dev_links[0]); i++)
 		if (symlink(dev_links[i].target, dev_links[i].path) && errno != EEXIST)
 			fail(LKVM_STAGE_MOUNT, errno, dev_links[i].path);
@@ -286,16 +291,20 @@ static void open_consoles(struct consoles *con)
 		con->err = con->io;
 	}
 	log_fd = con->err;
-	/* raw: bytes pass unchanged both ways (no \n -> \r\n, no echo into stdout). */
-	if (cfg.tty == INITCFG_RAW) {
-		int fds[] = { con->io, con->err };
+	/* raw: bytes pass unchanged both ways (no \n -> \r\n, no echo into stdout). A stderr
+	 * console of its own is raw even for the shell: on the host it is a file or a pipe (a
+	 * terminal shares the stdio console). */
+	int fds[] = { con->io, con->err };
+	bool raw[] = { cfg.tty == INITCFG_RAW, cfg.tty == INITCFG_RAW || con->err != con->io };
 
-		for (size_t i = 0; i < 2; i++)
-			if (!tcgetattr(fds[i], &t)) {
-				cfmakeraw(&t);
-				tcsetattr(fds[i], TCSANOW, &t);
-			}
-	}
+	for (size_t i = 0; i < 2; i++)
+		if (raw[i] && !tcgetattr(fds[i], &t)) {
+			cfmakeraw(&t);
+			tcsetattr(fds[i], TCSANOW, &t);
+		}
+	/* Only now may CMD's stdin come (lkvm holds it until this report). */
+	if (cfg.tty == INITCFG_RAW)
+		report(LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 0, 0));
 	if (cfg.rows) {
 		struct winsize ws = { .ws_row = (unsigned short)cfg.rows,
 				      .ws_col = (unsigned short)cfg.cols };
@@ -324,7 +333,8 @@ static char **make_env(const char *cwd, bool shell)
 	return env;
 }
 
-static void __attribute__((noreturn)) exec_cmd(const struct consoles *con, char **argv, char **env)
+static void __attribute__((noreturn)) exec_cmd(const struct consoles *con, int in, char **argv,
+					       char **env)
 {
 	int e;
 
@@ -332,7 +342,7 @@ static void __attribute__((noreturn)) exec_cmd(const struct consoles *con, char 
 	/* The shell's terminal: its session's controlling tty, so job control and ^C work. */
 	if (cfg.tty == INITCFG_TTY)
 		ioctl(con->io, TIOCSCTTY, 1);
-	if (dup2(con->io, 0) < 0 || dup2(con->io, 1) < 0 || dup2(con->err, 2) < 0)
+	if (dup2(in, 0) < 0 || dup2(con->io, 1) < 0 || dup2(con->err, 2) < 0)
 		_exit(126);
 	environ = env;
 	execvp(argv[0], argv);
@@ -342,14 +352,67 @@ static void __attribute__((noreturn)) exec_cmd(const struct consoles *con, char 
 	_exit(e == ENOENT ? 127 : 126);
 }
 
+/* CMD's framed stdin (raw mode), from the stdio console to the pipe `out` until the
+ * end-of-input mark, which closes it (CMD reads its end of file). Runs as init's child; it
+ * also ends when CMD closed its end (EPIPE), and init kills it once CMD ended. */
+static void __attribute__((noreturn)) relay_stdin(int in, int out)
+{
+	struct initcfg_stdin_dec d = { 0 };
+	uint8_t buf[4096], dec[sizeof(buf)];
+
+	signal(SIGPIPE, SIG_DFL);
+	while (!d.eof) {
+		ssize_t n = read(in, buf, sizeof(buf));
+		size_t m, off = 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		m = initcfg_stdin_decode(&d, buf, (size_t)n, dec);
+		while (off < m) {
+			ssize_t w = write(out, dec + off, m - off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				_exit(0);
+			off += (size_t)w;
+		}
+	}
+	_exit(0);
+}
+
+/* CMD's stdin: the stdio console itself (tty), or a pipe fed by relay_stdin (raw). Returns
+ * the descriptor for CMD, and the relay's pid in *relay (0: none). */
+static int open_stdin(const struct consoles *con, pid_t *relay)
+{
+	int p[2];
+
+	*relay = 0;
+	if (cfg.tty == INITCFG_TTY)
+		return con->io;
+	if (pipe2(p, O_CLOEXEC))
+		fail(LKVM_STAGE_FORK, errno, "stdin pipe");
+	*relay = fork();
+	if (*relay < 0)
+		fail(LKVM_STAGE_FORK, errno, "stdin relay");
+	if (*relay == 0) {
+		close(p[0]);
+		relay_stdin(con->io, p[1]);
+	}
+	close(p[1]);
+	return p[0];
+}
+
 /* Runs CMD (or the shell) and waits for it, reaping every other orphan meanwhile as PID 1
  * must; returns the exit-port word for how it ended. */
 static uint32_t run(const struct consoles *con, const char *cwd)
 {
 	char *shell_argv[2] = { NULL, NULL };
 	char **argv = cfg.argv, **env;
-	pid_t pid;
-	int st;
+	pid_t pid, relay;
+	int st, in;
 
 	if (!cfg.argc) {
 		const char *sh = cfg_getenv("SHELL");
@@ -358,18 +421,28 @@ static uint32_t run(const struct consoles *con, const char *cwd)
 		argv = shell_argv;
 	}
 	env = make_env(cwd, !cfg.argc);
+	in = open_stdin(con, &relay);
 	pid = fork();
 	if (pid < 0)
 		fail(LKVM_STAGE_FORK, errno, argv[0]);
 	if (pid == 0)
-		exec_cmd(con, argv, env);
+		exec_cmd(con, in, argv, env);
+	if (in != con->io)
+		close(in);
 	for (;;) {
 		pid_t p = wait(&st);
 
 		if (p == pid)
 			break;
+		if (p == relay)
+			relay = 0; /* reaped: its pid may be anyone's now */
 		if (p < 0 && errno != EINTR)
 			fail(LKVM_STAGE_FORK, errno, "wait");
+	}
+	/* Input CMD did not read is dropped with the relay. */
+	if (relay > 0) {
+		kill(relay, SIGKILL);
+		waitpid(relay, NULL, 0);
 	}
 	/* Everything CMD wrote reaches lkvm before the report ends the run. */
 	tcdrain(con->io);

@@ -427,14 +427,16 @@ int kmod_resolve(const char *dir, const char *const *names, size_t n, struct kmo
 		goto out;
 	}
 	for (size_t i = 0; i < n && !ret; i++) {
-		char *name = strdup(names[i]);
+		bool optional = names[i][0] == '?';
+		char *name = strdup(names[i] + optional);
 
 		if (!name) {
 			ret = -ENOMEM;
 			break;
 		}
 		normalize(name);
-		ret = visit(&db, name, NULL, out);
+		if (!optional || find(&db, name))
+			ret = visit(&db, name, NULL, out);
 		free(name);
 	}
 out:

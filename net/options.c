@@ -89,176 +89,155 @@ static bool ifname_ok(const char *v, size_t len)
 	return true;
 }
 
-enum net_key { K_MODE, K_TAPIF, K_MAC, K_HOSTIP, K_SCRIPT, K_IOEVENTFD, K_QUEUES, K_TX, K_TX_TIMER,
-	       K_POLL_US, K_TRANS, K_NR };
-
-static const char *const key_names[] = {
-	[K_MODE] = "mode",	   [K_TAPIF] = "tapif",		[K_MAC] = "guest_mac",
-	[K_HOSTIP] = "host_ip",	   [K_SCRIPT] = "script",	[K_IOEVENTFD] = "ioeventfd",
-	[K_QUEUES] = "queues",	   [K_TX] = "tx",		[K_TX_TIMER] = "tx_timer_us",
-	[K_POLL_US] = "poll_us",   [K_TRANS] = "trans",
+const struct opt_choice net_tx_choices[NET_TX_NR + 1] = {
+	[NET_TX_KICK] = { "kick", NET_TX_KICK },
+	[NET_TX_TIMER] = { "timer", NET_TX_TIMER },
+	[NET_TX_POLL] = { "poll", NET_TX_POLL },
 };
-_Static_assert(ARRAY_SIZE(key_names) == K_NR, "key_names must name every key");
-
-static const char *const tx_mode_names[] = {
-	[NET_TX_KICK] = "kick",
-	[NET_TX_TIMER] = "timer",
-	[NET_TX_POLL] = "poll",
-};
-_Static_assert(ARRAY_SIZE(tx_mode_names) == NET_TX_NR, "tx_mode_names must name every mode");
 
 const char *net_tx_mode_name(enum net_tx_mode m)
 {
-	return (unsigned)m < NET_TX_NR ? tx_mode_names[m] : "?";
+	return (unsigned)m < NET_TX_NR ? net_tx_choices[m].name : "?";
 }
 
-/* A decimal number in lo..hi, nothing else. */
-static bool parse_range(const char *v, long lo, long hi, long *out)
-{
-	char *end;
-	long n;
+/* ---- the keys' own parsers (OPT_FN), each wording its errors ---- */
 
-	errno = 0;
-	n = strtol(v, &end, 10);
-	if (!is_digit(v[0]) || *end || errno || n < lo || n > hi)
-		return false;
-	*out = n;
-	return true;
+static int key_mode(const struct opt *k, const char *v, void *base, char *err, size_t errlen)
+{
+	struct net_opts *o = base;
+
+	if (!strcmp(v, "tap")) {
+		o->mode = NET_MODE_TAP;
+		return 0;
+	}
+	if (!strcmp(v, "none")) {
+		o->mode = NET_MODE_NONE;
+		return 0;
+	}
+	if (!strcmp(v, "user"))
+		errfmt(err, errlen, "-n mode 'user': user-mode networking is not supported (use mode=tap)");
+	else
+		errfmt(err, errlen, "-n mode '%s': want tap or none", v);
+	return -EINVAL;
 }
 
-/* Applies one key's value (NUL-terminated copy) to o; on error writes the reason. */
-static int apply_value(enum net_key k, const char *v, struct net_opts *o, char *err, size_t errlen)
+static int key_tapif(const struct opt *k, const char *v, void *base, char *err, size_t errlen)
 {
-	const char *kn = key_names[k];
+	struct net_opts *o = base;
 	size_t len = strlen(v);
 
-	switch (k) {
-	case K_MODE:
-		if (!strcmp(v, "tap"))
-			o->mode = NET_MODE_TAP;
-		else if (!strcmp(v, "none"))
-			o->mode = NET_MODE_NONE;
-		else if (!strcmp(v, "user"))
-			goto bad_user;
-		else
-			goto bad_mode;
-		return 0;
-	case K_TAPIF:
-		if (!ifname_ok(v, len)) {
-			errfmt(err, errlen, "-n %s '%s': want 1-15 characters from [A-Za-z0-9_.-]",
-			       kn, v);
-			return -EINVAL;
-		}
-		memcpy(o->tapif, v, len + 1);
-		return 0;
-	case K_MAC:
-		if (net_parse_mac(v, o->guest_mac)) {
-			errfmt(err, errlen, "-n %s '%s': want six hex pairs like 52:54:00:12:34:56",
-			       kn, v);
-			return -EINVAL;
-		}
-		if (o->guest_mac[0] & 1) {
-			errfmt(err, errlen, "-n %s '%s': multicast bit set in the first byte", kn,
-			       v);
-			return -EINVAL;
-		}
-		if (!memcmp(o->guest_mac, "\0\0\0\0\0\0", 6)) {
-			errfmt(err, errlen, "-n %s '%s': the all-zero address is not valid", kn, v);
-			return -EINVAL;
-		}
-		o->mac_set = true;
-		return 0;
-	case K_HOSTIP: {
-		u32 addr;
-		int pfx;
-		char ip[INET_ADDRSTRLEN];
-
-		if (net_parse_host_ip(v, &addr, &pfx)) {
-			errfmt(err, errlen, "-n %s '%s': want an IPv4 address A.B.C.D[/0-32]", kn,
-			       v);
-			return -EINVAL;
-		}
-		/* Stored normalised ("/24" made explicit) so later users need not guess. */
-		inet_ntop(AF_INET, &addr, ip, sizeof(ip));
-		snprintf(o->host_ip, sizeof(o->host_ip), "%s/%d", ip, pfx);
-		return 0;
-	}
-	case K_SCRIPT:
-		if (len >= sizeof(o->script)) {
-			errfmt(err, errlen, "-n %s: path longer than %zu bytes", kn,
-			       sizeof(o->script) - 1);
-			return -EINVAL;
-		}
-		memcpy(o->script, v, len + 1);
-		return 0;
-	case K_IOEVENTFD:
-		if (!strcmp(v, "on"))
-			o->ioeventfd = true;
-		else if (!strcmp(v, "off"))
-			o->ioeventfd = false;
-		else {
-			errfmt(err, errlen, "-n %s '%s': want on or off", kn, v);
-			return -EINVAL;
-		}
-		return 0;
-	case K_QUEUES: {
-		long n;
-
-		if (!parse_range(v, 1, NET_MAX_QUEUE_PAIRS, &n)) {
-			errfmt(err, errlen, "-n %s '%s': want a number from 1 to %d", kn, v,
-			       NET_MAX_QUEUE_PAIRS);
-			return -EINVAL;
-		}
-		o->queue_pairs = (int)n;
-		return 0;
-	}
-	case K_TX:
-		for (int m = 0; m < NET_TX_NR; m++) {
-			if (!strcmp(v, tx_mode_names[m])) {
-				o->tx_mode = (enum net_tx_mode)m;
-				return 0;
-			}
-		}
-		errfmt(err, errlen, "-n %s '%s': want kick, timer or poll", kn, v);
+	if (!ifname_ok(v, len)) {
+		errfmt(err, errlen, "-n %s '%s': want 1-15 characters from [A-Za-z0-9_.-]", k->name, v);
 		return -EINVAL;
-	case K_TX_TIMER:
-	case K_POLL_US: {
-		long n;
-
-		if (!parse_range(v, 1, NET_TX_US_MAX, &n)) {
-			errfmt(err, errlen, "-n %s '%s': want microseconds from 1 to %d", kn, v,
-			       NET_TX_US_MAX);
-			return -EINVAL;
-		}
-		if (k == K_TX_TIMER)
-			o->tx_timer_us = (u32)n;
-		else
-			o->poll_us = (u32)n;
-		return 0;
 	}
-	case K_TRANS:
-		if (virtio_trans_parse(v, &o->trans)) {
-			errfmt(err, errlen, "-n %s '%s': want pci or mmio", kn, v);
-			return -EINVAL;
-		}
-		o->trans_set = true;
-		return 0;
-	case K_NR:
-		break;
-	}
-	return -EINVAL;
-bad_user:
-	errfmt(err, errlen, "-n mode 'user': user-mode networking is not supported (use mode=tap)");
-	return -EINVAL;
-bad_mode:
-	errfmt(err, errlen, "-n mode '%s': want tap or none", v);
-	return -EINVAL;
+	memcpy(o->tapif, v, len + 1);
+	return 0;
 }
+
+static int key_mac(const struct opt *k, const char *v, void *base, char *err, size_t errlen)
+{
+	struct net_opts *o = base;
+
+	if (net_parse_mac(v, o->guest_mac)) {
+		errfmt(err, errlen, "-n %s '%s': want six hex pairs like 52:54:00:12:34:56", k->name, v);
+		return -EINVAL;
+	}
+	if (o->guest_mac[0] & 1) {
+		errfmt(err, errlen, "-n %s '%s': multicast bit set in the first byte", k->name, v);
+		return -EINVAL;
+	}
+	if (!memcmp(o->guest_mac, "\0\0\0\0\0\0", 6)) {
+		errfmt(err, errlen, "-n %s '%s': the all-zero address is not valid", k->name, v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int key_host_ip(const struct opt *k, const char *v, void *base, char *err, size_t errlen)
+{
+	struct net_opts *o = base;
+	char ip[INET_ADDRSTRLEN];
+	u32 addr;
+	int pfx;
+
+	if (net_parse_host_ip(v, &addr, &pfx)) {
+		errfmt(err, errlen, "-n %s '%s': want an IPv4 address A.B.C.D[/0-32]", k->name, v);
+		return -EINVAL;
+	}
+	/* Stored normalised ("/24" made explicit) so later users need not guess. */
+	inet_ntop(AF_INET, &addr, ip, sizeof(ip));
+	snprintf(o->host_ip, sizeof(o->host_ip), "%s/%d", ip, pfx);
+	return 0;
+}
+
+static int key_script(const struct opt *k, const char *v, void *base, char *err, size_t errlen)
+{
+	struct net_opts *o = base;
+	size_t len = strlen(v);
+
+	if (len >= sizeof(o->script)) {
+		errfmt(err, errlen, "-n %s: path longer than %zu bytes", k->name, sizeof(o->script) - 1);
+		return -EINVAL;
+	}
+	memcpy(o->script, v, len + 1);
+	return 0;
+}
+
+static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { NULL, 0 } };
+
+#define NET(member) OPT_AT(struct net_opts, member)
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a number in the help text */
+
+/* The keys (kvmtool's names, plus the TX strategy); an index is a bit of net_parse_opts's
+ * `seen`. */
+enum { K_TX_TIMER = 8, K_POLL_US };
+static const struct opt net_keys[] = {
+	{ "mode", 0, OPT_FN, .fn = key_mode, .arg = "tap|none", .help = "tap (default), or none: no NIC" },
+	{ "tapif", 0, OPT_FN, .fn = key_tapif, .arg = "NAME", .help = "the tap to open or make (default: a new tapN)" },
+	{ "guest_mac", 0, OPT_FN, .fn = key_mac, OPT_GIVEN(struct net_opts, mac_set), .arg = "MAC",
+	  .help = "the NIC's address (default 52:54:00:12:34:56)" },
+	{ "host_ip", 0, OPT_FN, .fn = key_host_ip, .arg = "IP/PREFIX",
+	  .help = "the tap's IPv4 address (/24 without PREFIX)" },
+	{ "script", 0, OPT_FN, .fn = key_script, .arg = "PATH|none",
+	  .help = "run PATH IFNAME once the tap is set up" },
+	{ "ioeventfd", 0, OPT_CHOICE, NET(ioeventfd), .choices = on_off,
+	  .help = "off: every notify traps to the vCPU thread" },
+	{ "queues", 0, OPT_UINT, NET(queue_pairs), .min = 1, .max = NET_MAX_QUEUE_PAIRS,
+	  .bad = "want a number from", .help = "queue pairs, 1 to " STR(NET_MAX_QUEUE_PAIRS) " (default 1)" },
+	{ "tx", 0, OPT_CHOICE, NET(tx_mode), .choices = net_tx_choices,
+	  .help = "TX wake-ups: kick drains on every notify\n"
+		  "(default); timer keeps notifies off for\n"
+		  "tx_timer_us after one, then drains; poll\n"
+		  "keeps polling the ring after draining, for an\n"
+		  "adaptive window of at most poll_us, yielding\n"
+		  "the CPU between looks" },
+	[K_TX_TIMER] = { "tx_timer_us", 0, OPT_UINT, NET(tx_timer_us), .min = 1, .max = NET_TX_US_MAX,
+			 .bad = "want microseconds from",
+			 .help = "tx=timer's hold, 1 to " STR(NET_TX_US_MAX) " (default "
+				 STR(NET_TX_TIMER_US_DEFAULT) ")" },
+	[K_POLL_US] = { "poll_us", 0, OPT_UINT, NET(poll_us), .min = 1, .max = NET_TX_US_MAX,
+			.bad = "want microseconds from",
+			.help = "tx=poll's longest window, 1 to " STR(NET_TX_US_MAX) " (default "
+				STR(NET_POLL_US_DEFAULT) ")" },
+	{ "trans", 0, OPT_CHOICE, NET(trans), OPT_GIVEN(struct net_opts, trans_set),
+	  .choices = virtio_trans_choices, .help = "the transport (default: --virtio-transport)" },
+	{ .kind = OPT_END },
+};
+_Static_assert(ARRAY_SIZE(net_keys) <= 32, "net_parse_opts's seen bits hold every key");
+
+const struct opt_set net_opt_set = {
+	.opts = net_keys,
+	.prefix = "-n ",
+	.verb = "want",
+	.name = "-n",
+	.help_col = 20,
+};
 
 int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen)
 {
-	unsigned seen = 0;
-	const char *p = arg;
+	unsigned seen;
+	int ret;
 
 	memset(o, 0, sizeof(*o));
 	o->mode = NET_MODE_TAP;
@@ -275,54 +254,9 @@ int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen
 		errfmt(err, errlen, "-n: empty option (want e.g. mode=tap,tapif=tap0)");
 		return -EINVAL;
 	}
-	for (;;) {
-		const char *comma = strchr(p, ',');
-		size_t tlen = comma ? (size_t)(comma - p) : strlen(p);
-		const char *eq = memchr(p, '=', tlen);
-		size_t klen, vlen;
-		enum net_key k;
-		char *val;
-		int ret;
-
-		if (tlen == 0) {
-			errfmt(err, errlen, "-n: empty item in '%s' (stray comma?)", arg);
-			return -EINVAL;
-		}
-		if (!eq) {
-			errfmt(err, errlen, "-n: '%.*s' is not key=value", (int)tlen, p);
-			return -EINVAL;
-		}
-		klen = (size_t)(eq - p);
-		vlen = tlen - klen - 1;
-		for (k = 0; k < K_NR; k++)
-			if (strlen(key_names[k]) == klen && !memcmp(key_names[k], p, klen))
-				break;
-		if (k == K_NR) {
-			errfmt(err, errlen, "-n: unknown key '%.*s'", (int)klen, p);
-			return -EINVAL;
-		}
-		if (seen & (1u << k)) {
-			errfmt(err, errlen, "-n: duplicate key '%s'", key_names[k]);
-			return -EINVAL;
-		}
-		seen |= 1u << k;
-		if (vlen == 0) {
-			errfmt(err, errlen, "-n: empty value for '%s'", key_names[k]);
-			return -EINVAL;
-		}
-		val = strndup(eq + 1, vlen);
-		if (!val) {
-			errfmt(err, errlen, "-n: out of memory");
-			return -ENOMEM;
-		}
-		ret = apply_value(k, val, o, err, errlen);
-		free(val);
-		if (ret)
-			return ret;
-		if (!comma)
-			break;
-		p = comma + 1;
-	}
+	ret = opt_parse_kv(&net_opt_set, arg, arg, o, &seen, err, errlen);
+	if (ret)
+		return ret;
 	/* A tuning key for another strategy would be silently ignored: say so instead. */
 	if ((seen & (1u << K_TX_TIMER)) && o->tx_mode != NET_TX_TIMER) {
 		errfmt(err, errlen, "-n tx_timer_us: only with tx=timer (tx is %s)",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run`: install what is missing, build lkvm and the guest, boot it on the serial console.
+# `make run`: install what is missing, build lkvm and the guest, boot it into a shell on the host's files.
 # Extra lkvm options: make run ARGS="--timeout 120"
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +23,9 @@ if [ "$kind" = native-pvm ]; then
     # shellcheck disable=SC2086
     exec ./lkvm run -k $g/vmlinux -m 256 -c 2 -p "root=/dev/vda rootwait" ${ARGS:-}
 fi
-echo "run: booting to a busybox shell; Ctrl-a x quits"
+# lkvm run -- (the host-root mode): a shell on this machine's files over virtio-9p, read-only
+# under a tmpfs, in this directory (in the emulated host: the files it sees, this checkout
+# included).
+echo "run: booting to a shell on this machine's files (lkvm run -k $g/bzImage --); exit or Ctrl-a x quits"
 # shellcheck disable=SC2086
-exec scripts/kvm-host.sh --timeout 86400 -- ./lkvm run -k $g/bzImage -i $g/initramfs.cpio.gz -m 256 -c 2 \
-    -p "lkvm.shell" ${ARGS:-}
+exec scripts/kvm-host.sh --timeout 86400 -- ./lkvm run -k $g/bzImage -m 256 -c 2 ${ARGS:-} --

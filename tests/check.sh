@@ -114,6 +114,8 @@ kernel_stage machine machine scripts/kvm-host.sh --timeout 900 -- tests/integrat
 # Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
 # and a malicious virtio-net driver.
 stage faults faults,hostile scripts/kvm-host.sh --timeout 600 -- bash -c "rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc"
+# A malicious virtio-9p driver: escapes from the shares, fid exhaustion, a read-only share, bad chains.
+stage 9p 9p scripts/kvm-host.sh --timeout 600 -- tests/integration/test-9p.sh
 kernel_stage blk blk scripts/kvm-host.sh --timeout 900 -- tests/integration/test-blk.sh
 kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
@@ -121,8 +123,12 @@ kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 900 -- bash -c "
 us_host=
 [ "$kind" = native ] || us_host=--emulated
 kernel_stage userspace userspace,blk scripts/kvm-host.sh $us_host --timeout 900 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
-# lkvm's guest init: commands run from lkvm's initramfs, their status through the exit port.
-kernel_stage init init scripts/kvm-host.sh $us_host --timeout 1200 -- tests/integration/test-init.sh
+# lkvm run -- CMD on the host's files, with lkvm's guest init and exit port (where guest user
+# space runs), and a PVM host's refusal of it (natively: only this machine's KVM can be kvm_pvm).
+kernel_stage run run,run-pvm bash -c "rc=0
+    RUN_TESTS=pvm-refusal SUMMARY_PREFIX=run-pvm scripts/kvm-host.sh --timeout 300 -- tests/integration/test-run.sh || rc=1
+    scripts/kvm-host.sh $us_host --timeout 3600 -- tests/integration/test-run.sh || rc=1
+    exit \$rc"
 
 echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
 # Each fuzz target's executions and coverage, again at the end.

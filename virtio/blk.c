@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libaio.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +13,12 @@
 #include <linux/virtio_ids.h>
 #include <linux/virtio_ring.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
-#include "lkvm/sandbox.h"
+#include "lkvm/stats.h"
 #include "lkvm/virtio-blk.h"
+#include "lkvm/worker.h"
 
 #define SECTOR 512ULL
 #define HDR_LEN sizeof(struct virtio_blk_outhdr)
@@ -69,11 +70,7 @@ struct virtio_blk {
 
 	io_context_t ctx;
 	int aio_efd;        /* io_set_eventfd: one count per completion */
-	int stop_fd;
-	pthread_mutex_t run_lock; /* start/stop */
-	pthread_t tid;
-	bool running;
-	atomic_bool stopping;
+	struct worker worker; /* the queue thread */
 
 	/* Owned by the queue thread while it runs. */
 	struct blk_req reqs[NR_REQS];
@@ -454,7 +451,7 @@ static void drain(struct virtio_blk *b)
 			struct blk_req *r;
 			int ret;
 
-			if (atomic_load_explicit(&b->stopping, memory_order_relaxed))
+			if (worker_leaving(&b->worker))
 				goto out;
 			if (b->free_head < 0)
 				goto out; /* all slots busy: completions will call us again */
@@ -492,22 +489,32 @@ out:
 		stat_add(&rq(b)->stats.batches, 1);
 }
 
-static void *blk_thread(void *arg)
+/* Nothing may write guest memory or raise an interrupt once the thread parks or ends: wait
+ * for the I/O in flight (the kernel writes into guest buffers as it completes) and complete
+ * it, then publish. */
+static void settle(struct virtio_blk *b)
+{
+	while (b->inflight > 0) {
+		struct io_event ev[64];
+		int n = io_getevents(b->ctx, 1, ARRAY_SIZE(ev), ev, NULL);
+
+		if (n < 0 && n != -EINTR)
+			break;
+		for (int i = 0; i < n; i++)
+			finish_event(b, &ev[i]);
+	}
+	flush_used(b);
+}
+
+static void blk_thread(void *arg)
 {
 	struct virtio_blk *b = arg;
 	struct virtio_queue *q = rq(b);
 
-	pthread_setname_np(pthread_self(), "lkvm-blk"); /* itself: naming another thread opens /proc */
-	if (sandbox_enter(b->vdev.kvm, SB_BLK) < 0) {
-		if (b->vdev.kvm)
-			kvm_request_exit(b->vdev.kvm, EXIT_LKVM_ERROR, "virtio-blk: cannot enter the sandbox");
-		return NULL;
-	}
-
 	drain(b); /* chains may have been posted before the thread existed */
-	while (!atomic_load(&b->stopping)) {
+	for (;;) {
 		struct pollfd p[3] = {
-			{ .fd = b->stop_fd, .events = POLLIN },
+			{ .fd = worker_fd(&b->worker), .events = POLLIN },
 			{ .fd = b->aio_efd, .events = POLLIN },
 			{ .fd = b->broken ? -1 : q->kick_fd, .events = POLLIN },
 		};
@@ -519,25 +526,22 @@ static void *blk_thread(void *arg)
 			pr_err("virtio-blk: poll: %s", strerror(errno));
 			break;
 		}
-		if (p[0].revents)
-			break;
+		if (p[0].revents) {
+			/* Stop or pause. A request waiting for bounce memory stays where it is
+			 * for a pause (none of it was done), and goes first after it. */
+			settle(b);
+			if (worker_park(&b->worker))
+				break;
+			drain(b);
+			continue;
+		}
 		if (p[1].revents)
 			reap(b);
 		if (p[2].revents && read(q->kick_fd, &v, sizeof(v)) == sizeof(v))
 			stat_add(&q->stats.kicks, v);
 		drain(b);
 	}
-	/* Nothing may write guest memory after stop returns: wait for what is in flight. */
-	while (b->inflight > 0) {
-		struct io_event ev[64];
-		int n = io_getevents(b->ctx, 1, ARRAY_SIZE(ev), ev, NULL);
-
-		if (n < 0 && n != -EINTR)
-			break;
-		for (int i = 0; i < n; i++)
-			finish_event(b, &ev[i]);
-	}
-	flush_used(b);
+	settle(b);
 	/* A request still waiting for bounce memory was the last chain taken: give it back
 	 * for the next start (none of it was done). */
 	if (b->waiting) {
@@ -545,7 +549,6 @@ static void *blk_thread(void *arg)
 		req_put(b, b->waiting);
 		b->waiting = NULL;
 	}
-	return NULL;
 }
 
 /* ---- device ops ---- */
@@ -576,48 +579,21 @@ static void blk_config_read(struct virtio_device *vdev, u32 off, u8 *data, u32 l
 		memcpy(data, (const u8 *)&b->cfg + off, MIN(len, (u32)sizeof(b->cfg) - off));
 }
 
-static void blk_stop(struct virtio_device *vdev);
-
 static int blk_start(struct virtio_device *vdev)
 {
 	struct virtio_blk *b = to_blk(vdev);
-	int ret = 0;
 
-	blk_stop(vdev); /* a second DRIVER_OK without reset: restart cleanly */
+	worker_stop(&b->worker); /* a second DRIVER_OK without reset: restart cleanly */
 	if (!rq(b)->vq.ready)
 		return 0; /* the driver did not enable the queue */
-	pthread_mutex_lock(&b->run_lock);
 	b->broken = false;
 	b->pending = 0;
-	atomic_store(&b->stopping, false);
-	ret = -pthread_create(&b->tid, NULL, blk_thread, b);
-	if (!ret) {
-		b->running = true;
-	}
-	pthread_mutex_unlock(&b->run_lock);
-	return ret;
-}
-
-static void blk_stop_thread(struct virtio_blk *b)
-{
-	eventfd_t v;
-
-	pthread_mutex_lock(&b->run_lock);
-	if (b->running) {
-		atomic_store(&b->stopping, true);
-		if (eventfd_write(b->stop_fd, 1) < 0)
-			pr_err("virtio-blk: cannot signal the queue thread");
-		pthread_join(b->tid, NULL);
-		b->running = false;
-		if (eventfd_read(b->stop_fd, &v) < 0)
-			pr_debug("virtio-blk: stop eventfd already clear");
-	}
-	pthread_mutex_unlock(&b->run_lock);
+	return worker_start(&b->worker, "lkvm-blk", SB_BLK, blk_thread, b);
 }
 
 static void blk_stop(struct virtio_device *vdev)
 {
-	blk_stop_thread(to_blk(vdev));
+	worker_stop(&to_blk(vdev)->worker);
 }
 
 static const struct virtio_dev_ops virtio_blk_ops = {
@@ -632,43 +608,52 @@ static const struct virtio_dev_ops virtio_blk_ops = {
 
 /* ---- options ---- */
 
+static const struct opt_choice aio_choices[] = {
+	{ "libaio", BLK_IO_LIBAIO }, { "sync", BLK_IO_SYNC }, { NULL, 0 },
+};
+static const struct opt_choice direct_choices[] = { { "on", false }, { "off", true }, { NULL, 0 } };
+
+#define BLK(member) OPT_AT(struct blk_opts, member)
+
+/* What may follow -d PATH (any item refused is an "unknown option"). */
+static const struct opt blk_keys[] = {
+	{ "ro", 0, OPT_FLAG, BLK(ro), .help = "read-only" },
+	{ "trans", 0, OPT_CHOICE, BLK(trans), OPT_GIVEN(struct blk_opts, trans_set),
+	  .choices = virtio_trans_choices, .help = "the transport (default: --virtio-transport)" },
+	{ "aio", 0, OPT_CHOICE, BLK(io), .choices = aio_choices,
+	  .help = "I/O through libaio (default) or pread/pwrite" },
+	{ "direct", 0, OPT_CHOICE, BLK(no_direct), .choices = direct_choices,
+	  .help = "on (default): O_DIRECT where the file system\nallows it" },
+	{ .kind = OPT_END },
+};
+
+const struct opt_set blk_opt_set = {
+	.opts = blk_keys,
+	.prefix = "-d ",
+	.verb = "want",
+	.name = "-d",
+	.lenient = true,
+	.help_col = 20,
+};
+
 int blk_parse_opts(const char *arg, struct blk_opts *o, char *err, size_t errlen)
 {
-	char buf[PATH_MAX + 64], *save = NULL, *tok;
-	size_t n = strlen(arg);
+	size_t n = strlen(arg), plen = strcspn(arg, ",");
+	char keys[128];
 
 	memset(o, 0, sizeof(*o));
-	if (n == 0 || n >= sizeof(buf)) {
-		errfmt(err, errlen, "-d: give an image path (and options: ro, trans=pci|mmio, aio=libaio|sync, direct=on|off)");
+	if (n == 0 || n >= PATH_MAX + 64) {
+		opt_kv_list(&blk_opt_set, keys, sizeof(keys));
+		errfmt(err, errlen, "-d: give an image path (and options: %s)", keys);
 		return -EINVAL;
 	}
-	memcpy(buf, arg, n + 1);
-	tok = strtok_r(buf, ",", &save);
-	if (!tok || arg[0] == ',' || strlen(tok) >= sizeof(o->path)) {
+	if (plen == 0 || plen >= sizeof(o->path)) {
 		errfmt(err, errlen, "-d '%s': give an image path first", arg);
 		return -EINVAL;
 	}
-	strcpy(o->path, tok);
-	while ((tok = strtok_r(NULL, ",", &save))) {
-		if (!strcmp(tok, "ro"))
-			o->ro = true;
-		else if (!strncmp(tok, "trans=", 6) && !virtio_trans_parse(tok + 6, &o->trans))
-			o->trans_set = true;
-		else if (!strcmp(tok, "aio=libaio"))
-			o->io = BLK_IO_LIBAIO;
-		else if (!strcmp(tok, "aio=sync"))
-			o->io = BLK_IO_SYNC;
-		else if (!strcmp(tok, "direct=on"))
-			o->no_direct = false;
-		else if (!strcmp(tok, "direct=off"))
-			o->no_direct = true;
-		else {
-			errfmt(err, errlen, "-d '%s': unknown option '%s' (want ro, trans=pci|mmio, aio=libaio|sync, direct=on|off)",
-			       arg, tok);
-			return -EINVAL;
-		}
-	}
-	return 0;
+	memcpy(o->path, arg, plen);
+	o->path[plen] = '\0';
+	return opt_parse_kv(&blk_opt_set, arg + plen, arg, o, NULL, err, errlen) < 0 ? -EINVAL : 0;
 }
 
 /* ---- creation, teardown, counters ---- */
@@ -716,8 +701,7 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 	b->kvm = kvm;
 	b->ro = o->ro;
 	b->io = o->io;
-	b->aio_efd = b->stop_fd = -1;
-	pthread_mutex_init(&b->run_lock, NULL);
+	b->aio_efd = -1;
 	open_image(b, o);
 	if (b->fd < 0) {
 		ret = -errno;
@@ -730,10 +714,9 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 		goto fail;
 	}
 	b->size = (u64)st.st_size & ~(SECTOR - 1);
-	b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	b->aio_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	b->elem = malloc(sizeof(*b->elem));
-	if (b->stop_fd < 0 || b->aio_efd < 0 || !b->elem) {
+	if (b->aio_efd < 0 || !b->elem || worker_init(&b->worker, kvm) < 0) {
 		ret = -ENOMEM;
 		errfmt(err, errlen, "virtio-blk: out of memory or file descriptors");
 		goto fail;
@@ -812,7 +795,7 @@ void virtio_blk_destroy(struct virtio_blk *b)
 {
 	if (!b)
 		return;
-	blk_stop_thread(b);
+	worker_stop(&b->worker);
 	virtio_device_exit(&b->vdev);
 	if (b->ctx)
 		io_destroy(b->ctx);
@@ -822,34 +805,92 @@ void virtio_blk_destroy(struct virtio_blk *b)
 	}
 	if (b->fd >= 0)
 		close(b->fd);
-	if (b->stop_fd >= 0)
-		close(b->stop_fd);
 	if (b->aio_efd >= 0)
 		close(b->aio_efd);
 	free(b->elem);
-	pthread_mutex_destroy(&b->run_lock);
+	worker_destroy(&b->worker);
 	free(b);
 }
 
-void virtio_blk_print_stats(struct virtio_blk *b, FILE *out, bool json)
+void virtio_blk_stats(struct virtio_blk *b, struct stats_visitor *v)
 {
-	struct virtio_queue_stats *s = &rq(b)->stats;
-	u64 kicks = atomic_load(&s->kicks), trapped = atomic_load(&s->trapped), irqs = atomic_load(&s->irqs);
-	u64 reqs = atomic_load(&s->packets), bytes = atomic_load(&s->bytes), errs = atomic_load(&s->drops);
-	u64 bnow = atomic_load(&b->bounce_now), bpeak = atomic_load(&b->bounce_peak);
-	u64 bwaits = atomic_load(&b->bounce_waits);
+	virtio_queue_stats(&b->vdev, 0, v, "req0", "requests");
+	v->counter(v, "errors", atomic_load(&rq(b)->stats.drops));
+	v->group(v, "bounce");
+	v->counter(v, "bytes", atomic_load(&b->bounce_now));
+	v->counter(v, "peak", atomic_load(&b->bounce_peak));
+	v->counter(v, "limit", BOUNCE_MAX);
+	v->counter(v, "waits", atomic_load(&b->bounce_waits));
+}
 
-	if (json)
-		fprintf(out,
-			"{\"queues\":[{\"name\":\"req0\",\"kicks\":%" PRIu64 ",\"trapped\":%" PRIu64
-			",\"irqs\":%" PRIu64 ",\"requests\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"errors\":%" PRIu64
-			"}],\"bounce\":{\"bytes\":%" PRIu64 ",\"peak\":%" PRIu64 ",\"limit\":%llu,\"waits\":%" PRIu64
-			"}}",
-			kicks, trapped, irqs, reqs, bytes, errs, bnow, bpeak, BOUNCE_MAX, bwaits);
-	else
-		fprintf(out, "%-6s %12s %12s %12s %12s %14s %10s\nreq0   %12" PRIu64 " %12" PRIu64 " %12" PRIu64
-			" %12" PRIu64 " %14" PRIu64 " %10" PRIu64 "\n"
-			"bounce buffers: %" PRIu64 " bytes held, peak %" PRIu64 " of %llu, %" PRIu64 " requests waited\n",
-			"queue", "kicks", "trapped", "irqs", "requests", "bytes", "errors", kicks, trapped, irqs,
-			reqs, bytes, errs, bnow, bpeak, BOUNCE_MAX, bwaits);
+/* ---- the disk as an entry of the VM's device list ---- */
+
+static int blk_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct blk_opts o = *(const struct blk_opts *)d->arg;
+	struct virtio_blk *b;
+	int ret;
+
+	if (!o.trans_set)
+		o.trans = kvm->cfg.virtio_trans;
+	ret = virtio_blk_create(kvm, &o, &b, err, errlen);
+	if (ret < 0)
+		return ret;
+	d->priv = b;
+	pr_debug("virtio-blk %d over %s: %s%s, %s%s", d->index, virtio_trans_name(o.trans), o.path,
+		 o.ro ? " (read-only)" : "", o.io == BLK_IO_SYNC ? "pread/pwrite" : "libaio",
+		 b->direct ? ", O_DIRECT" : "");
+	return 0;
+}
+
+static void blk_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	virtio_blk_destroy(d->priv);
+}
+
+void virtio_blk_quiesce(struct virtio_blk *b)
+{
+	worker_quiesce(&b->worker);
+}
+
+void virtio_blk_resume(struct virtio_blk *b)
+{
+	worker_resume(&b->worker);
+}
+
+static void blk_dev_quiesce(struct kvm_dev *d)
+{
+	virtio_blk_quiesce(d->priv);
+}
+
+static void blk_dev_resume(struct kvm_dev *d)
+{
+	virtio_blk_resume(d->priv);
+}
+
+static void blk_dev_reset(struct kvm_dev *d)
+{
+	virtio_device_reset(&((struct virtio_blk *)d->priv)->vdev);
+}
+
+static void blk_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
+{
+	virtio_blk_stats(d->priv, v);
+}
+
+static const struct kvm_dev_ops blk_dev_ops = {
+	.name = "virtio-blk",
+	.prio = DEV_PRIO_VIRTIO,
+	.init = blk_dev_init,
+	.quiesce = blk_dev_quiesce,
+	.resume = blk_dev_resume,
+	.reset = blk_dev_reset,
+	.stats = blk_dev_stats,
+	.stats_name = "disk",
+	.exit = blk_dev_exit,
+};
+
+int virtio_blk_add(struct kvm *kvm, const struct blk_opts *o)
+{
+	return kvm_dev_add(kvm, &blk_dev_ops, o, sizeof(*o));
 }

@@ -9,11 +9,12 @@
 #include <linux/virtio_ids.h>
 #include <linux/virtio_ring.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
-#include "lkvm/sandbox.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-console.h"
+#include "lkvm/worker.h"
 
 #define QUEUE_SIZE 64
 #define RXQ 0
@@ -32,11 +33,8 @@
 struct virtio_console {
 	struct virtio_device vdev;
 	struct kvm *kvm;
-	int stop_fd, in_fd;  /* eventfds: stop the thread; input was queued */
-	pthread_t tid;
-	bool running;
-	atomic_bool stopping;
-	pthread_mutex_t run_lock;
+	int in_fd;           /* eventfd: input was queued */
+	struct worker worker; /* the queue thread */
 	/* Terminal input not yet given to the guest (term thread writes, queue thread reads). */
 	pthread_mutex_t in_lock;
 	u8 in[IN_BUF];
@@ -58,7 +56,7 @@ static void broken(struct virtio_console *c, int qi)
 
 static bool stopping(struct virtio_console *c)
 {
-	return atomic_load_explicit(&c->stopping, memory_order_relaxed);
+	return worker_leaving(&c->worker);
 }
 
 /*
@@ -145,6 +143,7 @@ static void rx_fill(struct virtio_console *c)
 			c->in_head = (c->in_head + n) % IN_BUF;
 			c->in_len -= n;
 		}
+		atomic_fetch_add_explicit(&c->vdev.q[RXQ].stats.packets, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&c->vdev.q[RXQ].stats.bytes, done, memory_order_relaxed);
 		vq_push(vq, c->elem->head, (u32)done);
 		virtio_notify_queue(&c->vdev, RXQ);
@@ -152,23 +151,16 @@ static void rx_fill(struct virtio_console *c)
 	pthread_mutex_unlock(&c->in_lock);
 }
 
-static void *console_thread(void *arg)
+static void console_thread(void *arg)
 {
 	struct virtio_console *c = arg;
 	bool more;
 
-	pthread_setname_np(pthread_self(), "lkvm-vcon"); /* itself: naming another thread opens /proc */
-	if (sandbox_enter(c->vdev.kvm, SB_VCONSOLE) < 0) {
-		if (c->vdev.kvm)
-			kvm_request_exit(c->vdev.kvm, EXIT_LKVM_ERROR, "virtio-console: cannot enter the sandbox");
-		return NULL;
-	}
-
 	more = tx_drain(c);
 	rx_fill(c);
-	while (!atomic_load(&c->stopping)) {
+	for (;;) {
 		struct pollfd p[4] = {
-			{ .fd = c->stop_fd, .events = POLLIN },
+			{ .fd = worker_fd(&c->worker), .events = POLLIN },
 			{ .fd = c->vdev.q[TXQ].kick_fd, .events = POLLIN },
 			{ .fd = c->vdev.q[RXQ].kick_fd, .events = POLLIN },
 			{ .fd = c->in_fd, .events = POLLIN },
@@ -181,8 +173,15 @@ static void *console_thread(void *arg)
 				continue;
 			break;
 		}
-		if (p[0].revents)
-			break;
+		if (p[0].revents) {
+			/* Stop, or a pause: a chain cut short stays where it stopped and goes on
+			 * after it; terminal input waits in c->in. */
+			if (worker_park(&c->worker))
+				break;
+			more = tx_drain(c);
+			rx_fill(c);
+			continue;
+		}
 		for (int i = 1; i < 4; i++) {
 			if (p[i].revents && read(p[i].fd, &v, sizeof(v)) == sizeof(v) && i < 3)
 				atomic_fetch_add_explicit(&c->vdev.q[i == 1 ? TXQ : RXQ].stats.kicks, v,
@@ -198,7 +197,6 @@ static void *console_thread(void *arg)
 		vq_unpop(&c->vdev.q[TXQ].vq, 1);
 		c->tx_busy = false;
 	}
-	return NULL;
 }
 
 size_t virtio_console_receive(struct virtio_console *c, const u8 *buf, size_t n)
@@ -219,45 +217,18 @@ size_t virtio_console_receive(struct virtio_console *c, const u8 *buf, size_t n)
 
 /* ---- device ops ---- */
 
-static void con_stop(struct virtio_device *vdev);
-
 static int con_start(struct virtio_device *vdev)
 {
 	struct virtio_console *c = vdev->priv;
-	int ret;
 
-	con_stop(vdev);
-	pthread_mutex_lock(&c->run_lock);
+	worker_stop(&c->worker); /* a second DRIVER_OK without reset: restart cleanly */
 	c->broken[0] = c->broken[1] = false;
-	atomic_store(&c->stopping, false);
-	ret = -pthread_create(&c->tid, NULL, console_thread, c);
-	if (!ret) {
-		c->running = true;
-	}
-	pthread_mutex_unlock(&c->run_lock);
-	return ret;
-}
-
-static void con_stop_thread(struct virtio_console *c)
-{
-	eventfd_t v;
-
-	pthread_mutex_lock(&c->run_lock);
-	if (c->running) {
-		atomic_store(&c->stopping, true);
-		if (eventfd_write(c->stop_fd, 1) < 0)
-			pr_err("virtio-console: cannot signal the queue thread");
-		pthread_join(c->tid, NULL);
-		c->running = false;
-		if (eventfd_read(c->stop_fd, &v) < 0)
-			pr_debug("virtio-console: stop eventfd already clear");
-	}
-	pthread_mutex_unlock(&c->run_lock);
+	return worker_start(&c->worker, "lkvm-vcon", SB_VCONSOLE, console_thread, c);
 }
 
 static void con_stop(struct virtio_device *vdev)
 {
-	con_stop_thread(vdev->priv);
+	worker_stop(&((struct virtio_console *)vdev->priv)->worker);
 }
 
 static u64 con_features(struct virtio_device *vdev)
@@ -284,16 +255,14 @@ int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_conso
 		return -ENOMEM;
 	c->kvm = kvm;
 	c->out = out ? out : term_output;
-	pthread_mutex_init(&c->run_lock, NULL);
 	pthread_mutex_init(&c->in_lock, NULL);
-	c->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	c->in_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	c->elem = malloc(sizeof(*c->elem));
 	c->tx_elem = malloc(sizeof(*c->tx_elem));
 	c->vdev.ops = &virtio_console_ops;
 	c->vdev.priv = c;
 	c->vdev.use_ioeventfd = !kvm->cfg.no_ioeventfd;
-	if (c->stop_fd < 0 || c->in_fd < 0 || !c->elem || !c->tx_elem) {
+	if (c->in_fd < 0 || !c->elem || !c->tx_elem || worker_init(&c->worker, kvm) < 0) {
 		virtio_console_destroy(c);
 		return -ENOMEM;
 	}
@@ -321,15 +290,109 @@ void virtio_console_destroy(struct virtio_console *c)
 {
 	if (!c)
 		return;
-	con_stop_thread(c);
+	worker_stop(&c->worker);
 	virtio_device_exit(&c->vdev);
-	if (c->stop_fd >= 0)
-		close(c->stop_fd);
 	if (c->in_fd >= 0)
 		close(c->in_fd);
 	free(c->elem);
 	free(c->tx_elem);
-	pthread_mutex_destroy(&c->run_lock);
+	worker_destroy(&c->worker);
 	pthread_mutex_destroy(&c->in_lock);
 	free(c);
+}
+
+void virtio_console_stats(struct virtio_console *c, struct stats_visitor *v)
+{
+	static const char *const names[] = { [RXQ] = "rx", [TXQ] = "tx" };
+
+	for (int qi = 0; qi < 2; qi++)
+		virtio_queue_stats(&c->vdev, qi, v, names[qi], "packets");
+}
+
+/* ---- the console as an entry of the VM's device list ---- */
+
+static size_t con_input(void *dev, const u8 *buf, size_t n)
+{
+	return virtio_console_receive(dev, buf, n);
+}
+
+/* What virtio_console_add_port was given. */
+struct con_port {
+	virtio_console_out_fn out;
+	bool input;
+};
+
+/* hvc0 is the console (--console virtio): terminal input goes here, not to the UART. */
+static int con_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	const struct con_port *port = d->arg;
+	struct virtio_console *c;
+	int ret = virtio_console_create(kvm, kvm->cfg.virtio_trans, port->out, false, &c);
+
+	if (ret < 0)
+		return ret;
+	d->priv = c;
+	if (port->input)
+		term_set_input(kvm, con_input, c);
+	return 0;
+}
+
+static void con_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	term_clear_input(kvm, d->priv);
+	virtio_console_destroy(d->priv);
+}
+
+void virtio_console_quiesce(struct virtio_console *c)
+{
+	worker_quiesce(&c->worker);
+}
+
+void virtio_console_resume(struct virtio_console *c)
+{
+	worker_resume(&c->worker);
+}
+
+static void con_dev_quiesce(struct kvm_dev *d)
+{
+	virtio_console_quiesce(d->priv);
+}
+
+static void con_dev_resume(struct kvm_dev *d)
+{
+	virtio_console_resume(d->priv);
+}
+
+static void con_dev_reset(struct kvm_dev *d)
+{
+	virtio_device_reset(&((struct virtio_console *)d->priv)->vdev);
+}
+
+static void con_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
+{
+	virtio_console_stats(d->priv, v);
+}
+
+static const struct kvm_dev_ops con_dev_ops = {
+	.name = "virtio-console",
+	.prio = DEV_PRIO_VIRTIO,
+	.init = con_dev_init,
+	.quiesce = con_dev_quiesce,
+	.resume = con_dev_resume,
+	.reset = con_dev_reset,
+	.stats = con_dev_stats,
+	.stats_name = "console",
+	.exit = con_dev_exit,
+};
+
+int virtio_console_add_port(struct kvm *kvm, virtio_console_out_fn out, bool input)
+{
+	struct con_port port = { out, input };
+
+	return kvm_dev_add(kvm, &con_dev_ops, &port, sizeof(port));
+}
+
+int virtio_console_add(struct kvm *kvm)
+{
+	return virtio_console_add_port(kvm, NULL, true);
 }

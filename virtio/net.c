@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -17,9 +16,11 @@
 #include <linux/virtio_net.h>
 #include <linux/virtio_ring.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/kvm.h"
 #include "lkvm/iov.h"
-#include "lkvm/sandbox.h"
+#include "lkvm/stats.h"
+#include "lkvm/worker.h"
 #include "lkvm/virtio-net.h"
 
 #define HDR_LEN NET_VNET_HDR_LEN
@@ -67,8 +68,7 @@ struct net_worker {
 	int qi;      /* index in vdev->q */
 	int pair;    /* backend index */
 	char qname[24];
-	pthread_t tid;
-	sem_t entered; /* posted once the thread named itself and entered its sandbox */
+	struct worker *wk; /* its thread: one of n->wk */
 	bool broken; /* the guest broke the queue: touch it no more */
 	struct vq_elem *elem;
 	/* RX: chains taken from the ring but not yet used, in pop order, so that they are
@@ -101,13 +101,12 @@ struct virtio_net {
 	pthread_mutex_t cfg_lock;
 	struct virtio_net_config cfg;
 
-	/* Threads: start/stop serialised by run_lock (a reset on a vCPU against teardown). */
+	/* Threads: start, stop, pause and resume serialised by run_lock (a reset on a vCPU
+	 * against teardown or a pause). */
 	pthread_mutex_t run_lock;
-	int stop_fd;            /* eventfd, every thread polls it */
-	atomic_bool stopping;   /* the same, cheap to test inside drain loops */
 	int nworkers;
 	struct net_worker w[VIRTIO_MAX_QUEUES];
-	bool quiesced;          /* workers stopped by virtio_net_quiesce (a pause), to restart */
+	struct worker wk[VIRTIO_MAX_QUEUES]; /* made with the device: w[i] runs on wk[i] */
 
 	/* Negotiated at start. */
 	bool mrg_rxbuf;
@@ -136,16 +135,18 @@ static inline u64 stat_get(atomic_ullong *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-static inline bool stopping(const struct virtio_net *n)
+/* Asked to stop or park: leave the drain loop at the next safe point. */
+static inline bool leaving(struct net_worker *w)
 {
-	return atomic_load_explicit(&n->stopping, memory_order_relaxed);
+	return worker_leaving(w->wk);
 }
 
 /* ---- iovec helpers: every copy bounded by the iovecs themselves ---- */
 
 /* ---- waiting ---- */
 
-enum { WAKE_STOP = 1, WAKE_KICK = 2, WAKE_IO = 4 };
+/* WAKE_STOP: asked to stop or park (worker.h); WAKE_FAIL with it: poll itself failed. */
+enum { WAKE_STOP = 1, WAKE_KICK = 2, WAKE_IO = 4, WAKE_FAIL = 8 };
 
 /* Add what the guest's notifies left in kick_fd to stats.kicks. Only this queue's
  * thread reads the eventfd, so POLLIN means the read will not block. */
@@ -168,15 +169,15 @@ static void drain_kicks(struct virtio_queue *q)
 		take_kicks(q);
 }
 
-/* Block until stop, a kick (if want_kick) or io_fd ready for io_events (if io_fd >= 0).
- * Returns WAKE_* bits; kicks are read and counted here. */
+/* Block until stop or park, a kick (if want_kick) or io_fd ready for io_events (if
+ * io_fd >= 0). Returns WAKE_* bits; kicks are read and counted here. */
 static int wait_for(struct net_worker *w, bool want_kick, int io_fd, short io_events)
 {
 	struct virtio_queue *q = &w->n->vdev.q[w->qi];
 	struct pollfd p[3];
 	int np = 0, ki = -1, ii = -1, r, m = 0;
 
-	p[np++] = (struct pollfd){ .fd = w->n->stop_fd, .events = POLLIN };
+	p[np++] = (struct pollfd){ .fd = worker_fd(w->wk), .events = POLLIN };
 	if (want_kick && q->kick_fd >= 0) {
 		ki = np;
 		p[np++] = (struct pollfd){ .fd = q->kick_fd, .events = POLLIN };
@@ -189,9 +190,9 @@ static int wait_for(struct net_worker *w, bool want_kick, int io_fd, short io_ev
 		r = poll(p, np, -1);
 	while (r < 0 && errno == EINTR);
 	if (r < 0) {
-		/* Only EFAULT/ENOMEM/EINVAL remain: nothing sensible to retry; park the thread. */
+		/* Only EFAULT/ENOMEM/EINVAL remain: nothing sensible to retry; end the thread. */
 		pr_err("virtio-net %s: poll: %s", w->qname, strerror(errno));
-		return WAKE_STOP;
+		return WAKE_STOP | WAKE_FAIL;
 	}
 	if (p[0].revents)
 		return WAKE_STOP;
@@ -202,27 +203,11 @@ static int wait_for(struct net_worker *w, bool want_kick, int io_fd, short io_ev
 	return m;
 }
 
-/* First thing in every device thread: name itself (from inside, so the thread that
- * started it needs no access to /proc), then its seccomp filter; worker_start waits for
- * both. False: the thread must end at once (the run was asked to stop). */
-static bool worker_enter(struct net_worker *w)
+/* wait_for said WAKE_STOP: the safe point. True when the thread must end; false once a
+ * pause is over. */
+static bool stop_or_park(struct net_worker *w, int wake)
 {
-	static const enum sandbox_kind sb[] = { [W_RX] = SB_NET_RX, [W_TX] = SB_NET_TX,
-						[W_CTL] = SB_NET_CTL };
-	char tname[32];
-	bool ok = true;
-
-	snprintf(tname, sizeof(tname), w->kind == W_CTL ? "lkvm-net-ctl" : "lkvm-net-%s", w->qname);
-	tname[15] = '\0'; /* the kernel's limit; "lkvm-net-tx7" fits */
-	pthread_setname_np(pthread_self(), tname);
-	if (sandbox_enter(w->n->kvm, sb[w->kind]) < 0) {
-		if (w->n->kvm)
-			kvm_request_exit(w->n->kvm, EXIT_LKVM_ERROR, "virtio-net %s: cannot enter the sandbox",
-					 w->qname);
-		ok = false;
-	}
-	sem_post(&w->entered);
-	return ok;
+	return (wake & WAKE_FAIL) || worker_park(w->wk);
 }
 
 static void queue_broken(struct net_worker *w, const char *why)
@@ -354,12 +339,12 @@ static enum tx_pass tx_pass(struct net_worker *w, bool *worked)
 		fill_used(w, e->head, 0);
 		if (w->pending >= batch) {
 			flush_pending(w);
-			if (stopping(n))
+			if (leaving(w))
 				return TX_STOP;
 		}
 	}
 	flush_pending(w);
-	return stopping(n) ? TX_STOP : TX_EMPTY;
+	return leaving(w) ? TX_STOP : TX_EMPTY;
 }
 
 /* The one place a TX thread re-enables notifications: returns true when chains arrived
@@ -427,7 +412,7 @@ static bool tx_poll(struct net_worker *w)
 	bool found = false;
 
 	stat_add(&q->stats.polls, 1);
-	while (!stopping(n)) {
+	while (!leaving(w)) {
 		if (vq_has_avail(&q->vq)) {
 			found = true;
 			break;
@@ -501,7 +486,7 @@ static bool tx_hold(struct net_worker *w)
 {
 	struct timespec ts = { .tv_sec = (time_t)(w->n->tx_timer_ns / 1000000000ull),
 			       .tv_nsec = (long)(w->n->tx_timer_ns % 1000000000ull) };
-	struct pollfd p = { .fd = w->n->stop_fd, .events = POLLIN };
+	struct pollfd p = { .fd = worker_fd(w->wk), .events = POLLIN };
 	u64 end = now_ns() + w->n->tx_timer_ns;
 
 	vq_disable_notify(&w->n->vdev.q[w->qi].vq);
@@ -522,33 +507,38 @@ static bool tx_hold(struct net_worker *w)
 	}
 }
 
-static void *tx_thread(void *arg)
+static void tx_thread(void *arg)
 {
 	struct net_worker *w = arg;
 	struct virtio_queue *q = &w->n->vdev.q[w->qi];
-	bool stop;
+	int wake = 0;
 
-	if (!worker_enter(w))
-		return NULL;
 	/* Short sleeps must stay short: the default 50 us timer slack would dwarf the pause
 	 * between polls and the timer hold. This thread only. */
 	if (w->n->tx_mode != NET_TX_KICK)
 		prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	/* Chains may have been posted (and kicked) before the thread existed. */
-	stop = tx_drain(w);
-
-	while (!stop) {
-		if (wait_for(w, !w->broken, -1, 0) & WAKE_STOP)
-			break;
+	if (tx_drain(w))
+		wake = WAKE_STOP;
+	for (;;) {
+		if (!wake)
+			wake = wait_for(w, !w->broken, -1, 0);
+		if (wake & WAKE_STOP) {
+			/* A chain cut short by a full backend was given back (tx_one): after a
+			 * pause it goes first, with what was posted meanwhile. */
+			if (stop_or_park(w, wake))
+				break;
+			wake = !w->broken && tx_drain(w) ? WAKE_STOP : 0;
+			continue;
+		}
+		wake = 0;
 		if (w->broken)
 			continue;
 		tx_poll_kicked(w);
-		if (w->n->tx_mode == NET_TX_TIMER && tx_hold(w))
-			break;
-		stop = tx_drain(w);
+		if ((w->n->tx_mode == NET_TX_TIMER && tx_hold(w)) || tx_drain(w))
+			wake = WAKE_STOP;
 	}
 	drain_kicks(q);
-	return NULL;
 }
 
 /* ---- RX ---- */
@@ -736,7 +726,7 @@ static enum rx_wait rx_drain(struct net_worker *w)
 	enum rx_wait next = RX_WAIT_FRAME;
 	int frames = 0;
 
-	while (frames < BATCH && !stopping(n)) {
+	while (frames < BATCH && !leaving(w)) {
 		/* A frame waiting in spill comes first; its size is known. */
 		ssize_t peek = w->spill_len ? (ssize_t)w->spill_len
 			       : be->ops->peek_len ? be->ops->peek_len(be) : -ENOTSUP;
@@ -791,7 +781,7 @@ static enum rx_wait rx_drain(struct net_worker *w)
 	return next;
 }
 
-static void *rx_thread(void *arg)
+static void rx_thread(void *arg)
 {
 	struct net_worker *w = arg;
 	struct virtio_net *n = w->n;
@@ -799,8 +789,6 @@ static void *rx_thread(void *arg)
 	struct net_backend *be = n->be[w->pair];
 	enum rx_wait next = RX_WAIT_FRAME;
 
-	if (!worker_enter(w))
-		return NULL;
 	/* We learn about buffers by looking at the ring when a frame is pending; kicks
 	 * are needed only once it ran dry (vq_enable_notify in rx_drain). */
 	vq_disable_notify(&q->vq);
@@ -810,9 +798,9 @@ static void *rx_thread(void *arg)
 		int m;
 
 		if (next == RX_WAIT_BACKOFF) {
-			struct pollfd p = { .fd = n->stop_fd, .events = POLLIN };
+			struct pollfd p = { .fd = worker_fd(w->wk), .events = POLLIN };
 
-			if (poll(&p, 1, RX_BACKOFF_MS) > 0)
+			if (poll(&p, 1, RX_BACKOFF_MS) > 0 && worker_park(w->wk))
 				break;
 			next = RX_WAIT_FRAME;
 			continue;
@@ -823,7 +811,9 @@ static void *rx_thread(void *arg)
 			m = wait_for(w, true, -1, 0);
 		else /* kicks are not needed now, but counted as they come */
 			m = wait_for(w, true, be->rx_fd, POLLIN);
-		if (m & WAKE_STOP)
+		/* A pause keeps what the thread waits for (and any held chains): the kicks and
+		 * frames that come meanwhile are there to see after it. */
+		if ((m & WAKE_STOP) && stop_or_park(w, m))
 			break;
 		if (next == RX_WAIT_BUFFERS && (m & WAKE_KICK)) {
 			vq_disable_notify(&q->vq);
@@ -834,7 +824,6 @@ static void *rx_thread(void *arg)
 	}
 	rx_release(w);
 	drain_kicks(q);
-	return NULL;
 }
 
 /* ---- control queue ---- */
@@ -974,33 +963,32 @@ static void ctl_drain(struct net_worker *w)
 			ctl_one(w, w->elem);
 			if (w->pending >= MIN(BATCH, vq->size))
 				flush_pending(w);
-			if (stopping(w->n))
+			if (leaving(w))
 				goto out;
 		}
 		flush_pending(w);
-	} while (!stopping(w->n) && vq_enable_notify(vq));
+	} while (!leaving(w) && vq_enable_notify(vq));
 out:
 	flush_pending(w);
 	if (worked)
 		stat_add(&q->stats.batches, 1);
 }
 
-static void *ctl_thread(void *arg)
+static void ctl_thread(void *arg)
 {
 	struct net_worker *w = arg;
 	struct virtio_queue *q = &w->n->vdev.q[w->qi];
 
-	if (!worker_enter(w))
-		return NULL;
 	ctl_drain(w);
 	for (;;) {
-		if (wait_for(w, !w->broken, -1, 0) & WAKE_STOP)
+		int wake = wait_for(w, !w->broken, -1, 0);
+
+		if ((wake & WAKE_STOP) && stop_or_park(w, wake))
 			break;
-		if (!w->broken && !stopping(w->n))
+		if (!w->broken && !leaving(w))
 			ctl_drain(w);
 	}
 	drain_kicks(q);
-	return NULL;
 }
 
 /* ---- device ops ---- */
@@ -1091,12 +1079,35 @@ static void worker_free(struct net_worker *w)
 	w->spill = NULL;
 }
 
-static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int pair)
+/* The worker's buffers: every kind pops chains; RX gathers iovecs and, when the backend
+ * cannot tell a frame's length first, a spill buffer. */
+static int worker_alloc(struct net_worker *w)
 {
-	static void *(*const fn[])(void *) = { [W_RX] = rx_thread, [W_TX] = tx_thread,
-					       [W_CTL] = ctl_thread };
+	struct net_backend *be = w->n->be[w->pair];
+	bool spill = false;
+
+	w->elem = malloc(sizeof(*w->elem));
+	if (w->kind == W_RX) {
+		spill = !be->ops->peek_len || be->ops->peek_len(be) == -ENOTSUP;
+		w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov));
+		if (spill)
+			w->spill = malloc(SPILL_CAP);
+	}
+	if (!w->elem || (w->kind == W_RX && !w->iov) || (spill && !w->spill)) {
+		worker_free(w);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int net_worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int pair)
+{
+	static const worker_fn fn[] = { [W_RX] = rx_thread, [W_TX] = tx_thread, [W_CTL] = ctl_thread };
+	static const enum sandbox_kind sb[] = { [W_RX] = SB_NET_RX, [W_TX] = SB_NET_TX,
+						[W_CTL] = SB_NET_CTL };
 	static const char *const prefix[] = { [W_RX] = "rx", [W_TX] = "tx", [W_CTL] = "ctrl" };
 	struct net_worker *w;
+	char tname[32];
 	int ret;
 
 	if (!n->vdev.q[qi].vq.ready)
@@ -1112,54 +1123,36 @@ static int worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int
 		snprintf(w->qname, sizeof(w->qname), "ctrl");
 	else
 		snprintf(w->qname, sizeof(w->qname), "%s%d", prefix[kind], pair);
-	w->elem = malloc(sizeof(*w->elem));
-	if (kind == W_RX) {
-		struct net_backend *be = n->be[pair];
-		bool peeks = be->ops->peek_len && be->ops->peek_len(be) != -ENOTSUP;
-
-		w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov));
-		if (!peeks)
-			w->spill = malloc(SPILL_CAP);
-		if (!peeks && !w->spill) {
-			worker_free(w);
-			return -ENOMEM;
-		}
-	}
-	if (!w->elem || (kind == W_RX && !w->iov)) {
+	ret = worker_alloc(w);
+	if (ret < 0)
+		return ret;
+	/* The kernel keeps 15 characters of a name; "lkvm-net-tx7" fits. */
+	snprintf(tname, sizeof(tname), kind == W_CTL ? "lkvm-net-ctl" : "lkvm-net-%s", w->qname);
+	w->wk = &n->wk[n->nworkers];
+	ret = worker_start(w->wk, tname, sb[kind], fn[kind], w);
+	if (ret < 0) {
 		worker_free(w);
-		return -ENOMEM;
-	}
-	sem_init(&w->entered, 0, 0);
-	ret = pthread_create(&w->tid, NULL, fn[kind], w);
-	if (ret) {
-		sem_destroy(&w->entered);
-		worker_free(w);
-		return -ret;
+		return ret;
 	}
 	n->nworkers++;
-	/* Started means named and confined: nothing of the guest's reaches it before. */
-	while (sem_wait(&w->entered) < 0 && errno == EINTR)
-		;
-	sem_destroy(&w->entered);
 	return 0;
 }
 
 /* Start a worker per queue in use; run_lock held. */
 static int start_workers_locked(struct virtio_net *n)
 {
-	u64 f = n->vdev.features;
+	u64 f = atomic_load_explicit(&n->vdev.features, memory_order_relaxed);
 	int data_pairs = (f & F(VIRTIO_NET_F_MQ)) ? n->pairs : 1;
 	int ret = 0;
 
-	atomic_store(&n->stopping, false);
 	for (int p = 0; p < data_pairs && !ret; p++) {
-		ret = worker_start(n, W_RX, 2 * p, p);
+		ret = net_worker_start(n, W_RX, 2 * p, p);
 		if (!ret)
-			ret = worker_start(n, W_TX, 2 * p + 1, p);
+			ret = net_worker_start(n, W_TX, 2 * p + 1, p);
 	}
 	/* The control queue follows the data queues in use (§5.1.2). */
 	if (!ret && (f & F(VIRTIO_NET_F_CTRL_VQ)))
-		ret = worker_start(n, W_CTL, 2 * data_pairs, 0);
+		ret = net_worker_start(n, W_CTL, 2 * data_pairs, 0);
 	return ret;
 }
 
@@ -1167,33 +1160,22 @@ static int start_workers_locked(struct virtio_net *n)
  * and gives back what it held (RX chains), so the queues can be served again later. */
 static void stop_workers_locked(struct virtio_net *n)
 {
-	eventfd_t v;
-
-	if (!n->nworkers)
-		return;
-	atomic_store(&n->stopping, true);
-	if (eventfd_write(n->stop_fd, 1) < 0)
-		pr_err("virtio-net: cannot signal the device threads"); /* cannot happen */
 	for (int i = 0; i < n->nworkers; i++) {
-		pthread_join(n->w[i].tid, NULL);
+		worker_stop(n->w[i].wk);
 		worker_free(&n->w[i]);
 	}
 	n->nworkers = 0;
-	/* Re-arm for the next start. */
-	if (eventfd_read(n->stop_fd, &v) < 0)
-		pr_debug("virtio-net: stop eventfd already clear");
 }
 
 static int net_start(struct virtio_device *vdev)
 {
 	struct virtio_net *n = to_net(vdev);
-	u64 f = vdev->features;
+	u64 f = atomic_load_explicit(&vdev->features, memory_order_relaxed);
 	struct net_offloads off;
 	int ret = 0;
 
 	net_stop(vdev); /* a second DRIVER_OK without reset: restart cleanly */
 	pthread_mutex_lock(&n->run_lock);
-	n->quiesced = false;
 	n->mrg_rxbuf = f & F(VIRTIO_NET_F_MRG_RXBUF);
 	atomic_store(&n->curr_pairs, 1);
 	net_offloads_from_features(f, &off);
@@ -1218,7 +1200,6 @@ static void net_stop(struct virtio_device *vdev)
 	struct virtio_net *n = to_net(vdev);
 
 	pthread_mutex_lock(&n->run_lock);
-	n->quiesced = false;
 	stop_workers_locked(n);
 	pthread_mutex_unlock(&n->run_lock);
 }
@@ -1226,26 +1207,17 @@ static void net_stop(struct virtio_device *vdev)
 void virtio_net_quiesce(struct virtio_net *n)
 {
 	pthread_mutex_lock(&n->run_lock);
-	if (n->nworkers) {
-		stop_workers_locked(n);
-		n->quiesced = true;
-	}
+	for (int i = 0; i < n->nworkers; i++)
+		worker_quiesce(n->w[i].wk);
 	pthread_mutex_unlock(&n->run_lock);
 }
 
-int virtio_net_unquiesce(struct virtio_net *n)
+void virtio_net_resume(struct virtio_net *n)
 {
-	int ret = 0;
-
 	pthread_mutex_lock(&n->run_lock);
-	if (n->quiesced) {
-		n->quiesced = false;
-		ret = start_workers_locked(n);
-		if (ret < 0)
-			stop_workers_locked(n);
-	}
+	for (int i = 0; i < n->nworkers; i++)
+		worker_resume(n->w[i].wk);
 	pthread_mutex_unlock(&n->run_lock);
-	return ret;
 }
 
 static const struct virtio_dev_ops virtio_net_ops = {
@@ -1298,15 +1270,6 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 		close_backends(be, pairs);
 		return -ENOMEM;
 	}
-	n->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (n->stop_fd < 0) {
-		int e = errno;
-
-		errfmt(err, errlen, "virtio-net: eventfd: %s", strerror(e));
-		close_backends(be, pairs);
-		free(n);
-		return -e;
-	}
 	n->kvm = kvm;
 	n->pairs = pairs;
 	n->tx_mode = o->tx_mode;
@@ -1319,6 +1282,15 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 	}
 	pthread_mutex_init(&n->cfg_lock, NULL);
 	pthread_mutex_init(&n->run_lock, NULL);
+	for (int i = 0; i < 2 * pairs + 1; i++) {
+		int ret = worker_init(&n->wk[i], kvm);
+
+		if (ret < 0) {
+			errfmt(err, errlen, "virtio-net: eventfd: %s", strerror(-ret));
+			virtio_net_destroy(n);
+			return ret;
+		}
+	}
 
 	memcpy(n->cfg.mac, default_mac, sizeof(n->cfg.mac));
 	if (o->mac_set)
@@ -1379,7 +1351,8 @@ void virtio_net_destroy(struct virtio_net *n)
 	net_stop(&n->vdev);
 	virtio_device_exit(&n->vdev);
 	close_backends(n->be, n->pairs);
-	close(n->stop_fd);
+	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++)
+		worker_destroy(&n->wk[i]);
 	pthread_mutex_destroy(&n->cfg_lock);
 	pthread_mutex_destroy(&n->run_lock);
 	free(n);
@@ -1395,6 +1368,7 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	struct virtio_device *vdev = &n->vdev;
 	int ctl = (vdev->features & F(VIRTIO_NET_F_MQ)) ? 2 * n->pairs : 2;
 	struct net_worker *w;
+	struct worker wk; /* no thread: never asked to leave */
 
 	if (qi < 0 || qi > ctl || !vdev->q[qi].vq.ready || n->nworkers)
 		return -EINVAL;
@@ -1402,18 +1376,21 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	if (!w)
 		return -ENOMEM;
 	w->elem = malloc(sizeof(*w->elem));
-	if (!w->elem) {
+	if (!w->elem || worker_init(&wk, n->kvm) < 0) {
+		free(w->elem);
 		free(w);
 		return -ENOMEM;
 	}
 	w->n = n;
 	w->qi = qi;
+	w->wk = &wk;
 	w->kind = qi == ctl ? W_CTL : qi % 2 ? W_TX : W_RX;
 	w->pair = qi == ctl ? 0 : qi / 2;
 	w->poll_budget_ns = n->poll_max_ns;
 	snprintf(w->qname, sizeof(w->qname), qi == ctl ? "ctrl" : qi % 2 ? "tx%d" : "rx%d", w->pair);
 	n->mrg_rxbuf = vdev->features & F(VIRTIO_NET_F_MRG_RXBUF);
 	if (w->kind == W_RX && !(w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov)))) {
+		worker_destroy(&wk);
 		worker_free(w);
 		free(w);
 		return -ENOMEM;
@@ -1427,6 +1404,7 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	} else if (tx_drain(w)) {
 		pr_debug("virtio-net %s: stopped while serving once", w->qname);
 	}
+	worker_destroy(&wk);
 	worker_free(w);
 	free(w);
 	return 0;
@@ -1441,7 +1419,7 @@ void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *a
 /* Queue names in the layout the driver negotiated (all pairs if it never got that far). */
 static int stats_rows(struct virtio_net *n, int qi[], const char *name[], char buf[][24])
 {
-	u64 f = __atomic_load_n(&n->vdev.features, __ATOMIC_RELAXED);
+	u64 f = atomic_load_explicit(&n->vdev.features, memory_order_relaxed);
 	int pairs = (!f || (f & F(VIRTIO_NET_F_MQ))) ? n->pairs : 1, rows = 0;
 
 	for (int p = 0; p < pairs; p++) {
@@ -1457,57 +1435,7 @@ static int stats_rows(struct virtio_net *n, int qi[], const char *name[], char b
 	return rows + 1;
 }
 
-static void ratio(char *buf, size_t len, u64 a, u64 b, bool json)
-{
-	if (b)
-		snprintf(buf, len, "%.2f", (double)a / (double)b);
-	else
-		snprintf(buf, len, "%s", json ? "null" : "-");
-}
-
-void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json)
-{
-	int qi[VIRTIO_MAX_QUEUES];
-	const char *name[VIRTIO_MAX_QUEUES];
-	char buf[VIRTIO_MAX_QUEUES][24];
-	int rows = stats_rows(n, qi, name, buf);
-
-	if (json)
-		fputs("{\"queues\":[", out);
-	else
-		fprintf(out, "%-6s %12s %12s %12s %12s %14s %10s %10s %10s %10s %10s %10s\n", "queue",
-			"kicks", "trapped", "irqs", "packets", "bytes", "pkts/kick", "pkts/irq", "drops",
-			"polls", "poll_hits", "poll_us");
-	for (int r = 0; r < rows; r++) {
-		struct virtio_queue_stats *s = &n->vdev.q[qi[r]].stats;
-		u64 kicks = stat_get(&s->kicks), trapped = stat_get(&s->trapped), irqs = stat_get(&s->irqs);
-		u64 pkts = stat_get(&s->packets), bytes = stat_get(&s->bytes), drops = stat_get(&s->drops);
-		u64 batches = stat_get(&s->batches), polls = stat_get(&s->polls);
-		u64 hits = stat_get(&s->poll_hits), poll_us = stat_get(&s->poll_ns) / 1000;
-		char pk[32], pi[32];
-
-		ratio(pk, sizeof(pk), pkts, kicks, json);
-		ratio(pi, sizeof(pi), pkts, irqs, json);
-		if (json)
-			fprintf(out,
-				"%s{\"name\":\"%s\",\"kicks\":%" PRIu64 ",\"trapped\":%" PRIu64
-				",\"irqs\":%" PRIu64 ",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
-				",\"drops\":%" PRIu64 ",\"batches\":%" PRIu64
-				",\"pkts_per_kick\":%s,\"pkts_per_irq\":%s,\"polls\":%" PRIu64
-				",\"poll_hits\":%" PRIu64 ",\"poll_us\":%" PRIu64 "}",
-				r ? "," : "", name[r], kicks, trapped, irqs, pkts, bytes, drops, batches, pk, pi,
-				polls, hits, poll_us);
-		else
-			fprintf(out,
-				"%-6s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %14" PRIu64
-				" %10s %10s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 "\n",
-				name[r], kicks, trapped, irqs, pkts, bytes, pk, pi, drops, polls, hits, poll_us);
-	}
-	if (json)
-		fputs("]}", out);
-}
-
-void virtio_net_visit_stats(struct virtio_net *n, virtio_net_stat_fn fn, void *arg)
+void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v)
 {
 	int qi[VIRTIO_MAX_QUEUES];
 	const char *name[VIRTIO_MAX_QUEUES];
@@ -1517,15 +1445,93 @@ void virtio_net_visit_stats(struct virtio_net *n, virtio_net_stat_fn fn, void *a
 	for (int r = 0; r < rows; r++) {
 		struct virtio_queue_stats *s = &n->vdev.q[qi[r]].stats;
 
-		fn(arg, name[r], "kicks", stat_get(&s->kicks));
-		fn(arg, name[r], "trapped", stat_get(&s->trapped));
-		fn(arg, name[r], "irqs", stat_get(&s->irqs));
-		fn(arg, name[r], "packets", stat_get(&s->packets));
-		fn(arg, name[r], "bytes", stat_get(&s->bytes));
-		fn(arg, name[r], "drops", stat_get(&s->drops));
-		fn(arg, name[r], "batches", stat_get(&s->batches));
-		fn(arg, name[r], "polls", stat_get(&s->polls));
-		fn(arg, name[r], "poll_hits", stat_get(&s->poll_hits));
-		fn(arg, name[r], "poll_us", stat_get(&s->poll_ns) / 1000);
+		virtio_queue_stats(&n->vdev, qi[r], v, name[r], "packets");
+		v->counter(v, "drops", stat_get(&s->drops));
+		v->counter(v, "batches", stat_get(&s->batches));
+		v->counter(v, "polls", stat_get(&s->polls));
+		v->counter(v, "poll_hits", stat_get(&s->poll_hits));
+		v->counter(v, "poll_us", stat_get(&s->poll_ns) / 1000);
 	}
+}
+
+/* ---- the NIC as an entry of the VM's device list ---- */
+
+/* Its backends (a tap, or fake ones for tests), then the device. */
+static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { NULL };
+	static const u8 default_mac[6] = VIRTIO_NET_DEFAULT_MAC;
+	struct net_opts o = *(const struct net_opts *)d->arg;
+	char ifname[sizeof(be[0]->ifname)] = "fake";
+	int ret, pairs = o.queue_pairs ? o.queue_pairs : 1;
+
+	if (kvm->cfg.no_ioeventfd)
+		o.ioeventfd = false;
+	if (!o.trans_set)
+		o.trans = kvm->cfg.virtio_trans;
+	if (!o.mac_set) {
+		memcpy(o.guest_mac, default_mac, sizeof(o.guest_mac));
+		o.guest_mac[5] = (u8)(o.guest_mac[5] + d->index);
+		o.mac_set = true;
+	}
+	if (o.mode == NET_MODE_FAKE) {
+		/* One that cannot be made is reported by virtio_net_create ("no backend"). */
+		for (int i = 0; i < pairs && i < NET_MAX_QUEUE_PAIRS; i++)
+			be[i] = net_fake_create();
+	} else {
+		ret = net_tap_open(&o, be, pairs, err, errlen);
+		if (ret < 0)
+			return ret;
+		memcpy(ifname, be[0]->ifname, sizeof(ifname));
+	}
+	/* From here the device owns the backends, on failure too. */
+	ret = virtio_net_create(kvm, &o, be, (struct virtio_net **)&d->priv, err, errlen);
+	if (ret < 0)
+		return ret;
+	pr_debug("virtio-net %d over %s on %s %s, %s, tx=%s", d->index, virtio_trans_name(o.trans),
+		 o.mode == NET_MODE_FAKE ? "fake" : "tap", ifname,
+		 o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
+	return 0;
+}
+
+static void net_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	virtio_net_destroy(d->priv);
+}
+
+static void net_dev_quiesce(struct kvm_dev *d)
+{
+	virtio_net_quiesce(d->priv);
+}
+
+static void net_dev_resume(struct kvm_dev *d)
+{
+	virtio_net_resume(d->priv);
+}
+
+static void net_dev_reset(struct kvm_dev *d)
+{
+	virtio_device_reset(virtio_net_vdev(d->priv));
+}
+
+static void net_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
+{
+	virtio_net_stats(d->priv, v);
+}
+
+static const struct kvm_dev_ops net_dev_ops = {
+	.name = "virtio-net",
+	.prio = DEV_PRIO_VIRTIO,
+	.init = net_dev_init,
+	.quiesce = net_dev_quiesce,
+	.resume = net_dev_resume,
+	.reset = net_dev_reset,
+	.stats = net_dev_stats,
+	.stats_name = "net",
+	.exit = net_dev_exit,
+};
+
+int virtio_net_add(struct kvm *kvm, const struct net_opts *o)
+{
+	return kvm_dev_add(kvm, &net_dev_ops, o, sizeof(*o));
 }

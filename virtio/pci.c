@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 #include <linux/virtio_pci.h>
 
@@ -83,58 +82,23 @@ struct virtio_pci {
 	struct virtio_device *vdev;
 	struct kvm *kvm;
 	/* Everything below is guarded by vdev->lock. */
-	u32 dfselect, gfselect;
-	u64 guest_features; /* driver_feature as written, checked at FEATURES_OK */
 	u16 msix_config;
-	u16 queue_select;
 	u16 qvec[VIRTIO_MAX_QUEUES]; /* each queue's MSI-X vector */
 	bool msix_enabled;          /* also read by device threads (atomic loads) */
 	int nvec;
 	bool func_mask;
 	struct vp_vector vec[VP_MAX_VECTORS];
 	u32 intx_gsi;
-	/* KVM_IOEVENTFDs currently assigned: bit 0 len 2, bit 1 len 4, per queue; all at
-	 * notify addresses inside BAR 0 at ioev_base. */
-	u8 ioev_lens[VIRTIO_MAX_QUEUES];
-	u64 ioev_base;      /* also read unlocked by the trapped-notify check */
+	u64 ioev_base;      /* BAR 0 where the notify ioeventfds were last placed (also read
+	                     * unlocked by the trapped-notify check) */
 	bool warned_route;
 	struct ratelimit log_rl; /* guest-triggerable messages */
 };
 
-static const u32 ioev_len[] = { 2, 4 }; /* iowrite16 (Linux) and iowrite32 (others) */
-
-static u32 le_get(const u8 *p, u32 len)
-{
-	u32 v = 0;
-
-	for (u32 i = 0; i < len && i < 4; i++)
-		v |= (u32)p[i] << (8 * i);
-	return v;
-}
-
-static void le_put(u8 *p, u32 len, u32 v)
-{
-	for (u32 i = 0; i < len && i < 4; i++)
-		p[i] = (u8)(v >> (8 * i));
-}
 
 static bool has_vm(const struct virtio_pci *vp)
 {
 	return vp->kvm->vm_fd >= 0;
-}
-
-static bool driver_ok(const struct virtio_device *vdev)
-{
-	return atomic_load(&vdev->status) & VIRTIO_CONFIG_S_DRIVER_OK;
-}
-
-static void drain_fd(int fd)
-{
-	u64 v;
-
-	/* EAGAIN just means nothing was pending. */
-	if (fd >= 0 && read(fd, &v, sizeof(v)) < 0)
-		return;
 }
 
 /* ---- Interrupts: MSI-X vectors, INTx ---- */
@@ -146,15 +110,7 @@ static bool vec_active(const struct virtio_pci *vp, const struct vp_vector *e)
 
 static int irqfd(struct virtio_pci *vp, struct vp_vector *e, bool assign)
 {
-	struct kvm_irqfd req = {
-		.fd = (u32)e->efd,
-		.gsi = (u32)e->gsi,
-		.flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN,
-	};
-
-	if (ioctl(vp->kvm->vm_fd, KVM_IRQFD, &req) < 0)
-		return -errno;
-	return 0;
+	return kvm_irqfd(vp->kvm, e->efd, (u32)e->gsi, assign);
 }
 
 /*
@@ -263,55 +219,24 @@ static u64 bar0_base(const struct virtio_pci *vp)
 	return pci_bar_base(&vp->pci, VP_BAR_REGS);
 }
 
-static int ioeventfd(struct virtio_pci *vp, int qi, u64 base, u32 len, bool assign)
+/* Each queue's notify address in BAR 0, as it is mapped now (Linux programs BARs before
+ * drivers probe), for both widths drivers use. Nothing where BAR 0 is not mapped. */
+static int vp_doorbells(struct virtio_device *vdev, int qi, struct kvm_ioevent *out)
 {
-	struct kvm_ioeventfd req = {
-		.addr = base + VP_NOTIFY * VP_REGION_SIZE + (u64)qi * VP_NOTIFY_MULT,
-		.len = len,
-		.fd = vp->vdev->q[qi].kick_fd,
-		.flags = assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN,
-	};
-
-	if (ioctl(vp->kvm->vm_fd, KVM_IOEVENTFD, &req) < 0)
-		return -errno;
-	return 0;
-}
-
-static void ioevents_drop(struct virtio_pci *vp)
-{
-	for (int qi = 0; qi < vp->vdev->nr_queues; qi++) {
-		for (size_t l = 0; l < ARRAY_SIZE(ioev_len); l++)
-			if (vp->ioev_lens[qi] & (1u << l))
-				ioeventfd(vp, qi, vp->ioev_base, ioev_len[l], false);
-		vp->ioev_lens[qi] = 0;
-	}
-	__atomic_store_n(&vp->ioev_base, 0, __ATOMIC_RELAXED);
-}
-
-/* At DRIVER_OK, on BAR 0's current address (Linux programs BARs before drivers
- * probe). A failure only costs speed: that notify then traps and the BAR handler
- * writes kick_fd. */
-static void ioevents_assign(struct virtio_pci *vp)
-{
-	struct virtio_device *vdev = vp->vdev;
+	static const u32 lens[] = { 2, 4 }; /* iowrite16 (Linux) and iowrite32 (others) */
+	struct virtio_pci *vp = vdev->transport;
 	u64 base = bar0_base(vp);
-	int ret;
 
-	if (!vdev->use_ioeventfd || !has_vm(vp) || !base)
-		return;
+	_Static_assert(ARRAY_SIZE(lens) <= VIRTIO_MAX_DOORBELLS, "doorbell table too small");
 	__atomic_store_n(&vp->ioev_base, base, __ATOMIC_RELAXED);
-	for (int qi = 0; qi < vdev->nr_queues; qi++) {
-		if (!vdev->q[qi].enabled)
-			continue;
-		for (size_t l = 0; l < ARRAY_SIZE(ioev_len); l++) {
-			ret = ioeventfd(vp, qi, base, ioev_len[l], true);
-			if (ret == 0)
-				vp->ioev_lens[qi] |= (u8)(1u << l);
-			else
-				pr_debug_rl(&vp->log_rl, "virtio-pci %02x: KVM_IOEVENTFD queue %d len %u: %s",
-					    vp->pci.slot, qi, ioev_len[l], strerror(-ret));
-		}
-	}
+	if (!base)
+		return 0;
+	for (size_t l = 0; l < ARRAY_SIZE(lens); l++)
+		out[l] = (struct kvm_ioevent){
+			.addr = base + VP_NOTIFY * VP_REGION_SIZE + (u64)qi * VP_NOTIFY_MULT,
+			.len = lens[l],
+		};
+	return ARRAY_SIZE(lens);
 }
 
 /* The bus (un)mapped BAR 0, its lock held: the ioeventfds follow at once, so none is
@@ -320,173 +245,42 @@ static void ioevents_assign(struct virtio_pci *vp)
 static void vp_bar_moved(struct pci_device *dev, int bar)
 {
 	struct virtio_pci *vp = dev->priv;
-	struct virtio_device *vdev = vp->vdev;
 
 	if (bar != VP_BAR_REGS)
 		return;
-	pthread_mutex_lock(&vdev->lock);
-	ioevents_drop(vp);
-	if (driver_ok(vdev))
-		ioevents_assign(vp);
-	pthread_mutex_unlock(&vdev->lock);
+	pthread_mutex_lock(&vp->vdev->lock);
+	virtio_doorbells_moved(vp->vdev);
+	pthread_mutex_unlock(&vp->vdev->lock);
 }
 
-/* ---- Device status: reset, FEATURES_OK, DRIVER_OK ---- */
+/* ---- Device reset: the vectors (core.c does the rest) ---- */
 
-static void vp_reset(struct virtio_pci *vp)
+static void vp_reset(struct virtio_device *vdev)
 {
-	struct virtio_device *vdev = vp->vdev;
+	struct virtio_pci *vp = vdev->transport;
 
-	/* Device threads take no transport lock, so stopping them under vdev->lock is
-	 * safe; it also keeps other vCPUs out until the reset is complete. */
-	if (vdev->ops->stop)
-		vdev->ops->stop(vdev);
-	ioevents_drop(vp);
-	for (int i = 0; i < vdev->nr_queues; i++) {
-		struct virtio_queue *q = &vdev->q[i];
-
-		vq_reset(&q->vq);
-		drain_fd(q->kick_fd);
-		q->size = q->max_size;
-		q->enabled = false;
-		q->desc = q->driver = q->device = 0;
+	for (int i = 0; i < vdev->nr_queues; i++)
 		vp->qvec[i] = VIRTIO_MSI_NO_VECTOR;
-	}
 	vp->msix_config = VIRTIO_MSI_NO_VECTOR;
 	update_irq_fds(vp);
 	/* Interrupts signalled before the reset are no longer pending. */
 	for (int v = 0; v < vp->nvec; v++)
 		if (!vp->vec[v].irqfd_bound)
-			drain_fd(vp->vec[v].efd);
-	vp->dfselect = vp->gfselect = 0;
-	vp->guest_features = 0;
-	vp->queue_select = 0;
-	__atomic_store_n(&vdev->features, 0, __ATOMIC_RELAXED);
-	atomic_store(&vdev->isr, 0);
+			eventfd_drain(vp->vec[v].efd);
 	intx_set(vp, 0);
-	atomic_store(&vdev->needs_reset_logged, false);
-	__atomic_fetch_add(&vdev->config_generation, 1, __ATOMIC_RELAXED);
-	atomic_store(&vdev->status, 0);
-}
-
-static bool features_acceptable(struct virtio_pci *vp)
-{
-	struct virtio_device *vdev = vp->vdev;
-	u64 f = vp->guest_features;
-
-	if (f & ~vdev->host_features)
-		return false;
-	if (!(f & (1ULL << VIRTIO_F_VERSION_1)))
-		return false;
-	return !vdev->ops->features_ok || vdev->ops->features_ok(vdev, f);
-}
-
-static void vp_start(struct virtio_pci *vp)
-{
-	struct virtio_device *vdev = vp->vdev;
-	bool event_idx = vdev->features & (1ULL << VIRTIO_RING_F_EVENT_IDX);
-	int ret;
-
-	for (int i = 0; i < vdev->nr_queues; i++) {
-		struct virtio_queue *q = &vdev->q[i];
-
-		if (!q->enabled)
-			continue;
-		ret = vq_init(&q->vq, &vp->kvm->mem, q->size, q->desc, q->driver, q->device,
-			      event_idx);
-		if (ret < 0) {
-			virtio_set_needs_reset(vdev, "queue size or ring address rejected");
-			return;
-		}
-	}
-	ioevents_assign(vp);
-	if (vdev->ops->start) {
-		ret = vdev->ops->start(vdev);
-		if (ret < 0)
-			virtio_set_needs_reset(vdev, "device failed to start");
-	}
-}
-
-/* Bits are only ever added, except by writing 0 (reset). FEATURES_OK sticks only if
- * the negotiation is acceptable (the driver reads it back, §3.1.1); DRIVER_OK only
- * after FEATURES_OK. NEEDS_RESET is the device's to set. */
-static void status_write(struct virtio_pci *vp, u8 val)
-{
-	struct virtio_device *vdev = vp->vdev;
-	u32 old = atomic_load(&vdev->status);
-	u32 add = val & ~old & ~(u32)VIRTIO_CONFIG_S_NEEDS_RESET;
-
-	if (!val) {
-		vp_reset(vp);
-		return;
-	}
-	if (add & VIRTIO_CONFIG_S_FEATURES_OK) {
-		if (features_acceptable(vp))
-			__atomic_store_n(&vdev->features, vp->guest_features, __ATOMIC_RELAXED);
-		else
-			add &= ~(u32)VIRTIO_CONFIG_S_FEATURES_OK;
-	}
-	if ((add & VIRTIO_CONFIG_S_DRIVER_OK) && !((old | add) & VIRTIO_CONFIG_S_FEATURES_OK))
-		add &= ~(u32)VIRTIO_CONFIG_S_DRIVER_OK;
-	atomic_fetch_or(&vdev->status, add);
-	if (add & VIRTIO_CONFIG_S_DRIVER_OK)
-		vp_start(vp);
 }
 
 /* ---- Common configuration (struct virtio_pci_common_cfg), vdev->lock held ---- */
-
-static struct virtio_queue *selq(struct virtio_pci *vp)
-{
-	return vp->queue_select < vp->vdev->nr_queues ? &vp->vdev->q[vp->queue_select] : NULL;
-}
-
-/* Queue setup registers may change only before the queue is enabled and the device runs. */
-static struct virtio_queue *selq_setup(struct virtio_pci *vp)
-{
-	struct virtio_queue *q = selq(vp);
-
-	return q && !q->enabled && !driver_ok(vp->vdev) ? q : NULL;
-}
-
-static u32 half(u64 v, u8 hi)
-{
-	return (u32)(hi ? v >> 32 : v);
-}
-
-static void set_half(u64 *v, u8 hi, u32 val)
-{
-	*v = hi ? (*v & 0xffffffffULL) | (u64)val << 32 : (*v & ~0xffffffffULL) | val;
-}
 
 static u16 vector_or_none(struct virtio_pci *vp, u32 v)
 {
 	return v < (u32)vp->nvec ? (u16)v : VIRTIO_MSI_NO_VECTOR;
 }
 
-static u32 rd_dfselect(struct virtio_pci *vp, u8 a) { return vp->dfselect; }
-static void wr_dfselect(struct virtio_pci *vp, u8 a, u32 v) { vp->dfselect = v; }
-static u32 rd_gfselect(struct virtio_pci *vp, u8 a) { return vp->gfselect; }
-static void wr_gfselect(struct virtio_pci *vp, u8 a, u32 v) { vp->gfselect = v; }
-
-static u32 rd_df(struct virtio_pci *vp, u8 a)
+static u32 rd_msix(struct virtio_pci *vp, u8 a)
 {
-	return vp->dfselect < 2 ? half(vp->vdev->host_features, (u8)vp->dfselect) : 0;
+	return vp->msix_config;
 }
-
-static u32 rd_gf(struct virtio_pci *vp, u8 a)
-{
-	return vp->gfselect < 2 ? half(vp->guest_features, (u8)vp->gfselect) : 0;
-}
-
-static void wr_gf(struct virtio_pci *vp, u8 a, u32 v)
-{
-	if (atomic_load(&vp->vdev->status) & VIRTIO_CONFIG_S_FEATURES_OK)
-		return;
-	if (vp->gfselect < 2)
-		set_half(&vp->guest_features, (u8)vp->gfselect, v);
-}
-
-static u32 rd_msix(struct virtio_pci *vp, u8 a) { return vp->msix_config; }
 
 static void wr_msix(struct virtio_pci *vp, u8 a, u32 v)
 {
@@ -494,123 +288,57 @@ static void wr_msix(struct virtio_pci *vp, u8 a, u32 v)
 	update_irq_fds(vp);
 }
 
-static u32 rd_numq(struct virtio_pci *vp, u8 a) { return (u32)vp->vdev->nr_queues; }
-static u32 rd_status(struct virtio_pci *vp, u8 a) { return atomic_load(&vp->vdev->status) & 0xff; }
-static void wr_status(struct virtio_pci *vp, u8 a, u32 v) { status_write(vp, (u8)v); }
-static u32 rd_cfggen(struct virtio_pci *vp, u8 a)
-{
-	return __atomic_load_n(&vp->vdev->config_generation, __ATOMIC_ACQUIRE);
-}
-static u32 rd_qselect(struct virtio_pci *vp, u8 a) { return vp->queue_select; }
-static void wr_qselect(struct virtio_pci *vp, u8 a, u32 v) { vp->queue_select = (u16)v; }
-
-static u32 rd_qsize(struct virtio_pci *vp, u8 a)
-{
-	struct virtio_queue *q = selq(vp);
-
-	return q ? q->size : 0;
-}
-
-static void wr_qsize(struct virtio_pci *vp, u8 a, u32 v)
-{
-	struct virtio_queue *q = selq_setup(vp);
-
-	/* Split rings need a power of two; anything else keeps the old size. */
-	if (q && v && !(v & (v - 1)) && v <= q->max_size)
-		q->size = (u16)v;
-}
-
 static u32 rd_qmsix(struct virtio_pci *vp, u8 a)
 {
-	struct virtio_queue *q = selq(vp);
-
-	return q ? vp->qvec[vp->queue_select] : 0;
+	return virtio_selected_queue(vp->vdev) ? vp->qvec[vp->vdev->queue_select] : 0;
 }
 
 static void wr_qmsix(struct virtio_pci *vp, u8 a, u32 v)
 {
-	struct virtio_queue *q = selq(vp);
-
-	if (!q)
+	if (!virtio_selected_queue(vp->vdev))
 		return;
-	vp->qvec[vp->queue_select] = vector_or_none(vp, v);
+	vp->qvec[vp->vdev->queue_select] = vector_or_none(vp, v);
 	update_irq_fds(vp);
 }
 
-static u32 rd_qenable(struct virtio_pci *vp, u8 a)
-{
-	struct virtio_queue *q = selq(vp);
-
-	return q ? q->enabled : 0;
-}
-
-/* Writing 0 is forbidden without VIRTIO_F_RING_RESET, which we do not offer. */
-static void wr_qenable(struct virtio_pci *vp, u8 a, u32 v)
-{
-	struct virtio_queue *q = selq_setup(vp);
-
-	if (q && v == 1)
-		q->enabled = true;
-}
-
+/* queue_notify_off = queue index */
 static u32 rd_qnoff(struct virtio_pci *vp, u8 a)
 {
-	struct virtio_queue *q = selq(vp);
-
-	return q ? vp->queue_select : 0; /* queue_notify_off = queue index */
-}
-
-/* a: bit 0 high half, bits 1-2 which area (0 desc, 1 driver, 2 device). */
-static u64 *qaddr(struct virtio_queue *q, u8 a)
-{
-	u64 *areas[] = { &q->desc, &q->driver, &q->device };
-
-	return areas[(a >> 1) % 3];
-}
-
-static u32 rd_qaddr(struct virtio_pci *vp, u8 a)
-{
-	struct virtio_queue *q = selq(vp);
-
-	return q ? half(*qaddr(q, a), a & 1) : 0;
-}
-
-static void wr_qaddr(struct virtio_pci *vp, u8 a, u32 v)
-{
-	struct virtio_queue *q = selq_setup(vp);
-
-	if (q)
-		set_half(qaddr(q, a), a & 1, v);
+	return virtio_selected_queue(vp->vdev) ? vp->vdev->queue_select : 0;
 }
 
 struct cc_reg {
 	u8 width;
+	u8 core;  /* VREG_READ | VREG_WRITE: these accesses go to core register arg */
 	u8 arg;
 	u32 (*read)(struct virtio_pci *vp, u8 arg);
 	void (*write)(struct virtio_pci *vp, u8 arg, u32 val); /* NULL: read-only */
 };
 
+#define CORE_RO(w, r) { w, VREG_READ, r, NULL, NULL }
+#define CORE_RW(w, r) { w, VREG_READ | VREG_WRITE, r, NULL, NULL }
+
 /* Indexed by offset; a register is reached only with its own width at its own offset. */
 static const struct cc_reg cc_regs[VP_COMMON_LEN] = {
-	[VIRTIO_PCI_COMMON_DFSELECT] = { 4, 0, rd_dfselect, wr_dfselect },
-	[VIRTIO_PCI_COMMON_DF] = { 4, 0, rd_df, NULL },
-	[VIRTIO_PCI_COMMON_GFSELECT] = { 4, 0, rd_gfselect, wr_gfselect },
-	[VIRTIO_PCI_COMMON_GF] = { 4, 0, rd_gf, wr_gf },
-	[VIRTIO_PCI_COMMON_MSIX] = { 2, 0, rd_msix, wr_msix },
-	[VIRTIO_PCI_COMMON_NUMQ] = { 2, 0, rd_numq, NULL },
-	[VIRTIO_PCI_COMMON_STATUS] = { 1, 0, rd_status, wr_status },
-	[VIRTIO_PCI_COMMON_CFGGENERATION] = { 1, 0, rd_cfggen, NULL },
-	[VIRTIO_PCI_COMMON_Q_SELECT] = { 2, 0, rd_qselect, wr_qselect },
-	[VIRTIO_PCI_COMMON_Q_SIZE] = { 2, 0, rd_qsize, wr_qsize },
-	[VIRTIO_PCI_COMMON_Q_MSIX] = { 2, 0, rd_qmsix, wr_qmsix },
-	[VIRTIO_PCI_COMMON_Q_ENABLE] = { 2, 0, rd_qenable, wr_qenable },
-	[VIRTIO_PCI_COMMON_Q_NOFF] = { 2, 0, rd_qnoff, NULL },
-	[VIRTIO_PCI_COMMON_Q_DESCLO] = { 4, 0, rd_qaddr, wr_qaddr },
-	[VIRTIO_PCI_COMMON_Q_DESCHI] = { 4, 1, rd_qaddr, wr_qaddr },
-	[VIRTIO_PCI_COMMON_Q_AVAILLO] = { 4, 2, rd_qaddr, wr_qaddr },
-	[VIRTIO_PCI_COMMON_Q_AVAILHI] = { 4, 3, rd_qaddr, wr_qaddr },
-	[VIRTIO_PCI_COMMON_Q_USEDLO] = { 4, 4, rd_qaddr, wr_qaddr },
-	[VIRTIO_PCI_COMMON_Q_USEDHI] = { 4, 5, rd_qaddr, wr_qaddr },
+	[VIRTIO_PCI_COMMON_DFSELECT] = CORE_RW(4, VREG_DEVICE_FEATURES_SEL),
+	[VIRTIO_PCI_COMMON_DF] = CORE_RO(4, VREG_DEVICE_FEATURES),
+	[VIRTIO_PCI_COMMON_GFSELECT] = CORE_RW(4, VREG_DRIVER_FEATURES_SEL),
+	[VIRTIO_PCI_COMMON_GF] = CORE_RW(4, VREG_DRIVER_FEATURES),
+	[VIRTIO_PCI_COMMON_MSIX] = { 2, 0, 0, rd_msix, wr_msix },
+	[VIRTIO_PCI_COMMON_NUMQ] = CORE_RO(2, VREG_NUM_QUEUES),
+	[VIRTIO_PCI_COMMON_STATUS] = CORE_RW(1, VREG_STATUS),
+	[VIRTIO_PCI_COMMON_CFGGENERATION] = CORE_RO(1, VREG_CONFIG_GENERATION),
+	[VIRTIO_PCI_COMMON_Q_SELECT] = CORE_RW(2, VREG_QUEUE_SEL),
+	[VIRTIO_PCI_COMMON_Q_SIZE] = CORE_RW(2, VREG_QUEUE_SIZE),
+	[VIRTIO_PCI_COMMON_Q_MSIX] = { 2, 0, 0, rd_qmsix, wr_qmsix },
+	[VIRTIO_PCI_COMMON_Q_ENABLE] = CORE_RW(2, VREG_QUEUE_ENABLE),
+	[VIRTIO_PCI_COMMON_Q_NOFF] = { 2, 0, 0, rd_qnoff, NULL },
+	[VIRTIO_PCI_COMMON_Q_DESCLO] = CORE_RW(4, VREG_QUEUE_DESC_LO),
+	[VIRTIO_PCI_COMMON_Q_DESCHI] = CORE_RW(4, VREG_QUEUE_DESC_HI),
+	[VIRTIO_PCI_COMMON_Q_AVAILLO] = CORE_RW(4, VREG_QUEUE_DRIVER_LO),
+	[VIRTIO_PCI_COMMON_Q_AVAILHI] = CORE_RW(4, VREG_QUEUE_DRIVER_HI),
+	[VIRTIO_PCI_COMMON_Q_USEDLO] = CORE_RW(4, VREG_QUEUE_DEVICE_LO),
+	[VIRTIO_PCI_COMMON_Q_USEDHI] = CORE_RW(4, VREG_QUEUE_DEVICE_HI),
 };
 
 /* ---- BAR 0 regions ---- */
@@ -622,10 +350,14 @@ static void common_io(struct virtio_pci *vp, u32 off, u8 *data, u32 len, bool is
 	if (!r || r->width != len)
 		return; /* unknown register or wrong width: reads 0, writes ignored */
 	pthread_mutex_lock(&vp->vdev->lock);
-	if (!is_write)
-		le_put(data, len, r->read(vp, r->arg));
+	if (!is_write && (r->core & VREG_READ))
+		le_store(data, len, virtio_reg_read(vp->vdev, r->arg));
+	else if (!is_write)
+		le_store(data, len, r->read(vp, r->arg));
+	else if (r->core & VREG_WRITE)
+		virtio_reg_write(vp->vdev, r->arg, le_load(data, len));
 	else if (r->write)
-		r->write(vp, r->arg, le_get(data, len));
+		r->write(vp, r->arg, le_load(data, len));
 	pthread_mutex_unlock(&vp->vdev->lock);
 }
 
@@ -637,46 +369,25 @@ static void isr_io(struct virtio_pci *vp, u32 off, u8 *data, u32 len, bool is_wr
 
 static void device_io(struct virtio_pci *vp, u32 off, u8 *data, u32 len, bool is_write)
 {
-	struct virtio_device *vdev = vp->vdev;
-
-	if (!range_ok(off, len, vdev->ops->config_size))
-		return;
-	pthread_mutex_lock(&vdev->lock);
-	if (is_write && vdev->ops->config_write)
-		vdev->ops->config_write(vdev, off, data, len);
-	else if (!is_write && vdev->ops->config_read)
-		vdev->ops->config_read(vdev, off, data, len);
-	pthread_mutex_unlock(&vdev->lock);
+	virtio_config_access(vp->vdev, off, data, len, is_write);
 }
 
 /* A notify that reached us: trap mode, a width the ioeventfds do not cover, or BAR 0
- * moved since DRIVER_OK. We count it in `trapped` only: the device thread counts
- * `kicks` from the values it reads on kick_fd, which include this write, so each
- * notify is counted once as a kick whichever way it came. */
+ * moved since DRIVER_OK (then the ioeventfds follow it first). */
 static void notify_io(struct virtio_pci *vp, u32 off, u8 *data, u32 len, bool is_write)
 {
 	struct virtio_device *vdev = vp->vdev;
-	u32 qi = off / VP_NOTIFY_MULT;
-	struct virtio_queue *q;
-	u64 one = 1;
 
-	if (!is_write || off % VP_NOTIFY_MULT || len > VP_NOTIFY_MULT ||
-	    qi >= (u32)vdev->nr_queues)
+	if (!is_write || off % VP_NOTIFY_MULT || len > VP_NOTIFY_MULT)
 		return;
-	q = &vdev->q[qi];
-	atomic_fetch_add_explicit(&q->stats.trapped, 1, memory_order_relaxed);
-	if (vdev->use_ioeventfd && driver_ok(vdev) && has_vm(vp) &&
-		   bar0_base(vp) != __atomic_load_n(&vp->ioev_base, __ATOMIC_RELAXED)) {
-		/* The guest moved BAR 0 while running: follow it. */
+	if (vdev->use_ioeventfd && virtio_driver_ok(vdev) && has_vm(vp) &&
+	    bar0_base(vp) != __atomic_load_n(&vp->ioev_base, __ATOMIC_RELAXED)) {
 		pthread_mutex_lock(&vdev->lock);
-		if (driver_ok(vdev) && bar0_base(vp) != vp->ioev_base) {
-			ioevents_drop(vp);
-			ioevents_assign(vp);
-		}
+		if (virtio_driver_ok(vdev) && bar0_base(vp) != vp->ioev_base)
+			virtio_doorbells_moved(vdev);
 		pthread_mutex_unlock(&vdev->lock);
 	}
-	if (write(q->kick_fd, &one, sizeof(one)) < 0)
-		pr_debug_rl(&vp->log_rl, "virtio-pci: kick_fd write failed");
+	virtio_notify_trapped(vdev, off / VP_NOTIFY_MULT);
 }
 
 typedef void (*region_fn)(struct virtio_pci *vp, u32 off, u8 *data, u32 len, bool is_write);
@@ -739,12 +450,12 @@ static void msix_table_io(struct virtio_pci *vp, u32 off, u8 *data, u32 len, boo
 			continue;
 		e = &vp->vec[v];
 		if (!is_write) {
-			le_put(data + done, 4, *table_field(e, field));
+			le_store(data + done, 4, *table_field(e, field));
 			continue;
 		}
 		/* Only the mask bit of vector control is writable. */
-		*table_field(e, field) = field == 3 ? le_get(data + done, 4) & MSIX_ENTRY_MASKED
-						    : le_get(data + done, 4);
+		*table_field(e, field) = field == 3 ? le_load(data + done, 4) & MSIX_ENTRY_MASKED
+						    : le_load(data + done, 4);
 		vec_update(vp, (int)v);
 	}
 }
@@ -794,7 +505,7 @@ static bool window_access(struct virtio_pci *vp, u8 *buf, bool is_write)
 {
 	const u8 *cfg = vp->pci.cfg;
 	u8 bar = cfg[PCICFG_BAR];
-	u32 off = le_get(&cfg[PCICFG_OFFSET], 4), len = le_get(&cfg[PCICFG_LENGTH], 4);
+	u32 off = le_load(&cfg[PCICFG_OFFSET], 4), len = le_load(&cfg[PCICFG_LENGTH], 4);
 
 	if ((len != 1 && len != 2 && len != 4) || off % len || bar >= PCI_NUM_BARS ||
 	    !vp->pci.bar[bar].fn || !range_ok(off, len, vp->pci.bar[bar].size))
@@ -812,14 +523,14 @@ static bool vp_cfg_read(struct pci_device *dev, u16 off, int len, u32 *val)
 		return false;
 	/* Accesses never cross a dword and the data field is one: off is inside it. */
 	window_access(vp, buf, false);
-	*val = le_get(buf + (off - PCICFG_DATA), (u32)len);
+	*val = le_load(buf + (off - PCICFG_DATA), (u32)len);
 	return true;
 }
 
 static void msix_control_changed(struct virtio_pci *vp)
 {
 	struct virtio_device *vdev = vp->vdev;
-	u16 ctrl = (u16)le_get(&vp->pci.cfg[MSIX_CTRL], 2);
+	u16 ctrl = (u16)le_load(&vp->pci.cfg[MSIX_CTRL], 2);
 	bool on = ctrl & MSIX_CTRL_ENABLE;
 
 	pthread_mutex_lock(&vdev->lock);
@@ -857,8 +568,8 @@ static void put_cap(u8 *cfg, u16 at, u16 next, u8 type, u32 offset, u32 length, 
 	cfg[at + offsetof(struct virtio_pci_cap, cap_len)] = caplen;
 	cfg[at + offsetof(struct virtio_pci_cap, cfg_type)] = type;
 	cfg[at + offsetof(struct virtio_pci_cap, bar)] = VP_BAR_REGS;
-	le_put(&cfg[at + offsetof(struct virtio_pci_cap, offset)], 4, offset);
-	le_put(&cfg[at + offsetof(struct virtio_pci_cap, length)], 4, length);
+	le_store(&cfg[at + offsetof(struct virtio_pci_cap, offset)], 4, offset);
+	le_store(&cfg[at + offsetof(struct virtio_pci_cap, length)], 4, length);
 }
 
 static void build_config_space(struct virtio_pci *vp)
@@ -868,11 +579,11 @@ static void build_config_space(struct virtio_pci *vp)
 	u8 *cfg = d->cfg;
 	bool has_dev = ops->config_size > 0;
 
-	le_put(&cfg[PCI_VENDOR_ID], 2, VP_VENDOR);
-	le_put(&cfg[PCI_DEVICE_ID], 2, VP_DEVICE_BASE + ops->device_id);
-	le_put(&cfg[PCI_REVISION_ID], 4, (ops->class_code & 0xffffff) << 8 | VP_REVISION);
-	le_put(&cfg[PCI_SUBSYSTEM_VENDOR_ID], 2, VP_VENDOR);
-	le_put(&cfg[PCI_SUBSYSTEM_ID], 2, ops->subsys_id ? ops->subsys_id : ops->device_id);
+	le_store(&cfg[PCI_VENDOR_ID], 2, VP_VENDOR);
+	le_store(&cfg[PCI_DEVICE_ID], 2, VP_DEVICE_BASE + ops->device_id);
+	le_store(&cfg[PCI_REVISION_ID], 4, (ops->class_code & 0xffffff) << 8 | VP_REVISION);
+	le_store(&cfg[PCI_SUBSYSTEM_VENDOR_ID], 2, VP_VENDOR);
+	le_store(&cfg[PCI_SUBSYSTEM_ID], 2, ops->subsys_id ? ops->subsys_id : ops->device_id);
 	cfg[PCI_HEADER_TYPE] = 0;
 	cfg[PCI_CAPABILITY_LIST] = CAP_COMMON;
 
@@ -880,7 +591,7 @@ static void build_config_space(struct virtio_pci *vp)
 		VP_COMMON * VP_REGION_SIZE, VP_COMMON_LEN, sizeof(struct virtio_pci_cap));
 	put_cap(cfg, CAP_NOTIFY, CAP_ISR, VIRTIO_PCI_CAP_NOTIFY_CFG, VP_NOTIFY * VP_REGION_SIZE,
 		(u32)vp->vdev->nr_queues * VP_NOTIFY_MULT, sizeof(struct virtio_pci_notify_cap));
-	le_put(&cfg[CAP_NOTIFY + offsetof(struct virtio_pci_notify_cap, notify_off_multiplier)],
+	le_store(&cfg[CAP_NOTIFY + offsetof(struct virtio_pci_notify_cap, notify_off_multiplier)],
 	       4, VP_NOTIFY_MULT);
 	put_cap(cfg, CAP_ISR, has_dev ? CAP_DEVICE : CAP_PCICFG, VIRTIO_PCI_CAP_ISR_CFG,
 		VP_ISR * VP_REGION_SIZE, 1, sizeof(struct virtio_pci_cap));
@@ -896,9 +607,9 @@ static void build_config_space(struct virtio_pci *vp)
 
 	cfg[CAP_MSIX] = CAP_ID_MSIX;
 	cfg[CAP_MSIX + 1] = 0;
-	le_put(&cfg[MSIX_CTRL], 2, (u32)vp->nvec - 1);
-	le_put(&cfg[CAP_MSIX + 4], 4, VP_MSIX_TABLE | VP_BAR_MSIX);
-	le_put(&cfg[CAP_MSIX + 8], 4, VP_MSIX_PBA | VP_BAR_MSIX);
+	le_store(&cfg[MSIX_CTRL], 2, (u32)vp->nvec - 1);
+	le_store(&cfg[CAP_MSIX + 4], 4, VP_MSIX_TABLE | VP_BAR_MSIX);
+	le_store(&cfg[CAP_MSIX + 8], 4, VP_MSIX_PBA | VP_BAR_MSIX);
 	d->wmask[MSIX_CTRL + 1] = (MSIX_CTRL_ENABLE | MSIX_CTRL_MASKALL) >> 8;
 
 	d->bar[VP_BAR_REGS] = (struct pci_bar){
@@ -914,9 +625,9 @@ static void build_config_space(struct virtio_pci *vp)
 	d->name = "virtio-pci";
 }
 
-static void release_fds(struct virtio_pci *vp)
+static void vp_release(struct virtio_device *vdev)
 {
-	struct virtio_device *vdev = vp->vdev;
+	struct virtio_pci *vp = vdev->transport;
 
 	for (int v = 0; v < vp->nvec; v++) {
 		struct vp_vector *e = &vp->vec[v];
@@ -931,94 +642,75 @@ static void release_fds(struct virtio_pci *vp)
 			close(e->efd);
 		e->efd = -1;
 	}
-	for (int i = 0; i < vdev->nr_queues; i++) {
-		if (vdev->q[i].kick_fd >= 0)
-			close(vdev->q[i].kick_fd);
-		vdev->q[i].kick_fd = -1;
-		vdev->q[i].irq_fd = -1;
-	}
-	vdev->config_irq_fd = -1;
 }
 
 static const struct virtio_transport_ops vp_tops = {
 	.name = "pci",
 	.signal_isr = vp_intx_notify,
+	.doorbells = vp_doorbells,
+	.reset = vp_reset,
+	.release = vp_release,
 	.destroy = virtio_pci_destroy,
 };
 
-int virtio_pci_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
-		    u16 queue_max_size)
+/* One eventfd per vector, and a GSI for its MSI route where there is a VM. */
+static int vectors_create(struct virtio_pci *vp)
 {
-	const struct virtio_dev_ops *ops = vdev->ops;
-	struct virtio_pci *vp;
-	int ret;
-
-	if (!kvm || !ops || ops->config_size > VP_REGION_SIZE)
-		return -EINVAL;
-	ret = virtio_device_init(vdev, kvm, nr_queues, queue_max_size);
-	if (ret < 0)
-		return ret;
-	vp = calloc(1, sizeof(*vp));
-	if (!vp) {
-		virtio_device_uninit(vdev);
-		return -ENOMEM;
-	}
-	vp->vdev = vdev;
-	vp->kvm = kvm;
-	vp->nvec = nr_queues + 1;
-	vp->msix_config = VIRTIO_MSI_NO_VECTOR;
-	vdev->transport = vp;
-	vdev->tops = &vp_tops;
-	/* Trap mode when there is no VM or KVM cannot do it; decided once, before the
-	 * device threads exist. */
-	if (kvm->vm_fd < 0 || ioctl(kvm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IOEVENTFD) <= 0)
-		vdev->use_ioeventfd = false;
-
-	for (int v = 0; v < VP_MAX_VECTORS; v++)
-		vp->vec[v] = (struct vp_vector){ .ctrl = MSIX_ENTRY_MASKED, .efd = -1, .gsi = -1 };
-	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++)
-		vp->qvec[i] = VIRTIO_MSI_NO_VECTOR;
-	for (int i = 0; i < nr_queues; i++) {
-		struct virtio_queue *q = &vdev->q[i];
-
-		q->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (q->kick_fd < 0) {
-			ret = -errno;
-			goto fail;
-		}
-	}
 	for (int v = 0; v < vp->nvec; v++) {
 		struct vp_vector *e = &vp->vec[v];
 
 		e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		if (e->efd < 0) {
-			ret = -errno;
-			goto fail;
-		}
-		if (kvm->vm_fd >= 0) {
-			e->gsi = kvm_gsi_alloc(kvm);
+		if (e->efd < 0)
+			return -errno;
+		if (has_vm(vp)) {
+			e->gsi = kvm_gsi_alloc(vp->kvm);
 			if (e->gsi < 0) {
-				ret = e->gsi;
+				int ret = e->gsi;
+
 				e->gsi = -1;
-				goto fail;
+				return ret;
 			}
 		}
 	}
+	return 0;
+}
 
-	build_config_space(vp);
-	ret = pci_device_register(kvm, &vp->pci);
-	if (ret < 0)
-		goto fail;
+int virtio_pci_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
+		    u16 queue_max_size)
+{
+	struct virtio_pci *vp;
+	int ret;
+
+	if (!kvm || !vdev->ops || vdev->ops->config_size > VP_REGION_SIZE)
+		return -EINVAL;
+	vp = calloc(1, sizeof(*vp));
+	if (!vp)
+		return -ENOMEM;
+	vp->vdev = vdev;
+	vp->kvm = kvm;
+	vp->nvec = nr_queues + 1;
+	vp->msix_config = VIRTIO_MSI_NO_VECTOR;
+	for (int v = 0; v < VP_MAX_VECTORS; v++)
+		vp->vec[v] = (struct vp_vector){ .ctrl = MSIX_ENTRY_MASKED, .efd = -1, .gsi = -1 };
+	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++)
+		vp->qvec[i] = VIRTIO_MSI_NO_VECTOR;
+	ret = virtio_transport_init(vdev, kvm, nr_queues, queue_max_size, &vp_tops, vp);
+	if (ret < 0) {
+		free(vp);
+		return ret;
+	}
+	ret = vectors_create(vp);
+	if (!ret) {
+		build_config_space(vp);
+		ret = pci_device_register(kvm, &vp->pci);
+	}
+	if (ret < 0) {
+		virtio_transport_exit(vdev);
+		free(vp);
+		return ret;
+	}
 	vp->intx_gsi = MPTABLE_PCI_PIN(vp->pci.slot);
 	return 0;
-
-fail:
-	release_fds(vp);
-	vdev->transport = NULL;
-	vdev->tops = NULL;
-	virtio_device_uninit(vdev);
-	free(vp);
-	return ret;
 }
 
 void virtio_pci_destroy(struct virtio_device *vdev)
@@ -1029,17 +721,7 @@ void virtio_pci_destroy(struct virtio_device *vdev)
 		return;
 	/* No more guest accesses (the vCPUs are stopped by now anyway). */
 	pci_device_unregister(&vp->pci);
-	if (vdev->ops->stop)
-		vdev->ops->stop(vdev);
-	pthread_mutex_lock(&vdev->lock);
-	ioevents_drop(vp);
-	for (int i = 0; i < vdev->nr_queues; i++)
-		vq_reset(&vdev->q[i].vq);
-	release_fds(vp);
-	pthread_mutex_unlock(&vdev->lock);
-	vdev->transport = NULL;
-	vdev->tops = NULL;
-	virtio_device_uninit(vdev);
+	virtio_transport_exit(vdev);
 	free(vp);
 }
 

@@ -3,16 +3,16 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
 #include <linux/virtio_ids.h>
 #include <linux/virtio_ring.h>
 
+#include "lkvm/dev.h"
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
-#include "lkvm/sandbox.h"
 #include "lkvm/virtio-console.h"
+#include "lkvm/worker.h"
 
 #define QUEUE_SIZE 64
 /* Bytes given per request, the rest of a longer chain left unwritten: the device MAY use
@@ -23,11 +23,8 @@
 struct virtio_rng {
 	struct virtio_device vdev;
 	struct kvm *kvm;
-	int stop_fd;
-	pthread_t tid;
-	bool running, broken;
-	atomic_bool stopping;
-	pthread_mutex_t run_lock;
+	struct worker worker; /* the queue thread */
+	bool broken;
 	struct vq_elem *elem;
 };
 
@@ -47,7 +44,7 @@ static void drain(struct virtio_rng *r)
 			int ret;
 			size_t want, done = 0;
 
-			if (atomic_load_explicit(&r->stopping, memory_order_relaxed))
+			if (worker_leaving(&r->worker))
 				return;
 			ret = vq_pop(&q->vq, r->elem);
 			if (ret == 0)
@@ -76,22 +73,15 @@ static void drain(struct virtio_rng *r)
 	} while (vq_enable_notify(&q->vq));
 }
 
-static void *rng_thread(void *arg)
+static void rng_thread(void *arg)
 {
 	struct virtio_rng *r = arg;
 	struct virtio_queue *q = &r->vdev.q[0];
 
-	pthread_setname_np(pthread_self(), "lkvm-rng"); /* itself: naming another thread opens /proc */
-	if (sandbox_enter(r->vdev.kvm, SB_RNG) < 0) {
-		if (r->vdev.kvm)
-			kvm_request_exit(r->vdev.kvm, EXIT_LKVM_ERROR, "virtio-rng: cannot enter the sandbox");
-		return NULL;
-	}
-
 	drain(r);
-	while (!atomic_load(&r->stopping)) {
+	for (;;) {
 		struct pollfd p[2] = {
-			{ .fd = r->stop_fd, .events = POLLIN },
+			{ .fd = worker_fd(&r->worker), .events = POLLIN },
 			{ .fd = r->broken ? -1 : q->kick_fd, .events = POLLIN },
 		};
 		u64 v;
@@ -101,54 +91,28 @@ static void *rng_thread(void *arg)
 				continue;
 			break;
 		}
-		if (p[0].revents)
+		if (p[0].revents && worker_park(&r->worker))
 			break;
 		if (p[1].revents && read(q->kick_fd, &v, sizeof(v)) == sizeof(v))
 			atomic_fetch_add_explicit(&q->stats.kicks, v, memory_order_relaxed);
 		drain(r);
 	}
-	return NULL;
-}
-
-static void rng_stop_thread(struct virtio_rng *r)
-{
-	eventfd_t v;
-
-	pthread_mutex_lock(&r->run_lock);
-	if (r->running) {
-		atomic_store(&r->stopping, true);
-		if (eventfd_write(r->stop_fd, 1) < 0)
-			pr_err("virtio-rng: cannot signal the queue thread");
-		pthread_join(r->tid, NULL);
-		r->running = false;
-		if (eventfd_read(r->stop_fd, &v) < 0)
-			pr_debug("virtio-rng: stop eventfd already clear");
-	}
-	pthread_mutex_unlock(&r->run_lock);
 }
 
 static void rng_stop(struct virtio_device *vdev)
 {
-	rng_stop_thread(vdev->priv);
+	worker_stop(&((struct virtio_rng *)vdev->priv)->worker);
 }
 
 static int rng_start(struct virtio_device *vdev)
 {
 	struct virtio_rng *r = vdev->priv;
-	int ret;
 
 	rng_stop(vdev);
 	if (!vdev->q[0].vq.ready)
 		return 0;
-	pthread_mutex_lock(&r->run_lock);
 	r->broken = false;
-	atomic_store(&r->stopping, false);
-	ret = -pthread_create(&r->tid, NULL, rng_thread, r);
-	if (!ret) {
-		r->running = true;
-	}
-	pthread_mutex_unlock(&r->run_lock);
-	return ret;
+	return worker_start(&r->worker, "lkvm-rng", SB_RNG, rng_thread, r);
 }
 
 static u64 rng_features(struct virtio_device *vdev)
@@ -173,13 +137,11 @@ int virtio_rng_create(struct kvm *kvm, enum virtio_trans trans, bool bare, struc
 	if (!r)
 		return -ENOMEM;
 	r->kvm = kvm;
-	pthread_mutex_init(&r->run_lock, NULL);
-	r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	r->elem = malloc(sizeof(*r->elem));
 	r->vdev.ops = &virtio_rng_ops;
 	r->vdev.priv = r;
 	r->vdev.use_ioeventfd = !kvm->cfg.no_ioeventfd;
-	if (r->stop_fd < 0 || !r->elem) {
+	if (!r->elem || worker_init(&r->worker, kvm) < 0) {
 		virtio_rng_destroy(r);
 		return -ENOMEM;
 	}
@@ -202,11 +164,73 @@ void virtio_rng_destroy(struct virtio_rng *r)
 {
 	if (!r)
 		return;
-	rng_stop_thread(r);
+	worker_stop(&r->worker);
 	virtio_device_exit(&r->vdev);
-	if (r->stop_fd >= 0)
-		close(r->stop_fd);
 	free(r->elem);
-	pthread_mutex_destroy(&r->run_lock);
+	worker_destroy(&r->worker);
 	free(r);
+}
+
+void virtio_rng_stats(struct virtio_rng *r, struct stats_visitor *v)
+{
+	virtio_queue_stats(&r->vdev, 0, v, "req0", "requests");
+}
+
+/* ---- the entropy device as an entry of the VM's device list ---- */
+
+static int rng_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
+{
+	return virtio_rng_create(kvm, kvm->cfg.virtio_trans, false, (struct virtio_rng **)&d->priv);
+}
+
+static void rng_dev_exit(struct kvm *kvm, struct kvm_dev *d)
+{
+	virtio_rng_destroy(d->priv);
+}
+
+void virtio_rng_quiesce(struct virtio_rng *r)
+{
+	worker_quiesce(&r->worker);
+}
+
+void virtio_rng_resume(struct virtio_rng *r)
+{
+	worker_resume(&r->worker);
+}
+
+static void rng_dev_quiesce(struct kvm_dev *d)
+{
+	virtio_rng_quiesce(d->priv);
+}
+
+static void rng_dev_resume(struct kvm_dev *d)
+{
+	virtio_rng_resume(d->priv);
+}
+
+static void rng_dev_reset(struct kvm_dev *d)
+{
+	virtio_device_reset(&((struct virtio_rng *)d->priv)->vdev);
+}
+
+static void rng_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
+{
+	virtio_rng_stats(d->priv, v);
+}
+
+static const struct kvm_dev_ops rng_dev_ops = {
+	.name = "virtio-rng",
+	.prio = DEV_PRIO_VIRTIO,
+	.init = rng_dev_init,
+	.quiesce = rng_dev_quiesce,
+	.resume = rng_dev_resume,
+	.reset = rng_dev_reset,
+	.stats = rng_dev_stats,
+	.stats_name = "rng",
+	.exit = rng_dev_exit,
+};
+
+int virtio_rng_add(struct kvm *kvm)
+{
+	return kvm_dev_add(kvm, &rng_dev_ops, NULL, 0);
 }

@@ -165,50 +165,93 @@ static int put_setup_data(const struct guest_mem *m, const struct boot_args *a, 
 	return ret;
 }
 
-static int load_bzimage(const struct guest_mem *m, const struct boot_args *a, struct boot_entry *e,
-			char *err, size_t errlen)
+/* The setup header checked: a bzImage of boot protocol 2.06+ with a 64-bit entry, whose
+ * protected-mode code (from *setup_size on) is all in the file. */
+static int bz_header(const struct boot_args *a, struct setup_header *hdr, u64 *setup_size, char *err,
+		     size_t errlen)
 {
-	const u8 *img = a->kernel;
-	struct setup_header hdr;
-	struct boot_params bp;
-	u64 setup_size, pm_size, need, kend, initrd_addr = 0, hdr_end;
-	int ret, n;
-
 	if (a->kernel_len < SETUP_HDR_END) {
 		errfmt(err, errlen, "bzImage truncated: %zu bytes, too short for the setup header",
 		       a->kernel_len);
 		return -ENOEXEC;
 	}
-	memcpy(&hdr, img + SETUP_HDR_OFF, sizeof(hdr));
-	if (hdr.boot_flag != BOOT_FLAG_MAGIC || hdr.header != HDRS_MAGIC) {
+	memcpy(hdr, a->kernel + SETUP_HDR_OFF, sizeof(*hdr));
+	if (hdr->boot_flag != BOOT_FLAG_MAGIC || hdr->header != HDRS_MAGIC) {
 		errfmt(err, errlen, "not a bzImage or ELF kernel (bad magic)");
 		return -ENOEXEC;
 	}
-	if (hdr.version < MIN_BOOT_PROTOCOL) {
+	if (hdr->version < MIN_BOOT_PROTOCOL) {
 		errfmt(err, errlen, "bzImage boot protocol %u.%02u is too old (need 2.06 or later)",
-		       hdr.version >> 8, hdr.version & 0xff);
+		       hdr->version >> 8, hdr->version & 0xff);
 		return -ENOEXEC;
 	}
-	if (!(hdr.xloadflags & XLF_KERNEL_64)) {
+	if (!(hdr->xloadflags & XLF_KERNEL_64)) {
 		errfmt(err, errlen, "kernel has no 64-bit entry point");
 		return -ENOEXEC;
 	}
-
-	setup_size = ((u64)(hdr.setup_sects ? hdr.setup_sects : 4) + 1) * 512;
-	if (setup_size >= a->kernel_len) {
+	*setup_size = ((u64)(hdr->setup_sects ? hdr->setup_sects : 4) + 1) * 512;
+	if (*setup_size >= a->kernel_len) {
 		errfmt(err, errlen,
 		       "bzImage truncated: protected-mode code at offset 0x%" PRIx64 " is past the end (%zu bytes)",
-		       setup_size, a->kernel_len);
+		       *setup_size, a->kernel_len);
 		return -ENOEXEC;
 	}
-	pm_size = a->kernel_len - setup_size;
-	if ((u64)hdr.syssize * 16 > pm_size) {
+	if ((u64)hdr->syssize * 16 > a->kernel_len - *setup_size) {
 		errfmt(err, errlen,
 		       "bzImage truncated: header says %" PRIu64 " bytes of protected-mode code, file has %" PRIu64,
-		       (u64)hdr.syssize * 16, pm_size);
+		       (u64)hdr->syssize * 16, (u64)(a->kernel_len - *setup_size));
 		return -ENOEXEC;
 	}
+	return 0;
+}
 
+/* The zero page (boot_params): the image's setup header with what the loader fills in, the
+ * initrd, the e820 map, and the device tree as setup_data. */
+static int bz_zero_page(const struct guest_mem *m, const struct boot_args *a, u16 version, u64 initrd_addr,
+			char *err, size_t errlen)
+{
+	const u8 *img = a->kernel;
+	struct boot_params bp;
+	u64 hdr_end;
+	int ret, n;
+
+	memset(&bp, 0, sizeof(bp));
+	/* The header's own length byte (at 0x201, jump offset) says how much of it is defined. */
+	hdr_end = MIN((u64)0x202 + img[0x201], (u64)SETUP_HDR_END);
+	memcpy((u8 *)&bp + SETUP_HDR_OFF, img + SETUP_HDR_OFF, hdr_end - SETUP_HDR_OFF);
+	bp.hdr.type_of_loader = LOADER_TYPE_UNDEFINED;
+	bp.hdr.loadflags |= CAN_USE_HEAP;
+	bp.hdr.heap_end_ptr = SETUP_HEAP_END;
+	bp.hdr.code32_start = KERNEL_LOAD_ADDR;
+	bp.hdr.cmd_line_ptr = BOOT_CMDLINE_ADDR;
+	if (a->initrd) {
+		bp.hdr.ramdisk_image = (u32)initrd_addr;
+		bp.hdr.ramdisk_size = (u32)a->initrd_len;
+		bp.ext_ramdisk_image = (u32)(initrd_addr >> 32);
+		bp.ext_ramdisk_size = (u32)((u64)a->initrd_len >> 32);
+	}
+	n = e820_fill(m, bp.e820_table, E820_MAX_ENTRIES_ZEROPAGE);
+	if (n < 0) {
+		errfmt(err, errlen, "e820 table does not fit in the zero page");
+		return n;
+	}
+	bp.e820_entries = (u8)n;
+	ret = put_setup_data(m, a, &bp, version, err, errlen);
+	if (!ret)
+		ret = gput(m, BOOT_PARAMS_ADDR, &bp, sizeof(bp), "zero page", err, errlen);
+	return ret;
+}
+
+static int load_bzimage(const struct guest_mem *m, const struct boot_args *a, struct boot_entry *e,
+			char *err, size_t errlen)
+{
+	struct setup_header hdr;
+	u64 setup_size, pm_size, need, kend, initrd_addr = 0;
+	int ret = bz_header(a, &hdr, &setup_size, err, errlen);
+
+	if (ret)
+		return ret;
+	pm_size = a->kernel_len - setup_size;
 	/* The kernel decompresses in place and needs init_size bytes from its load address. */
 	need = MAX((u64)hdr.init_size, pm_size);
 	kend = KERNEL_LOAD_ADDR + need;
@@ -233,38 +276,13 @@ static int load_bzimage(const struct guest_mem *m, const struct boot_args *a, st
 	}
 
 	/* Everything is validated; now write. */
-	ret = gput(m, KERNEL_LOAD_ADDR, img + setup_size, pm_size, "kernel", err, errlen);
+	ret = gput(m, KERNEL_LOAD_ADDR, a->kernel + setup_size, pm_size, "kernel", err, errlen);
 	if (!ret && a->initrd)
 		ret = gput(m, initrd_addr, a->initrd, a->initrd_len, "initrd", err, errlen);
 	if (!ret)
 		ret = write_cmdline(m, a->cmdline, err, errlen);
-	if (ret)
-		return ret;
-
-	memset(&bp, 0, sizeof(bp));
-	/* The header's own length byte (at 0x201, jump offset) says how much of it is defined. */
-	hdr_end = MIN((u64)0x202 + img[0x201], (u64)SETUP_HDR_END);
-	memcpy((u8 *)&bp + SETUP_HDR_OFF, img + SETUP_HDR_OFF, hdr_end - SETUP_HDR_OFF);
-	bp.hdr.type_of_loader = LOADER_TYPE_UNDEFINED;
-	bp.hdr.loadflags |= CAN_USE_HEAP;
-	bp.hdr.heap_end_ptr = SETUP_HEAP_END;
-	bp.hdr.code32_start = KERNEL_LOAD_ADDR;
-	bp.hdr.cmd_line_ptr = BOOT_CMDLINE_ADDR;
-	if (a->initrd) {
-		bp.hdr.ramdisk_image = (u32)initrd_addr;
-		bp.hdr.ramdisk_size = (u32)a->initrd_len;
-		bp.ext_ramdisk_image = (u32)(initrd_addr >> 32);
-		bp.ext_ramdisk_size = (u32)((u64)a->initrd_len >> 32);
-	}
-	n = e820_fill(m, bp.e820_table, E820_MAX_ENTRIES_ZEROPAGE);
-	if (n < 0) {
-		errfmt(err, errlen, "e820 table does not fit in the zero page");
-		return n;
-	}
-	bp.e820_entries = (u8)n;
-	ret = put_setup_data(m, a, &bp, hdr.version, err, errlen);
 	if (!ret)
-		ret = gput(m, BOOT_PARAMS_ADDR, &bp, sizeof(bp), "zero page", err, errlen);
+		ret = bz_zero_page(m, a, hdr.version, initrd_addr, err, errlen);
 	if (!ret)
 		ret = write_page_tables(m, err, errlen);
 	if (!ret)
@@ -420,112 +438,119 @@ static int find_pvh_note(const u8 *img, u64 off, u64 size, u64 *entry, char *err
 	return 0;
 }
 
-static int load_pvh(const struct guest_mem *m, const struct boot_args *a, struct boot_entry *e,
+/* One PT_LOAD segment checked: in the file, not wrapping, above the boot data, in guest RAM. */
+static int pvh_check_load(const struct guest_mem *m, const struct elf_img *el, u32 i, const struct phdr *p,
+			  char *err, size_t errlen)
+{
+	if (p->filesz > p->memsz) {
+		errfmt(err, errlen, "ELF segment %u has file size 0x%" PRIx64 " > memory size 0x%" PRIx64, i,
+		       p->filesz, p->memsz);
+		return -ENOEXEC;
+	}
+	if (!range_ok(p->offset, p->filesz, el->len)) {
+		errfmt(err, errlen, "ELF segment %u (offset 0x%" PRIx64 ", 0x%" PRIx64 " bytes) lies past the end of the file",
+		       i, p->offset, p->filesz);
+		return -ENOEXEC;
+	}
+	if (!range_ok(p->paddr, p->memsz, UINT64_MAX)) {
+		errfmt(err, errlen, "ELF segment %u at 0x%" PRIx64 " (+0x%" PRIx64 ") wraps the address space", i,
+		       p->paddr, p->memsz);
+		return -ENOEXEC;
+	}
+	if (p->memsz == 0)
+		return 0;
+	/* Below 1 MiB sit our boot structures (GDT, start info, cmdline, MP table). */
+	if (p->paddr < BIOS_END) {
+		errfmt(err, errlen, "ELF segment %u at 0x%" PRIx64 " is below 1 MiB (reserved for boot data)", i,
+		       p->paddr);
+		return -ENOEXEC;
+	}
+	if (!gmem_ptr(m, p->paddr, p->memsz)) {
+		errfmt(err, errlen, "ELF segment %u at 0x%" PRIx64 " (+0x%" PRIx64 ") is outside guest RAM", i,
+		       p->paddr, p->memsz);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Every segment validated and the entry found before anything is written: the loaded range
+ * [*lo, *hi) and the PVH entry point. */
+static int pvh_scan(const struct guest_mem *m, const struct elf_img *el, u64 *lo, u64 *hi, u64 *entry,
 		    char *err, size_t errlen)
 {
-	struct elf_img el;
-	struct phdr p;
-	u64 lo = UINT64_MAX, hi = 0, entry = 0, initrd_addr = 0;
 	bool have_note = false;
-	int ret, n;
+	struct phdr p;
+	int ret;
 
-	ret = elf_parse_header(a->kernel, a->kernel_len, &el, err, errlen);
-	if (ret)
-		return ret;
-
-	/* Validate every segment and find the entry before writing anything. */
-	for (u32 i = 0; i < el.phnum; i++) {
-		elf_phdr(&el, i, &p);
+	*lo = UINT64_MAX;
+	*hi = 0;
+	for (u32 i = 0; i < el->phnum; i++) {
+		elf_phdr(el, i, &p);
 		if (p.type == PT_NOTE && !have_note) {
-			if (!range_ok(p.offset, p.filesz, el.len)) {
+			if (!range_ok(p.offset, p.filesz, el->len)) {
 				errfmt(err, errlen, "ELF note segment %u lies past the end of the file", i);
 				return -ENOEXEC;
 			}
-			ret = find_pvh_note(el.img, p.offset, p.filesz, &entry, err, errlen);
+			ret = find_pvh_note(el->img, p.offset, p.filesz, entry, err, errlen);
 			if (ret < 0)
 				return ret;
 			have_note = ret;
 		}
 		if (p.type != PT_LOAD)
 			continue;
-		if (p.filesz > p.memsz) {
-			errfmt(err, errlen, "ELF segment %u has file size 0x%" PRIx64 " > memory size 0x%" PRIx64,
-			       i, p.filesz, p.memsz);
-			return -ENOEXEC;
-		}
-		if (!range_ok(p.offset, p.filesz, el.len)) {
-			errfmt(err, errlen, "ELF segment %u (offset 0x%" PRIx64 ", 0x%" PRIx64 " bytes) lies past the end of the file",
-			       i, p.offset, p.filesz);
-			return -ENOEXEC;
-		}
-		if (!range_ok(p.paddr, p.memsz, UINT64_MAX)) {
-			errfmt(err, errlen, "ELF segment %u at 0x%" PRIx64 " (+0x%" PRIx64 ") wraps the address space",
-			       i, p.paddr, p.memsz);
-			return -ENOEXEC;
-		}
+		ret = pvh_check_load(m, el, i, &p, err, errlen);
+		if (ret)
+			return ret;
 		if (p.memsz == 0)
 			continue;
-		/* Below 1 MiB sit our boot structures (GDT, start info, cmdline, MP table). */
-		if (p.paddr < BIOS_END) {
-			errfmt(err, errlen, "ELF segment %u at 0x%" PRIx64 " is below 1 MiB (reserved for boot data)",
-			       i, p.paddr);
-			return -ENOEXEC;
-		}
-		if (!gmem_ptr(m, p.paddr, p.memsz)) {
-			errfmt(err, errlen, "ELF segment %u at 0x%" PRIx64 " (+0x%" PRIx64 ") is outside guest RAM",
-			       i, p.paddr, p.memsz);
-			return -ENOMEM;
-		}
-		lo = MIN(lo, p.paddr);
-		hi = MAX(hi, p.paddr + p.memsz);
+		*lo = MIN(*lo, p.paddr);
+		*hi = MAX(*hi, p.paddr + p.memsz);
 	}
 	if (!have_note) {
 		errfmt(err, errlen, "ELF kernel has no PVH entry note (XEN_ELFNOTE_PHYS32_ENTRY)");
 		return -ENOEXEC;
 	}
-	if (hi == 0) {
+	if (*hi == 0) {
 		errfmt(err, errlen, "ELF kernel has no loadable segments");
 		return -ENOEXEC;
 	}
 	/* The PVH entry runs in 32-bit protected mode without paging. */
-	if (entry >= PCI_HOLE_END || !gmem_ptr(m, entry, 1)) {
-		errfmt(err, errlen, "PVH entry point 0x%" PRIx64 " is not in guest RAM below 4 GiB", entry);
+	if (*entry >= PCI_HOLE_END || !gmem_ptr(m, *entry, 1)) {
+		errfmt(err, errlen, "PVH entry point 0x%" PRIx64 " is not in guest RAM below 4 GiB", *entry);
 		return -ENOEXEC;
 	}
-	ret = check_cmdline(a->cmdline, BOOT_CMDLINE_MAX - 1, err, errlen);
-	if (ret)
-		return ret;
-	if (a->initrd) {
-		ret = place_initrd(m, a, hi, PCI_HOLE_END, &initrd_addr, err, errlen);
-		if (ret)
-			return ret;
-	}
+	return 0;
+}
 
-	for (u32 i = 0; i < el.phnum; i++) {
-		elf_phdr(&el, i, &p);
+static int pvh_write_segments(const struct guest_mem *m, const struct elf_img *el, char *err, size_t errlen)
+{
+	struct phdr p;
+	int ret;
+
+	for (u32 i = 0; i < el->phnum; i++) {
+		elf_phdr(el, i, &p);
 		if (p.type != PT_LOAD || p.memsz == 0)
 			continue;
-		ret = gput(m, p.paddr, el.img + p.offset, p.filesz, "ELF segment", err, errlen);
+		ret = gput(m, p.paddr, el->img + p.offset, p.filesz, "ELF segment", err, errlen);
 		if (!ret && p.memsz > p.filesz)
 			ret = gzero(m, p.paddr + p.filesz, p.memsz - p.filesz, "ELF bss", err, errlen);
 		if (ret)
 			return ret;
 	}
-	if (a->initrd) {
-		ret = gput(m, initrd_addr, a->initrd, a->initrd_len, "initrd", err, errlen);
-		if (ret)
-			return ret;
-	}
-	ret = write_cmdline(m, a->cmdline, err, errlen);
-	if (ret)
-		return ret;
+	return 0;
+}
 
+/* The PVH start info: the command line, the memory map, the initrd as the one module. */
+static int pvh_start_info(const struct guest_mem *m, const struct boot_args *a, u64 initrd_addr, char *err,
+			  size_t errlen)
+{
 	struct {
 		struct pvh_start_info si;
 		struct pvh_memmap_entry map[PVH_MEMMAP_MAX];
 		struct pvh_modlist_entry mod;
 	} pvh;
 	struct boot_e820_entry e820[PVH_MEMMAP_MAX];
+	int n;
 
 	_Static_assert(PVH_START_INFO_ADDR + sizeof(pvh) <= BOOT_PARAMS_ADDR,
 		       "PVH start info overlaps the zero page");
@@ -551,7 +576,32 @@ static int load_pvh(const struct guest_mem *m, const struct boot_args *a, struct
 		pvh.mod.paddr = initrd_addr;
 		pvh.mod.size = a->initrd_len;
 	}
-	ret = gput(m, PVH_START_INFO_ADDR, &pvh, sizeof(pvh), "PVH start info", err, errlen);
+	return gput(m, PVH_START_INFO_ADDR, &pvh, sizeof(pvh), "PVH start info", err, errlen);
+}
+
+static int load_pvh(const struct guest_mem *m, const struct boot_args *a, struct boot_entry *e,
+		    char *err, size_t errlen)
+{
+	struct elf_img el;
+	u64 lo, hi, entry = 0, initrd_addr = 0;
+	int ret;
+
+	ret = elf_parse_header(a->kernel, a->kernel_len, &el, err, errlen);
+	if (!ret)
+		ret = pvh_scan(m, &el, &lo, &hi, &entry, err, errlen);
+	if (!ret)
+		ret = check_cmdline(a->cmdline, BOOT_CMDLINE_MAX - 1, err, errlen);
+	if (!ret && a->initrd)
+		ret = place_initrd(m, a, hi, PCI_HOLE_END, &initrd_addr, err, errlen);
+	/* Everything is validated; now write. */
+	if (!ret)
+		ret = pvh_write_segments(m, &el, err, errlen);
+	if (!ret && a->initrd)
+		ret = gput(m, initrd_addr, a->initrd, a->initrd_len, "initrd", err, errlen);
+	if (!ret)
+		ret = write_cmdline(m, a->cmdline, err, errlen);
+	if (!ret)
+		ret = pvh_start_info(m, a, initrd_addr, err, errlen);
 	if (!ret)
 		ret = write_gdt(m, err, errlen);
 	if (ret)

@@ -99,15 +99,15 @@ static int uart_node(void *fdt)
 	return fdt_end_node(fdt);
 }
 
-static int mmio_nodes(void *fdt, const struct kvm *kvm)
+static int mmio_nodes(void *fdt, struct kvm *kvm)
 {
+	struct virtio_mmio_slot slots[VIRTIO_MMIO_MAX_DEVS];
+	int nr = virtio_mmio_slots(kvm, slots);
 	char name[32];
 
-	for (int i = 0; i < VIRTIO_MMIO_MAX_DEVS; i++) {
-		const struct kvm_mmio_slot *s = &kvm->virtio_mmio[i];
+	for (int i = 0; i < nr; i++) {
+		const struct virtio_mmio_slot *s = &slots[i];
 
-		if (!s->used)
-			continue;
 		snprintf(name, sizeof(name), "virtio_mmio@%llx", (unsigned long long)s->addr);
 		TRY(fdt_begin_node(fdt, name));
 		TRY(fdt_property_string(fdt, "compatible", "virtio,mmio"));

@@ -132,23 +132,20 @@ static size_t put_int(u8 *buf, size_t off, u8 type, u8 irqtype, u16 irqflag, u8 
 	return put(buf, off, &e, sizeof(e));
 }
 
-int mptable_write(const struct guest_mem *m, int nr_cpus, char *err, size_t errlen)
+/* One entry per CPU (the first the BSP), the PCI and ISA buses, the IOAPIC. */
+static size_t put_cpus_buses(u8 *buf, size_t off, int nr_cpus, u8 ioapic_id, int *entries)
 {
-	u8 buf[MP_BUF_SIZE];
-	struct mpf mpf;
-	struct mpc_header h;
-	size_t off, cfg = sizeof(mpf);
-	u8 ioapic_id = (u8)nr_cpus;
-	int entries = 0;
+	struct mpc_bus pci = { .type = MP_BUS, .busid = MP_BUS_PCI, .bustype = "PCI   " };
+	struct mpc_bus isa = { .type = MP_BUS, .busid = MP_BUS_ISA, .bustype = "ISA   " };
+	struct mpc_ioapic io = {
+		.type = MP_IOAPIC,
+		.apicid = ioapic_id,
+		.apicver = MP_IOAPIC_VERSION,
+		.flags = 1, /* enabled */
+		.apicaddr = (u32)IOAPIC_ADDR,
+	};
 
-	if (nr_cpus < 1 || nr_cpus > MP_MAX_CPUS) {
-		errfmt(err, errlen, "MP table: %d CPUs is out of range (1..%d)", nr_cpus, MP_MAX_CPUS);
-		return -EINVAL;
-	}
-	memset(buf, 0, sizeof(buf));
-	off = cfg + sizeof(h);
-
-	for (int i = 0; i < nr_cpus; i++, entries++) {
+	for (int i = 0; i < nr_cpus; i++, (*entries)++) {
 		struct mpc_cpu c = {
 			.type = MP_PROCESSOR,
 			.apicid = (u8)i,
@@ -159,50 +156,54 @@ int mptable_write(const struct guest_mem *m, int nr_cpus, char *err, size_t errl
 		};
 		off = put(buf, off, &c, sizeof(c));
 	}
-
-	struct mpc_bus pci = { .type = MP_BUS, .busid = MP_BUS_PCI, .bustype = "PCI   " };
-	struct mpc_bus isa = { .type = MP_BUS, .busid = MP_BUS_ISA, .bustype = "ISA   " };
-	struct mpc_ioapic io = {
-		.type = MP_IOAPIC,
-		.apicid = ioapic_id,
-		.apicver = MP_IOAPIC_VERSION,
-		.flags = 1, /* enabled */
-		.apicaddr = (u32)IOAPIC_ADDR,
-	};
 	off = put(buf, off, &pci, sizeof(pci));
 	off = put(buf, off, &isa, sizeof(isa));
 	off = put(buf, off, &io, sizeof(io));
-	entries += 3;
+	*entries += 3;
+	return off;
+}
 
+/* Where each ISA IRQ and PCI slot's pin meets the IOAPIC, and the local APICs' LINT0/1. */
+static size_t put_irqs(u8 *buf, size_t off, u8 ioapic_id, int *entries)
+{
 	/* The PIT drives IRQ0 but sits on IOAPIC pin 2 on PC hardware (pin 0 is the 8259 output). */
 	off = put_int(buf, off, MP_INTSRC, MP_INT, IRQFLAG_EDGE_HIGH, MP_BUS_ISA, 0, ioapic_id, 2);
-	entries++;
+	(*entries)++;
 	for (u8 irq = 1; irq < NR_ISA_IRQS; irq++) {
 		if (irq == 2)
 			continue;
 		off = put_int(buf, off, MP_INTSRC, MP_INT, IRQFLAG_CONFORMS, MP_BUS_ISA, irq, ioapic_id,
 			      irq);
-		entries++;
+		(*entries)++;
 	}
-	for (u8 slot = 1; slot <= NR_PCI_SLOTS; slot++, entries++)
+	for (u8 slot = 1; slot <= NR_PCI_SLOTS; slot++, (*entries)++)
 		off = put_int(buf, off, MP_INTSRC, MP_INT, IRQFLAG_LEVEL_LOW, MP_BUS_PCI,
 			      (u8)(slot << 2), ioapic_id, (u8)MPTABLE_PCI_PIN(slot));
 
 	/* Virtual-wire mode: the 8259 reaches the BSP via LINT0, NMIs via LINT1 everywhere. */
 	off = put_int(buf, off, MP_LINTSRC, MP_EXTINT, IRQFLAG_CONFORMS, MP_BUS_ISA, 0, 0xff, 0);
 	off = put_int(buf, off, MP_LINTSRC, MP_NMI, IRQFLAG_CONFORMS, MP_BUS_ISA, 0, 0xff, 1);
-	entries += 2;
+	*entries += 2;
+	return off;
+}
+
+/* The floating pointer at buf and the configuration table's header at cfg (its entries up to
+ * end), each with its checksum. */
+static void put_headers(u8 *buf, size_t cfg, size_t end, int entries)
+{
+	struct mpc_header h;
+	struct mpf mpf;
 
 	memset(&h, 0, sizeof(h));
 	memcpy(h.signature, "PCMP", 4);
-	h.length = (u16)(off - cfg);
+	h.length = (u16)(end - cfg);
 	h.spec = MP_SPEC_REV;
 	memcpy(h.oem, "LKVM    ", 8);
 	memcpy(h.productid, "LKVM VM     ", 12);
 	h.oemcount = (u16)entries;
 	h.lapic = (u32)LAPIC_ADDR;
 	memcpy(buf + cfg, &h, sizeof(h));
-	buf[cfg + offsetof(struct mpc_header, checksum)] = checksum(buf + cfg, off - cfg);
+	buf[cfg + offsetof(struct mpc_header, checksum)] = checksum(buf + cfg, end - cfg);
 
 	memset(&mpf, 0, sizeof(mpf));
 	memcpy(mpf.signature, "_MP_", 4);
@@ -211,7 +212,23 @@ int mptable_write(const struct guest_mem *m, int nr_cpus, char *err, size_t errl
 	mpf.specification = MP_SPEC_REV;
 	memcpy(buf, &mpf, sizeof(mpf));
 	buf[offsetof(struct mpf, checksum)] = checksum(buf, sizeof(mpf));
+}
 
+int mptable_write(const struct guest_mem *m, int nr_cpus, char *err, size_t errlen)
+{
+	u8 buf[MP_BUF_SIZE];
+	size_t off, cfg = sizeof(struct mpf);
+	u8 ioapic_id = (u8)nr_cpus;
+	int entries = 0;
+
+	if (nr_cpus < 1 || nr_cpus > MP_MAX_CPUS) {
+		errfmt(err, errlen, "MP table: %d CPUs is out of range (1..%d)", nr_cpus, MP_MAX_CPUS);
+		return -EINVAL;
+	}
+	memset(buf, 0, sizeof(buf));
+	off = put_cpus_buses(buf, cfg + sizeof(struct mpc_header), nr_cpus, ioapic_id, &entries);
+	off = put_irqs(buf, off, ioapic_id, &entries);
+	put_headers(buf, cfg, off, entries);
 	if (gmem_write(m, MPTABLE_ADDR, buf, off)) {
 		errfmt(err, errlen, "MP table at 0x%llx does not fit in guest RAM", MPTABLE_ADDR);
 		return -EFAULT;

@@ -4,6 +4,8 @@
 
 #include <stdio.h>
 
+struct opt_set;
+
 struct lkvm_cmd {
 	const char *name;
 	const char *summary;
@@ -19,6 +21,7 @@ int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 void bench_usage(FILE *out);
+extern const struct opt_set bench_opt_set; /* `lkvm bench net`'s options (opt.h) */
 /* The control commands: they talk to a running VM over its socket (see lkvm/ctl.h). */
 int cmd_list(int argc, char **argv);
 void list_usage(FILE *out);

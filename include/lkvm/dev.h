@@ -1,4 +1,4 @@
-/* The per-VM device list: devices register an init and an exit with a priority; the VM runs inits in order and exits in reverse. */
+/* The per-VM device list: every device, legacy or virtio, is an entry with the same lifecycle ops; the VM walks the list to build, start, pause, resume, reset, count and tear down. */
 #ifndef LKVM_DEV_H
 #define LKVM_DEV_H
 
@@ -8,25 +8,46 @@
 
 struct kvm;
 struct kvm_dev;
+struct stats_visitor;
 
 /* Lower runs first: buses before the devices on them. Equal priorities keep the order
  * of registration. */
 enum kvm_dev_prio {
 	DEV_PRIO_BUS = 10,    /* PCI bus */
-	DEV_PRIO_LEGACY = 20, /* UART, i8042, RTC, pvpanic */
+	DEV_PRIO_LEGACY = 20, /* UART, i8042, RTC, pvpanic, lkvm-exit */
 	DEV_PRIO_VIRTIO = 30, /* virtio devices, on their transports */
 };
 
-/* init builds the device from d->arg and stores what it made in d->priv; it returns 0
- * or -errno with a one-line reason in err. exit undoes a successful init (only those). */
-typedef int (*kvm_dev_init_fn)(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen);
-typedef void (*kvm_dev_exit_fn)(struct kvm *kvm, struct kvm_dev *d);
+/*
+ * What a device does at each point of the VM's life; NULL where it has nothing to do
+ * (only init is required). Each device file fills one of these and adds itself with
+ * kvm_dev_add. The walkers below call them in list order (resume and exit in reverse).
+ */
+struct kvm_dev_ops {
+	const char *name;       /* "virtio-net", in errors and for kvm_dev_find */
+	int prio;               /* enum kvm_dev_prio */
+	/* Build the device from d->arg and keep it in d->priv. 0 or -errno with a one-line
+	 * reason in err. */
+	int (*init)(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen);
+	/* The machine is built and its vCPUs are about to run. 0 or -errno. */
+	int (*start)(struct kvm_dev *d);
+	/* Pause: once it returns, the device changes nothing the guest can see (no guest byte
+	 * written, no request completed, no interrupt raised) until resume. Work that arrives
+	 * meanwhile (kicks, frames, typed keys) waits and is done after resume. */
+	void (*quiesce)(struct kvm_dev *d);
+	void (*resume)(struct kvm_dev *d);
+	/* Back to the state the guest found at power-on (a virtio device: as a driver's reset). */
+	void (*reset)(struct kvm_dev *d);
+	/* Its counters, through the visitor (stats.h), under the kind stats_name ("net":
+	 * net0, net1, ... in --stats and lkvm stat). */
+	void (*stats)(struct kvm_dev *d, struct stats_visitor *v);
+	const char *stats_name;
+	/* Undo a successful init. */
+	void (*exit)(struct kvm *kvm, struct kvm_dev *d);
+};
 
 struct kvm_dev {
-	const char *name;
-	int prio;
-	kvm_dev_init_fn init;
-	kvm_dev_exit_fn exit;
+	const struct kvm_dev_ops *ops;
 	void *arg;  /* a copy of what kvm_dev_add was given (freed with the entry) */
 	void *priv; /* set by init */
 	int index;  /* n-th device of this name, from 0 (e.g. the NIC number) */
@@ -34,14 +55,23 @@ struct kvm_dev {
 	struct kvm_dev *next;
 };
 
-/* Add a device to kvm->devs (sorted by prio, stable), copying arg_len bytes of arg.
+/* Add a device to kvm->devs (sorted by ops->prio, stable), copying arg_len bytes of arg.
  * Returns 0 or -ENOMEM. */
-int kvm_dev_add(struct kvm *kvm, const char *name, int prio, kvm_dev_init_fn init,
-		kvm_dev_exit_fn exit, const void *arg, size_t arg_len) __must_check;
+int kvm_dev_add(struct kvm *kvm, const struct kvm_dev_ops *ops, const void *arg,
+		size_t arg_len) __must_check;
 /* Run the init of every device not yet up, in order. On the first failure return its
  * -errno (err says which device and why); devices already up stay up, for
  * kvm_devs_exit (kvm_destroy) to undo. */
 int kvm_devs_init(struct kvm *kvm, char *err, size_t errlen) __must_check;
+/* Every device's start, in order; the first failure is returned (err names the device). */
+int kvm_devs_start(struct kvm *kvm, char *err, size_t errlen) __must_check;
+/* Pause every device (list order), and let them go on (reverse order). */
+void kvm_devs_quiesce(struct kvm *kvm);
+void kvm_devs_resume(struct kvm *kvm);
+/* Reset every device to its power-on state, in order. */
+void kvm_devs_reset(struct kvm *kvm);
+/* Every device's counters: v->device(kind, index), then its stats op. */
+void kvm_devs_stats(struct kvm *kvm, struct stats_visitor *v);
 /* Exit every device that is up, in reverse order, and free the list. kvm_destroy calls
  * it after the vCPUs stopped. */
 void kvm_devs_exit(struct kvm *kvm);

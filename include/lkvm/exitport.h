@@ -15,5 +15,11 @@ struct kvm;
  * Anything else is ignored (one rate-limited warning). Reads return 0. 0 or -ENOMEM.
  */
 int exitport_add(struct kvm *kvm) __must_check;
+/* The kind (enum lkvm_exit_kind) of the first valid report: whether the run's status is the
+ * command's or init's failure. 0 before one, or without the device. */
+unsigned exitport_report_kind(struct kvm *kvm);
+/* fn(arg) runs (on a vCPU thread) when init reports LKVM_EXIT_STDIN_READY. Set at device init,
+ * after the exit port's own (before any vCPU runs). 0, or -ENODEV without the device. */
+int exitport_on_stdin_ready(struct kvm *kvm, void (*fn)(void *arg), void *arg) __must_check;
 
 #endif

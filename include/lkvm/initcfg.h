@@ -20,7 +20,10 @@
  *   "module" PATH                    a kernel module in the initramfs, loaded in file order
  *   "console" STDIO STDERR tty|raw   devices for CMD's stdin+stdout and its stderr; tty keeps
  *                                    the line discipline (the shell's terminal), raw passes
- *                                    bytes unchanged both ways (cfmakeraw)
+ *                                    bytes unchanged both ways (cfmakeraw) and CMD's stdin
+ *                                    arrives framed (below) through init, which ends it at
+ *                                    the end-of-input mark; a STDERR other than STDIO is
+ *                                    always raw (it is a file or a pipe on the host)
  *   "winsize" ROWS COLS              the console's size (optional)
  *   "exit-port" PORT                 I/O port of lkvm's exit device (decimal)
  *   "msize" BYTES                    9p msize (decimal)
@@ -87,6 +90,29 @@ int initcfg_decode(const char *buf, size_t len, struct initcfg *c);
 void initcfg_free(struct initcfg *c);
 
 /*
+ * CMD's standard input in raw mode: lkvm sends it on the stdio console framed, so that its end
+ * can travel too (a console has no end of file): every 0xff byte is sent as 0xff 0xff, and
+ * 0xff 0x00 marks the end of input (after it, nothing more is read). Init relays the decoded
+ * bytes to CMD through a pipe and closes it at the mark. Any other byte after 0xff stands
+ * for itself (lkvm never sends that).
+ */
+#define INITCFG_STDIN_ESC 0xffu
+#define INITCFG_STDIN_EOF 0x00u
+
+/* Frames n bytes of in into out (room for 2 * n bytes); returns out's length. */
+size_t initcfg_stdin_encode(const uint8_t *in, size_t n, uint8_t *out);
+
+struct initcfg_stdin_dec {
+	bool esc; /* the last byte was an unpaired 0xff */
+	bool eof; /* the end-of-input mark was seen */
+};
+/* Unframes n bytes of in into out (room for n bytes), carrying an escape split across two
+ * calls in d; stops at the end-of-input mark (d->eof, the rest ignored). Returns out's
+ * length. */
+size_t initcfg_stdin_decode(struct initcfg_stdin_dec *d, const uint8_t *in, size_t n,
+			    uint8_t *out);
+
+/*
  * The exit port: init reports how CMD ended, or why it could not run it, by writing one 32-bit
  * little-endian word to LKVM_EXIT_PORT..+3, either as one outl or as four byte writes in
  * increasing port order (what /dev/port does); the write that reaches the last byte commits.
@@ -103,6 +129,10 @@ enum lkvm_exit_kind {
 	LKVM_EXIT_EXITED = 1, /* CMD exited; value = its status */
 	LKVM_EXIT_SIGNALED = 2, /* CMD was killed; value = the signal (1-127) */
 	LKVM_EXIT_INIT_FAILED = 3, /* init could not run CMD; value = the stage, detail = errno */
+	/* Not an end: the stdio console is raw, lkvm may send CMD's framed stdin (value and
+	 * detail 0). Bytes that arrived before would have met the terminal's line discipline,
+	 * which drops input while its line buffer is full and echoes it. */
+	LKVM_EXIT_STDIN_READY = 4,
 };
 
 #define LKVM_EXIT_WORD(kind, value, detail) \

@@ -89,7 +89,8 @@ int kernel_release(const char *path, char *rel, size_t len) __must_check;
 int kmod_dir_find(const char *tree, const char *libmod, const char *release, char *dir,
 		  size_t len) __must_check;
 
-/* The modules `names` needs, dependencies first, each once, in dir (from kmod_dir_find):
+/* The modules `names` needs, dependencies first, each once, in dir (from kmod_dir_find); a
+ * name that starts with '?' is optional (nothing when it is not in dir, built in or not):
  * dependencies from modules.dep when depmod ran there (an installed kernel), else from each
  * module's own .modinfo "depends=" with modules.order naming the files (a build tree, an
  * unpacked package); names in modules.builtin are skipped. '-' and '_' are the same in a

@@ -8,6 +8,15 @@
 
 struct kvm_cpu;
 
+/* A guest write that KVM can turn into an eventfd signal instead of an exit (KVM_IOEVENTFD):
+ * len bytes at MMIO address addr; with match, only writes of the value data. */
+struct kvm_ioevent {
+	u64 addr;
+	u32 len;
+	bool match;
+	u64 data;
+};
+
 /* Called on the vCPU thread that took the exit. addr is the absolute port or guest
  * physical address; data holds len (1..8) bytes in guest byte order: the handler reads
  * it on a write and fills it on a read (it arrives zeroed). Handlers must treat
@@ -40,6 +49,8 @@ int io_bus_register(struct io_bus *bus, u64 base, u64 len, io_handler_fn fn, voi
 		    const char *name) __must_check;
 /* Removes the range starting exactly at base; -ENOENT if none. */
 int io_bus_unregister(struct io_bus *bus, u64 base);
+/* The opaque of the range that starts at base, when its handler is fn; else NULL. */
+void *io_bus_owner(struct io_bus *bus, u64 base, io_handler_fn fn);
 /* Dispatch one access; returns true when a handler took it. Unclaimed reads give 0xff bytes. */
 bool io_bus_dispatch(struct io_bus *bus, struct kvm_cpu *vcpu, u64 addr, u8 *data, u32 len,
 		     bool is_write);

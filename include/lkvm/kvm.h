@@ -8,9 +8,10 @@
 
 #include "lkvm/io.h"
 #include "lkvm/mem.h"
-#include "lkvm/net.h"
-#include "lkvm/virtio-blk.h"
 #include "lkvm/util.h"
+#include "lkvm/virtio.h"
+/* For -- CMD's options, which struct kvm_config embeds (a few words, no device's). */
+#include "lkvm/run-cmd.h"
 
 #define LKVM_MAX_CPUS 64
 
@@ -25,6 +26,10 @@ enum {
 };
 
 enum quirks_mode { QUIRKS_AUTO, QUIRKS_PVM, QUIRKS_NONE };
+
+struct net_opts;
+struct blk_opts;
+struct p9_shares;
 
 struct kvm_config {
 	const char *kernel_path;
@@ -44,16 +49,22 @@ struct kvm_config {
 	enum virtio_trans virtio_trans; /* --virtio-transport: for devices without trans= */
 	const char *dump_dtb;  /* --dump-dtb FILE */
 	enum { STATS_OFF, STATS_TABLE, STATS_JSON } stats;
+	/* -n and -d, once per NIC and disk: arrays kvm_run_parse allocates (kvm_config_free), in
+	 * whose options (net.h, virtio-blk.h) struct kvm takes no interest: the devices copy them
+	 * into the device list. */
 	int nr_nets;
-	struct net_opts net[4]; /* -n, once per NIC */
+	struct net_opts *net;
 	int nr_disks;
-	struct blk_opts disk[VIRTIO_BLK_MAX_DISKS]; /* -d, once per disk */
+	struct blk_opts *disk;
+	/* --share, up to VIRTIO_9P_MAX_SHARES (virtio-9p.h): allocated with the first one, like
+	 * the arrays above; NULL when there is none. */
+	struct p9_shares *shares;
 	bool sandbox;          /* --sandbox=on (default): drop capabilities, seccomp per thread */
 	const char *user;      /* --user USER: switch to it after set-up, or NULL */
+	struct run_cmd_opts cmd; /* -- CMD, host-root mode, --console-log (run-cmd.h) */
 };
 
 struct kvm_cpu;
-struct serial8250;
 
 /* GSI routing (x86/irq.c). KVM's routing table is per VM and KVM_SET_GSI_ROUTING
  * replaces all of it, so lkvm keeps the whole table: KVM's default routes for GSIs 0-23
@@ -69,9 +80,7 @@ struct kvm_msi_route {
 };
 struct term;
 struct pci_bus;
-struct virtio_net;
 struct kvm_dev;
-struct virtio_console;
 
 /* Counters of the host-instruction completions (x86/emulate.c); see `--stats`. */
 enum emu_insn {
@@ -98,22 +107,20 @@ struct kvm {
 	bool pvm_quirks;                       /* host needs instruction completions */
 	atomic_ullong emu_hits[EMU_NR];
 
-	struct serial8250 *uart;
 	struct term *term;
 	struct pci_bus *pci;
-	void *pvpanic;
-	void *i8042;
-	void *rtc;
-	struct virtio_net *nets[4];           /* set by the NICs' device entries, for --stats */
 	struct kvm_dev *devs;                 /* the device list (dev.h), exited by kvm_destroy */
-	struct virtio_console *vcon;          /* --console virtio: where terminal input goes */
-	/* virtio-mmio slots in use (virtio/mmio.c), for the command line and the DTB. */
-	struct kvm_mmio_slot {
-		u64 addr;
-		u32 size, irq;
-		u16 device_id;
-		bool used;
-	} virtio_mmio[9];                      /* VIRTIO_MMIO_MAX_DEVS */
+	/* Where terminal input goes (term_set_input): set by the console device at its init
+	 * (the UART; virtio-console, added later, when it is the console), before the
+	 * terminal's thread starts; cleared by its exit, after that thread ended. */
+	struct console_input {
+		size_t (*fn)(void *dev, const u8 *buf, size_t n); /* takes what it can */
+		void *dev;
+	} console_in;
+
+	/* What a guest's own reset or power-off ends the run with: EXIT_GUEST_OK, or
+	 * EXIT_GUEST_NO_STATUS where the status must come from the exit port (run -- CMD). */
+	int guest_end_status;
 
 	/* Ending the run: the first kvm_request_exit wins; stop_fd wakes the main thread. */
 	atomic_bool stopping;
@@ -159,6 +166,14 @@ void kvm_destroy(struct kvm *kvm);
 
 /* Raise/lower a GSI on the in-kernel irqchip. */
 int kvm_irq_line(struct kvm *kvm, u32 gsi, int level);
+
+/* The only callers of KVM_IOEVENTFD and KVM_IRQFD. kvm_has_ioeventfd: there is a VM and KVM
+ * offers KVM_CAP_IOEVENTFD. kvm_ioeventfd: the guest's write ev signals fd instead of exiting
+ * (assign), or no more (the same ev and fd, !assign). kvm_irqfd: a signal on fd injects GSI
+ * gsi (assign), or no more. Both 0 or -errno; -ENODEV without a VM. */
+bool kvm_has_ioeventfd(struct kvm *kvm);
+int kvm_ioeventfd(struct kvm *kvm, const struct kvm_ioevent *ev, int fd, bool assign);
+int kvm_irqfd(struct kvm *kvm, int fd, u32 gsi, bool assign);
 
 /* Allocate a GSI >= KVM_IRQ_MSI_GSI_BASE for an MSI route (not yet routed). Returns
  * the GSI or -ENOSPC. Thread-safe; works without a VM (vm_fd < 0: no ioctl). */

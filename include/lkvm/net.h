@@ -4,6 +4,7 @@
 
 #include <sys/uio.h>
 
+#include "lkvm/opt.h"
 #include "lkvm/util.h"
 #include "lkvm/virtio.h"
 
@@ -42,8 +43,11 @@ struct net_opts {
 	u32 poll_us;             /* tx=poll: the longest poll window (0: the default) */
 };
 
-/* "kick", "timer", "poll" (for messages and stats). */
+/* "kick", "timer", "poll" (for messages and stats); the same as -n tx='s choices. */
 const char *net_tx_mode_name(enum net_tx_mode m);
+extern const struct opt_choice net_tx_choices[NET_TX_NR + 1];
+/* -n's keys: what net_parse_opts reads, and their help. */
+extern const struct opt_set net_opt_set;
 
 /* Parse one -n value. Returns 0 or -EINVAL with a one-line reason in err. */
 int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen) __must_check;

@@ -114,6 +114,8 @@ int pci_bus_create(struct kvm *kvm) __must_check;
 /* Unmaps every BAR, unregisters the ports and detaches still-registered devices (which
  * their owners free). Must run before kvm->pio/mmio are destroyed. */
 void pci_bus_destroy(struct kvm *kvm);
+/* Add the bus to kvm's device list ("pci", built before every other device). 0 or -ENOMEM. */
+int pci_bus_add(struct kvm *kvm) __must_check;
 
 /* Place dev in the next free slot (1..31), assign BAR addresses (size-aligned, from the
  * MMIO window), write INTA and its interrupt line (MPTABLE_PCI_PIN(slot)), enable memory

@@ -1,16 +1,44 @@
-/* The `run` command: option parsing (unit-tested) and the VM's life from setup to teardown. */
+/* The `run` command: its options and configuration (builtin/run.c), the machine it builds and tears down (machine.c). */
 #ifndef LKVM_RUN_H
 #define LKVM_RUN_H
 
 #include <stdio.h>
 
 #include "lkvm/kvm.h"
+#include "lkvm/net.h"
+#include "lkvm/opt.h"
+#include "lkvm/term.h"
+#include "lkvm/virtio-blk.h"
+
+/* `lkvm run`'s options: what kvm_run_parse reads and kvm_run_usage prints. */
+extern const struct opt_set run_opt_set;
 
 /* Parse `lkvm run` arguments (argv[0] is "run"). Returns 0, 1 when help was asked for
- * (printed to `out`), or -EINVAL with a one-line message in err. */
+ * (printed to `out`), or -EINVAL with a one-line message in err. After 0 the caller owns the
+ * -n and -d arrays: kvm_config_free (once the VM that copied cfg is gone). */
 int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err,
 		  size_t errlen) __must_check;
+void kvm_config_free(struct kvm_config *cfg);
 void kvm_run_usage(FILE *out);
+
+/* Always on the guest command line (before the user's -p, so the user can override). */
+#define BASE_KERNEL_PARAMS "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pci=conf1 i8042.noaux"
+
+/* Everything the run owns, so one function can undo whatever part was built. */
+struct run_state {
+	struct kvm kvm;
+	struct term term;
+	bool kvm_up, term_up;
+	struct run_cmd *cmd; /* -- CMD / host-root mode, --console-log (NULL: neither) */
+	u8 *kernel, *initrd, *dtb;
+	size_t kernel_len, initrd_len, dtb_len;
+};
+
+/* The machine (machine.c): the files loaded, the VM made with the devices kvm->cfg asks for, the
+ * guest loaded and its vCPUs made, ready to start. 0 or -errno with err; kvm_run_teardown then
+ * undoes whatever part was built (also after a success, once the run ended). */
+int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen) __must_check;
+void kvm_run_teardown(struct run_state *st);
 
 /* Build the kernel command line: user params, lkvm's defaults, and the quirk params. */
 int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, size_t len) __must_check;

@@ -44,7 +44,8 @@ int sandbox_enter(struct kvm *kvm, enum sandbox_kind kind) __must_check;
 /* Also allow read(2) and write(2) on fd to every thread kind, for filters installed from now on.
  * Threads may read and write fds 0-2 and the eventfds (and main its signalfd) open when
  * sandbox_drop_privileges runs, nothing else: this is for an fd outside those that a thread
- * must use (none in lkvm today; a test harness's own report file). Returns 0 or -errno. */
+ * must use (the console log of --console-log and run -- CMD; a test harness's own report
+ * file). Returns 0 or -errno. */
 int sandbox_allow_fd(int fd) __must_check;
 
 /* How many system calls, and ioctl requests, a kind's filter allows (its own list, the

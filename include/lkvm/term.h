@@ -40,6 +40,13 @@ void term_exit(struct term *t);
  * (async-signal-safe; a no-op when it was never changed). */
 void term_restore_on_signal(void);
 
+/* The console device that takes terminal input: fn(dev, buf, n) queues what it can and
+ * returns how much (the terminal retries the rest). The last one set wins; clearing only
+ * undoes dev's own. Called at device init and exit, while the terminal's thread is not
+ * running. */
+void term_set_input(struct kvm *kvm, size_t (*fn)(void *dev, const u8 *buf, size_t n), void *dev);
+void term_clear_input(struct kvm *kvm, void *dev);
+
 /* Console output from the guest (the UART's transmitter). Writes to stdout and checks
  * for --exit-on text. Thread-safe. */
 void term_output(struct kvm *kvm, const u8 *buf, size_t len);

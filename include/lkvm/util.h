@@ -76,6 +76,25 @@ u64 now_ns(void);
  * than len only when fd failed (or reported no progress). */
 size_t write_full(int fd, const void *buf, size_t len);
 
+/* Empty a non-blocking eventfd (fd < 0: nothing to do). */
+void eventfd_drain(int fd);
+
+/* len (at most 4) bytes little-endian, as in virtio and PCI registers. */
+static inline u32 le_load(const u8 *p, u32 len)
+{
+	u32 v = 0;
+
+	for (u32 i = 0; i < len && i < 4; i++)
+		v |= (u32)p[i] << (8 * i);
+	return v;
+}
+
+static inline void le_store(u8 *p, u32 len, u32 v)
+{
+	for (u32 i = 0; i < len && i < 4; i++)
+		p[i] = (u8)(v >> (8 * i));
+}
+
 /* A full memory barrier (store-load ordering included). GCC refuses fences under
  * ThreadSanitizer, which does not model them: there it is the x86 locked no-op Linux's
  * smp_mb() uses, the same barrier in hardware, invisible to TSan. */

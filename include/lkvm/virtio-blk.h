@@ -3,11 +3,11 @@
 #define LKVM_VIRTIO_BLK_H
 
 #include <limits.h>
-#include <stdio.h>
 
 #include "lkvm/virtio.h"
 
 struct kvm;
+struct stats_visitor;
 struct virtio_blk;
 
 #define VIRTIO_BLK_QUEUE_SIZE 256
@@ -26,6 +26,9 @@ struct blk_opts {
 	bool no_direct;            /* direct=off: never O_DIRECT */
 };
 
+/* What may follow -d PATH: the keys blk_parse_opts reads, and their help. */
+extern const struct opt_set blk_opt_set;
+
 /* Parse one -d value. 0 or -EINVAL with a one-line reason in err. */
 int blk_parse_opts(const char *arg, struct blk_opts *o, char *err, size_t errlen) __must_check;
 
@@ -40,11 +43,19 @@ int virtio_blk_create_bare(struct kvm *kvm, const struct blk_opts *o, struct vir
 struct virtio_device *virtio_blk_vdev(struct virtio_blk *b);
 /* Whether the image is open with O_DIRECT (for tests and --debug). */
 bool virtio_blk_direct(struct virtio_blk *b);
+/* Pause: the requests in flight complete, then the thread parks; nothing more completes, no
+ * guest byte is written and no interrupt raised until resume, which serves what came
+ * meanwhile. No-op when the device is not running. */
+void virtio_blk_quiesce(struct virtio_blk *b);
+void virtio_blk_resume(struct virtio_blk *b);
 /* Waits for requests in flight, stops the thread, detaches, closes the image. NULL is fine. */
 void virtio_blk_destroy(struct virtio_blk *b);
-/* Per-queue counters (requests as packets, bytes, errors as drops), like virtio-net's, and
- * the bounce buffers for O_DIRECT: bytes held now, the peak, the limit (a request beyond it
- * waits for completions) and how many requests had to wait. */
-void virtio_blk_print_stats(struct virtio_blk *b, FILE *out, bool json);
+/* Counters: the queue's (group req0: kicks, trapped, irqs, requests, bytes, errors), and the
+ * bounce buffers for O_DIRECT (group bounce: bytes held now, the peak, the limit, beyond
+ * which a request waits for completions, and how many requests had to wait). */
+void virtio_blk_stats(struct virtio_blk *b, struct stats_visitor *v);
+/* Add a disk to kvm's device list ("virtio-blk", stats kind "disk"), on o->trans (else
+ * --virtio-transport). 0 or -ENOMEM. */
+int virtio_blk_add(struct kvm *kvm, const struct blk_opts *o) __must_check;
 
 #endif

@@ -15,19 +15,27 @@ struct kvm;
 #define VIRTIO_MMIO_IRQS { 5, 6, 7, 9, 10, 11, 12, 14, 15 }
 #define VIRTIO_MMIO_CONFIG 0x100 /* device configuration space starts here */
 
-/* Put vdev on the next free slot (as virtio_pci_init does for PCI: runs
- * virtio_device_init, creates kick_fds, sets tops/transport). Notifies: one
- * KVM_IOEVENTFD per queue on QueueNotify with the queue index as datamatch (unless
+/* Put vdev on the next free slot (as virtio_pci_init does for PCI: virtio_transport_init,
+ * then the window on kvm->mmio, which is the slot table). Notifies: from DRIVER_OK one
+ * KVM_IOEVENTFD per enabled queue on QueueNotify with the queue index as datamatch (unless
  * use_ioeventfd is false or KVM lacks it: then the write traps and the handler writes
- * kick_fd). Interrupts: InterruptStatus bits, then an eventfd bound with KVM_IRQFD to
- * the slot's IRQ (KVM_IRQ_LINE pulses without irqfd). Records the slot in
- * kvm->virtio_mmio for the command line and the device tree. 0 or -errno (-ENOSPC:
- * all slots taken). */
+ * kick_fd). Interrupts: InterruptStatus bits, then an eventfd bound with KVM_IRQFD to the
+ * slot's IRQ (KVM_IRQ_LINE pulses without irqfd). 0 or -errno (-ENOSPC: all slots taken). */
 int virtio_mmio_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 		     u16 queue_max_size) __must_check;
-/* Unregister, stop the device, drop ioeventfds and the irqfd, free the slot,
+/* Unregister (which frees the slot), stop the device, drop ioeventfds and the irqfd,
  * uninitialise vdev. No-op twice. */
 void virtio_mmio_destroy(struct virtio_device *vdev);
+
+/* A slot in use, for the command line and the device tree. */
+struct virtio_mmio_slot {
+	int slot;
+	u64 addr;
+	u32 size, irq;
+	u16 device_id;
+};
+/* The slots in use, in slot order, into out (VIRTIO_MMIO_MAX_DEVS entries); how many. */
+int virtio_mmio_slots(struct kvm *kvm, struct virtio_mmio_slot *out);
 
 /* Append " virtio_mmio.device=SIZE@ADDR:IRQ" for every slot in use to buf (length
  * len, NUL-terminated). 0 or -E2BIG. */

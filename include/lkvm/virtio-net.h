@@ -2,12 +2,11 @@
 #ifndef LKVM_VIRTIO_NET_H
 #define LKVM_VIRTIO_NET_H
 
-#include <stdio.h>
-
 #include "lkvm/net.h"
 #include "lkvm/virtio.h"
 
 struct kvm;
+struct stats_visitor;
 struct virtio_net;
 
 /* Largest queue the device offers (queue_size_max of every queue). */
@@ -49,12 +48,10 @@ void virtio_net_set_tx_hook(struct virtio_net *n, virtio_net_tx_hook fn, void *a
  * or -ENOMEM. */
 int virtio_net_serve_once(struct virtio_net *n, int qi) __must_check;
 
-/* Counters per queue: kicks, trapped exits, interrupts, packets, bytes, packets per
- * kick, packets per interrupt, drops, and for tx=poll poll windows, those that found
- * work and the time spent polling (us); as an aligned table (a header line, then one
- * line per queue in use: rx0, tx0, ..., ctrl), or as one JSON object
- * {"queues":[{"name":"rx0",...},...]} with no trailing newline, so callers can embed it. */
-void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json);
+/* Counters per queue in use (groups rx0, tx0, ..., ctrl): kicks, trapped exits,
+ * interrupts, packets, bytes, drops, wake-ups with work (batches), and for tx=poll poll
+ * windows, those that found work and the time spent polling (polls, poll_hits, poll_us). */
+void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v);
 
 /* tx=poll's next window (ns, within [min(1 us, max_ns), max_ns]) after one of `budget`:
  * hit (it found a chain): double; ran out, and the next kick came gap_ns after the
@@ -62,15 +59,16 @@ void virtio_net_print_stats(struct virtio_net *n, FILE *out, bool json);
  * have caught it), else halve. Pure, for the unit tests. */
 u64 virtio_net_poll_budget(u64 budget, u64 max_ns, bool hit, u64 gap_ns);
 
-/* Pause support: stop and join the device's threads (each finishes the frame it is on; chains
- * still in the rings stay there), and start them again. No-op when the device is not running. */
+/* Pause support: park the device's threads (each finishes the frame it is on and touches
+ * nothing more; chains still in the rings stay there), and let them go on. No-op when the
+ * device is not running. */
 void virtio_net_quiesce(struct virtio_net *n);
-int virtio_net_unquiesce(struct virtio_net *n) __must_check;
+void virtio_net_resume(struct virtio_net *n);
 
-/* The same counters as virtio_net_print_stats, one call per queue and field (queue "rx0",
- * "tx0", ..., "ctrl"; field "kicks", "trapped", "irqs", "packets", "bytes", "drops",
- * "batches", "polls", "poll_hits", "poll_us"). */
-typedef void (*virtio_net_stat_fn)(void *arg, const char *queue, const char *field, u64 v);
-void virtio_net_visit_stats(struct virtio_net *n, virtio_net_stat_fn fn, void *arg);
+/* Add a NIC to kvm's device list ("virtio-net", stats kind "net"): at init its backends
+ * (a tap, or fake ones for NET_MODE_FAKE) and the device on o->trans (else
+ * --virtio-transport); a NIC without a MAC gets the default MAC plus its index. 0 or
+ * -ENOMEM. */
+int virtio_net_add(struct kvm *kvm, const struct net_opts *o) __must_check;
 
 #endif

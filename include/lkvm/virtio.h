@@ -6,14 +6,18 @@
 #include <stdatomic.h>
 #include <linux/virtio_config.h>
 
+#include "lkvm/io.h"
+#include "lkvm/opt.h"
 #include "lkvm/util.h"
 #include "lkvm/virtqueue.h"
 
 struct kvm;
+struct stats_visitor;
 struct virtio_device;
 
 #define VIRTIO_MAX_QUEUES 17      /* 8 queue pairs + a control queue */
 #define VIRTIO_MSI_NO_VECTOR 0xffff
+#define VIRTIO_MAX_DOORBELLS 2    /* guest addresses that notify one queue (pci: 2- and 4-byte) */
 
 /* Per-queue counters (relaxed atomics: written by the queue's thread or a vCPU, read
  * by --stats at the end). */
@@ -45,6 +49,8 @@ struct virtio_queue {
 	int kick_fd;                 /* eventfd: the guest's notify lands here either way */
 	int irq_fd;                  /* eventfd bound with KVM_IRQFD to this queue's vector
 	                              * (or -1: use virtio_signal_queue's fallback path) */
+	struct kvm_ioevent ioev[VIRTIO_MAX_DOORBELLS]; /* KVM_IOEVENTFDs on kick_fd (core.c) */
+	u8 nioev;
 	struct virtio_queue_stats stats;
 };
 
@@ -76,8 +82,16 @@ struct virtio_transport_ops {
 	/* Raise the device's interrupt after ISR bits were set, for a queue or a config
 	 * change that has no irqfd (device threads call it; must not take vdev->lock). */
 	void (*signal_isr)(struct virtio_device *vdev);
-	/* Unplug, stop the device (ops->stop), release what the transport created and
-	 * uninitialise the device (virtio_device_uninit). */
+	/* Where the guest's notify of queue qi lands now, for KVM_IOEVENTFD: fills out (at
+	 * most VIRTIO_MAX_DOORBELLS) and returns how many; 0 when nowhere (e.g. a BAR not
+	 * mapped). vdev->lock held. */
+	int (*doorbells)(struct virtio_device *vdev, int qi, struct kvm_ioevent *out);
+	/* Device reset (status 0), vdev->lock held and the device stopped: forget what the
+	 * driver set up in the transport's own registers (interrupt vectors, INTx level). */
+	void (*reset)(struct virtio_device *vdev);
+	/* Close what the transport made (vectors, irqfds), vdev->lock held, device stopped. */
+	void (*release)(struct virtio_device *vdev);
+	/* Unplug, then virtio_transport_exit, then free the transport's state. */
 	void (*destroy)(struct virtio_device *vdev);
 };
 
@@ -91,14 +105,18 @@ struct virtio_device {
 	int nr_queues;
 	struct virtio_queue q[VIRTIO_MAX_QUEUES];
 	u64 host_features;           /* offered */
-	u64 features;                /* negotiated (valid after FEATURES_OK); written by the
-	                              * transport under lock, read elsewhere with atomics */
+	/* Shared with other threads: atomics, by the rules at the top of virtio/core.c. */
+	atomic_ullong features;      /* negotiated (valid after FEATURES_OK) */
 	atomic_uint status;          /* VIRTIO_CONFIG_S_* */
 	atomic_uint isr;             /* ISR status bits for INTx */
-	u8 config_generation;        /* atomics: bumped by devices too (virtio_config_changed) */
+	atomic_uchar config_generation;
 	bool use_ioeventfd;          /* per-device: --no-ioeventfd / ioeventfd=off clear it */
 	bool initialised;            /* virtio_device_init ran (lock valid) */
 	pthread_mutex_t lock;        /* transport state: registers, status, interrupt tables */
+	/* The transport-neutral registers (core.c), under lock. */
+	u32 dfselect, gfselect;      /* which half of the device / driver features */
+	u64 driver_features;         /* as the driver wrote them, checked at FEATURES_OK */
+	u32 queue_select;
 	/* Set by the transport; NULL in tests without one. */
 	const struct virtio_transport_ops *tops;
 	void *transport;
@@ -127,9 +145,10 @@ int virtio_device_attach(struct kvm *kvm, struct virtio_device *vdev, enum virti
 /* Detach from the transport (which stops the device) and uninitialise; for a device
  * without transport just uninitialise. Call before freeing the device; no-op twice. */
 void virtio_device_exit(struct virtio_device *vdev);
-/* "pci", "mmio"; and the reverse (-EINVAL for anything else). */
+/* "pci", "mmio". */
 const char *virtio_trans_name(enum virtio_trans t);
-int virtio_trans_parse(const char *s, enum virtio_trans *t) __must_check;
+/* "pci" and "mmio", for the options that pick a transport (opt.h). */
+extern const struct opt_choice virtio_trans_choices[VIRTIO_TRANS_NR + 1];
 
 /* Called by device threads; transport-independent (virtio/core.c). */
 /* Interrupt the guest for queue qi if the ring says so (vq_should_notify): via the
@@ -143,5 +162,73 @@ void virtio_config_changed(struct virtio_device *vdev);
 /* The driver broke a queue: set DEVICE_NEEDS_RESET, log once, notify config. The
  * device stops using that queue; lkvm and other devices carry on. */
 void virtio_set_needs_reset(struct virtio_device *vdev, const char *why);
+/* Queue qi's counters as stats group `group` (stats.h): kicks, trapped, irqs, then what
+ * stats.packets counts under the name `unit` ("packets", "requests"), and bytes. The
+ * device adds its own counters to the group after them. */
+void virtio_queue_stats(struct virtio_device *vdev, int qi, struct stats_visitor *v,
+			const char *group, const char *unit);
+
+/* ---- For transports (virtio/core.c): the state machine behind their registers ---- */
+
+/* virtio_device_init, then a kick eventfd per queue, the transport's ops and state, and
+ * ioeventfds only where KVM has them. 0 or -errno (nothing left set up then). */
+int virtio_transport_init(struct virtio_device *vdev, struct kvm *kvm, int nr_queues,
+			  u16 queue_max_size, const struct virtio_transport_ops *tops,
+			  void *transport) __must_check;
+/* The guest can no longer reach the device: stop it (ops->stop), drop the ioeventfds,
+ * reset the queues, tops->release, close the kick eventfds, uninitialise. */
+void virtio_transport_exit(struct virtio_device *vdev);
+
+/* The registers every transport has, by meaning; each transport maps its layout onto
+ * them. vdev->lock held. Reads of a missing queue (selector out of range) give 0, writes
+ * to it are ignored; queue set-up registers change only before the queue is enabled and
+ * the device runs. Writing STATUS runs the state machine: bits are only ever added,
+ * except by writing 0 (reset: the device stopped, the queues and every register back to
+ * their initial values); FEATURES_OK sticks only when the driver's features are
+ * acceptable; DRIVER_OK only after FEATURES_OK, and it starts the device. */
+enum virtio_reg {
+	VREG_DEVICE_FEATURES_SEL,
+	VREG_DEVICE_FEATURES,
+	VREG_DRIVER_FEATURES_SEL,
+	VREG_DRIVER_FEATURES,
+	VREG_NUM_QUEUES,
+	VREG_STATUS,
+	VREG_CONFIG_GENERATION,
+	VREG_QUEUE_SEL,
+	VREG_QUEUE_SIZE_MAX,
+	VREG_QUEUE_SIZE,
+	VREG_QUEUE_ENABLE,
+	VREG_QUEUE_DESC_LO,
+	VREG_QUEUE_DESC_HI,
+	VREG_QUEUE_DRIVER_LO,
+	VREG_QUEUE_DRIVER_HI,
+	VREG_QUEUE_DEVICE_LO,
+	VREG_QUEUE_DEVICE_HI,
+	VREG_NR
+};
+/* In a transport's register table: which accesses of an entry go to a core register. */
+#define VREG_READ 1
+#define VREG_WRITE 2
+u32 virtio_reg_read(struct virtio_device *vdev, enum virtio_reg r);
+void virtio_reg_write(struct virtio_device *vdev, enum virtio_reg r, u32 v);
+/* The selected queue, or NULL when the selector is out of range. vdev->lock held. */
+struct virtio_queue *virtio_selected_queue(struct virtio_device *vdev);
+/* The device-specific configuration space, any width (offset checked against
+ * ops->config_size; outside it reads 0 and writes are ignored). Takes vdev->lock. */
+void virtio_config_access(struct virtio_device *vdev, u32 off, u8 *data, u32 len,
+			  bool is_write);
+/* A notify of queue qi that exited to us (trap mode, or a width or address without
+ * ioeventfd): counted in `trapped` and passed on to kick_fd, which the device thread
+ * counts as a kick (so each notify is one kick whichever way it came). No lock. */
+void virtio_notify_trapped(struct virtio_device *vdev, u32 qi);
+/* The doorbells moved (a BAR was reprogrammed): the ioeventfds follow at once, if the
+ * device runs. vdev->lock held. */
+void virtio_doorbells_moved(struct virtio_device *vdev);
+/* The driver set DRIVER_OK (and the device has not been reset since). */
+bool virtio_driver_ok(struct virtio_device *vdev);
+/* Reset the device as a driver's status write of 0 does. vdev->lock held. */
+void virtio_reset(struct virtio_device *vdev);
+/* The same, taking vdev->lock (the device list's reset); no-op when not initialised. */
+void virtio_device_reset(struct virtio_device *vdev);
 
 #endif

@@ -1,6 +1,8 @@
-/* x86 specifics: CPUID for the guest, host detection, and completion of instructions the host cannot emulate. */
+/* x86 specifics: the VM's x86 parts, the host TSC, CPUID for the guest, host detection, and completion of instructions the host cannot emulate. */
 #ifndef LKVM_X86_H
 #define LKVM_X86_H
+
+#include <x86intrin.h>
 
 #include "lkvm/util.h"
 
@@ -9,6 +11,16 @@ struct kvm_cpu;
 
 /* KVM PV feature bit in CPUID 0x40000001 EAX that hangs SMP guests on PVM hosts. */
 #define KVM_FEATURE_PV_SEND_IPI_BIT 11
+
+/* The x86 parts of a new VM (x86/vm.c): KVM's real-mode TSS and identity map placed, the
+ * in-kernel IOAPIC/PIC and PIT made. 0 or -errno with err. */
+int x86_vm_init(struct kvm *kvm, char *err, size_t errlen) __must_check;
+
+/* The host's time stamp counter (the guest's TSC offsets are counted in it). */
+static inline u64 x86_host_tsc(void)
+{
+	return __rdtsc();
+}
 
 /* True when the host KVM is the PVM flavour that emulates guest kernel code. */
 bool x86_host_is_pvm(void);

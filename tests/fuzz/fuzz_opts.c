@@ -1,4 +1,4 @@
-/* Fuzz target: the option parsers: `lkvm run` arguments (kvm-run.c) and -n values (net/options.c). */
+/* Fuzz target: the option parsers: `lkvm run` arguments (builtin/run.c) and -n values (net/options.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +52,7 @@ int fuzz_opts(const uint8_t *data, size_t size)
 	case 0:
 		FUZZ_ASSERT(cfg->kernel_path && cfg->nr_cpus >= 1 && cfg->nr_cpus <= LKVM_MAX_CPUS);
 		FUZZ_ASSERT(cfg->ram_mib >= 1 && cfg->nr_nets >= 0 && cfg->nr_nets <= 4);
+		kvm_config_free(cfg);
 		break;
 	case 1:
 		break;

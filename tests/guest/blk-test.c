@@ -22,6 +22,15 @@
  *                      O_DIRECT alignment) through its own indirect table: 512 MiB of bounce
  *                      buffers if the host held them all. Every one must complete, with the
  *                      host's pattern in the buffer: "BLK-BOUNCE-OK requests=N bytes=B"
+ *   blk=pause qd=N kib=K
+ *                      reads of K KiB kept N in flight (each through an indirect table, its
+ *                      data in pieces of at most 256 KiB that all alias one buffer, so a long
+ *                      request costs the guest little memory), interrupts asked for, while
+ *                      typed input is taken from hvc0 (lkvm --console virtio):
+ *                      "BLK-PAUSE-READY" once both run; every input line reported as
+ *                      "GUEST blk-test: line N 'TEXT' reads=R" (reads completed so far); the
+ *                      line "done" ends it once the reads in flight are back:
+ *                      "BLK-PAUSE-OK reads=R errors=E"
  */
 
 #define SECTOR 512
@@ -56,7 +65,7 @@ static struct {
 	u64 capacity;      /* sectors */
 	u64 offered;       /* feature bits the device offered */
 	struct req *reqs;  /* MAX_QD */
-	u64 secs, qd;
+	u64 secs, qd, kib;
 	bool rand;
 } B;
 
@@ -295,6 +304,105 @@ static void bounce(void *arg)
 	guest_done();
 }
 
+#define PAUSE_PIECE (256u << 10)
+#define PAUSE_PIECES 256 /* 64 MiB, the most one request may move */
+#define PIECE_OF(len) ((len) < PAUSE_PIECE ? (len) : (u64)PAUSE_PIECE)
+
+static struct virtq_desc (*pause_tables)[PAUSE_PIECES + 2];
+static u8 *pause_buf;
+
+/* blk=pause: the next read of `len` bytes, round the disk. */
+static u64 pause_sector(u64 *at, u64 len)
+{
+	u64 s = *at;
+
+	*at += len / SECTOR;
+	if (*at + len / SECTOR > B.capacity)
+		*at = 0;
+	return s;
+}
+
+/* A read of len bytes at sector into pieces that alias pause_buf, through r's own table. */
+static void pause_submit(struct req *r, u64 sector, u64 len)
+{
+	struct vq_buf b[PAUSE_PIECES + 2];
+	u32 piece = (u32)PIECE_OF(len), n = (u32)(len / piece);
+
+	r->hdr = (struct blk_hdr){ .type = BLK_T_IN, .sector = sector };
+	r->status = 0xff;
+	b[0] = (struct vq_buf){ (u64)(uintptr_t)&r->hdr, sizeof(r->hdr) };
+	for (u32 i = 0; i < n; i++)
+		b[1 + i] = (struct vq_buf){ (u64)(uintptr_t)pause_buf, piece };
+	b[1 + n] = (struct vq_buf){ (u64)(uintptr_t)&r->status, 1 };
+	if (!virtq_add_indirect(&B.vq, pause_tables[r - B.reqs], b, 1, (int)n + 1, r))
+		GUEST_FAIL("virtio-blk: ring full");
+}
+
+/* blk=pause, at CPL3: reads kept in flight, hvc0's lines reported (see the top). */
+static void pause_run(void *arg)
+{
+	static char line[80];
+	u64 len = B.kib * 1024, at = 0, reads = 0, errors = 0, lines = 0;
+	size_t n = 0;
+
+	for (u64 i = 0; i < B.qd; i++)
+		pause_submit(&B.reqs[i], pause_sector(&at, len), len);
+	virtq_kick(&B.vq);
+	gprintf("BLK-PAUSE-READY qd=%llu kib=%llu\n", B.qd, B.kib);
+	for (;;) {
+		struct req *r = virtq_get(&B.vq, NULL);
+		int c = hvc_poll();
+
+		if (r) {
+			reads++;
+			errors += r->status != BLK_S_OK;
+			pause_submit(r, pause_sector(&at, len), len);
+			virtq_kick(&B.vq);
+		}
+		if (c < 0) {
+			if (!r)
+				cpu_relax();
+			continue;
+		}
+		if (c != '\n') {
+			if (n + 1 < sizeof(line))
+				line[n++] = (char)c;
+			continue;
+		}
+		line[n] = '\0';
+		gprintf("GUEST blk-test: line %llu '%s' reads=%llu\n", ++lines, line, reads);
+		if (!strcmp(line, "done"))
+			break;
+		n = 0;
+	}
+	/* The reads in flight come back too: every one the device took is counted. */
+	for (u64 i = 0; i < B.qd; i++, reads++)
+		errors += wait_one()->status != BLK_S_OK;
+	gprintf("BLK-PAUSE-OK reads=%llu errors=%llu\n", reads, errors);
+	guest_done();
+}
+
+static void pause_mode(void)
+{
+	u64 len;
+
+	B.kib = cmdline_u64("kib", 4);
+	len = B.kib * 1024;
+	if (B.kib < 1 || len > (u64)PAUSE_PIECE * PAUSE_PIECES || len % PIECE_OF(len) ||
+	    B.capacity < 2 * len / SECTOR)
+		GUEST_FAIL("blk=pause: kib=%llu (up to 256, or multiples of 256 up to 65536; at most half the disk)",
+			   B.kib);
+	if (B.mmio || !(B.vp.features & (1ull << VIRTIO_F_INDIRECT_DESC)))
+		GUEST_FAIL("blk=pause: needs virtio-pci and indirect descriptors");
+	if (!hvc_init())
+		GUEST_FAIL("blk=pause: no hvc0 (lkvm --console virtio)");
+	pause_buf = galloc(PIECE_OF(len), 4096);
+	pause_tables = galloc(sizeof(*pause_tables) * B.qd, 16);
+	/* Interrupts asked for (the guest still polls): lkvm counts those it raises. */
+	B.vq.avail->flags = 0;
+	guest_run_user(pause_run, NULL);
+}
+
 static u64 rng_state = 88172645463325252ull;
 
 static u64 next_sector(u64 *seq)
@@ -399,6 +507,8 @@ void guest_main(void)
 			GUEST_FAIL("blk=bounce: the disk needs %u sectors", BOUNCE_LEN / SECTOR);
 		guest_run_user(bounce, NULL);
 	}
+	if (!strcmp(mode, "pause"))
+		pause_mode();
 	if (B.capacity < 2 * (IO_SIZE / SECTOR))
 		GUEST_FAIL("disk too small to benchmark");
 	if (!strcmp(mode, "bench"))

@@ -12,77 +12,19 @@
  * only reported. Everything runs at CPL0 with interrupts off: both devices are polled.
  */
 
-#define VIRTIO_VENDOR 0x1af4
-#define VIRTIO_CONSOLE_DEV 0x1043 /* modern virtio-pci: 0x1040 + device type 3 */
-#define RXQ 0
-#define TXQ 1
-#define NBUF 16
-#define BUF 64 /* small, so a long line spans many chains */
 #define LINE_MAX 2048
 
-static struct virtio_pci vp;
-static struct virtq rxq, txq;
-static u8 *rxbuf;
 static bool hvc;
-
-/* Bytes received but not yet handed out. */
-static const u8 *pending;
-static u32 pending_len;
-static int pending_buf = -1;
-
-static void post_rx(int i)
-{
-	struct vq_buf b = { (u64)(uintptr_t)(rxbuf + (u64)i * BUF), BUF };
-
-	GUEST_ASSERT(virtq_add(&rxq, &b, 0, 1, (void *)(uintptr_t)(i + 1)));
-}
-
-static void hvc_init(const struct pci_dev *d)
-{
-	GUEST_ASSERT(virtio_pci_init(&vp, d));
-	virtio_reset(&vp);
-	GUEST_ASSERT(virtio_negotiate(&vp, 0));
-	GUEST_ASSERT(virtq_setup(&vp, &rxq, RXQ, NBUF));
-	GUEST_ASSERT(virtq_setup(&vp, &txq, TXQ, NBUF));
-	rxbuf = galloc((u64)NBUF * BUF, 64);
-	for (int i = 0; i < NBUF; i++)
-		post_rx(i);
-	virtio_driver_ok(&vp);
-	virtq_kick(&rxq);
-}
-
-static u8 hvc_getc(void)
-{
-	u8 c;
-
-	while (!pending_len) {
-		void *tok;
-		u32 len;
-
-		if (pending_buf >= 0) { /* the last chain is used up: give it back */
-			post_rx(pending_buf);
-			virtq_kick(&rxq);
-			pending_buf = -1;
-		}
-		tok = virtq_get(&rxq, &len);
-		if (!tok) {
-			cpu_relax();
-			continue;
-		}
-		pending_buf = (int)(uintptr_t)tok - 1;
-		if (pending_buf < 0 || pending_buf >= NBUF || len > BUF)
-			GUEST_FAIL("hvc0: used buffer %d with length %u", pending_buf, len);
-		pending = rxbuf + (u64)pending_buf * BUF;
-		pending_len = len;
-	}
-	c = *pending++;
-	pending_len--;
-	return c;
-}
 
 static u8 getc(void)
 {
-	return hvc ? hvc_getc() : serial_getc();
+	int c;
+
+	if (!hvc)
+		return serial_getc();
+	while ((c = hvc_poll()) < 0)
+		cpu_relax();
+	return (u8)c;
 }
 
 static void report(u64 n, const u8 *line, size_t len)
@@ -107,13 +49,10 @@ static void report(u64 n, const u8 *line, size_t len)
 void guest_main(void)
 {
 	static u8 line[LINE_MAX];
-	struct pci_dev d;
 	size_t len = 0;
 	u64 n = 0;
 
-	hvc = pci_find(VIRTIO_VENDOR, VIRTIO_CONSOLE_DEV, &d);
-	if (hvc)
-		hvc_init(&d);
+	hvc = hvc_init();
 	gprintf("GUEST console-echo: ready (%s)\n", hvc ? "hvc0" : "uart");
 	for (;;) {
 		u8 c = getc();

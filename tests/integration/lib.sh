@@ -322,7 +322,7 @@ PY=${PY:-$(command -v /usr/bin/python3 || command -v python3 || true)}
 # start_vm NAME LOG [RUN ARGS...]: lkvm run in the background (spin guest unless -k is given) with
 # --timeout $VM_TIMEOUT (default 60); sets VM_PID and VM_LOG and adds the pid to $PIDS_FILE when
 # that is set (for the script's clean-up). NAME "-" means no --name. LKVM_PREFIX runs it under a
-# command.
+# command; its input is VM_STDIN (a file or FIFO; default /dev/null).
 start_vm() {
 	local name=$1 log=$2
 	shift 2
@@ -331,7 +331,8 @@ start_vm() {
 	[ "$name" = - ] || args+=(--name "$name")
 	VM_LOG=$LOG_DIR/$log.log
 	# shellcheck disable=SC2086 # LKVM_PREFIX is word-split on purpose
-	${LKVM_PREFIX-} "$LKVM" run "${args[@]}" --timeout "${VM_TIMEOUT:-60}" </dev/null >"$VM_LOG" 2>&1 &
+	${LKVM_PREFIX-} "$LKVM" run "${args[@]}" --timeout "${VM_TIMEOUT:-60}" <"${VM_STDIN:-/dev/null}" \
+		>"$VM_LOG" 2>&1 &
 	VM_PID=$!
 	[ -z "${PIDS_FILE-}" ] || echo "$VM_PID" >>"$PIDS_FILE"
 }

@@ -600,6 +600,57 @@ t_pause_traffic() {
 	ip netns del "$ns"
 }
 
+# ---- a pause freezes every device ----
+
+# frozen NAME: what must stand still while NAME is paused, from lkvm stat: every disk's and
+# console's counters (kicks, requests, bytes, interrupts...) and the vCPU exits.
+frozen() {
+	stat_val "$1" "json.dumps([d['disks'], d['consoles'], d['vcpu_exits']], sort_keys=True)"
+}
+
+# The blk-test guest keeps 32 reads of 64 MiB in flight (the disk, written out so O_DIRECT reads
+# it from the device, always has a good part of a second of work queued) and reads hvc0. Paused,
+# nothing moves while a line is typed: no request completes, no typed byte reaches the guest, no
+# interrupt is raised, the guest prints nothing. After resume the typed line arrives, in order;
+# at the end the guest's count of completed reads is the disk's, and every typed byte arrived.
+t_pause_devices() {
+	own_dir
+	local n=ctl-pause-dev img=$LOG_DIR/ctl-pause-dev.img fifo=$LKVM_RUNTIME_DIR/stdin in
+	local s1 s2 lines reads req rx before
+	need_python && need_guest blk-test || return
+	dd if=/dev/zero of="$img" bs=1M count=256 status=none || { fail "cannot write $img"; return; }
+	mkfifo "$fifo" && exec {in}<>"$fifo" || { fail "cannot make the input FIFO"; return; }
+	VM_STDIN=$fifo VM_TIMEOUT=300 start_vm $n ctl-pause-dev -k "$GUEST_DIR/blk-test.elf" \
+		-d "$img,aio=sync" --console virtio --stats=json -p "blk=pause qd=32 kib=65536"
+	wait_log "$VM_LOG" '^BLK-PAUSE-READY' 120 && printf 'before\n' >&"$in" &&
+		wait_log "$VM_LOG" "^GUEST blk-test: line 1 'before'" 60 || { kill -KILL "$VM_PID"; return; }
+	ctl ctl-pause-dev-pause pause $n
+	expect_status 0 || { kill -KILL "$VM_PID"; return; }
+	s1=$(frozen $n)
+	lines=$(wc -l <"$VM_LOG")
+	printf 'while paused\n' >&"$in"
+	sleep 1.5 # absence is what is checked: there is no event to wait for
+	s2=$(frozen $n)
+	[ "$(wc -l <"$VM_LOG")" = "$lines" ] || fail "the guest printed while paused: $(tail -n 1 "$VM_LOG")"
+	ctl ctl-pause-dev-resume resume $n
+	expect_status 0 && wait_log "$VM_LOG" "^GUEST blk-test: line 2 'while paused'" 60 &&
+		printf 'done\n' >&"$in" && wait_exit "$VM_PID" 120 || { kill -KILL "$VM_PID"; return; }
+	exec {in}>&-
+	rm -f "$img"
+	LAST_LOG=$VM_LOG
+	[ "$EXIT_STATUS" = 0 ] || { fail "the run exited $EXIT_STATUS"; return; }
+	[ -n "$s1" ] && [ "$s1" = "$s2" ] || { fail "devices moved while paused: $s1 -> $s2"; return; }
+	reads=$(sed -n 's/^BLK-PAUSE-OK reads=\([0-9]*\) errors=0$/\1/p' "$VM_LOG")
+	[ -n "$reads" ] || { fail "no BLK-PAUSE-OK line without errors"; return; }
+	read -r req rx < <(grep '^{"vcpu_exits"' "$VM_LOG" | tail -n 1 | "$PY" -c "import json,sys; d=json.load(sys.stdin)
+print(d['disks'][0]['queues'][0]['requests'], d['consoles'][0]['queues'][0]['bytes'])")
+	[ "$req" = "$reads" ] || { fail "the disk completed $req requests, the guest saw $reads"; return; }
+	[ "$rx" = 25 ] || { fail "hvc0 got $rx bytes of the 25 typed"; return; }
+	# There was work to hold: reads went on after the pause.
+	before=$("$PY" -c "import json,sys; print(json.loads(sys.argv[1])[0][0]['queues'][0]['requests'])" "$s1")
+	[ "$reads" -gt "$before" ] || fail "no read completed after the pause ($before before it, $reads in all)"
+}
+
 # now_us: wall-clock microseconds (bash's own clock: no process to start, which the emulated host
 # makes slow).
 now_us() { echo "${EPOCHREALTIME/./}"; }
@@ -741,6 +792,7 @@ run_test kill-cleans t_kill_cleans
 run_test foreign-dir t_foreign_dir
 run_test fake-server t_fake_server
 run_test_serial many-stops t_many_stops
+run_test_serial pause-devices t_pause_devices
 run_test_serial pause-during-traffic t_pause_traffic
 run_test_serial pause-guest-clock t_pause_clock
 run_test_serial pause-guest-tsc t_pause_tsc

@@ -5,6 +5,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Tests that cannot run here are not added to the suite but reported on a line
  * tests/run-unit.sh counts: "<file>: skipped N: <what> (<why>)". */
@@ -13,6 +14,20 @@ static inline void lkvm_skip(const char *file, int n, const char *what, const ch
 	printf("%s: skipped %d: %s (%s)\n", file, n, what, why);
 	fflush(stdout);
 }
+
+/* An exit test that must run in a process of its own (it installs a seccomp filter, say): in
+ * Check's fork mode added to tc with its unchecked fixture (run in the parent) and tc to s;
+ * with CK_FORK=no reported skipped. */
+#define LKVM_ADD_FORKED_EXIT_TEST(s, tc, file, test, setup, teardown)                  \
+	do {                                                                         \
+		if (getenv("CK_FORK") && !strcmp(getenv("CK_FORK"), "no")) {         \
+			lkvm_skip(file, 1, #test, "needs Check's fork mode");        \
+		} else {                                                             \
+			tcase_add_unchecked_fixture(tc, setup, teardown);            \
+			tcase_add_exit_test(tc, test, 0);                            \
+			suite_add_tcase(s, tc);                                      \
+		}                                                                    \
+	} while (0)
 
 #define LKVM_CHECK_MAIN(suite_fn)                                   \
 	int main(void)                                              \

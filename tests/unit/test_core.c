@@ -93,7 +93,7 @@ END_TEST
 
 static int parse(struct kvm_config *cfg, char *err, int argc, ...)
 {
-	char *argv[32];
+	static char *argv[32]; /* lives on: cfg->cmd.argv points into it, as into main's argv */
 	va_list ap;
 	FILE *null = fopen("/dev/null", "w");
 	int ret;
@@ -104,6 +104,7 @@ static int parse(struct kvm_config *cfg, char *err, int argc, ...)
 	va_end(ap);
 	argv[argc] = NULL;
 	err[0] = 0;
+	kvm_config_free(cfg); /* the previous parse's -n and -d arrays */
 	ret = kvm_run_parse(argc, argv, cfg, null, err, 256);
 	fclose(null);
 	return ret;
@@ -111,7 +112,7 @@ static int parse(struct kvm_config *cfg, char *err, int argc, ...)
 
 START_TEST(run_options_good)
 {
-	struct kvm_config cfg;
+	struct kvm_config cfg = { 0 };
 	char err[256];
 
 	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-k", "bz"), 0);
@@ -143,15 +144,19 @@ START_TEST(run_options_good)
 	ck_assert(cfg.disk[1].trans_set && cfg.disk[1].trans == VIRTIO_TRANS_PCI && cfg.disk[1].io == BLK_IO_SYNC);
 	ck_assert_str_eq(cfg.dump_dtb, "t.dtb");
 	ck_assert_int_eq(parse(&cfg, err, 2, "run", "--help"), 1);
+	kvm_config_free(&cfg);
 }
 END_TEST
 
 START_TEST(run_options_bad)
 {
-	struct kvm_config cfg;
+	struct kvm_config cfg = { 0 };
 	char err[256];
 
-	ck_assert_int_eq(parse(&cfg, err, 1, "run"), -EINVAL);
+	/* `lkvm run` alone is the host-root mode (test_run_cmd); -i or -d without -k is not. */
+	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-i", "rd"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "no kernel"));
+	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-d", "a.img"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "no kernel"));
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "0"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "--mem '0'"));
@@ -197,6 +202,58 @@ START_TEST(run_options_bad)
 	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap", "-n",
 			       "mode=none", "-n", "mode=tap", "-d", "a", "-d", "b", "-d", "c", "-d", "d", "--console",
 			       "virtio", "--virtio-transport", "mmio", "--rng"), 0);
+	kvm_config_free(&cfg);
+}
+END_TEST
+
+/* `-- CMD` and the host-root mode (run-cmd.h). */
+START_TEST(run_options_cmd)
+{
+	struct kvm_config cfg = { 0 };
+	char err[256];
+
+	/* Nothing at all: host-root mode, a shell, the kernel found later. */
+	ck_assert_int_eq(parse(&cfg, err, 1, "run"), 0);
+	ck_assert(cfg.cmd.on && !cfg.cmd.dashdash && !cfg.cmd.argc && !cfg.kernel_path);
+	/* -k alone keeps the plain machine; with -- it runs CMD; -- alone is the shell. */
+	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-k", "bz"), 0);
+	ck_assert(!cfg.cmd.on);
+	ck_assert_int_eq(parse(&cfg, err, 8, "run", "-k", "bz", "-m", "1G", "--", "uname", "-r"), 0);
+	ck_assert(cfg.cmd.on && cfg.cmd.dashdash);
+	ck_assert_int_eq(cfg.cmd.argc, 2);
+	ck_assert_str_eq(cfg.cmd.argv[0], "uname");
+	ck_assert_str_eq(cfg.cmd.argv[1], "-r");
+	ck_assert_uint_eq(cfg.ram_mib, 1024);
+	ck_assert_int_eq(parse(&cfg, err, 4, "run", "-k", "bz", "--"), 0);
+	ck_assert(cfg.cmd.on && cfg.cmd.dashdash && cfg.cmd.argc == 0);
+	/* CMD's own options are CMD's, a second -- included. */
+	ck_assert_int_eq(parse(&cfg, err, 6, "run", "--", "ls", "-k", "--", "-m"), 0);
+	ck_assert_int_eq(cfg.cmd.argc, 4);
+	ck_assert_str_eq(cfg.cmd.argv[1], "-k");
+	ck_assert_str_eq(cfg.cmd.argv[2], "--");
+	ck_assert(!cfg.kernel_path && cfg.ram_mib == 256);
+	/* An option's value "--" ends nothing: -p -- is the kernel command line "--". */
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "bz", "-p", "--"), 0);
+	ck_assert(!cfg.cmd.on && !cfg.cmd.dashdash);
+	ck_assert_str_eq(cfg.cmdline, "--");
+	/* A disk (the root disk) or an initrd without -- keeps the plain machine. */
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "bz", "-d", "a.img"), 0);
+	ck_assert(!cfg.cmd.on);
+	ck_assert_int_eq(parse(&cfg, err, 7, "run", "-k", "bz", "-d", "a.img", "--", "true"), 0);
+	ck_assert(cfg.cmd.on && cfg.nr_disks == 1);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "--console-log", "k.log", "--", "true"), 0);
+	ck_assert_str_eq(cfg.cmd.console_log, "k.log");
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "bz", "--console-log", "k.log"), 0);
+	ck_assert(!cfg.cmd.on && cfg.cmd.console_log);
+	/* What cannot go with it. */
+	ck_assert_int_eq(parse(&cfg, err, 6, "run", "-i", "rd", "--", "true"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "-i and -- CMD"));
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "--console", "virtio", "--"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "--console virtio and -- CMD"));
+	ck_assert_int_eq(parse(&cfg, err, 3, "run", "--console-log", ""), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 4, "run", "true", "--", "x"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "unexpected argument 'true'"));
+	kvm_config_free(&cfg);
 }
 END_TEST
 
@@ -220,6 +277,17 @@ START_TEST(cmdline_building)
 	ck_assert_ptr_nonnull(strstr(buf, "console=ttyS0 "));
 	ck_assert(strstr(buf, "console=hvc0") > strstr(buf, "console=ttyS0"));
 	ck_assert_str_eq(buf + strlen(buf) - strlen("root=/dev/vda"), "root=/dev/vda");
+	/* -- CMD: the kernel's log stays on ttyS0, quiet unless --debug, and a panic reboots;
+	 * the user's parameters still last. */
+	cfg.console_virtio = false;
+	cfg.cmd.on = true;
+	ck_assert_int_eq(kvm_run_cmdline(&cfg, false, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "console=ttyS0 "));
+	ck_assert_ptr_nonnull(strstr(buf, " quiet panic=-1 root=/dev/vda"));
+	cfg.debug = true;
+	ck_assert_int_eq(kvm_run_cmdline(&cfg, false, buf, sizeof(buf)), 0);
+	ck_assert_ptr_null(strstr(buf, "quiet"));
+	ck_assert_ptr_nonnull(strstr(buf, " panic=-1 root=/dev/vda"));
 }
 END_TEST
 
@@ -352,6 +420,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, io_bus_many_ranges_sorted);
 	tcase_add_test(tc, run_options_good);
 	tcase_add_test(tc, run_options_bad);
+	tcase_add_test(tc, run_options_cmd);
 	tcase_add_test(tc, cmdline_building);
 	tcase_add_test(tc, emulation_decoder);
 	tcase_add_test(tc, console_match_across_writes);

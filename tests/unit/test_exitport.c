@@ -95,7 +95,9 @@ START_TEST(test_ignored)
 {
 	static const u32 bad[] = {
 		0, /* no kind */
-		LKVM_EXIT_WORD(4, 0, 0), /* unknown kind */
+		LKVM_EXIT_WORD(5, 0, 0), /* unknown kind */
+		LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 0, 0), /* not an end (no hook here) */
+		LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 1, 0),
 		LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 1, 1), /* detail on an exit */
 		LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, 0, 0), /* signal 0 */
 		LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, 128, 0),
@@ -125,6 +127,38 @@ START_TEST(test_ignored)
 }
 END_TEST
 
+static void count(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/* init's "stdin ready" reaches the hook, ends nothing and is no end report; the end report
+ * that follows is what exitport_report_kind tells. */
+START_TEST(test_stdin_ready)
+{
+	struct kvm *kvm = vm_new();
+	int n = 0;
+
+	ck_assert_int_eq(exitport_on_stdin_ready(kvm, count, &n), 0);
+	write_word(kvm, LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 0, 0), 1);
+	ck_assert_int_eq(n, 1);
+	write_word(kvm, LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 0, 1), 4); /* malformed */
+	ck_assert_int_eq(n, 1);
+	ck_assert(!atomic_load(&kvm->stopping));
+	ck_assert_uint_eq(exitport_report_kind(kvm), 0);
+	write_word(kvm, LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, 9, 0), 4);
+	ck_assert_uint_eq(exitport_report_kind(kvm), LKVM_EXIT_SIGNALED);
+	write_word(kvm, LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 0, 0), 4);
+	ck_assert_uint_eq(exitport_report_kind(kvm), LKVM_EXIT_SIGNALED);
+	vm_free(kvm);
+	/* Without the device: nothing to hook, no report. */
+	kvm = calloc(1, sizeof(*kvm));
+	ck_assert_int_eq(exitport_on_stdin_ready(kvm, count, &n), -ENODEV);
+	ck_assert_uint_eq(exitport_report_kind(kvm), 0);
+	free(kvm);
+}
+END_TEST
+
 static Suite *exitport_suite(void)
 {
 	Suite *s = suite_create("exitport");
@@ -134,6 +168,7 @@ static Suite *exitport_suite(void)
 	tcase_add_test(tc, test_signaled);
 	tcase_add_test(tc, test_init_failed);
 	tcase_add_test(tc, test_ignored);
+	tcase_add_test(tc, test_stdin_ready);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "check_main.h"
+#include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/layout.h"
@@ -19,6 +20,15 @@ static struct kvm *vm_new(bool with_pci)
 	if (with_pci)
 		ck_assert_int_eq(pci_bus_create(kvm), 0);
 	return kvm;
+}
+
+/* Add one device to the list and build it, as the run does. */
+static void up(struct kvm *kvm, int (*add)(struct kvm *kvm))
+{
+	char err[128];
+
+	ck_assert_int_eq(add(kvm), 0);
+	ck_assert_msg(kvm_devs_init(kvm, err, sizeof(err)) == 0, "%s", err);
 }
 
 static void vm_free(struct kvm *kvm)
@@ -65,8 +75,8 @@ START_TEST(test_rtc_time_bcd)
 	time_t now;
 	int tries = 0;
 
-	ck_assert_int_eq(rtc_init(kvm), 0);
-	ck_assert_ptr_nonnull(kvm->rtc);
+	up(kvm, rtc_add);
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "rtc", 0));
 	ck_assert_uint_eq(cmos(kvm, 0x0b), 0x02);
 	ck_assert_uint_eq(cmos(kvm, 0x0a), 0x26);
 	ck_assert_uint_eq(cmos(kvm, 0x0c), 0);
@@ -91,8 +101,8 @@ START_TEST(test_rtc_time_bcd)
 		ck_assert_int_le(sec, 59);
 		break;
 	}
-	rtc_destroy(kvm);
-	ck_assert_ptr_null(kvm->rtc);
+	kvm_devs_exit(kvm);
+	ck_assert_ptr_null(kvm->devs);
 	vm_free(kvm);
 }
 END_TEST
@@ -104,7 +114,7 @@ START_TEST(test_rtc_binary_and_ram)
 	time_t now;
 	u8 h;
 
-	ck_assert_int_eq(rtc_init(kvm), 0);
+	up(kvm, rtc_add);
 	outb(kvm, 0x70, 0x0b);
 	outb(kvm, 0x71, 0x06); /* binary, 24h */
 	ck_assert_uint_eq(cmos(kvm, 0x0b), 0x06);
@@ -140,7 +150,7 @@ START_TEST(test_rtc_binary_and_ram)
 	outb(kvm, 0x70, 0x32);
 	outb(kvm, 0x71, 0x99);
 	ck_assert_uint_eq(cmos(kvm, 0x32), 20);
-	rtc_destroy(kvm);
+	kvm_devs_exit(kvm);
 	vm_free(kvm);
 }
 END_TEST
@@ -149,7 +159,7 @@ START_TEST(test_i8042_probe_answers)
 {
 	struct kvm *kvm = vm_new(false);
 
-	ck_assert_int_eq(i8042_init(kvm), 0);
+	up(kvm, i8042_add);
 	ck_assert_uint_eq(inb(kvm, 0x64) & 0x03, 0); /* nothing pending, input empty */
 	outb(kvm, 0x64, 0xaa);
 	ck_assert_uint_eq(inb(kvm, 0x64) & 0x01, 0x01);
@@ -165,8 +175,8 @@ START_TEST(test_i8042_probe_answers)
 	outb(kvm, 0x64, 0xa9);
 	ck_assert_uint_eq(inb(kvm, 0x60), 0x01);
 	ck_assert(!atomic_load(&kvm->stopping));
-	i8042_destroy(kvm);
-	ck_assert_ptr_null(kvm->i8042);
+	kvm_devs_exit(kvm);
+	ck_assert_ptr_null(kvm->devs);
 	vm_free(kvm);
 }
 END_TEST
@@ -175,13 +185,13 @@ START_TEST(test_i8042_reset)
 {
 	struct kvm *kvm = vm_new(false);
 
-	ck_assert_int_eq(i8042_init(kvm), 0);
+	up(kvm, i8042_add);
 	atomic_store(&kvm->exit_status, -1);
 	outb(kvm, 0x64, 0xfe);
 	ck_assert(atomic_load(&kvm->stopping));
 	ck_assert_int_eq(atomic_load(&kvm->exit_status), EXIT_GUEST_OK);
 	ck_assert_str_eq(kvm->exit_reason, "guest reset (i8042)");
-	i8042_destroy(kvm);
+	kvm_devs_exit(kvm);
 	vm_free(kvm);
 }
 END_TEST
@@ -191,7 +201,7 @@ START_TEST(test_reset_ports)
 	struct kvm *kvm = vm_new(false);
 
 	/* Without PCI, 0xCF9 is i8042.c's. */
-	ck_assert_int_eq(i8042_init(kvm), 0);
+	up(kvm, i8042_add);
 	outb(kvm, 0xcf9, 0x02); /* selects the type only */
 	outb(kvm, 0x92, 0x02);  /* A20 only */
 	ck_assert_uint_eq(inb(kvm, 0x92), 0x02);
@@ -199,24 +209,24 @@ START_TEST(test_reset_ports)
 	outb(kvm, 0xcf9, 0x06);
 	ck_assert(atomic_load(&kvm->stopping));
 	ck_assert_str_eq(kvm->exit_reason, "guest reset (port 0xcf9)");
-	i8042_destroy(kvm);
+	kvm_devs_exit(kvm);
 	vm_free(kvm);
 
 	/* With PCI, the config address range forwards it; 0x92 fast reset. */
 	kvm = vm_new(true);
-	ck_assert_int_eq(i8042_init(kvm), 0);
+	up(kvm, i8042_add);
 	outb(kvm, 0xcf9, 0x0e);
 	ck_assert(atomic_load(&kvm->stopping));
 	ck_assert_int_eq(atomic_load(&kvm->exit_status), EXIT_GUEST_OK);
-	i8042_destroy(kvm);
+	kvm_devs_exit(kvm);
 	vm_free(kvm);
 
 	kvm = vm_new(true);
-	ck_assert_int_eq(i8042_init(kvm), 0);
+	up(kvm, i8042_add);
 	outb(kvm, 0x92, 0x01);
 	ck_assert(atomic_load(&kvm->stopping));
 	ck_assert_str_eq(kvm->exit_reason, "guest reset (port 0x92)");
-	i8042_destroy(kvm);
+	kvm_devs_exit(kvm);
 	vm_free(kvm);
 }
 END_TEST
@@ -225,7 +235,7 @@ START_TEST(test_pvpanic_port)
 {
 	struct kvm *kvm = vm_new(false);
 
-	ck_assert_int_eq(pvpanic_init(kvm), 0);
+	up(kvm, pvpanic_add);
 	ck_assert_uint_eq(inb(kvm, PVPANIC_PORT), 0x03);
 	outb(kvm, PVPANIC_PORT, 0x02); /* crash kernel loaded: keep going */
 	ck_assert(!atomic_load(&kvm->stopping));
@@ -233,8 +243,8 @@ START_TEST(test_pvpanic_port)
 	ck_assert(atomic_load(&kvm->stopping));
 	ck_assert_int_eq(atomic_load(&kvm->exit_status), EXIT_GUEST_PANIC);
 	ck_assert_str_eq(kvm->exit_reason, "guest panicked (pvpanic)");
-	pvpanic_destroy(kvm);
-	ck_assert_ptr_null(kvm->pvpanic);
+	kvm_devs_exit(kvm);
+	ck_assert_ptr_null(kvm->devs);
 	vm_free(kvm);
 }
 END_TEST
@@ -246,7 +256,7 @@ START_TEST(test_pvpanic_pci)
 	u8 d[4] = { 0 };
 	u32 bar;
 
-	ck_assert_int_eq(pvpanic_init(kvm), 0);
+	up(kvm, pvpanic_add);
 	bus = kvm->pci;
 	ck_assert_uint_eq(pci_cfg_read(bus, 1, PCI_VENDOR_ID, 4), 0x00111b36);
 	ck_assert_uint_eq(pci_cfg_read(bus, 1, 0x08, 4), 0x08800001);
@@ -266,20 +276,20 @@ START_TEST(test_pvpanic_pci)
 	ck_assert(io_bus_dispatch(&kvm->mmio, NULL, bar, d, 1, true));
 	ck_assert(atomic_load(&kvm->stopping));
 	ck_assert_int_eq(atomic_load(&kvm->exit_status), EXIT_GUEST_PANIC);
-	pvpanic_destroy(kvm);
+	kvm_devs_exit(kvm);
 	ck_assert_uint_eq(pci_cfg_read(bus, 1, 0, 4), 0xffffffffu);
 	vm_free(kvm);
 }
 END_TEST
 
-/* Destroying the bus first must leave pvpanic_destroy safe. */
+/* Destroying the bus first must leave pvpanic's exit safe. */
 START_TEST(test_destroy_order)
 {
 	struct kvm *kvm = vm_new(true);
 
-	ck_assert_int_eq(pvpanic_init(kvm), 0);
+	up(kvm, pvpanic_add);
 	pci_bus_destroy(kvm);
-	pvpanic_destroy(kvm);
+	kvm_devs_exit(kvm);
 	vm_free(kvm);
 }
 END_TEST

@@ -380,6 +380,44 @@ START_TEST(test_stage_names)
 }
 END_TEST
 
+/* CMD's framed stdin: every byte value round-trips, split anywhere between two reads (an
+ * escape may end one read and its pair start the next), and nothing after the end mark. */
+START_TEST(test_stdin_framing)
+{
+	uint8_t in[512], enc[2 * sizeof(in) + 2], dec[sizeof(enc)];
+	size_t n, len;
+
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (uint8_t)(i * 7 + (i & 1 ? 0xff : 0)); /* every value, many 0xff and 0x00 */
+	len = initcfg_stdin_encode(in, sizeof(in), enc);
+	enc[len++] = INITCFG_STDIN_ESC;
+	enc[len++] = INITCFG_STDIN_EOF;
+	for (size_t split = 0; split <= len; split++) {
+		struct initcfg_stdin_dec d = { 0 };
+
+		n = initcfg_stdin_decode(&d, enc, split, dec);
+		ck_assert(!d.eof || split == len);
+		n += initcfg_stdin_decode(&d, enc + split, len - split, dec + n);
+		ck_assert(d.eof);
+		ck_assert_uint_eq(n, sizeof(in));
+		ck_assert_mem_eq(dec, in, sizeof(in));
+	}
+	/* The mark ends the input: what follows is not data; 0xff 0xff is one 0xff. */
+	{
+		static const uint8_t tail[] = { 'a', 0xff, 0xff, 0xff, 0x00, 'b', 0xff };
+		struct initcfg_stdin_dec d = { 0 };
+
+		n = initcfg_stdin_decode(&d, tail, sizeof(tail), dec);
+		ck_assert(d.eof);
+		ck_assert_uint_eq(n, 2);
+		ck_assert(dec[0] == 'a' && dec[1] == 0xff);
+		ck_assert_uint_eq(initcfg_stdin_decode(&d, tail, sizeof(tail), dec), 0);
+	}
+	ck_assert_uint_eq(initcfg_stdin_encode((const uint8_t *)"\xff", 1, enc), 2);
+	ck_assert_uint_eq(initcfg_stdin_encode(in, 0, enc), 0);
+}
+END_TEST
+
 static Suite *initcfg_suite(void)
 {
 	Suite *s = suite_create("initcfg");
@@ -394,6 +432,7 @@ static Suite *initcfg_suite(void)
 	tcase_add_test(tc, test_bad_headers);
 	tcase_add_test(tc, test_encoder_refuses_invalid);
 	tcase_add_test(tc, test_stage_names);
+	tcase_add_test(tc, test_stdin_framing);
 	tcase_set_timeout(tc, 30);
 	suite_add_tcase(s, tc);
 	return s;

@@ -484,6 +484,11 @@ START_TEST(test_modules_dep)
 	assert_order(&l, (const char *const[]){ "virtio_ring", "virtio", "dash_mod" }, 3);
 	kmod_list_free(&l);
 
+	/* '?': optional, skipped when absent; a present one comes with its dependencies. */
+	ck_assert_int_eq(kmod_resolve(dir, (const char *const[]){ "?nosuch", "?virtio" }, 2, &l, err,
+				      sizeof(err)), 0);
+	assert_order(&l, (const char *const[]){ "virtio_ring", "virtio" }, 2);
+	kmod_list_free(&l);
 	one = "nosuch";
 	ck_assert_int_eq(kmod_resolve(dir, &one, 1, &l, err, sizeof(err)), -ENOPKG);
 	ck_assert_ptr_nonnull(strstr(err, "nosuch"));

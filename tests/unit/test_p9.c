@@ -14,12 +14,11 @@
 #include <sys/uio.h>
 
 #include "check_main.h"
+#include "p9_client.h"
 #include "lkvm/kvm.h"
 #include "lkvm/p9.h"
 #include "lkvm/sandbox.h"
 
-#define MSIZE 65536u
-#define ROOT 1u /* the fid every test attaches as */
 #define SECRET "outside: never to be read through the share\n"
 #define HELLO "hello, world\n"
 
@@ -29,42 +28,15 @@ static struct {
 	struct stat secret_st;
 	int ino;            /* inotify: outside/, outside/secret, and the tree's top */
 	struct p9_server *s;
-	u16 tag;
 	size_t req_chunk, resp_chunk; /* split the messages into iovecs of this size (0: one) */
 } t;
 
-/* The request being built and the reply being read. */
-static u8 tm[P9_MSIZE_MAX + 64];
-static size_t tm_len;
-static u8 rm[P9_MSIZE_MAX + 64];
-static size_t rm_len, rm_pos;
 
 /* ---- the fixture ---- */
 
 static void path_of(char *buf, size_t len, const char *rel)
 {
 	snprintf(buf, len, "%s/%s", t.share, rel);
-}
-
-static void host_write(const char *path, const char *data)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(write(fd, data, strlen(data)), (ssize_t)strlen(data));
-	close(fd);
-}
-
-/* The whole content of a host file ("" when it is missing) into buf. */
-static char *host_read(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n = fd < 0 ? 0 : read(fd, buf, len - 1);
-
-	if (fd >= 0)
-		close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	return buf;
 }
 
 static void server_up(const char *root, bool ro, u32 max_fids)
@@ -77,11 +49,15 @@ static void server_up(const char *root, bool ro, u32 max_fids)
 	ck_assert_msg(p9_server_open(&t.s, root, &o, err, sizeof(err)) == 0, "%s", err);
 }
 
+static ssize_t handle_raw(size_t len, size_t room);
+
 static void setup(void)
 {
 	char p[256];
 
 	memset(&t, 0, sizeof(t));
+	p9c_tag = 0;
+	p9c_handle = handle_raw;
 	strcpy(t.top, "/tmp/lkvm-p9-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(t.top));
 	snprintf(t.share, sizeof(t.share), "%s/share", t.top);
@@ -151,59 +127,7 @@ static void teardown(void)
 	ck_assert_int_eq(system(cmd), 0);
 }
 
-/* ---- the client: build a T-message, send it, read the reply ---- */
-
-static void w(u64 v, int bytes)
-{
-	ck_assert_uint_le(tm_len + (size_t)bytes, sizeof(tm));
-	for (int i = 0; i < bytes; i++)
-		tm[tm_len++] = (u8)(v >> (8 * i));
-}
-
-static void wstrn(const void *p, size_t n)
-{
-	w(n, 2);
-	ck_assert_uint_le(tm_len + n, sizeof(tm));
-	memcpy(tm + tm_len, p, n);
-	tm_len += n;
-}
-
-static void wstr(const char *s)
-{
-	wstrn(s, strlen(s));
-}
-
-static void begin(u8 type)
-{
-	tm_len = 0;
-	w(0, 4);
-	w(type, 1);
-	w(++t.tag, 2);
-}
-
-static u64 r(int bytes)
-{
-	u64 v = 0;
-
-	ck_assert_msg(rm_pos + (size_t)bytes <= rm_len, "reply too short: %zu + %d > %zu", rm_pos,
-		      bytes, rm_len);
-	for (int i = 0; i < bytes; i++)
-		v |= (u64)rm[rm_pos++] << (8 * i);
-	return v;
-}
-
-/* A string of the reply into buf. */
-static char *rstr(char *buf, size_t len)
-{
-	size_t n = r(2);
-
-	ck_assert_uint_lt(n, len);
-	ck_assert_uint_le(rm_pos + n, rm_len);
-	memcpy(buf, rm + rm_pos, n);
-	buf[n] = '\0';
-	rm_pos += n;
-	return buf;
-}
+/* ---- the transport: the server itself ---- */
 
 /* Cut [buf, buf + len) into iovecs of `chunk` bytes (0: one), at most P9_MAX_IOV. */
 static int split(struct iovec *iov, u8 *buf, size_t len, size_t chunk)
@@ -228,438 +152,6 @@ static ssize_t handle_raw(size_t len, size_t room)
 	int nin = split(in, tm, len, t.req_chunk), nout = split(out, rm, room, t.resp_chunk);
 
 	return p9_server_handle(t.s, in, nin, out, nout);
-}
-
-/* Send the message built (its size field filled in); returns the reply's type. */
-static int send_room(size_t room)
-{
-	ssize_t n;
-
-	for (int i = 0; i < 4; i++)
-		tm[i] = (u8)(tm_len >> (8 * i));
-	n = handle_raw(tm_len, room);
-	ck_assert_int_ge(n, P9_HDR_SIZE);
-	rm_len = (size_t)n;
-	rm_pos = 0;
-	ck_assert_uint_eq(r(4), (u64)n);
-	rm_pos = 5;
-	ck_assert_uint_eq(r(2), t.tag);
-	return rm[4];
-}
-
-/* Send; 0 when the reply is the request's R-message (read it with r()), -ecode for Rlerror. */
-static int call_room(size_t room)
-{
-	u8 type = tm[4];
-	int rtype = send_room(room);
-
-	rm_pos = P9_HDR_SIZE;
-	if (rtype == P9_RLERROR) {
-		int e = (int)r(4);
-
-		ck_assert_int_gt(e, 0);
-		ck_assert_uint_eq(rm_len, P9_HDR_SIZE + 4);
-		return -e;
-	}
-	ck_assert_int_eq(rtype, type + 1);
-	return 0;
-}
-
-static int call(void)
-{
-	return call_room(sizeof(rm));
-}
-
-struct qid {
-	u8 type;
-	u32 version;
-	u64 path;
-};
-
-static void rqid(struct qid *q)
-{
-	q->type = (u8)r(1);
-	q->version = (u32)r(4);
-	q->path = r(8);
-}
-
-/* ---- one wrapper per operation: 0 or -errno ---- */
-
-static int t_version(u32 msize, const char *version, u32 *got, char *vbuf)
-{
-	char v[32];
-	int ret;
-
-	begin(P9_TVERSION);
-	w(msize, 4);
-	wstr(version);
-	ret = call();
-	if (ret)
-		return ret;
-	*got = (u32)r(4);
-	rstr(vbuf ? vbuf : v, sizeof(v));
-	return 0;
-}
-
-static int t_attach(u32 fid, struct qid *q)
-{
-	int ret;
-
-	begin(P9_TATTACH);
-	w(fid, 4);
-	w(P9_NOFID, 4);
-	wstr("root");
-	wstr("");
-	w(0, 4);
-	ret = call();
-	if (!ret && q)
-		rqid(q);
-	return ret;
-}
-
-/* Start a session with msize MSIZE and ROOT attached. */
-static void session(void)
-{
-	u32 msize;
-
-	ck_assert_int_eq(t_version(MSIZE, P9_VERSION_L, &msize, NULL), 0);
-	ck_assert_uint_eq(msize, MSIZE);
-	ck_assert_int_eq(t_attach(ROOT, NULL), 0);
-}
-
-/* Twalk fid -> newfid through n names (a NULL-terminated list); returns the number of qids
- * (into qids, when given) or -errno. */
-static int t_walkv(u32 fid, u32 newfid, struct qid *qids, const char *const *names)
-{
-	int n = 0, ret;
-
-	while (names[n])
-		n++;
-	begin(P9_TWALK);
-	w(fid, 4);
-	w(newfid, 4);
-	w((u64)n, 2);
-	for (int i = 0; i < n; i++)
-		wstr(names[i]);
-	ret = call();
-	if (ret)
-		return ret;
-	n = (int)r(2);
-	for (int i = 0; i < n; i++) {
-		struct qid q;
-
-		rqid(qids ? &qids[i] : &q);
-	}
-	return n;
-}
-
-#define t_walk(fid, newfid, qids, ...) \
-	t_walkv(fid, newfid, qids, (const char *const[]){ __VA_ARGS__, NULL })
-
-/* Walk from ROOT to one name, all of it: 0 or -errno. */
-static int walk_to(u32 newfid, const char *name)
-{
-	int ret = t_walk(ROOT, newfid, NULL, name);
-
-	return ret < 0 ? ret : ret == 1 ? 0 : -ENOENT;
-}
-
-static int t_lopen(u32 fid, u32 flags, struct qid *q)
-{
-	struct qid tmp;
-	int ret;
-
-	begin(P9_TLOPEN);
-	w(fid, 4);
-	w(flags, 4);
-	ret = call();
-	if (!ret) {
-		rqid(q ? q : &tmp);
-		r(4);
-	}
-	return ret;
-}
-
-static int t_lcreate(u32 dfid, const char *name, u32 flags, u32 mode, struct qid *q)
-{
-	struct qid tmp;
-	int ret;
-
-	begin(P9_TLCREATE);
-	w(dfid, 4);
-	wstr(name);
-	w(flags, 4);
-	w(mode, 4);
-	w(0, 4);
-	ret = call();
-	if (!ret) {
-		rqid(q ? q : &tmp);
-		r(4);
-	}
-	return ret;
-}
-
-/* Start a Tread, Twrite or Treaddir: fid[4] offset[8] count[4]. */
-static void begin_io(u8 type, u32 fid, u64 off, u32 count)
-{
-	begin(type);
-	w(fid, 4);
-	w(off, 8);
-	w(count, 4);
-}
-
-/* Tread or Treaddir: the reply's count (its data follows at rm_pos) or -errno. */
-static int t_io(u8 type, u32 fid, u64 off, u32 count)
-{
-	int ret;
-	u32 n;
-
-	begin_io(type, fid, off, count);
-	ret = call();
-	if (ret)
-		return ret;
-	n = (u32)r(4);
-	ck_assert_uint_le(n, count);
-	ck_assert_uint_eq(rm_len, rm_pos + (size_t)n);
-	return (int)n;
-}
-
-/* Tread into buf (at most len); returns the count or -errno. */
-static int t_read(u32 fid, u64 off, u32 count, void *buf, size_t len)
-{
-	int n = t_io(P9_TREAD, fid, off, count);
-
-	if (n > 0 && buf)
-		memcpy(buf, rm + rm_pos, MIN((size_t)n, len));
-	return n;
-}
-
-static int t_write(u32 fid, u64 off, const void *data, u32 count)
-{
-	int ret;
-
-	begin_io(P9_TWRITE, fid, off, count);
-	ck_assert_uint_le(tm_len + count, sizeof(tm));
-	memcpy(tm + tm_len, data, count);
-	tm_len += count;
-	ret = call();
-	return ret ? ret : (int)r(4);
-}
-
-static int t_fid_op(u8 type, u32 fid)
-{
-	begin(type);
-	w(fid, 4);
-	return call();
-}
-
-static int t_clunk(u32 fid)
-{
-	return t_fid_op(P9_TCLUNK, fid);
-}
-
-struct attr {
-	struct qid qid;
-	u32 mode, uid, gid;
-	u64 nlink, rdev, size, atime, atime_ns, mtime, mtime_ns;
-};
-
-static int t_getattr(u32 fid, struct attr *a)
-{
-	int ret;
-
-	begin(P9_TGETATTR);
-	w(fid, 4);
-	w(0x3fff, 8);
-	ret = call();
-	if (ret)
-		return ret;
-	ck_assert_uint_eq(r(8), 0x7ff);
-	rqid(&a->qid);
-	a->mode = (u32)r(4);
-	a->uid = (u32)r(4);
-	a->gid = (u32)r(4);
-	a->nlink = r(8);
-	a->rdev = r(8);
-	a->size = r(8);
-	r(8);
-	r(8);
-	a->atime = r(8);
-	a->atime_ns = r(8);
-	a->mtime = r(8);
-	a->mtime_ns = r(8);
-	for (int i = 0; i < 6; i++)
-		r(8);
-	ck_assert_uint_eq(rm_pos, rm_len);
-	return 0;
-}
-
-static int t_setattr(u32 fid, u32 valid, u32 mode, u64 size, u64 mtime)
-{
-	begin(P9_TSETATTR);
-	w(fid, 4);
-	w(valid, 4);
-	w(mode, 4);
-	w((u32)-1, 4);
-	w((u32)-1, 4);
-	w(size, 8);
-	w(mtime, 8); /* atime */
-	w(0, 8);
-	w(mtime, 8);
-	w(0, 8);
-	return call();
-}
-
-static int t_mkdir(u32 dfid, const char *name, u32 mode, struct qid *q)
-{
-	int ret;
-
-	begin(P9_TMKDIR);
-	w(dfid, 4);
-	wstr(name);
-	w(mode, 4);
-	w(0, 4);
-	ret = call();
-	if (!ret && q)
-		rqid(q);
-	return ret;
-}
-
-static int t_symlink(u32 dfid, const char *name, const char *target)
-{
-	begin(P9_TSYMLINK);
-	w(dfid, 4);
-	wstr(name);
-	wstr(target);
-	w(0, 4);
-	return call();
-}
-
-static int t_readlink(u32 fid, char *buf, size_t len)
-{
-	int ret = t_fid_op(P9_TREADLINK, fid);
-
-	if (!ret)
-		rstr(buf, len);
-	return ret;
-}
-
-static int t_mknod(u32 dfid, const char *name, u32 mode, struct qid *q)
-{
-	int ret;
-
-	begin(P9_TMKNOD);
-	w(dfid, 4);
-	wstr(name);
-	w(mode, 4);
-	w(8, 4); /* major, minor: 8:0 would be a disk */
-	w(0, 4);
-	w(0, 4);
-	ret = call();
-	if (!ret && q)
-		rqid(q);
-	return ret;
-}
-
-/* Tlink (dfid, fid, name) and Trename (fid, dfid, name). */
-static int t_two_fids_name(u8 type, u32 a, u32 b, const char *name)
-{
-	begin(type);
-	w(a, 4);
-	w(b, 4);
-	wstr(name);
-	return call();
-}
-
-static int t_link(u32 dfid, u32 fid, const char *name)
-{
-	return t_two_fids_name(P9_TLINK, dfid, fid, name);
-}
-
-static int t_unlinkat(u32 dfid, const char *name, u32 flags)
-{
-	begin(P9_TUNLINKAT);
-	w(dfid, 4);
-	wstr(name);
-	w(flags, 4);
-	return call();
-}
-
-static int t_renameat(u32 ofid, const char *oname, u32 nfid, const char *nname)
-{
-	begin(P9_TRENAMEAT);
-	w(ofid, 4);
-	wstr(oname);
-	w(nfid, 4);
-	wstr(nname);
-	return call();
-}
-
-static int t_rename(u32 fid, u32 dfid, const char *name)
-{
-	return t_two_fids_name(P9_TRENAME, fid, dfid, name);
-}
-
-static int t_xattrwalk(u32 fid, u32 newfid, const char *name, u64 *size)
-{
-	int ret;
-
-	begin(P9_TXATTRWALK);
-	w(fid, 4);
-	w(newfid, 4);
-	wstr(name);
-	ret = call();
-	if (!ret)
-		*size = r(8);
-	return ret;
-}
-
-static int t_xattrcreate(u32 fid, const char *name)
-{
-	begin(P9_TXATTRCREATE);
-	w(fid, 4);
-	wstr(name);
-	w(4, 8);
-	w(0, 4);
-	return call();
-}
-
-/* Directory entries read from an open directory fid, `count` bytes per Treaddir. */
-struct dent {
-	struct qid qid;
-	u64 off;
-	u8 type;
-	char name[NAME_MAX + 1];
-};
-
-static int t_readdir_all(u32 fid, u32 count, struct dent *out, int max)
-{
-	u64 off = 0;
-	int n = 0;
-
-	for (;;) {
-		int got = t_io(P9_TREADDIR, fid, off, count);
-		size_t end = rm_pos + (size_t)got;
-
-		if (got <= 0)
-			return got < 0 ? got : n;
-		while (rm_pos < end) {
-			ck_assert_int_lt(n, max);
-			rqid(&out[n].qid);
-			out[n].off = r(8);
-			out[n].type = (u8)r(1);
-			rstr(out[n].name, sizeof(out[n].name));
-			off = out[n++].off;
-		}
-	}
-}
-
-static struct dent *find_dent(struct dent *d, int n, const char *name)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(d[i].name, name))
-			return &d[i];
-	return NULL;
 }
 
 static u64 host_ino(const char *rel)
@@ -1658,13 +1150,7 @@ static Suite *p9_suite(void)
 	tcase_add_test(bnd, malformed_framing);
 	tcase_add_test(bnd, malformed_bodies);
 	/* Unchecked fixture: the tree is made and checked outside the filtered test process. */
-	if (getenv("CK_FORK") && !strcmp(getenv("CK_FORK"), "no")) {
-		lkvm_skip("test_p9", 1, "sandbox_covers_every_op", "needs Check's fork mode");
-	} else {
-		tcase_add_unchecked_fixture(sbx, setup, teardown);
-		tcase_add_exit_test(sbx, sandbox_covers_every_op, 0);
-		suite_add_tcase(s, sbx);
-	}
+	LKVM_ADD_FORKED_EXIT_TEST(s, sbx, "test_p9", sandbox_covers_every_op, setup, teardown);
 	suite_add_tcase(s, ops);
 	suite_add_tcase(s, esc);
 	suite_add_tcase(s, bnd);

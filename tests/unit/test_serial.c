@@ -153,6 +153,26 @@ START_TEST(test_rx_priority_and_fifo)
 }
 END_TEST
 
+/* A paused VM's UART takes no typed byte and raises no interrupt; once unfrozen it takes
+ * them again (the terminal keeps what was refused and retries, in order). */
+START_TEST(test_frozen_takes_nothing)
+{
+	struct tvm *t = tvm_new();
+
+	outb(t, 1, 0x01); /* ERBFI */
+	serial8250_freeze(t->s, true);
+	ck_assert_uint_eq(serial8250_receive(t->s, (const u8 *)"ab", 2), 0);
+	ck_assert_int_eq(t->nr_levels, 0);
+	ck_assert_uint_eq(inb(t, 5) & 0x01, 0); /* no data ready */
+	serial8250_freeze(t->s, false);
+	ck_assert_uint_eq(serial8250_receive(t->s, (const u8 *)"ab", 2), 2);
+	ck_assert_int_eq(t->nr_levels, 1);
+	ck_assert_uint_eq(inb(t, 0), 'a');
+	ck_assert_uint_eq(inb(t, 0), 'b');
+	tvm_free(t);
+}
+END_TEST
+
 START_TEST(test_loopback)
 {
 	struct tvm *t = tvm_new();
@@ -220,6 +240,7 @@ static Suite *serial_suite(void)
 	tcase_add_test(tc, test_thre_interrupt);
 	tcase_add_test(tc, test_rx_priority_and_fifo);
 	tcase_add_test(tc, test_loopback);
+	tcase_add_test(tc, test_frozen_takes_nothing);
 	tcase_add_test(tc, test_dlab);
 	tcase_add_test(tc, test_ports_and_destroy);
 	suite_add_tcase(s, tc);

@@ -117,14 +117,22 @@ static void kick(int qi)
 	ck_assert_int_eq(write(t.vdev->q[qi].kick_fd, &one, sizeof(one)), sizeof(one));
 }
 
-/* One descriptor as one chain (flags: WRITE, INDIRECT), kicked; returns its head. */
-static u16 post_desc(int qi, u64 gpa, u32 len, u16 flags)
+/* One descriptor as one chain (flags: WRITE, INDIRECT), made available; returns its head. */
+static u16 offer_desc(int qi, u64 gpa, u32 len, u16 flags)
 {
 	struct dq *d = &t.q[qi];
 	u16 idx = d->next++ % QSIZE;
 
 	d->desc[idx] = (struct vring_desc){ .addr = gpa, .len = len, .flags = flags };
 	publish(qi, idx);
+	return idx;
+}
+
+/* The same, kicked. */
+static u16 post_desc(int qi, u64 gpa, u32 len, u16 flags)
+{
+	u16 idx = offer_desc(qi, gpa, len, flags);
+
 	kick(qi);
 	return idx;
 }
@@ -364,6 +372,89 @@ START_TEST(test_rng_stop_endless)
 }
 END_TEST
 
+/* Guest RAM is what it was at snap. */
+static bool ram_is(const u8 *snap)
+{
+	return !memcmp(snap, t.ram, RAM_SIZE);
+}
+
+static size_t out_len(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t.lock);
+	n = t.out_len;
+	pthread_mutex_unlock(&t.lock);
+	return n;
+}
+
+/* A paused console writes nothing to the terminal, takes no output chain and delivers no
+ * input (typed keys wait in its buffer), raises no interrupt; after resume all of it, in order. */
+START_TEST(test_console_quiesce)
+{
+	u8 *snap = malloc(RAM_SIZE);
+	struct virtio_console *c;
+	int kfd[2], ifd[2];
+
+	ck_assert_ptr_nonnull(snap);
+	env_up();
+	ck_assert_int_eq(virtio_console_create(t.kvm, VIRTIO_TRANS_PCI, catch_out, true, &c), 0);
+	t.vdev = virtio_console_vdev(c);
+	start(2);
+	virtio_console_quiesce(c);
+	/* The chains first, then what would wake the thread, with the memory as it stands. */
+	memcpy(gp(0x100000), "while paused\n", 13);
+	offer_desc(1, 0x100000, 13, 0);
+	offer_desc(0, 0x110000, 64, VRING_DESC_F_WRITE);
+	memcpy(snap, t.ram, RAM_SIZE);
+	ck_assert_uint_eq(virtio_console_receive(c, (const u8 *)"typed", 5), 5);
+	kick(1);
+	kick(0);
+	ck_assert(HOLDS_FOR(100, ram_is(snap) && out_len() == 0));
+	ck_assert_uint_eq(atomic_load(&t.vdev->q[0].stats.irqs) + atomic_load(&t.vdev->q[1].stats.irqs), 0);
+	virtio_console_resume(c);
+	ck_assert(wait_used(1, 1));
+	ck_assert(wait_used(0, 1));
+	ck_assert_str_eq(t.out, "while paused\n");
+	ck_assert_mem_eq(gp(0x110000), "typed", 5);
+	for (int i = 0; i < 2; i++) {
+		kfd[i] = t.vdev->q[i].kick_fd;
+		ifd[i] = t.vdev->q[i].irq_fd;
+	}
+	virtio_console_destroy(c);
+	env_down(2, kfd, ifd);
+	free(snap);
+}
+END_TEST
+
+/* A paused rng fills no buffer; after resume it does. */
+START_TEST(test_rng_quiesce)
+{
+	u8 *snap = malloc(RAM_SIZE);
+	struct virtio_rng *r;
+	int kfd, ifd;
+
+	ck_assert_ptr_nonnull(snap);
+	env_up();
+	ck_assert_int_eq(virtio_rng_create(t.kvm, VIRTIO_TRANS_PCI, true, &r), 0);
+	t.vdev = virtio_rng_vdev(r);
+	start(1);
+	virtio_rng_quiesce(r);
+	offer_desc(0, 0x100000, 64, VRING_DESC_F_WRITE);
+	memcpy(snap, t.ram, RAM_SIZE);
+	kick(0);
+	ck_assert(HOLDS_FOR(100, ram_is(snap)));
+	virtio_rng_resume(r);
+	ck_assert(wait_used(0, 1));
+	ck_assert_uint_eq(t.q[0].used->ring[0].len, 64);
+	kfd = t.vdev->q[0].kick_fd;
+	ifd = t.vdev->q[0].irq_fd;
+	virtio_rng_destroy(r);
+	env_down(1, &kfd, &ifd);
+	free(snap);
+}
+END_TEST
+
 static Suite *console_suite(void)
 {
 	Suite *s = suite_create("virtio-console");
@@ -375,6 +466,8 @@ static Suite *console_suite(void)
 	tcase_add_test(tc, test_console_stop_huge_chain);
 	tcase_add_test(tc, test_rng);
 	tcase_add_test(tc, test_rng_stop_endless);
+	tcase_add_test(tc, test_console_quiesce);
+	tcase_add_test(tc, test_rng_quiesce);
 	suite_add_tcase(s, tc);
 	return s;
 }

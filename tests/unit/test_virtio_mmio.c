@@ -1,6 +1,7 @@
 /* Unit tests of the virtio-mmio transport without /dev/kvm (register sequences, good and bad), and of the device tree read back with libfdt. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -80,6 +81,18 @@ struct env {
 	u64 base;
 };
 
+/* Slot i as the transport lists it (for the command line and the DTB), or NULL when free. */
+static const struct virtio_mmio_slot *slot(struct env *e, int i)
+{
+	static struct virtio_mmio_slot slots[VIRTIO_MMIO_MAX_DEVS];
+	int n = virtio_mmio_slots(&e->kvm, slots);
+
+	for (int k = 0; k < n; k++)
+		if (slots[k].slot == i)
+			return &slots[k];
+	return NULL;
+}
+
 static struct env *env_new(void)
 {
 	struct env *e = calloc(1, sizeof(*e));
@@ -98,8 +111,9 @@ static struct env *env_new(void)
 	memcpy(e->t.config, "\x01\x02\x03\x04\x05\x06\x07\x08", 8);
 	ck_assert_int_eq(virtio_device_attach(&e->kvm, &e->t.vdev, VIRTIO_TRANS_MMIO, 2, QMAX), 0);
 	ck_assert(!e->t.vdev.use_ioeventfd);
-	ck_assert(e->kvm.virtio_mmio[0].used);
-	e->base = e->kvm.virtio_mmio[0].addr;
+	ck_assert_ptr_nonnull(slot(e, 0));
+	ck_assert_uint_eq(slot(e, 0)->device_id, 2);
+	e->base = slot(e, 0)->addr;
 	ck_assert_uint_eq(e->base, VIRTIO_MMIO_BASE);
 	return e;
 }
@@ -111,7 +125,7 @@ static void env_free(struct env *e)
 	virtio_device_exit(&e->t.vdev);
 	ck_assert_int_eq(e->t.stops, stops + 1);
 	ck_assert_ptr_null(e->t.vdev.transport);
-	ck_assert(!e->kvm.virtio_mmio[0].used);
+	ck_assert_ptr_null(slot(e, 0));
 	ck_assert_int_eq(e->kvm.mmio.nr, 0);
 	io_bus_destroy(&e->kvm.pio);
 	io_bus_destroy(&e->kvm.mmio);
@@ -368,17 +382,17 @@ START_TEST(test_slots)
 		more[i].vdev.ops = &tops;
 		more[i].vdev.priv = &more[i];
 		ck_assert_int_eq(virtio_mmio_init(&e->kvm, &more[i].vdev, 1, 16), 0);
-		ck_assert_uint_eq(e->kvm.virtio_mmio[i].addr, VIRTIO_MMIO_BASE + (u64)i * VIRTIO_MMIO_SIZE);
-		ck_assert_uint_eq(e->kvm.virtio_mmio[i].irq, irqs[i]);
+		ck_assert_uint_eq(slot(e, i)->addr, VIRTIO_MMIO_BASE + (u64)i * VIRTIO_MMIO_SIZE);
+		ck_assert_uint_eq(slot(e, i)->irq, irqs[i]);
 	}
 	ck_assert_int_eq(virtio_mmio_init(&e->kvm, &extra.vdev, 1, 16), -ENOSPC);
 	ck_assert(!extra.vdev.initialised);
 	/* A freed slot is reused. */
 	virtio_device_exit(&more[4].vdev);
-	ck_assert(!e->kvm.virtio_mmio[4].used);
+	ck_assert_ptr_null(slot(e, 4));
 	extra.vdev.priv = &extra;
 	ck_assert_int_eq(virtio_mmio_init(&e->kvm, &extra.vdev, 1, 16), 0);
-	ck_assert(e->kvm.virtio_mmio[4].used);
+	ck_assert_ptr_nonnull(slot(e, 4));
 	virtio_device_exit(&extra.vdev);
 	for (int i = 1; i < VIRTIO_MMIO_MAX_DEVS; i++)
 		virtio_device_exit(&more[i].vdev); /* twice for [4]: no-op */
@@ -445,6 +459,44 @@ START_TEST(test_dtb)
 }
 END_TEST
 
+/* What the transport shares with other threads (the negotiated features that device threads
+ * and counter readers load, the config generation devices bump) is atomic on virtio-mmio as
+ * on virtio-pci: ThreadSanitizer reports a plain access racing an atomic one. */
+#define SHARED_ROUNDS 500
+
+static void *config_changer(void *arg)
+{
+	struct env *e = arg;
+	u64 seen = 0;
+
+	for (int i = 0; i < SHARED_ROUNDS; i++) {
+		seen |= atomic_load_explicit(&e->t.vdev.features, memory_order_relaxed);
+		virtio_config_changed(&e->t.vdev);
+	}
+	return (void *)(uintptr_t)(seen & ~(VERSION_1 | DEV_FEATURE_HI));
+}
+
+START_TEST(test_shared_state_atomic)
+{
+	struct env *e = env_new();
+	u8 gen0 = (u8)rd(e, VIRTIO_MMIO_CONFIG_GENERATION);
+	pthread_t th;
+	void *stray;
+
+	ck_assert_int_eq(pthread_create(&th, NULL, config_changer, e), 0);
+	for (int i = 0; i < SHARED_ROUNDS; i++) {
+		ck_assert(negotiate(e, VERSION_1 | DEV_FEATURE_HI));
+		rd(e, VIRTIO_MMIO_CONFIG_GENERATION);
+		wr(e, VIRTIO_MMIO_STATUS, 0);
+	}
+	ck_assert_int_eq(pthread_join(th, &stray), 0);
+	ck_assert_ptr_null(stray); /* only ever the negotiated features, or none */
+	/* Each reset and each change moved the generation by one. */
+	ck_assert_uint_eq((u8)(rd(e, VIRTIO_MMIO_CONFIG_GENERATION) - gen0), (u8)(2 * SHARED_ROUNDS));
+	env_free(e);
+}
+END_TEST
+
 static Suite *mmio_suite(void)
 {
 	Suite *s = suite_create("virtio-mmio");
@@ -458,6 +510,7 @@ static Suite *mmio_suite(void)
 	tcase_add_test(tc, test_bad_accesses);
 	tcase_add_test(tc, test_slots);
 	tcase_add_test(tc, test_dtb);
+	tcase_add_test(tc, test_shared_state_atomic);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -14,6 +14,8 @@
 #include "lkvm/kvm.h"
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
+#include "lkvm/stats.h"
+#include "lkvm/virtio-mmio.h"
 #include "lkvm/virtio-net.h"
 
 #define RAM_MIB 16
@@ -47,7 +49,9 @@ static char disk_path[64]; /* a small image every VM's disk opens */
 
 static struct kvm_config vm_config(void)
 {
-	struct kvm_config cfg = { .ram_mib = RAM_MIB, .nr_cpus = 1 };
+	static struct blk_opts disks[2];
+	static struct net_opts nets[3];
+	struct kvm_config cfg = { .ram_mib = RAM_MIB, .nr_cpus = 1, .disk = disks, .net = nets };
 
 	cfg.nr_disks = 2;
 	snprintf(cfg.disk[0].path, sizeof(cfg.disk[0].path), "%s", disk_path);
@@ -92,29 +96,33 @@ static struct kvm *vm_new(bool real)
 
 static void vm_devices(struct kvm *kvm)
 {
+	struct virtio_mmio_slot slots[VIRTIO_MMIO_MAX_DEVS];
 	struct virtio_net_config c;
 	char err[256];
 
 	ck_assert_int_eq(kvm_run_add_devices(kvm, err, sizeof(err)), 0);
 	ck_assert_msg(kvm_devs_init(kvm, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_ptr_nonnull(kvm->pci);
-	ck_assert_ptr_nonnull(kvm->uart);
-	ck_assert_ptr_nonnull(kvm->rtc);
-	ck_assert_ptr_nonnull(kvm->nets[0]);
-	ck_assert_ptr_nonnull(kvm->nets[1]);
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "uart", 0));
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "rtc", 0));
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-net", 0));
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-net", 1));
 	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-net", 2));
 	ck_assert_ptr_null(kvm_dev_find(kvm, "virtio-net", 3));
-	ck_assert_ptr_nonnull(kvm->vcon);
+	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-console", 0));
 	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-rng", 0));
+	/* Terminal input goes to hvc0 when it is the console, not to the UART. */
+	ck_assert_ptr_eq(kvm->console_in.dev, kvm_dev_find(kvm, "virtio-console", 0)->priv);
 	/* The third NIC on virtio-mmio, in the first slot. */
-	ck_assert(kvm->virtio_mmio[0].used);
-	ck_assert_uint_eq(kvm->virtio_mmio[0].device_id, 1);
-	ck_assert(kvm->virtio_mmio[1].used); /* the first disk */
-	ck_assert_uint_eq(kvm->virtio_mmio[1].device_id, 2);
+	ck_assert_int_eq(virtio_mmio_slots(kvm, slots), 2);
+	ck_assert_int_eq(slots[0].slot, 0);
+	ck_assert_uint_eq(slots[0].device_id, 1);
+	ck_assert_int_eq(slots[1].slot, 1); /* the first disk */
+	ck_assert_uint_eq(slots[1].device_id, 2);
 	ck_assert_ptr_nonnull(kvm_dev_find(kvm, "virtio-blk", 1));
 	/* The run numbers NICs without a MAC. */
 	for (int i = 0; i < 3; i++) {
-		struct virtio_device *v = virtio_net_vdev(kvm->nets[i]);
+		struct virtio_device *v = virtio_net_vdev(kvm_dev_find(kvm, "virtio-net", i)->priv);
 
 		v->ops->config_read(v, 0, (u8 *)&c, sizeof(c));
 		ck_assert_uint_eq(c.mac[5], 0x56 + i);
@@ -169,7 +177,9 @@ END_TEST
 /* ---- order and failure ---- */
 
 struct trace {
-	char log[64];
+	char log[64];  /* init (a, b, ...) and exit (A, B, ...) */
+	char walk[64]; /* start, quiesce, resume, reset: the tags in the order they came */
+	char flat[256]; /* what the stats walk gave, flat */
 	int fail_at; /* the prio whose init fails, or -1 */
 	int fd;      /* an fd the "device" holds while up */
 };
@@ -180,7 +190,7 @@ static int t_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
 	char c = *(const char *)d->arg;
 
-	if (d->prio == tr.fail_at) {
+	if (d->ops->prio == tr.fail_at) {
 		errfmt(err, errlen, "refused");
 		return -EIO;
 	}
@@ -197,29 +207,71 @@ static void t_exit(struct kvm *kvm, struct kvm_dev *d)
 	strncat(tr.log, &c, 1);
 }
 
-static void add(struct kvm *kvm, const char *name, int prio, char tag)
+static void t_walk(struct kvm_dev *d)
 {
-	ck_assert_int_eq(kvm_dev_add(kvm, name, prio, t_init, t_exit, &tag, 1), 0);
+	strncat(tr.walk, (const char *)d->arg, 1);
+}
+
+static int t_start(struct kvm_dev *d)
+{
+	t_walk(d);
+	return 0;
+}
+
+static void t_stats(struct kvm_dev *d, struct stats_visitor *v)
+{
+	v->group(v, "q");
+	v->counter(v, "n", (u64)(*(const char *)d->arg));
+}
+
+static void t_put(void *arg, const char *name, u64 value)
+{
+	size_t n = strlen(tr.flat);
+
+	snprintf(tr.flat + n, sizeof(tr.flat) - n, "%s=%c ", name, (char)value);
+}
+
+#define T_OPS(n, p) { .name = n, .prio = p, .init = t_init, .start = t_start, .quiesce = t_walk, \
+		      .resume = t_walk, .reset = t_walk, .exit = t_exit }
+static const struct kvm_dev_ops bus_ops = T_OPS("bus", 10);
+static const struct kvm_dev_ops legacy_ops = T_OPS("legacy", 20);
+static const struct kvm_dev_ops x_ops = { .name = "x", .prio = 30, .init = t_init, .exit = t_exit,
+					  .stats = t_stats, .stats_name = "x" };
+
+static void add(struct kvm *kvm, const struct kvm_dev_ops *ops, char tag)
+{
+	ck_assert_int_eq(kvm_dev_add(kvm, ops, &tag, 1), 0);
 }
 
 START_TEST(order_and_unwind)
 {
 	int fds = count_fds();
 	struct kvm *kvm = vm_new(false);
+	struct stats_flat f;
 	char err[128];
 
 	memset(&tr, 0, sizeof(tr));
 	tr.fail_at = -1;
 	/* Registered out of order: run by priority, equal ones in registration order. */
-	add(kvm, "x", 30, 'd');
-	add(kvm, "bus", 10, 'a');
-	add(kvm, "x", 30, 'e');
-	add(kvm, "legacy", 20, 'b');
-	add(kvm, "legacy", 20, 'c');
+	add(kvm, &x_ops, 'd');
+	add(kvm, &bus_ops, 'a');
+	add(kvm, &x_ops, 'e');
+	add(kvm, &legacy_ops, 'b');
+	add(kvm, &legacy_ops, 'c');
 	ck_assert_int_eq(kvm_devs_init(kvm, err, sizeof(err)), 0);
 	ck_assert_str_eq(tr.log, "abcde");
 	ck_assert_int_eq(kvm_dev_find(kvm, "x", 1)->index, 1);
 	ck_assert_int_eq(count_fds(), fds + 5 + 1); /* five devices, the stop eventfd */
+	/* The other walks: each device that has the op, in order; resume in reverse. The
+	 * stats walk names each device by its kind and index. */
+	ck_assert_int_eq(kvm_devs_start(kvm, err, sizeof(err)), 0);
+	kvm_devs_quiesce(kvm);
+	kvm_devs_resume(kvm);
+	kvm_devs_reset(kvm);
+	ck_assert_str_eq(tr.walk, "abc" "abc" "cba" "abc");
+	stats_flat_init(&f, t_put, NULL);
+	kvm_devs_stats(kvm, &f.v);
+	ck_assert_str_eq(tr.flat, "x0.q.n=d x1.q.n=e ");
 	kvm_destroy(kvm);
 	ck_assert_str_eq(tr.log, "abcdeEDCBA");
 	free(kvm);
@@ -229,12 +281,15 @@ START_TEST(order_and_unwind)
 	kvm = vm_new(false);
 	memset(&tr, 0, sizeof(tr));
 	tr.fail_at = 20;
-	add(kvm, "bus", 10, 'a');
-	add(kvm, "legacy", 20, 'b');
-	add(kvm, "x", 30, 'c');
+	add(kvm, &bus_ops, 'a');
+	add(kvm, &legacy_ops, 'b');
+	add(kvm, &x_ops, 'c');
 	ck_assert_int_eq(kvm_devs_init(kvm, err, sizeof(err)), -EIO);
 	ck_assert_str_eq(err, "legacy: refused");
 	ck_assert_str_eq(tr.log, "a");
+	/* Walks skip what is not up. */
+	kvm_devs_quiesce(kvm);
+	ck_assert_str_eq(tr.walk, "a");
 	kvm_destroy(kvm);
 	ck_assert_str_eq(tr.log, "aA");
 	free(kvm);

@@ -15,4 +15,8 @@
 		ok_;                                    \
 	})
 
+/* Absence, which no event can show (a paused device that must not move): cond keeps holding
+ * for about ms milliseconds, looked at every millisecond. */
+#define HOLDS_FOR(ms, cond) (!WAIT_UNTIL(ms, !(cond)))
+
 #endif

@@ -148,6 +148,11 @@ int gvsnprintf(char *buf, size_t size, const char *fmt, va_list ap);
 int gsnprintf(char *buf, size_t size, const char *fmt, ...) __printf(3, 4);
 int gprintf(const char *fmt, ...) __printf(1, 2);
 
+/* hvc0: virtio-console's port over virtio-pci (lkvm --console virtio), receive side, polled.
+ * hvc_init: false when there is no such device. hvc_poll: the next typed byte, -1 when none. */
+bool hvc_init(void);
+int hvc_poll(void);
+
 /* ---- results ("ucall" channel) ---- */
 
 void guest_done(void) __noreturn;

@@ -1,0 +1,602 @@
+/* `lkvm run`: its options (one table, opt.c) and the run: the machine built (machine.c), started, waited for to its end, torn down. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "lkvm/ctl.h"
+#include "lkvm/kvm-cpu.h"
+#include "lkvm/kvm.h"
+#include "lkvm/opt.h"
+#include "lkvm/run.h"
+#include "lkvm/run-cmd.h"
+#include "lkvm/sandbox.h"
+#include "lkvm/stats.h"
+#include "lkvm/term.h"
+#include "lkvm/dev.h"
+#include "lkvm/virtio-9p.h"
+#include "lkvm/virtio-blk.h"
+#include "lkvm/virtio-mmio.h"
+#include "lkvm/x86.h"
+
+#define DEFAULT_RAM_MIB 256
+#define MAX_RAM_MIB (1024ULL * 1024) /* 1 TiB */
+#define MAX_TIMEOUT_S (7 * 24 * 3600)
+#define MAX_NETS 4
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a number in the help text */
+
+
+static int parse_mem(const char *s, u64 *mib)
+{
+	char buf[32];
+	size_t n = strlen(s);
+	unsigned long long mult = 1, v;
+
+	if (n == 0 || n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, n + 1);
+	if (buf[n - 1] == 'G' || buf[n - 1] == 'g') {
+		mult = 1024;
+		buf[n - 1] = 0;
+	} else if (buf[n - 1] == 'M' || buf[n - 1] == 'm') {
+		buf[n - 1] = 0;
+	}
+	if (opt_uint(buf, 1, MAX_RAM_MIB, &v) || v * mult > MAX_RAM_MIB)
+		return -EINVAL;
+	*mib = v * mult;
+	return 0;
+}
+
+/* ---- the options' own parsers (OPT_FN), each wording its errors ---- */
+
+static int opt_mem(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (parse_mem(v, &cfg->ram_mib) == 0)
+		return 0;
+	errfmt(err, errlen, "--mem '%s': give the size in MiB (1 to %llu), e.g. -m 256 or -m 2G", v,
+	       (unsigned long long)MAX_RAM_MIB);
+	return -EINVAL;
+}
+
+static int opt_name(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (!ctl_name_valid(v)) {
+		errfmt(err, errlen, "--name '%s': give 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)", v);
+		return -EINVAL;
+	}
+	cfg->name = v;
+	return 0;
+}
+
+static int opt_net(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (cfg->nr_nets >= MAX_NETS) {
+		errfmt(err, errlen, "-n: at most %d network devices", MAX_NETS);
+		return -EINVAL;
+	}
+	if (!cfg->net && !(cfg->net = calloc(MAX_NETS, sizeof(*cfg->net)))) {
+		errfmt(err, errlen, "-n: out of memory");
+		return -ENOMEM;
+	}
+	if (net_parse_opts(v, &cfg->net[cfg->nr_nets], err, errlen) < 0)
+		return -EINVAL;
+	cfg->nr_nets++;
+	return 0;
+}
+
+static int opt_disk(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (cfg->nr_disks >= VIRTIO_BLK_MAX_DISKS) {
+		errfmt(err, errlen, "-d: at most %d disks", VIRTIO_BLK_MAX_DISKS);
+		return -EINVAL;
+	}
+	if (!cfg->disk && !(cfg->disk = calloc(VIRTIO_BLK_MAX_DISKS, sizeof(*cfg->disk)))) {
+		errfmt(err, errlen, "-d: out of memory");
+		return -ENOMEM;
+	}
+	if (blk_parse_opts(v, &cfg->disk[cfg->nr_disks], err, errlen) < 0)
+		return -EINVAL;
+	cfg->nr_disks++;
+	return 0;
+}
+
+static int opt_share(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (!cfg->shares && !(cfg->shares = calloc(1, sizeof(*cfg->shares)))) {
+		errfmt(err, errlen, "--share: out of memory");
+		return -ENOMEM;
+	}
+	return p9_share_parse(cfg->shares, v, err, errlen);
+}
+
+static int opt_stats(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = base;
+
+	if (!v || !strcmp(v, "table"))
+		cfg->stats = STATS_TABLE;
+	else if (!strcmp(v, "json"))
+		cfg->stats = STATS_JSON;
+	else {
+		errfmt(err, errlen, "--stats='%s': give --stats, --stats=table or --stats=json", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct opt_choice console_choices[] = { { "serial", false }, { "virtio", true }, { NULL, 0 } };
+static const struct opt_choice quirks_choices[] = {
+	{ "auto", QUIRKS_AUTO }, { "pvm", QUIRKS_PVM }, { "none", QUIRKS_NONE }, { NULL, 0 },
+};
+static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { NULL, 0 } };
+
+#define CFG(member) OPT_AT(struct kvm_config, member)
+
+static const struct opt run_opts[] = {
+	{ "kernel", 'k', OPT_STR, CFG(kernel_path), .arg = "FILE",
+	  .help = "kernel to boot (required without -- CMD)" },
+	{ "initrd", 'i', OPT_STR, CFG(initrd_path), .arg = "FILE", .help = "initial ramdisk" },
+	{ "params", 'p', OPT_STR, CFG(cmdline), .arg = "TEXT",
+	  .help = "kernel command line, appended to lkvm's defaults\n(\"" BASE_KERNEL_PARAMS "\")" },
+	{ "mem", 'm', OPT_FN, .fn = opt_mem, .arg = "MIB",
+	  .help = "guest RAM in MiB, or with a G suffix in GiB (default " STR(DEFAULT_RAM_MIB) ")" },
+	{ "cpus", 'c', OPT_UINT, CFG(nr_cpus), .min = 1, .max = LKVM_MAX_CPUS, .bad = "give a number of vCPUs from",
+	  .help = "number of vCPUs, 1 to " STR(LKVM_MAX_CPUS) " (default 1)" },
+	{ "name", 0, OPT_FN, .fn = opt_name, .arg = "NAME",
+	  .help = "this VM's name for lkvm list/stop/pause/resume/stat/debug\n"
+		  "(1-64 of A-Z a-z 0-9 . _ -; default guest-PID, printed at start);\n"
+		  "a second VM of the same name exits with 1" },
+	{ "console", 0, OPT_CHOICE, CFG(console_virtio), .choices = console_choices,
+	  .help = "the console: the 8250 UART (ttyS0, default), or\n"
+		  "virtio-console (hvc0: console=hvc0 is added, terminal\n"
+		  "input goes there; the UART stays for early messages)" },
+	{ "rng", 0, OPT_FLAG, CFG(rng), .help = "a virtio-rng device fed from getrandom(2)" },
+	{ "timeout", 0, OPT_UINT, CFG(timeout_s), .min = 1, .max = MAX_TIMEOUT_S, .arg = "SECS",
+	  .bad = "give whole seconds from", .help = "stop the guest after SECS seconds and exit with 124" },
+	{ "exit-on", 0, OPT_STR, CFG(exit_on), .arg = "TEXT", .bad = "the text must not be empty",
+	  .help = "exit with 0 as soon as the console prints TEXT" },
+	{ "quirks", 0, OPT_CHOICE, CFG(quirks), .choices = quirks_choices, .arg = "MODE",
+	  .help = "auto (default): complete what the host cannot emulate\n"
+		  "when /sys/module/kvm_pvm exists; pvm: always; none: never" },
+	{ "network", 'n', OPT_FN, .fn = opt_net, .arg = "OPTS", .keys = &net_opt_set,
+	  .help = "a virtio-net NIC (up to " STR(MAX_NETS) "), OPTS as in kvmtool: KEY=VALUE,..." },
+	{ "disk", 'd', OPT_FN, .fn = opt_disk, .arg = "PATH[,OPTION...]", .keys = &blk_opt_set,
+	  .help = "a virtio-blk disk on a raw image (up to " STR(VIRTIO_BLK_MAX_DISKS) "), OPTION one of:" },
+	{ "share", 0, OPT_FN, .fn = opt_share, .arg = "HOSTDIR[:GUESTDIR][,OPTION...]",
+	  .keys = &p9_share_opt_set,
+	  .help = "a host directory over virtio-9p (up to " STR(VIRTIO_9P_MAX_SHARES) "),\n"
+		  "read-write unless ro; mount tags lkvm-share0, lkvm-share1, ... in order;\n"
+		  "lkvm's init mounts it at GUESTDIR (default: HOSTDIR's absolute path);\n"
+		  "OPTION one of:" },
+	{ "no-ioeventfd", 0, OPT_FLAG, CFG(no_ioeventfd),
+	  .help = "every virtio notify traps to the vCPU thread (for comparison)" },
+	{ "virtio-transport", 0, OPT_CHOICE, CFG(virtio_trans), .choices = virtio_trans_choices,
+	  .help = "transport of virtio devices without trans=\n"
+		  "(default pci; mmio devices are announced to Linux with\n"
+		  "virtio_mmio.device= on its command line and in the DTB)" },
+	{ "dump-dtb", 0, OPT_STR, CFG(dump_dtb), .arg = "FILE", .bad = "give a file name",
+	  .help = "write the machine's flattened device tree to FILE (also\n"
+		  "given to a bzImage guest as setup_data SETUP_DTB)" },
+	{ "stats", 0, OPT_FN, .optional = true, .fn = opt_stats, .arg = "table|json",
+	  .help = "print exit and per-queue counters (kicks, trapped,\n"
+		  "irqs, packets, drops; polls, poll_hits, poll_us for\n"
+		  "tx=poll; each disk's requests, bytes, errors) to stderr\n"
+		  "at the end, and on SIGUSR2" },
+	{ "sandbox", 0, OPT_CHOICE, CFG(sandbox), .choices = on_off,
+	  .help = "on (default): once set up, drop every capability and confine\n"
+		  "each thread kind to its system calls (seccomp); a forbidden\n"
+		  "call stops lkvm with 159 and names the thread" },
+	{ "user", 0, OPT_STR, CFG(user), .max = 64, .arg = "USER",
+	  .bad = "give a user name or uid (1 to 64 characters)",
+	  .help = "after set-up run as USER (a name or a uid), without\nsupplementary groups" },
+	{ "console-log", 0, OPT_STR, CFG(cmd.console_log), .arg = "FILE", .bad = "give a file name",
+	  .help = "the serial console (the kernel's log) to FILE; with -- CMD\n"
+		  "it goes nowhere without this, to stderr with --debug" },
+	{ "debug", 0, OPT_FLAG, CFG(debug), .help = "more log lines, and boot timing" },
+	{ "help", 'h', OPT_HELP, .help = "this text" },
+	{ .kind = OPT_END },
+};
+
+const struct opt_set run_opt_set = {
+	.opts = run_opts,
+	.prefix = "--",
+	.verb = "give",
+	.unknown = { "unknown option '", "' (see lkvm run --help)" },
+	.needs_value = { "option '", "' needs a value" },
+	.unexpected = { "unexpected argument '", "' (see lkvm run --help)" },
+	.usage = kvm_run_usage,
+	.in_order = true, /* `--` comes before CMD, whose words are its own */
+	.trailing = run_cmd_trailing,
+	.help_col = 24,
+	.short_col = true,
+};
+
+void kvm_run_usage(FILE *out)
+{
+	fprintf(out, "usage: lkvm run -k KERNEL [options]\n"
+		     "       lkvm run [options] [-- [CMD [ARG...]]]\n"
+		     "\n"
+		     "Boot a Linux kernel (bzImage, or an ELF vmlinux with a PVH note) with a serial console.\n"
+		     "With -- CMD (or with none of -k, -i, -d): run CMD (nothing after --: $SHELL, else\n"
+		     "/bin/sh) in the kernel on the host's files: / over virtio-9p, read-only, under a\n"
+		     "tmpfs the command writes to, in the current directory, with the user's environment;\n"
+		     "CMD's stdout and stderr are lkvm's, stdin is forwarded, lkvm exits with CMD's status.\n"
+		     "Without -k the kernel is ./bzImage, ./arch/x86/boot/bzImage,\n"
+		     "../../arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r), the first there; a modular\n"
+		     "kernel's virtio, 9p and overlay modules come from its tree or /lib/modules.\n"
+		     "\n");
+	opt_usage(out, &run_opt_set);
+	fprintf(out, "\n"
+		     "Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
+		     "Control socket: $LKVM_RUNTIME_DIR, else /run/lkvm (root), else $XDG_RUNTIME_DIR/lkvm,\n"
+		     "else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
+		     "Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
+		     "2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
+		     "128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n"
+		     "With -- CMD: CMD's own status (0-255; 128+N when a signal N killed it), or 2, 124,\n"
+		     "1, 128+N as above, and 125 when the guest ended without CMD's status (init could\n"
+		     "not run it, e.g. the kernel cannot mount the 9p root: the error says what it lacks;\n"
+		     "a reset or power-off before CMD ended), 141 when lkvm's stdout or stderr closed.\n");
+}
+
+/* A device's transport: its own trans= or else --virtio-transport. */
+static enum virtio_trans trans_of(const struct kvm_config *cfg, bool set, enum virtio_trans trans)
+{
+	return set ? trans : cfg->virtio_trans;
+}
+
+/* The virtio-mmio devices the options ask for (checked here: the IRQs run out at set-up). */
+static int count_mmio(const struct kvm_config *cfg)
+{
+	int n = 0;
+
+	for (int i = 0; i < cfg->nr_nets; i++)
+		n += cfg->net[i].mode != NET_MODE_NONE &&
+		     trans_of(cfg, cfg->net[i].trans_set, cfg->net[i].trans) == VIRTIO_TRANS_MMIO;
+	for (int i = 0; i < cfg->nr_disks; i++)
+		n += trans_of(cfg, cfg->disk[i].trans_set, cfg->disk[i].trans) == VIRTIO_TRANS_MMIO;
+	if (cfg->virtio_trans == VIRTIO_TRANS_MMIO)
+		n += cfg->console_virtio + cfg->rng;
+	n += p9_shares_on(cfg->shares, cfg->virtio_trans, VIRTIO_TRANS_MMIO);
+	n += run_cmd_mmio_devices(cfg);
+	return n;
+}
+
+int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err, size_t errlen)
+{
+	int ret;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->ram_mib = DEFAULT_RAM_MIB;
+	cfg->nr_cpus = 1;
+	cfg->quirks = QUIRKS_AUTO;
+	cfg->console_serial = true;
+	cfg->sandbox = true;
+
+	ret = opt_parse_argv(&run_opt_set, argc, argv, cfg, out, err, errlen);
+	if (!ret && run_cmd_check(cfg, err, errlen) < 0)
+		ret = -EINVAL;
+	if (!ret && !cfg->kernel_path && !cfg->cmd.on) {
+		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
+		ret = -EINVAL;
+	}
+	if (!ret && count_mmio(cfg) > VIRTIO_MMIO_MAX_DEVS) {
+		errfmt(err, errlen, "%d virtio-mmio devices asked for: at most %d (each needs one of the free ISA IRQs)",
+		       count_mmio(cfg), VIRTIO_MMIO_MAX_DEVS);
+		ret = -EINVAL;
+	}
+	if (ret)
+		kvm_config_free(cfg); /* the caller owns the arrays of a configuration it got */
+	return ret;
+}
+
+void kvm_config_free(struct kvm_config *cfg)
+{
+	free(cfg->net);
+	free(cfg->disk);
+	free(cfg->shares);
+	cfg->net = NULL;
+	cfg->disk = NULL;
+	cfg->shares = NULL;
+	cfg->nr_nets = cfg->nr_disks = 0;
+}
+
+static void put_msg(void *arg, const char *name, u64 value)
+{
+	ctl_add_u64(arg, name, value);
+}
+
+/* Every counter (kvm_stats_collect, as lkvm stat gets them) to stderr, formatted as lkvm stat
+ * does, in one write where memory allows: a snapshot taken while the guest prints (SIGUSR2)
+ * is not cut into pieces by the console's output. */
+static void print_stats(struct kvm *kvm)
+{
+	bool json = kvm->cfg.stats == STATS_JSON;
+	struct ctl_kvs kvs = { 0 };
+	struct ctl_msg m;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	ctl_msg_init(&m, CTL_STAT, 0);
+	kvm_stats_collect(kvm, put_msg, &m);
+	if (m.oom || ctl_kvs_decode(&m, &kvs) < 0) {
+		pr_warn("--stats: out of memory");
+		ctl_msg_free(&m);
+		return;
+	}
+	ctl_msg_free(&m);
+	f = open_memstream(&buf, &len);
+	stats_print(f ? f : stderr, &kvs, NULL, 0, json);
+	if (f && fclose(f) == 0)
+		write_full(STDERR_FILENO, buf, len);
+	else
+		fflush(stderr);
+	free(buf);
+	ctl_kvs_free(&kvs);
+}
+
+/* lkvm's own footprint: resident set minus the guest RAM pages that are resident. */
+static void report_memory(struct kvm *kvm)
+{
+	u64 pages = kvm->mem.ram_size / 4096, resident = 0, rss_kib = 0;
+	unsigned char *vec = malloc(pages ? pages : 1);
+	char line[128];
+	FILE *f;
+
+	if (!vec)
+		return;
+	if (mincore(kvm->mem.base, kvm->mem.ram_size, vec) == 0)
+		for (u64 i = 0; i < pages; i++)
+			resident += vec[i] & 1;
+	free(vec);
+	f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %llu kB", (unsigned long long *)&rss_kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	pr_debug("memory: RSS %llu KiB, guest RAM resident %llu KiB, lkvm itself %lld KiB",
+		 (unsigned long long)rss_kib, (unsigned long long)resident * 4,
+		 (long long)rss_kib - (long long)resident * 4);
+}
+
+static void report_completions(struct kvm *kvm)
+{
+	char line[256];
+	int n = 0;
+
+	if (!kvm->pvm_quirks)
+		return;
+	for (int i = 0; i < EMU_NR; i++)
+		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s %s=%llu", i ? "," : "", x86_emu_name(i),
+			      (unsigned long long)atomic_load(&kvm->emu_hits[i]));
+	pr_debug("instructions completed for the host:%s", line);
+}
+
+/* Wait for a stop request, the timeout, or a signal. */
+static void wait_for_end(struct kvm *kvm, int sig_fd)
+{
+	u64 deadline = kvm->cfg.timeout_s ? now_ns() + (u64)kvm->cfg.timeout_s * 1000000000ULL : 0;
+
+	while (!atomic_load(&kvm->stopping)) {
+		struct pollfd p[2] = {
+			{ .fd = kvm->stop_fd, .events = POLLIN },
+			{ .fd = sig_fd, .events = POLLIN },
+		};
+		int ms = -1;
+
+		if (deadline) {
+			u64 now = now_ns();
+
+			if (now >= deadline) {
+				kvm_request_exit(kvm, EXIT_TIMEOUT, "timeout: %d s passed", kvm->cfg.timeout_s);
+				break;
+			}
+			ms = (int)MIN((deadline - now + 999999) / 1000000, (u64)INT_MAX);
+		}
+		if (poll(p, sig_fd >= 0 ? 2 : 1, ms) < 0 && errno != EINTR)
+			break;
+		if (sig_fd >= 0 && (p[1].revents & POLLIN)) {
+			struct signalfd_siginfo si;
+
+			if (read(sig_fd, &si, sizeof(si)) != sizeof(si))
+				continue;
+			/* SIGUSR2: a snapshot of the counters, for benchmarks that diff two. */
+			if (si.ssi_signo == SIGUSR2) {
+				if (kvm->cfg.stats != STATS_OFF)
+					print_stats(kvm);
+				continue;
+			}
+			/* The shell's convention, so a stop by signal is never taken for success. */
+			kvm_request_exit(kvm, 128 + (int)si.ssi_signo, "stopped by signal %u (%s)", si.ssi_signo,
+					 strsignal((int)si.ssi_signo));
+		}
+	}
+}
+
+/* Termination signals become an orderly stop: block them in every thread and read them from a
+ * signalfd in the main loop (SIGUSR2: a counter snapshot). Returns the signalfd or -1. */
+static int block_signals(void)
+{
+	sigset_t sigs;
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	return signalfd(-1, &sigs, SFD_CLOEXEC);
+}
+
+/* The control socket, named first: a second VM of the same name stops before it builds
+ * anything. 0 (*ctl NULL when the VM runs without one) or -errno after the error. */
+static int open_control(struct run_state *st, const struct kvm_config *cfg, char *name, size_t len,
+			struct ctl_server **ctl)
+{
+	char err[512] = "";
+	int ret;
+
+	snprintf(name, len, "%s", cfg->name ? cfg->name : "");
+	if (!cfg->name)
+		snprintf(name, len, "guest-%d", (int)getpid());
+	ret = ctl_server_create(&st->kvm, name, ctl, err, sizeof(err));
+	/* A name in use, or a runtime directory that is another user's (whose sockets would
+	 * answer in this VM's place): no run. Anything else leaves the VM without control. */
+	if (ret == -EADDRINUSE || ret == -EPERM) {
+		pr_err("%s", err);
+		return ret;
+	}
+	if (ret < 0)
+		pr_warn("no control socket (lkvm list/stop/stat will not see this VM): %s", err);
+	if (*ctl)
+		pr_debug("control socket: %s", ctl_server_path(*ctl));
+	return 0;
+}
+
+/* The built VM started: the terminal, privileges dropped, the vCPUs, the control thread, the
+ * main thread's sandbox. A failure is the run's end (kvm_request_exit), said once. */
+static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl_server *ctl)
+{
+	char err[512] = "";
+	int ret = term_init(&st->kvm, &st->term);
+
+	if (ret == 0)
+		st->term_up = true;
+	run_cmd_term(st->cmd, &st->term);
+	/* Everything is open: from here on no thread needs privileges, and each kind of
+	 * thread confines itself to its system calls as it starts (sandbox.c). */
+	if (ret == 0 && (cfg->sandbox || cfg->user)) {
+		ret = sandbox_drop_privileges(cfg->user, err, sizeof(err));
+		/* The reason is lkvm's closing line: the error is said once. */
+		if (ret < 0)
+			kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
+		st->kvm.sandbox = cfg->sandbox;
+	}
+	if (ret == 0)
+		ret = term_start(&st->term);
+	/* Device threads that only main may create (without capabilities by now). */
+	if (ret == 0 && (ret = kvm_devs_start(&st->kvm, err, sizeof(err))) < 0)
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
+	for (int i = 0; ret == 0 && i < st->kvm.nr_cpus; i++)
+		ret = kvm_cpu_start(st->kvm.cpus[i]);
+	if (ret == 0 && ctl && (ret = ctl_server_start(ctl)) < 0) {
+		pr_warn("control socket: cannot start its thread: %s", strerror(-ret));
+		ret = 0;
+	}
+	if (ret < 0 && !atomic_load(&st->kvm.stopping))
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
+	if (ret == 0 && sandbox_enter(&st->kvm, SB_MAIN) < 0)
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "main thread: cannot enter the sandbox");
+}
+
+/* The run ended: the vCPUs and the control thread stopped, the reports, the closing line.
+ * Returns the exit status. */
+static int finish(struct run_state *st, const struct kvm_config *cfg, struct ctl_server *ctl)
+{
+	bool quiet; /* the status is CMD's: nothing of lkvm's after CMD's output */
+	int status;
+
+	kvm_cpu_stop_all(&st->kvm);
+	/* No more requests: the VM is going away (a pause in progress gave up above). */
+	ctl_server_stop(ctl);
+	if (cfg->debug)
+		report_memory(&st->kvm);
+	if (cfg->stats != STATS_OFF)
+		print_stats(&st->kvm);
+	if (st->term_up)
+		term_exit(&st->term);
+	st->term_up = false;
+
+	status = run_cmd_end(&st->kvm, atomic_load(&st->kvm.exit_status), &quiet);
+	if (quiet)
+		pr_debug("%s", st->kvm.exit_reason);
+	else if (status == EXIT_GUEST_OK || status == EXIT_STOPPED)
+		pr_info("%s%s%s", cfg->name ? cfg->name : "", cfg->name ? ": " : "", st->kvm.exit_reason);
+	else
+		pr_err("%s%s%s", cfg->name ? cfg->name : "", cfg->name ? ": " : "", st->kvm.exit_reason);
+	if (atomic_load(&st->kvm.first_insn_ns))
+		pr_debug("first guest instruction %.3f ms after lkvm run started",
+			 (double)(atomic_load(&st->kvm.first_insn_ns) - st->kvm.start_ns) / 1e6);
+	report_completions(&st->kvm);
+	return status;
+}
+
+int kvm_cmd_run(int argc, char **argv)
+{
+	struct run_state *st;
+	u64 t0 = now_ns();
+	struct kvm_config cfg;
+	struct ctl_server *ctl = NULL;
+	char err[512] = "", name[72];
+	int sig_fd, ret, status = EXIT_LKVM_ERROR;
+
+	ret = kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err));
+	if (ret == 1)
+		return 0;
+	if (ret < 0) {
+		pr_err("%s", err);
+		return EXIT_LKVM_ERROR;
+	}
+	if (cfg.debug)
+		lkvm_set_log_level(LOG_DEBUG);
+	sig_fd = block_signals();
+	st = calloc(1, sizeof(*st)); /* large (struct kvm) */
+	if (!st) {
+		pr_err("out of memory");
+		kvm_config_free(&cfg);
+		return EXIT_LKVM_ERROR;
+	}
+	/* -- CMD: the host checked, the kernel found, the initramfs made (before the VM). */
+	if (run_cmd_prepare(&cfg, &st->cmd, err, sizeof(err)) < 0) {
+		pr_err("%s", err);
+		free(st);
+		kvm_config_free(&cfg);
+		return EXIT_LKVM_ERROR;
+	}
+	if (open_control(st, &cfg, name, sizeof(name), &ctl) < 0) {
+		run_cmd_free(st->cmd);
+		free(st);
+		kvm_config_free(&cfg);
+		return EXIT_LKVM_ERROR;
+	}
+	ret = kvm_run_setup(st, &cfg, err, sizeof(err));
+	st->kvm.start_ns = t0;
+	if (ret < 0) {
+		pr_err("%s", err);
+	} else {
+		/* Once the VM is built, so a bad kernel still gets its one-line error and nothing else. */
+		if (ctl && !cfg.name && !cfg.cmd.on)
+			pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
+		start(st, &cfg, ctl);
+		wait_for_end(&st->kvm, sig_fd);
+		status = finish(st, &cfg, ctl);
+	}
+	kvm_run_teardown(st);
+	free(st);
+	kvm_config_free(&cfg);
+	if (sig_fd >= 0)
+		close(sig_fd);
+	/* Last, so a waiting `lkvm stop` returns only once the VM is gone. */
+	ctl_server_destroy(ctl);
+	return status;
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# virtio-9p against a malicious driver (build/guests/p9-hostile.elf, C on tests/guest/lib): two
+# shares (read-write and ro) beside a directory that is never shared, holding a canary file that
+# symlinks in the shares point at. The guest tries .., absolute and relative symlinks, over-long
+# and malformed names, huge counts and offsets, fid exhaustion, every change on the read-only
+# share, malformed messages and chains. Checked here: every case passed, lkvm ended normally
+# (also as the ASan build), the canary's text never reached the guest, the canary, the unshared
+# directory and the read-only share are unchanged, and lkvm's counters agree with the guest.
+# And lkvm stat, pause, resume and stop of a VM with a share on each transport; the device's thread
+# without capabilities and inside its seccomp filter.
+set -u
+# shellcheck disable=SC2034 # read by lib.sh
+SUMMARY_PREFIX=9p
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+T=120
+NCASES=14
+REAL_LKVM=$LKVM
+ASAN_LKVM=$REPO_ROOT/build/asan/lkvm
+# lkvm's descriptor limit for these runs: each of the two shares may hold
+# (FD_LIMIT - 1024) / 4 fids (virtio/9p.c fid_budget), which the guest exhausts.
+FD_LIMIT=8192
+FIDS=$(((FD_LIMIT - 1024) / 4))
+NMALFORMED=5 # the guest's chain-* cases
+
+# make_tree DIR: DIR/share (read-write), DIR/ro (read-only), DIR/outside (never shared) with a
+# canary whose text (a random token) is in $TOKEN, and links out of each share.
+make_tree() {
+	local d=$1 s
+	TOKEN=LKVM-CANARY-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
+	mkdir -p "$d/share" "$d/ro" "$d/outside"
+	echo "$TOKEN" >"$d/outside/canary"
+	printf 'share-file\n' >"$d/share/file"
+	printf 'ro-file\n' >"$d/ro/file"
+	for s in share ro; do
+		ln -s "$d/outside/canary" "$d/$s/abs"
+		ln -s "$d/outside" "$d/$s/absdir"
+		ln -s ../outside/canary "$d/$s/rel"
+		ln -s ../outside "$d/$s/reldir"
+	done
+}
+
+# What must not change: every name, type, size, mode, mtime and link target under DIR/outside
+# and DIR/ro, and the files' contents.
+snapshot() {
+	(cd "$1" && find outside ro -printf '%p %y %s %m %T@ %l\n' | sort &&
+		find outside ro -type f -exec sha256sum {} + | sort)
+}
+
+# The 9p counters of the last --stats=json line: "malformed limit" of share 0, "limit" of share 1.
+share_stats() {
+	grep '^{"vcpu_exits"' "$LAST_LOG" | tail -n1 | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["shares"]
+print(s[0]["queues"][0]["malformed"], s[0]["fids"]["limit"], s[1]["fids"]["limit"])'
+}
+
+t_hostile() {
+	local name=$1 bin=$2 tree before after ok malformed lim0 lim1
+	need_lkvm "$bin" && need_guest p9-hostile && need_python && need_cmd prlimit test || return
+	tree=$(mktemp -d "$LOG_DIR/$name.XXXXXX")
+	make_tree "$tree"
+	before=$(snapshot "$tree")
+	LKVM=$bin LKVM_WRAP="prlimit --nofile=$FD_LIMIT:$FD_LIMIT" run_lkvm "$name" 0 -- run -k "$ELF" \
+		--share "$tree/share" --share "$tree/ro,ro" --timeout $T --stats=json || return
+	expect_no_output 'ERROR: [A-Za-z]+Sanitizer|runtime error:|SUMMARY: [A-Za-z]+Sanitizer' "a sanitizer report" || return
+	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
+	ok=$(grep -c '^GUEST p9: [a-z-]* ok ' "$LAST_LOG")
+	[ "$ok" = $NCASES ] || { fail "$ok of $NCASES cases ok"; return; }
+	expect_output "^GUEST p9: ALL OK \\($NCASES cases\\)$" || return
+	expect_output '^GUEST DONE$' || return
+	! grep -qF "$TOKEN" "$LAST_LOG" || { fail "the canary's text reached the guest"; return; }
+	after=$(snapshot "$tree")
+	[ "$before" = "$after" ] || { fail "outside/ or ro/ changed: $(diff <(echo "$before") <(echo "$after") | head -n 4 | tr '\n' ' ')"; return; }
+	[ "$(cat "$tree/share/file")" = share-file ] || { fail "share/file changed"; return; }
+	expect_output "^GUEST p9: $FIDS fids held, then ENFILE" "the guest held $FIDS fids, then ENFILE" || return
+	read -r malformed lim0 lim1 <<<"$(share_stats)"
+	[ "$malformed" = $NMALFORMED ] || { fail "--stats: $malformed malformed chains, the guest sent $NMALFORMED"; return; }
+	if [ "$lim0" != $FIDS ] || [ "$lim1" != $FIDS ]; then
+		fail "--stats: fid limits $lim0, $lim1; expected $FIDS"
+		return
+	fi
+	rm -rf "$tree"
+}
+
+# lkvm stat, pause, resume and stop of a VM with a share on each transport: both devices are
+# listed with their fid bound, and the VM goes on and stops normally.
+t_stat() {
+	local n=lkvm-9p-stat-$$ dir
+	need_python || return
+	dir=$(mktemp -d "$LOG_DIR/9p-stat.XXXXXX")
+	VM_TIMEOUT=$T LKVM_PREFIX="prlimit --nofile=$FD_LIMIT:$FD_LIMIT" start_vm $n 9p-stat \
+		--share "$dir" --share "$dir,ro,trans=mmio"
+	wait_vm $n || return
+	[ "$(stat_val $n 'len(d["shares"])')" = 2 ] || { fail "lkvm stat lists $(stat_val $n 'len(d["shares"])') shares, not 2"; return; }
+	[ "$(stat_val $n 'd["shares"][1]["fids"]["limit"]')" = $FIDS ] || { fail "lkvm stat: share 1's fid limit is not $FIDS"; return; }
+	[ "$(stat_val $n 'd["shares"][0]["queues"][0]["requests"]')" = 0 ] || { fail "requests without a driver"; return; }
+	ctl 9p-stat-pause pause $n
+	expect_status 0 || return
+	ctl 9p-stat-resume resume $n
+	expect_status 0 || return
+	ctl 9p-stat-stop stop $n
+	expect_status 0 || return
+	wait_exit "$VM_PID" 10 || return
+	[ "$EXIT_STATUS" = 3 ] || { fail "exit status $EXIT_STATUS, not 3 (lkvm stop)"; return; }
+	rm -rf "$dir"
+}
+
+# The device's thread: without capabilities and under its seccomp filter (Seccomp: 2), and a
+# forbidden call from it (LKVM_TEST_SANDBOX_VIOLATE=9p: a socket) stops lkvm with 159, naming it.
+t_thread() {
+	local n=lkvm-9p-thread-$$ dir comm status
+	dir=$(mktemp -d "$LOG_DIR/9p-thread.XXXXXX")
+	VM_TIMEOUT=$T start_vm $n 9p-thread --share "$dir"
+	wait_vm $n || return
+	comm=$(grep -lx lkvm-9p /proc/"$VM_PID"/task/*/comm | head -n 1)
+	[ -n "$comm" ] || { fail "no lkvm-9p thread in lkvm $VM_PID"; return; }
+	status=$(grep -E '^(CapEff|CapPrm|Seccomp):' "${comm%/comm}/status" | tr -s '\t\n' '  ')
+	[ "$status" = "CapPrm: 0000000000000000 CapEff: 0000000000000000 Seccomp: 2 " ] ||
+		{ fail "the 9p thread: $status"; return; }
+	ctl 9p-thread-stop stop $n
+	expect_status 0 || return
+	wait_exit "$VM_PID" 10 || return
+	need_guest hlt || return
+	LKVM_TEST_SANDBOX_VIOLATE=9p run_lkvm 9p-violate 159 -- run -k "$ELF" --share "$dir" --timeout $T || return
+	expect_output '^lkvm: error: sandbox: the 9p thread made system call 41, which its allow-list forbids' \
+		"the 9p thread and socket (41) named" || return
+	rm -rf "$dir"
+}
+
+skip_unless_kvm
+run_test 9p-hostile t_hostile 9p-hostile "$REAL_LKVM"
+run_test 9p-hostile-asan t_hostile 9p-hostile-asan "$ASAN_LKVM"
+run_test 9p-stat t_stat
+run_test 9p-thread t_thread
+finish_tests

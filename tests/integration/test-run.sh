@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# `lkvm run -- CMD` and the shell mode: CMD on the host's files over virtio-9p, its status, stdout, stderr and stdin, shares, the shell on a terminal, the statuses of a run without CMD's, a stock Debian kernel, and the PVM host's refusal.
+# Needs guest user space (a VMX/SVM host or the emulated one); RUN_TESTS=pvm-refusal runs the
+# refusal, which needs a PVM host (tests/check.sh runs it natively there).
+# shellcheck disable=SC2016 # the guest's commands are single-quoted on purpose: the guest expands them
+set -u
+SUMMARY_PREFIX=${SUMMARY_PREFIX:-run}
+# One boot at a time on the emulated host's one CPU, except where the test runs two on purpose.
+TEST_JOBS=${TEST_JOBS:-1}
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
+T=${LINUX_TIMEOUT:-600}
+TTYDRIVE=$REPO_ROOT/tests/integration/ttydrive.py
+# The test's host files: below the checkout, which the emulated host sees at the same path (its
+# /tmp is the guest's too, but a test's files should outlive a failed run for a look).
+WORK=$LOG_DIR/run-files
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+need_kernel() { need_built "$G/bzImage" "scripts/build-guest.sh"; }
+
+# cmd_run LOG STATUS [LKVM-RUN-ARGS...] -- CMD...: lkvm run -k the guest kernel ARGS -- CMD with
+# stdin from $RUN_STDIN (default /dev/null), stdout and stderr apart in LOG.out and LOG.err
+# (LAST_LOG is LOG.err: lkvm's own lines are there); fails unless it exits STATUS.
+cmd_run() {
+	local log=$1 want=$2
+	shift 2
+	skip_unless_userspace || return
+	need_kernel || return
+	LAST_LOG=$LOG_DIR/$log.err
+	printf '$ %s run -k %s%s\n' "$LKVM" "$G/bzImage" "$(printf ' %q' "$@")" >"$LOG_DIR/$log.cmd"
+	timeout -s KILL $((T + GUARD_SLACK)) "$LKVM" run -k "$G/bzImage" --timeout "$T" "$@" \
+		<"${RUN_STDIN:-/dev/null}" >"$LOG_DIR/$log.out" 2>"$LAST_LOG"
+	LAST_STATUS=$?
+	expect_status "$want"
+}
+
+# same FILE WANT WHAT: FILE's bytes are WANT's.
+same() {
+	cmp -s "$1" "$2" && return 0
+	fail "$3 differs from $2 ($(stat -c %s "$1") bytes, want $(stat -c %s "$2"); $(cmp "$1" "$2" 2>&1 | head -c 200))"
+}
+
+t_status() {
+	cmd_run "run-status-$1" "$1" -- sh -c "exit $1" || return
+	# CMD's own status: lkvm adds nothing to CMD's output.
+	if [ -s "$LOG_DIR/run-status-$1.out" ] || [ -s "$LAST_LOG" ]; then
+		fail "lkvm or the kernel printed something: $(head -c 200 "$LAST_LOG" "$LOG_DIR/run-status-$1.out")"
+	fi
+}
+
+# Killed by a signal: the shell's 128 + N.
+t_signal() {
+	cmd_run run-signal 137 -- sh -c 'echo killing; kill -9 $$' || return
+	[ "$(cat "$LOG_DIR/run-signal.out")" = killing ] ||
+		fail "the command printed '$(head -c 100 "$LOG_DIR/run-signal.out")'"
+}
+
+# A command that is not there: the shell's 127, and init says why on the command's stderr.
+t_not_found() {
+	cmd_run run-not-found 127 -- /no/such/command || return
+	expect_output "^lkvm-init: /no/such/command: No such file or directory" "init's message"
+}
+
+# Init cannot mount a share where it was asked to (below /proc): 125, the stage named, and the
+# command never runs.
+t_init_failed() {
+	cmd_run run-init-failed 125 --share "$WORK:/proc/lkvm-no-such-dir" -- echo should-not-run || return
+	expect_output "guest init failed mounting a share: " "lkvm's report of init's failure" || return
+	[ ! -s "$LOG_DIR/run-init-failed.out" ] || fail "the command ran"
+}
+
+# 1 MiB through stdin (every byte value, the framing's escape byte included) comes back on
+# stdout as it was, only once stdin's end reached the guest (cat ends at EOF); another 1 MiB
+# host file goes to stderr; stdout and stderr are the command's only, byte for byte.
+t_stdio() {
+	head -c 1048576 /dev/urandom >"$WORK/stdin.bin"
+	head -c 1048576 /dev/urandom >"$WORK/stderr.bin"
+	RUN_STDIN=$WORK/stdin.bin cmd_run run-stdio 7 -- sh -c 'cat; cat "$1" >&2; exit 7' sh \
+		"$WORK/stderr.bin" || return
+	same "$LOG_DIR/run-stdio.out" "$WORK/stdin.bin" "stdout" || return
+	same "$LOG_DIR/run-stdio.err" "$WORK/stderr.bin" "stderr"
+}
+
+# The README's example: a pipe into cat.
+t_pipe() {
+	skip_unless_userspace || return
+	need_kernel || return
+	LAST_LOG=$LOG_DIR/run-pipe.err
+	local out
+	out=$(echo x | timeout -s KILL $((T + GUARD_SLACK)) "$LKVM" run -k "$G/bzImage" --timeout "$T" -- cat 2>"$LAST_LOG")
+	LAST_STATUS=$?
+	expect_status 0 || return
+	[ "$out" = x ] || fail "echo x | lkvm run -- cat printed '${out:0:100}'"
+}
+
+# The guest starts in the host's directory with the host's environment, and a write to / (or
+# over a host file) stays in the guest's overlay.
+t_root_write() {
+	echo host >"$WORK/file"
+	cd "$WORK" || return # each test runs in a subshell of its own
+	LKVM_RUN_TEST_VAR=from-host cmd_run run-root-write 0 -- sh -c '
+		echo "cwd=$PWD var=$LKVM_RUN_TEST_VAR"
+		cat file && echo guest >file && cat file &&
+		echo guest >/lkvm-run-test-marker && cat /lkvm-run-test-marker' || return
+	local want
+	want=$(printf 'cwd=%s var=from-host\nhost\nguest\nguest' "$WORK")
+	[ "$(cat "$LOG_DIR/run-root-write.out")" = "$want" ] ||
+		{ fail "the guest printed '$(head -c 300 "$LOG_DIR/run-root-write.out")'"; return; }
+	[ "$(cat "$WORK/file")" = host ] || { fail "the host's file changed: $(head -c 100 "$WORK/file")"; return; }
+	[ ! -e /lkvm-run-test-marker ] || fail "the guest's write to / reached the host"
+}
+
+# --share: a read-write share's writes land on the host, a read-only one refuses them.
+t_shares() {
+	mkdir -p "$WORK/rw" "$WORK/ro"
+	echo ro-data >"$WORK/ro/in"
+	rm -f "$WORK/rw/out" "$WORK/ro/out"
+	cmd_run run-shares 0 --share "$WORK/rw:/mnt/rw" --share "$WORK/ro:/mnt/ro,ro" -- sh -c '
+		cat /mnt/ro/in >/mnt/rw/out && echo written >>/mnt/rw/out
+		if echo no >/mnt/ro/out; then echo "ro share written"; exit 1; fi' || return
+	[ "$(cat "$WORK/rw/out" 2>/dev/null)" = "$(printf 'ro-data\nwritten')" ] ||
+		{ fail "the read-write share's file on the host: '$(head -c 100 "$WORK/rw/out" 2>&1)'"; return; }
+	[ ! -e "$WORK/ro/out" ] || { fail "the read-only share was written"; return; }
+	expect_output "Read-only file system" "the guest's error for the read-only share"
+}
+
+# The shell on a pseudo-terminal: typed commands run, Ctrl-a x ends lkvm with 0 and the
+# terminal is left as it was.
+t_shell() {
+	skip_unless_userspace || return
+	need_kernel || return
+	need_python || return
+	LAST_LOG=$LOG_DIR/run-shell.log
+	local res
+	res=$(SHELL=/bin/sh PS1='lkvm-run$ ' "$PY" "$TTYDRIVE" --timeout "$T" "$LAST_LOG" \
+		'wait:lkvm-run\$ ' 'send:echo answer=$((6 * 7)) tty=$(tty)\n' \
+		'wait:answer=42 tty=/dev/hvc0' 'send:\x01x' -- \
+		"$LKVM" run -k "$G/bzImage" --timeout "$T" -- 2>&1)
+	case $res in
+	skip:*) skip "${res#skip: }"; return ;;
+	*" raw=1 restored=1 "*) ;;
+	*) fail "ttydrive: ${res:0:300}"; return ;;
+	esac
+	LAST_STATUS=${res#status=}
+	LAST_STATUS=${LAST_STATUS%% *}
+	expect_status 0
+}
+
+# A kernel panic (no init to run: rdinit= names none) is 2, not "no status"; the kernel's log,
+# quiet or not, is in --console-log's file (written from the vCPU threads, in their sandbox).
+t_panic() {
+	cmd_run run-panic 2 --console-log "$LOG_DIR/run-panic.console" -p rdinit=/no-such-init -- true ||
+		return
+	expect_output "guest panicked" "lkvm's report of the panic" || return
+	grep -q "Kernel panic" "$LOG_DIR/run-panic.console" ||
+		fail "no 'Kernel panic' in --console-log's file ($(tail -c 200 "$LOG_DIR/run-panic.console" 2>&1))"
+}
+
+t_timeout() {
+	cmd_run run-timeout 124 --timeout 30 -- sleep 1000 || return
+	expect_output "timeout: 30 s passed" "lkvm's report of the timeout"
+}
+
+# The guest resetting before init's report (the command rebooted it): 125, and the reason.
+t_reset() {
+	cmd_run run-reset 125 -- busybox reboot -f || return
+	expect_output "the guest ended \(guest reset \(i8042\)\) without the command's status" \
+		"lkvm's reason"
+}
+
+# A closed stdout ends the run as it ends a host command: SIGPIPE's 141 (yes never stops).
+t_sigpipe() {
+	skip_unless_userspace || return
+	need_kernel || return
+	LAST_LOG=$LOG_DIR/run-sigpipe.err
+	local first
+	first=$(timeout -s KILL $((T + GUARD_SLACK)) "$LKVM" run -k "$G/bzImage" --timeout "$T" -- yes \
+		</dev/null 2>"$LAST_LOG" | head -n 1; exit "${PIPESTATUS[0]}")
+	LAST_STATUS=$?
+	expect_status 141 || return
+	[ "$first" = y ] || fail "the first line was '${first:0:100}'"
+}
+
+# Two runs at once: each gets its own command's output and status.
+t_two() {
+	skip_unless_userspace || return
+	need_kernel || return
+	local i pids=()
+	for i in 1 2; do
+		timeout -s KILL $((T + GUARD_SLACK)) "$LKVM" run -k "$G/bzImage" --timeout "$T" -- \
+			sh -c "for n in 1 2 3 4 5 6 7 8; do echo run$i-\$n; done; exit 1$i" \
+			</dev/null >"$LOG_DIR/run-two-$i.out" 2>"$LOG_DIR/run-two-$i.err" &
+		pids+=($!)
+	done
+	for i in 1 2; do
+		LAST_LOG=$LOG_DIR/run-two-$i.err
+		wait "${pids[$((i - 1))]}"
+		LAST_STATUS=$?
+		expect_status "1$i" || return
+		[ "$(cat "$LOG_DIR/run-two-$i.out")" = "$(printf 'run%s-%s\n' $i 1 $i 2 $i 3 $i 4 $i 5 $i 6 $i 7 $i 8)" ] ||
+			{ fail "run $i printed '$(head -c 200 "$LOG_DIR/run-two-$i.out")'"; return; }
+	done
+}
+
+# The emulated host's own Debian kernel (virtio, 9p and overlay are modules there), found as
+# /boot/vmlinuz-$(uname -r) (its /boot bound over this machine's in a mount namespace), with
+# its modules from /lib/modules: uname -r in the guest is that kernel's.
+DEBIAN_BOOT=$REPO_ROOT/build/kvm-host/kernel/boot
+debian_kernel() {
+	[ "$(host_kind)" = emulated-svm ] ||
+		{ skip "needs the emulated host, whose kernel is a Debian package with its modules installed"; return 1; }
+	[ -f "$DEBIAN_BOOT/vmlinuz-$(uname -r)" ] ||
+		{ fail "no $DEBIAN_BOOT/vmlinuz-$(uname -r) (scripts/kvm-host.sh unpacks it)"; return 1; }
+	[ -d "/lib/modules/$(uname -r)" ] || { fail "no /lib/modules/$(uname -r) in the emulated host"; return 1; }
+}
+
+t_debian() {
+	debian_kernel || return
+	LAST_LOG=$LOG_DIR/run-debian.err
+	timeout -s KILL $((T + GUARD_SLACK)) unshare -m sh -c 'mount --bind "$1" /boot && cd / &&
+		shift && exec "$@"' sh "$DEBIAN_BOOT" "$LKVM" run -m 512 --timeout "$T" -- uname -r \
+		</dev/null >"$LOG_DIR/run-debian.out" 2>"$LAST_LOG"
+	LAST_STATUS=$?
+	expect_status 0 || return
+	tr -d '\r' <"$LAST_LOG" | grep -qxF "lkvm: kernel: /boot/vmlinuz-$(uname -r) (/boot/vmlinuz-\$(uname -r))" ||
+		{ fail "no line saying which kernel"; return; }
+	[ "$(cat "$LOG_DIR/run-debian.out")" = "$(uname -r)" ] ||
+		fail "uname -r in the guest printed '$(head -c 100 "$LOG_DIR/run-debian.out")'"
+}
+
+# The same kernel without its modules (an empty /lib/modules/RELEASE): no 9p, and the run says
+# which options the kernel lacks, with 125.
+t_no9p() {
+	debian_kernel || return
+	LAST_LOG=$LOG_DIR/run-no9p.err
+	timeout -s KILL $((T + GUARD_SLACK)) unshare -m sh -c 'mount -t tmpfs tmpfs "/lib/modules/$1" &&
+		shift && exec "$@"' sh "$(uname -r)" "$LKVM" run -k "$DEBIAN_BOOT/vmlinuz-$(uname -r)" \
+		-m 512 --timeout "$T" -- echo should-not-run </dev/null >"$LOG_DIR/run-no9p.out" 2>"$LAST_LOG"
+	LAST_STATUS=$?
+	expect_status 125 || return
+	expect_output "guest init failed mounting the 9p root and its overlay: No such device \(the kernel needs CONFIG_9P_FS" \
+		"lkvm's report of what the kernel lacks" || return
+	[ ! -s "$LOG_DIR/run-no9p.out" ] || fail "the command ran: $(head -c 100 "$LOG_DIR/run-no9p.out")"
+}
+
+# A PVM host cannot run guest user space: one error line at once, naming the way out.
+t_pvm() {
+	is_pvm_host || { skip "not a PVM host (the refusal is for kvm_pvm)"; return; }
+	run_lkvm run-pvm 1 -- run -- true || return
+	one_error_line "this host's KVM is kvm_pvm, .*scripts/kvm-host.sh --emulated.*"
+}
+
+# RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p}
+skip_unless_kvm
+for name in $RUN_TESTS; do
+	case $name in
+	status-*) run_test "run-$name" t_status "${name#status-}" ;;
+	pvm-refusal) run_test run-pvm-refusal t_pvm ;;
+	root-write | not-found | init-failed) run_test "run-$name" "t_${name//-/_}" ;;
+	signal | stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p)
+		run_test "run-$name" "t_$name" ;;
+	*) echo "test-run.sh: unknown test '$name' in RUN_TESTS" >&2; exit 2 ;;
+	esac
+done
+finish_tests
