@@ -9,9 +9,10 @@ void pause_usage(FILE *out)
 	fprintf(out,
 		"usage: lkvm pause NAME\n"
 		"\n"
-		"Pause a running VM: every vCPU leaves the guest and waits in lkvm, the virtio-net\n"
-		"device threads stop (frames the guest queued stay in its rings; frames arriving\n"
-		"from the host wait in the tap's queue), and the guest's clock stands still:\n"
+		"Pause a running VM: every vCPU leaves the guest and waits in lkvm, every device\n"
+		"stops (its threads park; a disk's requests in flight complete first; frames the\n"
+		"guest queued stay in its rings, frames from the host wait in the tap, typed keys\n"
+		"wait in lkvm), and the guest's clock stands still:\n"
 		"kvm-clock resumes where it stopped (KVM_GET_CLOCK/KVM_SET_CLOCK), the TSC too where\n"
 		"KVM offers the per-vCPU TSC offset, and a guest using kvm-clock is told it was\n"
 		"stopped (KVM_KVMCLOCK_CTRL). lkvm resume NAME continues it; lkvm stop NAME ends it.\n"

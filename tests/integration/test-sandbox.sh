@@ -14,11 +14,11 @@ T=20
 # thread gives itself (main is the process itself).
 declare -A THREAD_OF=(
 	[main]="" [vcpu]=lkvm-vcpu0 [console]=lkvm-console [net-rx]=lkvm-net-rx0 [net-tx]=lkvm-net-tx0
-	[net-ctl]=lkvm-net-ctl [blk]=lkvm-blk [virtio-console]=lkvm-vcon [rng]=lkvm-rng [ctl]=lkvm-ctl
+	[net-ctl]=lkvm-net-ctl [blk]=lkvm-blk [virtio-console]=lkvm-vcon [rng]=lkvm-rng [ctl]=lkvm-ctl [9p]=lkvm-9p
 )
-KINDS="main vcpu console net-rx net-tx net-ctl blk virtio-console rng ctl"
+KINDS="main vcpu console net-rx net-tx net-ctl blk virtio-console rng ctl 9p"
 # Kinds in sandbox.c's table that no lkvm option starts yet: each reports a skip until one does.
-UNSTARTED="9p"
+UNSTARTED=""
 # The kinds whose threads the vCPU thread starts (on DRIVER_OK): filters stack, so each runs
 # under the vCPU's filter and its own.
 SPAWNED_BY_VCPU="net-rx net-tx net-ctl blk virtio-console rng"
@@ -81,8 +81,10 @@ with_devices() {
 	need_cmd ip test || return
 	need_guest devices || return
 	local img=$LOG_DIR/sandbox-$_T_NAME.img
-	rm -f "$img" && truncate -s 1M "$img"
-	DEVICES=(-k "$ELF" -n mode=tap,tapif=lkvmsb0,script=none -d "$img" --console virtio --rng)
+	local share=$LOG_DIR/sandbox-$_T_NAME.share
+	rm -f "$img" && truncate -s 1M "$img" && mkdir -p "$share"
+	DEVICES=(-k "$ELF" -n mode=tap,tapif=lkvmsb0,script=none -d "$img" --console virtio --rng
+		--share "$share")
 	in_netns with_devices_in "$@"
 }
 
