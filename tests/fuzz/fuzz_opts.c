@@ -50,7 +50,9 @@ int fuzz_opts(const uint8_t *data, size_t size)
 	err[0] = '\0';
 	switch (kvm_run_parse(argc, argv, cfg, devnull, err, sizeof(err))) {
 	case 0:
-		FUZZ_ASSERT(cfg->kernel_path && cfg->nr_cpus >= 1 && cfg->nr_cpus <= LKVM_MAX_CPUS);
+		/* Host-root mode (`--`, or none of -k, -i, -d) finds its kernel later. */
+		FUZZ_ASSERT((cfg->kernel_path || cfg->cmd.on) && cfg->nr_cpus >= 1 &&
+			    cfg->nr_cpus <= LKVM_MAX_CPUS);
 		FUZZ_ASSERT(cfg->ram_mib >= 1 && cfg->nr_nets >= 0 && cfg->nr_nets <= 4);
 		kvm_config_free(cfg);
 		break;

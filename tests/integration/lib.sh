@@ -139,6 +139,16 @@ _log_has() {
 	return 2
 }
 
+# copy_for_others DIR FILE...: copies of FILEs (same base names) in DIR, made 0755, that any
+# user may read and run. A test that runs lkvm as another user runs these: a checkout inside a
+# 0700 directory (mktemp -d under /tmp, as a clean clone is made) is not that user's to reach.
+copy_for_others() {
+	local dir=$1
+	shift
+	mkdir -p "$dir" && chmod 755 "$dir" && cp "$@" "$dir/" && chmod a+rX "$dir"/* ||
+		{ fail "cannot copy $* to $dir for another user"; return 1; }
+}
+
 # one_error_line REGEX: the last command printed exactly one line, an error matching REGEX (lkvm
 # ends its own lines with "\r\n", for a terminal in raw mode).
 one_error_line() {

@@ -38,6 +38,9 @@ trap 'exit 143' TERM
 # Runs a command as another user who may open /dev/kvm (tests/integration/as-user.sh).
 AS_USER="$REPO_ROOT/tests/integration/as-user.sh $WORK/kvm-node"
 mkdir "$WORK/kvm-node"
+# The users run lkvm and the guest from a directory they can reach, whatever the checkout's.
+copy_for_others "$WORK/bin" "$LKVM" "$SPIN" || exit 1
+LKVM=$WORK/bin/${LKVM##*/} SPIN=$WORK/bin/${SPIN##*/}
 
 # start_vm LOG ARGS...: `lkvm run -k spin.elf ARGS` in the background under $LKVM_PREFIX
 # (word-split); VM_PID is lkvm's pid (every prefix here execs), VM_LOG its output.

@@ -381,13 +381,18 @@ t_foreign_dir() {
 	[ -n "$d" ] || { skip "no free uid between 61000 and 62100"; return; }
 	setpriv --reuid=65534 --regid=65534 --clear-groups mkdir -m 755 "$d" || { fail "nobody could not create $d"; return; }
 	local CTL_PREFIX="setpriv --reuid=$uid --regid=$uid --clear-groups env -u LKVM_RUNTIME_DIR -u XDG_RUNTIME_DIR"
-	for c in "run -k $GUEST_DIR/spin.elf --name ctl-foreign --timeout 10" "list" "stop ctl-foreign"; do
+	# That uid runs lkvm and the guest from a directory it can reach, whatever the checkout's.
+	local bin
+	bin=$(mktemp -d /tmp/lkvm-foreign-bin.XXXXXX) && copy_for_others "$bin" "$LKVM" "$GUEST_DIR/spin.elf" ||
+		{ rm -rf "$d" "$bin"; return; }
+	local LKVM=$bin/${LKVM##*/}
+	for c in "run -k $bin/spin.elf --name ctl-foreign --timeout 10" "list" "stop ctl-foreign"; do
 		# shellcheck disable=SC2086 # c is the command and its arguments
 		ctl "ctl-foreign-${c%% *}" $c
 		expect_status 1 && one_error_line "runtime directory $d is not this user's: .* of uid 65534 with mode 0755 .*" ||
 			break
 	done
-	rm -rf "$d"
+	rm -rf "$d" "$bin"
 }
 
 # A socket in our directory served by a process of another uid (it bound as root, then became
