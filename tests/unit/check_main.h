@@ -29,9 +29,14 @@ static inline void lkvm_skip(const char *file, int n, const char *what, const ch
 		}                                                                    \
 	} while (0)
 
+/* Check's default 4 s per test is a hang guard that a loaded 2-core host trips (test_sandbox's
+ * 50 children, each dropping privileges and installing a filter, took longer at a load of 11):
+ * no unit test asserts its own speed, so a test case without a timeout of its own gets 60 s
+ * (read by tcase_create, hence set before suite_fn; CK_DEFAULT_TIMEOUT from outside wins). */
 #define LKVM_CHECK_MAIN(suite_fn)                                   \
 	int main(void)                                              \
 	{                                                           \
+		setenv("CK_DEFAULT_TIMEOUT", "60", 0);              \
 		SRunner *sr = srunner_create(suite_fn());           \
 		srunner_run_all(sr, CK_NORMAL);                     \
 		int failed = srunner_ntests_failed(sr);             \
