@@ -1,4 +1,4 @@
-/* C guest runtime entry: 32-bit PVH entry into identity-mapped long mode, GDT/TSS/IDT, exception stubs, the drop to CPL3. */
+/* C guest runtime entry: 32-bit PVH entry into identity-mapped long mode, GDT/TSS/IDT, exception stubs, the drop to CPL3, the APs' way in. */
 
 /*
  * Selectors (the layout SYSRET expects, should a guest want it: STAR[63:48] = 0x1b):

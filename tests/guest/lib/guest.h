@@ -1,4 +1,4 @@
-/* Freestanding C guest library: the one header a C test guest includes (types, I/O, console, asserts, PCI, virtio, CPL3, time). */
+/* Freestanding C guest library: the one header a C test guest includes (types, I/O, console, asserts, exceptions, SMP, PCI, virtio, CPL3, time). */
 #ifndef GUEST_LIB_H
 #define GUEST_LIB_H
 
@@ -10,7 +10,8 @@
  * (port I/O keeps working there, see guest_run_user). Built as NAME.bzImage (guests.mk), the
  * same guest boots through the Linux boot protocol's 64-bit entry instead and joins the same
  * path; guest_boot_params() then gives the zero page.
- * Single vCPU. Nothing here uses SYSCALL or INT n (they do not work on PVM hosts).
+ * One vCPU runs unless the guest starts the others (smp_start_aps). Nothing here uses SYSCALL or
+ * INT n (they do not work on PVM hosts).
  *
  * Ways out (they work at CPL0 and CPL3 alike):
  *   guest_done()      prints "GUEST DONE" and resets through the i8042 (lkvm exits 0);
