@@ -50,6 +50,11 @@ void serial_puts(const char *s)
 	__atomic_store_n(&puts_lock, 0, __ATOMIC_RELEASE);
 }
 
+void serial_break_lock(void)
+{
+	__atomic_store_n(&puts_lock, 0, __ATOMIC_RELEASE);
+}
+
 bool serial_can_read(void)
 {
 	return inb(COM1_LSR) & LSR_DR;

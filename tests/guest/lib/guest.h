@@ -140,7 +140,10 @@ typedef __builtin_va_list va_list;
 
 void serial_init(void); /* called before guest_main: FIFO on when the UART has one */
 void serial_putc(char c);
-void serial_puts(const char *s);
+void serial_puts(const char *s); /* whole, under a lock shared by the CPUs */
+/* For a report on the way to a panic: an exception taken inside serial_puts must not wait for
+ * the lock its own CPU holds. */
+void serial_break_lock(void);
 /* Input from the host's terminal (lkvm's stdin), polled: LSR.DR says a byte waits in the FIFO. */
 bool serial_can_read(void);
 u8 serial_getc(void); /* waits for the next byte */

@@ -206,6 +206,7 @@ void lib_exception(struct exc_frame *f)
 	if (vec == 13 && complete_user_io(f))
 		return;
 	__asm__ __volatile__("mov %%cr2, %0" : "=r"(cr2));
+	serial_break_lock();
 	gprintf("GUEST EXCEPTION vector=%llu %s rip=0x%llx err=0x%llx cs=0x%llx rflags=0x%llx rsp=0x%llx cr2=0x%llx\n",
 		vec, vec < 32 ? names[vec] : "irq", f->rip, f->error, f->cs, f->rflags, f->rsp,
 		cr2);

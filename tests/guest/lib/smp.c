@@ -82,6 +82,7 @@ void smp_start_aps(void (*fn)(u32 apic_id), unsigned max_aps)
 	lib_ap_stack_next = (u64)(uintptr_t)stacks;
 	lib_ap_stack_end = (u64)(uintptr_t)stacks + (u64)max_aps * AP_STACK_SIZE;
 	memcpy((void *)(uintptr_t)AP_TRAMPOLINE, lib_ap_tramp, len);
+	lapic_write(LAPIC_SVR, 0x1ff); /* software-enabled, spurious vector 0xff */
 	mb(); /* the code and stacks before the IPIs that start CPUs on them */
 	/* INIT, then STARTUP twice (MP spec B.4). */
 	icr_send(ICR_INIT);
