@@ -58,7 +58,7 @@ int mp_count_cpus(void)
 	return n;
 }
 
-/* Bounded wait for the ICR's delivery status to clear. */
+/* Sends an IPI, then waits (bounded) for the ICR's delivery status to clear. */
 static void icr_send(u32 lo)
 {
 	lapic_write(LAPIC_ICR_HI, 0);
