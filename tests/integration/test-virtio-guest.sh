@@ -51,8 +51,8 @@ chmod +x "$WRAP"
 # then a reset and a good frame again. Three TX notifies, two frames.
 GUEST_CASE=loop-between-frames
 
-# t_virtio_guest CASE LKVM-BINARY EXTRA-N-OPTIONS PRECREATE-TAP(0/1)
-t_virtio_guest() {
+# t_virtio_bad CASE LKVM-BINARY EXTRA-N-OPTIONS PRECREATE-TAP(0/1)
+t_virtio_bad() {
 	local name=$1 bin=$2 extra=$3 precreate=$4
 	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
 	need_lkvm "$bin" || return
@@ -104,9 +104,9 @@ t_virtio_guest() {
 
 skip_unless_kvm
 ASAN_LKVM=$REPO_ROOT/build/asan/lkvm
-run_test ioeventfd t_virtio_guest ioeventfd "$REAL_LKVM" "" 0
-run_test trapped t_virtio_guest trapped "$REAL_LKVM" ",ioeventfd=off" 0
-run_test host-rx t_virtio_guest host-rx "$REAL_LKVM" "" 1
-run_test asan-ioeventfd t_virtio_guest asan-ioeventfd "$ASAN_LKVM" "" 0
-run_test asan-trapped t_virtio_guest asan-trapped "$ASAN_LKVM" ",ioeventfd=off" 0
+run_test ioeventfd t_virtio_bad ioeventfd "$REAL_LKVM" "" 0
+run_test trapped t_virtio_bad trapped "$REAL_LKVM" ",ioeventfd=off" 0
+run_test host-rx t_virtio_bad host-rx "$REAL_LKVM" "" 1
+run_test asan-ioeventfd t_virtio_bad asan-ioeventfd "$ASAN_LKVM" "" 0
+run_test asan-trapped t_virtio_bad asan-trapped "$ASAN_LKVM" ",ioeventfd=off" 0
 finish_tests
