@@ -1,31 +1,10 @@
-# Freestanding test guests: tests/guest/NAME.S (+ common.S) -> build/guests/NAME.elf (32-bit PVH ELF at 1 MiB).
-GUEST_DIR := tests/guest
-GUEST_OUT := build/guests
-GUEST_COMMON := $(GUEST_DIR)/common.S
-GUEST_SRCS := $(filter-out $(GUEST_COMMON),$(wildcard $(GUEST_DIR)/*.S))
-GUEST_ELFS := $(GUEST_SRCS:$(GUEST_DIR)/%.S=$(GUEST_OUT)/%.elf)
-
-GUEST_CC := gcc
-GUEST_LD := ld
-GUEST_ASFLAGS := -m32 -ffreestanding -nostdlib -fno-pic -Wall -Wextra -Werror \
-	-Wa,--fatal-warnings -Wa,--noexecstack -I$(GUEST_DIR)
-GUEST_LDFLAGS := -m elf_i386 -T $(GUEST_DIR)/guest.ld -nostdlib --fatal-warnings \
-	--no-warn-rwx-segments -z noexecstack --build-id=none
-
-guests: $(GUEST_ELFS)
-
-$(GUEST_OUT)/%.o: $(GUEST_DIR)/%.S
-	@mkdir -p $(GUEST_OUT)
-	$(GUEST_CC) $(GUEST_ASFLAGS) -c -o $@ $<
-
-$(GUEST_OUT)/%.elf: $(GUEST_OUT)/%.o $(GUEST_OUT)/common.o $(GUEST_DIR)/guest.ld
-	$(GUEST_LD) $(GUEST_LDFLAGS) -o $@ $< $(GUEST_OUT)/common.o
-
-.SECONDARY: $(GUEST_ELFS:.elf=.o) $(GUEST_OUT)/common.o
-
-# C test guests: tests/guest/NAME.c + the library in tests/guest/lib/ -> build/guests/NAME.elf
+# The test guests: tests/guest/NAME.c + the library in tests/guest/lib/ -> build/guests/NAME.elf
 # (64-bit ELF with a PVH note at 1 MiB; lib/entry.S switches to long mode). Freestanding, no
 # libc, no SSE (CR4.OSFXSR stays off), no red zone (exceptions at CPL0 use the same stack).
+GUEST_DIR := tests/guest
+GUEST_OUT := build/guests
+GUEST_CC := gcc
+GUEST_LD := ld
 CGUEST_LIB := $(GUEST_DIR)/lib
 CGUEST_SRCS := $(wildcard $(GUEST_DIR)/*.c)
 CGUEST_ELFS := $(CGUEST_SRCS:$(GUEST_DIR)/%.c=$(GUEST_OUT)/%.elf)

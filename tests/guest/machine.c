@@ -47,10 +47,7 @@ static u64 want(const char *key)
 #define KVM_CPUID_SIGNATURE 0x40000000
 #define KVM_CPUID_FEATURES 0x40000001
 #define KVM_FEATURE_PV_SEND_IPI 11
-#define LAPIC_BASE 0xfee00000ull
-#define LAPIC_SVR 0xf0
 #define LAPIC_IRR 0x200
-#define LAPIC_LVT_TIMER 0x320
 #define LVT_TIMER_TSC_DEADLINE (2u << 17)
 #define MSR_TSC_DEADLINE 0x6e0
 #define TIMER_VECTOR 0xef

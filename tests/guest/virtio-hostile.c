@@ -1,4 +1,4 @@
-/* Guest virtio-hostile: a malicious virtio-net driver (bad chains, addresses, indirect tables, ring indices, queue set-up, config, MSI-X and BAR accesses), each case followed by a reset and a good frame; and a virtio-console driver whose output would never end. */
+/* Guest virtio-hostile: a malicious virtio-net driver (bad chains, also between two good frames, addresses, indirect tables, ring indices, queue set-up, config, MSI-X and BAR accesses), each case followed by a reset and a good frame; and a virtio-console driver whose output would never end. */
 #include "guest.h"
 
 /*
@@ -195,6 +195,36 @@ static void c_avail_jump(void)
 	WRITE_ONCE(txq.avail->idx, (u16)(QSIZE + 5));
 	notify(&txq);
 	expect_broken("avail-idx-jump");
+}
+
+/* The device up and one good frame used: what breaks next comes between two frames, with the
+ * ring positions off zero, and the used index must stay where the first frame left it. */
+static void up_after_frame(const char *name)
+{
+	up();
+	if (!good_tx())
+		GUEST_FAIL("%s: the first frame was not used", name);
+}
+
+/* Two descriptors no chain in flight uses, each NEXT to the other. */
+static void c_loop_between_frames(void)
+{
+	up_after_frame("loop-between-frames");
+	set_desc(&txq, 2, (u64)(uintptr_t)buf, HDR, VIRTQ_DESC_F_NEXT, 3);
+	set_desc(&txq, 3, (u64)(uintptr_t)buf + HDR, FRAME, VIRTQ_DESC_F_NEXT, 2);
+	publish(&txq, 2);
+	expect_broken("loop-between-frames");
+}
+
+static void c_avail_jump_between_frames(void)
+{
+	up_after_frame("avail-jump-between-frames");
+	set_desc(&txq, 0, (u64)(uintptr_t)buf, HDR + FRAME, 0, 0);
+	txq.avail->ring[txq.avail_idx & (QSIZE - 1)] = 0;
+	barrier();
+	WRITE_ONCE(txq.avail->idx, (u16)(txq.avail_idx + QSIZE + 5));
+	notify(&txq);
+	expect_broken("avail-jump-between-frames");
 }
 
 static void c_write_before_read(void)
@@ -531,6 +561,8 @@ static const struct hcase cases[] = {
 	{ "head-out-of-range", c_head_out_of_range },
 	{ "next-out-of-range", c_next_out_of_range },
 	{ "avail-idx-jump", c_avail_jump },
+	{ "loop-between-frames", c_loop_between_frames },
+	{ "avail-jump-between-frames", c_avail_jump_between_frames },
 	{ "readable-after-writable", c_write_before_read },
 	{ "indirect-nested", c_indirect_nested },
 	{ "indirect-oversized", c_indirect_oversized },

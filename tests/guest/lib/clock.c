@@ -7,11 +7,6 @@
 #define KVM_FEATURE_CLOCKSOURCE2 3
 #define MSR_KVM_SYSTEM_TIME 0x12
 #define MSR_KVM_SYSTEM_TIME_NEW 0x4b564d01
-#define LAPIC_BASE 0xfee00000ull
-#define LAPIC_LVT_TIMER 0x320
-#define LAPIC_TIMER_INIT 0x380
-#define LAPIC_TIMER_CUR 0x390
-#define LAPIC_TIMER_DIV 0x3e0
 #define LAPIC_BUS_HZ 1000000000ull /* KVM's APIC bus: 1 ns per tick */
 
 struct pvclock {
@@ -132,6 +127,16 @@ const char *clock_init(void)
 	tsc_hz = hz;
 	source = name;
 	return name;
+}
+
+void udelay(u64 us)
+{
+	u64 end;
+
+	GUEST_ASSERT(tsc_hz);
+	end = rdtsc() + ns_to_tsc(us * 1000);
+	while ((s64)(rdtsc() - end) < 0)
+		cpu_relax();
 }
 
 bool kvmclock_start(void)

@@ -33,15 +33,26 @@ void serial_putc(char c)
 	outb(COM1, (u8)c);
 }
 
+/* One string at a time on the wire: with several CPUs printing, lines stay whole. */
+static u32 puts_lock;
+
 void serial_puts(const char *s)
 {
 	unsigned burst = tx_burst ? tx_burst : 1;
 
+	while (__atomic_exchange_n(&puts_lock, 1, __ATOMIC_ACQUIRE))
+		cpu_relax();
 	while (*s) {
 		wait_thre();
 		for (unsigned n = 0; n < burst && *s; n++)
 			outb(COM1, (u8)*s++);
 	}
+	__atomic_store_n(&puts_lock, 0, __ATOMIC_RELEASE);
+}
+
+void serial_break_lock(void)
+{
+	__atomic_store_n(&puts_lock, 0, __ATOMIC_RELEASE);
 }
 
 bool serial_can_read(void)

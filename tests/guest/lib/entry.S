@@ -1,9 +1,10 @@
-/* C guest runtime entry: 32-bit PVH entry into identity-mapped long mode, GDT/TSS/IDT, exception stubs, the drop to CPL3. */
+/* C guest runtime entry: 32-bit PVH entry into identity-mapped long mode, GDT/TSS/IDT, exception stubs, the drop to CPL3, the APs' way in. */
 
 /*
  * Selectors (the layout SYSRET expects, should a guest want it: STAR[63:48] = 0x1b):
  *   0x08 CPL0 code (64-bit)  0x10 CPL0 data  0x18 CPL3 code (32-bit, unused)
  *   0x20 CPL3 data (use 0x23)  0x28 CPL3 code (64-bit, use 0x2b)  0x30 TSS (16 bytes)
+ *   0x40 CPL0 code (32-bit, AP start-up only)
  * Paging: PML4 -> one PDPT -> four page directories of 2 MiB pages over 0-4 GiB, all
  * present, writable and user-accessible (CPL3 touches code, data, rings and MMIO alike);
  * the top GiB (PCI hole, LAPIC, IOAPIC) is uncached. Built at assembly time, so the slow
@@ -14,6 +15,7 @@
 #define SEL_UDATA 0x23
 #define SEL_UCODE 0x2b
 #define SEL_TSS 0x30
+#define SEL_KCODE32 0x40
 
 #define MSR_EFER 0xc0000080
 #define EFER_LME 0x100
@@ -40,6 +42,9 @@ _start:
 	cld
 	mov %ebx, pvh_start_info /* PVH start info (ebx), read from C */
 	lgdt gdt_desc
+	xor %esi, %esi /* the boot CPU */
+/* From 32-bit protected mode on our GDT into long mode; esi: 0 on the boot CPU, 1 on an AP. */
+long_mode:
 	mov $SEL_KDATA, %eax
 	mov %eax, %ds
 	mov %eax, %es
@@ -67,6 +72,8 @@ start64:
 	xor %eax, %eax
 	mov %eax, %fs
 	mov %eax, %gs
+	test %esi, %esi
+	jnz ap_start64
 	lea kstack_top(%rip), %rsp
 	call idt_init
 	call tss_init
@@ -98,6 +105,7 @@ _start_bzimage:
 	mov %cr0, %rax
 	or $CR0_WP, %eax
 	mov %rax, %cr0
+	xor %esi, %esi /* the boot CPU (see long_mode) */
 	pushq $SEL_KCODE
 	lea start64(%rip), %rax
 	pushq %rax
@@ -177,6 +185,51 @@ lib_enter_user:
 	xor %ebp, %ebp
 	iretq
 
+/*
+ * AP start-up (lib/smp.c copies lib_ap_tramp..lib_ap_tramp_end to a page below 1 MiB and
+ * points SIPI at it). Real mode at CS:0 with CS = the page >> 4: this CPU's GDT, protected
+ * mode on the 32-bit CPL0 code segment, then the boot CPU's way into long mode. Each AP
+ * takes the next stack of lib_ap_stack_size bytes at lib_ap_stack_next (lib_ap_stack_end
+ * bounds them; an AP past it halts) and calls lib_ap_main (C); returning from it halts.
+ */
+	.code16
+	.globl lib_ap_tramp, lib_ap_tramp_end
+lib_ap_tramp:
+	cli
+	cld
+	mov %cs, %ax
+	mov %ax, %ds
+	lgdtl ap_gdtr - lib_ap_tramp
+	mov %cr0, %eax
+	or $CR0_PE, %eax
+	mov %eax, %cr0
+	ljmpl $SEL_KCODE32, $ap_start32
+	.balign 4
+	.word 0
+ap_gdtr:
+	.word gdt_end - gdt - 1
+	.long gdt
+lib_ap_tramp_end:
+
+	.code32
+ap_start32:
+	mov $1, %esi
+	jmp long_mode
+
+	.code64
+ap_start64:
+	lidt idt_desc(%rip)
+	mov lib_ap_stack_size(%rip), %rax
+	lock xadd %rax, lib_ap_stack_next(%rip)
+	add lib_ap_stack_size(%rip), %rax /* the top of the stack taken */
+	cmp lib_ap_stack_end(%rip), %rax
+	ja 2f
+	mov %rax, %rsp
+	call lib_ap_main
+2:	cli
+	hlt
+	jmp 2b
+
 /* Exception and interrupt stubs, 16 bytes each: push a zero error code where the CPU pushes none, then the vector. */
 	.balign 16
 exc_stubs:
@@ -193,7 +246,7 @@ exc_stubs:
 	.endr
 
 /*
- * Frame for lib_exception (struct exc_frame in runtime.c): 15 GPRs, vector, error code, then
+ * Frame for lib_exception (struct exc_frame in guest.h): 15 GPRs, vector, error code, then
  * the CPU's RIP, CS, RFLAGS, RSP, SS. lib_exception returns only for an event it completed
  * (a port access from CPL3, see runtime.c); then the registers it may have changed are
  * reloaded and IRETQ resumes the interrupted code. DS/ES stay as they were: in 64-bit mode
@@ -248,6 +301,7 @@ gdt:
 	.quad 0x00cff3000000ffff /* 0x20 CPL3 data */
 	.quad 0x00affb000000ffff /* 0x28 CPL3 code, 64-bit */
 	.quad 0, 0               /* 0x30 TSS, filled by tss_init */
+	.quad 0x00cf9b000000ffff /* 0x40 CPL0 code, 32-bit: the APs' way from real to long mode */
 gdt_end:
 	.balign 4
 	.word 0
@@ -263,6 +317,14 @@ idt_desc:
 	.balign 4
 pvh_start_info:
 	.long 0
+	.globl lib_ap_stack_next, lib_ap_stack_size, lib_ap_stack_end
+	.balign 8
+lib_ap_stack_next: /* set by smp_start_aps before the SIPIs */
+	.quad 0
+lib_ap_stack_size:
+	.quad 0
+lib_ap_stack_end:
+	.quad 0
 	.globl lib_boot_params
 	.balign 8
 lib_boot_params: /* the zero page when booted as a bzImage, else 0 */

@@ -1,4 +1,4 @@
-/* Freestanding C guest library: the one header a C test guest includes (types, I/O, console, asserts, PCI, virtio, CPL3, time). */
+/* Freestanding C guest library: the one header a C test guest includes (types, I/O, console, asserts, exceptions, SMP, PCI, virtio, CPL3, time). */
 #ifndef GUEST_LIB_H
 #define GUEST_LIB_H
 
@@ -10,7 +10,8 @@
  * (port I/O keeps working there, see guest_run_user). Built as NAME.bzImage (guests.mk), the
  * same guest boots through the Linux boot protocol's 64-bit entry instead and joins the same
  * path; guest_boot_params() then gives the zero page.
- * Single vCPU. Nothing here uses SYSCALL or INT n (they do not work on PVM hosts).
+ * One vCPU runs unless the guest starts the others (smp_start_aps). Nothing here uses SYSCALL or
+ * INT n (they do not work on PVM hosts).
  *
  * Ways out (they work at CPL0 and CPL3 alike):
  *   guest_done()      prints "GUEST DONE" and resets through the i8042 (lkvm exits 0);
@@ -139,7 +140,10 @@ typedef __builtin_va_list va_list;
 
 void serial_init(void); /* called before guest_main: FIFO on when the UART has one */
 void serial_putc(char c);
-void serial_puts(const char *s);
+void serial_puts(const char *s); /* whole, under a lock shared by the CPUs */
+/* For a report on the way to a panic: an exception taken inside serial_puts must not wait for
+ * the lock its own CPU holds. */
+void serial_break_lock(void);
 /* Input from the host's terminal (lkvm's stdin), polled: LSR.DR says a byte waits in the FIFO. */
 bool serial_can_read(void);
 u8 serial_getc(void); /* waits for the next byte */
@@ -156,6 +160,8 @@ int hvc_poll(void);
 /* ---- results ("ucall" channel) ---- */
 
 void guest_done(void) __noreturn;
+/* Writes "panicked" to the ISA pvpanic port (lkvm exits 2), printing nothing. */
+void guest_panic(void) __noreturn;
 void guest_fail(const char *file, int line, const char *fmt, ...) __printf(3, 4) __noreturn;
 #define GUEST_FAIL(...) guest_fail(__FILE__, __LINE__, __VA_ARGS__)
 #define GUEST_ASSERT(cond)                                              \
@@ -216,12 +222,57 @@ void *galloc(size_t size, size_t align);
 void guest_run_user(void (*fn)(void *), void *arg) __noreturn;
 extern u64 lib_io_emulated;
 
+/* ---- exceptions and interrupts ---- */
+
+/* What the exception stubs save (entry.S): 15 registers, the vector and error code (0 where the
+ * CPU pushes none), then the CPU's frame. A handler may change it: IRETQ resumes from it. */
+struct exc_frame {
+	u64 r15, r14, r13, r12, r11, r10, r9, r8, rbp, rdi, rsi, rdx, rcx, rbx, rax;
+	u64 vector, error;
+	u64 rip, cs, rflags, rsp, ss;
+};
+typedef void (*exc_handler_t)(struct exc_frame *f);
+/* Routes vector (0-255) to fn, at CPL0 with interrupts off, on every CPU; NULL restores the
+ * default (a #GP from CPL3 port I/O is completed, anything else prints GUEST EXCEPTION and
+ * fails). When fn returns, IRETQ resumes the interrupted code at f->rip. CPL0 only. */
+void guest_set_handler(unsigned vector, exc_handler_t fn);
+static inline void irq_enable(void) { __asm__ __volatile__("sti" ::: "memory"); }
+static inline void irq_disable(void) { __asm__ __volatile__("cli" ::: "memory"); }
+
+/* ---- local APIC (xAPIC MMIO) and other CPUs ---- */
+
+#define LAPIC_BASE 0xfee00000ull
+#define LAPIC_ID 0x20
+#define LAPIC_EOI 0xb0
+#define LAPIC_SVR 0xf0
+#define LAPIC_ICR_LO 0x300
+#define LAPIC_ICR_HI 0x310
+#define LAPIC_LVT_TIMER 0x320
+#define LAPIC_LVT_LINT0 0x350
+#define LAPIC_TIMER_INIT 0x380
+#define LAPIC_TIMER_CUR 0x390
+#define LAPIC_TIMER_DIV 0x3e0
+#define LAPIC_LVT_MASKED (1u << 16)
+static inline u32 lapic_read(u32 reg) { return mmio_read32(LAPIC_BASE + reg); }
+static inline void lapic_write(u32 reg, u32 v) { mmio_write32(LAPIC_BASE + reg, v); }
+static inline u32 lapic_id(void) { return lapic_read(LAPIC_ID) >> 24; }
+
+/* Enabled processors in the MP table lkvm wrote below 1 MiB; 0 when there is none. */
+int mp_count_cpus(void);
+/* Sends INIT, SIPI, SIPI to every other CPU (the start-up code goes to 0x30000). Each AP enters
+ * 64-bit mode on this CPU's GDT, IDT and page tables (no TSS: it stays at CPL0), on a stack of
+ * its own (up to max_aps of them), and calls fn(its LAPIC id) with interrupts off; when fn
+ * returns it halts. Needs clock_init() (it waits between the IPIs). CPL0 only. */
+void smp_start_aps(void (*fn)(u32 apic_id), unsigned max_aps);
+
 /* ---- time ---- */
 
 /* Finds the TSC rate once (CPL0: may program MSRs). Returns the source's name. */
 const char *clock_init(void);
 extern u64 tsc_hz;
 const char *clock_source(void);
+/* Busy-waits us microseconds on the TSC (after clock_init). */
+void udelay(u64 us);
 /* kvm-clock kept running (CPL0: registers the pvclock page with KVM); false without kvm-clock. */
 bool kvmclock_start(void);
 /* kvm-clock in ns as the guest sees it (what Linux keeps time with), and the TSC value it was

@@ -23,7 +23,7 @@ extern u32 pvh_start_info;
 extern u64 lib_boot_params;
 extern char __image_end[];
 void lib_start(void) __noreturn;
-void lib_exception(u64 *frame);
+void lib_exception(struct exc_frame *f);
 void lib_enter_user(void *rip, u64 rsp, void *arg) __noreturn;
 
 static u64 heap_next;
@@ -108,7 +108,7 @@ void guest_done(void)
 	}
 }
 
-static void __noreturn panic_out(void)
+void guest_panic(void)
 {
 	for (;;) {
 		outb(PVPANIC_PORT, PVPANIC_PANICKED);
@@ -125,13 +125,11 @@ void guest_fail(const char *file, int line, const char *fmt, ...)
 	gvsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	gprintf("GUEST FAIL %s:%d: %s\n", file, line, msg);
-	panic_out();
+	guest_panic();
 }
 
-enum { R15, R14, R13, R12, R11, R10, R9, R8, RBP, RDI, RSI, RDX, RCX, RBX, RAX,
-       F_VEC, F_ERR, F_RIP, F_CS, F_RFLAGS, F_RSP, F_SS };
-
 u64 lib_io_emulated;
+static exc_handler_t handlers[256];
 
 /*
  * Port I/O at CPL3. On a PVM host user mode always runs with the hardware IOPL at 0, whatever
@@ -140,14 +138,14 @@ u64 lib_io_emulated;
  * On hosts that honour IOPL=3 they never fault. Handles IN/OUT with an immediate port or DX,
  * 8/16/32 bits (0x66, REX prefixes); string I/O is not completed.
  */
-static bool complete_user_io(u64 *f)
+static bool complete_user_io(struct exc_frame *f)
 {
-	const u8 *ip = (const u8 *)(uintptr_t)f[F_RIP];
+	const u8 *ip = (const u8 *)(uintptr_t)f->rip;
 	unsigned len = 0, size = 4;
 	u16 port;
 	u8 op;
 
-	if ((f[F_CS] & 3) != 3 || f[F_ERR] != 0)
+	if ((f->cs & 3) != 3 || f->error != 0)
 		return false;
 	for (;; len++) {
 		if (ip[len] == 0x66)
@@ -161,46 +159,58 @@ static bool complete_user_io(u64 *f)
 	if (op >= 0xe4 && op <= 0xe7)
 		port = ip[len++];
 	else if (op >= 0xec && op <= 0xef)
-		port = (u16)f[RDX];
+		port = (u16)f->rdx;
 	else
 		return false;
 	if (!(op & 1))
 		size = 1;
 	if (op & 2) { /* OUT */
 		if (size == 1)
-			outb(port, (u8)f[RAX]);
+			outb(port, (u8)f->rax);
 		else if (size == 2)
-			outw(port, (u16)f[RAX]);
+			outw(port, (u16)f->rax);
 		else
-			outl(port, (u32)f[RAX]);
+			outl(port, (u32)f->rax);
 	} else if (size == 1) {
-		f[RAX] = (f[RAX] & ~0xffull) | inb(port);
+		f->rax = (f->rax & ~0xffull) | inb(port);
 	} else if (size == 2) {
-		f[RAX] = (f[RAX] & ~0xffffull) | inw(port);
+		f->rax = (f->rax & ~0xffffull) | inw(port);
 	} else {
-		f[RAX] = inl(port); /* a 32-bit destination zero-extends */
+		f->rax = inl(port); /* a 32-bit destination zero-extends */
 	}
-	f[F_RIP] += len;
+	f->rip += len;
 	lib_io_emulated++;
 	return true;
 }
 
+void guest_set_handler(unsigned vector, exc_handler_t fn)
+{
+	GUEST_ASSERT(vector < ARRAY_SIZE(handlers));
+	WRITE_ONCE(handlers[vector], fn);
+}
+
 /* Returns only when the event was completed (entry.S then resumes the interrupted code). */
-void lib_exception(u64 *f)
+void lib_exception(struct exc_frame *f)
 {
 	static const char *const names[32] = {
 		"#DE", "#DB", "NMI", "#BP", "#OF", "#BR", "#UD", "#NM", "#DF", "", "#TS", "#NP",
 		"#SS", "#GP", "#PF", "",    "#MF", "#AC", "#MC", "#XM", "#VE", "#CP",
 	};
-	u64 vec = f[F_VEC], cr2;
+	u64 vec = f->vector, cr2;
+	exc_handler_t fn = READ_ONCE(handlers[vec & 0xff]);
 
+	if (fn) {
+		fn(f);
+		return;
+	}
 	if (vec == 13 && complete_user_io(f))
 		return;
 	__asm__ __volatile__("mov %%cr2, %0" : "=r"(cr2));
+	serial_break_lock();
 	gprintf("GUEST EXCEPTION vector=%llu %s rip=0x%llx err=0x%llx cs=0x%llx rflags=0x%llx rsp=0x%llx cr2=0x%llx\n",
-		vec, vec < 32 ? names[vec] : "irq", f[F_RIP], f[F_ERR], f[F_CS], f[F_RFLAGS], f[F_RSP],
+		vec, vec < 32 ? names[vec] : "irq", f->rip, f->error, f->cs, f->rflags, f->rsp,
 		cr2);
-	panic_out();
+	guest_panic();
 }
 
 /* ---- boot information ---- */
