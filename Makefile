@@ -85,7 +85,8 @@ TOOLS := build/tools/udp-sink build/tools/net-peer build/tools/mkinitrd
 tools: $(TOOLS)
 build/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $<
+	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -Iinclude -D_GNU_SOURCE -o $@ $<
+build/tools/net-peer: include/lkvm/bench-frame.h
 # lkvm's initramfs written to a file, for scripts/bench-run.sh (QEMU booting lkvm's init).
 build/tools/mkinitrd: tests/tools/mkinitrd.c build/obj/liblkvm.a
 	@mkdir -p $(dir $@)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <linux/if_tun.h>
 
+#include "lkvm/bench-frame.h"
 #include "lkvm/builtin.h"
 #include "lkvm/opt.h"
 #include "lkvm/util.h"
@@ -38,8 +39,6 @@
 #define MAX_LIST 8
 #define MAX_ROWS 256
 #define MAX_SAMPLES (1u << 20)
-#define ETHERTYPE 0x88b5
-#define MAGIC 0x42564b4c
 #define OUT_MAX (4u << 20)   /* most output kept from one child */
 #define READY_MS 10000       /* net-peer must be receiving within this */
 #define RR_TIMEOUT_NS 200000000ull
@@ -187,7 +186,7 @@ static int size_of(const char *s, int *out)
 {
 	unsigned long long v;
 
-	if (opt_uint(s, 60, 1514, &v))
+	if (opt_uint(s, BENCH_FRAME_MIN, BENCH_FRAME_MAX, &v))
 		return -EINVAL;
 	*out = (int)v;
 	return 0;
@@ -933,15 +932,15 @@ static int run_guest(struct bench *b, int q, const char *nopts, const char *para
 static void build_frame(unsigned char *f, unsigned size)
 {
 	static const unsigned char mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
-	unsigned magic = MAGIC, test = 1;
+	unsigned magic = BENCH_MAGIC, test = BENCH_TEST_TX;
 
 	memset(f, 0, size);
 	memset(f, 0xff, 6);
 	memcpy(f + 6, mac, 6);
-	f[12] = ETHERTYPE >> 8;
-	f[13] = ETHERTYPE & 0xff;
-	memcpy(f + 14, &magic, 4);
-	memcpy(f + 18, &test, 4);
+	f[BENCH_OFF_ETHERTYPE] = BENCH_ETHERTYPE >> 8;
+	f[BENCH_OFF_ETHERTYPE + 1] = BENCH_ETHERTYPE & 0xff;
+	memcpy(f + BENCH_OFF_MAGIC, &magic, 4);
+	memcpy(f + BENCH_OFF_TEST, &test, 4);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -954,12 +953,12 @@ static int cmp_u64(const void *a, const void *b)
 /* Host thread -> tap (write) while net-peer counts: the most a tx cell can reach. */
 static void floor_tap_write(struct bench *b, int fd, struct row *r)
 {
-	unsigned char f[1514];
+	unsigned char f[BENCH_FRAME_MAX];
 	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, t = t0, n = 0;
 
 	build_frame(f, r->size);
 	while (!interrupted && t < end) {
-		memcpy(f + 22, &n, 8);
+		memcpy(f + BENCH_OFF_SEQ, &n, 8);
 		if (write(fd, f, r->size) == (ssize_t)r->size) {
 			n++;
 		} else if (errno == EAGAIN) {
@@ -987,7 +986,8 @@ static void floor_tap_read(struct bench *b, int fd, struct row *r)
 	while (!interrupted && (t = now_ns()) < end) {
 		ssize_t l = read(fd, f, sizeof(f));
 
-		if (l >= 14 && f[12] == (ETHERTYPE >> 8) && f[13] == (ETHERTYPE & 0xff)) {
+		if (l >= 14 && f[BENCH_OFF_ETHERTYPE] == (BENCH_ETHERTYPE >> 8) &&
+		    f[BENCH_OFF_ETHERTYPE + 1] == (BENCH_ETHERTYPE & 0xff)) {
 			n++;
 			bytes += (u64)l;
 		} else if (l < 0 && errno == EAGAIN) {
@@ -1006,7 +1006,7 @@ static void floor_tap_read(struct bench *b, int fd, struct row *r)
 /* One frame into the tap, net-peer echoes it, read it back: rr without a VM. */
 static void floor_peer_echo(struct bench *b, int fd, struct row *r)
 {
-	unsigned char f[1514], in[2048];
+	unsigned char f[BENCH_FRAME_MAX], in[2048];
 	u64 *lat = malloc(MAX_SAMPLES * sizeof(u64));
 	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, n = 0, seq = 0, lost = 0;
 
@@ -1020,7 +1020,7 @@ static void floor_peer_echo(struct bench *b, int fd, struct row *r)
 		bool got = false;
 
 		seq++;
-		memcpy(f + 22, &seq, 8);
+		memcpy(f + BENCH_OFF_SEQ, &seq, 8);
 		ts = now_ns();
 		if (write(fd, f, r->size) != (ssize_t)r->size) {
 			lost++;
@@ -1035,7 +1035,8 @@ static void floor_peer_echo(struct bench *b, int fd, struct row *r)
 				poll(&p, 1, 10);
 				continue;
 			}
-			got = l == (ssize_t)r->size && !memcmp(in + 22, &seq, 8) && !memcmp(in + 12, f + 12, 2);
+			got = l == (ssize_t)r->size && !memcmp(in + BENCH_OFF_SEQ, &seq, 8) &&
+			      !memcmp(in + BENCH_OFF_ETHERTYPE, f + BENCH_OFF_ETHERTYPE, 2);
 			if (got)
 				lat[n++] = now_ns() - ts;
 		}
