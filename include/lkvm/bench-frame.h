@@ -20,6 +20,14 @@
 #define BENCH_FRAME_MIN 60
 #define BENCH_FRAME_MAX 1514
 
+/*
+ * How long the bench's floors (a host thread on the tap) and net-peer's spin-echo poll without
+ * sleeping before they sleep in poll(): longer than lkvm's tx=poll window (50 us) and than any
+ * round trip on an idle host, so that there they never sleep, while on a busy host two
+ * spinners sharing a CPU still let each other run.
+ */
+#define BENCH_SPIN_NS 100000
+
 enum bench_frame_test { BENCH_TEST_TX = 1, BENCH_TEST_RR, BENCH_TEST_RX, BENCH_TEST_NOTIFY };
 
 #endif

@@ -22,10 +22,13 @@
  * net-peer MODE IFNAME SECONDS [SIZE]
  *   count  count frames of EtherType BENCH_ETHERTYPE arriving from the guest
  *   echo   send each such frame back with the MAC addresses swapped (source: IFNAME's MAC)
+ *   spin-echo  echo, polling the socket without sleeping for BENCH_SPIN_NS after each frame
+ *          (the rr floor's peer: a peer that sleeps adds the host's wake-up latency, which a
+ *          spinning mode does not pay; docs/benchmarks.md)
  *   blast  send SIZE-byte bench frames (lkvm/bench-frame.h) to the guest as fast as possible
  * Runs until SECONDS pass (counted from the start) or SIGTERM/SIGINT, prints "ready" on
  * stderr once it receives, then one line on stdout:
- *   PEER MODE frames=N bytes=N drops=N
+ *   PEER MODE frames=N bytes=N drops=N (spin-echo says echo)
  * frames/bytes: what it received (count, echo) or sent (blast), bytes counting the Ethernet
  * header; drops: frames the kernel dropped on this socket (PACKET_STATISTICS), or for blast
  * the sends that failed. count reads through a TPACKET_V3 ring (the kernel fills blocks, one
@@ -114,7 +117,7 @@ static unsigned long long socket_drops(int fd)
 	return st.tp_drops;
 }
 
-static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, int echo)
+static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, int echo, int spin)
 {
 	static unsigned char bufs[BATCH][FRAME_MAX];
 	struct mmsghdr msgs[BATCH];
@@ -122,6 +125,7 @@ static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, i
 	struct sockaddr_ll from[BATCH];
 	unsigned long long frames = 0, bytes = 0, drops = 0, send_fail = 0;
 	struct pollfd p = { .fd = fd, .events = POLLIN };
+	double last = now();
 
 	while (!stop && now() < end) {
 		int n;
@@ -139,9 +143,12 @@ static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, i
 				perror("net-peer: recvmmsg");
 				return 1;
 			}
-			poll(&p, 1, 50);
+			/* spin-echo: poll without sleeping for BENCH_SPIN_NS after the last frame */
+			if (!spin || now() - last > BENCH_SPIN_NS / 1e9)
+				poll(&p, 1, 50);
 			continue;
 		}
+		last = now();
 		for (int i = 0; i < n; i++) {
 			unsigned char *f = bufs[i];
 			unsigned len = msgs[i].msg_len;
@@ -279,8 +286,9 @@ int main(int argc, char **argv)
 	unsigned size;
 	double end;
 
-	if (argc < 4 || (strcmp(argv[1], "count") && strcmp(argv[1], "echo") && strcmp(argv[1], "blast"))) {
-		fprintf(stderr, "usage: net-peer count|echo|blast IFNAME SECONDS [SIZE]\n");
+	if (argc < 4 || (strcmp(argv[1], "count") && strcmp(argv[1], "echo") && strcmp(argv[1], "spin-echo") &&
+			 strcmp(argv[1], "blast"))) {
+		fprintf(stderr, "usage: net-peer count|echo|spin-echo|blast IFNAME SECONDS [SIZE]\n");
 		return 2;
 	}
 	size = argc > 4 ? (unsigned)atoi(argv[4]) : 64;
@@ -301,5 +309,5 @@ int main(int argc, char **argv)
 		return 1;
 	if (!strcmp(argv[1], "blast"))
 		return run_blast(fd, ifindex, mac, end, size);
-	return run_rx(fd, ifindex, mac, end, 1);
+	return run_rx(fd, ifindex, mac, end, 1, !strcmp(argv[1], "spin-echo"));
 }
