@@ -327,7 +327,10 @@ static const struct opt bench_opts[] = {
 		  "peer, and print its rows beside lkvm's: QEMU's notify floors, then per\n"
 		  "cell:" },
 	{ "json", 0, OPT_STR, CFG(json), .arg = "FILE", .help = "every row as JSON (one object per line inside \"rows\")" },
-	{ "svg", 0, OPT_STR, CFG(svg), .arg = "FILE", .help = "a chart of packet rates and rr latency (needs gnuplot)" },
+	{ "svg", 0, OPT_STR, CFG(svg), .arg = "FILE",
+	  .help = "two charts: packet rates and rr RTT in FILE, host CPU per packet in\n"
+		  "FILE with -cpu before .svg (a panel per test and size, lkvm and QEMU\n"
+		  "side by side per TX strategy, the floor as a line)" },
 	{ "log-dir", 0, OPT_STR, CFG(log_dir), .arg = "DIR", .help = "keep each cell's lkvm and net-peer output there" },
 	{ "guest", 0, OPT_STR, CFG(guest_arg), .arg = "ELF",
 	  .help = "the guest (default: build/guests/net-bench.elf beside lkvm)" },
@@ -354,9 +357,9 @@ const struct opt_set bench_opt_set = {
 void bench_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: lkvm bench net [--modes LIST] [--tests LIST] [--sizes LIST] [--duration S]\n"
-		"                      [--qemu[=PATH]] [--json FILE] [--svg FILE] [--log-dir DIR]\n"
-		"                      [--guest ELF] [--peer PATH]\n"
+		"usage: lkvm bench net [--modes LIST] [--tests LIST] [--sizes LIST] [--batch LIST]\n"
+		"                      [--duration S] [--qemu[=PATH]] [--json FILE] [--svg FILE]\n"
+		"                      [--log-dir DIR] [--guest ELF] [--peer PATH]\n"
 		"\n"
 		"Boots build/guests/net-bench.elf once per mode, test and size against the host peer\n"
 		"build/tools/net-peer on a tap in a private network namespace (gone when the command\n"
@@ -370,11 +373,17 @@ void bench_usage(FILE *out)
 		"\n"
 		"Floors: notify (a bare notify-register loop in the guest: trapped and ioeventfd),\n"
 		"tap write (a host thread writes frames into the tap; tx's floor), tap read (a host thread\n"
-		"reads what net-peer blasts; rx's floor), peer echo (a host thread and net-peer's echo\n"
-		"over the tap; rr's floor). \"x floor\" is pps / floor pps for tx and rx and RTT median /\n"
-		"floor RTT median for rr. Per-packet counters come from lkvm's --stats=json: packets are\n"
-		"frames through tx0 and rx0; rr's Kpps and Mb/s count frames both ways. cpu: lkvm's CPU\n"
-		"time (vCPU and device threads, boot included) per second of its run: 1.00 = one core.\n"
+		"reads what net-peer blasts; rx's floor), peer echo (a host thread and net-peer's\n"
+		"spin-echo over the tap; rr's floor). The floors' threads poll the tap without sleeping,\n"
+		"as the fastest mode does (a sleeping thread measures the host's wake-up latency).\n"
+		"x_floor is pps / floor pps for tx and rx and RTT median / floor RTT median for rr; '!'\n"
+		"marks a cell better than its floor by more than 10 %% (that floor is wrong). Per-packet\n"
+		"counters come from lkvm's --stats=json: packets are frames through tx0 and rx0; rr's Kpps\n"
+		"and Mb/s count frames both ways. cpu: the VMM's CPU time (all threads, boot included) per\n"
+		"second of its run: 1.00 = one core. host_ns: ns of CPU per packet of the VMM's threads\n"
+		"but its vCPUs (/proc/PID/task, while the guest measured), for floors their own thread's;\n"
+		"floor_ns: the floor's host_ns beside a cell's. other: cores other processes used while\n"
+		"the row ran (/proc/stat minus the bench's own); '*' marks more than 0.10: a busy host.\n"
 		"Exit status: 0 every cell produced a row, 1 some cell failed or bad arguments,\n"
 		"130/143 interrupted (the rows so far are still printed).\n");
 }
