@@ -146,14 +146,14 @@ include tests/guest/guests.mk
 deps:
 	@scripts/deps.sh all
 
-# The default `lkvm bench net` matrix (root, /dev/kvm): table, JSON and SVG under build/bench/.
+# The default `lkvm bench net` matrix (root, /dev/kvm): table, JSON and two SVG charts under build/bench/.
 # BENCH_ARGS adds options, e.g. make bench BENCH_ARGS="--duration 2 --sizes 64".
 bench: $(LKVM) guests tools
 	@scripts/deps.sh bench
 	@mkdir -p build/bench
 	@./$(LKVM) bench net --json build/bench/net.json --svg build/bench/net.svg $(BENCH_ARGS) \
 		>build/bench/net.txt; st=$$?; cat build/bench/net.txt; \
-		[ $$st != 0 ] || echo "bench: wrote build/bench/net.txt, net.json, net.svg"; exit $$st
+		[ $$st != 0 ] || echo "bench: wrote build/bench/net.txt, net.json, net.svg, net-cpu.svg"; exit $$st
 
 check:
 	@tests/check.sh
