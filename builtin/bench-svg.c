@@ -192,6 +192,8 @@ static void panel_axis(const struct chart *c, double px, double py, double top, 
 	for (double t = 0; t <= top * 1.0001; t += step) {
 		if (step >= 1 && t < 10000)
 			snprintf(val, sizeof(val), "%.0f", t); /* whole steps: no decimals on the axis */
+		else if (step >= 1000)
+			snprintf(val, sizeof(val), "%.0fk", t / 1000);
 		else
 			fmt_value(val, sizeof(val), t);
 		fprintf(c->f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
