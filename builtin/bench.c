@@ -1495,12 +1495,18 @@ static void progress(struct bench *b, const struct bench_row *r)
 	}
 }
 
+/* DIR/MODE-TEST-SIZE.WHAT, the mode's '/' (floor/tap, qemu/bh, poll/nobatch) made '-'. */
 static void log_path(const struct bench *b, char *buf, size_t len, const struct bench_row *r, const char *what)
 {
-	if (b->cfg.log_dir)
-		snprintf(buf, len, "%s/%s-%s-%u.%s", b->cfg.log_dir, r->mode, r->test, r->size, what);
-	else
-		buf[0] = '\0';
+	char mode[sizeof(r->mode)];
+
+	buf[0] = '\0';
+	if (!b->cfg.log_dir)
+		return;
+	snprintf(mode, sizeof(mode), "%s", r->mode);
+	for (char *p = strchr(mode, '/'); p; p = strchr(p, '/'))
+		*p = '-';
+	snprintf(buf, len, "%s/%s-%s-%u.%s", b->cfg.log_dir, mode, r->test, r->size, what);
 }
 
 /* The notify floor under lkvm (q < 0) or QEMU (Q_BH: ioeventfd, Q_BH_TRAP: trapped); its row. */
