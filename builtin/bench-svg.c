@@ -13,7 +13,9 @@
  * attributes so that tests/integration/test-bench.sh can check the chart against the JSON.
  */
 
-#define PANEL_W 600
+#define PANEL_W 600 /* at least; wider with more groups and series */
+#define BAR_W 46
+#define GROUP_GAP 30
 #define PANEL_H 320
 #define PAD_L 64  /* the y axis' labels */
 #define PAD_R 92  /* the floor's label, right of its line */
@@ -37,11 +39,15 @@ _Static_assert(ARRAY_SIZE(series_info) == S_NR, "series_info must name every ser
 
 static const char *const tests[] = { "tx", "rx", "rr" };
 
+/* A white outline under a label, so that a line behind it does not cross it out. */
+#define HALO "stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\""
+
 struct chart {
 	FILE *f;
 	const struct bench_row *rows;
 	int n;
 	bool cpu; /* host CPU per packet, else rates and RTT */
+	int pw;   /* a panel's width */
 };
 
 static enum series series_of(const struct bench_row *r)
@@ -164,7 +170,7 @@ static void group_bars(const struct chart *c, const char *test, unsigned size, c
 			    series_of(r) == (enum series)s && !isnan(value_of(c, r)))
 				bars[nb++] = r;
 		}
-	double bw = MIN(w * 0.8 / MAX(nb, 1), 46), x = x0 + (w - bw * nb) / 2;
+	double bw = MIN((w - GROUP_GAP) / MAX(nb, 1), BAR_W), x = x0 + (w - bw * nb) / 2;
 
 	for (int i = 0; i < nb; i++, x += bw) {
 		const struct bench_row *r = bars[i];
@@ -177,7 +183,8 @@ static void group_bars(const struct chart *c, const char *test, unsigned size, c
 			"x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
 			r->mode, r->qemu ? "qemu" : "lkvm", r->batch ? r->batch : "", v, x + 1, base - h,
 			bw - 2, h, series_info[series_of(r)].colour);
-		fprintf(c->f, "<text class=\"value\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s%s</text>\n",
+		fprintf(c->f,
+			"<text class=\"value\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" " HALO ">%s%s</text>\n",
 			x + bw / 2, base - h - 4, val, r->busy ? "*" : "");
 	}
 }
@@ -197,23 +204,23 @@ static void panel_axis(const struct chart *c, double px, double py, double top, 
 		else
 			fmt_value(val, sizeof(val), t);
 		fprintf(c->f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-			(int)px + PAD_L, base - t * scale, (int)px + PANEL_W - PAD_R, base - t * scale);
+			(int)px + PAD_L, base - t * scale, (int)px + c->pw - PAD_R, base - t * scale);
 		fprintf(c->f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
 			px + PAD_L - 6, base - t * scale + 4, val);
 	}
 	fprintf(c->f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#444\"/>\n", (int)px + PAD_L,
-		base, (int)px + PANEL_W - PAD_R, base);
+		base, (int)px + c->pw - PAD_R, base);
 	if (!fl)
 		return;
 	fmt_value(val, sizeof(val), fv);
 	fprintf(c->f,
 		"<line class=\"floor\" data-value=\"%.3f\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
 		"stroke=\"#c0392b\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n",
-		fv, (int)px + PAD_L, base - fv * scale, (int)px + PANEL_W - PAD_R, base - fv * scale);
+		fv, (int)px + PAD_L, base - fv * scale, (int)px + c->pw - PAD_R, base - fv * scale);
 	fprintf(c->f,
-		"<text class=\"floor-label\" x=\"%d\" y=\"%.1f\" fill=\"#c0392b\"><tspan>%s</tspan>"
+		"<text class=\"floor-label\" x=\"%d\" y=\"%.1f\" fill=\"#c0392b\" " HALO "><tspan>%s</tspan>"
 		"<tspan x=\"%d\" dy=\"13\">%s%s</tspan></text>\n",
-		(int)px + PANEL_W - PAD_R + 6, base - fv * scale - 2, fl->mode, (int)px + PANEL_W - PAD_R + 6, val,
+		(int)px + c->pw - PAD_R + 6, base - fv * scale - 2, fl->mode, (int)px + c->pw - PAD_R + 6, val,
 		fl->busy ? "*" : "");
 }
 
@@ -235,7 +242,7 @@ static void panel(const struct chart *c, const char *test, unsigned size, double
 	fprintf(c->f, "<text class=\"panel-title\" x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">%s, %u-byte frames: %s</text>\n",
 		px + PAD_L, py + 20, test, size, unit_of(c, test));
 	panel_axis(c, px, py, top, step, fl, fv);
-	gw = (double)(PANEL_W - PAD_L - PAD_R) / MAX(ng, 1);
+	gw = (double)(c->pw - PAD_L - PAD_R) / MAX(ng, 1);
 	for (int g = 0; g < ng; g++) {
 		group_bars(c, test, size, groups[g], px + PAD_L + g * gw, gw, base, (PANEL_H - PAD_T - PAD_B) / top);
 		group_label(c->f, px + PAD_L + (g + 0.5) * gw, base + 16, groups[g]);
@@ -268,49 +275,71 @@ static void legend(const struct chart *c, double y)
 		c->cpu ? "the floor's own host thread" : "the same path without a VM, measured in the same run");
 }
 
+static bool has_test(const struct bench_row *rows, int n, const char *test)
+{
+	for (int i = 0; i < n; i++)
+		if (!rows[i].floor && !strcmp(rows[i].test, test))
+			return true;
+	return false;
+}
+
+/* The frame sizes of the cells, in the order they come; and the panels' width: room for the
+ * most groups any panel has, each as wide as all the series present. */
+static int layout(struct chart *c, unsigned *sizes, int max)
+{
+	const char *g[MAX_GROUPS];
+	bool have[S_NR] = { false };
+	int ns = 0, ng = 0, nser = 0;
+
+	for (int i = 0; i < c->n; i++) {
+		const struct bench_row *r = &c->rows[i];
+		int j;
+
+		if (!r->size || r->floor || r->error[0])
+			continue;
+		have[series_of(r)] = true;
+		for (j = 0; j < ns && sizes[j] != r->size; j++)
+			;
+		if (j == ns && ns < max)
+			sizes[ns++] = r->size;
+	}
+	for (int s = 0; s < S_NR; s++)
+		nser += have[s];
+	for (int s = 0; s < ns; s++)
+		for (size_t t = 0; t < ARRAY_SIZE(tests); t++)
+			ng = MAX(ng, panel_groups(c, tests[t], sizes[s], g));
+	c->pw = MAX(PANEL_W, PAD_L + PAD_R + ng * (MAX(nser, 1) * BAR_W + GROUP_GAP));
+	return ns;
+}
+
+/* Tests down (tx, rx, rr), frame sizes across. */
 int bench_svg(FILE *f, const struct bench_row *rows, int n, unsigned secs, const char *host, bool cpu)
 {
 	struct chart c = { .f = f, .rows = rows, .n = n, .cpu = cpu };
 	unsigned sizes[16];
-	int ns = 0, nt = 0;
+	int ns = layout(&c, sizes, (int)ARRAY_SIZE(sizes)), nt = 0, row = 0;
 	bool busy = false;
 
-	for (int i = 0; i < n; i++) {
-		int j;
-
+	for (int i = 0; i < n; i++)
 		busy |= rows[i].busy;
-		if (!rows[i].size || rows[i].floor)
-			continue;
-		for (j = 0; j < ns && sizes[j] != rows[i].size; j++)
-			;
-		if (j == ns && ns < (int)ARRAY_SIZE(sizes))
-			sizes[ns++] = rows[i].size;
-	}
 	for (size_t t = 0; t < ARRAY_SIZE(tests); t++)
-		for (int i = 0; i < n; i++)
-			if (!rows[i].floor && !strcmp(rows[i].test, tests[t])) {
-				nt++;
-				break;
-			}
+		nt += has_test(rows, n, tests[t]);
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		   "font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"11\">\n",
-		PANEL_W * MAX(nt, 1), HEAD_H + PANEL_H * MAX(ns, 1));
+		c.pw * MAX(ns, 1), HEAD_H + PANEL_H * MAX(nt, 1));
 	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
 	fprintf(f, "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">lkvm bench net: %s</text>\n",
 		PAD_L, cpu ? "host CPU per packet (the VMM's threads but its vCPUs)" : "packet rate and round trip");
 	fprintf(f, "<text x=\"%d\" y=\"40\" fill=\"#555\">%u s per cell, host %s%s</text>\n", PAD_L, secs,
 		host, busy ? "; *: taken while other processes kept the host busy (not a result)" : "");
 	legend(&c, 64);
-	for (int s = 0; s < ns; s++)
-		for (size_t t = 0, col = 0; t < ARRAY_SIZE(tests); t++) {
-			bool any = false;
-
-			for (int i = 0; i < n && !any; i++)
-				any = !rows[i].floor && !strcmp(rows[i].test, tests[t]);
-			if (any)
-				panel(&c, tests[t], sizes[s], (double)PANEL_W * (double)col++,
-				      HEAD_H + (double)PANEL_H * s);
-		}
+	for (size_t t = 0; t < ARRAY_SIZE(tests); t++) {
+		if (!has_test(rows, n, tests[t]))
+			continue;
+		for (int s = 0; s < ns; s++)
+			panel(&c, tests[t], sizes[s], (double)c.pw * s, HEAD_H + (double)PANEL_H * row);
+		row++;
+	}
 	fputs("</svg>\n", f);
 	return ferror(f) ? -EIO : 0;
 }

@@ -144,6 +144,51 @@ START_TEST(chart_panels_bars_floors)
 	cpu = chart(rows, ARRAY_SIZE(rows), true);
 	ck_assert_ptr_nonnull(strstr(cpu, "class=\"floor\" data-value=\"380.000\""));
 	ck_assert_ptr_nonnull(strstr(cpu, "data-mode=\"qemu/bh\" data-vmm=\"qemu\" data-batch=\"\" data-value=\"2300.000\""));
+	free(svg);
+	free(cpu);
+}
+END_TEST
+
+/* A full matrix (5 strategies, lkvm batch on and off, QEMU, three tests): the panels grow so
+ * that every bar keeps its width, and no value label is wider than its bar allows. */
+START_TEST(chart_full_matrix)
+{
+	static const struct {
+		const char *mode, *group, *batch;
+		bool qemu;
+	} m[] = {
+		{ "ioeventfd", "kick, ioeventfd", "on", false }, { "ioeventfd/nobatch", "kick, ioeventfd", "off", false },
+		{ "trap", "kick, trapped", "on", false },         { "trap/nobatch", "kick, trapped", "off", false },
+		{ "timer", "timer, ioeventfd", "on", false },     { "timer/nobatch", "timer, ioeventfd", "off", false },
+		{ "poll", "poll, ioeventfd", "on", false },       { "poll/nobatch", "poll, ioeventfd", "off", false },
+		{ "qemu/bh", "kick, ioeventfd", NULL, true }, { "qemu/bh-trap", "kick, trapped", NULL, true },
+		{ "qemu/timer", "timer, ioeventfd", NULL, true },
+		{ "qemu/timer-trap", "timer, trapped", NULL, true },
+	};
+	static const char *const tests[] = { "tx", "rx", "rr" };
+	struct bench_row rows[3 + ARRAY_SIZE(m) * 3];
+	int n = 0;
+	char *svg;
+	const char *w;
+
+	for (int t = 0; t < 3; t++) {
+		rows[n++] = row(t == 2 ? "floor/peer" : "floor/tap", tests[t], true, false, NULL, NULL,
+				2573000.0 / (t + 1), 6.3, 1990);
+		for (size_t i = 0; i < ARRAY_SIZE(m); i++)
+			rows[n++] = row(m[i].mode, tests[t], false, m[i].qemu, m[i].group, m[i].batch,
+					1000.0 * (double)(88 + 37 * i), 60.0 + 11 * (double)i,
+					1500.0 + 230 * (double)i);
+	}
+	rows[n - 1].busy = true;
+	svg = chart(rows, n, false);
+	ck_assert_int_eq(count(svg, "<g class=\"panel\""), 3);
+	ck_assert_int_eq(count(svg, "class=\"bar\""), 3 * (int)ARRAY_SIZE(m));
+	ck_assert_int_eq(count(svg, "class=\"group\""), 3 * 5);
+	/* 5 groups of 3 bars of 46 px and their gaps: wider than the least panel. */
+	w = strstr(svg, "width=\"");
+	ck_assert_int_ge(atoi(w + 7), 64 + 92 + 5 * (3 * 46 + 30));
+	ck_assert_ptr_nonnull(strstr(svg, "width=\"44.0\"")); /* a bar: 46 px less its 2 px gap */
+	ck_assert_ptr_nonnull(strstr(svg, "*: taken while other processes kept the host busy"));
 	if (getenv("BENCH_SVG_OUT")) { /* to look at: rsvg-convert -o x.png $BENCH_SVG_OUT */
 		FILE *f = fopen(getenv("BENCH_SVG_OUT"), "w");
 
@@ -152,7 +197,6 @@ START_TEST(chart_panels_bars_floors)
 		fclose(f);
 	}
 	free(svg);
-	free(cpu);
 }
 END_TEST
 
@@ -166,6 +210,7 @@ static Suite *bench_suite(void)
 	tcase_add_test(tc, proc_stat_busy);
 	tcase_add_test(tc, thread_cpu_split);
 	tcase_add_test(tc, chart_panels_bars_floors);
+	tcase_add_test(tc, chart_full_matrix);
 	suite_add_tcase(s, tc);
 	return s;
 }
