@@ -35,7 +35,8 @@ int bench_parse_task_stat(const char *line, char *comm, size_t len, u64 *ticks)
 	cl = MIN((size_t)(close - open - 1), len - 1);
 	memcpy(comm, open + 1, cl);
 	comm[cl] = '\0';
-	if (sscanf(close + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+	if (sscanf(close + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) !=
+	    2)
 		return -EINVAL;
 	*ticks = ut + st;
 	return 0;
@@ -86,7 +87,8 @@ int bench_threads_sample(pid_t pid, struct bench_threads *s)
 		if (tid <= 0)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, tid);
-		if (read_small(path, line, sizeof(line)) || bench_parse_task_stat(line, comm, sizeof(comm), &ticks))
+		if (read_small(path, line, sizeof(line)) ||
+		    bench_parse_task_stat(line, comm, sizeof(comm), &ticks))
 			continue; /* it ended between the listing and the read */
 		t = thread_slot(s, tid);
 		if (t && ticks >= t->ticks) {
@@ -126,8 +128,8 @@ int bench_parse_proc_stat(const char *line, u64 *busy)
 {
 	unsigned long long v[7];
 
-	if (sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-		   &v[6]) != 7)
+	if (sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6]) != 7)
 		return -EINVAL;
 	*busy = v[0] + v[1] + v[2] + v[5] + v[6]; /* user nice system (idle iowait) irq softirq */
 	return 0;
@@ -139,8 +141,8 @@ static double rusage_s(int who)
 
 	if (getrusage(who, &ru) < 0)
 		return 0;
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-	       (double)ru.ru_stime.tv_usec / 1e6;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 int bench_load_start(struct bench_load *l)
@@ -163,6 +165,7 @@ double bench_load_other(const struct bench_load *l)
 	if (bench_load_start(&e) < 0 || e.t_ns <= l->t_ns)
 		return NAN;
 	wall = (double)(e.t_ns - l->t_ns) / 1e9;
-	other = (double)(e.busy_ticks - l->busy_ticks) / (double)sysconf(_SC_CLK_TCK) - (e.own_s - l->own_s);
+	other = (double)(e.busy_ticks - l->busy_ticks) / (double)sysconf(_SC_CLK_TCK) -
+		(e.own_s - l->own_s);
 	return MAX(other, 0.0) / wall;
 }

@@ -13,17 +13,17 @@
  * attributes so that tests/integration/test-bench.sh can check the chart against the JSON.
  */
 
-#define PANEL_W 600 /* at least; wider with more groups and series */
-#define BAR_W 46
-#define GROUP_GAP 30
-#define PANEL_H 320
-#define PAD_L 64  /* the y axis' labels */
-#define PAD_R 92  /* the floor's label, right of its line */
-#define PAD_T 34  /* the panel's title */
-#define PAD_B 44  /* the groups' labels, two lines */
-#define HEAD_H 78 /* the chart's title and legend */
+#define PANEL_W    600 /* at least; wider with more groups and series */
+#define BAR_W      46
+#define GROUP_GAP  30
+#define PANEL_H    320
+#define PAD_L      64 /* the y axis' labels */
+#define PAD_R      92 /* the floor's label, right of its line */
+#define PAD_T      34 /* the panel's title */
+#define PAD_B      44 /* the groups' labels, two lines */
+#define HEAD_H     78 /* the chart's title and legend */
 #define MAX_GROUPS 12
-#define MAX_BARS 4
+#define MAX_BARS   4
 
 /* The bars' series, in the order they stand in a group: one colour each. */
 enum series { S_LKVM, S_LKVM_NOBATCH, S_QEMU, S_NR };
@@ -69,7 +69,8 @@ static const char *unit_of(const struct chart *c, const char *test)
 {
 	if (c->cpu)
 		return "host CPU ns per packet (lower is better)";
-	return strcmp(test, "rr") ? "K packets/s (higher is better)" : "RTT median, us (lower is better)";
+	return strcmp(test, "rr") ? "K packets/s (higher is better)"
+				  : "RTT median, us (lower is better)";
 }
 
 static bool in_panel(const struct bench_row *r, const char *test, unsigned size)
@@ -80,7 +81,8 @@ static bool in_panel(const struct bench_row *r, const char *test, unsigned size)
 static const struct bench_row *panel_floor(const struct chart *c, const char *test, unsigned size)
 {
 	for (int i = 0; i < c->n; i++)
-		if (c->rows[i].floor && in_panel(&c->rows[i], test, size) && c->rows[i].qemu == false)
+		if (c->rows[i].floor && in_panel(&c->rows[i], test, size) &&
+		    c->rows[i].qemu == false)
 			return &c->rows[i];
 	return NULL;
 }
@@ -148,16 +150,16 @@ static void group_label(FILE *f, double x, double y, const char *g)
 
 	fprintf(f, "<text class=\"group\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", x, y);
 	if (comma)
-		fprintf(f, "<tspan x=\"%.1f\">%.*s</tspan><tspan x=\"%.1f\" dy=\"13\">%s</tspan>", x,
-			(int)(comma - g), g, x, comma + 2);
+		fprintf(f, "<tspan x=\"%.1f\">%.*s</tspan><tspan x=\"%.1f\" dy=\"13\">%s</tspan>",
+			x, (int)(comma - g), g, x, comma + 2);
 	else
 		fputs(g, f);
 	fputs("</text>\n", f);
 }
 
 /* One group's bars from x0 over width w; y maps a value to the panel's y. */
-static void group_bars(const struct chart *c, const char *test, unsigned size, const char *g, double x0,
-		       double w, double base, double scale)
+static void group_bars(const struct chart *c, const char *test, unsigned size, const char *g,
+		       double x0, double w, double base, double scale)
 {
 	const struct bench_row *bars[MAX_BARS];
 	int nb = 0;
@@ -166,8 +168,9 @@ static void group_bars(const struct chart *c, const char *test, unsigned size, c
 		for (int i = 0; i < c->n && nb < MAX_BARS; i++) {
 			const struct bench_row *r = &c->rows[i];
 
-			if (!r->floor && r->group && !strcmp(r->group, g) && in_panel(r, test, size) &&
-			    series_of(r) == (enum series)s && !isnan(value_of(c, r)))
+			if (!r->floor && r->group && !strcmp(r->group, g) &&
+			    in_panel(r, test, size) && series_of(r) == (enum series)s &&
+			    !isnan(value_of(c, r)))
 				bars[nb++] = r;
 		}
 	double bw = MIN((w - GROUP_GAP) / MAX(nb, 1), BAR_W), x = x0 + (w - bw * nb) / 2;
@@ -179,12 +182,14 @@ static void group_bars(const struct chart *c, const char *test, unsigned size, c
 
 		fmt_value(val, sizeof(val), v);
 		fprintf(c->f,
-			"<rect class=\"bar\" data-mode=\"%s\" data-vmm=\"%s\" data-batch=\"%s\" data-value=\"%.3f\" "
+			"<rect class=\"bar\" data-mode=\"%s\" data-vmm=\"%s\" data-batch=\"%s\" "
+			"data-value=\"%.3f\" "
 			"x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
-			r->mode, r->qemu ? "qemu" : "lkvm", r->batch ? r->batch : "", v, x + 1, base - h,
-			bw - 2, h, series_info[series_of(r)].colour);
+			r->mode, r->qemu ? "qemu" : "lkvm", r->batch ? r->batch : "", v, x + 1,
+			base - h, bw - 2, h, series_info[series_of(r)].colour);
 		fprintf(c->f,
-			"<text class=\"value\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" " HALO ">%s%s</text>\n",
+			"<text class=\"value\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" " HALO
+			">%s%s</text>\n",
 			x + bw / 2, base - h - 4, val, r->busy ? "*" : "");
 	}
 }
@@ -197,31 +202,37 @@ static void panel_axis(const struct chart *c, double px, double py, double top, 
 	char val[32];
 
 	for (double t = 0; t <= top * 1.0001; t += step) {
+		/* whole steps: no decimals on the axis */
 		if (step >= 1 && t < 10000)
-			snprintf(val, sizeof(val), "%.0f", t); /* whole steps: no decimals on the axis */
+			snprintf(val, sizeof(val), "%.0f", t);
 		else if (step >= 1000)
 			snprintf(val, sizeof(val), "%.0fk", t / 1000);
 		else
 			fmt_value(val, sizeof(val), t);
-		fprintf(c->f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-			(int)px + PAD_L, base - t * scale, (int)px + c->pw - PAD_R, base - t * scale);
-		fprintf(c->f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
+		fprintf(c->f,
+			"<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+			(int)px + PAD_L, base - t * scale, (int)px + c->pw - PAD_R,
+			base - t * scale);
+		fprintf(c->f,
+			"<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#555\">%s</text>\n",
 			px + PAD_L - 6, base - t * scale + 4, val);
 	}
-	fprintf(c->f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#444\"/>\n", (int)px + PAD_L,
-		base, (int)px + c->pw - PAD_R, base);
+	fprintf(c->f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#444\"/>\n",
+		(int)px + PAD_L, base, (int)px + c->pw - PAD_R, base);
 	if (!fl)
 		return;
 	fmt_value(val, sizeof(val), fv);
 	fprintf(c->f,
-		"<line class=\"floor\" data-value=\"%.3f\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+		"<line class=\"floor\" data-value=\"%.3f\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" "
+		"y2=\"%.1f\" "
 		"stroke=\"#c0392b\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n",
 		fv, (int)px + PAD_L, base - fv * scale, (int)px + c->pw - PAD_R, base - fv * scale);
 	fprintf(c->f,
-		"<text class=\"floor-label\" x=\"%d\" y=\"%.1f\" fill=\"#c0392b\" " HALO "><tspan>%s</tspan>"
+		"<text class=\"floor-label\" x=\"%d\" y=\"%.1f\" fill=\"#c0392b\" " HALO
+		"><tspan>%s</tspan>"
 		"<tspan x=\"%d\" dy=\"13\">%s%s</tspan></text>\n",
-		(int)px + c->pw - PAD_R + 6, base - fv * scale - 2, fl->mode, (int)px + c->pw - PAD_R + 6, val,
-		fl->busy ? "*" : "");
+		(int)px + c->pw - PAD_R + 6, base - fv * scale - 2, fl->mode,
+		(int)px + c->pw - PAD_R + 6, val, fl->busy ? "*" : "");
 }
 
 static void panel(const struct chart *c, const char *test, unsigned size, double px, double py)
@@ -235,21 +246,25 @@ static void panel(const struct chart *c, const char *test, unsigned size, double
 	if (isnan(fv))
 		fl = NULL;
 	for (int i = 0; i < c->n; i++)
-		if (!c->rows[i].floor && in_panel(&c->rows[i], test, size) && !isnan(value_of(c, &c->rows[i])))
+		if (!c->rows[i].floor && in_panel(&c->rows[i], test, size) &&
+		    !isnan(value_of(c, &c->rows[i])))
 			top = MAX(top, value_of(c, &c->rows[i]));
 	top = nice_top(top * 1.08, &step); /* room for the values above the bars */
 	fprintf(c->f, "<g class=\"panel\" data-test=\"%s\" data-size=\"%u\">\n", test, size);
-	fprintf(c->f, "<text class=\"panel-title\" x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">%s, %u-byte frames: %s</text>\n",
+	fprintf(c->f,
+		"<text class=\"panel-title\" x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">%s, "
+		"%u-byte frames: %s</text>\n",
 		px + PAD_L, py + 20, test, size, unit_of(c, test));
 	panel_axis(c, px, py, top, step, fl, fv);
 	gw = (double)(c->pw - PAD_L - PAD_R) / MAX(ng, 1);
 	for (int g = 0; g < ng; g++) {
-		group_bars(c, test, size, groups[g], px + PAD_L + g * gw, gw, base, (PANEL_H - PAD_T - PAD_B) / top);
+		group_bars(c, test, size, groups[g], px + PAD_L + g * gw, gw, base,
+			   (PANEL_H - PAD_T - PAD_B) / top);
 		group_label(c->f, px + PAD_L + (g + 0.5) * gw, base + 16, groups[g]);
 	}
 	if (!ng)
-		fprintf(c->f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#888\">no cells</text>\n", px + PAD_L + 10,
-			base - 20);
+		fprintf(c->f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#888\">no cells</text>\n",
+			px + PAD_L + 10, base - 20);
 	fputs("</g>\n", c->f);
 }
 
@@ -264,15 +279,20 @@ static void legend(const struct chart *c, double y)
 	for (int s = 0; s < S_NR; s++) {
 		if (!have[s])
 			continue;
-		fprintf(c->f, "<rect class=\"legend\" x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>"
-			      "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+		fprintf(c->f,
+			"<rect class=\"legend\" x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" "
+			"fill=\"%s\"/>"
+			"<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
 			x, y - 11, series_info[s].colour, x + 20, y, series_info[s].label);
 		x += 34 + 7 * (double)strlen(series_info[s].label);
 	}
-	fprintf(c->f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c0392b\" stroke-width=\"1.5\" "
-		      "stroke-dasharray=\"6,4\"/><text x=\"%.1f\" y=\"%.1f\">floor (%s)</text>\n",
+	fprintf(c->f,
+		"<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c0392b\" "
+		"stroke-width=\"1.5\" "
+		"stroke-dasharray=\"6,4\"/><text x=\"%.1f\" y=\"%.1f\">floor (%s)</text>\n",
 		x, y - 4, x + 28, y - 4, x + 34, y,
-		c->cpu ? "the floor's own host thread" : "the same path without a VM, measured in the same run");
+		c->cpu ? "the floor's own host thread"
+		       : "the same path without a VM, measured in the same run");
 }
 
 static bool has_test(const struct bench_row *rows, int n, const char *test)
@@ -313,7 +333,8 @@ static int layout(struct chart *c, unsigned *sizes, int max)
 }
 
 /* Tests down (tx, rx, rr), frame sizes across. */
-int bench_svg(FILE *f, const struct bench_row *rows, int n, unsigned secs, const char *host, bool cpu)
+int bench_svg(FILE *f, const struct bench_row *rows, int n, unsigned secs, const char *host,
+	      bool cpu)
 {
 	struct chart c = { .f = f, .rows = rows, .n = n, .cpu = cpu };
 	unsigned sizes[16];
@@ -324,20 +345,27 @@ int bench_svg(FILE *f, const struct bench_row *rows, int n, unsigned secs, const
 		busy |= rows[i].busy;
 	for (size_t t = 0; t < ARRAY_SIZE(tests); t++)
 		nt += has_test(rows, n, tests[t]);
-	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-		   "font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"11\">\n",
+	fprintf(f,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"11\">\n",
 		c.pw * MAX(ns, 1), HEAD_H + PANEL_H * MAX(nt, 1));
 	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-	fprintf(f, "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">lkvm bench net: %s</text>\n",
-		PAD_L, cpu ? "host CPU per packet (the VMM's threads but its vCPUs)" : "packet rate and round trip");
-	fprintf(f, "<text x=\"%d\" y=\"40\" fill=\"#555\">%u s per cell, host %s%s</text>\n", PAD_L, secs,
-		host, busy ? "; *: taken while other processes kept the host busy (not a result)" : "");
+	fprintf(f,
+		"<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">lkvm bench net: "
+		"%s</text>\n",
+		PAD_L,
+		cpu ? "host CPU per packet (the VMM's threads but its vCPUs)"
+		    : "packet rate and round trip");
+	fprintf(f, "<text x=\"%d\" y=\"40\" fill=\"#555\">%u s per cell, host %s%s</text>\n", PAD_L,
+		secs, host,
+		busy ? "; *: taken while other processes kept the host busy (not a result)" : "");
 	legend(&c, 64);
 	for (size_t t = 0; t < ARRAY_SIZE(tests); t++) {
 		if (!has_test(rows, n, tests[t]))
 			continue;
 		for (int s = 0; s < ns; s++)
-			panel(&c, tests[t], sizes[s], (double)c.pw * s, HEAD_H + (double)PANEL_H * row);
+			panel(&c, tests[t], sizes[s], (double)c.pw * s,
+			      HEAD_H + (double)PANEL_H * row);
 		row++;
 	}
 	fputs("</svg>\n", f);

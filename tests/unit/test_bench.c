@@ -17,15 +17,19 @@ START_TEST(task_stat_parses)
 	/* A name with a space, a slash and a ')' of its own: it ends at the last ')'. */
 	ck_assert_int_eq(bench_parse_task_stat("4242 (CPU 0/KVM) R 1 1 1 0 -1 4194560 10 0 0 0 "
 					       "1200 34 0 0 20 0 3 0 100 0 0",
-					       comm, sizeof(comm), &ticks), 0);
+					       comm, sizeof(comm), &ticks),
+			 0);
 	ck_assert_str_eq(comm, "CPU 0/KVM");
 	ck_assert_uint_eq(ticks, 1234);
 	ck_assert_int_eq(bench_parse_task_stat("7 (a) b)) S 1 1 1 0 -1 0 0 0 0 0 5 6 0 0", comm,
-					       sizeof(comm), &ticks), 0);
+					       sizeof(comm), &ticks),
+			 0);
 	ck_assert_str_eq(comm, "a) b)");
 	ck_assert_uint_eq(ticks, 11);
-	ck_assert_int_eq(bench_parse_task_stat("7 (short) S 1 1", comm, sizeof(comm), &ticks), -EINVAL);
-	ck_assert_int_eq(bench_parse_task_stat("no name here", comm, sizeof(comm), &ticks), -EINVAL);
+	ck_assert_int_eq(bench_parse_task_stat("7 (short) S 1 1", comm, sizeof(comm), &ticks),
+			 -EINVAL);
+	ck_assert_int_eq(bench_parse_task_stat("no name here", comm, sizeof(comm), &ticks),
+			 -EINVAL);
 }
 END_TEST
 
@@ -47,7 +51,8 @@ START_TEST(proc_stat_busy)
 	u64 busy;
 
 	/* user nice system idle iowait irq softirq steal: busy leaves out idle, iowait, steal. */
-	ck_assert_int_eq(bench_parse_proc_stat("cpu  100 2 30 5000 70 4 5 900 0 0\ncpu0 ...", &busy), 0);
+	ck_assert_int_eq(
+		bench_parse_proc_stat("cpu  100 2 30 5000 70 4 5 900 0 0\ncpu0 ...", &busy), 0);
 	ck_assert_uint_eq(busy, 141);
 	ck_assert_int_eq(bench_parse_proc_stat("intr 1 2 3", &busy), -EINVAL);
 }
@@ -74,11 +79,18 @@ START_TEST(thread_cpu_split)
 }
 END_TEST
 
-static struct bench_row row(const char *mode, const char *test, bool floor, bool qemu, const char *group,
-			    const char *batch, double pps, double rtt, double host_ns)
+static struct bench_row row(const char *mode, const char *test, bool floor, bool qemu,
+			    const char *group, const char *batch, double pps, double rtt,
+			    double host_ns)
 {
-	struct bench_row r = { .size = 64, .floor = floor, .qemu = qemu, .group = group, .batch = batch,
-			       .pps = pps, .rtt_med_us = rtt, .host_ns = host_ns };
+	struct bench_row r = { .size = 64,
+			       .floor = floor,
+			       .qemu = qemu,
+			       .group = group,
+			       .batch = batch,
+			       .pps = pps,
+			       .rtt_med_us = rtt,
+			       .host_ns = host_ns };
 
 	snprintf(r.mode, sizeof(r.mode), "%s", mode);
 	snprintf(r.test, sizeof(r.test), "%s", test);
@@ -112,7 +124,8 @@ START_TEST(chart_panels_bars_floors)
 		row("floor/tap", "tx", true, false, NULL, NULL, 2573000, NAN, 380),
 		row("floor/peer", "rr", true, false, NULL, NULL, NAN, 4.2, 2100),
 		row("ioeventfd", "tx", false, false, "kick, ioeventfd", "on", 2400000, NAN, 410),
-		row("ioeventfd/nobatch", "tx", false, false, "kick, ioeventfd", "off", 1417000, NAN, 700),
+		row("ioeventfd/nobatch", "tx", false, false, "kick, ioeventfd", "off", 1417000, NAN,
+		    700),
 		row("qemu/bh", "tx", false, true, "kick, ioeventfd", NULL, 439000, NAN, 2300),
 		row("poll", "tx", false, false, "poll, ioeventfd", "on", 1500000, NAN, 800),
 		row("ioeventfd", "rr", false, false, "kick, ioeventfd", "on", NAN, 43.8, 9000),
@@ -131,8 +144,11 @@ START_TEST(chart_panels_bars_floors)
 	ck_assert_ptr_nonnull(strstr(svg, "class=\"floor\" data-value=\"4.200\""));
 	/* A bar per cell with its value: Kpps for tx, the RTT median for rr. */
 	ck_assert_int_eq(count(svg, "class=\"bar\""), 6);
-	ck_assert_ptr_nonnull(strstr(svg, "data-mode=\"ioeventfd\" data-vmm=\"lkvm\" data-batch=\"on\" data-value=\"2400.000\""));
-	ck_assert_ptr_nonnull(strstr(svg, "data-mode=\"qemu/bh\" data-vmm=\"qemu\" data-batch=\"\" data-value=\"54.000\""));
+	ck_assert_ptr_nonnull(strstr(svg, "data-mode=\"ioeventfd\" data-vmm=\"lkvm\" "
+					  "data-batch=\"on\" data-value=\"2400.000\""));
+	ck_assert_ptr_nonnull(strstr(
+		svg,
+		"data-mode=\"qemu/bh\" data-vmm=\"qemu\" data-batch=\"\" data-value=\"54.000\""));
 	ck_assert_int_eq(count(svg, "class=\"value\""), 6);
 	/* lkvm and QEMU in their own colours; batch=off in a third. Nothing turned sideways. */
 	ck_assert_int_eq(count(svg, "fill=\"#1f5fa8\""), 3 + 1); /* 3 bars and the legend */
@@ -143,7 +159,9 @@ START_TEST(chart_panels_bars_floors)
 	ck_assert_int_eq(count(svg, "class=\"group\""), 3);
 	cpu = chart(rows, ARRAY_SIZE(rows), true);
 	ck_assert_ptr_nonnull(strstr(cpu, "class=\"floor\" data-value=\"380.000\""));
-	ck_assert_ptr_nonnull(strstr(cpu, "data-mode=\"qemu/bh\" data-vmm=\"qemu\" data-batch=\"\" data-value=\"2300.000\""));
+	ck_assert_ptr_nonnull(strstr(
+		cpu,
+		"data-mode=\"qemu/bh\" data-vmm=\"qemu\" data-batch=\"\" data-value=\"2300.000\""));
 	free(svg);
 	free(cpu);
 }
@@ -157,11 +175,16 @@ START_TEST(chart_full_matrix)
 		const char *mode, *group, *batch;
 		bool qemu;
 	} m[] = {
-		{ "ioeventfd", "kick, ioeventfd", "on", false }, { "ioeventfd/nobatch", "kick, ioeventfd", "off", false },
-		{ "trap", "kick, trapped", "on", false },         { "trap/nobatch", "kick, trapped", "off", false },
-		{ "timer", "timer, ioeventfd", "on", false },     { "timer/nobatch", "timer, ioeventfd", "off", false },
-		{ "poll", "poll, ioeventfd", "on", false },       { "poll/nobatch", "poll, ioeventfd", "off", false },
-		{ "qemu/bh", "kick, ioeventfd", NULL, true }, { "qemu/bh-trap", "kick, trapped", NULL, true },
+		{ "ioeventfd", "kick, ioeventfd", "on", false },
+		{ "ioeventfd/nobatch", "kick, ioeventfd", "off", false },
+		{ "trap", "kick, trapped", "on", false },
+		{ "trap/nobatch", "kick, trapped", "off", false },
+		{ "timer", "timer, ioeventfd", "on", false },
+		{ "timer/nobatch", "timer, ioeventfd", "off", false },
+		{ "poll", "poll, ioeventfd", "on", false },
+		{ "poll/nobatch", "poll, ioeventfd", "off", false },
+		{ "qemu/bh", "kick, ioeventfd", NULL, true },
+		{ "qemu/bh-trap", "kick, trapped", NULL, true },
 		{ "qemu/timer", "timer, ioeventfd", NULL, true },
 		{ "qemu/timer-trap", "timer, trapped", NULL, true },
 	};
@@ -172,12 +195,12 @@ START_TEST(chart_full_matrix)
 	const char *w;
 
 	for (int t = 0; t < 3; t++) {
-		rows[n++] = row(t == 2 ? "floor/peer" : "floor/tap", tests[t], true, false, NULL, NULL,
-				2573000.0 / (t + 1), 6.3, 1990);
+		rows[n++] = row(t == 2 ? "floor/peer" : "floor/tap", tests[t], true, false, NULL,
+				NULL, 2573000.0 / (t + 1), 6.3, 1990);
 		for (size_t i = 0; i < ARRAY_SIZE(m); i++)
-			rows[n++] = row(m[i].mode, tests[t], false, m[i].qemu, m[i].group, m[i].batch,
-					1000.0 * (double)(88 + 37 * i), 60.0 + 11 * (double)i,
-					1500.0 + 230 * (double)i);
+			rows[n++] = row(m[i].mode, tests[t], false, m[i].qemu, m[i].group,
+					m[i].batch, 1000.0 * (double)(88 + 37 * i),
+					60.0 + 11 * (double)i, 1500.0 + 230 * (double)i);
 	}
 	rows[n - 1].busy = true;
 	svg = chart(rows, n, false);
