@@ -85,7 +85,8 @@ TOOLS := build/tools/udp-sink build/tools/net-peer build/tools/mkinitrd
 tools: $(TOOLS)
 build/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $<
+	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -Iinclude -D_GNU_SOURCE -o $@ $<
+build/tools/net-peer: include/lkvm/bench-frame.h
 # lkvm's initramfs written to a file, for scripts/bench-run.sh (QEMU booting lkvm's init).
 build/tools/mkinitrd: tests/tools/mkinitrd.c build/obj/liblkvm.a
 	@mkdir -p $(dir $@)
@@ -145,14 +146,14 @@ include tests/guest/guests.mk
 deps:
 	@scripts/deps.sh all
 
-# The default `lkvm bench net` matrix (root, /dev/kvm): table, JSON and SVG under build/bench/.
+# The default `lkvm bench net` matrix (root, /dev/kvm): table, JSON and two SVG charts under build/bench/.
 # BENCH_ARGS adds options, e.g. make bench BENCH_ARGS="--duration 2 --sizes 64".
 bench: $(LKVM) guests tools
 	@scripts/deps.sh bench
 	@mkdir -p build/bench
 	@./$(LKVM) bench net --json build/bench/net.json --svg build/bench/net.svg $(BENCH_ARGS) \
 		>build/bench/net.txt; st=$$?; cat build/bench/net.txt; \
-		[ $$st != 0 ] || echo "bench: wrote build/bench/net.txt, net.json, net.svg"; exit $$st
+		[ $$st != 0 ] || echo "bench: wrote build/bench/net.txt, net.json, net.svg, net-cpu.svg"; exit $$st
 
 check:
 	@tests/check.sh

@@ -19,7 +19,10 @@
 #include <unistd.h>
 #include <linux/if_tun.h>
 
+#include "lkvm/bench-frame.h"
+#include "lkvm/bench.h"
 #include "lkvm/builtin.h"
+#include "lkvm/net.h"
 #include "lkvm/opt.h"
 #include "lkvm/util.h"
 #include "lkvm/x86.h"
@@ -38,8 +41,6 @@
 #define MAX_LIST 8
 #define MAX_ROWS 256
 #define MAX_SAMPLES (1u << 20)
-#define ETHERTYPE 0x88b5
-#define MAGIC 0x42564b4c
 #define OUT_MAX (4u << 20)   /* most output kept from one child */
 #define READY_MS 10000       /* net-peer must be receiving within this */
 #define RR_TIMEOUT_NS 200000000ull
@@ -50,15 +51,25 @@ struct mode_info {
 	const char *name;
 	const char *nopts; /* appended to -n */
 	const char *what;
+	const char *group; /* the TX strategy, as the chart groups lkvm's and QEMU's bars */
 };
 
+/* The chart's groups: each names one TX strategy that lkvm and QEMU may both have. */
+#define G_KICK "kick, ioeventfd"
+#define G_KICK_TRAP "kick, trapped"
+#define G_TIMER "timer, ioeventfd"
+#define G_TIMER_TRAP "timer, trapped"
+
 static const struct mode_info mode_info[] = {
-	[M_IOEVENTFD] = { "ioeventfd", "", "tx=kick, notifies through ioeventfd" },
-	[M_TRAP] = { "trap", ",ioeventfd=off", "tx=kick, every notify a trapped exit" },
-	[M_TIMER] = { "timer", ",tx=timer", "tx=timer (150 us), ioeventfd" },
-	[M_POLL] = { "poll", ",tx=poll", "tx=poll (adaptive window up to 50 us), ioeventfd" },
-	[M_TIMER_TRAP] = { "timer-trap", ",tx=timer,ioeventfd=off", "tx=timer, trapped notifies" },
-	[M_POLL_TRAP] = { "poll-trap", ",tx=poll,ioeventfd=off", "tx=poll, trapped notifies" },
+	[M_IOEVENTFD] = { "ioeventfd", "", "tx=kick, notifies through ioeventfd", G_KICK },
+	[M_TRAP] = { "trap", ",ioeventfd=off", "tx=kick, every notify a trapped exit", G_KICK_TRAP },
+	[M_TIMER] = { "timer", ",tx=timer", "tx=timer (150 us), ioeventfd", G_TIMER },
+	[M_POLL] = { "poll", ",tx=poll", "tx=poll (adaptive window up to 50 us), ioeventfd",
+		     "poll, ioeventfd" },
+	[M_TIMER_TRAP] = { "timer-trap", ",tx=timer,ioeventfd=off", "tx=timer, trapped notifies",
+			   G_TIMER_TRAP },
+	[M_POLL_TRAP] = { "poll-trap", ",tx=poll,ioeventfd=off", "tx=poll, trapped notifies",
+			  "poll, trapped" },
 };
 _Static_assert(ARRAY_SIZE(mode_info) == M_NR, "mode_info must name every mode");
 
@@ -69,11 +80,13 @@ static const struct {
 	const char *name;
 	const char *dev; /* virtio-net-pci properties */
 	const char *what;
+	const char *group;
 } qemu_info[] = {
-	[Q_BH] = { "qemu/bh", "tx=bh,ioeventfd=on", "QEMU tx=bh, notifies through ioeventfd" },
-	[Q_BH_TRAP] = { "qemu/bh-trap", "tx=bh,ioeventfd=off", "QEMU tx=bh, trapped notifies" },
-	[Q_TIMER] = { "qemu/timer", "tx=timer,ioeventfd=on", "QEMU tx=timer (150 us), ioeventfd" },
-	[Q_TIMER_TRAP] = { "qemu/timer-trap", "tx=timer,ioeventfd=off", "QEMU tx=timer, trapped notifies" },
+	[Q_BH] = { "qemu/bh", "tx=bh,ioeventfd=on", "QEMU tx=bh, notifies through ioeventfd", G_KICK },
+	[Q_BH_TRAP] = { "qemu/bh-trap", "tx=bh,ioeventfd=off", "QEMU tx=bh, trapped notifies", G_KICK_TRAP },
+	[Q_TIMER] = { "qemu/timer", "tx=timer,ioeventfd=on", "QEMU tx=timer (150 us), ioeventfd", G_TIMER },
+	[Q_TIMER_TRAP] = { "qemu/timer-trap", "tx=timer,ioeventfd=off", "QEMU tx=timer, trapped notifies",
+			   G_TIMER_TRAP },
 };
 _Static_assert(ARRAY_SIZE(qemu_info) == Q_NR, "qemu_info must name every QEMU mode");
 
@@ -97,29 +110,16 @@ struct bench_cfg {
 	unsigned sizes[MAX_LIST];
 	int nsizes;
 	unsigned secs;
+	int batch[2], nbatch;    /* lkvm's -n batch= per mode: 1 on, 0 off; -1: this lkvm has none */
 	bool qemu;               /* --qemu given */
 	const char *json, *svg, *log_dir;
 	const char *guest_arg, *peer_arg; /* --guest, --peer (else found beside lkvm) */
 	char self[PATH_MAX], guest[PATH_MAX], peer[PATH_MAX], qemu_bin[PATH_MAX];
 };
 
-/* One line of the table: a cell (mode x test x size) or a floor. NAN: not applicable. */
-struct row {
-	char mode[24], test[8];
-	unsigned size;
-	bool floor;
-	bool qemu;               /* measured under QEMU: no device counters, kicks as the guest counted them */
-	char error[160];         /* non-empty: the cell failed, why */
-	double secs, pps, mbps, rtt_med_us, rtt_p99_us, tps, ratio;
-	double cpu;              /* lkvm's CPU time (all threads) / its wall time: 1.0 = one core */
-	unsigned long long guest_frames, lost, peer_frames, peer_drops;
-	unsigned long long tx_pkts, tx_drops, rx_pkts, rx_drops, tap_rx, tap_tx, tap_tx_drops;
-	unsigned long long kicks, trapped, irqs, exits, polls, poll_hits, poll_us, packets;
-};
-
 struct bench {
 	struct bench_cfg cfg;
-	struct row rows[MAX_ROWS];
+	struct bench_row rows[MAX_ROWS];
 	int nrows, total, done;
 	char qemu_note[200];     /* non-empty: --qemu was asked for and could not run, why */
 	pid_t kids[2];           /* children running now, for the signal path */
@@ -183,11 +183,19 @@ static int test_of(const char *s, int *out)
 	return -EINVAL;
 }
 
+static int batch_of(const char *s, int *out)
+{
+	if (strcmp(s, "on") && strcmp(s, "off"))
+		return -EINVAL;
+	*out = !strcmp(s, "on");
+	return 0;
+}
+
 static int size_of(const char *s, int *out)
 {
 	unsigned long long v;
 
-	if (opt_uint(s, 60, 1514, &v))
+	if (opt_uint(s, BENCH_FRAME_MIN, BENCH_FRAME_MAX, &v))
 		return -EINVAL;
 	*out = (int)v;
 	return 0;
@@ -239,11 +247,6 @@ static bool find_in_path(const char *prog, char *out, size_t len)
 	return false;
 }
 
-static bool in_path(const char *prog)
-{
-	return find_in_path(prog, NULL, 0);
-}
-
 /* ---- options ---- */
 
 static int opt_modes(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
@@ -265,6 +268,13 @@ static int opt_sizes(const struct opt *o, const char *v, void *base, char *err, 
 	struct bench_cfg *c = base;
 
 	return parse_list("--sizes", v, size_of, (int *)c->sizes, MAX_LIST, &c->nsizes, err, errlen);
+}
+
+static int opt_batch(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct bench_cfg *c = base;
+
+	return parse_list("--batch", v, batch_of, c->batch, 2, &c->nbatch, err, errlen);
 }
 
 static int opt_qemu(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
@@ -305,6 +315,10 @@ static const struct opt bench_opts[] = {
 	  .help = "tx (guest sends), rr (guest sends, peer echoes: latency), rx (peer\n"
 		  "sends) (default tx,rr,rx)" },
 	{ "sizes", 0, OPT_FN, .fn = opt_sizes, .arg = "LIST", .help = "frame sizes in bytes, 60-1514 (default 64,1500)" },
+	{ "batch", 0, OPT_FN, .fn = opt_batch, .arg = "LIST",
+	  .help = "lkvm's -n batch= per mode, on and/or off (default on,off where\n"
+		  "lkvm has it, else neither: the rows are then lkvm's only path);\n"
+		  "batch=off rows are named MODE/nobatch" },
 	{ "duration", 0, OPT_UINT, CFG(secs), .min = 1, .max = 600, .arg = "S", .bad = "want whole seconds from",
 	  .help = "seconds per cell, 1-600 (default 5)" },
 	{ "qemu", 0, OPT_FN, .optional = true, .fn = opt_qemu, .arg = "PATH", .more_help = qemu_help,
@@ -313,7 +327,10 @@ static const struct opt bench_opts[] = {
 		  "peer, and print its rows beside lkvm's: QEMU's notify floors, then per\n"
 		  "cell:" },
 	{ "json", 0, OPT_STR, CFG(json), .arg = "FILE", .help = "every row as JSON (one object per line inside \"rows\")" },
-	{ "svg", 0, OPT_STR, CFG(svg), .arg = "FILE", .help = "a chart of packet rates and rr latency (needs gnuplot)" },
+	{ "svg", 0, OPT_STR, CFG(svg), .arg = "FILE",
+	  .help = "two charts: packet rates and rr RTT in FILE, host CPU per packet in\n"
+		  "FILE with -cpu before .svg (a panel per test and size, lkvm and QEMU\n"
+		  "side by side per TX strategy, the floor as a line)" },
 	{ "log-dir", 0, OPT_STR, CFG(log_dir), .arg = "DIR", .help = "keep each cell's lkvm and net-peer output there" },
 	{ "guest", 0, OPT_STR, CFG(guest_arg), .arg = "ELF",
 	  .help = "the guest (default: build/guests/net-bench.elf beside lkvm)" },
@@ -340,9 +357,9 @@ const struct opt_set bench_opt_set = {
 void bench_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: lkvm bench net [--modes LIST] [--tests LIST] [--sizes LIST] [--duration S]\n"
-		"                      [--qemu[=PATH]] [--json FILE] [--svg FILE] [--log-dir DIR]\n"
-		"                      [--guest ELF] [--peer PATH]\n"
+		"usage: lkvm bench net [--modes LIST] [--tests LIST] [--sizes LIST] [--batch LIST]\n"
+		"                      [--duration S] [--qemu[=PATH]] [--json FILE] [--svg FILE]\n"
+		"                      [--log-dir DIR] [--guest ELF] [--peer PATH]\n"
 		"\n"
 		"Boots build/guests/net-bench.elf once per mode, test and size against the host peer\n"
 		"build/tools/net-peer on a tap in a private network namespace (gone when the command\n"
@@ -356,11 +373,17 @@ void bench_usage(FILE *out)
 		"\n"
 		"Floors: notify (a bare notify-register loop in the guest: trapped and ioeventfd),\n"
 		"tap write (a host thread writes frames into the tap; tx's floor), tap read (a host thread\n"
-		"reads what net-peer blasts; rx's floor), peer echo (a host thread and net-peer's echo\n"
-		"over the tap; rr's floor). \"x floor\" is pps / floor pps for tx and rx and RTT median /\n"
-		"floor RTT median for rr. Per-packet counters come from lkvm's --stats=json: packets are\n"
-		"frames through tx0 and rx0; rr's Kpps and Mb/s count frames both ways. cpu: lkvm's CPU\n"
-		"time (vCPU and device threads, boot included) per second of its run: 1.00 = one core.\n"
+		"reads what net-peer blasts; rx's floor), peer echo (a host thread and net-peer's\n"
+		"spin-echo over the tap; rr's floor). The floors' threads poll the tap without sleeping,\n"
+		"as the fastest mode does (a sleeping thread measures the host's wake-up latency).\n"
+		"x_floor is pps / floor pps for tx and rx and RTT median / floor RTT median for rr; '!'\n"
+		"marks a cell better than its floor by more than 10 %% (that floor is wrong). Per-packet\n"
+		"counters come from lkvm's --stats=json: packets are frames through tx0 and rx0; rr's Kpps\n"
+		"and Mb/s count frames both ways. cpu: the VMM's CPU time (all threads, boot included) per\n"
+		"second of its run: 1.00 = one core. host_ns: ns of CPU per packet of the VMM's threads\n"
+		"but its vCPUs (/proc/PID/task, while the guest measured), for floors their own thread's;\n"
+		"floor_ns: the floor's host_ns beside a cell's. other: cores other processes used while\n"
+		"the row ran (/proc/stat minus the bench's own); '*' marks more than 0.10: a busy host.\n"
 		"Exit status: 0 every cell produced a row, 1 some cell failed or bad arguments,\n"
 		"130/143 interrupted (the rows so far are still printed).\n");
 }
@@ -405,6 +428,35 @@ static int find_programs(struct bench_cfg *c)
 	return 0;
 }
 
+/* Whether the lkvm that runs the cells (this binary) has -n batch=: from its own table. */
+static bool lkvm_has_batch(void)
+{
+	for (const struct opt *o = net_opt_set.opts; o->kind != OPT_END; o++)
+		if (!strcmp(o->name, "batch"))
+			return true;
+	return false;
+}
+
+/* The batch axis: --batch's values, by default on and off where lkvm has them, else none. */
+static int batch_axis(struct bench_cfg *c)
+{
+	if (lkvm_has_batch()) {
+		if (!c->nbatch) {
+			c->batch[0] = 1;
+			c->batch[1] = 0;
+			c->nbatch = 2;
+		}
+		return 0;
+	}
+	if (c->nbatch) {
+		pr_err("bench: --batch: this lkvm has no -n batch= (lkvm run --help)");
+		return 1;
+	}
+	c->batch[0] = -1;
+	c->nbatch = 1;
+	return 0;
+}
+
 /* 0: go; 1: error (message printed); 2: --help printed. */
 static int parse_args(int argc, char **argv, struct bench_cfg *c)
 {
@@ -419,12 +471,8 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 		pr_err("%s", err);
 		return 1;
 	}
-	if (find_programs(c))
+	if (find_programs(c) || batch_axis(c))
 		return 1;
-	if (c->svg && !in_path("gnuplot")) {
-		pr_err("bench: --svg needs gnuplot (scripts/deps.sh bench installs gnuplot-nox)");
-		return 1;
-	}
 	if (c->log_dir && mkdir(c->log_dir, 0755) < 0 && errno != EEXIST) {
 		pr_err("bench: --log-dir %s: %s", c->log_dir, strerror(errno));
 		return 1;
@@ -564,19 +612,31 @@ static int spawn(struct bench *b, int slot, char *const argv[], bool merge, stru
 	return 0;
 }
 
-/* Appends what fd has to *buf until EOF (true), the deadline, or a signal (false). */
-static bool slurp(int fd, char **buf, size_t *len, u64 deadline)
+/* Called at least every SAMPLE_MS while a child's output is read, with all of it so far. */
+struct watch {
+	void (*fn)(struct watch *w, const char *out);
+};
+
+#define SAMPLE_MS 20
+
+/* Appends what fd has to *buf until EOF (true), the deadline, or a signal (false); calls w
+ * (may be NULL) after each read and each SAMPLE_MS without one. */
+static bool slurp(int fd, char **buf, size_t *len, u64 deadline, struct watch *w)
 {
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		u64 now = now_ns();
+		int wait = (int)MIN((deadline - now) / 1000000 + 1, w ? SAMPLE_MS : 1000);
 		char tmp[8192];
 		ssize_t r;
 
 		if (interrupted || now >= deadline)
 			return false;
-		if (poll(&p, 1, (int)MIN((deadline - now) / 1000000 + 1, 1000)) <= 0)
+		if (poll(&p, 1, wait) <= 0) {
+			if (w)
+				w->fn(w, *buf);
 			continue;
+		}
 		r = read(fd, tmp, sizeof(tmp));
 		if (r == 0)
 			return true;
@@ -595,6 +655,8 @@ static bool slurp(int fd, char **buf, size_t *len, u64 deadline)
 		memcpy(*buf + *len, tmp, (size_t)r);
 		*len += (size_t)r;
 		(*buf)[*len] = '\0';
+		if (w)
+			w->fn(w, *buf);
 	}
 }
 
@@ -689,7 +751,7 @@ static void peer_stop(struct bench *b, struct peer_run *p, unsigned long long *f
 	const char *l;
 
 	kill(p->k.pid, SIGTERM);
-	slurp(p->k.out, &out, &len, now_ns() + 5000000000ull);
+	slurp(p->k.out, &out, &len, now_ns() + 5000000000ull, NULL);
 	reap(b, 1, &p->k, NULL);
 	*frames = *drops = 0;
 	l = out ? strstr(out, "PEER ") : NULL;
@@ -762,7 +824,7 @@ static const char *last_line(const char *out, const char *prefix)
 }
 
 /* Fills the device counters of r from the --stats=json line. */
-static void parse_stats(struct row *r, const char *stats)
+static void parse_stats(struct bench_row *r, const char *stats)
 {
 	const char *tx = jqueue(stats, "tx0"), *rx = jqueue(stats, "rx0");
 
@@ -803,6 +865,8 @@ static void qemu_argv(struct bench *b, int q, const char *params, char *netdev, 
 	argv[n++] = (char *)"1";
 	argv[n++] = (char *)"-m";
 	argv[n++] = (char *)"256";
+	argv[n++] = (char *)"-name";
+	argv[n++] = (char *)"lkvm-bench,debug-threads=on"; /* vCPU threads named "CPU 0/KVM" */
 	argv[n++] = (char *)"-nodefaults";
 	argv[n++] = (char *)"-no-reboot";
 	argv[n++] = (char *)"-display";
@@ -824,11 +888,9 @@ static void qemu_argv(struct bench *b, int q, const char *params, char *netdev, 
 	argv[n] = NULL;
 }
 
-/* Boots the guest once, under lkvm (q < 0) or QEMU in QEMU mode q; fills r from its BENCH
- * line and, under lkvm, the stats. Returns the VMM's exit status. */
 /* The guest's BENCH line into the row (under QEMU, which counts nothing for us, the notifies
  * the guest wrote stand for kicks). */
-static void parse_bench_line(struct row *r, const char *bl, bool qemu)
+static void parse_bench_line(struct bench_row *r, const char *bl, bool qemu)
 {
 	char line[1024];
 	size_t l = strcspn(bl, "\n");
@@ -859,18 +921,95 @@ static void parse_bench_line(struct row *r, const char *bl, bool qemu)
 	}
 }
 
-static int run_guest(struct bench *b, int q, const char *nopts, const char *params, struct row *r,
+/*
+ * The VMM's threads while the guest measures: from its "entering CPL3" line (the measured
+ * loop starts) to its BENCH line (the loop ended), sampled every SAMPLE_MS in between so that
+ * a VMM gone before the last sample still leaves the one before.
+ */
+struct cpu_watch {
+	struct watch w;
+	pid_t pid;
+	int phase; /* 0: before the loop, 1: in it, 2: done */
+	u64 last;
+	struct bench_threads now, start;
+};
+
+static void cpu_watch_fn(struct watch *w, const char *out)
+{
+	struct cpu_watch *c = (struct cpu_watch *)w;
+	bool mark = out && (c->phase == 0 ? strstr(out, "entering CPL3") != NULL
+					  : c->phase == 1 && last_line(out, "BENCH ") != NULL);
+	u64 t = now_ns();
+
+	if (c->phase == 2 || (!mark && t - c->last < SAMPLE_MS * 1000000ull))
+		return;
+	c->last = t;
+	bench_threads_sample(c->pid, &c->now);
+	if (mark && c->phase++ == 0)
+		c->start = c->now;
+}
+
+/* Packets the guest counted in its measured loop: rr's transactions are two each. */
+static double guest_packets(const struct bench_row *r)
+{
+	return (double)r->guest_frames * (!strcmp(r->test, "rr") ? 2 : 1);
+}
+
+/* Host and vCPU CPU per packet from the watch, when it saw the whole loop. */
+static void set_thread_cpu(struct bench_row *r, const struct cpu_watch *c)
+{
+	double host, vcpu, pk = guest_packets(r);
+
+	if (c->phase != 2 || pk <= 0)
+		return;
+	bench_threads_cpu(&c->start, &c->now, &host, &vcpu);
+	r->host_ns = host * 1e9 / pk;
+	r->vcpu_ns = vcpu * 1e9 / pk;
+}
+
+/* The row's error from the VMM's output: the guest's failure, the VMM's, or its last word. */
+static void guest_failed(struct bench_row *r, int q, int status, const char *out, bool bench_line)
+{
+	const char *why = out ? last_line(out, "GUEST FAIL") : NULL;
+	char *nl;
+
+	if (!why && out)
+		why = last_line(out, q < 0 ? "lkvm: error" : "qemu-system-x86_64:");
+	if (!why && out && q >= 0 && *out)
+		why = last_line(out, ""); /* QEMU's last word */
+	snprintf(r->error, sizeof(r->error), "%s exited %d%s%s%.100s", q < 0 ? "lkvm" : "qemu", status,
+		 bench_line ? "" : ", no BENCH line", why ? ": " : "", why ? why : "");
+	nl = strchr(r->error, '\n');
+	if (nl)
+		*nl = '\0';
+}
+
+static void save_log(const struct bench *b, const char *log, const char *out)
+{
+	FILE *f = log && b->cfg.log_dir ? fopen(log, "we") : NULL;
+
+	if (f) {
+		fputs(out ? out : "", f);
+		fclose(f);
+	}
+}
+
+/* Boots the guest once, under lkvm (q < 0) or QEMU in QEMU mode q; fills r from its BENCH
+ * line, the VMM's threads and, under lkvm, the stats. Returns the VMM's exit status. */
+static int run_guest(struct bench *b, int q, const char *nopts, const char *params, struct bench_row *r,
 		     const char *log)
 {
 	char timeout[16], net[128], qnetdev[160], qdev[192];
-	char *argv[32] = { b->cfg.self, "run", "-k", b->cfg.guest, "--timeout", timeout, "--stats=json",
+	char *argv[40] = { b->cfg.self, "run", "-k", b->cfg.guest, "--timeout", timeout, "--stats=json",
 			   "-n", net, "-p", (char *)params, NULL };
-	const char *vmm = q < 0 ? "lkvm" : "qemu";
+	struct cpu_watch cw = { .w.fn = cpu_watch_fn };
 	struct kid k = { .out = -1, .err = -1 };
 	char *out = NULL;
 	size_t len = 0;
 	const char *bl, *st;
 	int ret, status;
+	double cpu = 0;
+	u64 t0;
 
 	snprintf(timeout, sizeof(timeout), "%u", b->cfg.secs + 30);
 	snprintf(net, sizeof(net), "mode=tap,tapif=%s,script=none%s", TAP_NAME, nopts);
@@ -878,52 +1017,32 @@ static int run_guest(struct bench *b, int q, const char *nopts, const char *para
 		qemu_argv(b, q, params, qnetdev, sizeof(qnetdev), qdev, sizeof(qdev), argv);
 		r->qemu = true;
 	}
-	u64 t0 = now_ns();
-	double cpu = 0;
-
+	t0 = now_ns();
 	ret = spawn(b, 0, argv, true, &k);
 	if (ret < 0) {
-		snprintf(r->error, sizeof(r->error), "cannot start %s: %s", vmm, strerror(-ret));
+		snprintf(r->error, sizeof(r->error), "cannot start %s: %s", q < 0 ? "lkvm" : "qemu", strerror(-ret));
 		return 1;
 	}
-	if (!slurp(k.out, &out, &len, now_ns() + (b->cfg.secs + 40) * 1000000000ull))
+	cw.pid = k.pid;
+	if (!slurp(k.out, &out, &len, now_ns() + (b->cfg.secs + 40) * 1000000000ull, &cw.w))
 		kill(k.pid, SIGTERM);
 	status = reap(b, 0, &k, &cpu);
 	r->cpu = cpu / ((double)(now_ns() - t0) / 1e9);
-	if (log && b->cfg.log_dir) {
-		FILE *f = fopen(log, "we");
-
-		if (f) {
-			fputs(out ? out : "", f);
-			fclose(f);
-		}
-	}
+	save_log(b, log, out);
 	bl = out ? last_line(out, "BENCH ") : NULL;
 	st = out ? last_line(out, "{\"vcpu_exits\"") : NULL;
-	if (interrupted) {
+	if (interrupted)
 		snprintf(r->error, sizeof(r->error), "interrupted");
-		free(out);
-		return status ? status : 1;
-	}
-	if (status != 0 || !bl || (q < 0 && !st)) {
-		const char *why = out ? last_line(out, "GUEST FAIL") : NULL;
-
-		if (!why && out)
-			why = last_line(out, q < 0 ? "lkvm: error" : "qemu-system-x86_64:");
-		if (!why && out && q >= 0 && len)
-			why = last_line(out, ""); /* QEMU's last word */
-		snprintf(r->error, sizeof(r->error), "%s exited %d%s%s%.100s", vmm, status,
-			 bl ? "" : ", no BENCH line", why ? ": " : "", why ? why : "");
-		char *nl = strchr(r->error, '\n');
-
-		if (nl)
-			*nl = '\0';
+	else if (status != 0 || !bl || (q < 0 && !st))
+		guest_failed(r, q, status, out, bl != NULL);
+	if (r->error[0]) {
 		free(out);
 		return status ? status : 1;
 	}
 	parse_bench_line(r, bl, q >= 0);
 	if (q < 0)
 		parse_stats(r, st);
+	set_thread_cpu(r, &cw);
 	free(out);
 	return 0;
 }
@@ -933,15 +1052,15 @@ static int run_guest(struct bench *b, int q, const char *nopts, const char *para
 static void build_frame(unsigned char *f, unsigned size)
 {
 	static const unsigned char mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
-	unsigned magic = MAGIC, test = 1;
+	unsigned magic = BENCH_MAGIC, test = BENCH_TEST_TX;
 
 	memset(f, 0, size);
 	memset(f, 0xff, 6);
 	memcpy(f + 6, mac, 6);
-	f[12] = ETHERTYPE >> 8;
-	f[13] = ETHERTYPE & 0xff;
-	memcpy(f + 14, &magic, 4);
-	memcpy(f + 18, &test, 4);
+	f[BENCH_OFF_ETHERTYPE] = BENCH_ETHERTYPE >> 8;
+	f[BENCH_OFF_ETHERTYPE + 1] = BENCH_ETHERTYPE & 0xff;
+	memcpy(f + BENCH_OFF_MAGIC, &magic, 4);
+	memcpy(f + BENCH_OFF_TEST, &test, 4);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -951,24 +1070,60 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Host thread -> tap (write) while net-peer counts: the most a tx cell can reach. */
-static void floor_tap_write(struct bench *b, int fd, struct row *r)
+/*
+ * Every floor runs the way the fastest mode does: its host thread polls the non-blocking tap
+ * without sleeping (for BENCH_SPIN_NS since it last had work, then it sleeps in poll() so that
+ * on a busy host it does not starve the peer it waits for). A thread that sleeps between
+ * frames measures the host's wake-up latency, not the path: on a host whose idle CPUs halt (a
+ * VM without a cpuidle driver, as the PVM hosts are), waking a halted CPU costs tens of
+ * microseconds, which a mode whose threads spin never pays (docs/benchmarks.md).
+ */
+
+/* After a try that found nothing to do: spin on (return) within the window, else sleep. */
+static void floor_wait(int fd, short events, u64 since)
 {
-	unsigned char f[1514];
-	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, t = t0, n = 0;
+	struct pollfd p = { .fd = fd, .events = events };
+
+	if (now_ns() - since > BENCH_SPIN_NS)
+		poll(&p, 1, 1);
+}
+
+static u64 thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (u64)ts.tv_sec * 1000000000ull + (u64)ts.tv_nsec;
+}
+
+/* The floor thread's CPU per packet since c0, less idle_ns it spent polling a tap that had
+ * nothing for it (tx, rx: the cost of moving a frame, not of waiting for the peer). */
+static void set_floor_cpu(struct bench_row *r, u64 c0, u64 idle_ns)
+{
+	u64 cpu = thread_cpu_ns() - c0;
+
+	if (r->packets)
+		r->host_ns = (double)(cpu > idle_ns ? cpu - idle_ns : 0) / (double)r->packets;
+}
+
+/* Host thread -> tap (write, polling when the tap is full) while net-peer counts: the most a
+ * tx cell can reach. */
+static void floor_tap_write(struct bench *b, int fd, struct bench_row *r)
+{
+	unsigned char f[BENCH_FRAME_MAX];
+	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, t = t0, n = 0, c0 = thread_cpu_ns();
+
+	u64 last = t0;
 
 	build_frame(f, r->size);
 	while (!interrupted && t < end) {
-		memcpy(f + 22, &n, 8);
-		if (write(fd, f, r->size) == (ssize_t)r->size) {
+		memcpy(f + BENCH_OFF_SEQ, &n, 8);
+		if (write(fd, f, r->size) == (ssize_t)r->size)
 			n++;
-		} else if (errno == EAGAIN) {
-			struct pollfd p = { .fd = fd, .events = POLLOUT };
-
-			poll(&p, 1, 10);
-		}
+		else /* rare: a tap takes every write it has memory for */
+			floor_wait(fd, POLLOUT, last);
 		if (!(n & 63))
-			t = now_ns();
+			t = last = now_ns();
 	}
 	t = now_ns();
 	r->guest_frames = n;
@@ -976,24 +1131,30 @@ static void floor_tap_write(struct bench *b, int fd, struct row *r)
 	r->pps = (double)n / r->secs;
 	r->mbps = r->pps * r->size * 8 / 1e6;
 	r->packets = n;
+	set_floor_cpu(r, c0, 0);
 }
 
-/* net-peer blasts, a host thread reads the tap: the most an rx cell can take. */
-static void floor_tap_read(struct bench *b, int fd, struct row *r)
+/* net-peer blasts, a host thread reads the non-blocking tap in a loop: the most an rx cell
+ * can take. */
+static void floor_tap_read(struct bench *b, int fd, struct bench_row *r)
 {
 	unsigned char f[2048];
 	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, t = t0, n = 0, bytes = 0;
+	u64 c0 = thread_cpu_ns(), last = t0, idle = 0;
 
 	while (!interrupted && (t = now_ns()) < end) {
 		ssize_t l = read(fd, f, sizeof(f));
 
-		if (l >= 14 && f[12] == (ETHERTYPE >> 8) && f[13] == (ETHERTYPE & 0xff)) {
+		if (l >= 14 && f[BENCH_OFF_ETHERTYPE] == (BENCH_ETHERTYPE >> 8) &&
+		    f[BENCH_OFF_ETHERTYPE + 1] == (BENCH_ETHERTYPE & 0xff)) {
 			n++;
 			bytes += (u64)l;
-		} else if (l < 0 && errno == EAGAIN) {
-			struct pollfd p = { .fd = fd, .events = POLLIN };
-
-			poll(&p, 1, 10);
+		}
+		if (l >= 0) {
+			last = t;
+		} else {
+			idle += now_ns() - t; /* the empty read; floor_wait's sleep is no CPU */
+			floor_wait(fd, POLLIN, last);
 		}
 	}
 	r->guest_frames = n;
@@ -1001,14 +1162,34 @@ static void floor_tap_read(struct bench *b, int fd, struct row *r)
 	r->pps = (double)n / r->secs;
 	r->mbps = (double)bytes * 8 / r->secs / 1e6;
 	r->packets = n;
+	set_floor_cpu(r, c0, idle);
 }
 
-/* One frame into the tap, net-peer echoes it, read it back: rr without a VM. */
-static void floor_peer_echo(struct bench *b, int fd, struct row *r)
+/* Polls the non-blocking tap until the echo of seq comes back (true) or the timeout. */
+static bool await_echo(int fd, const unsigned char *sent, unsigned size, u64 seq, u64 ts)
 {
-	unsigned char f[1514], in[2048];
+	unsigned char in[2048];
+
+	while (!interrupted && now_ns() - ts < RR_TIMEOUT_NS) {
+		ssize_t l = read(fd, in, sizeof(in));
+
+		if (l == (ssize_t)size && !memcmp(in + BENCH_OFF_SEQ, &seq, 8) &&
+		    !memcmp(in + BENCH_OFF_ETHERTYPE, sent + BENCH_OFF_ETHERTYPE, 2))
+			return true;
+		if (l < 0)
+			floor_wait(fd, POLLIN, ts);
+	}
+	return false;
+}
+
+/* One frame into the tap, net-peer echoes it (spin-echo: it polls without sleeping too), the
+ * thread polls until it is back: rr without a VM. */
+static void floor_peer_echo(struct bench *b, int fd, struct bench_row *r)
+{
+	unsigned char f[BENCH_FRAME_MAX];
 	u64 *lat = malloc(MAX_SAMPLES * sizeof(u64));
 	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, n = 0, seq = 0, lost = 0;
+	u64 c0 = thread_cpu_ns();
 
 	if (!lat) {
 		snprintf(r->error, sizeof(r->error), "out of memory");
@@ -1016,30 +1197,14 @@ static void floor_peer_echo(struct bench *b, int fd, struct row *r)
 	}
 	build_frame(f, r->size);
 	while (!interrupted && now_ns() < end && n < MAX_SAMPLES) {
-		u64 ts, te;
-		bool got = false;
+		u64 ts;
 
 		seq++;
-		memcpy(f + 22, &seq, 8);
+		memcpy(f + BENCH_OFF_SEQ, &seq, 8);
 		ts = now_ns();
-		if (write(fd, f, r->size) != (ssize_t)r->size) {
-			lost++;
-			continue;
-		}
-		while (!got && !interrupted && (te = now_ns()) - ts < RR_TIMEOUT_NS) {
-			ssize_t l = read(fd, in, sizeof(in));
-
-			if (l < 0) {
-				struct pollfd p = { .fd = fd, .events = POLLIN };
-
-				poll(&p, 1, 10);
-				continue;
-			}
-			got = l == (ssize_t)r->size && !memcmp(in + 22, &seq, 8) && !memcmp(in + 12, f + 12, 2);
-			if (got)
-				lat[n++] = now_ns() - ts;
-		}
-		if (!got)
+		if (write(fd, f, r->size) == (ssize_t)r->size && await_echo(fd, f, r->size, seq, ts))
+			lat[n++] = now_ns() - ts;
+		else
 			lost++;
 	}
 	r->secs = (double)(now_ns() - t0) / 1e9;
@@ -1056,14 +1221,15 @@ static void floor_peer_echo(struct bench *b, int fd, struct row *r)
 	r->pps = 2 * r->tps;
 	r->mbps = r->pps * r->size * 8 / 1e6;
 	r->packets = 2 * n;
+	set_floor_cpu(r, c0, 0); /* rr's waiting is its cost: a polling mode pays it too */
 	free(lat);
 }
 
 /* ---- rows ---- */
 
-static struct row *new_row(struct bench *b, const char *mode, const char *test, unsigned size, bool floor)
+static struct bench_row *new_row(struct bench *b, const char *mode, const char *test, unsigned size, bool floor)
 {
-	struct row *r = &b->rows[b->nrows++];
+	struct bench_row *r = &b->rows[b->nrows++];
 
 	memset(r, 0, sizeof(*r));
 	snprintf(r->mode, sizeof(r->mode), "%s", mode);
@@ -1071,13 +1237,14 @@ static struct row *new_row(struct bench *b, const char *mode, const char *test, 
 	r->size = size;
 	r->floor = floor;
 	r->secs = r->pps = r->mbps = r->rtt_med_us = r->rtt_p99_us = r->tps = r->ratio = r->cpu = NAN;
+	r->other_cpu = r->host_ns = r->vcpu_ns = r->floor_ns = NAN;
 	return r;
 }
 
-static const struct row *find_floor(const struct bench *b, const char *test, unsigned size)
+static const struct bench_row *find_floor(const struct bench *b, const char *test, unsigned size)
 {
 	for (int i = 0; i < b->nrows; i++) {
-		const struct row *f = &b->rows[i];
+		const struct bench_row *f = &b->rows[i];
 
 		if (f->floor && !f->error[0] && !strcmp(f->test, test) && (f->size == size || !size))
 			return f;
@@ -1085,16 +1252,33 @@ static const struct row *find_floor(const struct bench *b, const char *test, uns
 	return NULL;
 }
 
-static void set_ratio(const struct bench *b, struct row *r)
+static void set_ratio(const struct bench *b, struct bench_row *r)
 {
-	const struct row *f = find_floor(b, r->test, r->size);
+	const struct bench_row *f = find_floor(b, r->test, r->size);
 
 	if (!f || r->floor)
 		return;
-	if (!strcmp(r->test, "rr"))
+	if (!strcmp(r->test, "rr")) {
 		r->ratio = r->rtt_med_us / f->rtt_med_us;
-	else
+		r->beats_floor = r->ratio < BENCH_FLOOR_NOISE;
+	} else {
 		r->ratio = r->pps / f->pps;
+		r->beats_floor = r->ratio > 1 / BENCH_FLOOR_NOISE;
+	}
+	r->floor_ns = f->host_ns;
+}
+
+/* What other processes ran while a row was measured: from load_begin to load_end. */
+static void load_begin(struct bench_load *l)
+{
+	if (bench_load_start(l) < 0)
+		l->t_ns = 0;
+}
+
+static void load_end(struct bench_row *r, const struct bench_load *l)
+{
+	r->other_cpu = l->t_ns ? bench_load_other(l) : NAN;
+	r->busy = r->other_cpu > BENCH_BUSY_CORES;
 }
 
 static void fmt(char *buf, size_t len, double v, int prec)
@@ -1125,18 +1309,36 @@ static bool host_emulated(void)
 	return strcmp(host_kind(), "emulated-svm") == 0;
 }
 
+#define HEAD_FMT "%-20s %-6s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %6s %8s %8s %7s\n"
+
 static void print_header(FILE *out)
 {
 	fprintf(out, "# host: %s%s\n", host_kind(),
 		host_emulated() ? " (EMULATED: everything ran under QEMU's TCG; no figure stands for real hardware)" : "");
-	fprintf(out, "%-20s %-6s %5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %6s\n", "mode", "test", "size",
-		"Kpps", "Mb/s", "RTTmed_us", "RTTp99_us", "trans/s", "exits/pkt", "kicks/pkt", "irqs/pkt",
-		"pkts/kick", "x_floor", "cpu");
+	fprintf(out, HEAD_FMT, "mode", "test", "size", "Kpps", "Mb/s", "RTTmed_us", "RTTp99_us", "trans/s",
+		"exits/pkt", "kicks/pkt", "irqs/pkt", "pkts/kick", "x_floor", "cpu", "host_ns", "floor_ns", "other");
 }
 
-static void print_row(FILE *out, const struct row *r)
+/* What the table's marks mean, once, under it. */
+static void print_notes(FILE *out, const struct bench *b)
 {
-	char c[11][24];
+	bool busy = false, beats = false;
+
+	for (int i = 0; i < b->nrows; i++) {
+		busy |= b->rows[i].busy;
+		beats |= b->rows[i].beats_floor;
+	}
+	if (busy)
+		fprintf(out, "# *: other processes used more than %.2f cores while the row ran (other): taken on "
+			     "a busy host, not a result\n", BENCH_BUSY_CORES);
+	if (beats)
+		fprintf(out, "# !: better than its floor by more than the noise (x_floor past %.2f): that floor "
+			     "measures something else\n", BENCH_FLOOR_NOISE);
+}
+
+static void print_row(FILE *out, const struct bench_row *r)
+{
+	char c[14][24], size[12];
 
 	if (r->error[0]) {
 		fprintf(out, "%-20s %-6s %5u FAILED: %s\n", r->mode, r->test, r->size, r->error);
@@ -1153,13 +1355,21 @@ static void print_row(FILE *out, const struct row *r)
 	fmt(c[8], sizeof(c[8]), r->floor ? NAN : per(r->packets, r->kicks), 1);
 	fmt(c[9], sizeof(c[9]), r->ratio, 2);
 	fmt(c[10], sizeof(c[10]), r->cpu, 2);
+	fmt(c[11], sizeof(c[11]), r->host_ns, 0);
+	fmt(c[12], sizeof(c[12]), r->floor_ns, 0);
+	fmt(c[13], sizeof(c[13]), r->other_cpu, 2);
+	if (r->beats_floor)
+		strcat(c[9], "!");
+	if (r->busy)
+		strcat(c[13], "*");
 	if (!strcmp(r->test, "notify")) {
 		/* Per notify rather than per packet. */
 		fmt(c[5], sizeof(c[5]), r->qemu ? NAN : per(r->exits, r->guest_frames), 3);
 		fmt(c[6], sizeof(c[6]), per(r->kicks, r->guest_frames), 3);
 	}
-	fprintf(out, "%-20s %-6s %5u %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %6s\n", r->mode, r->test,
-		r->size, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10]);
+	snprintf(size, sizeof(size), "%u", r->size);
+	fprintf(out, HEAD_FMT, r->mode, r->test, size, c[0], c[1], c[2], c[3], c[4], c[5], c[6],
+		c[7], c[8], c[9], c[10], c[11], c[12], c[13]);
 }
 
 static void jdbl(FILE *f, const char *key, double v)
@@ -1185,7 +1395,7 @@ static int write_json(const struct bench *b, const char *path)
 		fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : (*p < 0x20 ? "?" : "%c"), *p);
 	fputs("\",\"rows\":[\n", f);
 	for (int i = 0; i < b->nrows; i++) {
-		const struct row *r = &b->rows[i];
+		const struct bench_row *r = &b->rows[i];
 
 		fprintf(f, "{\"mode\":\"%s\",\"test\":\"%s\",\"size\":%u,\"floor\":%s,\"ok\":%s,\"vmm\":\"%s\"",
 			r->mode, r->test, r->size, r->floor ? "true" : "false", r->error[0] ? "false" : "true",
@@ -1204,6 +1414,13 @@ static int write_json(const struct bench *b, const char *path)
 		jdbl(f, "tps", r->tps);
 		jdbl(f, "x_floor", r->ratio);
 		jdbl(f, "lkvm_cpu", r->cpu);
+		jdbl(f, "host_ns_per_pkt", r->host_ns);
+		jdbl(f, "vcpu_ns_per_pkt", r->vcpu_ns);
+		jdbl(f, "floor_ns_per_pkt", r->floor_ns);
+		jdbl(f, "other_cpu", r->other_cpu);
+		fprintf(f, ",\"busy\":%s,\"beats_floor\":%s,\"batch\":%s%s%s", r->busy ? "true" : "false",
+			r->beats_floor ? "true" : "false", r->batch ? "\"" : "", r->batch ? r->batch : "null",
+			r->batch ? "\"" : "");
 		fprintf(f,
 			",\"guest_frames\":%llu,\"lost\":%llu,\"peer_frames\":%llu,\"peer_drops\":%llu"
 			",\"tap_rx\":%llu,\"tap_tx\":%llu,\"tap_tx_drops\":%llu,\"packets\":%llu,\"kicks\":%llu",
@@ -1230,88 +1447,33 @@ static int write_json(const struct bench *b, const char *path)
 	return fclose(f) ? -1 : 0;
 }
 
-/* Two bar charts through gnuplot: packet rates (tx, rx, their floors) and rr latency. */
-static int write_svg(const struct bench *b, const char *path)
+/* The charts: --svg FILE (rates) and FILE with "-cpu" before its ".svg" (host CPU per packet). */
+static int write_svgs(const struct bench *b, const char *path)
 {
-	char dir[] = "/tmp/lkvm-bench-XXXXXX", rates[PATH_MAX], rtt[PATH_MAX], plot[PATH_MAX];
-	FILE *fr, *fl, *fp;
-	int nr = 0, nl = 0, st;
-	pid_t pid;
+	char cpu_path[PATH_MAX];
+	size_t l = strlen(path);
+	int ret = 0;
 
-	if (!mkdtemp(dir)) {
-		pr_err("bench: --svg: mkdtemp: %s", strerror(errno));
-		return -1;
-	}
-	snprintf(rates, sizeof(rates), "%s/rates.dat", dir);
-	snprintf(rtt, sizeof(rtt), "%s/rtt.dat", dir);
-	snprintf(plot, sizeof(plot), "%s/plot.gp", dir);
-	fr = fopen(rates, "we");
-	fl = fopen(rtt, "we");
-	fp = fopen(plot, "we");
-	if (!fr || !fl || !fp) {
-		pr_err("bench: --svg: temporary files in %s: %s", dir, strerror(errno));
-		if (fr)
-			fclose(fr);
-		if (fl)
-			fclose(fl);
-		if (fp)
-			fclose(fp);
-		return -1;
-	}
-	for (int i = 0; i < b->nrows; i++) {
-		const struct row *r = &b->rows[i];
+	if (l > 4 && !strcmp(path + l - 4, ".svg"))
+		snprintf(cpu_path, sizeof(cpu_path), "%.*s-cpu.svg", (int)(l - 4), path);
+	else
+		snprintf(cpu_path, sizeof(cpu_path), "%s-cpu.svg", path);
+	for (int cpu = 0; cpu < 2 && !ret; cpu++) {
+		const char *p = cpu ? cpu_path : path;
+		FILE *f = fopen(p, "we");
 
-		if (r->error[0])
-			continue;
-		if (!strcmp(r->test, "tx") || !strcmp(r->test, "rx"))
-			fprintf(fr, "\"%s\\n%s %u\" %.1f\n", r->mode, r->test, r->size, r->pps / 1000), nr++;
-		else if (!strcmp(r->test, "rr"))
-			fprintf(fl, "\"%s\\n%u B\" %.1f %.1f\n", r->mode, r->size, r->rtt_med_us, r->rtt_p99_us), nl++;
+		ret = f ? bench_svg(f, b->rows, b->nrows, b->cfg.secs, host_kind(), cpu) : -errno;
+		if (f && fclose(f) && !ret)
+			ret = -errno;
+		if (ret)
+			pr_err("bench: --svg %s: %s", p, strerror(-ret));
 	}
-	fclose(fr);
-	fclose(fl);
-	fprintf(fp,
-		"set terminal svg size %d,900 dynamic font 'sans,10'\n"
-		"set output '%s'\n"
-		"set multiplot layout 2,1 title 'lkvm bench net (%u s per cell)'\n"
-		"set style fill solid 0.6 border -1\nset boxwidth 0.7\nset grid ytics\n"
-		"set xtics rotate by -40 font ',8'\nset yrange [0:*]\nset offsets 0,0,graph 0.12,0\n",
-		MAX(900, 60 * MAX(nr, nl) + 200), path, b->cfg.secs);
-	if (nr)
-		fprintf(fp,
-			"set title 'packet rate (tx, rx and their floors)'\nset ylabel 'Kpps'\n"
-			"plot '%s' using 0:2:xtic(1) with boxes notitle, '' using 0:2:(sprintf('%%.0f',$2)) "
-			"with labels offset 0,0.8 notitle\n",
-			rates);
-	if (nl)
-		fprintf(fp,
-			"set title 'rr round trip (median bars, p99 in labels)'\nset ylabel 'us'\n"
-			"plot '%s' using 0:2:xtic(1) with boxes notitle, '' using 0:2:(sprintf('%%.0f (p99 %%.0f)',$2,$3)) "
-			"with labels offset 0,0.8 font ',8' notitle\n",
-			rtt);
-	fputs("unset multiplot\n", fp);
-	fclose(fp);
-	pid = fork();
-	if (pid == 0) {
-		execlp("gnuplot", "gnuplot", plot, (char *)NULL);
-		_exit(127);
-	}
-	while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	unlink(rates);
-	unlink(rtt);
-	unlink(plot);
-	rmdir(dir);
-	if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
-		pr_err("bench: gnuplot failed writing %s", path);
-		return -1;
-	}
-	return 0;
+	return ret;
 }
 
 /* ---- the run ---- */
 
-static void progress(struct bench *b, const struct row *r)
+static void progress(struct bench *b, const struct bench_row *r)
 {
 	char a[24], c[24];
 
@@ -1333,25 +1495,35 @@ static void progress(struct bench *b, const struct row *r)
 	}
 }
 
-static void log_path(const struct bench *b, char *buf, size_t len, const struct row *r, const char *what)
+/* DIR/MODE-TEST-SIZE.WHAT, the mode's '/' (floor/tap, qemu/bh, poll/nobatch) made '-'. */
+static void log_path(const struct bench *b, char *buf, size_t len, const struct bench_row *r, const char *what)
 {
-	if (b->cfg.log_dir)
-		snprintf(buf, len, "%s/%s-%s-%u.%s", b->cfg.log_dir, r->mode, r->test, r->size, what);
-	else
-		buf[0] = '\0';
+	char mode[sizeof(r->mode)];
+
+	buf[0] = '\0';
+	if (!b->cfg.log_dir)
+		return;
+	snprintf(mode, sizeof(mode), "%s", r->mode);
+	for (char *p = strchr(mode, '/'); p; p = strchr(p, '/'))
+		*p = '-';
+	snprintf(buf, len, "%s/%s-%s-%u.%s", b->cfg.log_dir, mode, r->test, r->size, what);
 }
 
 /* The notify floor under lkvm (q < 0) or QEMU (Q_BH: ioeventfd, Q_BH_TRAP: trapped); its row. */
-static struct row *notify_floor(struct bench *b, bool trap, int q)
+static struct bench_row *notify_floor(struct bench *b, bool trap, int q)
 {
 	static const char *const names[2][2] = { { "floor/ioeventfd", "floor/trap" },
 						 { "qemu/floor/ioeventfd", "qemu/floor/trap" } };
-	struct row *r = new_row(b, names[q >= 0][trap], "notify", 0, true);
+	struct bench_row *r = new_row(b, names[q >= 0][trap], "notify", 0, true);
 	char params[64], log[PATH_MAX];
+
+	struct bench_load l;
 
 	snprintf(params, sizeof(params), "bench=notify secs=%u", b->cfg.secs);
 	log_path(b, log, sizeof(log), r, "log");
+	load_begin(&l);
 	run_guest(b, q, trap ? ",ioeventfd=off" : "", params, r, log[0] ? log : NULL);
+	load_end(r, &l);
 	return r;
 }
 
@@ -1362,16 +1534,18 @@ static void run_notify_floor(struct bench *b, bool trap, int q)
 
 /* A floor that runs in this process on the tap while net-peer runs in peer_mode. */
 static void run_host_floor(struct bench *b, const char *test, const char *peer_mode, unsigned size,
-			   void (*fn)(struct bench *, int, struct row *))
+			   void (*fn)(struct bench *, int, struct bench_row *))
 {
 	static const char *const names[] = { "floor/tap", "floor/tap", "floor/peer" };
 	int which = !strcmp(test, "tx") ? 0 : !strcmp(test, "rx") ? 1 : 2;
-	struct row *r = new_row(b, names[which], test, size, true);
+	struct bench_row *r = new_row(b, names[which], test, size, true);
+	struct bench_load l;
 	struct peer_run p;
 	char log[PATH_MAX];
 	int fd;
 
 	log_path(b, log, sizeof(log), r, "peer");
+	load_begin(&l);
 	if (peer_start(b, peer_mode, size, &p, r->error, sizeof(r->error)) == 0) {
 		fd = tap_attach(false, false);
 		if (fd < 0) {
@@ -1382,30 +1556,51 @@ static void run_host_floor(struct bench *b, const char *test, const char *peer_m
 		}
 		peer_stop(b, &p, &r->peer_frames, &r->peer_drops, log[0] ? log : NULL);
 	}
+	load_end(r, &l);
 	progress(b, r);
 }
 
-/* One cell: lkvm in mode (q < 0), or QEMU in QEMU mode q. */
-static void run_cell(struct bench *b, int mode, int q, int test, unsigned size)
+/* The row of one cell: lkvm in mode with batch (-1: this lkvm has no -n batch=), or QEMU in
+ * QEMU mode q; lkvm's batch=off rows are named MODE/nobatch. */
+static struct bench_row *cell_row(struct bench *b, int mode, int batch, int q, int test, unsigned size)
 {
-	struct row *r = new_row(b, q < 0 ? mode_info[mode].name : qemu_info[q].name, test_info[test].name,
-				size, false);
+	char name[32];
+	struct bench_row *r;
+
+	if (q >= 0)
+		snprintf(name, sizeof(name), "%s", qemu_info[q].name);
+	else
+		snprintf(name, sizeof(name), "%s%s", mode_info[mode].name, batch == 0 ? "/nobatch" : "");
+	r = new_row(b, name, test_info[test].name, size, false);
+	r->group = q >= 0 ? qemu_info[q].group : mode_info[mode].group;
+	r->batch = q >= 0 || batch < 0 ? NULL : batch ? "on" : "off";
+	return r;
+}
+
+static void run_cell(struct bench *b, int mode, int batch, int q, int test, unsigned size)
+{
+	struct bench_row *r = cell_row(b, mode, batch, q, test, size);
 	unsigned long long rx0, tx0, txd0, rx1, tx1, txd1;
-	char params[96], log[PATH_MAX], plog[PATH_MAX];
+	char params[96], nopts[96], log[PATH_MAX], plog[PATH_MAX];
+	struct bench_load l;
 	struct peer_run p;
 
 	log_path(b, log, sizeof(log), r, "log");
 	log_path(b, plog, sizeof(plog), r, "peer");
 	snprintf(params, sizeof(params), "bench=%s size=%u secs=%u", test_info[test].name, size, b->cfg.secs);
+	snprintf(nopts, sizeof(nopts), "%s%s", q < 0 ? mode_info[mode].nopts : "",
+		 q >= 0 || batch < 0 ? "" : batch ? ",batch=on" : ",batch=off");
+	load_begin(&l);
 	if (peer_start(b, test_info[test].peer, size, &p, r->error, sizeof(r->error)) == 0) {
 		tap_counters(&rx0, &tx0, &txd0);
-		run_guest(b, q, q < 0 ? mode_info[mode].nopts : "", params, r, log[0] ? log : NULL);
+		run_guest(b, q, nopts, params, r, log[0] ? log : NULL);
 		tap_counters(&rx1, &tx1, &txd1);
 		peer_stop(b, &p, &r->peer_frames, &r->peer_drops, plog[0] ? plog : NULL);
 		r->tap_rx = rx1 - rx0;
 		r->tap_tx = tx1 - tx0;
 		r->tap_tx_drops = txd1 - txd0;
 	}
+	load_end(r, &l);
 	if (!r->error[0])
 		set_ratio(b, r);
 	progress(b, r);
@@ -1418,7 +1613,7 @@ static void run_cell(struct bench *b, int mode, int q, int test, unsigned size)
 static int qemu_probe(struct bench *b)
 {
 	const struct bench_cfg *c = &b->cfg;
-	struct row *r;
+	struct bench_row *r;
 
 	if (!c->qemu_bin[0]) {
 		snprintf(b->qemu_note, sizeof(b->qemu_note),
@@ -1463,7 +1658,7 @@ static void run_all(struct bench *b)
 
 	int qemu_modes = 0;
 
-	b->total = 2 + host_floors + c->nmodes * c->ntests * c->nsizes;
+	b->total = 2 + host_floors + c->nmodes * c->nbatch * c->ntests * c->nsizes;
 	run_notify_floor(b, false, -1);
 	if (!interrupted)
 		run_notify_floor(b, true, -1);
@@ -1475,15 +1670,16 @@ static void run_all(struct bench *b)
 		if (wants(c, T_RX) && !interrupted)
 			run_host_floor(b, "rx", "blast", c->sizes[s], floor_tap_read);
 		if (wants(c, T_RR) && !interrupted)
-			run_host_floor(b, "rr", "echo", c->sizes[s], floor_peer_echo);
+			run_host_floor(b, "rr", "spin-echo", c->sizes[s], floor_peer_echo);
 	}
 	/* Tests outermost, then sizes, then modes: the modes to compare run back to back. */
 	for (int t = 0; t < c->ntests && !interrupted; t++)
 		for (int s = 0; s < c->nsizes && !interrupted; s++) {
 			for (int m = 0; m < c->nmodes && !interrupted; m++)
-				run_cell(b, c->modes[m], -1, c->tests[t], c->sizes[s]);
+				for (int i = 0; i < c->nbatch && !interrupted; i++)
+					run_cell(b, c->modes[m], c->batch[i], -1, c->tests[t], c->sizes[s]);
 			for (int q = 0; q < qemu_modes && !interrupted; q++)
-				run_cell(b, 0, q, c->tests[t], c->sizes[s]);
+				run_cell(b, 0, -1, q, c->tests[t], c->sizes[s]);
 		}
 }
 
@@ -1582,10 +1778,11 @@ int cmd_bench(int argc, char **argv)
 		print_row(stdout, &b->rows[i]);
 		failed += b->rows[i].error[0] != 0;
 	}
+	print_notes(stdout, b);
 	fflush(stdout);
 	if (b->cfg.json && write_json(b, b->cfg.json) < 0)
 		failed++;
-	if (b->cfg.svg && !interrupted && write_svg(b, b->cfg.svg) < 0)
+	if (b->cfg.svg && !interrupted && write_svgs(b, b->cfg.svg) < 0)
 		failed++;
 	ret = interrupted ? 128 + interrupted : failed ? 1 : 0;
 	if (interrupted)

@@ -6,7 +6,7 @@ what=${1:-all}
 build_pkgs="gcc make pkg-config libfdt-dev libaio-dev libcap-ng-dev libseccomp-dev musl-tools"  # musl-tools: the static guest init
 test_pkgs="check iproute2 iputils-ping socat device-tree-compiler e2fsprogs python3 cpio procps"  # dtc: --dump-dtb; mkfs.ext4 -d: disk images; python3: raw control clients, a pseudo-terminal driver; cpio: test_initrd extracts archives; pgrep: lkvm's cleanup helper
 kvm_host_pkgs="qemu-system-x86 busybox-static cpio gzip xz-utils binutils util-linux coreutils"
-bench_pkgs="gnuplot-nox python3 qemu-system-x86"  # lkvm bench net --svg; python3 checks its JSON in tests; --qemu
+bench_pkgs="librsvg2-bin python3 qemu-system-x86"  # rsvg-convert: the bench charts as PNG (tests look at them); python3 checks the JSON and SVG in tests; --qemu
 fuzz_pkgs="clang libclang-rt-dev"  # libFuzzer (libclang_rt.fuzzer) and the sanitizer runtimes
 guest_pkgs="linux-source-6.1 busybox-static cpio gzip lz4 flex bison bc libelf-dev libssl-dev xz-utils"
 case "$what" in

@@ -16,7 +16,7 @@ CGUEST_CFLAGS := -m64 -std=gnu11 -O2 -g -ffreestanding -nostdlib -fno-pic -fno-p
 	-mno-red-zone -mgeneral-regs-only -fno-stack-protector -fno-asynchronous-unwind-tables \
 	-fno-omit-frame-pointer -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -Wa,--fatal-warnings -Wa,--noexecstack \
-	-I$(CGUEST_LIB) -MMD -MP
+	-I$(CGUEST_LIB) -Iinclude -MMD -MP
 CGUEST_LDFLAGS := -m elf_x86_64 -T $(CGUEST_LIB)/guest.ld -nostdlib --fatal-warnings \
 	--no-warn-rwx-segments -z noexecstack --build-id=none -z max-page-size=4096
 

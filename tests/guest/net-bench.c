@@ -1,5 +1,6 @@
 /* Guest net-bench: drives lkvm's virtio-net from CPL3 with polled rings and prints one BENCH line for tx, rr or rx. */
 #include "guest.h"
+#include "lkvm/bench-frame.h"
 
 /*
  * Command line (lkvm -p): bench=tx|rr|rx|notify size=BYTES secs=SECONDS event_idx=0|1
@@ -10,23 +11,14 @@
  *   rx  counts the frames the host sends for `secs`;
  *   notify  writes the TX queue's notify register in a loop for `secs` with no chain posted:
  *       the bare cost of one notification (trapped exit or ioeventfd), the floor of a kick.
- * Frames are broadcast with EtherType 0x88b5 (IEEE local experimental), then "LKVB", a
- * 32-bit test id, a 64-bit sequence number and a pattern derived from it.
+ * Frames are broadcast, in the format of lkvm/bench-frame.h.
  * Set-up (PCI, virtio status, queue registers) runs at CPL0; buffers and the measured loop
  * at CPL3, where a PVM host runs code natively. Rings are polled: no interrupts are used.
  */
 
 #define ETH_HLEN 14
-#define ETHERTYPE 0x88b5
-#define MAGIC 0x42564b4c /* "LKVB" little-endian */
-#define OFF_MAGIC 14
-#define OFF_TEST 18
-#define OFF_SEQ 22
-#define OFF_PATTERN 30
 #define VNET_HDR_LEN 12 /* struct virtio_net_hdr_v1: VERSION_1 always has num_buffers */
 #define BUF_SIZE 2048
-#define MIN_FRAME 60
-#define MAX_FRAME 1514
 #define RXQ 0
 #define TXQ 1
 #define QSIZE 256
@@ -34,12 +26,10 @@
 #define RR_TIMEOUT_NS 200000000ull /* a transaction with no echo after this is lost */
 #define DRAIN_TIMEOUT_NS 2000000000ull
 
-enum test { T_TX = 1, T_RR, T_RX, T_NOTIFY };
-
 struct bench {
 	struct virtio_pci vp;
 	struct virtq rx, tx;
-	enum test test;
+	enum bench_frame_test test;
 	const char *name;
 	u32 size;
 	u64 secs;
@@ -75,23 +65,23 @@ static u32 get32(const u8 *p)
 static void build_frame(u8 *buf)
 {
 	u8 *f = buf + VNET_HDR_LEN;
-	u32 magic = MAGIC, test = B.test;
+	u32 magic = BENCH_MAGIC, test = B.test;
 
 	memset(buf, 0, VNET_HDR_LEN);
 	memset(f, 0xff, 6);
 	memcpy(f + 6, B.mac, 6);
-	put16be(f + 12, ETHERTYPE);
-	memcpy(f + OFF_MAGIC, &magic, 4);
-	memcpy(f + OFF_TEST, &test, 4);
+	put16be(f + BENCH_OFF_ETHERTYPE, BENCH_ETHERTYPE);
+	memcpy(f + BENCH_OFF_MAGIC, &magic, 4);
+	memcpy(f + BENCH_OFF_TEST, &test, 4);
 }
 
 static void set_seq(u8 *buf, u64 seq, bool pattern)
 {
 	u8 *f = buf + VNET_HDR_LEN;
 
-	memcpy(f + OFF_SEQ, &seq, 8);
+	memcpy(f + BENCH_OFF_SEQ, &seq, 8);
 	if (pattern)
-		for (u32 j = OFF_PATTERN; j < B.size; j++)
+		for (u32 j = BENCH_OFF_PATTERN; j < B.size; j++)
 			f[j] = (u8)(seq * 7 + j);
 }
 
@@ -118,8 +108,9 @@ static const u8 *our_frame(const u8 *buf, u32 len)
 {
 	const u8 *f = buf + VNET_HDR_LEN;
 
-	if (len < VNET_HDR_LEN + OFF_PATTERN || f[12] != (ETHERTYPE >> 8) || f[13] != (ETHERTYPE & 0xff) ||
-	    get32(f + OFF_MAGIC) != MAGIC)
+	if (len < VNET_HDR_LEN + BENCH_OFF_PATTERN || f[BENCH_OFF_ETHERTYPE] != (BENCH_ETHERTYPE >> 8) ||
+	    f[BENCH_OFF_ETHERTYPE + 1] != (BENCH_ETHERTYPE & 0xff) ||
+	    get32(f + BENCH_OFF_MAGIC) != BENCH_MAGIC)
 		return NULL;
 	return f;
 }
@@ -164,7 +155,7 @@ static void run_tx(void)
 		while (nfree) {
 			u64 i = free_slots[nfree - 1];
 
-			memcpy(txslot(i) + VNET_HDR_LEN + OFF_SEQ, &seq, 8);
+			memcpy(txslot(i) + VNET_HDR_LEN + BENCH_OFF_SEQ, &seq, 8);
 			if (!post_tx(i))
 				break;
 			nfree--;
@@ -264,7 +255,7 @@ static void run_rr(void)
 			u64 r = (u64)(uintptr_t)tok - 1;
 			const u8 *f = our_frame(rxslot(r), len);
 
-			if (f && get64(f + OFF_SEQ) == seq) {
+			if (f && get64(f + BENCH_OFF_SEQ) == seq) {
 				/* Everything after the MAC addresses must be what we sent. */
 				if (len != VNET_HDR_LEN + B.size ||
 				    memcmp(f + 12, txslot(i) + VNET_HDR_LEN + 12, B.size - 12))
@@ -363,11 +354,11 @@ static void user_main(void *arg)
 {
 	B.txbuf = galloc(QSIZE * BUF_SIZE, 4096);
 	B.rxbuf = galloc(QSIZE * BUF_SIZE, 4096);
-	if (B.test == T_TX)
+	if (B.test == BENCH_TEST_TX)
 		run_tx();
-	else if (B.test == T_RR)
+	else if (B.test == BENCH_TEST_RR)
 		run_rr();
-	else if (B.test == T_NOTIFY)
+	else if (B.test == BENCH_TEST_NOTIFY)
 		run_notify();
 	else
 		run_rx();
@@ -407,19 +398,19 @@ void guest_main(void)
 	if (!cmdline_get("bench", name, sizeof(name)))
 		GUEST_FAIL("no bench=tx|rr|rx|notify on the command line");
 	if (!strcmp(name, "tx"))
-		B.test = T_TX;
+		B.test = BENCH_TEST_TX;
 	else if (!strcmp(name, "rr"))
-		B.test = T_RR;
+		B.test = BENCH_TEST_RR;
 	else if (!strcmp(name, "rx"))
-		B.test = T_RX;
+		B.test = BENCH_TEST_RX;
 	else if (!strcmp(name, "notify"))
-		B.test = T_NOTIFY;
+		B.test = BENCH_TEST_NOTIFY;
 	else
 		GUEST_FAIL("unknown bench=%s", name);
 	B.size = (u32)cmdline_u64("size", 64);
 	B.secs = cmdline_u64("secs", 2);
-	if (B.size < MIN_FRAME || B.size > MAX_FRAME)
-		GUEST_FAIL("size=%u outside %u-%u", B.size, MIN_FRAME, MAX_FRAME);
+	if (B.size < BENCH_FRAME_MIN || B.size > BENCH_FRAME_MAX)
+		GUEST_FAIL("size=%u outside %u-%u", B.size, BENCH_FRAME_MIN, BENCH_FRAME_MAX);
 	if (B.secs < 1 || B.secs > 600)
 		GUEST_FAIL("secs=%llu outside 1-600", B.secs);
 	clock_init();

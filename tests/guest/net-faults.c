@@ -1,5 +1,6 @@
 /* Guest net-faults: drives lkvm's virtio-net through host faults (the tap deleted under it) and resets in the middle of traffic. */
 #include "guest.h"
+#include "lkvm/bench-frame.h"
 
 /*
  * Command line (lkvm -p): fault=link|resets|idle|none [resets=N]
@@ -18,7 +19,6 @@
  * Set-up of PCI at CPL0, the rest at CPL3 (MMIO directly, console through the #GP path).
  */
 
-#define ETHERTYPE 0x88b5
 #define HDR 12
 #define FRAME 64
 #define BUF 2048
@@ -78,8 +78,8 @@ static void send(int n)
 		memset(p, 0, HDR + FRAME);
 		memset(f, 0xff, 6);
 		memcpy(f + 6, mac, 6);
-		f[12] = ETHERTYPE >> 8;
-		f[13] = ETHERTYPE & 0xff;
+		f[BENCH_OFF_ETHERTYPE] = BENCH_ETHERTYPE >> 8;
+		f[BENCH_OFF_ETHERTYPE + 1] = BENCH_ETHERTYPE & 0xff;
 		memcpy(f + 14, "LKVF", 4);
 		memcpy(f + 18, &tx_frames, 8);
 		tx_frames++;
@@ -102,7 +102,8 @@ static int reap(void)
 		int i = (int)(uintptr_t)tok - 1;
 		const u8 *f = rxbuf + (u64)i * BUF + HDR;
 
-		if (len >= HDR + 14 && f[12] == (ETHERTYPE >> 8) && f[13] == (ETHERTYPE & 0xff))
+		if (len >= HDR + 14 && f[BENCH_OFF_ETHERTYPE] == (BENCH_ETHERTYPE >> 8) &&
+		    f[BENCH_OFF_ETHERTYPE + 1] == (BENCH_ETHERTYPE & 0xff))
 			rx_frames++;
 		post_rx(i);
 		rx = true;

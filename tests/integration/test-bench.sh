@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs `lkvm bench net` in a short mode (1 s a cell, 64-byte frames, every default mode and test) and checks that its rows are sane: never its speed.
+# Runs `lkvm bench net` in a short mode (1 s a cell, 64-byte frames, every default mode and test) and checks that its rows and charts are sane, and that no cell beats its floor on a quiet host: never its speed.
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
 SUMMARY_PREFIX=bench
@@ -12,7 +12,15 @@ SIZES=64
 OUT=$LOG_DIR/bench
 JSON=$OUT/bench.json
 SVG=$OUT/bench.svg
-CELLS=$(($(tr ',' '\n' <<<"$MODES" | wc -l) * 3))
+SVG_CPU=$OUT/bench-cpu.svg
+# Where lkvm has -n batch=, every mode runs with batch=on (MODE) and batch=off (MODE/nobatch).
+BATCHES=1
+LKVM_MODES=$MODES
+if "$LKVM" run --help 2>/dev/null | grep -q ' batch='; then
+	BATCHES=2
+	LKVM_MODES=$MODES,$(sed 's|,|/nobatch,|g; s|$|/nobatch|' <<<"$MODES")
+fi
+CELLS=$(($(tr ',' '\n' <<<"$MODES" | wc -l) * 3 * BATCHES))
 FLOORS=5 # notify ioeventfd and trap, tap write, tap read, peer echo (one size)
 # --qemu where QEMU is installed: its two notify floors and four modes per test, or one line
 # saying why it could not run (then no QEMU rows).
@@ -45,26 +53,22 @@ t_run() {
 	[ -z "$BENCH_SKIP" ] || { skip "$BENCH_SKIP"; return; }
 	rm -rf "$OUT"
 	mkdir -p "$OUT"
-	local svg=()
-	command -v gnuplot >/dev/null 2>&1 && svg=(--svg "$SVG")
-	GUARD_DEFAULT=600 run_lkvm bench 0 -- bench net --modes "$MODES" --tests $TESTS --sizes $SIZES \
-		--duration 1 --json "$JSON" --log-dir "$OUT/cells" "${svg[@]}" "${QEMU[@]}" || return
-	expect_output '^mode +test +size +Kpps +Mb/s +RTTmed_us +RTTp99_us +trans/s +exits/pkt +kicks/pkt +irqs/pkt +pkts/kick +x_floor +cpu$' \
+	GUARD_DEFAULT=900 run_lkvm bench 0 -- bench net --modes "$MODES" --tests $TESTS --sizes $SIZES \
+		--duration 1 --json "$JSON" --log-dir "$OUT/cells" --svg "$SVG" "${QEMU[@]}" || return
+	expect_output '^mode +test +size +Kpps +Mb/s +RTTmed_us +RTTp99_us +trans/s +exits/pkt +kicks/pkt +irqs/pkt +pkts/kick +x_floor +cpu +host_ns +floor_ns +other$' \
 		"the table header" || return
 	local want=$((CELLS + FLOORS))
 	qemu_ran && want=$((want + 2 + 4 * 3))
 	expect_output "^bench: \[ *$want/$want\] " "a progress line per row" || return
 	expect_no_output 'FAILED' "a failed cell" || return
-	if [ ${#svg[@]} -gt 0 ]; then
-		grep -q '<svg' "$SVG" || fail "no SVG chart in $SVG"
-	fi
+	grep -q '<svg' "$SVG" && grep -q '<svg' "$SVG_CPU" || fail "no SVG charts in $SVG and $SVG_CPU"
 }
 
 # Every requested cell and floor has exactly one row in the table and in the JSON, and each is ok.
 t_rows() {
 	need_run || return
 	local m t n
-	for m in ${MODES//,/ }; do
+	for m in ${LKVM_MODES//,/ }; do
 		for t in ${TESTS//,/ }; do
 			n=$(grep -cE "^$m +$t +$SIZES " "$LOG_DIR/bench.log")
 			[ "$n" = 1 ] || { fail "table has $n rows for $m $t $SIZES"; return; }
@@ -153,7 +157,7 @@ t_json() {
 t_tx_frames() {
 	need_run || return
 	local m r g tx txd tap pf pd
-	for m in ${MODES//,/ }; do
+	for m in ${LKVM_MODES//,/ }; do
 		r=$(rows "$m" tx)
 		g=$(jv guest_frames "$r"); tx=$(jv dev_tx_packets "$r"); txd=$(jv dev_tx_drops "$r")
 		tap=$(jv tap_rx "$r"); pf=$(jv peer_frames "$r"); pd=$(jv peer_drops "$r")
@@ -168,7 +172,7 @@ t_tx_frames() {
 t_rr_frames() {
 	need_run || return
 	local m r n lost pf tx rx
-	for m in ${MODES//,/ }; do
+	for m in ${LKVM_MODES//,/ }; do
 		r=$(rows "$m" rr)
 		n=$(jv guest_frames "$r"); lost=$(jv lost "$r"); pf=$(jv peer_frames "$r")
 		tx=$(jv dev_tx_packets "$r"); rx=$(jv dev_rx_packets "$r")
@@ -188,7 +192,7 @@ t_rr_frames() {
 t_rx_frames() {
 	need_run || return
 	local m r g rx tap tapd pf
-	for m in ${MODES//,/ }; do
+	for m in ${LKVM_MODES//,/ }; do
 		r=$(rows "$m" rx)
 		g=$(jv guest_frames "$r"); rx=$(jv dev_rx_packets "$r"); tap=$(jv tap_tx "$r")
 		tapd=$(jv tap_tx_drops "$r"); pf=$(jv peer_frames "$r")
@@ -204,7 +208,7 @@ t_rx_frames() {
 t_counters() {
 	need_run || return
 	local m t r pk tx rx kicks trapped exits polls hits
-	for m in ${MODES//,/ }; do
+	for m in ${LKVM_MODES//,/ }; do
 		for t in ${TESTS//,/ }; do
 			r=$(rows "$m" "$t")
 			pk=$(jv packets "$r"); tx=$(jv dev_tx_packets "$r"); rx=$(jv dev_rx_packets "$r")
@@ -237,10 +241,105 @@ t_counters() {
 	[ "$(jv trapped "$(rows floor/ioeventfd notify)")" = 0 ] || fail "notify floor ioeventfd: trapped exits"
 }
 
+# Load and host CPU: every row says what other processes took while it ran (busy exactly when
+# over 0.10 cores); every cell and host floor has a host CPU per packet, and each cell carries
+# its floor's beside its own.
+t_cpu() {
+	need_run || return
+	local m t r h v o busy f fh
+	while read -r r; do
+		m=$(jv mode "$r"); t=$(jv test "$r"); o=$(jv other_cpu "$r"); busy=$(jv busy "$r")
+		[ -n "$o" ] && [ "$o" != null ] || { fail "$m $t: no other_cpu"; return; }
+		[ "$busy" = "$(awk -v o="$o" 'BEGIN { print (o > 0.10) ? "true" : "false" }')" ] ||
+			{ fail "$m $t: busy=$busy with other_cpu $o"; return; }
+		[ "$t" = notify ] && continue
+		h=$(jv host_ns_per_pkt "$r"); v=$(jv vcpu_ns_per_pkt "$r")
+		awk -v h="$h" 'BEGIN { exit !(h > 0) }' || { fail "$m $t: host CPU per packet '$h'"; return; }
+		[ "$(jv floor "$r")" = true ] && continue
+		awk -v v="$v" 'BEGIN { exit !(v > 0) }' || { fail "$m $t: vCPU CPU per packet '$v'"; return; }
+		f=$([ "$t" = rr ] && echo floor/peer || echo floor/tap)
+		fh=$(jv host_ns_per_pkt "$(rows "$f" "$t")")
+		[ "$(jv floor_ns_per_pkt "$r")" = "$fh" ] ||
+			{ fail "$m $t: floor_ns_per_pkt $(jv floor_ns_per_pkt "$r"), the floor's is $fh"; return; }
+	done < <(grep '^{"mode"' "$JSON" | grep '"ok":true')
+	grep -qE '^# \*: other processes' "$LOG_DIR/bench.log" || ! grep -q '"busy":true' "$JSON" ||
+		fail "busy rows but no note under the table"
+}
+
+# No cell beats its floor by more than the noise (x_floor < 0.9 for rr, > 1/0.9 for tx and rx):
+# that would mean the floor measures something else. Rows taken on a busy host (theirs or
+# their floor's other_cpu over 0.10 cores) are no evidence either way: then a skip says so.
+t_floors() {
+	need_run || return
+	local r m t f loaded=""
+	while read -r r; do
+		m=$(jv mode "$r"); t=$(jv test "$r")
+		f=$([ "$t" = rr ] && echo floor/peer || echo floor/tap)
+		if [ "$(jv busy "$r")" = true ] || [ "$(jv busy "$(rows "$f" "$t")")" = true ]; then
+			loaded="$loaded $m/$t (x_floor $(jv x_floor "$r"))"
+			continue
+		fi
+		fail "$m $t beats its floor on a quiet host: x_floor $(jv x_floor "$r") ($r)"
+		return
+	done < <(grep '"beats_floor":true' "$JSON")
+	[ -z "$loaded" ] || skip "cells beat their floor only while the host was busy:$loaded"
+}
+
+# The charts: a panel per test with the floor's line at the floor's figure, a bar per cell at
+# its figure (Kpps, RTT median, host ns per packet), lkvm and QEMU in different colours, no
+# label turned; and the PNG that rsvg-convert makes of each (build/logs/.../bench/*.png: look).
+t_chart() {
+	need_run || return
+	command -v python3 >/dev/null 2>&1 || { skip "python3 missing (scripts/deps.sh bench)"; return; }
+	python3 - "$JSON" "$SVG" "$SVG_CPU" >"$OUT/chart.out" 2>&1 <<'PY' || { fail "$(tail -n 3 "$OUT/chart.out")"; return; }
+import json, sys, xml.etree.ElementTree as ET
+rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r["ok"]]
+N = "{http://www.w3.org/2000/svg}"
+def fig(r, cpu):
+    if cpu:
+        return r["host_ns_per_pkt"]
+    return r["rtt_median_us"] if r["test"] == "rr" else r["pps"] / 1000
+for path, cpu in ((sys.argv[2], False), (sys.argv[3], True)):
+    svg = ET.parse(path).getroot()
+    assert "rotate" not in open(path).read(), f"{path}: a label turned sideways"
+    panels = {p.get("data-test"): p for p in svg.iter(N + "g") if p.get("class") == "panel"}
+    assert sorted(panels) == ["rr", "rx", "tx"], f"{path}: panels {sorted(panels)}"
+    for test, p in panels.items():
+        floor = [r for r in rows if r["floor"] and r["test"] == test]
+        lines = [l for l in p.iter(N + "line") if l.get("class") == "floor"]
+        assert len(lines) == 1 and abs(float(lines[0].get("data-value")) - fig(floor[0], cpu)) < 0.01, \
+            f"{path} {test}: floor line {[l.get('data-value') for l in lines]} for {fig(floor[0], cpu)}"
+        cells = {r["mode"]: r for r in rows if not r["floor"] and r["test"] == test}
+        bars = {b.get("data-mode"): b for b in p.iter(N + "rect") if b.get("class") == "bar"}
+        assert sorted(bars) == sorted(cells), f"{path} {test}: bars {sorted(bars)} for cells {sorted(cells)}"
+        for m, b in bars.items():
+            assert abs(float(b.get("data-value")) - fig(cells[m], cpu)) < 0.01, f"{path} {test} {m}: bar"
+            assert float(b.get("height")) >= 0
+        fills = {b.get("data-vmm"): set() for b in bars.values()}
+        for b in bars.values():
+            fills[b.get("data-vmm")].add(b.get("fill"))
+        if "qemu" in fills:
+            assert not fills["qemu"] & fills["lkvm"], f"{path} {test}: lkvm and QEMU share a colour"
+        values = [t for t in p.iter(N + "text") if t.get("class") == "value"]
+        assert len(values) == len(bars), f"{path} {test}: {len(values)} values on {len(bars)} bars"
+print("charts agree with the JSON")
+PY
+	command -v rsvg-convert >/dev/null 2>&1 ||
+		{ skip "rsvg-convert missing (scripts/deps.sh bench installs librsvg2-bin)"; return; }
+	local s
+	for s in "$SVG" "$SVG_CPU"; do
+		rsvg-convert -o "${s%.svg}.png" "$s" 2>"$OUT/rsvg.err" && [ -s "${s%.svg}.png" ] ||
+			{ fail "rsvg-convert $s: $(head -c 200 "$OUT/rsvg.err")"; return; }
+		[ "$(head -c 8 "${s%.svg}.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
+			{ fail "${s%.svg}.png is not a PNG"; return; }
+	done
+}
+
 t_usage() {
 	run_lkvm bench-help 0 -- bench net --help || return
 	local o
-	for o in --modes --tests --sizes --duration --qemu --json --svg ioeventfd trap timer poll qemu/bh qemu/timer-trap; do
+	for o in --modes --tests --sizes --batch --duration --qemu --json --svg host_ns floor_ns other \
+		ioeventfd trap timer poll qemu/bh qemu/timer-trap; do
 		grep -q -- "$o" "$LAST_LOG" || { fail "bench net --help does not mention $o"; return; }
 	done
 	run_lkvm bench-list 0 -- help || return
@@ -292,6 +391,9 @@ run_test bench-tx-frames t_tx_frames
 run_test bench-rr-frames t_rr_frames
 run_test bench-rx-frames t_rx_frames
 run_test bench-counters t_counters
+run_test bench-cpu t_cpu
+run_test bench-floors t_floors
+run_test bench-chart t_chart
 run_test bench-qemu t_qemu
 run_test bench-usage t_usage
 run_test_serial bench-interrupt t_interrupt

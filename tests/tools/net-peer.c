@@ -16,14 +16,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lkvm/bench-frame.h"
+
 /*
  * net-peer MODE IFNAME SECONDS [SIZE]
- *   count  count frames of EtherType 0x88b5 arriving from the guest
+ *   count  count frames of EtherType BENCH_ETHERTYPE arriving from the guest
  *   echo   send each such frame back with the MAC addresses swapped (source: IFNAME's MAC)
- *   blast  send SIZE-byte frames (EtherType 0x88b5, "LKVB" magic) to the guest as fast as possible
+ *   spin-echo  echo, polling the socket without sleeping for BENCH_SPIN_NS after each frame
+ *          (the rr floor's peer: a peer that sleeps adds the host's wake-up latency, which a
+ *          spinning mode does not pay; docs/benchmarks.md)
+ *   blast  send SIZE-byte bench frames (lkvm/bench-frame.h) to the guest as fast as possible
  * Runs until SECONDS pass (counted from the start) or SIGTERM/SIGINT, prints "ready" on
  * stderr once it receives, then one line on stdout:
- *   PEER MODE frames=N bytes=N drops=N
+ *   PEER MODE frames=N bytes=N drops=N (spin-echo says echo)
  * frames/bytes: what it received (count, echo) or sent (blast), bytes counting the Ethernet
  * header; drops: frames the kernel dropped on this socket (PACKET_STATISTICS), or for blast
  * the sends that failed. count reads through a TPACKET_V3 ring (the kernel fills blocks, one
@@ -31,7 +36,6 @@
  * frames one by one (recvmmsg) to answer each at once.
  */
 
-#define ETHERTYPE 0x88b5
 #define BATCH 64
 #define FRAME_MAX 2048
 
@@ -92,7 +96,7 @@ static int open_socket(const char *ifname, int *ifindex, unsigned char mac[6])
 /* Starts receiving EtherType frames on ifindex, then tells the test script so. */
 static int bind_socket(int fd, int ifindex, const char *ifname)
 {
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETHERTYPE),
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(BENCH_ETHERTYPE),
 				   .sll_ifindex = ifindex };
 
 	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
@@ -113,7 +117,7 @@ static unsigned long long socket_drops(int fd)
 	return st.tp_drops;
 }
 
-static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, int echo)
+static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, int echo, int spin)
 {
 	static unsigned char bufs[BATCH][FRAME_MAX];
 	struct mmsghdr msgs[BATCH];
@@ -121,6 +125,7 @@ static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, i
 	struct sockaddr_ll from[BATCH];
 	unsigned long long frames = 0, bytes = 0, drops = 0, send_fail = 0;
 	struct pollfd p = { .fd = fd, .events = POLLIN };
+	double last = now();
 
 	while (!stop && now() < end) {
 		int n;
@@ -138,9 +143,12 @@ static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, i
 				perror("net-peer: recvmmsg");
 				return 1;
 			}
-			poll(&p, 1, 50);
+			/* spin-echo: poll without sleeping for BENCH_SPIN_NS after the last frame */
+			if (!spin || now() - last > BENCH_SPIN_NS / 1e9)
+				poll(&p, 1, 50);
 			continue;
 		}
+		last = now();
 		for (int i = 0; i < n; i++) {
 			unsigned char *f = bufs[i];
 			unsigned len = msgs[i].msg_len;
@@ -154,7 +162,7 @@ static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, i
 			memcpy(f, f + 6, 6);
 			memcpy(f + 6, mac, 6);
 			struct sockaddr_ll to = { .sll_family = AF_PACKET, .sll_ifindex = ifindex,
-						  .sll_halen = 6, .sll_protocol = htons(ETHERTYPE) };
+						  .sll_halen = 6, .sll_protocol = htons(BENCH_ETHERTYPE) };
 			memcpy(to.sll_addr, f, 6);
 			if (sendto(fd, f, len, 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)len)
 				send_fail++;
@@ -243,21 +251,21 @@ static int run_blast(int fd, int ifindex, const unsigned char mac[6], double end
 {
 	unsigned char f[FRAME_MAX];
 	unsigned long long frames = 0, fails = 0, seq = 0;
-	uint32_t magic = 0x42564b4c, test = 3;
+	uint32_t magic = BENCH_MAGIC, test = BENCH_TEST_RX;
 	struct sockaddr_ll to = { .sll_family = AF_PACKET, .sll_ifindex = ifindex, .sll_halen = 6,
-				  .sll_protocol = htons(ETHERTYPE) };
+				  .sll_protocol = htons(BENCH_ETHERTYPE) };
 
 	memset(f, 0, sizeof(f));
 	memset(f, 0xff, 6);
 	memcpy(f + 6, mac, 6);
-	f[12] = ETHERTYPE >> 8;
-	f[13] = ETHERTYPE & 0xff;
-	memcpy(f + 14, &magic, 4);
-	memcpy(f + 18, &test, 4);
+	f[BENCH_OFF_ETHERTYPE] = BENCH_ETHERTYPE >> 8;
+	f[BENCH_OFF_ETHERTYPE + 1] = BENCH_ETHERTYPE & 0xff;
+	memcpy(f + BENCH_OFF_MAGIC, &magic, 4);
+	memcpy(f + BENCH_OFF_TEST, &test, 4);
 	memset(to.sll_addr, 0xff, 6);
 	while (!stop && ((frames & 1023) || now() < end)) {
 		seq++;
-		memcpy(f + 22, &seq, 8);
+		memcpy(f + BENCH_OFF_SEQ, &seq, 8);
 		if (sendto(fd, f, size, 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)size) {
 			frames++;
 		} else {
@@ -278,13 +286,14 @@ int main(int argc, char **argv)
 	unsigned size;
 	double end;
 
-	if (argc < 4 || (strcmp(argv[1], "count") && strcmp(argv[1], "echo") && strcmp(argv[1], "blast"))) {
-		fprintf(stderr, "usage: net-peer count|echo|blast IFNAME SECONDS [SIZE]\n");
+	if (argc < 4 || (strcmp(argv[1], "count") && strcmp(argv[1], "echo") && strcmp(argv[1], "spin-echo") &&
+			 strcmp(argv[1], "blast"))) {
+		fprintf(stderr, "usage: net-peer count|echo|spin-echo|blast IFNAME SECONDS [SIZE]\n");
 		return 2;
 	}
 	size = argc > 4 ? (unsigned)atoi(argv[4]) : 64;
-	if (size < 60 || size > 1514) {
-		fprintf(stderr, "net-peer: SIZE must be 60-1514\n");
+	if (size < BENCH_FRAME_MIN || size > BENCH_FRAME_MAX) {
+		fprintf(stderr, "net-peer: SIZE must be %d-%d\n", BENCH_FRAME_MIN, BENCH_FRAME_MAX);
 		return 2;
 	}
 	sigaction(SIGTERM, &sa, NULL);
@@ -300,5 +309,5 @@ int main(int argc, char **argv)
 		return 1;
 	if (!strcmp(argv[1], "blast"))
 		return run_blast(fd, ifindex, mac, end, size);
-	return run_rx(fd, ifindex, mac, end, 1);
+	return run_rx(fd, ifindex, mac, end, 1, !strcmp(argv[1], "spin-echo"));
 }

@@ -1,0 +1,171 @@
+/* CPU accounting for `lkvm bench net`: other processes' load from /proc/stat, and a VMM's threads' CPU from /proc/PID/task/N/stat, its vCPUs told apart by name. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "lkvm/bench.h"
+
+bool bench_vcpu_thread(const char *comm)
+{
+	size_t l = strlen(comm);
+
+	if (!strncmp(comm, "lkvm-vcpu", 9))
+		return true;
+	return !strncmp(comm, "CPU ", 4) && l > 8 && !strcmp(comm + l - 4, "/KVM");
+}
+
+/*
+ * "TID (COMM) STATE PPID ..." where COMM may hold spaces and parentheses: it ends at the last
+ * ')'. utime and stime are the 14th and 15th fields, the 12th and 13th after the state.
+ */
+int bench_parse_task_stat(const char *line, char *comm, size_t len, u64 *ticks)
+{
+	const char *open = strchr(line, '('), *close = strrchr(line, ')');
+	unsigned long long ut, st;
+	size_t cl;
+
+	if (!open || !close || close < open || !len)
+		return -EINVAL;
+	cl = MIN((size_t)(close - open - 1), len - 1);
+	memcpy(comm, open + 1, cl);
+	comm[cl] = '\0';
+	if (sscanf(close + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) !=
+	    2)
+		return -EINVAL;
+	*ticks = ut + st;
+	return 0;
+}
+
+static int read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t r;
+
+	if (fd < 0)
+		return -errno;
+	r = read(fd, buf, len - 1);
+	close(fd);
+	if (r < 0)
+		return -errno;
+	buf[r] = '\0';
+	return 0;
+}
+
+static struct bench_thread *thread_slot(struct bench_threads *s, int tid)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->t[i].tid == tid)
+			return &s->t[i];
+	if (s->n == BENCH_MAX_THREADS)
+		return NULL;
+	s->t[s->n] = (struct bench_thread){ .tid = tid };
+	return &s->t[s->n++];
+}
+
+int bench_threads_sample(pid_t pid, struct bench_threads *s)
+{
+	char path[64], line[1024];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		int tid = atoi(de->d_name);
+		struct bench_thread *t;
+		char comm[16];
+		u64 ticks;
+
+		if (tid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, tid);
+		if (read_small(path, line, sizeof(line)) ||
+		    bench_parse_task_stat(line, comm, sizeof(comm), &ticks))
+			continue; /* it ended between the listing and the read */
+		t = thread_slot(s, tid);
+		if (t && ticks >= t->ticks) {
+			memcpy(t->comm, comm, sizeof(t->comm));
+			t->ticks = ticks;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+void bench_threads_cpu(const struct bench_threads *a, const struct bench_threads *b, double *host_s,
+		       double *vcpu_s)
+{
+	double hz = (double)sysconf(_SC_CLK_TCK);
+	u64 host = 0, vcpu = 0;
+
+	for (int i = 0; i < b->n; i++) {
+		const struct bench_thread *t = &b->t[i];
+		u64 before = 0;
+
+		for (int j = 0; j < a->n; j++)
+			if (a->t[j].tid == t->tid)
+				before = a->t[j].ticks;
+		if (t->ticks < before)
+			continue;
+		if (bench_vcpu_thread(t->comm))
+			vcpu += t->ticks - before;
+		else
+			host += t->ticks - before;
+	}
+	*host_s = (double)host / hz;
+	*vcpu_s = (double)vcpu / hz;
+}
+
+int bench_parse_proc_stat(const char *line, u64 *busy)
+{
+	unsigned long long v[7];
+
+	if (sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6]) != 7)
+		return -EINVAL;
+	*busy = v[0] + v[1] + v[2] + v[5] + v[6]; /* user nice system (idle iowait) irq softirq */
+	return 0;
+}
+
+static double rusage_s(int who)
+{
+	struct rusage ru;
+
+	if (getrusage(who, &ru) < 0)
+		return 0;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+int bench_load_start(struct bench_load *l)
+{
+	char buf[512];
+	int ret = read_small("/proc/stat", buf, sizeof(buf));
+
+	if (!ret)
+		ret = bench_parse_proc_stat(buf, &l->busy_ticks);
+	l->own_s = rusage_s(RUSAGE_SELF) + rusage_s(RUSAGE_CHILDREN);
+	l->t_ns = now_ns();
+	return ret;
+}
+
+double bench_load_other(const struct bench_load *l)
+{
+	struct bench_load e;
+	double wall, other;
+
+	if (bench_load_start(&e) < 0 || e.t_ns <= l->t_ns)
+		return NAN;
+	wall = (double)(e.t_ns - l->t_ns) / 1e9;
+	other = (double)(e.busy_ticks - l->busy_ticks) / (double)sysconf(_SC_CLK_TCK) -
+		(e.own_s - l->own_s);
+	return MAX(other, 0.0) / wall;
+}

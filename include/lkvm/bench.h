@@ -1,0 +1,85 @@
+/* Inside `lkvm bench net`: a row of its table, the CPU it accounts (builtin/bench-cpu.c) and its charts (builtin/bench-svg.c). */
+#ifndef LKVM_BENCH_H
+#define LKVM_BENCH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "lkvm/util.h"
+
+/* Other processes used more than this many cores while a row ran: the row was taken on a
+ * busy host (on 2 cores one other busy process made rr 3-6x slower). */
+#define BENCH_BUSY_CORES 0.10
+/* A cell that does better than its floor by more than this fraction means the floor is not
+ * one (rr: RTT below 0.9x the floor's; tx, rx: more than 1/0.9x the floor's packet rate). */
+#define BENCH_FLOOR_NOISE 0.9
+
+/* One line of the table: a cell (mode x test x size) or a floor. NAN: not applicable. */
+struct bench_row {
+	char mode[32], test[8];
+	const char *group;  /* the TX strategy the chart groups it under (NULL: floors) */
+	const char *batch;  /* lkvm: "on" or "off" where -n batch= exists, else NULL */
+	unsigned size;
+	bool floor;
+	bool qemu;          /* under QEMU: no device counters, kicks as the guest counted them */
+	bool busy;          /* other_cpu above BENCH_BUSY_CORES */
+	bool beats_floor;   /* better than its floor beyond BENCH_FLOOR_NOISE */
+	char error[160];    /* non-empty: the cell failed, why */
+	double secs, pps, mbps, rtt_med_us, rtt_p99_us, tps, ratio;
+	double cpu;         /* the VMM's CPU time (all threads) / its wall time: 1.0 = one core */
+	double other_cpu;   /* other processes' CPU while the row ran, in cores */
+	/* ns of host CPU per packet: the VMM's threads but its vCPUs while the guest measured
+	 * (floors: the floor's own thread) */
+	double host_ns;
+	double vcpu_ns;     /* ns of the vCPU threads' CPU per packet, the same window */
+	double floor_ns;    /* cells: the floor's host_ns */
+	unsigned long long guest_frames, lost, peer_frames, peer_drops;
+	unsigned long long tx_pkts, tx_drops, rx_pkts, rx_drops, tap_rx, tap_tx, tap_tx_drops;
+	unsigned long long kicks, trapped, irqs, exits, polls, poll_hits, poll_us, packets;
+};
+
+/* ---- CPU accounting (bench-cpu.c) ---- */
+
+#define BENCH_MAX_THREADS 64
+
+/* A process's threads as /proc/PID/task/TID/stat last showed them. */
+struct bench_threads {
+	int n;
+	struct bench_thread {
+		int tid;
+		char comm[16];
+		u64 ticks;       /* utime + stime, clock ticks */
+	} t[BENCH_MAX_THREADS];
+};
+
+/* A vCPU thread by its name: lkvm's "lkvm-vcpuN", QEMU's "CPU N/KVM" (-name debug-threads=on). */
+bool bench_vcpu_thread(const char *comm);
+/* One /proc/PID/task/TID/stat line: the name and utime + stime. 0 or -EINVAL. */
+int bench_parse_task_stat(const char *line, char *comm, size_t len, u64 *ticks);
+/* Reads pid's threads into s, keeping what s had for threads that are gone. 0 or -errno. */
+int bench_threads_sample(pid_t pid, struct bench_threads *s);
+/* Seconds of CPU from a to b: the vCPU threads' and the others' (a thread new in b from 0). */
+void bench_threads_cpu(const struct bench_threads *a, const struct bench_threads *b, double *host_s,
+		       double *vcpu_s);
+
+/* The whole host's busy CPU and this process's own (itself and its reaped children). */
+struct bench_load {
+	u64 busy_ticks, t_ns;
+	double own_s;
+};
+
+/* /proc/stat's first line: user + nice + system + irq + softirq (no idle, iowait, steal). */
+int bench_parse_proc_stat(const char *line, u64 *busy);
+int bench_load_start(struct bench_load *l);
+/* Cores the other processes used since l (never below 0), or NAN if /proc/stat is unreadable. */
+double bench_load_other(const struct bench_load *l);
+
+/* ---- charts (bench-svg.c) ---- */
+
+/* The rates chart (tx, rx Kpps and rr RTT per test and size, the floor as a line) or, with
+ * cpu, host CPU per packet; lkvm's and QEMU's bars side by side per TX strategy. 0 or -errno. */
+int bench_svg(FILE *f, const struct bench_row *rows, int n, unsigned secs, const char *host,
+	      bool cpu);
+
+#endif

@@ -1,0 +1,241 @@
+/* lkvm bench net's pieces without a VM: /proc parsing for its CPU accounting, vCPU thread names, and its charts (panels, bars, floors, colours). */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "lkvm/bench.h"
+
+START_TEST(task_stat_parses)
+{
+	char comm[16];
+	u64 ticks;
+
+	/* A name with a space, a slash and a ')' of its own: it ends at the last ')'. */
+	ck_assert_int_eq(bench_parse_task_stat("4242 (CPU 0/KVM) R 1 1 1 0 -1 4194560 10 0 0 0 "
+					       "1200 34 0 0 20 0 3 0 100 0 0",
+					       comm, sizeof(comm), &ticks),
+			 0);
+	ck_assert_str_eq(comm, "CPU 0/KVM");
+	ck_assert_uint_eq(ticks, 1234);
+	ck_assert_int_eq(bench_parse_task_stat("7 (a) b)) S 1 1 1 0 -1 0 0 0 0 0 5 6 0 0", comm,
+					       sizeof(comm), &ticks),
+			 0);
+	ck_assert_str_eq(comm, "a) b)");
+	ck_assert_uint_eq(ticks, 11);
+	ck_assert_int_eq(bench_parse_task_stat("7 (short) S 1 1", comm, sizeof(comm), &ticks),
+			 -EINVAL);
+	ck_assert_int_eq(bench_parse_task_stat("no name here", comm, sizeof(comm), &ticks),
+			 -EINVAL);
+}
+END_TEST
+
+START_TEST(vcpu_threads_by_name)
+{
+	ck_assert(bench_vcpu_thread("lkvm-vcpu0"));
+	ck_assert(bench_vcpu_thread("lkvm-vcpu12"));
+	ck_assert(bench_vcpu_thread("CPU 0/KVM"));
+	ck_assert(bench_vcpu_thread("CPU 11/KVM"));
+	ck_assert(!bench_vcpu_thread("lkvm-net-tx0"));
+	ck_assert(!bench_vcpu_thread("qemu-system-x86"));
+	ck_assert(!bench_vcpu_thread("CPU /KVM"));
+	ck_assert(!bench_vcpu_thread("worker"));
+}
+END_TEST
+
+START_TEST(proc_stat_busy)
+{
+	u64 busy;
+
+	/* user nice system idle iowait irq softirq steal: busy leaves out idle, iowait, steal. */
+	ck_assert_int_eq(
+		bench_parse_proc_stat("cpu  100 2 30 5000 70 4 5 900 0 0\ncpu0 ...", &busy), 0);
+	ck_assert_uint_eq(busy, 141);
+	ck_assert_int_eq(bench_parse_proc_stat("intr 1 2 3", &busy), -EINVAL);
+}
+END_TEST
+
+START_TEST(thread_cpu_split)
+{
+	struct bench_threads a = { 0 }, b = { 0 };
+	double host, vcpu, hz = (double)sysconf(_SC_CLK_TCK);
+
+	a.n = 2;
+	a.t[0] = (struct bench_thread){ 10, "lkvm-vcpu0", 100 };
+	a.t[1] = (struct bench_thread){ 11, "lkvm-net-tx0", 40 };
+	b.n = 3;
+	b.t[0] = (struct bench_thread){ 10, "lkvm-vcpu0", 300 };
+	b.t[1] = (struct bench_thread){ 11, "lkvm-net-tx0", 90 };
+	b.t[2] = (struct bench_thread){ 12, "lkvm-net-rx0", 7 }; /* new since a: from 0 */
+	bench_threads_cpu(&a, &b, &host, &vcpu);
+	ck_assert(fabs(vcpu - 200 / hz) < 1e-9);
+	ck_assert(fabs(host - 57 / hz) < 1e-9);
+	/* This process's own threads can be read (the sampler's path). */
+	ck_assert_int_eq(bench_threads_sample(getpid(), &a), 0);
+	ck_assert_int_ge(a.n, 1);
+}
+END_TEST
+
+static struct bench_row row(const char *mode, const char *test, bool floor, bool qemu,
+			    const char *group, const char *batch, double pps, double rtt,
+			    double host_ns)
+{
+	struct bench_row r = { .size = 64,
+			       .floor = floor,
+			       .qemu = qemu,
+			       .group = group,
+			       .batch = batch,
+			       .pps = pps,
+			       .rtt_med_us = rtt,
+			       .host_ns = host_ns };
+
+	snprintf(r.mode, sizeof(r.mode), "%s", mode);
+	snprintf(r.test, sizeof(r.test), "%s", test);
+	return r;
+}
+
+static char *chart(const struct bench_row *rows, int n, bool cpu)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(bench_svg(f, rows, n, 3, "native-pvm", cpu), 0);
+	fclose(f);
+	return buf;
+}
+
+static int count(const char *s, const char *what)
+{
+	int n = 0;
+
+	for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
+		n++;
+	return n;
+}
+
+START_TEST(chart_panels_bars_floors)
+{
+	struct bench_row rows[] = {
+		row("floor/tap", "tx", true, false, NULL, NULL, 2573000, NAN, 380),
+		row("floor/peer", "rr", true, false, NULL, NULL, NAN, 4.2, 2100),
+		row("ioeventfd", "tx", false, false, "kick, ioeventfd", "on", 2400000, NAN, 410),
+		row("ioeventfd/nobatch", "tx", false, false, "kick, ioeventfd", "off", 1417000, NAN,
+		    700),
+		row("qemu/bh", "tx", false, true, "kick, ioeventfd", NULL, 439000, NAN, 2300),
+		row("poll", "tx", false, false, "poll, ioeventfd", "on", 1500000, NAN, 800),
+		row("ioeventfd", "rr", false, false, "kick, ioeventfd", "on", NAN, 43.8, 9000),
+		row("qemu/bh", "rr", false, true, "kick, ioeventfd", NULL, NAN, 54.0, 12000),
+	};
+	char *svg = chart(rows, ARRAY_SIZE(rows), false), *cpu;
+
+	ck_assert_ptr_nonnull(strstr(svg, "<svg "));
+	ck_assert_ptr_nonnull(strstr(svg, "</svg>"));
+	/* A panel per test that has cells (no rx here), a floor line in each. */
+	ck_assert_int_eq(count(svg, "<g class=\"panel\""), 2);
+	ck_assert_ptr_nonnull(strstr(svg, "data-test=\"tx\" data-size=\"64\""));
+	ck_assert_ptr_nonnull(strstr(svg, "data-test=\"rr\" data-size=\"64\""));
+	ck_assert_int_eq(count(svg, "class=\"floor\""), 2);
+	ck_assert_ptr_nonnull(strstr(svg, "class=\"floor\" data-value=\"2573.000\""));
+	ck_assert_ptr_nonnull(strstr(svg, "class=\"floor\" data-value=\"4.200\""));
+	/* A bar per cell with its value: Kpps for tx, the RTT median for rr. */
+	ck_assert_int_eq(count(svg, "class=\"bar\""), 6);
+	ck_assert_ptr_nonnull(strstr(svg, "data-mode=\"ioeventfd\" data-vmm=\"lkvm\" "
+					  "data-batch=\"on\" data-value=\"2400.000\""));
+	ck_assert_ptr_nonnull(strstr(
+		svg,
+		"data-mode=\"qemu/bh\" data-vmm=\"qemu\" data-batch=\"\" data-value=\"54.000\""));
+	ck_assert_int_eq(count(svg, "class=\"value\""), 6);
+	/* lkvm and QEMU in their own colours; batch=off in a third. Nothing turned sideways. */
+	ck_assert_int_eq(count(svg, "fill=\"#1f5fa8\""), 3 + 1); /* 3 bars and the legend */
+	ck_assert_int_eq(count(svg, "fill=\"#e8731c\""), 2 + 1);
+	ck_assert_int_eq(count(svg, "fill=\"#8fb8e3\""), 1 + 1);
+	ck_assert_ptr_null(strstr(svg, "rotate"));
+	/* Groups by strategy, labelled under the axis. */
+	ck_assert_int_eq(count(svg, "class=\"group\""), 3);
+	cpu = chart(rows, ARRAY_SIZE(rows), true);
+	ck_assert_ptr_nonnull(strstr(cpu, "class=\"floor\" data-value=\"380.000\""));
+	ck_assert_ptr_nonnull(strstr(
+		cpu,
+		"data-mode=\"qemu/bh\" data-vmm=\"qemu\" data-batch=\"\" data-value=\"2300.000\""));
+	free(svg);
+	free(cpu);
+}
+END_TEST
+
+/* A full matrix (5 strategies, lkvm batch on and off, QEMU, three tests): the panels grow so
+ * that every bar keeps its width, and no value label is wider than its bar allows. */
+START_TEST(chart_full_matrix)
+{
+	static const struct {
+		const char *mode, *group, *batch;
+		bool qemu;
+	} m[] = {
+		{ "ioeventfd", "kick, ioeventfd", "on", false },
+		{ "ioeventfd/nobatch", "kick, ioeventfd", "off", false },
+		{ "trap", "kick, trapped", "on", false },
+		{ "trap/nobatch", "kick, trapped", "off", false },
+		{ "timer", "timer, ioeventfd", "on", false },
+		{ "timer/nobatch", "timer, ioeventfd", "off", false },
+		{ "poll", "poll, ioeventfd", "on", false },
+		{ "poll/nobatch", "poll, ioeventfd", "off", false },
+		{ "qemu/bh", "kick, ioeventfd", NULL, true },
+		{ "qemu/bh-trap", "kick, trapped", NULL, true },
+		{ "qemu/timer", "timer, ioeventfd", NULL, true },
+		{ "qemu/timer-trap", "timer, trapped", NULL, true },
+	};
+	static const char *const tests[] = { "tx", "rx", "rr" };
+	struct bench_row rows[3 + ARRAY_SIZE(m) * 3];
+	int n = 0;
+	char *svg;
+	const char *w;
+
+	for (int t = 0; t < 3; t++) {
+		rows[n++] = row(t == 2 ? "floor/peer" : "floor/tap", tests[t], true, false, NULL,
+				NULL, 2573000.0 / (t + 1), 6.3, 1990);
+		for (size_t i = 0; i < ARRAY_SIZE(m); i++)
+			rows[n++] = row(m[i].mode, tests[t], false, m[i].qemu, m[i].group,
+					m[i].batch, 1000.0 * (double)(88 + 37 * i),
+					60.0 + 11 * (double)i, 1500.0 + 230 * (double)i);
+	}
+	rows[n - 1].busy = true;
+	svg = chart(rows, n, false);
+	ck_assert_int_eq(count(svg, "<g class=\"panel\""), 3);
+	ck_assert_int_eq(count(svg, "class=\"bar\""), 3 * (int)ARRAY_SIZE(m));
+	ck_assert_int_eq(count(svg, "class=\"group\""), 3 * 5);
+	/* 5 groups of 3 bars of 46 px and their gaps: wider than the least panel. */
+	w = strstr(svg, "width=\"");
+	ck_assert_int_ge(atoi(w + 7), 64 + 92 + 5 * (3 * 46 + 30));
+	ck_assert_ptr_nonnull(strstr(svg, "width=\"44.0\"")); /* a bar: 46 px less its 2 px gap */
+	ck_assert_ptr_nonnull(strstr(svg, "*: taken while other processes kept the host busy"));
+	if (getenv("BENCH_SVG_OUT")) { /* to look at: rsvg-convert -o x.png $BENCH_SVG_OUT */
+		FILE *f = fopen(getenv("BENCH_SVG_OUT"), "w");
+
+		ck_assert_ptr_nonnull(f);
+		fputs(svg, f);
+		fclose(f);
+	}
+	free(svg);
+}
+END_TEST
+
+static Suite *bench_suite(void)
+{
+	Suite *s = suite_create("bench");
+	TCase *tc = tcase_create("bench");
+
+	tcase_add_test(tc, task_stat_parses);
+	tcase_add_test(tc, vcpu_threads_by_name);
+	tcase_add_test(tc, proc_stat_busy);
+	tcase_add_test(tc, thread_cpu_split);
+	tcase_add_test(tc, chart_panels_bars_floors);
+	tcase_add_test(tc, chart_full_matrix);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+LKVM_CHECK_MAIN(bench_suite)
