@@ -6,7 +6,9 @@ SUMMARY_PREFIX=ctl
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-T=60                                  # lkvm --timeout of every VM here (they are stopped long before)
+# lkvm --timeout of every VM here: a guard against a VM left behind, never reached (each test
+# stops its VMs). 60 s ran out mid-test in the emulated host on a loaded machine.
+T=600
 VM_TIMEOUT=$T                         # start_vm's (lib.sh)
 PEER=$REPO_ROOT/build/tools/net-peer
 # Every VM of this script lives in its own runtime directory, away from anyone else's VMs.
@@ -454,7 +456,8 @@ blocked_in() {
 # in_stderr_write PID: PID's main thread is in write(2, ...).
 in_stderr_write() { [[ "$(cat "/proc/$1/syscall" 2>/dev/null)" == "1 0x2 "* ]]; }
 
-# 20 `lkvm stop` at once, more than the server keeps waiting (16): each may say "stopped" only
+# 20 `lkvm stop --wait $T` at once (the reply waited for as long: the test bounds each step),
+# more than the server keeps waiting (16): each may say "stopped" only
 # once the lkvm process is gone. The clients connect and send while lkvm is stopped (SIGSTOP),
 # so they all wait on it; lkvm's stderr is a pipe kept full, so once stopped it waits in its
 # exit message with every client answered (or left). Until the pipe goes, no client may have
@@ -484,7 +487,7 @@ while n:
 EOF
 	kill -STOP "$VM_PID"
 	for ((i = 0; i < 20; i++)); do
-		"$LKVM" stop $n >"$LOG_DIR/ctl-many-$i.log" 2>&1 {fd}>&- &
+		"$LKVM" stop $n --wait $T >"$LOG_DIR/ctl-many-$i.log" 2>&1 {fd}>&- &
 		pids+=($!)
 	done
 	# Every client waits: in connect (the backlog is full) or for its reply (poll).
