@@ -20,6 +20,12 @@ void vd_kvm_init(struct kvm *kvm, u8 *ram, u64 ram_size)
 	ck_assert_int_eq(gmem_init(&kvm->mem, ram, ram_size), 0);
 }
 
+void vd_kvm_exit(struct kvm *kvm)
+{
+	io_bus_destroy(&kvm->pio);
+	io_bus_destroy(&kvm->mmio);
+}
+
 void vd_vm_new(u64 ram_size, u64 buf_base)
 {
 	memset(&vd, 0, sizeof(vd));
@@ -35,8 +41,7 @@ void vd_vm_new(u64 ram_size, u64 buf_base)
 
 void vd_vm_free(void)
 {
-	io_bus_destroy(&vd.kvm->pio);
-	io_bus_destroy(&vd.kvm->mmio);
+	vd_kvm_exit(vd.kvm);
 	free(vd.ram);
 	free(vd.kvm);
 	memset(&vd, 0, sizeof(vd));
