@@ -43,9 +43,7 @@ static struct env *env_new(void)
 	struct env *e = calloc(1, sizeof(*e));
 
 	ck_assert_ptr_nonnull(e);
-	e->ram = calloc(1, RAM_SIZE);
-	ck_assert_ptr_nonnull(e->ram);
-	vd_kvm_init(&e->kvm, e->ram, RAM_SIZE);
+	e->ram = vd_kvm_init(&e->kvm, RAM_SIZE);
 	e->kvm.cfg.nr_cpus = 2;
 	vd_tdev_init(&e->t, 2, 0, "\x01\x02\x03\x04\x05\x06\x07\x08");
 	e->t.vdev.use_ioeventfd = true; /* no VM: must fall back to trapping */
@@ -67,8 +65,7 @@ static void env_free(struct env *e)
 	ck_assert_ptr_null(e->t.vdev.transport);
 	ck_assert_ptr_null(slot(e, 0));
 	ck_assert_int_eq(e->kvm.mmio.nr, 0);
-	vd_kvm_exit(&e->kvm);
-	free(e->ram);
+	vd_kvm_exit(&e->kvm, e->ram);
 	free(e);
 }
 

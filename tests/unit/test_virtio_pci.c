@@ -42,9 +42,7 @@ static struct env *env_new(void)
 	struct env *e = calloc(1, sizeof(*e));
 
 	ck_assert_ptr_nonnull(e);
-	e->ram = calloc(1, RAM_SIZE);
-	ck_assert_ptr_nonnull(e->ram);
-	vd_kvm_init(&e->kvm, e->ram, RAM_SIZE);
+	e->ram = vd_kvm_init(&e->kvm, RAM_SIZE);
 	ck_assert_int_eq(pci_bus_create(&e->kvm), 0);
 
 	vd_tdev_init(&e->t, 1, 0x020000, MAC_CONFIG);
@@ -69,8 +67,7 @@ static void env_free(struct env *e)
 	ck_assert_int_eq(e->kvm.mmio.nr, 0);
 	pthread_mutex_destroy(&e->t.vdev.lock);
 	pci_bus_destroy(&e->kvm);
-	vd_kvm_exit(&e->kvm);
-	free(e->ram);
+	vd_kvm_exit(&e->kvm, e->ram);
 	free(e);
 }
 
@@ -921,9 +918,7 @@ START_TEST(test_ioeventfds_follow_bar0)
 
 	ck_assert_ptr_nonnull(e);
 	ck_assert_int_ge(sys_fd, 0);
-	e->ram = calloc(1, RAM_SIZE);
-	ck_assert_ptr_nonnull(e->ram);
-	vd_kvm_init(&e->kvm, e->ram, RAM_SIZE);
+	e->ram = vd_kvm_init(&e->kvm, RAM_SIZE);
 	e->kvm.vm_fd = ioctl(sys_fd, KVM_CREATE_VM, 0);
 	ck_assert_int_ge(e->kvm.vm_fd, 0);
 	pthread_mutex_init(&e->kvm.irq_lock, NULL);
@@ -964,11 +959,10 @@ START_TEST(test_ioeventfds_follow_bar0)
 	virtio_pci_destroy(&e->t.vdev);
 	pthread_mutex_destroy(&e->t.vdev.lock);
 	pci_bus_destroy(&e->kvm);
-	vd_kvm_exit(&e->kvm);
 	pthread_mutex_destroy(&e->kvm.irq_lock);
 	close(e->kvm.vm_fd);
 	close(sys_fd);
-	free(e->ram);
+	vd_kvm_exit(&e->kvm, e->ram);
 	free(e);
 }
 END_TEST
