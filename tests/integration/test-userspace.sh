@@ -29,7 +29,7 @@ t_smp() {
 t_net() {
 	need_userspace || return
 	need_cmd socat test || return
-	[ -c /dev/net/tun ] || { skip "no /dev/net/tun"; return; }
+	skip_unless_net || return
 	in_netns t_net_in "$1"
 }
 
@@ -44,7 +44,7 @@ t_net_in() {
 	local rx=$!
 	ip netns exec "$ns" socat -u OPEN:"$d/to-guest" TCP-LISTEN:5002,reuseaddr 2> "$d/socat-out.err" &
 	local tx=$!
-	LKVM_WRAP="ip netns exec $ns" run_lkvm userspace-net-$mode 0 -- run -k "$G/bzImage" \
+	run_lkvm userspace-net-$mode 0 -- run -k "$G/bzImage" \
 		-i "$G/initramfs.cpio.gz" -m 256 --timeout $T --stats=json \
 		-n "mode=tap,tapif=$tap,host_ip=$HOST_IP/24,script=none$extra" -p "lkvm.nettest=$GUEST_IP/24,$HOST_IP"
 	local st=$?
