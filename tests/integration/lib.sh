@@ -316,6 +316,16 @@ need_guest() {
 	fail "guest $ELF not built (run make guests)"
 }
 
+# The guest kernel's build (scripts/build-guest.sh: bzImage, vmlinux, initramfs.cpio.gz).
+G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
+
+# need_kernel [FILE...]: fails the test unless these files of the guest kernel's build (default
+# bzImage) are there: the project builds them, so their absence is a failure.
+need_kernel() {
+	local f
+	for f in "${@:-bzImage}"; do need_built "$G/$f" scripts/build-guest.sh || return; done
+}
+
 # need_built PATH HOW: fails the test when PATH, which the project builds (HOW says how), is missing.
 need_built() {
 	[ -e "$1" ] && return 0

@@ -7,7 +7,6 @@ SUMMARY_PREFIX=machine
 . "$(dirname "$0")/lib.sh"
 
 T=60                                    # lkvm --timeout of the C guests
-G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
 LINUX_T=${LINUX_TIMEOUT:-300}           # a Linux boot: about a minute (its kernel code is emulated on PVM)
 # Scratch (disk images, pids, control sockets) in /tmp: the checkout may be a 9p share (the
 # emulated host), where no socket can be made.
@@ -281,7 +280,7 @@ printk_s() { sed -n -E "s/^\[ *([0-9]+\.[0-9]+)\] .*($1).*/\1/p" "$VM_LOG" | hea
 #   the pause; the host sees the first line late by its polling, which the half pause allows
 #   for); printk times never go back.
 t_pause_linux() {
-	need_built "$G/vmlinux" "scripts/build-guest.sh" && need_python || return
+	need_kernel vmlinux && need_python || return
 	local n=machine-linux-pause d=20 waiting="Waiting 20 sec before mounting root device" w0 w1 at
 	VM_TIMEOUT=$((LINUX_T + d + 120)) start_vm $n machine-linux-pause -k "$G/vmlinux" -m 256 --stats=json \
 		-p "rootdelay=$d watchdog_thresh=1 nohz=off"

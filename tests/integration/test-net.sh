@@ -5,7 +5,6 @@ set -u
 SUMMARY_PREFIX=net
 . "$(dirname "$0")/lib.sh"
 
-G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
 SINK=$REPO_ROOT/build/tools/udp-sink
 T=${LINUX_TIMEOUT:-300}
 HOST_IP=10.0.2.1
@@ -15,7 +14,7 @@ GUEST_MAC=52:54:00:6c:6b:01 # not lkvm's default: seen in the guest, it came thr
 # What this machine lacks is a skip (skip_unless_net); what the project builds or installs, a failure.
 need_net() {
 	skip_unless_net || return
-	need_cmd ping test && need_built "$SINK" "make tools" && need_built "$G/bzImage" scripts/build-guest.sh
+	need_cmd ping test && need_built "$SINK" "make tools" && need_kernel
 }
 
 # t_ping MODE: ioeventfd, trap (notifies trap to the vCPU), intx (the guest is told not to

@@ -6,15 +6,13 @@ set -u
 SUMMARY_PREFIX=userspace
 . "$(dirname "$0")/lib.sh"
 
-G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
 T=${LINUX_TIMEOUT:-300}
 HOST_IP=10.0.3.1
 GUEST_IP=10.0.3.15
 
 need_userspace() {
 	skip_unless_userspace || return
-	[ -f "$G/bzImage" ] && [ -f "$G/initramfs.cpio.gz" ] && return 0
-	fail "$G/bzImage or initramfs.cpio.gz missing (run scripts/build-guest.sh)"
+	need_kernel bzImage initramfs.cpio.gz
 }
 
 t_smp() {
