@@ -127,13 +127,13 @@ run_lkvm() {
 		printf ' %q' "$@"
 		printf '\n'
 	} >"$LAST_LOG.cmd"
-	# LKVM_WRAP: a command lkvm runs under, e.g. "ip netns exec NS" (word-split on purpose), that
-	# execs it. LKVM_PIDFILE: where lkvm's pid goes, for a test that signals it while it runs.
-	local pidfile=()
+	# LKVM_WRAP: a command lkvm runs under, e.g. "ip netns exec NS" (word-split on purpose),
+	# that execs it. LKVM_PIDFILE: where lkvm's pid goes, for a test that signals it.
+	local pre=()
 	# shellcheck disable=SC2016 # sh expands it
-	[ -z "${LKVM_PIDFILE-}" ] || pidfile=(sh -c 'echo $$ >"$0" && exec "$@"' "$LKVM_PIDFILE")
+	[ -z "${LKVM_PIDFILE-}" ] || pre=(sh -c 'echo $$ >"$0" && exec "$@"' "$LKVM_PIDFILE")
 	# shellcheck disable=SC2086
-	timeout -s KILL "$guard" "${pidfile[@]}" ${LKVM_WRAP-} "$LKVM" "$@" </dev/null >"$LAST_LOG" 2>&1
+	timeout -s KILL "$guard" "${pre[@]}" ${LKVM_WRAP-} "$LKVM" "$@" </dev/null >"$LAST_LOG" 2>&1
 	LAST_STATUS=$?
 	t1=$(date +%s%N)
 	LAST_SECS=$(((t1 - t0) / 10000000))

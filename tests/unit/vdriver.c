@@ -1,4 +1,4 @@
-/* Unit tests: the one virtio driver of the device tests and the transport tests' fake device (vdriver.h). */
+/* Unit tests: the virtio driver of the device tests, the fake device of the transport tests. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>

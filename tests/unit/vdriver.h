@@ -1,4 +1,4 @@
-/* Unit tests: the one virtio driver of the device tests (guest RAM without KVM, split rings, chains, waits) and the fake device of the transport tests. */
+/* Unit tests: one virtio driver (guest RAM without KVM, rings, chains, waits), one fake device. */
 #ifndef LKVM_TEST_VDRIVER_H
 #define LKVM_TEST_VDRIVER_H
 
