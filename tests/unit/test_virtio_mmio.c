@@ -58,13 +58,8 @@ static struct env *env_new(void)
 
 static void env_free(struct env *e)
 {
-	int stops = e->t.stops;
-
-	virtio_device_exit(&e->t.vdev);
-	ck_assert_int_eq(e->t.stops, stops + 1);
-	ck_assert_ptr_null(e->t.vdev.transport);
+	vd_tdev_detach(&e->t, virtio_device_exit, &e->kvm);
 	ck_assert_ptr_null(slot(e, 0));
-	ck_assert_int_eq(e->kvm.mmio.nr, 0);
 	vd_kvm_exit(&e->kvm, e->ram);
 	free(e);
 }

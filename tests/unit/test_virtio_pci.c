@@ -59,12 +59,7 @@ static struct env *env_new(void)
 
 static void env_free(struct env *e)
 {
-	int stops = e->t.stops;
-
-	virtio_pci_destroy(&e->t.vdev);
-	ck_assert_int_eq(e->t.stops, stops + 1);
-	ck_assert_ptr_null(e->t.vdev.transport);
-	ck_assert_int_eq(e->kvm.mmio.nr, 0);
+	vd_tdev_detach(&e->t, virtio_pci_destroy, &e->kvm);
 	pthread_mutex_destroy(&e->t.vdev.lock);
 	pci_bus_destroy(&e->kvm);
 	vd_kvm_exit(&e->kvm, e->ram);

@@ -240,3 +240,13 @@ void vd_tdev_init(struct vd_tdev *t, u16 device_id, u32 class_code, const void *
 	if (config)
 		memcpy(t->config, config, sizeof(t->config));
 }
+
+void vd_tdev_detach(struct vd_tdev *t, void (*detach)(struct virtio_device *), struct kvm *kvm)
+{
+	int stops = t->stops;
+
+	detach(&t->vdev);
+	ck_assert_int_eq(t->stops, stops + 1);
+	ck_assert_ptr_null(t->vdev.transport);
+	ck_assert_int_eq(kvm->mmio.nr, 0);
+}

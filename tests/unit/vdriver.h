@@ -103,5 +103,8 @@ struct vd_tdev {
 /* t (zeroed by the caller) as device device_id of class class_code, its config (8 bytes) or
  * zeroes (NULL). vdev's use_ioeventfd and lock are the caller's (a transport test's choice). */
 void vd_tdev_init(struct vd_tdev *t, u16 device_id, u32 class_code, const void *config);
+/* detach(t's vdev) (the transport's teardown): t stopped once more, its transport gone, and no
+ * MMIO range of it left on kvm's bus. */
+void vd_tdev_detach(struct vd_tdev *t, void (*detach)(struct virtio_device *), struct kvm *kvm);
 
 #endif
