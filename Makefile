@@ -75,8 +75,13 @@ $(BUILD)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests/unit -c -o $@ $<
 
+# Objects before the library: the test's helpers (vdriver) use it too.
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/liblkvm.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(CHECK_LIBS) $(LDLIBS)
+# The unit tests that drive a virtio device or transport through tests/unit/vdriver.c.
+VDRIVER_USERS := test_virtio_net test_virtio_blk test_virtio_console test_virtio_9p \
+	test_virtio_mmio test_virtio_pci
+$(VDRIVER_USERS:%=$(BUILD)/tests/%): $(BUILD)/tests/vdriver.o
 # The blk tests make io_submit refuse requests (the device's synchronous fallback).
 $(BUILD)/tests/test_virtio_blk: LDFLAGS += -Wl,--wrap=io_submit
 
@@ -168,4 +173,4 @@ clean:
 distclean: clean
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/main.d $(UNIT_BINS:=.d) $(FUZZ_OBJS:.o=.d) $(FUZZ_LIB_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(BUILD)/main.d $(UNIT_BINS:=.d) $(BUILD)/tests/vdriver.d $(FUZZ_OBJS:.o=.d) $(FUZZ_LIB_OBJS:.o=.d)

@@ -12,8 +12,9 @@
 # What the project builds or installs itself (lkvm, guests, tools, the guest kernel, the Debian
 # packages of scripts/deps.sh) being absent is a failure. "skip NAME: why" at the start of a line
 # is the one skip format: tests/run-unit.sh prints the same and tests/check.sh lists them all.
-# For VMs a test drives while they run (pause, stat, stop): start_vm, wait_vm, wait_log, wait_exit,
-# ctl, stat_val.
+# For VMs a test drives while they run (pause, stat, stop): start_vm, end_vm, wait_vm, wait_log,
+# wait_exit, ctl, stat_val. For a NIC on a tap: skip_unless_net, in_netns, tap_up, tap_stat,
+# peer_start, peer_stop. Clean-up when the script ends, however it ends: at_exit (and PIDS_FILE).
 
 REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 LKVM=${LKVM:-$REPO_ROOT/lkvm}
@@ -30,6 +31,27 @@ _RES_DIR=$(mktemp -d "$LOG_DIR/.results.XXXXXX")
 _TEST_ORDER=()
 _SKIP_ALL=""
 _FAIL_ALL=""
+
+# --- when the script ends ------------------------------------------------------------------------
+
+_AT_EXIT=()
+
+# at_exit CMD: CMD (eval'd) runs when the script ends, however it ends (after the lkvm processes
+# of PIDS_FILE are killed and the network namespaces of in_netns deleted): tests run in
+# background subshells, and one interrupted leaves what it made for the script to remove.
+at_exit() { _AT_EXIT+=("$*"); }
+
+_lib_exit() {
+	local p c
+	if [ -n "${PIDS_FILE-}" ] && [ -f "$PIDS_FILE" ]; then
+		while read -r p; do kill -KILL "$p" 2>/dev/null; done <"$PIDS_FILE"
+	fi
+	netns_cleanup
+	for c in "${_AT_EXIT[@]}"; do eval "$c"; done
+}
+trap _lib_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # fail_all WHY: every later test fails with WHY (something the project builds is missing).
 fail_all() { _FAIL_ALL=${_FAIL_ALL:-$*}; }
@@ -105,9 +127,13 @@ run_lkvm() {
 		printf ' %q' "$@"
 		printf '\n'
 	} >"$LAST_LOG.cmd"
-	# LKVM_WRAP: a command lkvm runs under, e.g. "ip netns exec NS" (word-split on purpose).
+	# LKVM_WRAP: a command lkvm runs under, e.g. "ip netns exec NS" (word-split on purpose),
+	# that execs it. LKVM_PIDFILE: where lkvm's pid goes, for a test that signals it.
+	local pre=()
+	# shellcheck disable=SC2016 # sh expands it
+	[ -z "${LKVM_PIDFILE-}" ] || pre=(sh -c 'echo $$ >"$0" && exec "$@"' "$LKVM_PIDFILE")
 	# shellcheck disable=SC2086
-	timeout -s KILL "$guard" ${LKVM_WRAP-} "$LKVM" "$@" </dev/null >"$LAST_LOG" 2>&1
+	timeout -s KILL "$guard" "${pre[@]}" ${LKVM_WRAP-} "$LKVM" "$@" </dev/null >"$LAST_LOG" 2>&1
 	LAST_STATUS=$?
 	t1=$(date +%s%N)
 	LAST_SECS=$(((t1 - t0) / 10000000))
@@ -176,17 +202,101 @@ expect_no_output() {
 	fail "output has ${2:-/$1/}: $(grep -Em1 -- "$1" "$LAST_LOG" | cut -c1-200)"
 }
 
-# in_netns FUNC [ARGS...]: runs FUNC with NETNS naming a new network namespace (lo up) and deletes
-# it when FUNC returns, whatever FUNC returns. Tests run in background subshells, where the
-# script's EXIT trap would never see a namespace they made. Skips the test when none can be made.
+# --- a NIC on a tap: network namespaces, taps, net-peer -------------------------------------------
+
+PEER=${PEER:-$REPO_ROOT/build/tools/net-peer}
+
+# skip_unless_net [NOTE]: in a test that needs a tap in a network namespace: skips it where this
+# machine cannot (no /dev/net/tun, or it cannot be opened, or no namespaces; NOTE is added to the
+# reason), fails it without ip(8), which scripts/deps.sh installs.
+skip_unless_net() {
+	local why="" ns=lkvm-probe-$BASHPID-$$
+	if [ ! -c /dev/net/tun ]; then
+		why="/dev/net/tun missing"
+	elif ! (exec 3<>/dev/net/tun) 2>/dev/null; then
+		why="/dev/net/tun cannot be opened"
+	elif ! command -v ip >/dev/null 2>&1; then
+		fail "no ip(8) (scripts/deps.sh test installs iproute2)"
+		return 1
+	elif ! ip netns add "$ns" 2>/dev/null; then
+		why="cannot create network namespaces (ip netns add)"
+	else
+		ip netns del "$ns"
+		return 0
+	fi
+	skip "$why${1:+ $1}"
+	return 1
+}
+
+# in_netns FUNC [ARGS...]: runs FUNC with NETNS naming a new network namespace (lo up), in which
+# run_lkvm and start_vm start lkvm (LKVM_WRAP, LKVM_PREFIX), and deletes it when FUNC returns,
+# whatever FUNC returns (netns_cleanup, when the script ends, gets one an interrupted test left).
+# Skips the test when no namespace can be made.
 in_netns() {
 	NETNS=lkvm-$_T_NAME-$$
 	ip netns add "$NETNS" 2>/dev/null || { skip "cannot create network namespaces (ip netns add)"; return 1; }
 	ip netns exec "$NETNS" ip link set lo up
-	local rc=0
+	local rc=0 LKVM_WRAP="ip netns exec $NETNS" LKVM_PREFIX="ip netns exec $NETNS"
 	"$@" || rc=$?
 	ip netns del "$NETNS" 2>/dev/null
 	return $rc
+}
+
+# netns_cleanup: deletes the namespaces this script's tests made (named lkvm-*-PID).
+netns_cleanup() {
+	local ns
+	command -v ip >/dev/null 2>&1 || return 0
+	for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }'); do
+		case $ns in lkvm-*-"$$") ip netns del "$ns" 2>/dev/null ;; esac
+	done
+}
+
+# tap_up NAME: a vnet_hdr tap in $NETNS, up, with IPv6 off there (the host's own router
+# solicitations would count among the frames a test expects). Fails the test when it cannot.
+tap_up() {
+	ip netns exec "$NETNS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+	ip netns exec "$NETNS" ip tuntap add dev "$1" mode tap vnet_hdr &&
+		ip netns exec "$NETNS" ip link set "$1" up && return 0
+	fail "could not create tap $1"
+}
+
+# tap_stat NAME COUNTER: the host side's COUNTER (rx_packets, tx_packets, ...) of link NAME in
+# $NETNS: what crossed the tap, whatever lkvm and the guest say.
+tap_stat() { ip netns exec "$NETNS" cat "/sys/class/net/$1/statistics/$2" 2>/dev/null; }
+
+# has_link NAME: link NAME exists in $NETNS (a tap lkvm made, or removed).
+has_link() { ip netns exec "$NETNS" ip link show "$1" >/dev/null 2>&1; }
+
+# peer_start LOG MODE TAP SECS SIZE: build/tools/net-peer MODE (count, echo, ...) in $NETNS on TAP
+# for SECS s with SIZE-byte frames, in the background (PEER_PID); its results in PEER_LOG
+# ($LOG_DIR/LOG.peer), its messages in PEER_LOG.err. Waits until it is ready (10 s), or stops it
+# and fails the test: frames the guest sends before then would be lost.
+peer_start() {
+	PEER_LOG=$LOG_DIR/$1.peer
+	need_built "$PEER" "make tools" || return
+	rm -f "$PEER_LOG" "$PEER_LOG.err" # an earlier run's "ready" must not count
+	ip netns exec "$NETNS" "$PEER" "$2" "$3" "$4" "$5" >"$PEER_LOG" 2>"$PEER_LOG.err" &
+	PEER_PID=$!
+	wait_until 10 grep -q ready "$PEER_LOG.err" && return 0
+	kill -KILL "$PEER_PID" 2>/dev/null
+	wait "$PEER_PID" 2>/dev/null
+	fail "net-peer not ready after 10 s: $(head -c 200 "$PEER_LOG.err")"
+}
+
+# peer_stop: ends net-peer (SIGTERM: it prints its counts to PEER_LOG) and waits for it.
+peer_stop() {
+	kill -TERM "$PEER_PID" 2>/dev/null
+	wait "$PEER_PID"
+}
+
+# kv KEY LINE: the value of KEY=value in LINE (a guest's BENCH line, net-peer's PEER line).
+kv() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+
+# qstat QUEUE FIELD: a counter of one queue (tx0, rx0, ...) from the last --stats=json line of
+# the last run's log.
+qstat() {
+	grep '^{"vcpu_exits"' "$LAST_LOG" | tail -n 1 | grep -o "\"name\":\"$1\"[^}]*" |
+		grep -o "\"$2\":[0-9]*" | cut -d: -f2
 }
 
 # An image of N sectors where byte i of sector s is (s*13 + i*7 + 1) & 0xff (what blk-test checks).
@@ -204,6 +314,16 @@ need_guest() {
 	ELF=$GUEST_DIR/$1.elf
 	[ -f "$ELF" ] && return 0
 	fail "guest $ELF not built (run make guests)"
+}
+
+# The guest kernel's build (scripts/build-guest.sh: bzImage, vmlinux, initramfs.cpio.gz).
+G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
+
+# need_kernel [FILE...]: fails the test unless these files of the guest kernel's build (default
+# bzImage) are there: the project builds them, so their absence is a failure.
+need_kernel() {
+	local f
+	for f in "${@:-bzImage}"; do need_built "$G/$f" scripts/build-guest.sh || return; done
 }
 
 # need_built PATH HOW: fails the test when PATH, which the project builds (HOW says how), is missing.
@@ -332,7 +452,8 @@ PY=${PY:-$(command -v /usr/bin/python3 || command -v python3 || true)}
 # start_vm NAME LOG [RUN ARGS...]: lkvm run in the background (spin guest unless -k is given) with
 # --timeout $VM_TIMEOUT (default 60); sets VM_PID and VM_LOG and adds the pid to $PIDS_FILE when
 # that is set (for the script's clean-up). NAME "-" means no --name. LKVM_PREFIX runs it under a
-# command; its input is VM_STDIN (a file or FIFO; default /dev/null).
+# command that execs it (VM_PID is lkvm's; in_netns sets one); its input is VM_STDIN (a file or
+# FIFO; default /dev/null).
 start_vm() {
 	local name=$1 log=$2
 	shift 2
@@ -340,11 +461,22 @@ start_vm() {
 	[[ " ${args[*]} " == *" -k "* ]] || args=(-k "$GUEST_DIR/spin.elf" "${args[@]}")
 	[ "$name" = - ] || args+=(--name "$name")
 	VM_LOG=$LOG_DIR/$log.log
+	# Emptied here, not by the background job's redirection: wait_log must never see an
+	# earlier run's lines.
+	: >"$VM_LOG"
 	# shellcheck disable=SC2086 # LKVM_PREFIX is word-split on purpose
 	${LKVM_PREFIX-} "$LKVM" run "${args[@]}" --timeout "${VM_TIMEOUT:-60}" <"${VM_STDIN:-/dev/null}" \
-		>"$VM_LOG" 2>&1 &
+		>>"$VM_LOG" 2>&1 &
 	VM_PID=$!
 	[ -z "${PIDS_FILE-}" ] || echo "$VM_PID" >>"$PIDS_FILE"
+}
+
+# end_vm: waits for start_vm's lkvm to end by itself (its own --timeout bounds it); its status in
+# LAST_STATUS and its log as LAST_LOG, for expect_status and expect_output.
+end_vm() {
+	wait "$VM_PID"
+	LAST_STATUS=$?
+	LAST_LOG=$VM_LOG
 }
 
 _vm_answers() { "$LKVM" stat "$1" >/dev/null 2>&1; }
@@ -365,15 +497,17 @@ wait_log() {
 	grep -Eq -- "$2" "$1" || fail "no /$2/ in $1"
 }
 
-# ctl LOG CMD...: runs "lkvm CMD..." into $LOG_DIR/LOG.log; status in LAST_STATUS. CTL_PREFIX
-# runs it under a command (another user, another environment).
+# ctl LOG CMD...: runs "lkvm CMD..." into $LOG_DIR/LOG.log (killed after CTL_TIMEOUT s, default
+# 30); status in LAST_STATUS, whole seconds it took in LAST_SECS. CTL_PREFIX runs it under a
+# command (another user, another environment).
 ctl() {
-	local log=$1
+	local log=$1 t0=$SECONDS
 	shift
 	LAST_LOG=$LOG_DIR/$log.log
 	# shellcheck disable=SC2086 # CTL_PREFIX is word-split on purpose
-	timeout -s KILL 30 ${CTL_PREFIX-} "$LKVM" "$@" >"$LAST_LOG" 2>&1
+	timeout -s KILL "${CTL_TIMEOUT:-30}" ${CTL_PREFIX-} "$LKVM" "$@" >"$LAST_LOG" 2>&1
 	LAST_STATUS=$? # read by expect_status
+	LAST_SECS=$((SECONDS - t0))
 }
 
 # stat_val NAME FIELD: one counter of `lkvm stat NAME --json` (a python expression over d).

@@ -8,7 +8,6 @@ set -u
 SUMMARY_PREFIX=blk
 . "$(dirname "$0")/lib.sh"
 
-G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
 T=${LINUX_TIMEOUT:-300}
 WORK=$LOG_DIR/blk
 mkdir -p "$WORK"
@@ -105,7 +104,7 @@ make_ext4_disk() { # FILE DIR
 # host that is as far as it goes (no user space); the run ends at the mount.
 t_linux() {
 	local trans=$1 img=$WORK/linux-$1.img
-	[ -f "$G/bzImage" ] || { fail "$G/bzImage missing (scripts/build-guest.sh)"; return; }
+	need_kernel || return
 	grep -q '^CONFIG_EXT4_FS=y' "$G/linux/.config" 2>/dev/null || { fail "guest kernel lacks ext4 (rebuild with scripts/build-guest.sh)"; return; }
 	mkdir -p "$WORK/root-$trans/sbin" && echo lkvm > "$WORK/root-$trans/hello"
 	make_ext4_disk "$img" "$WORK/root-$trans" || return

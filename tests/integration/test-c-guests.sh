@@ -8,20 +8,6 @@ SUMMARY_PREFIX=c-guests
 
 T=30                            # lkvm --timeout
 SECS=${BENCH_SECS:-2}           # length of each net-bench run
-PEER=$REPO_ROOT/build/tools/net-peer
-NS_PREFIX=lkvm-cg-$$
-REAL_LKVM=$LKVM
-
-cleanup() {
-	local ns
-	for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }'); do
-		case $ns in "$NS_PREFIX"-*) ip netns del "$ns" 2>/dev/null ;; esac
-	done
-	rm -f "$LOG_DIR/.cg-netns-exec.$$"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # ---- the library (libtest.c) ----
 
@@ -58,88 +44,46 @@ t_libtest_fail() {
 
 # ---- net-bench against net-peer ----
 
-NET_SKIP=""
-if [ ! -c /dev/net/tun ]; then
-	NET_SKIP="/dev/net/tun missing"
-elif ! command -v ip >/dev/null 2>&1; then
-	fail_all "no ip(8) (scripts/deps.sh test installs iproute2)"
-elif ! ip netns add "$NS_PREFIX-probe" 2>/dev/null; then
-	NET_SKIP="cannot create a network namespace (ip netns add)"
-else
-	ip netns del "$NS_PREFIX-probe"
-	[ -x "$PEER" ] || fail_all "no $PEER (make tools)"
-fi
-
-# run_lkvm runs "$LKVM ARGS": this wrapper puts lkvm into the test's namespace (exec keeps the
-# pid, so the wall-clock guard still kills lkvm itself).
-WRAP=$LOG_DIR/.cg-netns-exec.$$
-# shellcheck disable=SC2016 # expanded by the wrapper
-printf '#!/bin/sh\nexec ip netns exec "$LKVM_NETNS" "$LKVM_REAL" "$@"\n' >"$WRAP"
-chmod +x "$WRAP"
-
-# kv KEY LINE: the value of KEY=value in LINE.
-kv() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<"$2"; }
-# qstat QUEUE FIELD: a counter of one queue from the last --stats=json line of the log.
-qstat() {
-	grep '^{"vcpu_exits"' "$LAST_LOG" | tail -n 1 | grep -o "\"name\":\"$1\"[^}]*" |
-		grep -o "\"$2\":[0-9]*" | cut -d: -f2
-}
-
 # t_bench TEST PEER-MODE SIZE [EXTRA -p WORDS] [EXTRA -n OPTIONS]
 t_bench() {
 	local test=$1 mode=$2 size=$3 pextra=${4:-} nextra=${5:-}
 	local name=c-bench-$test-$size${pextra:+-${pextra// /-}}${nextra:+-${nextra//[,=]/-}}
 	name=${name//=/-}
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	skip_unless_net || return
 	need_guest net-bench || return
-	local ns=$NS_PREFIX-$test-$BASHPID tap=lkvmcg0
-	ip netns add "$ns" || { fail "ip netns add $ns failed"; return; }
-	# shellcheck disable=SC2064 # this test's own subshell: remove its namespace however it ends
-	trap "ip netns del '$ns' 2>/dev/null" EXIT
-	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
-	ip netns exec "$ns" ip tuntap add dev "$tap" mode tap vnet_hdr &&
-		ip netns exec "$ns" ip link set "$tap" up || { fail "could not create tap $tap"; return; }
-	local plog=$LOG_DIR/$name.peer
-	rm -f "$plog" "$plog.err" # an earlier run's "ready" must not count
-	ip netns exec "$ns" "$PEER" "$mode" "$tap" $((T + 10)) "$size" >"$plog" 2>"$plog.err" &
-	local peer=$! i
-	for ((i = 0; i < 100; i++)); do
-		grep -q ready "$plog.err" && break
-		sleep 0.1
-	done
-	grep -q ready "$plog.err" || {
-		kill "$peer" 2>/dev/null
-		fail "net-peer not ready after 10 s: $(head -c 200 "$plog.err")"
-		return
-	}
-	export LKVM_NETNS=$ns LKVM_REAL=$REAL_LKVM
-	LKVM=$WRAP
+	in_netns bench_in "$name" "$test" "$mode" "$size" "$pextra" "$nextra"
+}
+
+# bench_in NAME TEST PEER-MODE SIZE PEXTRA NEXTRA: t_bench in its namespace.
+bench_in() {
+	local name=$1 test=$2 mode=$3 size=$4 pextra=$5 nextra=$6 tap=lkvmcg0
+	tap_up $tap || return
+	peer_start "$name" "$mode" "$tap" $((T + 10)) "$size" || return
 	run_lkvm "$name" 0 -- run -k "$ELF" --timeout $T --stats=json \
 		-n "mode=tap,tapif=$tap,script=none$nextra" -p "bench=$test size=$size secs=$SECS $pextra"
 	local st=$?
-	kill -TERM "$peer" 2>/dev/null
-	wait "$peer"
+	peer_stop
 	[ $st = 0 ] || return
 	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
 	expect_output '^GUEST DONE$' || return
 	[ "$(grep -c '^BENCH ' "$LAST_LOG")" = 1 ] || { fail "not exactly one BENCH line"; return; }
 	local b p
 	b=$(grep '^BENCH ' "$LAST_LOG")
-	p=$(grep '^PEER ' "$plog")
-	[ -n "$p" ] || { fail "no PEER line from net-peer (log: $plog)"; return; }
+	p=$(grep '^PEER ' "$PEER_LOG")
+	[ -n "$p" ] || { fail "no PEER line from net-peer (log: $PEER_LOG)"; return; }
 	echo "$b" >"$LOG_DIR/$name.bench"
-	"check_$test" "$b" "$p" "$ns" "$tap" "$size"
+	"check_$test" "$b" "$p" "$tap" "$size"
 }
 
 # Every frame the guest sent reached the host: the peer's count plus its socket's drops equals
 # the guest's count minus what the device dropped, and so does the tap's own counter.
 check_tx() {
-	local b=$1 p=$2 ns=$3 tap=$4 size=$5
+	local b=$1 p=$2 tap=$3 size=$4
 	local frames bytes pf pdrops ddrops dpk taprx
 	frames=$(kv frames "$b"); bytes=$(kv bytes "$b")
 	pf=$(kv frames "$p"); pdrops=$(kv drops "$p")
 	ddrops=$(qstat tx0 drops); dpk=$(qstat tx0 packets)
-	taprx=$(ip netns exec "$ns" cat "/sys/class/net/$tap/statistics/rx_packets")
+	taprx=$(tap_stat "$tap" rx_packets)
 	[ -n "$frames" ] && [ -n "$ddrops" ] && [ -n "$dpk" ] || { fail "unparsable BENCH or --stats line"; return; }
 	[ "$frames" -gt 0 ] || { fail "the guest sent no frames"; return; }
 	[ "$bytes" = $((frames * size)) ] || { fail "guest bytes $bytes != frames $frames x $size"; return; }
@@ -151,7 +95,7 @@ check_tx() {
 
 # Transactions happened, every echo carried the bytes sent, and both sides agree on the count.
 check_rr() {
-	local b=$1 p=$2 size=$5
+	local b=$1 p=$2 size=$4
 	local n bad lost bytes pf k
 	n=$(kv transactions "$b"); bad=$(kv bad "$b"); lost=$(kv lost "$b"); bytes=$(kv bytes "$b")
 	pf=$(kv frames "$p")

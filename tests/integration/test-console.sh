@@ -12,7 +12,8 @@ TTYDRIVE=$REPO_ROOT/tests/integration/ttydrive.py
 # The VMs of this script have their own runtime directory (names for pause and stop).
 LKVM_RUNTIME_DIR=$(mktemp -d /tmp/lkvm-console-test.XXXXXX)
 export LKVM_RUNTIME_DIR
-trap 'rm -rf "$LKVM_RUNTIME_DIR"' EXIT
+# shellcheck disable=SC2016 # expanded when the script ends
+at_exit 'rm -rf "$LKVM_RUNTIME_DIR"'
 
 # tty_lkvm pty|pipe LOG WANT STEP... -- RUN-ARGS...: `lkvm run -k console-echo.elf RUN-ARGS` on a
 # pseudo-terminal or on pipes, played by ttydrive.py's STEPs, with --timeout $RUN_TIMEOUT (default

@@ -11,7 +11,10 @@ PY=$(command -v /usr/bin/python3 || command -v python3 || true)
 SPIN=$GUEST_DIR/spin.elf
 WORK=$(mktemp -d /tmp/lkvm-ctl-client.XXXXXX)
 chmod 755 "$WORK"
-PIDS_FILE=$WORK/.pids
+# shellcheck disable=SC2034 # read by lib.sh
+PIDS_FILE=$WORK/.pids # start_vm's: lib.sh kills them when the script ends
+# shellcheck disable=SC2034 # read by lib.sh (start_vm, ctl)
+VM_TIMEOUT=$T CTL_TIMEOUT=60
 
 # Users who are not root: numeric uids without an account (nobody else's files or processes),
 # one per test so tests running side by side never share /tmp/lkvm-UID.
@@ -24,16 +27,11 @@ UID_BASE=$((61000 + $$ % 1000 * 4))
 while uids_taken "$UID_BASE"; do UID_BASE=$((UID_BASE + 4)); done
 
 cleanup() {
-	local p u
-	if [ -f "$PIDS_FILE" ]; then
-		while read -r p; do kill -KILL "$p" 2>/dev/null; done <"$PIDS_FILE"
-	fi
+	local u
 	for u in 0 1 2 3; do rm -rf "/tmp/lkvm-$((UID_BASE + u))"; done
 	rm -rf "$WORK"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+at_exit cleanup
 
 # Runs a command as another user who may open /dev/kvm (tests/integration/as-user.sh).
 AS_USER="$REPO_ROOT/tests/integration/as-user.sh $WORK/kvm-node"
@@ -41,29 +39,6 @@ mkdir "$WORK/kvm-node"
 # The users run lkvm and the guest from a directory they can reach, whatever the checkout's.
 copy_for_others "$WORK/bin" "$LKVM" "$SPIN" || exit 1
 LKVM=$WORK/bin/${LKVM##*/} SPIN=$WORK/bin/${SPIN##*/}
-
-# start_vm LOG ARGS...: `lkvm run -k spin.elf ARGS` in the background under $LKVM_PREFIX
-# (word-split); VM_PID is lkvm's pid (every prefix here execs), VM_LOG its output.
-start_vm() {
-	VM_LOG=$LOG_DIR/$1.log
-	shift
-	# shellcheck disable=SC2086 # LKVM_PREFIX is word-split on purpose
-	${LKVM_PREFIX-} "$LKVM" run -k "$SPIN" --timeout $T "$@" </dev/null >"$VM_LOG" 2>&1 &
-	VM_PID=$!
-	echo "$VM_PID" >>"$PIDS_FILE"
-}
-
-# ctl LOG CMD...: "lkvm CMD..." under $CTL_PREFIX (word-split) into $LOG_DIR/LOG.log; LAST_STATUS,
-# LAST_SECS (whole seconds it took).
-ctl() {
-	local log=$1 t0=$SECONDS
-	shift
-	LAST_LOG=$LOG_DIR/$log.log
-	# shellcheck disable=SC2086 # CTL_PREFIX is word-split on purpose
-	timeout -s KILL 60 ${CTL_PREFIX-} "$LKVM" "$@" >"$LAST_LOG" 2>&1
-	LAST_STATUS=$?
-	LAST_SECS=$((SECONDS - t0))
-}
 
 own_dir() {
 	export LKVM_RUNTIME_DIR=$WORK/$_T_NAME
@@ -73,7 +48,7 @@ own_dir() {
 # own_vm NAME: a spin VM named NAME in this test's own runtime directory, up (its socket made).
 own_vm() {
 	own_dir
-	start_vm "ctl-client-$_T_NAME" --name "$1"
+	start_vm "$1" "ctl-client-$_T_NAME" -k "$SPIN"
 	wait_until 20 test -S "$LKVM_RUNTIME_DIR/$1.sock" || { fail "the VM never made its socket"; return 1; }
 }
 
@@ -90,7 +65,7 @@ user_vm() {
 	local uid=$((UID_BASE + $1)) dir=$2 n=cc-user-$1-$$
 	shift 2
 	local LKVM_PREFIX="$AS_USER $uid env -u LKVM_RUNTIME_DIR -u XDG_RUNTIME_DIR $*"
-	start_vm "ctl-client-$_T_NAME" --name "$n"
+	start_vm "$n" "ctl-client-$_T_NAME" -k "$SPIN"
 	wait_until 20 test -S "$dir/$n.sock" ||
 		{ fail "no socket $dir/$n.sock ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"; return; }
 	[ "$(mode_owner "$dir")" = "700 $uid" ] ||
@@ -139,7 +114,7 @@ refused() {
 	local LKVM_PREFIX="$AS_USER $uid env -u LKVM_RUNTIME_DIR -u XDG_RUNTIME_DIR $*" n=cc-refused-$$
 	rm -rf "$dir"
 	mkdir -m "$mode" "$dir" && chown "$owner:$owner" "$dir" && chmod "$mode" "$dir"
-	start_vm "ctl-client-$_T_NAME" --name "$n"
+	start_vm "$n" "ctl-client-$_T_NAME" -k "$SPIN"
 	LAST_LOG=$VM_LOG
 	wait_until 20 grep -q "runtime directory $dir" "$VM_LOG" || { fail "lkvm did not refuse $dir"; return; }
 	wait_until 20 gone_or_spinning "$VM_PID" "$VM_LOG"

@@ -10,30 +10,15 @@ SUMMARY_PREFIX=ctl
 # stops its VMs). 60 s ran out mid-test in the emulated host on a loaded machine.
 T=600
 VM_TIMEOUT=$T                         # start_vm's (lib.sh)
-PEER=$REPO_ROOT/build/tools/net-peer
 # Every VM of this script lives in its own runtime directory, away from anyone else's VMs.
 # Each test gets its own directory under CTL_DIR (own_dir), so tests running side by side never
 # see each other's VMs (lkvm list, stop --all).
 CTL_DIR=$(mktemp -d /tmp/lkvm-ctl-test.XXXXXX)
 chmod 711 "$CTL_DIR"
 export LKVM_RUNTIME_DIR=$CTL_DIR/none
-NS_PREFIX=lkvm-ctl-$$
-PIDS_FILE=$CTL_DIR/.pids
-
-cleanup() {
-	local p ns
-	# Only the lkvm processes this script started.
-	if [ -f "$PIDS_FILE" ]; then
-		while read -r p; do kill -KILL "$p" 2>/dev/null; done <"$PIDS_FILE"
-	fi
-	for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }'); do
-		case $ns in "$NS_PREFIX"-*) ip netns del "$ns" 2>/dev/null ;; esac
-	done
-	rm -rf "$CTL_DIR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+PIDS_FILE=$CTL_DIR/.pids              # start_vm's: lib.sh kills them when the script ends
+# shellcheck disable=SC2016 # expanded when the script ends
+at_exit 'rm -rf "$CTL_DIR"'
 
 own_dir() {
 	export LKVM_RUNTIME_DIR=$CTL_DIR/$_T_NAME
@@ -516,19 +501,6 @@ EOF
 
 # ---- pause and resume while the guest sends ----
 
-NET_SKIP=""
-if [ ! -c /dev/net/tun ]; then
-	NET_SKIP="/dev/net/tun missing"
-elif ! ip netns add "$NS_PREFIX-probe" 2>/dev/null; then
-	NET_SKIP="cannot create a network namespace (ip netns add)"
-else
-	ip netns del "$NS_PREFIX-probe"
-	[ -x "$PEER" ] || fail_all "no $PEER (make tools)"
-	[ -n "$PY" ] || fail_all "no python3 (scripts/deps.sh bench installs it)"
-fi
-
-kv() { sed -n "s/.*[ ]$1=\([^ ]*\).*/\1/p" <<<"$2"; }
-
 PAUSE_MS=1500 # how long a pause lasts at least: it is absence that is checked, no event to wait for
 
 sleep_ms() { sleep "$(($1 / 1000)).$(printf '%03d' $(($1 % 1000)))"; }
@@ -539,73 +511,64 @@ sleep_ms() { sleep "$(($1 / 1000)).$(printf '%03d' $(($1 % 1000)))"; }
 # (The guest's clocks over a pause: pause-guest-clock.)
 t_pause_traffic() {
 	own_dir
-	local n=ctl-traffic ns=$NS_PREFIX-tx tap=lkvmctl0 secs=12
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	skip_unless_net || return
+	need_python || return
 	need_guest net-bench || return
-	ip netns add "$ns" || { fail "ip netns add failed"; return; }
-	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
-	ip netns exec "$ns" ip tuntap add dev "$tap" mode tap vnet_hdr && ip netns exec "$ns" ip link set "$tap" up ||
-		{ fail "could not create tap"; return; }
-	local plog=$LOG_DIR/ctl-traffic.peer i
-	rm -f "$plog" "$plog.err"
-	ip netns exec "$ns" "$PEER" count "$tap" $((T + 10)) 64 >"$plog" 2>"$plog.err" &
-	local peer=$!
-	for ((i = 0; i < 100; i++)); do grep -q ready "$plog.err" && break; sleep 0.1; done
-	grep -q ready "$plog.err" || { kill "$peer"; fail "net-peer not ready"; return; }
-	LKVM_PREFIX="ip netns exec $ns" start_vm $n ctl-traffic -k "$GUEST_DIR/net-bench.elf" --stats=json \
+	in_netns pause_traffic_in
+}
+
+# tap_rx_above TAP N: the host side of TAP has received more than N frames.
+tap_rx_above() { [ "$(tap_stat "$1" rx_packets)" -gt "$2" ]; }
+
+pause_traffic_in() {
+	local n=ctl-traffic tap=lkvmctl0 secs=12
+	tap_up $tap || return
+	peer_start ctl-traffic count "$tap" $((T + 10)) 64 || return
+	start_vm $n ctl-traffic -k "$GUEST_DIR/net-bench.elf" --stats=json \
 		-n "mode=tap,tapif=$tap,script=none" -p "bench=tx size=64 secs=$secs"
 	# Wait until frames flow (the tap's own counter: cheap enough to poll in the emulated host),
 	# then pause at once: the guest sends for only $secs s.
-	local tapc=/sys/class/net/$tap/statistics/rx_packets p1 p2 p3 e1 e2 tap1 tap2
-	for ((i = 0; i < 400; i++)); do
-		[ "$(ip netns exec "$ns" cat "$tapc")" -gt 0 ] && break
-		sleep 0.05
-	done
-	[ "$(ip netns exec "$ns" cat "$tapc")" -gt 0 ] ||
-		{ kill "$peer"; LAST_LOG=$VM_LOG; fail "no frames before the pause"; return; }
+	local p1 p2 p3 e1 e2 tap1 tap2
+	wait_until 20 tap_rx_above $tap 0 ||
+		{ peer_stop; LAST_LOG=$VM_LOG; fail "no frames before the pause"; return; }
 	ctl ctl-traffic-pause pause $n
-	expect_status 0 || { kill "$peer"; return; }
+	expect_status 0 || { peer_stop; return; }
 	read -r p1 e1 < <(stat_val $n "d['nets'][0]['queues'][1]['packets'], d['vcpu_exits']['total']" | tr -d '(),')
-	tap1=$(ip netns exec "$ns" cat "$tapc")
+	tap1=$(tap_stat $tap rx_packets)
 	sleep_ms $PAUSE_MS
 	read -r p2 e2 < <(stat_val $n "d['nets'][0]['queues'][1]['packets'], d['vcpu_exits']['total']" | tr -d '(),')
-	tap2=$(ip netns exec "$ns" cat "$tapc")
+	tap2=$(tap_stat $tap rx_packets)
 	if [ -z "$p2" ] || [ "$p1" != "$p2" ] || [ "$tap1" != "$tap2" ] || [ "$e1" != "$e2" ]; then
-		kill -KILL "$VM_PID" "$peer"
+		kill -KILL "$VM_PID" "$PEER_PID"
 		LAST_LOG=$VM_LOG
 		[ -n "$p2" ] || { fail "the paused VM stopped answering: $(grep -v '^{' "$VM_LOG" | tail -n 1)"; return; }
 		fail "the VM moved while paused: tx0 packets $p1 -> $p2, tap frames $tap1 -> $tap2, vCPU exits $e1 -> $e2"
 		return
 	fi
 	ctl ctl-traffic-resume resume $n
-	expect_status 0 || { kill "$peer"; return; }
-	for ((i = 0; i < 400; i++)); do
-		[ "$(ip netns exec "$ns" cat "$tapc")" -gt "$tap2" ] && break
-		sleep 0.05
-	done
+	expect_status 0 || { peer_stop; return; }
+	wait_until 20 tap_rx_above $tap "$tap2"
 	p3=$(stat_val $n "d['nets'][0]['queues'][1]['packets']")
-	wait_exit "$VM_PID" 60 || { kill "$peer"; return; }
-	kill -TERM "$peer" 2>/dev/null
-	wait "$peer"
+	wait_exit "$VM_PID" 60 || { peer_stop; return; }
+	peer_stop
 	LAST_LOG=$VM_LOG
 	[ "$EXIT_STATUS" = 0 ] || { fail "the bench run exited $EXIT_STATUS"; return; }
 	[ "${p3:-0}" -gt "$p2" ] || { fail "no frames after resume ($p2 -> ${p3:-?})"; return; }
 	# Every frame accounted for.
 	local b p frames dpk ddrops taprx pf pdrops
 	b=$(grep '^BENCH ' "$VM_LOG")
-	p=$(grep '^PEER ' "$plog")
+	p=$(grep '^PEER ' "$PEER_LOG")
 	frames=$(kv frames "$b")
 	dpk=$(grep '^{"vcpu_exits"' "$VM_LOG" | tail -n 1 | "$PY" -c "import json,sys; print(json.load(sys.stdin)['nets'][0]['queues'][1]['packets'])")
 	ddrops=$(grep '^{"vcpu_exits"' "$VM_LOG" | tail -n 1 | "$PY" -c "import json,sys; print(json.load(sys.stdin)['nets'][0]['queues'][1]['drops'])")
-	taprx=$(ip netns exec "$ns" cat "/sys/class/net/$tap/statistics/rx_packets")
+	taprx=$(tap_stat $tap rx_packets)
 	pf=$(kv frames "$p")
 	pdrops=$(kv drops "$p")
 	[ -n "$frames" ] && [ -n "$dpk" ] && [ -n "$pf" ] || { fail "unparsable BENCH/PEER/--stats lines"; return; }
 	[ "$dpk" = $((frames - ddrops)) ] || { fail "device sent $dpk, guest $frames, device drops $ddrops"; return; }
 	[ "$ddrops" = 0 ] || { fail "the device dropped $ddrops frames"; return; }
 	[ "$taprx" = "$dpk" ] || { fail "tap received $taprx, device sent $dpk"; return; }
-	[ $((pf + pdrops)) = "$dpk" ] || { fail "peer counted $pf (+$pdrops dropped), device sent $dpk"; return; }
-	ip netns del "$ns"
+	[ $((pf + pdrops)) = "$dpk" ] || fail "peer counted $pf (+$pdrops dropped), device sent $dpk"
 }
 
 # ---- a pause freezes every device ----

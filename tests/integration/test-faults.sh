@@ -10,64 +10,18 @@ SUMMARY_PREFIX=faults
 
 T=120
 RESETS=${FAULT_RESETS:-1000}
-PEER=$REPO_ROOT/build/tools/net-peer
 GUEST=$GUEST_DIR/net-faults.elf
-
-NET_SKIP=""
-if [ ! -c /dev/net/tun ]; then
-	NET_SKIP="/dev/net/tun missing"
-elif ! command -v ip >/dev/null 2>&1; then
-	fail_all "no ip(8) (scripts/deps.sh test installs iproute2)"
-fi
-[ -x "$PEER" ] || fail_all "no $PEER (make tools)"
-
-# wait_for FILE REGEX [SECS]: until FILE has a line matching REGEX (a condition, polled).
-wait_for() {
-	local i
-	for ((i = 0; i < ${3:-30} * 20; i++)); do
-		grep -Eq -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
-
-# start_lkvm LOG ARGS...: lkvm in $NETNS in the background (ip netns exec execs it: $LKVM_PID is
-# lkvm itself), stdin from $LKVM_STDIN or /dev/null. Sets LAST_LOG, LKVM_PID.
-start_lkvm() {
-	LAST_LOG=$LOG_DIR/$1.log
-	shift
-	printf '$ %s\n' "$LKVM $*" >"$LAST_LOG.cmd"
-	# Emptied here, not by the background job's redirection: wait_for must never see an
-	# earlier run's lines.
-	: >"$LAST_LOG"
-	ip netns exec "$NETNS" "$LKVM" "$@" <"${LKVM_STDIN:-/dev/null}" >>"$LAST_LOG" 2>&1 &
-	LKVM_PID=$!
-}
-
-# end_lkvm: waits for lkvm (it has its own --timeout); LAST_STATUS.
-end_lkvm() {
-	wait "$LKVM_PID"
-	LAST_STATUS=$?
-}
-
-tap_up() { # tap_up NAME: a vnet_hdr tap in $NETNS, up
-	ip netns exec "$NETNS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
-	ip netns exec "$NETNS" ip tuntap add dev "$1" mode tap vnet_hdr &&
-		ip netns exec "$NETNS" ip link set "$1" up
-}
-
-has_link() { ip netns exec "$NETNS" ip link show "$1" >/dev/null 2>&1; }
 
 # ---- the tap deleted under a running guest ----
 
 link_body() {
 	local tap=lkvmfl0
-	tap_up $tap || { fail "could not create tap $tap"; return; }
-	start_lkvm fault-link run -k "$GUEST" --timeout 60 -p "fault=link" -n "mode=tap,tapif=$tap,script=none"
-	wait_for "$LAST_LOG" 'GUEST net-faults: link up, watching' ||
-		{ kill "$LKVM_PID"; end_lkvm; fail "the guest never set up its NIC"; return; }
+	tap_up $tap || return
+	VM_TIMEOUT=60 start_vm - fault-link -k "$GUEST" -p "fault=link" -n "mode=tap,tapif=$tap,script=none"
+	wait_log "$VM_LOG" 'GUEST net-faults: link up, watching' 30 ||
+		{ kill "$VM_PID"; end_vm; fail "the guest never set up its NIC"; return; }
 	ip netns exec "$NETNS" ip link del "$tap" || { fail "ip link del $tap failed"; return; }
-	end_lkvm
+	end_vm
 	expect_status 0 || return
 	expect_output '^GUEST net-faults: config interrupt, status=0x0$' "the guest seeing link down" || return
 	expect_output '^GUEST net-faults: link down after config interrupt, tx still completes$' || return
@@ -77,7 +31,7 @@ link_body() {
 }
 
 t_link() {
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	skip_unless_net || return
 	need_guest net-faults || return
 	in_netns link_body
 }
@@ -139,7 +93,7 @@ signal_body() {
 }
 
 t_signal() {
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	skip_unless_net || return
 	need_cmd python3 bench || return
 	need_guest net-faults || return
 	in_netns signal_body "$@"
@@ -157,32 +111,27 @@ proc_counts() {
 }
 
 resets_body() {
-	local tap=lkvmfr0 plog fifo a b
-	tap_up $tap || { fail "could not create tap $tap"; return; }
-	plog=$LOG_DIR/fault-resets.peer
-	rm -f "$plog" "$plog.err"
-	ip netns exec "$NETNS" "$PEER" echo "$tap" $((T + 10)) 64 >"$plog" 2>"$plog.err" &
-	local peer=$!
-	wait_for "$plog.err" ready 10 || { kill "$peer"; fail "net-peer not ready"; return; }
+	local tap=lkvmfr0 fifo a b
+	tap_up $tap || return
+	peer_start fault-resets echo "$tap" $((T + 10)) 64 || return
 	# Not under the checkout: the emulated host shares it over 9p, which refuses FIFOs.
 	fifo=$(mktemp -u /tmp/lkvm-fault-resets.XXXXXX)
-	mkfifo "$fifo" || { kill "$peer"; fail "mkfifo $fifo failed"; return; }
+	mkfifo "$fifo" || { peer_stop; fail "mkfifo $fifo failed"; return; }
 	exec 7<>"$fifo" # held open both ways: lkvm's console never sees EOF, we write the go bytes
-	LKVM_STDIN=$fifo start_lkvm fault-resets run -k "$GUEST" --timeout $T --stats=json \
+	VM_STDIN=$fifo VM_TIMEOUT=$T start_vm - fault-resets -k "$GUEST" --stats=json \
 		-p "fault=resets resets=$RESETS" -n "mode=tap,tapif=$tap,script=none"
-	if wait_for "$LAST_LOG" '^GUEST net-faults: checkpoint 1 ' 60; then
-		a=$(proc_counts "$LKVM_PID")
+	if wait_log "$VM_LOG" '^GUEST net-faults: checkpoint 1 ' 60; then
+		a=$(proc_counts "$VM_PID")
 		printf g >&7
 	fi
-	if [ -n "${a-}" ] && wait_for "$LAST_LOG" '^GUEST net-faults: checkpoint 2 ' $T; then
-		b=$(proc_counts "$LKVM_PID")
+	if [ -n "${a-}" ] && wait_log "$VM_LOG" '^GUEST net-faults: checkpoint 2 ' $T; then
+		b=$(proc_counts "$VM_PID")
 		printf g >&7
 	fi
-	end_lkvm
+	end_vm
 	exec 7>&-
 	rm -f "$fifo"
-	kill -TERM "$peer" 2>/dev/null
-	wait "$peer"
+	peer_stop
 	expect_status 0 || return
 	[ -n "${a-}" ] && [ -n "${b-}" ] || { fail "the guest did not reach both checkpoints"; return; }
 	expect_output "^GUEST net-faults: traffic resumed after $RESETS resets: " || return
@@ -197,7 +146,7 @@ resets_body() {
 }
 
 t_resets() {
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	skip_unless_net || return
 	need_guest net-faults || return
 	in_netns resets_body
 }
@@ -206,23 +155,25 @@ t_resets() {
 
 kill_body() {
 	local tap=lkvmfk0
-	start_lkvm fault-sigkill run -k "$GUEST" --timeout 60 -p "fault=idle" \
+	# shellcheck disable=SC2034 # read by start_vm (lib.sh)
+	local VM_TIMEOUT=60
+	start_vm - fault-sigkill -k "$GUEST" -p "fault=idle" \
 		-n "mode=tap,tapif=$tap,host_ip=10.78.0.1/24,script=none"
-	wait_for "$LAST_LOG" '^GUEST net-faults: idle' || { kill "$LKVM_PID"; end_lkvm; fail "guest not idle"; return; }
-	has_link $tap || { kill "$LKVM_PID"; end_lkvm; fail "lkvm did not create $tap"; return; }
-	kill -KILL "$LKVM_PID"
-	end_lkvm
+	wait_log "$VM_LOG" '^GUEST net-faults: idle' 30 || { kill "$VM_PID"; end_vm; fail "guest not idle"; return; }
+	has_link $tap || { kill "$VM_PID"; end_vm; fail "lkvm did not create $tap"; return; }
+	kill -KILL "$VM_PID"
+	end_vm
 	[ "$LAST_STATUS" = 137 ] || { fail "status $LAST_STATUS after SIGKILL"; return; }
 	# The same command again: same tap name, same address.
-	start_lkvm fault-sigkill-again run -k "$GUEST" --timeout 60 -p "fault=none" \
+	start_vm - fault-sigkill-again -k "$GUEST" -p "fault=none" \
 		-n "mode=tap,tapif=$tap,host_ip=10.78.0.1/24,script=none"
-	end_lkvm
+	end_vm
 	expect_status 0 || return
 	expect_output '^GUEST DONE$'
 }
 
 t_sigkill() {
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	skip_unless_net || return
 	need_guest net-faults || return
 	in_netns kill_body
 }

@@ -19,16 +19,6 @@ NCASES=25
 REAL_LKVM=$LKVM
 ASAN_LKVM=$REPO_ROOT/build/asan/lkvm
 
-NET_SKIP=""
-[ -c /dev/net/tun ] || NET_SKIP="/dev/net/tun missing"
-command -v ip >/dev/null 2>&1 || fail_all "no ip(8) (scripts/deps.sh test installs iproute2)"
-
-WRAP=$LOG_DIR/.hostile-netns-exec.$$
-# shellcheck disable=SC2016 # expanded by the wrapper
-printf '#!/bin/sh\nexec ip netns exec "$LKVM_NETNS" "$LKVM_REAL" "$@"\n' >"$WRAP"
-chmod +x "$WRAP"
-trap 'rm -f "$WRAP"' EXIT
-
 # lkvm's own lines (not the guest's, not --stats).
 # lkvm's own lines, less the two that set-up prints whatever the guest does (the VM's name,
 # and a stale control socket of a killed VM whose pid this run reuses).
@@ -42,9 +32,7 @@ max_lines() { local s=${LAST_SECS%.*}; echo $((5 * (s / 5 + 1) + 2)); }
 
 all_body() {
 	local name=$1 bin=$2 extra=$3
-	export LKVM_NETNS=$NETNS LKVM_REAL=$bin
-	LKVM=$WRAP
-	run_lkvm "$name" 0 -- run -k "$ELF" --timeout $T -n "mode=tap,tapif=lkvmh0,script=none$extra" \
+	LKVM=$bin run_lkvm "$name" 0 -- run -k "$ELF" --timeout $T -n "mode=tap,tapif=lkvmh0,script=none$extra" \
 		--console virtio || return
 	expect_no_output 'ERROR: [A-Za-z]+Sanitizer|runtime error:|SUMMARY: [A-Za-z]+Sanitizer' "a sanitizer report" || return
 	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
@@ -61,8 +49,6 @@ all_body() {
 }
 
 flood_body() {
-	export LKVM_NETNS=$NETNS LKVM_REAL=$REAL_LKVM
-	LKVM=$WRAP
 	run_lkvm hostile-flood 0 -- run -k "$ELF" --timeout $T -p "case=desc-loop repeat=300" \
 		-n "mode=tap,tapif=lkvmh1,script=none" || return
 	expect_output '^GUEST hostile: ALL OK \(300 cases\)$' || return
@@ -74,14 +60,14 @@ flood_body() {
 }
 
 t_all() {
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	skip_unless_net || return
 	need_lkvm "$2" || return
 	need_guest virtio-hostile || return
 	in_netns all_body "$@"
 }
 
 t_flood() {
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	skip_unless_net || return
 	need_guest virtio-hostile || return
 	in_netns flood_body
 }

@@ -4,17 +4,11 @@ set -u
 SUMMARY_PREFIX=linux
 . "$(dirname "$0")/lib.sh"
 
-G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
 T=${LINUX_TIMEOUT:-300}    # guest kernel code is emulated on a PVM host: a boot takes about a minute
 LAST_STAGE="Waiting for root device /dev/vda"
 # No initramfs and a disk that never comes: the kernel finishes booting and waits, in kernel
 # mode, which is as far as a PVM host can take it (HOST-KVM.md); the same on a VMX host.
 ROOTWAIT="root=/dev/vda rootwait"
-
-need_kernel() {
-	[ -f "$G/$1" ] && return 0
-	fail "$G/$1 missing (run scripts/build-guest.sh)"
-}
 
 boot_to_last_stage() { # boot_to_last_stage LOG KERNEL CPUS
 	need_kernel "$2" || return

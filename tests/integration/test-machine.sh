@@ -7,25 +7,16 @@ SUMMARY_PREFIX=machine
 . "$(dirname "$0")/lib.sh"
 
 T=60                                    # lkvm --timeout of the C guests
-G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
 LINUX_T=${LINUX_TIMEOUT:-300}           # a Linux boot: about a minute (its kernel code is emulated on PVM)
 # Scratch (disk images, pids, control sockets) in /tmp: the checkout may be a 9p share (the
 # emulated host), where no socket can be made.
 WORK=$(mktemp -d /tmp/lkvm-machine-test.XXXXXX)
-PIDS_FILE=$WORK/pids                    # start_vm (lib.sh) records what it started
+# shellcheck disable=SC2034 # read by lib.sh
+PIDS_FILE=$WORK/pids                    # start_vm (lib.sh) records what it started, kills at exit
+# shellcheck disable=SC2016 # expanded when the script ends
+at_exit 'rm -rf "$WORK"'
 export LKVM_RUNTIME_DIR=$WORK/run       # the paused VMs' sockets, away from anyone else's
 mkdir -m 700 "$LKVM_RUNTIME_DIR"
-
-cleanup() {
-	local p
-	if [ -f "$PIDS_FILE" ]; then
-		while read -r p; do kill -KILL "$p" 2>/dev/null; done <"$PIDS_FILE"
-	fi
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # kvm_has cap N | cpuid LEAF REG BIT | tsc-offset: 1 when this machine's KVM reports it
 # (KVM_CHECK_EXTENSION on /dev/kvm; KVM_GET_SUPPORTED_CPUID, REG one of a b c d; a vCPU's
@@ -67,19 +58,8 @@ EOL=$'\r?$' # lkvm ends its own lines with \r\n (a raw terminal needs the \r)
 machine_ok() {
 	local log=$1 kernel=$2
 	shift 2
-	if ! run_lkvm "$log" 0 -- run -k "$GUEST_DIR/$kernel" --timeout $T "$@"; then
-		guest_failed && return 1
-		return
-	fi
+	run_lkvm "$log" 0 -- run -k "$GUEST_DIR/$kernel" --timeout $T "$@" || { why_guest_failed; return; }
 	expect_output '^GUEST DONE$' "GUEST DONE"
-}
-
-# guest_failed: true (and the test failed with the guest's own words) when the guest reported one.
-guest_failed() {
-	local why
-	why=$(grep -Em1 '^GUEST (FAIL|EXCEPTION)' "$LAST_LOG") || return 1
-	fail "$why"
-	return 0
 }
 
 # ---- CPUID ----
@@ -163,12 +143,8 @@ nics() { # nics N: N "-n" arguments, taps lkvm makes (in the test's namespace)
 	for ((i = 1; i <= $1; i++)); do printf -- '-n mode=tap,script=none '; done
 }
 
-NET_SKIP=""
-[ -c /dev/net/tun ] || NET_SKIP="/dev/net/tun missing"
-
 # Every device at its limit on PCI: the guest finds exactly 4 NICs, 4 disks, the console and rng.
 devices_pci() {
-	local LKVM_WRAP="ip netns exec $NETNS"
 	# shellcheck disable=SC2046 # the helpers' words are arguments
 	machine_ok machine-devices-pci machine.elf $(nics 4) $(disks 4) --console virtio --rng \
 		-p "check=devices want.pci.net=4 want.pci.blk=4 want.pci.console=1 want.pci.rng=1" || return
@@ -177,7 +153,6 @@ devices_pci() {
 
 # Nine virtio-mmio devices, found at the command line's addresses and in the bzImage's device tree.
 devices_mmio() {
-	local LKVM_WRAP="ip netns exec $NETNS"
 	local want="want.cpus=1 want.ram_mib=256 want.mmio.net=4 want.mmio.blk=4 want.mmio.console=1"
 	# shellcheck disable=SC2046
 	machine_ok machine-devices-mmio machine.bzImage $(nics 4) $(disks 4) --console virtio \
@@ -187,7 +162,7 @@ devices_mmio() {
 }
 
 t_devices() {
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	skip_unless_net || return
 	need_guest machine || return
 	in_netns "devices_$1"
 }
@@ -201,7 +176,6 @@ limit() {
 }
 
 limit_mmio() {
-	local LKVM_WRAP="ip netns exec $NETNS"
 	# shellcheck disable=SC2046
 	limit machine-limit-mmio '10 virtio-mmio devices asked for: at most 9 \(each needs one of the free ISA IRQs\)' \
 		$(nics 4) $(disks 4) --console virtio --rng --virtio-transport mmio
@@ -213,7 +187,7 @@ t_limits() {
 	limit machine-limit-nics '-n: at most 4 network devices' $(nics 5) || return
 	# shellcheck disable=SC2046
 	limit machine-limit-disks '-d: at most 4 disks' $(disks 5) || return
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP (the NICs and disks limits passed)"; return; }
+	skip_unless_net "(the NICs and disks limits passed)" || return
 	in_netns limit_mmio
 }
 
@@ -279,9 +253,8 @@ t_pause_c() {
 		return
 	fi
 	wait_exit "$VM_PID" 30 || return
-	guest_failed && return 1
 	LAST_STATUS=$EXIT_STATUS
-	expect_status 0 || return
+	expect_status 0 || { why_guest_failed; return; }
 	expect_output '^GUEST DONE$' || return
 	local step total
 	step=$(sed -n 's/^GUEST machine pause: PVCLOCK_GUEST_STOPPED seen after [0-9]* rounds, max_step_us=\([0-9]*\)$/\1/p' "$VM_LOG")
@@ -307,7 +280,7 @@ printk_s() { sed -n -E "s/^\[ *([0-9]+\.[0-9]+)\] .*($1).*/\1/p" "$VM_LOG" | hea
 #   the pause; the host sees the first line late by its polling, which the half pause allows
 #   for); printk times never go back.
 t_pause_linux() {
-	need_built "$G/vmlinux" "scripts/build-guest.sh" && need_python || return
+	need_kernel vmlinux && need_python || return
 	local n=machine-linux-pause d=20 waiting="Waiting 20 sec before mounting root device" w0 w1 at
 	VM_TIMEOUT=$((LINUX_T + d + 120)) start_vm $n machine-linux-pause -k "$G/vmlinux" -m 256 --stats=json \
 		-p "rootdelay=$d watchdog_thresh=1 nohz=off"

@@ -5,24 +5,16 @@ set -u
 SUMMARY_PREFIX=net
 . "$(dirname "$0")/lib.sh"
 
-G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
 SINK=$REPO_ROOT/build/tools/udp-sink
 T=${LINUX_TIMEOUT:-300}
 HOST_IP=10.0.2.1
 GUEST_IP=10.0.2.15
 GUEST_MAC=52:54:00:6c:6b:01 # not lkvm's default: seen in the guest, it came through the device
 
-# What this machine lacks (a skip); what the project builds or installs is checked by need_net.
-net_skip_reason() {
-	[ -c /dev/net/tun ] || { echo "no /dev/net/tun"; return; }
-	local ns=lkvm-probe-$BASHPID
-	ip netns add $ns 2>/dev/null || { echo "cannot create network namespaces (ip netns)"; return; }
-	ip netns del $ns
-}
-
+# What this machine lacks is a skip (skip_unless_net); what the project builds or installs, a failure.
 need_net() {
-	local r; r=$(net_skip_reason); [ -z "$r" ] || { skip "$r"; return 1; }
-	need_cmd ping test && need_built "$SINK" "make tools" && need_built "$G/bzImage" scripts/build-guest.sh
+	skip_unless_net || return
+	need_cmd ping test && need_built "$SINK" "make tools" && need_kernel
 }
 
 # t_ping MODE: ioeventfd, trap (notifies trap to the vCPU), intx (the guest is told not to

@@ -10,7 +10,6 @@ TEST_JOBS=${TEST_JOBS:-1}
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
 T=${LINUX_TIMEOUT:-600}
 TTYDRIVE=$REPO_ROOT/tests/integration/ttydrive.py
 # The test's host files: below the checkout, which the emulated host sees at the same path (its
@@ -18,8 +17,6 @@ TTYDRIVE=$REPO_ROOT/tests/integration/ttydrive.py
 WORK=$LOG_DIR/run-files
 rm -rf "$WORK"
 mkdir -p "$WORK"
-
-need_kernel() { need_built "$G/bzImage" "scripts/build-guest.sh"; }
 
 # cmd_run LOG STATUS [LKVM-RUN-ARGS...] -- CMD...: lkvm run -k the guest kernel ARGS -- CMD with
 # stdin from $RUN_STDIN (default /dev/null), stdout and stderr apart in LOG.out and LOG.err

@@ -77,19 +77,14 @@ t_violate_signal() {
 # arguments that give the devices guest every kind of device thread: a NIC on a tap (rx, tx and
 # control queues), a disk, a virtio-console and virtio-rng; and LKVM_WRAP putting lkvm there.
 with_devices() {
-	[ -c /dev/net/tun ] || { skip "no /dev/net/tun"; return; }
-	need_cmd ip test || return
+	skip_unless_net || return
 	need_guest devices || return
 	local img=$LOG_DIR/sandbox-$_T_NAME.img
 	local share=$LOG_DIR/sandbox-$_T_NAME.share
 	rm -f "$img" && truncate -s 1M "$img" && mkdir -p "$share"
 	DEVICES=(-k "$ELF" -n mode=tap,tapif=lkvmsb0,script=none -d "$img" --console virtio --rng
 		--share "$share")
-	in_netns with_devices_in "$@"
-}
-
-with_devices_in() {
-	LKVM_WRAP="ip netns exec $NETNS" "$@"
+	in_netns "$@"
 }
 
 # t_violate KIND on|off: the first thread of KIND opens a TCP socket right after entering its

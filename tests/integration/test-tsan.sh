@@ -11,51 +11,19 @@ LKVM=${LKVM:-build/tsan/lkvm}
 
 T=60
 SECS=${TSAN_SECS:-2}
-PEER=$REPO_ROOT/build/tools/net-peer
 REAL_LKVM=$LKVM
 export TSAN_OPTIONS="exitcode=66 halt_on_error=0 suppressions=$REPO_ROOT/tests/tsan.supp${TSAN_OPTIONS:+ $TSAN_OPTIONS}"
 
-NET_SKIP=""
-if [ ! -c /dev/net/tun ]; then
-	NET_SKIP="/dev/net/tun missing"
-elif ! command -v ip >/dev/null 2>&1; then
-	fail_all "no ip(8) (scripts/deps.sh test installs iproute2)"
-fi
-[ -x "$PEER" ] || fail_all "no $PEER (make tools)"
-
-WRAP=$LOG_DIR/.tsan-netns-exec.$$
-# shellcheck disable=SC2016 # expanded by the wrapper
-# It also leaves its pid, which exec hands on to lkvm, for the SIGUSR2 sender below.
-printf '#!/bin/sh\necho $$ >"$LKVM_PIDFILE"\nexec ip netns exec "$LKVM_NETNS" "$LKVM_REAL" "$@"\n' >"$WRAP"
-chmod +x "$WRAP"
-trap 'rm -f "$WRAP"' EXIT
-
-qstat() {
-	grep '^{"vcpu_exits"' "$LAST_LOG" | tail -n 1 | grep -o "\"name\":\"$1\"[^}]*" |
-		grep -o "\"$2\":[0-9]*" | cut -d: -f2
-}
-
 # rr_run NAME -n-EXTRA: inside in_netns.
 rr_run() {
-	local name=$1 nextra=$2 tap=lkvmts0
-	ip netns exec "$NETNS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
-	ip netns exec "$NETNS" ip tuntap add dev "$tap" mode tap vnet_hdr &&
-		ip netns exec "$NETNS" ip link set "$tap" up || { fail "could not create tap $tap"; return; }
-	local plog=$LOG_DIR/$name.peer i
-	rm -f "$plog" "$plog.err"
-	ip netns exec "$NETNS" "$PEER" echo "$tap" $((T + 10)) 64 >"$plog" 2>"$plog.err" &
-	local peer=$!
-	for ((i = 0; i < 100; i++)); do
-		grep -q ready "$plog.err" && break
-		sleep 0.1
-	done
-	grep -q ready "$plog.err" || { kill "$peer"; fail "net-peer not ready after 10 s"; return; }
-	export LKVM_NETNS=$NETNS LKVM_REAL=$REAL_LKVM
+	local name=$1 nextra=$2 tap=lkvmts0 i
+	tap_up $tap || return
+	peer_start "$name" echo "$tap" $((T + 10)) 64 || return
 	# --stats snapshots (SIGUSR2) while the threads run, so the counters' readers race their
-	# writers if they can: every 0.3 s while this run's lkvm (its pid from the wrapper, its
+	# writers if they can: every 0.3 s while this run's lkvm (its pid from LKVM_PIDFILE, its
 	# name checked before each signal) is there, from when the guest runs (lkvm blocks the
 	# signal during set-up; before that it would still kill it, and TSan's start is slow).
-	export LKVM_PIDFILE=$LOG_DIR/$name.pid
+	local LKVM_PIDFILE=$LOG_DIR/$name.pid
 	rm -f "$LKVM_PIDFILE" "$LOG_DIR/$name.done"
 	(
 		local pid=""
@@ -68,15 +36,13 @@ rr_run() {
 		done
 	) &
 	local usr2=$!
-	LKVM=$WRAP
 	run_lkvm "$name" 0 -- run -k "$GUEST_DIR/net-bench.elf" --timeout $T --stats=json \
 		-n "mode=tap,tapif=$tap,script=none$nextra" -p "bench=rr size=64 secs=$SECS"
 	local st=$?
 	touch "$LOG_DIR/$name.done"
 	wait "$usr2"
 	rm -f "$LOG_DIR/$name.done" "$LKVM_PIDFILE"
-	kill -TERM "$peer" 2>/dev/null
-	wait "$peer"
+	peer_stop
 	expect_no_output 'WARNING: ThreadSanitizer' "a ThreadSanitizer report" || return
 	[ $st = 0 ] || return
 	[ "$(grep -c '^{"vcpu_exits"' "$LAST_LOG")" -ge 2 ] || { fail "no --stats snapshot taken while running"; return; }
@@ -97,7 +63,7 @@ rr_run() {
 }
 
 t_rr() {
-	[ -z "$NET_SKIP" ] || { skip "$NET_SKIP"; return; }
+	skip_unless_net || return
 	need_lkvm "$REAL_LKVM" || return
 	need_guest net-bench || return
 	in_netns rr_run "$@"

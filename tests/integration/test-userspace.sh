@@ -6,15 +6,13 @@ set -u
 SUMMARY_PREFIX=userspace
 . "$(dirname "$0")/lib.sh"
 
-G=${LKVM_GUEST_DIR:-$REPO_ROOT/build/guest}
 T=${LINUX_TIMEOUT:-300}
 HOST_IP=10.0.3.1
 GUEST_IP=10.0.3.15
 
 need_userspace() {
 	skip_unless_userspace || return
-	[ -f "$G/bzImage" ] && [ -f "$G/initramfs.cpio.gz" ] && return 0
-	fail "$G/bzImage or initramfs.cpio.gz missing (run scripts/build-guest.sh)"
+	need_kernel bzImage initramfs.cpio.gz
 }
 
 t_smp() {
@@ -29,7 +27,7 @@ t_smp() {
 t_net() {
 	need_userspace || return
 	need_cmd socat test || return
-	[ -c /dev/net/tun ] || { skip "no /dev/net/tun"; return; }
+	skip_unless_net || return
 	in_netns t_net_in "$1"
 }
 
@@ -44,7 +42,7 @@ t_net_in() {
 	local rx=$!
 	ip netns exec "$ns" socat -u OPEN:"$d/to-guest" TCP-LISTEN:5002,reuseaddr 2> "$d/socat-out.err" &
 	local tx=$!
-	LKVM_WRAP="ip netns exec $ns" run_lkvm userspace-net-$mode 0 -- run -k "$G/bzImage" \
+	run_lkvm userspace-net-$mode 0 -- run -k "$G/bzImage" \
 		-i "$G/initramfs.cpio.gz" -m 256 --timeout $T --stats=json \
 		-n "mode=tap,tapif=$tap,host_ip=$HOST_IP/24,script=none$extra" -p "lkvm.nettest=$GUEST_IP/24,$HOST_IP"
 	local st=$?

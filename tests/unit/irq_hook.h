@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "lkvm/virtio.h"
+#include "vdriver.h"
 
 static struct {
 	void (*fn)(void *arg);
@@ -43,26 +44,24 @@ static inline void irq_hook_set(struct virtio_device *vdev, int qi, void (*fn)(v
 }
 
 /* The endless driver: each interrupt of queue qi makes the chain at head available again at
- * once (publish is the test's own ring code), so the device always finds one more. */
+ * once (on d, the driver's side of that queue), so the device always finds one more. */
 static struct {
-	void (*publish)(int qi, u16 head);
-	int qi;
+	struct vd_queue *d;
 	u16 head;
 	int served; /* interrupts so far */
 } endless;
 
 static void endless_repost(void *arg)
 {
-	endless.publish(endless.qi, endless.head);
+	vd_publish(endless.d, endless.head);
 	__atomic_add_fetch(&endless.served, 1, __ATOMIC_RELAXED);
 }
 
 /* Arm it for the chain the test posts next at head (with the device stopped: it starts with
  * the next ops->start). */
-static inline void endless_set(struct virtio_device *vdev, int qi, u16 head, void (*publish)(int qi, u16 head))
+static inline void endless_set(struct virtio_device *vdev, int qi, struct vd_queue *d, u16 head)
 {
-	endless.publish = publish;
-	endless.qi = qi;
+	endless.d = d;
 	endless.head = head;
 	endless.served = 0;
 	irq_hook_set(vdev, qi, endless_repost, NULL);

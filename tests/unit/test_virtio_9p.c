@@ -16,6 +16,7 @@
 #include "irq_hook.h"
 #include "p9_client.h"
 #include "stats_fmt.h"
+#include "vdriver.h"
 #include "wait.h"
 #include "lkvm/dev.h"
 #include "lkvm/kvm.h"
@@ -35,21 +36,11 @@
 
 static struct {
 	char top[64], share[96];
-	u8 *ram;
-	struct kvm *kvm;
 	struct virtio_9p *p;
 	struct virtio_device *vdev;
 	u64 base;
-	struct vring_desc *desc;
-	struct vring_avail *avail;
-	struct vring_used *used;
-	u16 next, aidx;
+	struct vd_queue q;
 } t;
-
-static void *gp(u64 gpa)
-{
-	return t.ram + gpa;
-}
 
 /* ---- the driver: registers ---- */
 
@@ -58,7 +49,7 @@ static u64 acc(u32 off, u32 len, bool is_write, u64 v)
 	u8 d[8] = { 0 };
 
 	memcpy(d, &v, len);
-	ck_assert(io_bus_dispatch(&t.kvm->mmio, NULL, t.base + off, d, len, is_write));
+	ck_assert(io_bus_dispatch(&vd.kvm->mmio, NULL, t.base + off, d, len, is_write));
 	v = 0;
 	memcpy(&v, d, len);
 	return v;
@@ -100,7 +91,7 @@ static void driver_up(void)
 	wr(VIRTIO_MMIO_QUEUE_USED_LOW, (u32)(QBASE + 0x2000));
 	wr(VIRTIO_MMIO_QUEUE_USED_HIGH, 0);
 	wr(VIRTIO_MMIO_QUEUE_READY, 1);
-	t.next = t.aidx = 0;
+	vd_queue_at(&t.q, QBASE, QSIZE);
 	wr(VIRTIO_MMIO_STATUS, rd(VIRTIO_MMIO_STATUS) | VIRTIO_CONFIG_S_DRIVER_OK);
 	ck_assert(rd(VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_DRIVER_OK);
 	p9c_tag = 0;
@@ -110,28 +101,13 @@ static void driver_up(void)
 
 static u16 used_idx(void)
 {
-	return __atomic_load_n(&t.used->idx, __ATOMIC_ACQUIRE);
-}
-
-/* Make head available (again). */
-static void publish(int qi, u16 head)
-{
-	t.avail->ring[t.aidx % QSIZE] = head;
-	__atomic_store_n(&t.avail->idx, ++t.aidx, __ATOMIC_RELEASE);
+	return vd_used_idx(&t.q);
 }
 
 /* One request chain: readable [req, req + len), then writable [resp, resp + room). */
 static u16 post(u64 req, u32 len, u64 resp, u32 room)
 {
-	u16 head = t.next;
-
-	t.desc[head] = (struct vring_desc){ .addr = req, .len = len, .flags = VRING_DESC_F_NEXT,
-					    .next = (u16)((head + 1) % QSIZE) };
-	t.desc[(head + 1) % QSIZE] = (struct vring_desc){ .addr = resp, .len = room,
-							  .flags = VRING_DESC_F_WRITE };
-	t.next = (u16)((t.next + 2) % QSIZE);
-	publish(0, head);
-	return head;
+	return vd_post(&t.q, (struct vd_buf[]){ { req, len, false }, { resp, room, true } }, 2);
 }
 
 static void notify(void)
@@ -152,7 +128,7 @@ static ssize_t queue_handle(size_t len, size_t room)
 	ck_assert_msg(WAIT_UNTIL(WAIT_MS, used_idx() == want || needs_reset()), "no answer");
 	if (used_idx() != want)
 		return -EIO;
-	e = &t.used->ring[(u16)(want - 1) % QSIZE];
+	e = &t.q.used->ring[(u16)(want - 1) % QSIZE];
 	ck_assert_uint_le(e->len, room);
 	memcpy(rm, gp(RESP_GPA), e->len);
 	return e->len;
@@ -196,19 +172,9 @@ static void tree_up(void)
 /* A VM without KVM: guest RAM, the buses, and the transport for devices without trans=. */
 static void vm_up(void)
 {
-	t.ram = aligned_alloc(4096, RAM_SIZE);
-	ck_assert_ptr_nonnull(t.ram);
-	memset(t.ram, 0, RAM_SIZE);
-	t.kvm = calloc(1, sizeof(*t.kvm));
-	ck_assert_ptr_nonnull(t.kvm);
-	t.kvm->vm_fd = t.kvm->sys_fd = t.kvm->stop_fd = -1;
-	t.kvm->cfg.virtio_trans = VIRTIO_TRANS_MMIO;
-	io_bus_init(&t.kvm->pio);
-	io_bus_init(&t.kvm->mmio);
-	ck_assert_int_eq(gmem_init(&t.kvm->mem, t.ram, RAM_SIZE), 0);
-	t.desc = gp(QBASE);
-	t.avail = gp(QBASE + 0x1000);
-	t.used = gp(QBASE + 0x2000);
+	vd_vm_new(RAM_SIZE, 0);
+	vd.kvm->cfg.virtio_trans = VIRTIO_TRANS_MMIO;
+	vd_queue_at(&t.q, QBASE, QSIZE);
 }
 
 static void share_of(struct p9_share *sh, bool ro)
@@ -228,26 +194,18 @@ static void dev_up(bool ro, u32 max_fids)
 
 	vm_up();
 	share_of(&sh, ro);
-	ck_assert_msg(virtio_9p_create(t.kvm, &sh, false, max_fids, &t.p, err, sizeof(err)) == 0, "%s",
+	ck_assert_msg(virtio_9p_create(vd.kvm, &sh, false, max_fids, &t.p, err, sizeof(err)) == 0, "%s",
 		      err);
 	t.vdev = virtio_9p_vdev(t.p);
-	ck_assert_int_eq(virtio_mmio_slots(t.kvm, slots), 1);
+	ck_assert_int_eq(virtio_mmio_slots(vd.kvm, slots), 1);
 	t.base = slots[0].addr;
 	ck_assert_int_eq(virtio_9p_run(t.p), 0);
-}
-
-static void vm_down(void)
-{
-	io_bus_destroy(&t.kvm->pio);
-	io_bus_destroy(&t.kvm->mmio);
-	free(t.ram);
-	free(t.kvm);
 }
 
 static void dev_down(void)
 {
 	virtio_9p_destroy(t.p);
-	vm_down();
+	vd_vm_free();
 }
 
 static void tree_down(void)
@@ -511,34 +469,28 @@ static u8 endless_req[11] = { 11, 0, 0, 0, P9_TCLUNK, 1, 0, 9, 0, 0, 0 }; /* Tcl
 
 static void bare_up(void)
 {
-	struct virtio_queue *q;
 	struct p9_share sh;
 	char err[256];
 
 	vm_up();
 	share_of(&sh, false);
-	ck_assert_msg(virtio_9p_create(t.kvm, &sh, true, 0, &t.p, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(virtio_9p_create(vd.kvm, &sh, true, 0, &t.p, err, sizeof(err)) == 0, "%s", err);
 	t.vdev = virtio_9p_vdev(t.p);
-	q = &t.vdev->q[0];
-	ck_assert_int_eq(vq_init(&q->vq, &t.kvm->mem, QSIZE, QBASE, QBASE + 0x1000, QBASE + 0x2000, false),
-			 0);
-	q->size = QSIZE;
-	q->enabled = true;
-	q->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	q->irq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	vd_queue_up(t.vdev, 0, &t.q, QBASE, QSIZE, false);
 	memcpy(gp(REQ_GPA), endless_req, sizeof(endless_req));
-	endless_set(t.vdev, 0, post(REQ_GPA, sizeof(endless_req), RESP_GPA, 4096), publish);
+	endless_set(t.vdev, 0, &t.q, post(REQ_GPA, sizeof(endless_req), RESP_GPA, 4096));
 	ck_assert_int_eq(virtio_9p_run(t.p), 0);
 	atomic_store(&t.vdev->status, VIRTIO_CONFIG_S_DRIVER_OK | VIRTIO_CONFIG_S_FEATURES_OK);
 }
 
 static void bare_down(void)
 {
-	int kfd = t.vdev->q[0].kick_fd;
+	struct vd_fds fds;
 
+	vd_fds_save(&fds, t.vdev, 1);
 	virtio_9p_destroy(t.p);
-	close(kfd);
-	vm_down();
+	vd_fds_close(&fds);
+	vd_vm_free();
 }
 
 /* Every answer's interrupt posts the request again: a reset and a pause still get the thread
@@ -578,12 +530,12 @@ START_TEST(thread_in_sandbox)
 	 * sandbox learns which fds its threads may read and write), the threads started. */
 	vm_up();
 	share_of(&sh, false);
-	ck_assert_msg(virtio_9p_create(t.kvm, &sh, false, 0, &t.p, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(virtio_9p_create(vd.kvm, &sh, false, 0, &t.p, err, sizeof(err)) == 0, "%s", err);
 	t.vdev = virtio_9p_vdev(t.p);
-	ck_assert_int_eq(virtio_mmio_slots(t.kvm, slots), 1);
+	ck_assert_int_eq(virtio_mmio_slots(vd.kvm, slots), 1);
 	t.base = slots[0].addr;
 	ck_assert_msg(sandbox_drop_privileges(NULL, err, sizeof(err)) == 0, "%s", err);
-	t.kvm->sandbox = true;
+	vd.kvm->sandbox = true;
 	ck_assert_int_eq(virtio_9p_run(t.p), 0);
 	driver_up();
 	session();
@@ -671,17 +623,17 @@ START_TEST(add_checks_share)
 	vm_up();
 	share_of(&sh, false);
 	sh.tag[0] = '\0';
-	ck_assert_int_eq(virtio_9p_add(t.kvm, &sh), -EINVAL);
+	ck_assert_int_eq(virtio_9p_add(vd.kvm, &sh), -EINVAL);
 	share_of(&sh, false);
 	memset(sh.tag, 'x', sizeof(sh.tag)); /* not terminated within VIRTIO_9P_TAG_MAX */
-	ck_assert_int_eq(virtio_9p_add(t.kvm, &sh), -EINVAL);
+	ck_assert_int_eq(virtio_9p_add(vd.kvm, &sh), -EINVAL);
 	share_of(&sh, false);
 	strcpy(sh.host_dir, "relative");
-	ck_assert_int_eq(virtio_9p_add(t.kvm, &sh), -EINVAL);
+	ck_assert_int_eq(virtio_9p_add(vd.kvm, &sh), -EINVAL);
 	share_of(&sh, false);
-	ck_assert_int_eq(virtio_9p_add(t.kvm, &sh), 0);
-	kvm_devs_exit(t.kvm); /* never initialised: only the entry is freed */
-	vm_down();
+	ck_assert_int_eq(virtio_9p_add(vd.kvm, &sh), 0);
+	kvm_devs_exit(vd.kvm); /* never initialised: only the entry is freed */
+	vd_vm_free();
 }
 END_TEST
 

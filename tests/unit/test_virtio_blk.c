@@ -15,6 +15,7 @@
 #include "check_main.h"
 #include "stats_fmt.h"
 #include "irq_hook.h"
+#include "vdriver.h"
 #include "wait.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-blk.h"
@@ -43,38 +44,17 @@ int __wrap_io_submit(io_context_t ctx, long nr, struct iocb **iocbs)
 	return left > 0 ? -EINVAL : __real_io_submit(ctx, nr, iocbs);
 }
 
-struct tb {
-	u64 gpa;
-	u32 len;
-	bool write;
-};
-
 static struct {
-	u8 *ram;
-	struct kvm *kvm;
 	struct virtio_blk *b;
 	struct virtio_device *vdev;
 	char path[64];
-	struct vring_desc *desc;
-	struct vring_avail *avail;
-	struct vring_used *used;
-	u16 next_desc, aidx;
-	u64 buf_next;
+	struct vd_queue q;
 } t;
-
-static void *gp(u64 gpa)
-{
-	return t.ram + gpa;
-}
 
 /* odd: 1 makes the buffer start 8 bytes past a 4 KiB boundary (forces the bounce path under O_DIRECT). */
 static u64 galloc(u64 len, bool odd)
 {
-	u64 a = ALIGN_UP(t.buf_next, 4096) + (odd ? 8 : 0);
-
-	t.buf_next = a + len;
-	ck_assert_uint_le(t.buf_next, RAM_SIZE);
-	return a;
+	return vd_galloc(len + (odd ? 8 : 0), 4096) + (odd ? 8 : 0);
 }
 
 static u8 pattern(u64 sector, u64 i)
@@ -107,29 +87,14 @@ static void dev_up_image(const char *extra_opts, u64 sectors)
 
 	memset(&t, 0, sizeof(t));
 	make_image(sectors);
-	t.ram = aligned_alloc(4096, RAM_SIZE);
-	ck_assert_ptr_nonnull(t.ram);
-	memset(t.ram, 0, RAM_SIZE);
-	t.kvm = calloc(1, sizeof(*t.kvm));
-	ck_assert_ptr_nonnull(t.kvm);
-	ck_assert_int_eq(gmem_init(&t.kvm->mem, t.ram, RAM_SIZE), 0);
+	vd_vm_new(RAM_SIZE, BUF_BASE);
 	snprintf(arg, sizeof(arg), "%s%s", t.path, extra_opts);
 	ck_assert_msg(blk_parse_opts(arg, &o, err, sizeof(err)) == 0, "%s", err);
-	ck_assert_msg(virtio_blk_create_bare(t.kvm, &o, &t.b, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(virtio_blk_create_bare(vd.kvm, &o, &t.b, err, sizeof(err)) == 0, "%s", err);
 	t.vdev = vdev = virtio_blk_vdev(t.b);
 	vdev->features = 1ULL << VIRTIO_F_VERSION_1;
-	ck_assert_int_eq(vq_init(&vdev->q[0].vq, &t.kvm->mem, QSIZE, QBASE, QBASE + 0x1000, QBASE + 0x2000, false), 0);
-	vdev->q[0].size = QSIZE;
-	vdev->q[0].enabled = true;
-	vdev->q[0].kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	vdev->q[0].irq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	t.desc = gp(QBASE);
-	t.avail = gp(QBASE + 0x1000);
-	t.used = gp(QBASE + 0x2000);
-	t.buf_next = BUF_BASE;
-	atomic_store(&vdev->status, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
-					    VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK);
-	ck_assert_int_eq(vdev->ops->start(vdev), 0);
+	vd_queue_up(vdev, 0, &t.q, QBASE, QSIZE, false);
+	vd_driver_ok(vdev);
 }
 
 static void dev_up(const char *extra_opts)
@@ -139,71 +104,33 @@ static void dev_up(const char *extra_opts)
 
 static void dev_down(void)
 {
-	int kfd = t.vdev->q[0].kick_fd, ifd = t.vdev->q[0].irq_fd;
+	struct vd_fds fds;
 
+	vd_fds_save(&fds, t.vdev, 1);
 	virtio_blk_destroy(t.b);
-	close(kfd);
-	if (ifd >= 0)
-		close(ifd);
+	vd_fds_close(&fds);
 	unlink(t.path);
-	free(t.ram);
-	free(t.kvm);
+	vd_vm_free();
 }
 
-/* Make head available (again) on the queue (qi: always 0). */
-static void publish(int qi, u16 head)
+static u16 post(const struct vd_buf *b, int nb)
 {
-	t.avail->ring[t.aidx % QSIZE] = head;
-	__atomic_store_n(&t.avail->idx, ++t.aidx, __ATOMIC_RELEASE);
-}
-
-/* Descriptors for nb buffers at table[first...] (indices modulo n), chained in order. */
-static void fill_descs(struct vring_desc *table, u16 first, u16 n, const struct tb *b, int nb)
-{
-	for (int i = 0; i < nb; i++) {
-		u16 idx = (u16)((first + i) % n);
-
-		table[idx] = (struct vring_desc){ .addr = b[i].gpa, .len = b[i].len,
-						  .flags = (u16)((b[i].write ? VRING_DESC_F_WRITE : 0) |
-								 (i + 1 < nb ? VRING_DESC_F_NEXT : 0)),
-						  .next = (u16)((idx + 1) % n) };
-	}
-}
-
-static u16 post(const struct tb *b, int nb)
-{
-	u16 head = t.next_desc;
-
-	fill_descs(t.desc, head, QSIZE, b, nb);
-	t.next_desc = (u16)((t.next_desc + nb) % QSIZE);
-	publish(0, head);
-	return head;
+	return vd_post(&t.q, b, nb);
 }
 
 /* The same chain through one ring descriptor and an indirect table in guest memory. */
-static u16 post_indirect(const struct tb *b, int nb)
+static u16 post_indirect(const struct vd_buf *b, int nb)
 {
 	u64 table = galloc(sizeof(struct vring_desc) * (u64)nb, false);
-	u16 head = t.next_desc;
 
-	fill_descs(gp(table), 0, (u16)nb, b, nb);
-	t.desc[head] = (struct vring_desc){ .addr = table, .len = (u32)(sizeof(struct vring_desc) * (u64)nb),
-					    .flags = VRING_DESC_F_INDIRECT };
-	t.next_desc = (u16)((t.next_desc + 1) % QSIZE);
-	publish(0, head);
-	return head;
-}
-
-static void kick(void)
-{
-	u64 one = 1;
-
-	ck_assert_int_eq(write(t.vdev->q[0].kick_fd, &one, sizeof(one)), sizeof(one));
+	vd_fill_descs(gp(table), 0, (u16)nb, b, nb);
+	return vd_post_desc(&t.q, table, (u32)(sizeof(struct vring_desc) * (u64)nb),
+			    VRING_DESC_F_INDIRECT);
 }
 
 static bool wait_used(u16 want)
 {
-	return WAIT_UNTIL(WAIT_MS, __atomic_load_n(&t.used->idx, __ATOMIC_ACQUIRE) == want);
+	return vd_wait_used(&t.q, want, WAIT_MS);
 }
 
 /* A request chain on the data at dg: header, data buffers (split in two when split), status;
@@ -213,19 +140,19 @@ static u64 request_at(u32 type, u64 sector, u32 len, bool split, u64 dg, bool in
 	struct virtio_blk_outhdr h = { .type = type, .sector = sector };
 	u64 hg = galloc(sizeof(h), false), sg = galloc(1, false);
 	bool dev_writes = type != VIRTIO_BLK_T_OUT;
-	struct tb b[4];
+	struct vd_buf b[4];
 	int n = 0;
 
 	memcpy(gp(hg), &h, sizeof(h));
 	*(u8 *)gp(sg) = 0xee;
-	b[n++] = (struct tb){ hg, sizeof(h), false };
+	b[n++] = (struct vd_buf){ hg, sizeof(h), false };
 	if (len && split) {
-		b[n++] = (struct tb){ dg, len / 2, dev_writes };
-		b[n++] = (struct tb){ dg + len / 2, len - len / 2, dev_writes };
+		b[n++] = (struct vd_buf){ dg, len / 2, dev_writes };
+		b[n++] = (struct vd_buf){ dg + len / 2, len - len / 2, dev_writes };
 	} else if (len) {
-		b[n++] = (struct tb){ dg, len, dev_writes };
+		b[n++] = (struct vd_buf){ dg, len, dev_writes };
 	}
-	b[n++] = (struct tb){ sg, 1, true };
+	b[n++] = (struct vd_buf){ sg, 1, true };
 	if (indirect)
 		post_indirect(b, n);
 	else
@@ -245,9 +172,9 @@ static u64 request(u32 type, u64 sector, u32 len, bool split, bool odd, u64 *dat
 static u8 run1(u32 type, u64 sector, u32 len, bool split, bool odd, u64 *data)
 {
 	u64 sg = request(type, sector, len, split, odd, data);
-	u16 want = (u16)(t.aidx);
+	u16 want = (u16)(t.q.aidx);
 
-	kick();
+	vd_kick(t.vdev, 0);
 	ck_assert_msg(wait_used(want), "request not completed");
 	return *(u8 *)gp(sg);
 }
@@ -286,7 +213,7 @@ static void read_write_flush(const char *opts)
 	/* Known sectors, in one buffer and split over two; aligned and not. */
 	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 3, 1024, false, false, &data), VIRTIO_BLK_S_OK);
 	check_sectors(data, 3, 2);
-	ck_assert_uint_eq(t.used->ring[0].len, 1025);
+	ck_assert_uint_eq(t.q.used->ring[0].len, 1025);
 	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 10, 2048, true, true, &data), VIRTIO_BLK_S_OK);
 	check_sectors(data, 10, 4);
 	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, SECTORS - 1, 512, false, true, &data), VIRTIO_BLK_S_OK);
@@ -294,8 +221,8 @@ static void read_write_flush(const char *opts)
 	/* Writes land in the file (aligned and unaligned buffers). */
 	request(VIRTIO_BLK_T_OUT, 20, 1024, true, true, &data);
 	memset(gp(data), 0x5a, 1024);
-	kick();
-	ck_assert(wait_used(t.aidx));
+	vd_kick(t.vdev, 0);
+	ck_assert(wait_used(t.q.aidx));
 	file_read(20 * 512, buf, 1024);
 	for (int i = 0; i < 1024; i++)
 		ck_assert_uint_eq(buf[i], 0x5a);
@@ -310,11 +237,11 @@ static void read_write_flush(const char *opts)
 	/* Several in flight: 32 reads posted, one kick. */
 	{
 		u64 d[32], s[32];
-		u16 want = (u16)(t.aidx + 32);
+		u16 want = (u16)(t.q.aidx + 32);
 
 		for (int i = 0; i < 32; i++)
 			s[i] = request(VIRTIO_BLK_T_IN, 30 + (u64)(i % 8) * 2, 1024, i % 2, i % 3 == 0, &d[i]);
-		kick();
+		vd_kick(t.vdev, 0);
 		ck_assert(wait_used(want));
 		for (int i = 0; i < 32; i++) {
 			ck_assert_uint_eq(*(u8 *)gp(s[i]), VIRTIO_BLK_S_OK);
@@ -357,7 +284,7 @@ START_TEST(test_bounds)
 	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, ~0ULL, 512, false, false, &data), VIRTIO_BLK_S_IOERR);
 	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 0, 100, false, false, &data), VIRTIO_BLK_S_IOERR);
 	ck_assert_uint_eq(run1(99, 0, 512, false, false, &data), VIRTIO_BLK_S_UNSUPP);
-	ck_assert_uint_eq(t.used->ring[(t.aidx - 1) % QSIZE].len, 1); /* only the status written */
+	ck_assert_uint_eq(t.q.used->ring[(t.q.aidx - 1) % QSIZE].len, 1); /* only the status written */
 	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 0, 512, false, false, &data), VIRTIO_BLK_S_OK);
 	check_sectors(data, 0, 1);
 	ck_assert_uint_eq(t.vdev->q[0].stats.drops, 7);
@@ -375,8 +302,8 @@ START_TEST(test_read_only)
 	ck_assert(t.vdev->host_features & (1ULL << VIRTIO_BLK_F_RO));
 	sg = request(VIRTIO_BLK_T_OUT, 5, 512, false, false, &data);
 	memset(gp(data), 0x77, 512);
-	kick();
-	ck_assert(wait_used(t.aidx));
+	vd_kick(t.vdev, 0);
+	ck_assert(wait_used(t.q.aidx));
 	ck_assert_uint_eq(*(u8 *)gp(sg), VIRTIO_BLK_S_IOERR);
 	file_read(5 * 512, buf, 512);
 	for (int i = 0; i < 512; i++)
@@ -424,8 +351,8 @@ START_TEST(test_malformed_header)
 
 	dev_up("");
 	hg = galloc(8, false);
-	post((struct tb[]){ { hg, 8, false }, { galloc(1, false), 1, true } }, 2); /* 8-byte header */
-	kick();
+	post((struct vd_buf[]){ { hg, 8, false }, { galloc(1, false), 1, true } }, 2); /* 8-byte header */
+	vd_kick(t.vdev, 0);
 	ck_assert(wait_needs_reset());
 	dev_down();
 }
@@ -439,8 +366,8 @@ START_TEST(test_malformed_no_status)
 	dev_up("");
 	hg = galloc(sizeof(h), false);
 	memcpy(gp(hg), &h, sizeof(h));
-	post((struct tb[]){ { hg, sizeof(h), false } }, 1); /* nowhere to put the status */
-	kick();
+	post((struct vd_buf[]){ { hg, sizeof(h), false } }, 1); /* nowhere to put the status */
+	vd_kick(t.vdev, 0);
 	ck_assert(wait_needs_reset());
 	dev_down();
 }
@@ -515,7 +442,7 @@ START_TEST(test_bounce_bounded)
 	data = galloc(len, true);
 	for (int i = 0; i < N; i++)
 		st[i] = request_at(VIRTIO_BLK_T_IN, 0, len, false, data, true);
-	kick();
+	vd_kick(t.vdev, 0);
 	ck_assert(wait_used(N));
 	for (int i = 0; i < N; i++)
 		ck_assert_uint_eq(*(u8 *)gp(st[i]), VIRTIO_BLK_S_OK);
@@ -549,8 +476,8 @@ START_TEST(test_bounce_refused_submit)
 	request(VIRTIO_BLK_T_OUT, 20, 2048, true, true, &data);
 	memset(gp(data), 0x3c, 2048);
 	atomic_store(&refuse_submits, 1);
-	kick();
-	ck_assert(wait_used(t.aidx));
+	vd_kick(t.vdev, 0);
+	ck_assert(wait_used(t.q.aidx));
 	ck_assert_int_eq(atomic_load(&refuse_submits), 0);
 	file_read(20 * 512, buf, sizeof(buf));
 	for (size_t i = 0; i < sizeof(buf); i++)
@@ -573,10 +500,10 @@ START_TEST(test_stop_endless_ring)
 
 	dev_up(opts[_i]);
 	t.vdev->ops->stop(t.vdev);
-	endless_set(t.vdev, 0, t.next_desc, publish);
+	endless_set(t.vdev, 0, &t.q, t.q.next_desc);
 	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
 	request(VIRTIO_BLK_T_IN, 3, 1024, false, false, &data);
-	kick();
+	vd_kick(t.vdev, 0);
 	ck_assert(WAIT_UNTIL(WAIT_MS, endless_served() >= 100));
 	t.vdev->ops->stop(t.vdev); /* returns: the thread looked at stop while the ring was full */
 	ck_assert_uint_eq(t.vdev->q[0].stats.drops, 0);
@@ -610,7 +537,7 @@ static bool device_uses_direct_io(void)
 /* Guest RAM is what it was at snap. */
 static bool ram_is(const u8 *snap)
 {
-	return !memcmp(snap, t.ram, RAM_SIZE);
+	return !memcmp(snap, vd.ram, RAM_SIZE);
 }
 
 /*
@@ -631,16 +558,16 @@ START_TEST(test_quiesce_holds_requests)
 	dev_up(_i ? ",aio=sync" : "");
 	for (int i = 0; i < N; i++)
 		st[i] = request(VIRTIO_BLK_T_IN, (u64)i * 2, 1024, i % 2, i % 3 == 0, &data[i]);
-	kick();
+	vd_kick(t.vdev, 0);
 	virtio_blk_quiesce(t.b);
 	irqs = atomic_load(&t.vdev->q[0].stats.irqs);
 	/* More requests, then the memory as it stands, then the kick that would wake the thread. */
 	for (int i = N; i < 2 * N; i++)
 		st[i] = request(VIRTIO_BLK_T_IN, (u64)i * 2, 1024, i % 2, i % 3 == 0, &data[i]);
-	memcpy(snap, t.ram, RAM_SIZE);
-	kick();
+	memcpy(snap, vd.ram, RAM_SIZE);
+	vd_kick(t.vdev, 0);
 	ck_assert_msg(HOLDS_FOR(100, ram_is(snap)), "guest memory changed while paused (used idx %u)",
-		      __atomic_load_n(&t.used->idx, __ATOMIC_ACQUIRE));
+		      vd_used_idx(&t.q));
 	ck_assert_uint_eq(atomic_load(&t.vdev->q[0].stats.irqs), irqs);
 	virtio_blk_resume(t.b);
 	ck_assert(wait_used(2 * N));

@@ -8,6 +8,7 @@
 
 #include "check_main.h"
 #include "irq_hook.h"
+#include "vdriver.h"
 #include "wait.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-console.h"
@@ -19,27 +20,13 @@
 #define TX_BUDGET (64 * 1024) /* the console's output per wake-up (virtio/console.c) */
 #define OUT_CHUNK 4096        /* and per write to the terminal */
 
-struct dq {
-	struct vring_desc *desc;
-	struct vring_avail *avail;
-	struct vring_used *used;
-	u16 next, aidx;
-};
-
 static struct {
-	u8 *ram;
-	struct kvm *kvm;
 	struct virtio_device *vdev;
-	struct dq q[2];
+	struct vd_queue q[2];
 	char out[256];
 	size_t out_len;
 	pthread_mutex_t lock;
 } t;
-
-static void *gp(u64 gpa)
-{
-	return t.ram + gpa;
-}
 
 static void catch_out(struct kvm *kvm, const u8 *buf, size_t len)
 {
@@ -54,86 +41,36 @@ static void env_up(void)
 {
 	memset(&t, 0, sizeof(t));
 	pthread_mutex_init(&t.lock, NULL);
-	t.ram = aligned_alloc(4096, RAM_SIZE);
-	ck_assert_ptr_nonnull(t.ram);
-	memset(t.ram, 0, RAM_SIZE);
-	t.kvm = calloc(1, sizeof(*t.kvm));
-	ck_assert_ptr_nonnull(t.kvm);
-	ck_assert_int_eq(gmem_init(&t.kvm->mem, t.ram, RAM_SIZE), 0);
+	vd_vm_new(RAM_SIZE, 0);
 }
 
 /* The driver's set-up of nq queues, up to just before DRIVER_OK. */
 static void queues_up(int nq)
 {
-	struct virtio_device *vdev = t.vdev;
-
-	for (int i = 0; i < nq; i++) {
-		ck_assert_int_eq(vq_init(&vdev->q[i].vq, &t.kvm->mem, QSIZE, QBASE(i), QBASE(i) + 0x1000,
-					 QBASE(i) + 0x2000, false), 0);
-		vdev->q[i].enabled = true;
-		vdev->q[i].kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		vdev->q[i].irq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		t.q[i] = (struct dq){ gp(QBASE(i)), gp(QBASE(i) + 0x1000), gp(QBASE(i) + 0x2000), 0, 0 };
-	}
-}
-
-static void go(void)
-{
-	atomic_store(&t.vdev->status, VIRTIO_CONFIG_S_DRIVER_OK | VIRTIO_CONFIG_S_FEATURES_OK);
-	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
+	for (int i = 0; i < nq; i++)
+		vd_queue_up(t.vdev, i, &t.q[i], QBASE(i), QSIZE, false);
 }
 
 static void start(int nq)
 {
 	queues_up(nq);
-	go();
+	vd_driver_ok(t.vdev);
 }
 
-static void env_down(int nq, int kick_fds[], int irq_fds[])
+static void env_down(const struct vd_fds *fds)
 {
-	for (int i = 0; i < nq; i++) {
-		close(kick_fds[i]);
-		if (irq_fds[i] >= 0) /* -1: irq_hook_set closed it */
-			close(irq_fds[i]);
-	}
-	free(t.ram);
-	free(t.kvm);
+	vd_fds_close(fds);
+	vd_vm_free();
 	pthread_mutex_destroy(&t.lock);
 }
 
-/* Make head available (again). */
-static void publish(int qi, u16 head)
-{
-	struct dq *d = &t.q[qi];
-
-	d->avail->ring[d->aidx % QSIZE] = head;
-	__atomic_store_n(&d->avail->idx, ++d->aidx, __ATOMIC_RELEASE);
-}
-
-static void kick(int qi)
-{
-	u64 one = 1;
-
-	ck_assert_int_eq(write(t.vdev->q[qi].kick_fd, &one, sizeof(one)), sizeof(one));
-}
-
-/* One descriptor as one chain (flags: WRITE, INDIRECT), made available; returns its head. */
-static u16 offer_desc(int qi, u64 gpa, u32 len, u16 flags)
-{
-	struct dq *d = &t.q[qi];
-	u16 idx = d->next++ % QSIZE;
-
-	d->desc[idx] = (struct vring_desc){ .addr = gpa, .len = len, .flags = flags };
-	publish(qi, idx);
-	return idx;
-}
-
-/* The same, kicked. */
+/* One descriptor as one chain (flags: WRITE, INDIRECT), made available and kicked; returns
+ * its head. */
 static u16 post_desc(int qi, u64 gpa, u32 len, u16 flags)
 {
-	u16 idx = offer_desc(qi, gpa, len, flags);
+	u16 idx = vd_post_desc(&t.q[qi], gpa, len, flags);
 
-	kick(qi);
+	vd_kick(t.vdev, qi);
 	return idx;
 }
 
@@ -157,16 +94,16 @@ static u16 post_aliased(int qi, u64 table, int n, u64 gpa, u32 len)
 
 static bool wait_used(int qi, u16 want)
 {
-	return WAIT_UNTIL(WAIT_MS, __atomic_load_n(&t.q[qi].used->idx, __ATOMIC_ACQUIRE) == want);
+	return vd_wait_used(&t.q[qi], want, WAIT_MS);
 }
 
 START_TEST(test_console)
 {
 	struct virtio_console *c;
-	int kfd[2], ifd[2];
+	struct vd_fds fds;
 
 	env_up();
-	ck_assert_int_eq(virtio_console_create(t.kvm, VIRTIO_TRANS_PCI, catch_out, true, &c), 0);
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, true, &c), 0);
 	t.vdev = virtio_console_vdev(c);
 	ck_assert_int_eq(t.vdev->nr_queues, 2);
 	start(2);
@@ -192,12 +129,9 @@ START_TEST(test_console)
 
 		ck_assert_uint_eq(virtio_console_receive(c, big, sizeof(big)), 4096);
 	}
-	for (int i = 0; i < 2; i++) {
-		kfd[i] = t.vdev->q[i].kick_fd;
-		ifd[i] = t.vdev->q[i].irq_fd;
-	}
+	vd_fds_save(&fds, t.vdev, 2);
 	virtio_console_destroy(c);
-	env_down(2, kfd, ifd);
+	env_down(&fds);
 }
 END_TEST
 
@@ -205,10 +139,10 @@ START_TEST(test_rng)
 {
 	struct virtio_rng *r;
 	static const u8 zero[64];
-	int kfd, ifd;
+	struct vd_fds fds;
 
 	env_up();
-	ck_assert_int_eq(virtio_rng_create(t.kvm, VIRTIO_TRANS_PCI, true, &r), 0);
+	ck_assert_int_eq(virtio_rng_create(vd.kvm, VIRTIO_TRANS_PCI, true, &r), 0);
 	t.vdev = virtio_rng_vdev(r);
 	start(1);
 	post1(0, 0x100000, 64, true);
@@ -222,10 +156,9 @@ START_TEST(test_rng)
 	post1(0, 0x100200, 16, false);
 	ck_assert(wait_used(0, 3));
 	ck_assert_uint_eq(t.q[0].used->ring[2].len, 0);
-	kfd = t.vdev->q[0].kick_fd;
-	ifd = t.vdev->q[0].irq_fd;
+	vd_fds_save(&fds, t.vdev, 1);
 	virtio_rng_destroy(r);
-	env_down(1, &kfd, &ifd);
+	env_down(&fds);
 }
 END_TEST
 
@@ -245,7 +178,7 @@ static void note_out(struct kvm *kvm, const u8 *buf, size_t len)
 {
 	u64 done = atomic_load(&o.bytes);
 
-	if (__atomic_load_n(&t.q[0].used->idx, __ATOMIC_ACQUIRE) && atomic_load(&o.rx_at) == ~0ULL)
+	if (vd_used_idx(&t.q[0]) && atomic_load(&o.rx_at) == ~0ULL)
 		atomic_store(&o.rx_at, done);
 	if (done < o.cap)
 		memcpy(o.buf + done, buf, MIN(len, o.cap - done));
@@ -268,7 +201,7 @@ START_TEST(test_console_tx_budget)
 {
 	const u32 big = 3 * TX_BUDGET + 1234;
 	static u8 want[3 * TX_BUDGET + 1234 + 5];
-	int kfd[2], ifd[2];
+	struct vd_fds fds;
 	u64 bytes, rx_at;
 
 	env_up();
@@ -276,7 +209,7 @@ START_TEST(test_console_tx_budget)
 	o.cap = sizeof(want);
 	o.buf = calloc(1, o.cap);
 	atomic_store(&o.rx_at, ~0ULL);
-	ck_assert_int_eq(virtio_console_create(t.kvm, VIRTIO_TRANS_PCI, note_out, true, &o.c), 0);
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, note_out, true, &o.c), 0);
 	t.vdev = virtio_console_vdev(o.c);
 	queues_up(2);
 	fill_pattern(want, big, 3);
@@ -287,7 +220,7 @@ START_TEST(test_console_tx_budget)
 	post1(1, 0x1f0000, 5, false);
 	post1(0, 0x1f1000, 16, true);
 	ck_assert_uint_eq(virtio_console_receive(o.c, (const u8 *)"x", 1), 1);
-	go();
+	vd_driver_ok(t.vdev);
 	ck_assert(wait_used(1, 2));
 	ck_assert(wait_used(0, 1));
 	bytes = atomic_load(&o.bytes);
@@ -298,13 +231,10 @@ START_TEST(test_console_tx_budget)
 	ck_assert_uint_eq(*(u8 *)gp(0x1f1000), 'x');
 	ck_assert_msg(rx_at <= TX_BUDGET, "input delivered after %llu bytes of output (%s)",
 		      (unsigned long long)rx_at, rx_at == ~0ULL ? "all of it" : "more than a budget");
-	for (int i = 0; i < 2; i++) {
-		kfd[i] = t.vdev->q[i].kick_fd;
-		ifd[i] = t.vdev->q[i].irq_fd;
-	}
+	vd_fds_save(&fds, t.vdev, 2);
 	virtio_console_destroy(o.c);
 	free(o.buf);
-	env_down(2, kfd, ifd);
+	env_down(&fds);
 }
 END_TEST
 
@@ -323,12 +253,12 @@ static void held_out(struct kvm *kvm, const u8 *buf, size_t len)
  */
 START_TEST(test_console_stop_huge_chain)
 {
-	int kfd[2], ifd[2];
+	struct vd_fds fds;
 	u64 bytes;
 
 	env_up();
 	memset(&o, 0, sizeof(o));
-	ck_assert_int_eq(virtio_console_create(t.kvm, VIRTIO_TRANS_PCI, held_out, true, &o.c), 0);
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, held_out, true, &o.c), 0);
 	t.vdev = virtio_console_vdev(o.c);
 	start(2);
 	memset(gp(0x100000), 'z', MiB(1));
@@ -338,14 +268,11 @@ START_TEST(test_console_stop_huge_chain)
 	bytes = atomic_load(&o.bytes);
 	ck_assert_msg(bytes > 0 && bytes <= 2 * OUT_CHUNK, "%llu bytes written in all (the stop came during the first piece)",
 		      (unsigned long long)bytes);
-	ck_assert_uint_eq(__atomic_load_n(&t.q[1].used->idx, __ATOMIC_ACQUIRE), 0);
+	ck_assert_uint_eq(vd_used_idx(&t.q[1]), 0);
 	ck_assert_uint_eq(t.vdev->q[1].vq.last_avail, 0);
-	for (int i = 0; i < 2; i++) {
-		kfd[i] = t.vdev->q[i].kick_fd;
-		ifd[i] = t.vdev->q[i].irq_fd;
-	}
+	vd_fds_save(&fds, t.vdev, 2);
 	virtio_console_destroy(o.c);
-	env_down(2, kfd, ifd);
+	env_down(&fds);
 }
 END_TEST
 
@@ -354,28 +281,27 @@ END_TEST
 START_TEST(test_rng_stop_endless)
 {
 	struct virtio_rng *r;
-	int kfd, ifd;
+	struct vd_fds fds;
 
 	env_up();
-	ck_assert_int_eq(virtio_rng_create(t.kvm, VIRTIO_TRANS_PCI, true, &r), 0);
+	ck_assert_int_eq(virtio_rng_create(vd.kvm, VIRTIO_TRANS_PCI, true, &r), 0);
 	t.vdev = virtio_rng_vdev(r);
 	queues_up(1);
-	endless_set(t.vdev, 0, t.q[0].next % QSIZE, publish);
-	go();
+	endless_set(t.vdev, 0, &t.q[0], t.q[0].next_desc);
+	vd_driver_ok(t.vdev);
 	ck_assert_uint_eq(post_desc(0, 0x100000, 4096, VRING_DESC_F_WRITE), endless.head);
 	ck_assert(WAIT_UNTIL(WAIT_MS, endless_served() >= 100));
 	t.vdev->ops->stop(t.vdev); /* returns: the thread looked at stop while the ring was full */
-	kfd = t.vdev->q[0].kick_fd;
-	ifd = t.vdev->q[0].irq_fd;
+	vd_fds_save(&fds, t.vdev, 1);
 	virtio_rng_destroy(r);
-	env_down(1, &kfd, &ifd);
+	env_down(&fds);
 }
 END_TEST
 
 /* Guest RAM is what it was at snap. */
 static bool ram_is(const u8 *snap)
 {
-	return !memcmp(snap, t.ram, RAM_SIZE);
+	return !memcmp(snap, vd.ram, RAM_SIZE);
 }
 
 static size_t out_len(void)
@@ -394,22 +320,22 @@ START_TEST(test_console_quiesce)
 {
 	u8 *snap = malloc(RAM_SIZE);
 	struct virtio_console *c;
-	int kfd[2], ifd[2];
+	struct vd_fds fds;
 
 	ck_assert_ptr_nonnull(snap);
 	env_up();
-	ck_assert_int_eq(virtio_console_create(t.kvm, VIRTIO_TRANS_PCI, catch_out, true, &c), 0);
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, true, &c), 0);
 	t.vdev = virtio_console_vdev(c);
 	start(2);
 	virtio_console_quiesce(c);
 	/* The chains first, then what would wake the thread, with the memory as it stands. */
 	memcpy(gp(0x100000), "while paused\n", 13);
-	offer_desc(1, 0x100000, 13, 0);
-	offer_desc(0, 0x110000, 64, VRING_DESC_F_WRITE);
-	memcpy(snap, t.ram, RAM_SIZE);
+	vd_post_desc(&t.q[1], 0x100000, 13, 0);
+	vd_post_desc(&t.q[0], 0x110000, 64, VRING_DESC_F_WRITE);
+	memcpy(snap, vd.ram, RAM_SIZE);
 	ck_assert_uint_eq(virtio_console_receive(c, (const u8 *)"typed", 5), 5);
-	kick(1);
-	kick(0);
+	vd_kick(t.vdev, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert(HOLDS_FOR(100, ram_is(snap) && out_len() == 0));
 	ck_assert_uint_eq(atomic_load(&t.vdev->q[0].stats.irqs) + atomic_load(&t.vdev->q[1].stats.irqs), 0);
 	virtio_console_resume(c);
@@ -417,12 +343,9 @@ START_TEST(test_console_quiesce)
 	ck_assert(wait_used(0, 1));
 	ck_assert_str_eq(t.out, "while paused\n");
 	ck_assert_mem_eq(gp(0x110000), "typed", 5);
-	for (int i = 0; i < 2; i++) {
-		kfd[i] = t.vdev->q[i].kick_fd;
-		ifd[i] = t.vdev->q[i].irq_fd;
-	}
+	vd_fds_save(&fds, t.vdev, 2);
 	virtio_console_destroy(c);
-	env_down(2, kfd, ifd);
+	env_down(&fds);
 	free(snap);
 }
 END_TEST
@@ -432,25 +355,24 @@ START_TEST(test_rng_quiesce)
 {
 	u8 *snap = malloc(RAM_SIZE);
 	struct virtio_rng *r;
-	int kfd, ifd;
+	struct vd_fds fds;
 
 	ck_assert_ptr_nonnull(snap);
 	env_up();
-	ck_assert_int_eq(virtio_rng_create(t.kvm, VIRTIO_TRANS_PCI, true, &r), 0);
+	ck_assert_int_eq(virtio_rng_create(vd.kvm, VIRTIO_TRANS_PCI, true, &r), 0);
 	t.vdev = virtio_rng_vdev(r);
 	start(1);
 	virtio_rng_quiesce(r);
-	offer_desc(0, 0x100000, 64, VRING_DESC_F_WRITE);
-	memcpy(snap, t.ram, RAM_SIZE);
-	kick(0);
+	vd_post_desc(&t.q[0], 0x100000, 64, VRING_DESC_F_WRITE);
+	memcpy(snap, vd.ram, RAM_SIZE);
+	vd_kick(t.vdev, 0);
 	ck_assert(HOLDS_FOR(100, ram_is(snap)));
 	virtio_rng_resume(r);
 	ck_assert(wait_used(0, 1));
 	ck_assert_uint_eq(t.q[0].used->ring[0].len, 64);
-	kfd = t.vdev->q[0].kick_fd;
-	ifd = t.vdev->q[0].irq_fd;
+	vd_fds_save(&fds, t.vdev, 1);
 	virtio_rng_destroy(r);
-	env_down(1, &kfd, &ifd);
+	env_down(&fds);
 	free(snap);
 }
 END_TEST

@@ -11,73 +11,18 @@
 
 #include "check_main.h"
 #include "lkvm/fdt.h"
+#include "vdriver.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-mmio.h"
 
 #define RAM_SIZE MiB(1)
 #define QMAX 256
-#define DEV_FEATURE_LO (1ULL << 5)
-#define DEV_FEATURE_HI (1ULL << 35)
-#define REFUSED_FEATURE (1ULL << 6)
 #define VERSION_1 (1ULL << VIRTIO_F_VERSION_1)
-
-struct tdev {
-	struct virtio_device vdev;
-	int starts, stops;
-	bool ready_at_start[2];
-	u8 config[8];
-};
-
-static u64 t_get_features(struct virtio_device *vdev)
-{
-	return DEV_FEATURE_LO | DEV_FEATURE_HI | REFUSED_FEATURE;
-}
-
-static void t_config_read(struct virtio_device *vdev, u32 off, u8 *data, u32 len)
-{
-	memcpy(data, ((struct tdev *)vdev->priv)->config + off, len);
-}
-
-static void t_config_write(struct virtio_device *vdev, u32 off, const u8 *data, u32 len)
-{
-	memcpy(((struct tdev *)vdev->priv)->config + off, data, len);
-}
-
-static bool t_features_ok(struct virtio_device *vdev, u64 f)
-{
-	return !(f & REFUSED_FEATURE);
-}
-
-static int t_start(struct virtio_device *vdev)
-{
-	struct tdev *t = vdev->priv;
-
-	t->starts++;
-	for (int i = 0; i < 2; i++)
-		t->ready_at_start[i] = vdev->q[i].vq.ready;
-	return 0;
-}
-
-static void t_stop(struct virtio_device *vdev)
-{
-	((struct tdev *)vdev->priv)->stops++;
-}
-
-static const struct virtio_dev_ops tops = {
-	.device_id = 2,
-	.get_features = t_get_features,
-	.config_size = sizeof(((struct tdev *)0)->config),
-	.config_read = t_config_read,
-	.config_write = t_config_write,
-	.features_ok = t_features_ok,
-	.start = t_start,
-	.stop = t_stop,
-};
 
 struct env {
 	struct kvm kvm;
 	u8 *ram;
-	struct tdev t;
+	struct vd_tdev t;
 	u64 base;
 };
 
@@ -98,17 +43,10 @@ static struct env *env_new(void)
 	struct env *e = calloc(1, sizeof(*e));
 
 	ck_assert_ptr_nonnull(e);
-	e->kvm.vm_fd = e->kvm.sys_fd = e->kvm.stop_fd = -1;
+	e->ram = vd_kvm_init(&e->kvm, RAM_SIZE);
 	e->kvm.cfg.nr_cpus = 2;
-	io_bus_init(&e->kvm.pio);
-	io_bus_init(&e->kvm.mmio);
-	e->ram = calloc(1, RAM_SIZE);
-	ck_assert_ptr_nonnull(e->ram);
-	ck_assert_int_eq(gmem_init(&e->kvm.mem, e->ram, RAM_SIZE), 0);
-	e->t.vdev.ops = &tops;
-	e->t.vdev.priv = &e->t;
+	vd_tdev_init(&e->t, 2, 0, "\x01\x02\x03\x04\x05\x06\x07\x08");
 	e->t.vdev.use_ioeventfd = true; /* no VM: must fall back to trapping */
-	memcpy(e->t.config, "\x01\x02\x03\x04\x05\x06\x07\x08", 8);
 	ck_assert_int_eq(virtio_device_attach(&e->kvm, &e->t.vdev, VIRTIO_TRANS_MMIO, 2, QMAX), 0);
 	ck_assert(!e->t.vdev.use_ioeventfd);
 	ck_assert_ptr_nonnull(slot(e, 0));
@@ -120,16 +58,9 @@ static struct env *env_new(void)
 
 static void env_free(struct env *e)
 {
-	int stops = e->t.stops;
-
-	virtio_device_exit(&e->t.vdev);
-	ck_assert_int_eq(e->t.stops, stops + 1);
-	ck_assert_ptr_null(e->t.vdev.transport);
+	vd_tdev_detach(&e->t, virtio_device_exit, &e->kvm);
 	ck_assert_ptr_null(slot(e, 0));
-	ck_assert_int_eq(e->kvm.mmio.nr, 0);
-	io_bus_destroy(&e->kvm.pio);
-	io_bus_destroy(&e->kvm.mmio);
-	free(e->ram);
+	vd_kvm_exit(&e->kvm, e->ram);
 	free(e);
 }
 
@@ -193,9 +124,9 @@ START_TEST(test_identity)
 	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_ID), 2);
 	ck_assert_uint_ne(rd(e, VIRTIO_MMIO_VENDOR_ID), 0);
 	wr(e, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
-	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_FEATURES), (u32)(DEV_FEATURE_LO | REFUSED_FEATURE));
+	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_FEATURES), (u32)(VD_TDEV_FEATURE_LO | VD_TDEV_REFUSED));
 	wr(e, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 1);
-	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_FEATURES), (u32)((DEV_FEATURE_HI | VERSION_1) >> 32));
+	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_FEATURES), (u32)((VD_TDEV_FEATURE_HI | VERSION_1) >> 32));
 	wr(e, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 2);
 	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_FEATURES), 0);
 	wr(e, VIRTIO_MMIO_QUEUE_SEL, 1);
@@ -222,16 +153,16 @@ START_TEST(test_features)
 {
 	struct env *e = env_new();
 
-	ck_assert(!negotiate(e, DEV_FEATURE_LO)); /* no VERSION_1 */
+	ck_assert(!negotiate(e, VD_TDEV_FEATURE_LO)); /* no VERSION_1 */
 	wr(e, VIRTIO_MMIO_STATUS, 0);
-	ck_assert(!negotiate(e, VERSION_1 | REFUSED_FEATURE)); /* the device says no */
+	ck_assert(!negotiate(e, VERSION_1 | VD_TDEV_REFUSED)); /* the device says no */
 	wr(e, VIRTIO_MMIO_STATUS, 0);
 	ck_assert(!negotiate(e, VERSION_1 | (1ULL << 40))); /* never offered */
 	wr(e, VIRTIO_MMIO_STATUS, 0);
-	ck_assert(negotiate(e, VERSION_1 | DEV_FEATURE_HI));
-	ck_assert_uint_eq(e->t.vdev.features, VERSION_1 | DEV_FEATURE_HI);
+	ck_assert(negotiate(e, VERSION_1 | VD_TDEV_FEATURE_HI));
+	ck_assert_uint_eq(e->t.vdev.features, VERSION_1 | VD_TDEV_FEATURE_HI);
 	drv_features(e, VERSION_1); /* after FEATURES_OK: ignored */
-	ck_assert_uint_eq(e->t.vdev.features, VERSION_1 | DEV_FEATURE_HI);
+	ck_assert_uint_eq(e->t.vdev.features, VERSION_1 | VD_TDEV_FEATURE_HI);
 	env_free(e);
 }
 END_TEST
@@ -373,14 +304,14 @@ END_TEST
 START_TEST(test_slots)
 {
 	struct env *e = env_new();
-	struct tdev more[VIRTIO_MMIO_MAX_DEVS];
-	struct tdev extra = { .vdev = { .ops = &tops } };
+	struct vd_tdev more[VIRTIO_MMIO_MAX_DEVS];
+	struct vd_tdev extra = { 0 };
 	const u8 irqs[] = VIRTIO_MMIO_IRQS;
 
 	memset(more, 0, sizeof(more));
+	vd_tdev_init(&extra, 2, 0, NULL);
 	for (int i = 1; i < VIRTIO_MMIO_MAX_DEVS; i++) {
-		more[i].vdev.ops = &tops;
-		more[i].vdev.priv = &more[i];
+		vd_tdev_init(&more[i], 2, 0, NULL);
 		ck_assert_int_eq(virtio_mmio_init(&e->kvm, &more[i].vdev, 1, 16), 0);
 		ck_assert_uint_eq(slot(e, i)->addr, VIRTIO_MMIO_BASE + (u64)i * VIRTIO_MMIO_SIZE);
 		ck_assert_uint_eq(slot(e, i)->irq, irqs[i]);
@@ -390,7 +321,6 @@ START_TEST(test_slots)
 	/* A freed slot is reused. */
 	virtio_device_exit(&more[4].vdev);
 	ck_assert_ptr_null(slot(e, 4));
-	extra.vdev.priv = &extra;
 	ck_assert_int_eq(virtio_mmio_init(&e->kvm, &extra.vdev, 1, 16), 0);
 	ck_assert_ptr_nonnull(slot(e, 4));
 	virtio_device_exit(&extra.vdev);
@@ -473,7 +403,7 @@ static void *config_changer(void *arg)
 		seen |= atomic_load_explicit(&e->t.vdev.features, memory_order_relaxed);
 		virtio_config_changed(&e->t.vdev);
 	}
-	return (void *)(uintptr_t)(seen & ~(VERSION_1 | DEV_FEATURE_HI));
+	return (void *)(uintptr_t)(seen & ~(VERSION_1 | VD_TDEV_FEATURE_HI));
 }
 
 START_TEST(test_shared_state_atomic)
@@ -485,7 +415,7 @@ START_TEST(test_shared_state_atomic)
 
 	ck_assert_int_eq(pthread_create(&th, NULL, config_changer, e), 0);
 	for (int i = 0; i < SHARED_ROUNDS; i++) {
-		ck_assert(negotiate(e, VERSION_1 | DEV_FEATURE_HI));
+		ck_assert(negotiate(e, VERSION_1 | VD_TDEV_FEATURE_HI));
 		rd(e, VIRTIO_MMIO_CONFIG_GENERATION);
 		wr(e, VIRTIO_MMIO_STATUS, 0);
 	}

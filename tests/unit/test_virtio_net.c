@@ -17,6 +17,7 @@
 #include "check_main.h"
 #include "stats_fmt.h"
 #include "irq_hook.h"
+#include "vdriver.h"
 #include "wait.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-net.h"
@@ -28,45 +29,17 @@
 #define F(b) (1ULL << (b))
 #define BASE_FEATURES (F(VIRTIO_F_VERSION_1) | F(VIRTIO_NET_F_CTRL_VQ))
 
-/* The test's side of one queue: what a driver keeps. */
-struct dq {
-	u16 size;
-	struct vring_desc *desc;
-	struct vring_avail *avail;
-	struct vring_used *used;
-	u16 next_desc;
-	u16 aidx;
-};
-
-struct tb {
-	u64 gpa;
-	u32 len;
-	bool write;
-};
-
 static struct {
-	u8 *ram;
-	struct kvm *kvm;
 	struct net_backend *be[NET_MAX_QUEUE_PAIRS];
 	struct virtio_net *n;
 	struct virtio_device *vdev;
-	struct dq q[VIRTIO_MAX_QUEUES];
+	struct vd_queue q[VIRTIO_MAX_QUEUES];
 	int nq;
-	u64 buf_next;
 } t;
-
-static void *gp(u64 gpa)
-{
-	return t.ram + gpa;
-}
 
 static u64 galloc(u64 len)
 {
-	u64 a = t.buf_next;
-
-	t.buf_next = ALIGN_UP(a + len, 64);
-	ck_assert_uint_le(t.buf_next, RAM_SIZE);
-	return a;
+	return vd_galloc(len, 64);
 }
 
 /* Create the device (pairs queue pairs over fake backends, or over `custom`) with the
@@ -79,23 +52,17 @@ static void dev_create_opts(int pairs, struct net_backend *custom, struct net_op
 	o.ioeventfd = true;
 	o.queue_pairs = pairs;
 	memset(&t, 0, sizeof(t));
-	t.ram = aligned_alloc(4096, RAM_SIZE);
-	ck_assert_ptr_nonnull(t.ram);
-	memset(t.ram, 0, RAM_SIZE);
-	t.kvm = calloc(1, sizeof(*t.kvm));
-	ck_assert_ptr_nonnull(t.kvm);
-	ck_assert_int_eq(gmem_init(&t.kvm->mem, t.ram, RAM_SIZE), 0);
+	vd_vm_new(RAM_SIZE, BUF_BASE);
 	for (int i = 0; i < pairs; i++) {
 		t.be[i] = custom && i == 0 ? custom : net_fake_create();
 		ck_assert_ptr_nonnull(t.be[i]);
 	}
 	/* The device takes ownership and clears the caller's array; keep our copy. */
 	memcpy(be, t.be, sizeof(be));
-	ck_assert_int_eq(virtio_net_create_bare(t.kvm, &o, be, &t.n), 0);
+	ck_assert_int_eq(virtio_net_create_bare(vd.kvm, &o, be, &t.n), 0);
 	ck_assert_ptr_null(be[0]);
 	t.vdev = virtio_net_vdev(t.n);
 	t.nq = 2 * pairs + 1;
-	t.buf_next = BUF_BASE;
 }
 
 static void dev_create(int pairs, struct net_backend *custom)
@@ -111,93 +78,36 @@ static void dev_start(u64 features, u16 size)
 	features |= F(VIRTIO_F_VERSION_1);
 	ck_assert(vdev->ops->features_ok(vdev, features));
 	vdev->features = features;
-	for (int i = 0; i < t.nq; i++) {
-		struct virtio_queue *q = &vdev->q[i];
-		struct dq *d = &t.q[i];
-		u64 b = QBASE(i);
-
-		ck_assert_int_eq(vq_init(&q->vq, &t.kvm->mem, size, b, b + 0x1000, b + 0x2000,
-					 features & F(VIRTIO_RING_F_EVENT_IDX)),
-				 0);
-		q->size = size;
-		q->enabled = true;
-		q->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		q->irq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-		ck_assert_int_ge(q->kick_fd, 0);
-		ck_assert_int_ge(q->irq_fd, 0);
-		*d = (struct dq){ .size = size, .desc = gp(b), .avail = gp(b + 0x1000),
-				  .used = gp(b + 0x2000) };
-	}
-	atomic_store(&vdev->status, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
-					    VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK);
-	ck_assert_int_eq(vdev->ops->start(vdev), 0);
+	for (int i = 0; i < t.nq; i++)
+		vd_queue_up(vdev, i, &t.q[i], QBASE(i), size, features & F(VIRTIO_RING_F_EVENT_IDX));
+	vd_driver_ok(vdev);
 }
 
 static void dev_destroy(void)
 {
-	int fds[VIRTIO_MAX_QUEUES][2];
+	struct vd_fds fds;
 
-	for (int i = 0; i < t.nq; i++) {
-		fds[i][0] = t.vdev->q[i].kick_fd;
-		fds[i][1] = t.vdev->q[i].irq_fd;
-	}
+	vd_fds_save(&fds, t.vdev, t.nq);
 	virtio_net_destroy(t.n);
-	for (int i = 0; i < t.nq; i++) {
-		if (fds[i][0] >= 0)
-			close(fds[i][0]);
-		if (fds[i][1] >= 0)
-			close(fds[i][1]);
-	}
-	free(t.ram);
-	free(t.kvm);
+	vd_fds_close(&fds);
+	vd_vm_free();
 	memset(&t, 0, sizeof(t));
 }
 
-/* Make head available (again) on queue qi. */
-static void publish(int qi, u16 head)
+/* The driver's calls on queue qi of this device (vdriver.h). */
+static u16 post(int qi, const struct vd_buf *b, int nb)
 {
-	struct dq *d = &t.q[qi];
-
-	d->avail->ring[d->aidx % d->size] = head;
-	__atomic_store_n(&d->avail->idx, ++d->aidx, __ATOMIC_RELEASE);
-}
-
-/* Post one chain of buffers, in order; returns its head. */
-static u16 post(int qi, const struct tb *b, int nb)
-{
-	struct dq *d = &t.q[qi];
-	u16 head = d->next_desc;
-
-	for (int i = 0; i < nb; i++) {
-		u16 idx = (u16)((d->next_desc + i) % d->size);
-		u16 next = (u16)((idx + 1) % d->size);
-
-		d->desc[idx] = (struct vring_desc){ .addr = b[i].gpa, .len = b[i].len,
-						    .flags = (u16)((b[i].write ? VRING_DESC_F_WRITE : 0) |
-								   (i + 1 < nb ? VRING_DESC_F_NEXT : 0)),
-						    .next = next };
-	}
-	d->next_desc = (u16)((d->next_desc + nb) % d->size);
-	publish(qi, head);
-	return head;
-}
-
-static void kick(int qi)
-{
-	u64 one = 1;
-
-	ck_assert_int_eq(write(t.vdev->q[qi].kick_fd, &one, sizeof(one)), sizeof(one));
+	return vd_post(&t.q[qi], b, nb);
 }
 
 static u16 used_idx(int qi)
 {
-	return __atomic_load_n(&t.q[qi].used->idx, __ATOMIC_ACQUIRE);
+	return vd_used_idx(&t.q[qi]);
 }
 
-/* Bounded wait for the used index to reach want. */
 static bool wait_used(int qi, u16 want)
 {
-	return WAIT_UNTIL(WAIT_MS, used_idx(qi) == want);
+	return vd_wait_used(&t.q[qi], want, WAIT_MS);
 }
 
 static bool wait_cond_u16(const u16 *p, u16 want)
@@ -357,8 +267,8 @@ START_TEST(rx_single_frame)
 	dev_create(1, NULL);
 	dev_start(BASE_FEATURES, 256);
 	buf = galloc(2048);
-	head = post(0, &(struct tb){ buf, 2048, true }, 1);
-	kick(0);
+	head = post(0, &(struct vd_buf){ buf, 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	fill_pattern(frame, sizeof(frame), 1);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_used(0, 1));
@@ -390,16 +300,16 @@ START_TEST(rx_waits_for_buffers)
 	ck_assert_uint_eq(used_idx(0), 0);
 	ck_assert_uint_eq(t.be[0]->ops->peek_len(t.be[0]), 112);
 	buf = galloc(4096);
-	post(0, &(struct tb){ buf, 4096, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ buf, 4096, true }, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert(wait_used(0, 1));
 	ck_assert_uint_eq(t.q[0].used->ring[0].len, 112);
 	ck_assert_mem_eq(gp(buf + 12), frame, sizeof(frame));
 	ck_assert(WAIT_STAT(0, kicks, 1));
 	/* Many frames, one buffer each, posted in one go: delivered in batches. */
 	for (int i = 0; i < 20; i++)
-		post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
-	kick(0);
+		post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	for (int i = 0; i < 20; i++)
 		ck_assert_int_eq(net_fake_inject(t.be[0], frame, 60 + i), 0);
 	ck_assert(wait_used(0, 21));
@@ -420,9 +330,9 @@ START_TEST(rx_mergeable_spans_buffers)
 	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF), 256);
 	for (int i = 0; i < 8; i++) {
 		buf[i] = galloc(2048);
-		head[i] = post(0, &(struct tb){ buf[i], 2048, true }, 1);
+		head[i] = post(0, &(struct vd_buf){ buf[i], 2048, true }, 1);
 	}
-	kick(0);
+	vd_kick(t.vdev, 0);
 	fill_pattern(frame, sizeof(frame), 3);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_used(0, 3));
@@ -467,15 +377,15 @@ START_TEST(rx_mergeable_waits_for_room)
 
 		if (!i)
 			b1 = b;
-		post(0, &(struct tb){ b, 2048, true }, 1);
+		post(0, &(struct vd_buf){ b, 2048, true }, 1);
 	}
-	kick(0);
+	vd_kick(t.vdev, 0);
 	fill_pattern(frame, sizeof(frame), 5);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_thread_idle("lkvm-net-rx0"));
 	ck_assert_uint_eq(used_idx(0), 0);
-	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert(wait_used(0, 3));
 	ck_assert_uint_eq(rx_num_buffers(b1), 3);
 	ck_assert_uint_eq(STAT(0, bytes), 5000);
@@ -495,8 +405,8 @@ START_TEST(rx_no_peek_long_frame_dropped)
 	net_fake_set_no_peek(t.be[0], true);
 	dev_start(BASE_FEATURES, 256);
 	buf = galloc(200);
-	head = post(0, &(struct tb){ buf, 200, true }, 1);
-	kick(0);
+	head = post(0, &(struct vd_buf){ buf, 200, true }, 1);
+	vd_kick(t.vdev, 0);
 	fill_pattern(big, sizeof(big), 21);
 	fill_pattern(small, sizeof(small), 22);
 	ck_assert_int_eq(net_fake_inject(t.be[0], big, sizeof(big)), 0);
@@ -530,18 +440,18 @@ START_TEST(rx_no_peek_mergeable_waits_whole)
 	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF) | F(VIRTIO_RING_F_EVENT_IDX), 256);
 	for (int i = 0; i < 4; i++)
 		b[i] = galloc(1000);
-	post(0, &(struct tb){ b[0], 1000, true }, 1);
-	post(0, &(struct tb){ b[1], 1000, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ b[0], 1000, true }, 1);
+	post(0, &(struct vd_buf){ b[1], 1000, true }, 1);
+	vd_kick(t.vdev, 0);
 	fill_pattern(frame, sizeof(frame), 31);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_frames_taken(0));
 	ck_assert(wait_thread_idle("lkvm-net-rx0"));
 	ck_assert_uint_eq(used_idx(0), 0);
 	ck_assert_uint_eq(STAT(0, drops), 0);
-	post(0, &(struct tb){ b[2], 1000, true }, 1);
-	post(0, &(struct tb){ b[3], 1000, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ b[2], 1000, true }, 1);
+	post(0, &(struct vd_buf){ b[3], 1000, true }, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert(wait_used(0, 4));
 	ck_assert_uint_eq(rx_num_buffers(b[0]), 4);
 	ck_assert_uint_eq(t.q[0].used->ring[3].len, 12);
@@ -559,8 +469,8 @@ START_TEST(rx_no_peek_mergeable_waits_whole)
 	ck_assert_uint_eq(STAT(0, drops), 0);
 	/* A frame that waits while the device stops is counted as dropped. Stop only once the
 	 * device has read it: a stop that comes first leaves it in the backend, not dropped. */
-	post(0, &(struct tb){ b[0], 1000, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ b[0], 1000, true }, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_frames_taken(0));
 	t.vdev->ops->stop(t.vdev);
@@ -583,8 +493,8 @@ START_TEST(rx_header_split)
 	c = galloc(2000);
 	memset(gp(a), 0xee, 7);
 	memset(gp(b), 0xee, 4);
-	post(0, (struct tb[]){ { a, 7, true }, { b, 4, true }, { c, 2000, true } }, 3);
-	kick(0);
+	post(0, (struct vd_buf[]){ { a, 7, true }, { b, 4, true }, { c, 2000, true } }, 3);
+	vd_kick(t.vdev, 0);
 	fill_pattern(frame, sizeof(frame), 11);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_used(0, 1));
@@ -604,15 +514,15 @@ START_TEST(rx_malformed_chain_needs_reset)
 	dev_create(1, NULL);
 	dev_start(BASE_FEATURES, 256);
 	/* A receive chain with only a readable buffer. */
-	post(0, &(struct tb){ galloc(2048), 2048, false }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ galloc(2048), 2048, false }, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_needs_reset());
 	ck_assert_uint_eq(used_idx(0), 0);
 	/* TX carries on. */
 	u64 tx = galloc(72);
-	post(1, &(struct tb){ tx, 72, false }, 1);
-	kick(1);
+	post(1, &(struct vd_buf){ tx, 72, false }, 1);
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_used(1, 1));
 	dev_destroy();
 }
@@ -630,12 +540,12 @@ START_TEST(tx_stop_endless_ring)
 	dev_create(1, NULL);
 	dev_start(BASE_FEATURES, 64);
 	t.vdev->ops->stop(t.vdev);
-	endless_set(t.vdev, 1, t.q[1].next_desc, publish);
+	endless_set(t.vdev, 1, &t.q[1], t.q[1].next_desc);
 	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
 	g = galloc(72);
 	memset(gp(g), 0, 72);
-	post(1, &(struct tb){ g, 72, false }, 1);
-	kick(1);
+	post(1, &(struct vd_buf){ g, 72, false }, 1);
+	vd_kick(t.vdev, 1);
 	ck_assert(WAIT_UNTIL(WAIT_MS, endless_served() >= 100));
 	t.vdev->ops->stop(t.vdev); /* returns: the thread looked at stop while the ring was full */
 	ck_assert_uint_ge(STAT(1, packets) + STAT(1, drops), 100);
@@ -658,8 +568,8 @@ START_TEST(tx_split_chain)
 	memcpy(gp(a), pkt, 10);
 	memcpy(gp(b), pkt + 10, 50);
 	memcpy(gp(c), pkt + 60, 52);
-	head = post(1, (struct tb[]){ { a, 10, false }, { b, 50, false }, { c, 52, false } }, 3);
-	kick(1);
+	head = post(1, (struct vd_buf[]){ { a, 10, false }, { b, 50, false }, { c, 52, false } }, 3);
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_used(1, 1));
 	ck_assert_uint_eq(t.q[1].used->ring[0].id, head);
 	ck_assert_uint_eq(t.q[1].used->ring[0].len, 0);
@@ -679,9 +589,9 @@ START_TEST(tx_split_chain)
 
 		memset(gp(g), 0, 12);
 		memset(gp(g + 12), i, 60);
-		post(1, &(struct tb){ g, 72, false }, 1);
+		post(1, &(struct vd_buf){ g, 72, false }, 1);
 	}
-	kick(1);
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_used(1, 31));
 	for (int i = 0; i < 30; i++) {
 		ck_assert_int_eq(net_fake_take(t.be[0], out, sizeof(out)), 72);
@@ -699,10 +609,10 @@ START_TEST(tx_bad_lengths_dropped)
 
 	dev_create(1, NULL);
 	dev_start(BASE_FEATURES, 256);
-	post(1, &(struct tb){ galloc(8), 8, false }, 1);                 /* shorter than the header */
-	post(1, &(struct tb){ galloc(2048), 2048, true }, 1);            /* nothing readable */
-	post(1, &(struct tb){ galloc(70000), 70000, false }, 1);         /* longer than any frame */
-	kick(1);
+	post(1, &(struct vd_buf){ galloc(8), 8, false }, 1);                 /* shorter than the header */
+	post(1, &(struct vd_buf){ galloc(2048), 2048, true }, 1);            /* nothing readable */
+	post(1, &(struct vd_buf){ galloc(70000), 70000, false }, 1);         /* longer than any frame */
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_used(1, 3));
 	for (int i = 0; i < 3; i++)
 		ck_assert_uint_eq(t.q[1].used->ring[i].len, 0);
@@ -727,19 +637,19 @@ START_TEST(tx_malformed_chain_needs_reset)
 	t.q[1].avail->ring[0] = 0;
 	__atomic_store_n(&t.q[1].avail->idx, ++t.q[1].aidx, __ATOMIC_RELEASE);
 	t.q[1].next_desc = 1;
-	kick(1);
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_needs_reset());
 	ck_assert_uint_eq(used_idx(1), 0);
 	/* The queue is left alone from now on; kicks are still counted. */
 	good = galloc(72);
-	post(1, &(struct tb){ good, 72, false }, 1);
-	kick(1);
+	post(1, &(struct vd_buf){ good, 72, false }, 1);
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_thread_idle("lkvm-net-tx0"));
 	ck_assert_uint_eq(used_idx(1), 0);
 	/* RX still works. */
 	rx = galloc(2048);
-	post(0, &(struct tb){ rx, 2048, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ rx, 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_used(0, 1));
 	ck_assert_mem_eq(gp(rx + 12), frame, sizeof(frame));
@@ -751,8 +661,8 @@ START_TEST(tx_buffer_outside_ram_needs_reset)
 {
 	dev_create(1, NULL);
 	dev_start(BASE_FEATURES, 256);
-	post(1, &(struct tb){ RAM_SIZE - 16, 64, false }, 1);
-	kick(1);
+	post(1, &(struct vd_buf){ RAM_SIZE - 16, 64, false }, 1);
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_needs_reset());
 	ck_assert_uint_eq(used_idx(1), 0);
 	dev_destroy();
@@ -773,8 +683,8 @@ START_TEST(backend_gone_link_down)
 	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&c, sizeof(c));
 	ck_assert_uint_eq(c.status, VIRTIO_NET_S_LINK_UP);
 	ck_assert_uint_eq(atomic_load(&t.vdev->isr), 0);
-	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	capture_start(&cap);
 	net_fake_set_gone(t.be[0]);
 	for (int ms = 0; ms < WAIT_MS && !(atomic_load(&t.vdev->isr) & 2); ms++)
@@ -784,8 +694,8 @@ START_TEST(backend_gone_link_down)
 	ck_assert_uint_eq(c.status & VIRTIO_NET_S_LINK_UP, 0);
 	/* TX: each chain used (and counted as dropped), none left waiting. */
 	for (int i = 0; i < 10; i++)
-		post(1, &(struct tb){ galloc(72), 72, false }, 1);
-	kick(1);
+		post(1, &(struct vd_buf){ galloc(72), 72, false }, 1);
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_used(1, 10));
 	ck_assert_uint_eq(STAT(1, drops), 10);
 	/* A reset and a new start: still down, still quiet. */
@@ -812,8 +722,8 @@ START_TEST(event_idx_suppresses_interrupts)
 	dev_start(BASE_FEATURES | F(VIRTIO_RING_F_EVENT_IDX), 256);
 	used_event = &t.q[0].avail->ring[256];
 	for (int i = 0; i < 4; i++)
-		post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
-	kick(0);
+		post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_used(0, 1));
 	ck_assert(irq_fired(0, WAIT_MS)); /* the first one always interrupts */
@@ -835,8 +745,8 @@ START_TEST(event_idx_suppresses_interrupts)
 	/* TX: after draining, avail_event asks for a kick at the next chain only. */
 	avail_event = (u16 *)(void *)&t.q[1].used->ring[256];
 	for (int i = 0; i < 3; i++)
-		post(1, &(struct tb){ galloc(72), 72, false }, 1);
-	kick(1);
+		post(1, &(struct vd_buf){ galloc(72), 72, false }, 1);
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_used(1, 3));
 	ck_assert(wait_cond_u16(avail_event, 3));
 	dev_destroy();
@@ -850,8 +760,8 @@ START_TEST(no_interrupt_flag_respected)
 	dev_create(1, NULL);
 	dev_start(BASE_FEATURES, 256);
 	t.q[0].avail->flags = VRING_AVAIL_F_NO_INTERRUPT;
-	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_used(0, 1));
 	ck_assert(wait_thread_idle("lkvm-net-rx0"));
@@ -868,21 +778,21 @@ static u8 ctl(int qi, const void *cmd, u32 len, u32 split)
 {
 	u64 a = galloc(len + 1), st = galloc(1);
 	u16 want = (u16)(used_idx(qi) + 1);
-	struct tb b[3];
+	struct vd_buf b[3];
 	int nb = 0;
 
 	if (len)
 		memcpy(gp(a), cmd, len);
 	*(u8 *)gp(st) = 0xaa;
 	if (split && split < len) {
-		b[nb++] = (struct tb){ a, split, false };
-		b[nb++] = (struct tb){ a + split, len - split, false };
+		b[nb++] = (struct vd_buf){ a, split, false };
+		b[nb++] = (struct vd_buf){ a + split, len - split, false };
 	} else if (len) {
-		b[nb++] = (struct tb){ a, len, false };
+		b[nb++] = (struct vd_buf){ a, len, false };
 	}
-	b[nb++] = (struct tb){ st, 1, true };
+	b[nb++] = (struct vd_buf){ st, 1, true };
 	post(qi, b, nb);
-	kick(qi);
+	vd_kick(t.vdev, qi);
 	ck_assert(wait_used(qi, want));
 	ck_assert_uint_eq(t.q[qi].used->ring[(u16)(want - 1) % t.q[qi].size].len, 1);
 	return *(u8 *)gp(st);
@@ -922,15 +832,15 @@ START_TEST(ctrl_commands)
 	ck_assert_uint_eq(ctl(2, one, sizeof(one), 0), VIRTIO_NET_ERR);
 	ck_assert_uint_eq(ctl(2, NULL, 0, 0), VIRTIO_NET_ERR);
 	/* No status byte: given back with length 0, queue still fine. */
-	post(2, &(struct tb){ galloc(3), 3, false }, 1);
-	kick(2);
+	post(2, &(struct vd_buf){ galloc(3), 3, false }, 1);
+	vd_kick(t.vdev, 2);
 	ck_assert(wait_used(2, 14));
 	ck_assert_uint_eq(t.q[2].used->ring[13].len, 0);
 	ck_assert_uint_eq(ctl(2, promisc, sizeof(promisc), 0), VIRTIO_NET_OK);
 	ck_assert(!(atomic_load(&t.vdev->status) & VIRTIO_CONFIG_S_NEEDS_RESET));
 	/* A malformed chain does break it. */
-	post(2, &(struct tb){ RAM_SIZE, 16, false }, 1);
-	kick(2);
+	post(2, &(struct vd_buf){ RAM_SIZE, 16, false }, 1);
+	vd_kick(t.vdev, 2);
 	ck_assert(wait_needs_reset());
 	dev_destroy();
 }
@@ -964,14 +874,14 @@ START_TEST(multiqueue_pairs)
 	/* tx1 goes to the second backend, rx1 comes from it. */
 	g = galloc(80);
 	memset(gp(g), 0, 80);
-	post(3, &(struct tb){ g, 80, false }, 1);
-	kick(3);
+	post(3, &(struct vd_buf){ g, 80, false }, 1);
+	vd_kick(t.vdev, 3);
 	ck_assert(wait_used(3, 1));
 	ck_assert_int_eq(net_fake_take(t.be[1], out, sizeof(out)), 80);
 	ck_assert_int_eq(net_fake_take(t.be[0], out, sizeof(out)), 0);
 	rx = galloc(2048);
-	post(2, &(struct tb){ rx, 2048, true }, 1);
-	kick(2);
+	post(2, &(struct vd_buf){ rx, 2048, true }, 1);
+	vd_kick(t.vdev, 2);
 	ck_assert_int_eq(net_fake_inject(t.be[1], frame, sizeof(frame)), 0);
 	ck_assert(wait_used(2, 1));
 	ck_assert_uint_eq(STAT(2, packets), 1);
@@ -1046,7 +956,7 @@ START_TEST(config_space)
 	ck_assert_mem_eq(b, "\x52\x54", 2);
 
 	/* A second NIC: its own MAC, three pairs, seven queues. */
-	ck_assert_int_eq(virtio_net_create_bare(t.kvm, &o, be, &n2), 0);
+	ck_assert_int_eq(virtio_net_create_bare(vd.kvm, &o, be, &n2), 0);
 	v2 = virtio_net_vdev(n2);
 	v2->ops->config_read(v2, 0, (u8 *)&c, sizeof(c));
 	ck_assert_mem_eq(c.mac, "\x02\x01\x02\x03\x04\x05", 6);
@@ -1055,10 +965,10 @@ START_TEST(config_space)
 	virtio_net_destroy(n2); /* never started */
 	o.mac_set = false;
 	be[0] = net_fake_create();
-	ck_assert_int_eq(virtio_net_create_bare(t.kvm, &o, be, &n2), -EINVAL); /* be[1] missing */
+	ck_assert_int_eq(virtio_net_create_bare(vd.kvm, &o, be, &n2), -EINVAL); /* be[1] missing */
 	o.queue_pairs = 1;
 	be[0] = net_fake_create();
-	ck_assert_int_eq(virtio_net_create_bare(t.kvm, &o, be, &n2), 0);
+	ck_assert_int_eq(virtio_net_create_bare(vd.kvm, &o, be, &n2), 0);
 	virtio_net_vdev(n2)->ops->config_read(virtio_net_vdev(n2), 0, (u8 *)&c, sizeof(c));
 	/* The device does not number NICs (lkvm run does: test_vm.c). */
 	ck_assert_mem_eq(c.mac, "\x52\x54\x00\x12\x34\x56", 6);
@@ -1109,15 +1019,15 @@ START_TEST(stop_while_backend_full)
 	ck_assert_int_eq(write(s->be.tx_fd, &max, sizeof(max)), sizeof(max));
 	dev_create(1, &s->be);
 	dev_start(BASE_FEATURES, 256);
-	post(1, &(struct tb){ galloc(72), 72, false }, 1);
-	kick(1);
+	post(1, &(struct vd_buf){ galloc(72), 72, false }, 1);
+	vd_kick(t.vdev, 1);
 	for (int ms = 0; ms < WAIT_MS && !__atomic_load_n(&s->sends, __ATOMIC_RELAXED); ms++)
 		poll(NULL, 0, 1);
 	ck_assert(wait_thread_idle("lkvm-net-tx0"));
 	ck_assert_int_eq(__atomic_load_n(&s->sends, __ATOMIC_RELAXED), 1); /* waiting, not spinning */
 	/* RX without peek_len: a buffer but no frame, so nothing delivered. */
-	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	t.vdev->ops->stop(t.vdev);
 	/* The chain was not consumed: given back for the next start. */
 	ck_assert_uint_eq(t.vdev->q[1].vq.last_avail, 0);
@@ -1154,8 +1064,8 @@ START_TEST(rx_backend_error_backs_off)
 	dev_create(1, &s->be);
 	t0 = now_ns();
 	dev_start(BASE_FEATURES, 256);
-	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	/* Wait for a count of tries, not for a time: at least 10 ms apart, so the 5th comes
 	 * 40 ms or more after the first however loaded the machine is. */
 	for (int ms = 0; ms < 10 * WAIT_MS && __atomic_load_n(&s->sends, __ATOMIC_RELAXED) < 5; ms++)
@@ -1176,7 +1086,7 @@ END_TEST
 /* Guest RAM is what it was at snap. */
 static bool ram_is(const u8 *snap)
 {
-	return !memcmp(snap, t.ram, RAM_SIZE);
+	return !memcmp(snap, vd.ram, RAM_SIZE);
 }
 
 /*
@@ -1194,16 +1104,16 @@ START_TEST(quiesce_holds_frames)
 	dev_create_opts(1, NULL, (struct net_opts){ .tx_mode = modes[_i] });
 	dev_start(BASE_FEATURES, 256);
 	rx = galloc(2048);
-	post(0, &(struct tb){ rx, 2048, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ rx, 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	virtio_net_quiesce(t.n);
 	fill_pattern(frame, sizeof(frame), 9);
 	tx = galloc(72);
 	memcpy(gp(tx + 12), frame, sizeof(frame));
-	post(1, &(struct tb){ tx, 72, false }, 1);
+	post(1, &(struct vd_buf){ tx, 72, false }, 1);
 	/* The memory as it stands, then what would wake the threads. */
-	memcpy(snap, t.ram, RAM_SIZE);
-	kick(1);
+	memcpy(snap, vd.ram, RAM_SIZE);
+	vd_kick(t.vdev, 1);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(HOLDS_FOR(100, ram_is(snap) && net_fake_pending(t.be[0]) == 1));
 	ck_assert_int_eq(net_fake_take(t.be[0], out, sizeof(out)), 0);
@@ -1232,15 +1142,15 @@ START_TEST(restart_and_stats)
 
 	dev_create(1, NULL);
 	dev_start(BASE_FEATURES, 256);
-	post(1, &(struct tb){ galloc(72), 72, false }, 1);
-	kick(1);
+	post(1, &(struct vd_buf){ galloc(72), 72, false }, 1);
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_used(1, 1));
 	t.vdev->ops->stop(t.vdev);
 	t.vdev->ops->stop(t.vdev); /* idempotent */
 	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
 	ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0); /* restart without stop */
-	post(0, &(struct tb){ galloc(2048), 2048, true }, 1);
-	kick(0);
+	post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
 	ck_assert(wait_used(0, 1));
 	ck_assert_int_eq(count_threads("lkvm-net-rx0"), 1);
@@ -1276,7 +1186,7 @@ END_TEST
  * avail->idx (old -> new), a full barrier, then the device's avail_event or NO_NOTIFY flag. */
 static bool driver_wants_kick(int qi, u16 old, u16 new, bool event_idx)
 {
-	struct dq *d = &t.q[qi];
+	struct vd_queue *d = &t.q[qi];
 
 	full_barrier();
 	if (event_idx) {
@@ -1292,10 +1202,10 @@ static bool post_tx_frame(u64 gpa, bool event_idx)
 {
 	u16 old = t.q[1].aidx;
 
-	post(1, &(struct tb){ gpa, 72, false }, 1);
+	post(1, &(struct vd_buf){ gpa, 72, false }, 1);
 	if (!driver_wants_kick(1, old, t.q[1].aidx, event_idx))
 		return false;
-	kick(1);
+	vd_kick(t.vdev, 1);
 	return true;
 }
 
@@ -1337,7 +1247,7 @@ static void post_in_window(void *arg, int qi)
 	/* Never kicked, whatever the driver rule says: only the device's re-check after
 	 * re-enabling can find this chain. (Without EVENT_IDX the rule agrees: NO_NOTIFY is
 	 * set here. With it, avail_event may still invite a kick after a stale wake-up.) */
-	post(1, &(struct tb){ hk.gpa, 72, false }, 1);
+	post(1, &(struct vd_buf){ hk.gpa, 72, false }, 1);
 	if (driver_wants_kick(1, old, t.q[1].aidx, hk.event_idx))
 		atomic_fetch_add(&hk.kicked, 1);
 }
@@ -1363,8 +1273,8 @@ START_TEST(tx_chain_posted_before_reenable)
 	virtio_net_set_tx_hook(t.n, post_in_window, NULL);
 	dev_start(f, 256);
 	/* The first chain comes with a kick; each drain then finds one posted in its window. */
-	post(1, &(struct tb){ gpa, 72, false }, 1);
-	kick(1);
+	post(1, &(struct vd_buf){ gpa, 72, false }, 1);
+	vd_kick(t.vdev, 1);
 	ck_assert(wait_used(1, 6));
 	ck_assert_int_eq(atomic_load(&hk.posted), 5);
 	if (!c->event_idx)

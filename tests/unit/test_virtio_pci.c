@@ -13,91 +13,27 @@
 
 #include "capture.h"
 #include "check_main.h"
+#include "vdriver.h"
 #include "lkvm/kvm.h"
 #include "lkvm/pci.h"
 #include "lkvm/virtio-pci.h"
 
 #define RAM_SIZE MiB(1)
 #define QMAX 256
-#define DEV_FEATURE_LO (1ULL << 5)
-#define DEV_FEATURE_HI (1ULL << 35)
-#define OFFERED (DEV_FEATURE_LO | DEV_FEATURE_HI | 1ULL << VIRTIO_F_VERSION_1)
-#define REFUSED_FEATURE (1ULL << 6) /* offered, but features_ok says no */
+#define OFFERED (VD_TDEV_FEATURE_LO | VD_TDEV_FEATURE_HI | 1ULL << VIRTIO_F_VERSION_1)
 
 #define COMMON 0x0000
 #define ISR 0x1000
 #define DEVCFG 0x2000
 #define NOTIFY 0x3000
 
-struct tdev {
-	struct virtio_device vdev;
-	int starts, stops, start_ret;
-	bool ready_at_start[2];
-	u8 config[8];
-	u64 features_seen;
-};
-
-static u64 t_get_features(struct virtio_device *vdev)
-{
-	return DEV_FEATURE_LO | DEV_FEATURE_HI | REFUSED_FEATURE;
-}
-
-static void t_config_read(struct virtio_device *vdev, u32 off, u8 *data, u32 len)
-{
-	struct tdev *t = vdev->priv;
-
-	memcpy(data, t->config + off, len);
-}
-
-static void t_config_write(struct virtio_device *vdev, u32 off, const u8 *data, u32 len)
-{
-	struct tdev *t = vdev->priv;
-
-	memcpy(t->config + off, data, len);
-}
-
-static bool t_features_ok(struct virtio_device *vdev, u64 f)
-{
-	struct tdev *t = vdev->priv;
-
-	t->features_seen = f;
-	return !(f & REFUSED_FEATURE);
-}
-
-static int t_start(struct virtio_device *vdev)
-{
-	struct tdev *t = vdev->priv;
-
-	t->starts++;
-	for (int i = 0; i < 2; i++)
-		t->ready_at_start[i] = vdev->q[i].vq.ready;
-	return t->start_ret;
-}
-
-static void t_stop(struct virtio_device *vdev)
-{
-	struct tdev *t = vdev->priv;
-
-	t->stops++;
-}
-
-static const struct virtio_dev_ops tops = {
-	.device_id = 1,
-	.class_code = 0x020000,
-	.get_features = t_get_features,
-	.config_size = sizeof(((struct tdev *)0)->config),
-	.config_read = t_config_read,
-	.config_write = t_config_write,
-	.features_ok = t_features_ok,
-	.start = t_start,
-	.stop = t_stop,
-};
+#define MAC_CONFIG "\x52\x54\x00\x12\x34\x56\x01\x00" /* the device's 8 config bytes */
 
 /* The VM and one device in slot 1. */
 struct env {
 	struct kvm kvm;
 	u8 *ram;
-	struct tdev t;
+	struct vd_tdev t;
 	u64 bar0, bar2;
 };
 
@@ -106,19 +42,12 @@ static struct env *env_new(void)
 	struct env *e = calloc(1, sizeof(*e));
 
 	ck_assert_ptr_nonnull(e);
-	e->kvm.vm_fd = e->kvm.sys_fd = e->kvm.stop_fd = -1;
-	io_bus_init(&e->kvm.pio);
-	io_bus_init(&e->kvm.mmio);
-	e->ram = calloc(1, RAM_SIZE);
-	ck_assert_ptr_nonnull(e->ram);
-	ck_assert_int_eq(gmem_init(&e->kvm.mem, e->ram, RAM_SIZE), 0);
+	e->ram = vd_kvm_init(&e->kvm, RAM_SIZE);
 	ck_assert_int_eq(pci_bus_create(&e->kvm), 0);
 
-	e->t.vdev.ops = &tops;
-	e->t.vdev.priv = &e->t;
+	vd_tdev_init(&e->t, 1, 0x020000, MAC_CONFIG);
 	e->t.vdev.use_ioeventfd = true; /* no VM: the transport must fall back to trapping */
 	pthread_mutex_init(&e->t.vdev.lock, NULL); /* the device's, not the transport's */
-	memcpy(e->t.config, "\x52\x54\x00\x12\x34\x56\x01\x00", 8);
 	ck_assert_int_eq(virtio_pci_init(&e->kvm, &e->t.vdev, 2, QMAX), 0);
 	ck_assert(!e->t.vdev.use_ioeventfd);
 	e->bar0 = pci_cfg_read(e->kvm.pci, 1, PCI_BASE_ADDRESS_0, 4) & ~0xfULL;
@@ -130,17 +59,10 @@ static struct env *env_new(void)
 
 static void env_free(struct env *e)
 {
-	int stops = e->t.stops;
-
-	virtio_pci_destroy(&e->t.vdev);
-	ck_assert_int_eq(e->t.stops, stops + 1);
-	ck_assert_ptr_null(e->t.vdev.transport);
-	ck_assert_int_eq(e->kvm.mmio.nr, 0);
+	vd_tdev_detach(&e->t, virtio_pci_destroy, &e->kvm);
 	pthread_mutex_destroy(&e->t.vdev.lock);
 	pci_bus_destroy(&e->kvm);
-	io_bus_destroy(&e->kvm.pio);
-	io_bus_destroy(&e->kvm.mmio);
-	free(e->ram);
+	vd_kvm_exit(&e->kvm, e->ram);
 	free(e);
 }
 
@@ -405,7 +327,7 @@ START_TEST(test_features)
 	struct env *e = env_new();
 
 	cc_wr(e, VIRTIO_PCI_COMMON_DFSELECT, 4, 0);
-	ck_assert_uint_eq(cc_rd(e, VIRTIO_PCI_COMMON_DF, 4), (u32)(OFFERED | REFUSED_FEATURE));
+	ck_assert_uint_eq(cc_rd(e, VIRTIO_PCI_COMMON_DF, 4), (u32)(OFFERED | VD_TDEV_REFUSED));
 	cc_wr(e, VIRTIO_PCI_COMMON_DFSELECT, 4, 1);
 	ck_assert_uint_eq(cc_rd(e, VIRTIO_PCI_COMMON_DFSELECT, 4), 1);
 	ck_assert_uint_eq(cc_rd(e, VIRTIO_PCI_COMMON_DF, 4), (u32)(OFFERED >> 32));
@@ -414,7 +336,7 @@ START_TEST(test_features)
 	ck_assert_uint_eq(cc_rd(e, VIRTIO_PCI_COMMON_DF, 4), 0);
 	cc_wr(e, VIRTIO_PCI_COMMON_DF, 4, 0xffffffff); /* read-only */
 	cc_wr(e, VIRTIO_PCI_COMMON_DFSELECT, 4, 0);
-	ck_assert_uint_eq(cc_rd(e, VIRTIO_PCI_COMMON_DF, 4), (u32)(OFFERED | REFUSED_FEATURE));
+	ck_assert_uint_eq(cc_rd(e, VIRTIO_PCI_COMMON_DF, 4), (u32)(OFFERED | VD_TDEV_REFUSED));
 
 	/* Driver features read back as written, by halves. */
 	drv_features(e, 0x123456789abcdefULL);
@@ -426,9 +348,9 @@ START_TEST(test_features)
 	/* An unoffered bit, a missing VERSION_1, a combination the device refuses. */
 	ck_assert(!negotiate(e, OFFERED | 1ULL << 40));
 	ck_assert_uint_eq(status(e), VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
-	ck_assert(!negotiate(e, DEV_FEATURE_LO));
-	ck_assert(!negotiate(e, OFFERED | REFUSED_FEATURE));
-	ck_assert_uint_eq(e->t.features_seen, OFFERED | REFUSED_FEATURE);
+	ck_assert(!negotiate(e, VD_TDEV_FEATURE_LO));
+	ck_assert(!negotiate(e, OFFERED | VD_TDEV_REFUSED));
+	ck_assert_uint_eq(e->t.features_seen, OFFERED | VD_TDEV_REFUSED);
 	ck_assert_uint_eq(e->t.vdev.features, 0);
 	/* DRIVER_OK without FEATURES_OK does not stick. */
 	set_status(e, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
@@ -436,13 +358,13 @@ START_TEST(test_features)
 	ck_assert_uint_eq(status(e), VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
 	ck_assert_int_eq(e->t.starts, 0);
 
-	ck_assert(negotiate(e, DEV_FEATURE_HI | 1ULL << VIRTIO_F_VERSION_1));
-	ck_assert_uint_eq(e->t.vdev.features, DEV_FEATURE_HI | 1ULL << VIRTIO_F_VERSION_1);
+	ck_assert(negotiate(e, VD_TDEV_FEATURE_HI | 1ULL << VIRTIO_F_VERSION_1));
+	ck_assert_uint_eq(e->t.vdev.features, VD_TDEV_FEATURE_HI | 1ULL << VIRTIO_F_VERSION_1);
 	/* Frozen after FEATURES_OK. */
 	drv_features(e, OFFERED);
 	cc_wr(e, VIRTIO_PCI_COMMON_GFSELECT, 4, 0);
 	ck_assert_uint_eq(cc_rd(e, VIRTIO_PCI_COMMON_GF, 4), 0);
-	ck_assert_uint_eq(e->t.vdev.features, DEV_FEATURE_HI | 1ULL << VIRTIO_F_VERSION_1);
+	ck_assert_uint_eq(e->t.vdev.features, VD_TDEV_FEATURE_HI | 1ULL << VIRTIO_F_VERSION_1);
 	/* Status bits cannot be taken away except by reset; NEEDS_RESET is not the driver's. */
 	set_status(e, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_NEEDS_RESET);
 	ck_assert_uint_eq(status(e), VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
@@ -703,8 +625,8 @@ START_TEST(test_pci_cfg_window)
 	/* device_feature, 4 bytes. */
 	cfg_wr(e, cap + VIRTIO_PCI_CAP_OFFSET, 4, COMMON + VIRTIO_PCI_COMMON_DF);
 	cfg_wr(e, cap + VIRTIO_PCI_CAP_LENGTH, 4, 4);
-	ck_assert_uint_eq(cfg_rd(e, data, 4), (u32)(OFFERED | REFUSED_FEATURE));
-	ck_assert_uint_eq(cfg_rd(e, data + 2, 2), (u32)(OFFERED | REFUSED_FEATURE) >> 16);
+	ck_assert_uint_eq(cfg_rd(e, data, 4), (u32)(OFFERED | VD_TDEV_REFUSED));
+	ck_assert_uint_eq(cfg_rd(e, data + 2, 2), (u32)(OFFERED | VD_TDEV_REFUSED) >> 16);
 	/* A status write through the window is a status write. */
 	cfg_wr(e, cap + VIRTIO_PCI_CAP_OFFSET, 4, COMMON + VIRTIO_PCI_COMMON_STATUS);
 	cfg_wr(e, cap + VIRTIO_PCI_CAP_LENGTH, 4, 1);
@@ -918,10 +840,9 @@ END_TEST
 START_TEST(test_init_errors)
 {
 	struct env *e = env_new();
-	struct tdev t2 = { 0 };
+	struct vd_tdev t2 = { 0 };
 
-	t2.vdev.ops = &tops;
-	t2.vdev.priv = &t2;
+	vd_tdev_init(&t2, 1, 0x020000, NULL);
 	pthread_mutex_init(&t2.vdev.lock, NULL);
 	ck_assert_int_eq(virtio_pci_init(&e->kvm, &t2.vdev, 0, 256), -EINVAL);
 	ck_assert_int_eq(virtio_pci_init(&e->kvm, &t2.vdev, VIRTIO_MAX_QUEUES + 1, 256), -EINVAL);
@@ -986,29 +907,23 @@ static bool ioeventfd_at(int vm_fd, u64 addr, u32 len)
 START_TEST(test_ioeventfds_follow_bar0)
 {
 	struct env *e = calloc(1, sizeof(*e));
-	struct tdev t2 = { 0 };
+	struct vd_tdev t2 = { 0 };
 	int sys_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	u64 b0, other;
 
 	ck_assert_ptr_nonnull(e);
 	ck_assert_int_ge(sys_fd, 0);
-	e->kvm.sys_fd = e->kvm.stop_fd = -1;
+	e->ram = vd_kvm_init(&e->kvm, RAM_SIZE);
 	e->kvm.vm_fd = ioctl(sys_fd, KVM_CREATE_VM, 0);
 	ck_assert_int_ge(e->kvm.vm_fd, 0);
 	pthread_mutex_init(&e->kvm.irq_lock, NULL);
-	io_bus_init(&e->kvm.pio);
-	io_bus_init(&e->kvm.mmio);
-	e->ram = calloc(1, RAM_SIZE);
-	ck_assert_int_eq(gmem_init(&e->kvm.mem, e->ram, RAM_SIZE), 0);
 	ck_assert_int_eq(pci_bus_create(&e->kvm), 0);
-	e->t.vdev.ops = &tops;
-	e->t.vdev.priv = &e->t;
+	vd_tdev_init(&e->t, 1, 0x020000, NULL);
 	e->t.vdev.use_ioeventfd = true;
 	pthread_mutex_init(&e->t.vdev.lock, NULL);
 	ck_assert_int_eq(virtio_pci_init(&e->kvm, &e->t.vdev, 2, QMAX), 0);
 	ck_assert(e->t.vdev.use_ioeventfd);
-	t2.vdev.ops = &tops;
-	t2.vdev.priv = &t2;
+	vd_tdev_init(&t2, 1, 0x020000, NULL);
 	pthread_mutex_init(&t2.vdev.lock, NULL);
 	ck_assert_int_eq(virtio_pci_init(&e->kvm, &t2.vdev, 2, QMAX), 0);
 	b0 = e->bar0 = pci_cfg_read(e->kvm.pci, 1, PCI_BASE_ADDRESS_0, 4) & ~0xfULL;
@@ -1039,12 +954,10 @@ START_TEST(test_ioeventfds_follow_bar0)
 	virtio_pci_destroy(&e->t.vdev);
 	pthread_mutex_destroy(&e->t.vdev.lock);
 	pci_bus_destroy(&e->kvm);
-	io_bus_destroy(&e->kvm.pio);
-	io_bus_destroy(&e->kvm.mmio);
 	pthread_mutex_destroy(&e->kvm.irq_lock);
 	close(e->kvm.vm_fd);
 	close(sys_fd);
-	free(e->ram);
+	vd_kvm_exit(&e->kvm, e->ram);
 	free(e);
 }
 END_TEST
