@@ -106,7 +106,8 @@ bool io_bus_dispatch(struct io_bus *bus, struct kvm_cpu *vcpu, u64 addr, u8 *dat
 	pthread_rwlock_rdlock(&bus->lock);
 	i = io_bus_find(bus, addr);
 	/* The whole access must fall inside one range: a straddling access is unclaimed. */
-	if (i < bus->nr && bus->r[i].base <= addr && range_ok(addr - bus->r[i].base, len, bus->r[i].len)) {
+	if (i < bus->nr && bus->r[i].base <= addr &&
+	    range_ok(addr - bus->r[i].base, len, bus->r[i].len)) {
 		r = bus->r[i];
 		found = true;
 	}

@@ -82,7 +82,8 @@ static enum exit_action handle_io(struct kvm_cpu *vcpu)
 	/* KVM fills these fields, but keep the data window inside the shared page anyway. */
 	if (size == 0 || size > 4 || count == 0 ||
 	    !range_ok(off, (u64)size * count, (u64)vcpu->kvm->vcpu_mmap_size)) {
-		kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "vCPU %d: malformed port I/O exit", vcpu->id);
+		kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "vCPU %d: malformed port I/O exit",
+				 vcpu->id);
 		return EXIT_STOP;
 	}
 	kvm_cpu_count(&vcpu->pio_exits);
@@ -103,7 +104,8 @@ static enum exit_action handle_mmio(struct kvm_cpu *vcpu)
 	u32 len = run->mmio.len;
 
 	if (len == 0 || len > sizeof(run->mmio.data)) {
-		kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "vCPU %d: malformed MMIO exit", vcpu->id);
+		kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "vCPU %d: malformed MMIO exit",
+				 vcpu->id);
 		return EXIT_STOP;
 	}
 	kvm_cpu_count(&vcpu->mmio_exits);
@@ -117,7 +119,8 @@ static enum exit_action handle_mmio(struct kvm_cpu *vcpu)
 static enum exit_action handle_shutdown(struct kvm_cpu *vcpu)
 {
 	/* A triple fault: what Linux falls back to for reboot. */
-	kvm_request_exit(vcpu->kvm, vcpu->kvm->guest_end_status, "guest reset (triple fault on vCPU %d)", vcpu->id);
+	kvm_request_exit(vcpu->kvm, vcpu->kvm->guest_end_status,
+			 "guest reset (triple fault on vCPU %d)", vcpu->id);
 	return EXIT_STOP;
 }
 
@@ -251,7 +254,8 @@ static void *vcpu_thread(void *arg)
 	sigaddset(&set, SIG_VCPU_KICK);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	if (sandbox_enter(kvm, SB_VCPU) < 0) {
-		kvm_request_exit(kvm, EXIT_LKVM_ERROR, "vCPU %d: cannot enter the sandbox", vcpu->id);
+		kvm_request_exit(kvm, EXIT_LKVM_ERROR, "vCPU %d: cannot enter the sandbox",
+				 vcpu->id);
 		return NULL;
 	}
 
@@ -269,7 +273,8 @@ static void *vcpu_thread(void *arg)
 			 * must simply be run again. */
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
-			kvm_request_exit(kvm, EXIT_LKVM_ERROR, "vCPU %d: KVM_RUN: %s", vcpu->id, strerror(errno));
+			kvm_request_exit(kvm, EXIT_LKVM_ERROR, "vCPU %d: KVM_RUN: %s", vcpu->id,
+					 strerror(errno));
 			break;
 		}
 		reason = vcpu->run->exit_reason;
@@ -279,8 +284,8 @@ static void *vcpu_thread(void *arg)
 		if (reason >= ARRAY_SIZE(exit_handlers) || !exit_handlers[reason]) {
 			pr_err("vCPU %d: unhandled KVM exit reason %u", vcpu->id, reason);
 			kvm_cpu_dump(vcpu);
-			kvm_request_exit(kvm, EXIT_LKVM_ERROR, "vCPU %d: unhandled KVM exit reason %u",
-					 vcpu->id, reason);
+			kvm_request_exit(kvm, EXIT_LKVM_ERROR,
+					 "vCPU %d: unhandled KVM exit reason %u", vcpu->id, reason);
 			break;
 		}
 		if (exit_handlers[reason](vcpu) == EXIT_STOP)
@@ -356,7 +361,8 @@ int kvm_cpu_park_all(struct kvm *kvm, int timeout_ms)
 	kick_all_locked(kvm);
 	want = atomic_load(&kvm->nr_started);
 	while (kvm->parked < want && !atomic_load(&kvm->stopping) && ret == 0)
-		ret = pthread_cond_clockwait(&kvm->park_cond, &kvm->park_lock, CLOCK_MONOTONIC, &dl);
+		ret = pthread_cond_clockwait(&kvm->park_cond, &kvm->park_lock, CLOCK_MONOTONIC,
+					     &dl);
 	if (atomic_load(&kvm->stopping))
 		ret = -ESHUTDOWN;
 	else if (kvm->parked < want)

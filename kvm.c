@@ -26,7 +26,8 @@ static int open_kvm(char *err, size_t errlen)
 		break;
 	case EACCES:
 	case EPERM:
-		errfmt(err, errlen, "cannot open /dev/kvm: permission denied (join the kvm group or run as root)");
+		errfmt(err, errlen,
+		       "cannot open /dev/kvm: permission denied (join the kvm group or run as root)");
 		break;
 	default:
 		errfmt(err, errlen, "cannot open /dev/kvm: %s", strerror(errno));
@@ -78,11 +79,12 @@ static int map_ram(struct kvm *kvm, u64 ram_mib, char *err, size_t errlen)
 	int ret;
 
 	/* NORESERVE: guest RAM is touched lazily, so a large -m costs only what the guest uses. */
-	base = mmap(NULL, ram_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	base = mmap(NULL, ram_size, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (base == MAP_FAILED) {
 		ret = -errno;
-		errfmt(err, errlen, "cannot map %llu MiB of guest memory: %s", (unsigned long long)ram_mib,
-		       strerror(errno));
+		errfmt(err, errlen, "cannot map %llu MiB of guest memory: %s",
+		       (unsigned long long)ram_mib, strerror(errno));
 		return ret;
 	}
 	ret = gmem_init(&kvm->mem, base, ram_size);

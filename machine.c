@@ -30,14 +30,16 @@ int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, si
 	int n = snprintf(buf, len, "%s%s%s%s%s%s%s%s", base_kernel_params,
 			 cfg->console_virtio ? " console=hvc0" : "", *cmd ? " " : "", cmd,
 			 pvm_quirks ? " " : "", pvm_quirks ? x86_pvm_kernel_params : "",
-			 cfg->cmdline && *cfg->cmdline ? " " : "", cfg->cmdline ? cfg->cmdline : "");
+			 cfg->cmdline && *cfg->cmdline ? " " : "",
+			 cfg->cmdline ? cfg->cmdline : "");
 
 	if (n < 0 || (size_t)n >= len)
 		return -E2BIG;
 	return 0;
 }
 
-static int load_file(const char *what, const char *path, u8 **data, size_t *len, char *err, size_t errlen)
+static int load_file(const char *what, const char *path, u8 **data, size_t *len, char *err,
+		     size_t errlen)
 {
 	int ret = read_file(path, data, len);
 
@@ -95,10 +97,9 @@ static const struct {
 	int (*asked)(struct kvm *kvm, const struct kvm_config *cfg);
 } machine[] = {
 	{ .always = pci_bus_add }, { .always = serial8250_add }, { .always = i8042_add },
-	{ .always = rtc_add }, { .always = pvpanic_add },
-	{ .asked = run_cmd_add_devices },
-	{ .asked = add_nets }, { .asked = add_disks }, { .asked = add_console }, { .asked = add_rng },
-	{ .asked = add_shares },
+	{ .always = rtc_add },	   { .always = pvpanic_add },	 { .asked = run_cmd_add_devices },
+	{ .asked = add_nets },	   { .asked = add_disks },	 { .asked = add_console },
+	{ .asked = add_rng },	   { .asked = add_shares },
 };
 
 int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
@@ -113,8 +114,8 @@ int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)
 }
 
 /* The device tree, for the guest and for --dump-dtb FILE. */
-static int make_dtb(struct run_state *st, const struct kvm_config *cfg, const char *cmdline, char *err,
-		    size_t errlen)
+static int make_dtb(struct run_state *st, const struct kvm_config *cfg, const char *cmdline,
+		    char *err, size_t errlen)
 {
 	FILE *f;
 	int n;
@@ -152,11 +153,13 @@ static int load_images(struct run_state *st, const struct kvm_config *cfg, char 
 	if (ret < 0)
 		return ret;
 	if (boot_detect(st->kernel, st->kernel_len) < 0) {
-		errfmt(err, errlen, "kernel '%s' is neither a bzImage nor an ELF vmlinux", cfg->kernel_path);
+		errfmt(err, errlen, "kernel '%s' is neither a bzImage nor an ELF vmlinux",
+		       cfg->kernel_path);
 		return -ENOEXEC;
 	}
 	if (cfg->initrd_path)
-		return load_file("initrd", cfg->initrd_path, &st->initrd, &st->initrd_len, err, errlen);
+		return load_file("initrd", cfg->initrd_path, &st->initrd, &st->initrd_len, err,
+				 errlen);
 	if (cfg->cmd.on)
 		run_cmd_take_initrd(st->cmd, &st->initrd, &st->initrd_len);
 	return 0;
@@ -171,7 +174,8 @@ static int make_vm(struct run_state *st, const struct kvm_config *cfg, char *err
 	if (ret < 0)
 		return ret;
 	st->kvm_up = true;
-	kvm->pvm_quirks = cfg->quirks == QUIRKS_PVM || (cfg->quirks == QUIRKS_AUTO && x86_host_is_pvm());
+	kvm->pvm_quirks = cfg->quirks == QUIRKS_PVM ||
+			  (cfg->quirks == QUIRKS_AUTO && x86_host_is_pvm());
 	if (kvm->pvm_quirks)
 		pr_debug("PVM host quirks on: completing int3/clac/stac/fwait, adding \"%s\"",
 			 x86_pvm_kernel_params);
@@ -182,8 +186,8 @@ static int make_vm(struct run_state *st, const struct kvm_config *cfg, char *err
 }
 
 /* The kernel, initrd, command line and device tree in guest memory, and the MP table. */
-static int load_guest(struct run_state *st, const struct kvm_config *cfg, struct boot_entry *entry, char *err,
-		      size_t errlen)
+static int load_guest(struct run_state *st, const struct kvm_config *cfg, struct boot_entry *entry,
+		      char *err, size_t errlen)
 {
 	struct kvm *kvm = &st->kvm;
 	char cmdline[BOOT_CMDLINE_MAX];
@@ -193,7 +197,8 @@ static int load_guest(struct run_state *st, const struct kvm_config *cfg, struct
 	if (!ret)
 		ret = virtio_mmio_cmdline(kvm, cmdline, sizeof(cmdline));
 	if (ret < 0) {
-		errfmt(err, errlen, "kernel command line too long (at most %d bytes with lkvm's defaults)",
+		errfmt(err, errlen,
+		       "kernel command line too long (at most %d bytes with lkvm's defaults)",
 		       BOOT_CMDLINE_MAX - 1);
 		return ret;
 	}
@@ -237,7 +242,8 @@ int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err,
 		ret = kvm_cpu_setup_boot(kvm->cpus[0], &entry, err, errlen);
 	if (ret < 0)
 		return ret;
-	pr_debug("%s kernel at 0x%llx-0x%llx, entry 0x%llx%s", entry.kind == BOOT_KIND_PVH ? "PVH" : "bzImage",
+	pr_debug("%s kernel at 0x%llx-0x%llx, entry 0x%llx%s",
+		 entry.kind == BOOT_KIND_PVH ? "PVH" : "bzImage",
 		 (unsigned long long)entry.kernel_start, (unsigned long long)entry.kernel_end,
 		 (unsigned long long)entry.rip, entry.initrd_size ? ", with initrd" : "");
 	return 0;
@@ -258,4 +264,3 @@ void kvm_run_teardown(struct run_state *st)
 	free(st->dtb);
 	run_cmd_free(st->cmd);
 }
-

@@ -6,7 +6,7 @@
 
 #include "lkvm/opt.h"
 
-#define MAX_OPTS 48 /* options of one argv set */
+#define MAX_OPTS 48	/* options of one argv set */
 #define LONG_BASE 0x100 /* getopt_long's value for opts[i] is LONG_BASE + i */
 
 int opt_uint(const char *s, unsigned long long min, unsigned long long max, unsigned long long *out)
@@ -43,13 +43,17 @@ static void store(void *t, size_t size, unsigned long long v)
 }
 
 /* "a|b|c" (sep "|", last "|") or "a, b or c" (sep ", ", last " or "). */
-static void choice_list(const struct opt *o, const char *sep, const char *last, char *buf, size_t len)
+static void choice_list(const struct opt *o, const char *sep, const char *last, char *buf,
+			size_t len)
 {
 	size_t n = 0;
 
 	buf[0] = '\0';
 	for (int i = 0; o->choices[i].name && n < len; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%s", i == 0 ? "" : o->choices[i + 1].name ? sep : last,
+		n += (size_t)snprintf(buf + n, len - n, "%s%s",
+				      i == 0		       ? ""
+				      : o->choices[i + 1].name ? sep
+							       : last,
 				      o->choices[i].name);
 }
 
@@ -69,8 +73,8 @@ static int apply(const struct opt_set *s, const struct opt *o, const char *v, vo
 		return 0;
 	case OPT_UINT:
 		if (opt_uint(v, o->min, o->max, &n)) {
-			errfmt(err, errlen, "%s%s '%s': %s %llu to %llu", s->prefix, o->name, v, o->bad, o->min,
-			       o->max);
+			errfmt(err, errlen, "%s%s '%s': %s %llu to %llu", s->prefix, o->name, v,
+			       o->bad, o->min, o->max);
 			return -EINVAL;
 		}
 		store(t, o->size, n);
@@ -93,8 +97,8 @@ static int apply(const struct opt_set *s, const struct opt *o, const char *v, vo
 }
 
 /* One option given (v NULL when it has none). 1 for --help. */
-static int take(const struct opt_set *s, const struct opt *o, const char *v, void *base, FILE *out, char *err,
-		size_t errlen)
+static int take(const struct opt_set *s, const struct opt *o, const char *v, void *base, FILE *out,
+		char *err, size_t errlen)
 {
 	if (o->given)
 		*(bool *)((char *)base + o->given - 1) = true;
@@ -132,8 +136,10 @@ static int make_getopt(const struct opt_set *s, struct option *lo, char *shorts)
 	for (const struct opt *o = s->opts; o->kind != OPT_END; o++, n++) {
 		if (n == MAX_OPTS)
 			return -E2BIG;
-		lo[n] = (struct option){ o->name, !has_value(o) ? no_argument :
-						   o->optional ? optional_argument : required_argument,
+		lo[n] = (struct option){ o->name,
+					 !has_value(o) ? no_argument
+					 : o->optional ? optional_argument
+						       : required_argument,
 					 NULL, LONG_BASE + n };
 		if (o->short_name) {
 			*shorts++ = o->short_name;
@@ -159,7 +165,8 @@ static bool spelled_out(const char *word, const char *name)
 {
 	size_t n = strlen(name);
 
-	return !strncmp(word, "--", 2) && !strncmp(word + 2, name, n) && (!word[n + 2] || word[n + 2] == '=');
+	return !strncmp(word, "--", 2) && !strncmp(word + 2, name, n) &&
+	       (!word[n + 2] || word[n + 2] == '=');
 }
 
 int opt_parse_argv(const struct opt_set *s, int argc, char **argv, void *base, FILE *out, char *err,
@@ -185,16 +192,19 @@ int opt_parse_argv(const struct opt_set *s, int argc, char **argv, void *base, F
 		if (c == -1)
 			break;
 		if (c == ':') {
-			msg(err, errlen, &s->needs_value, argv[optind - 1], strcspn(argv[optind - 1], "="));
+			msg(err, errlen, &s->needs_value, argv[optind - 1],
+			    strcspn(argv[optind - 1], "="));
 			return -EINVAL;
 		}
 		o = c >= LONG_BASE ? &s->opts[c - LONG_BASE] : by_short(s, c);
 		if (!o || (s->exact && idx >= 0 && !spelled_out(argv[at], o->name))) {
-			msg(err, errlen, &s->unknown, argv[o ? at : optind - 1], strlen(argv[o ? at : optind - 1]));
+			msg(err, errlen, &s->unknown, argv[o ? at : optind - 1],
+			    strlen(argv[o ? at : optind - 1]));
 			return -EINVAL;
 		}
 		if (s->empty_is_missing && has_value(o) && !o->optional && optarg && !*optarg) {
-			errfmt(err, errlen, "%s--%s%s", s->needs_value.lead, o->name, s->needs_value.tail);
+			errfmt(err, errlen, "%s--%s%s", s->needs_value.lead, o->name,
+			       s->needs_value.tail);
 			return -EINVAL;
 		}
 		ret = take(s, o, optarg, base, out, err, errlen);
@@ -220,8 +230,8 @@ static int find_key(const struct opt_set *s, const char *k, size_t len)
 }
 
 /* Strict sets: what is wrong with one KEY=VALUE item, or NULL. */
-static int check_item(const struct opt_set *s, const char *p, size_t tlen, const char *eq, const char *whole,
-		      int i, unsigned seen, char *err, size_t errlen)
+static int check_item(const struct opt_set *s, const char *p, size_t tlen, const char *eq,
+		      const char *whole, int i, unsigned seen, char *err, size_t errlen)
 {
 	size_t klen = eq ? (size_t)(eq - p) : tlen;
 
@@ -246,8 +256,8 @@ static bool item_fits(const struct opt_set *s, int i, const char *eq, size_t vle
 	return i >= 0 && (s->opts[i].kind == OPT_FLAG) == !eq && (!eq || vlen > 0);
 }
 
-int opt_parse_kv(const struct opt_set *s, const char *list, const char *whole, void *base, unsigned *seen,
-		 char *err, size_t errlen)
+int opt_parse_kv(const struct opt_set *s, const char *list, const char *whole, void *base,
+		 unsigned *seen, char *err, size_t errlen)
 {
 	unsigned got = 0;
 
@@ -260,8 +270,8 @@ int opt_parse_kv(const struct opt_set *s, const char *list, const char *whole, v
 
 		if (s->lenient && tlen == 0)
 			goto next;
-		if (s->lenient ? !item_fits(s, i, eq, vlen) :
-				 check_item(s, p, tlen, eq, whole, i, got, err, errlen) < 0)
+		if (s->lenient ? !item_fits(s, i, eq, vlen)
+			       : check_item(s, p, tlen, eq, whole, i, got, err, errlen) < 0)
 			goto refused;
 		if (eq && !(val = strndup(eq + 1, vlen))) {
 			errfmt(err, errlen, "%s: out of memory", s->name);
@@ -282,8 +292,8 @@ refused:
 			char keys[256];
 
 			opt_kv_list(s, keys, sizeof(keys));
-			errfmt(err, errlen, "%s '%s': unknown option '%.*s' (want %s)", s->name, whole, (int)tlen, p,
-			       keys);
+			errfmt(err, errlen, "%s '%s': unknown option '%.*s' (want %s)", s->name,
+			       whole, (int)tlen, p, keys);
 		}
 		return -EINVAL;
 	}
@@ -307,7 +317,8 @@ static void left_column(const struct opt_set *s, const struct opt *o, char *buf,
 	else if (o->kind == OPT_UINT)
 		snprintf(arg, sizeof(arg), "N");
 	if (s->name) { /* a key of -n or -d */
-		snprintf(buf, len, "%s%s%s", o->name, has_value(o) ? "=" : "", has_value(o) ? arg : "");
+		snprintf(buf, len, "%s%s%s", o->name, has_value(o) ? "=" : "",
+			 has_value(o) ? arg : "");
 		return;
 	}
 	if (o->short_name)

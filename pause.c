@@ -42,15 +42,17 @@ static void freeze_clock(struct kvm *kvm)
 	kvm->clock_saved = ioctl(kvm->vm_fd, KVM_GET_CLOCK, &c) == 0;
 	kvm->clock_at_pause = c.clock;
 	if (!kvm->clock_saved)
-		pr_debug("pause: KVM_GET_CLOCK: %s (kvm-clock will advance over the pause)", strerror(errno));
+		pr_debug("pause: KVM_GET_CLOCK: %s (kvm-clock will advance over the pause)",
+			 strerror(errno));
 	kvm->host_tsc_at_pause = x86_host_tsc();
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		struct kvm_cpu *v = kvm->cpus[i];
 
 		v->tsc_offset_saved = tsc_offset_attr(v, KVM_GET_DEVICE_ATTR, &v->tsc_offset) == 0;
 		if (!v->tsc_offset_saved && i == 0)
-			pr_debug("pause: no KVM_VCPU_TSC_OFFSET (%s): the guest TSC advances over the pause",
-				 strerror(errno));
+			pr_debug(
+				"pause: no KVM_VCPU_TSC_OFFSET (%s): the guest TSC advances over the pause",
+				strerror(errno));
 		/* Tells a guest that enabled kvm-clock it was stopped (no soft-lockup reports);
 		 * EINVAL when it did not enable kvm-clock, which is fine. */
 		if (ioctl(v->fd, KVM_KVMCLOCK_CTRL, 0) < 0 && errno != EINVAL)
@@ -91,7 +93,8 @@ int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
 	if (ret == -ESHUTDOWN)
 		errfmt(err, errlen, "the VM is stopping");
 	else if (ret == -ETIMEDOUT)
-		errfmt(err, errlen, "a vCPU did not stop within %d ms; the VM keeps running", timeout_ms);
+		errfmt(err, errlen, "a vCPU did not stop within %d ms; the VM keeps running",
+		       timeout_ms);
 	else if (ret < 0)
 		errfmt(err, errlen, "cannot park the vCPUs: %s", strerror(-ret));
 	if (ret < 0)
@@ -130,7 +133,8 @@ char *kvm_debug_dump(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
 	}
 	/* Registers can be read only while the vCPU is out of KVM_RUN. */
 	if (!was_paused && (ret = kvm_cpu_park_all(kvm, timeout_ms)) < 0) {
-		errfmt(err, errlen, ret == -ESHUTDOWN ? "the VM is stopping" : "the vCPUs did not stop: %s",
+		errfmt(err, errlen,
+		       ret == -ESHUTDOWN ? "the VM is stopping" : "the vCPUs did not stop: %s",
 		       strerror(-ret));
 		free(buf);
 		return NULL;

@@ -42,9 +42,9 @@
 
 struct sb_kind {
 	const char *name;
-	int calls[MAX_CALLS];          /* allowed unconditionally (0-terminated; read, 0, is in conds) */
+	int calls[MAX_CALLS]; /* allowed unconditionally (0-terminated; read, 0, is in conds) */
 	unsigned long ioctls[MAX_IOCTLS]; /* ioctl requests allowed (0-terminated) */
-	unsigned spawns;               /* bit mask of kinds whose threads this kind creates */
+	unsigned spawns;		  /* bit mask of kinds whose threads this kind creates */
 };
 
 /*
@@ -63,13 +63,31 @@ struct sb_kind {
  */
 static const struct sb_kind common = {
 	.name = "common",
-	.calls = { SCMP_SYS(close), SCMP_SYS(futex), SCMP_SYS(exit), SCMP_SYS(exit_group),
-		   SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask), SCMP_SYS(madvise), SCMP_SYS(mmap),
-		   SCMP_SYS(munmap), SCMP_SYS(mprotect), SCMP_SYS(brk), SCMP_SYS(mremap),
-		   SCMP_SYS(restart_syscall), SCMP_SYS(sched_yield), SCMP_SYS(clock_gettime),
-		   SCMP_SYS(gettimeofday), SCMP_SYS(clock_nanosleep), SCMP_SYS(nanosleep), SCMP_SYS(getpid),
-		   SCMP_SYS(gettid), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(getrandom),
-		   SCMP_SYS(sigaltstack), SCMP_SYS(sched_getaffinity) },
+	.calls = { SCMP_SYS(close),
+		   SCMP_SYS(futex),
+		   SCMP_SYS(exit),
+		   SCMP_SYS(exit_group),
+		   SCMP_SYS(rt_sigreturn),
+		   SCMP_SYS(rt_sigprocmask),
+		   SCMP_SYS(madvise),
+		   SCMP_SYS(mmap),
+		   SCMP_SYS(munmap),
+		   SCMP_SYS(mprotect),
+		   SCMP_SYS(brk),
+		   SCMP_SYS(mremap),
+		   SCMP_SYS(restart_syscall),
+		   SCMP_SYS(sched_yield),
+		   SCMP_SYS(clock_gettime),
+		   SCMP_SYS(gettimeofday),
+		   SCMP_SYS(clock_nanosleep),
+		   SCMP_SYS(nanosleep),
+		   SCMP_SYS(getpid),
+		   SCMP_SYS(gettid),
+		   SCMP_SYS(poll),
+		   SCMP_SYS(ppoll),
+		   SCMP_SYS(getrandom),
+		   SCMP_SYS(sigaltstack),
+		   SCMP_SYS(sched_getaffinity) },
 	.ioctls = { TCSETS, TCSETSW },
 };
 
@@ -399,7 +417,8 @@ static void fdset_add(struct fdset *f, int fd)
 		if (f->fd[i] == fd)
 			return; /* fds 0-2, which start in the sets (an eventfd lands there when they were closed) */
 	if (f->n == MAX_SET_FDS) {
-		pr_warn("sandbox: more than %d fds to check for one call: left unchecked", MAX_SET_FDS);
+		pr_warn("sandbox: more than %d fds to check for one call: left unchecked",
+			MAX_SET_FDS);
 		f->n = -1;
 	} else if (f->n >= 0) {
 		f->fd[f->n++] = fd;
@@ -415,8 +434,9 @@ static void scan_fds(void)
 	struct dirent *e;
 
 	if (!d) {
-		pr_debug("sandbox: cannot list /proc/self/fd (%s): read and write allowed on fds 0-2 only",
-			 strerror(errno));
+		pr_debug(
+			"sandbox: cannot list /proc/self/fd (%s): read and write allowed on fds 0-2 only",
+			strerror(errno));
 		return;
 	}
 	while ((e = readdir(d))) {
@@ -517,7 +537,9 @@ int sandbox_drop_privileges(const char *user, char *err, size_t errlen)
 static int add_cond(scmp_filter_ctx ctx, const struct sb_cond *c)
 {
 	const struct fdset *f = &fdsets[c->set];
-	struct scmp_arg_cmp cmp = { .arg = c->arg, .op = SCMP_CMP_MASKED_EQ, .datum_a = 0xffffffffUL };
+	struct scmp_arg_cmp cmp = { .arg = c->arg,
+				    .op = SCMP_CMP_MASKED_EQ,
+				    .datum_a = 0xffffffffUL };
 	int ret = 0;
 
 	switch (c->test) {
@@ -560,7 +582,8 @@ static int build_and_load(enum sandbox_kind kind)
 				       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, a.ioctl[i]));
 	for (size_t i = 0; i < ARRAY_SIZE(prctl_ok) && !ret; i++)
 		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
-				       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL, (scmp_datum_t)prctl_ok[i]));
+				       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffUL,
+					       (scmp_datum_t)prctl_ok[i]));
 	for (size_t i = 0; i < ARRAY_SIZE(conds) && !ret; i++)
 		if (a.cond[i] && !a.call[conds[i].nr])
 			ret = add_cond(ctx, &conds[i]);
@@ -598,14 +621,15 @@ static void test_violation(enum sandbox_kind kind)
 		long pid = strtol(want + len + 8, NULL, 10);
 		long r = syscall(SYS_tgkill, pid, pid, SIGKILL);
 
-		pr_warn("sandbox test: the %s thread sent SIGKILL to pid %ld (%s): no filter stopped it", name,
-			pid, r < 0 ? strerror(errno) : "delivered");
+		pr_warn("sandbox test: the %s thread sent SIGKILL to pid %ld (%s): no filter stopped it",
+			name, pid, r < 0 ? strerror(errno) : "delivered");
 		return;
 	}
 	if (want[len])
 		return;
 	fd = socket(AF_INET, SOCK_STREAM, 0);
-	pr_warn("sandbox test: the %s thread opened a socket (fd %d): no filter stopped it", name, fd);
+	pr_warn("sandbox test: the %s thread opened a socket (fd %d): no filter stopped it", name,
+		fd);
 	if (fd >= 0)
 		close(fd);
 }

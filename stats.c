@@ -85,38 +85,55 @@ struct stats_col {
 	const char *num, *den, *json;
 };
 
-#define COL(name, w) { name, w, NULL, NULL, NULL }
-#define RATIO(head, w, num, den, json) { head, w, num, den, json }
+#define COL(name, w)                      \
+	{                                 \
+		name, w, NULL, NULL, NULL \
+	}
+#define RATIO(head, w, num, den, json)  \
+	{                               \
+		head, w, num, den, json \
+	}
 
 struct stats_kind {
-	const char *name;          /* "net": devices net0, net1, ... */
-	const char *array, *index; /* JSON: "nets": [{"nic": 0, "queues": [...]}, ...] */
+	const char *name;	      /* "net": devices net0, net1, ... */
+	const char *array, *index;    /* JSON: "nets": [{"nic": 0, "queues": [...]}, ...] */
 	const struct stats_col *cols; /* the table's columns; JSON has every counter, then ratios */
-	const char *group;         /* a device-wide group (not a queue), or NULL */
+	const char *group;	      /* a device-wide group (not a queue), or NULL */
 	const char *const *gauges; /* its values that are levels, not counts: shown as they are */
 };
 
 static const struct stats_col net_cols[] = {
-	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("packets", 12), COL("bytes", 14),
+	COL("kicks", 12),
+	COL("trapped", 12),
+	COL("irqs", 12),
+	COL("packets", 12),
+	COL("bytes", 14),
 	RATIO("pkts/kick", 10, "packets", "kicks", "pkts_per_kick"),
 	RATIO("pkts/irq", 10, "packets", "irqs", "pkts_per_irq"),
-	COL("drops", 10), COL("polls", 10), COL("poll_hits", 10), COL("poll_us", 10), { 0 },
+	COL("drops", 10),
+	COL("polls", 10),
+	COL("poll_hits", 10),
+	COL("poll_us", 10),
+	{ 0 },
 };
 static const struct stats_col disk_cols[] = {
-	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("requests", 12), COL("bytes", 14),
-	COL("errors", 10), { 0 },
+	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("requests", 12),
+	COL("bytes", 14), COL("errors", 10),  { 0 },
 };
 static const struct stats_col console_cols[] = {
-	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("packets", 12), COL("bytes", 14),
-	{ 0 },
+	COL("kicks", 12),   COL("trapped", 12), COL("irqs", 12),
+	COL("packets", 12), COL("bytes", 14),	{ 0 },
 };
 static const struct stats_col rng_cols[] = {
-	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("requests", 12), COL("bytes", 14),
-	{ 0 },
+	COL("kicks", 12),    COL("trapped", 12), COL("irqs", 12),
+	COL("requests", 12), COL("bytes", 14),	 { 0 },
 };
 static const struct stats_col p9_cols[] = {
-	COL("kicks", 12), COL("trapped", 12), COL("irqs", 12), COL("requests", 12), COL("bytes", 14),
-	COL("errors", 10), COL("read_bytes", 14), COL("write_bytes", 14), COL("malformed", 10), { 0 },
+	COL("kicks", 12),      COL("trapped", 12),
+	COL("irqs", 12),       COL("requests", 12),
+	COL("bytes", 14),      COL("errors", 10),
+	COL("read_bytes", 14), COL("write_bytes", 14),
+	COL("malformed", 10),  { 0 },
 };
 static const char *const bounce_gauges[] = { "bytes", "peak", "limit", NULL };
 static const char *const fid_gauges[] = { "in_use", "limit", "msize", NULL };
@@ -149,7 +166,8 @@ static const char *split(const char *name, const char *kind, int *index, char *g
 	if (strncmp(name, kind, kl) || name[kl] < '0' || name[kl] > '9')
 		return NULL;
 	n = strtol(name + kl, &end, 10);
-	if (*end != '.' || n > 1000 || !(dot = strchr(end + 1, '.')) || (size_t)(dot - end - 1) >= glen)
+	if (*end != '.' || n > 1000 || !(dot = strchr(end + 1, '.')) ||
+	    (size_t)(dot - end - 1) >= glen)
 		return NULL;
 	memcpy(group, end + 1, (size_t)(dot - end - 1));
 	group[dot - end - 1] = '\0';
@@ -163,7 +181,8 @@ static bool next_run(const struct ctl_kvs *k, size_t *at, const char *kind, stru
 	int index;
 
 	for (; *at < k->n; (*at)++)
-		if (!k->v[*at].is_str && split(k->v[*at].name, kind, &r->index, r->group, sizeof(r->group)))
+		if (!k->v[*at].is_str &&
+		    split(k->v[*at].name, kind, &r->index, r->group, sizeof(r->group)))
 			break;
 	if (*at >= k->n)
 		return false;
@@ -193,8 +212,8 @@ static bool is_gauge(const struct stats_kind *kd, const struct run *r, const cha
 }
 
 /* Counter `counter` of run r. */
-static u64 run_val(const struct stats_kind *kd, const struct ctl_kvs *cur, const struct ctl_kvs *prev,
-		   const struct run *r, const char *counter)
+static u64 run_val(const struct stats_kind *kd, const struct ctl_kvs *cur,
+		   const struct ctl_kvs *prev, const struct run *r, const char *counter)
 {
 	char name[CTL_NAME_MAX + 1];
 
@@ -282,14 +301,16 @@ static void table_kind(FILE *out, const struct stats_kind *kd, const struct ctl_
 	}
 }
 
-static void table_top(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs *prev, double interval)
+static void table_top(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs *prev,
+		      double interval)
 {
 	char up[32];
 	bool any = false;
 
 	if (ctl_kv_get(cur, "name")) {
 		ctl_fmt_duration(up, sizeof(up), ctl_kv_u64(cur, "uptime_ns"));
-		fprintf(out, "%s: %s, up %s, guest clock ", ctl_kv_str(cur, "name"), ctl_kv_str(cur, "state"), up);
+		fprintf(out, "%s: %s, up %s, guest clock ", ctl_kv_str(cur, "name"),
+			ctl_kv_str(cur, "state"), up);
 		if (prev)
 			fprintf(out, "+%.3f s; changes in the last %.1f s:\n",
 				(double)val(cur, prev, "guest_clock_ns", false) / 1e9, interval);
@@ -323,8 +344,8 @@ static void json_row(FILE *out, const struct stats_kind *kd, const struct ctl_kv
 	for (const struct stats_col *c = kd->cols; c->head; c++) {
 		if (!c->num)
 			continue;
-		ratio(buf, sizeof(buf), run_val(kd, cur, prev, r, c->num), run_val(kd, cur, prev, r, c->den),
-		      true);
+		ratio(buf, sizeof(buf), run_val(kd, cur, prev, r, c->num),
+		      run_val(kd, cur, prev, r, c->den), true);
 		fprintf(out, ",\"%s\":%s", c->json, buf);
 	}
 	fputc('}', out);
@@ -353,7 +374,10 @@ static void json_kind(FILE *out, const struct stats_kind *kd, const struct ctl_k
 		bool group = kd->group && !strcmp(r.group, kd->group);
 
 		if (r.index != dev) {
-			fprintf(out, "%s{\"%s\":%d,\"queues\":[", dev < 0 ? "" : in_queues ? "]}," : "},",
+			fprintf(out, "%s{\"%s\":%d,\"queues\":[",
+				dev < 0	    ? ""
+				: in_queues ? "]},"
+					    : "},",
 				kd->index, r.index);
 			dev = r.index;
 			in_queues = first = true;
@@ -371,7 +395,8 @@ static void json_kind(FILE *out, const struct stats_kind *kd, const struct ctl_k
 	fprintf(out, "%s]", dev < 0 ? "" : in_queues ? "]}" : "}");
 }
 
-static void json_top(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs *prev, double interval)
+static void json_top(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs *prev,
+		     double interval)
 {
 	bool any = false;
 
@@ -380,12 +405,15 @@ static void json_top(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs 
 		ctl_json_str(out, ctl_kv_str(cur, "name"));
 		fputs(",\"state\":", out);
 		ctl_json_str(out, ctl_kv_str(cur, "state"));
-		fprintf(out, ",\"uptime_s\":%.3f,\"guest_clock_s\":%.6f,", (double)ctl_kv_u64(cur, "uptime_ns") / 1e9,
+		fprintf(out, ",\"uptime_s\":%.3f,\"guest_clock_s\":%.6f,",
+			(double)ctl_kv_u64(cur, "uptime_ns") / 1e9,
 			(double)val(cur, prev, "guest_clock_ns", false) / 1e9);
 		if (prev)
 			fprintf(out, "\"interval_s\":%.3f,", interval);
 	}
-	fprintf(out, "\"vcpu_exits\":{\"total\":%" PRIu64 ",\"io\":%" PRIu64 ",\"mmio\":%" PRIu64 ",\"by_reason\":{",
+	fprintf(out,
+		"\"vcpu_exits\":{\"total\":%" PRIu64 ",\"io\":%" PRIu64 ",\"mmio\":%" PRIu64
+		",\"by_reason\":{",
 		val(cur, prev, "vcpu.exits.total", false), val(cur, prev, "vcpu.exits.io", false),
 		val(cur, prev, "vcpu.exits.mmio", false));
 	for (size_t i = 0; i < cur->n; i++) {

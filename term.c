@@ -106,7 +106,8 @@ static size_t filter_escapes(struct term *t, const u8 *in, size_t n, u8 *out)
 		if (t->escape_pending) {
 			t->escape_pending = false;
 			if (c == 'x') {
-				kvm_request_exit(t->kvm, EXIT_GUEST_OK, "stopped from the console (Ctrl-a x)");
+				kvm_request_exit(t->kvm, EXIT_GUEST_OK,
+						 "stopped from the console (Ctrl-a x)");
 				return o;
 			}
 			out[o++] = TERM_ESCAPE;

@@ -18,7 +18,8 @@ void lkvm_set_log_level(enum log_level lvl)
 	log_threshold = lvl;
 }
 
-static void log_line(enum log_level lvl, const char *fmt, va_list ap, unsigned missed) __printf(2, 0);
+static void log_line(enum log_level lvl, const char *fmt, va_list ap, unsigned missed)
+	__printf(2, 0);
 
 void lkvm_log(enum log_level lvl, const char *fmt, ...)
 {
@@ -46,7 +47,8 @@ void lkvm_log_rl(struct ratelimit *rl, enum log_level lvl, const char *fmt, ...)
 bool ratelimit_allow(struct ratelimit *rl, unsigned *missed)
 {
 	/* unsigned long long, as atomic_ullong's compare-exchange wants (u64 is unsigned long). */
-	unsigned long long now = now_ns(), start = atomic_load_explicit(&rl->start_ns, memory_order_relaxed);
+	unsigned long long now = now_ns(),
+			   start = atomic_load_explicit(&rl->start_ns, memory_order_relaxed);
 
 	*missed = 0;
 	/* now is never 0 here (monotonic time since boot), so 0 can mean "no window". */
@@ -77,7 +79,8 @@ static void log_line(enum log_level lvl, const char *fmt, va_list ap, unsigned m
 	n = snprintf(line, sizeof(line), "lkvm: %s", prefix[lvl]);
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	if (missed && n < (int)sizeof(line))
-		snprintf(line + n, sizeof(line) - (size_t)n, " (%u similar messages suppressed)", missed);
+		snprintf(line + n, sizeof(line) - (size_t)n, " (%u similar messages suppressed)",
+			 missed);
 	/* One write per line so lines from several threads do not interleave; \r\n because
 	 * the terminal may be in raw mode while the guest runs. */
 	n = (int)strnlen(line, sizeof(line) - 3);

@@ -13,17 +13,17 @@
  * attributes so that tests/integration/test-bench.sh can check the chart against the JSON.
  */
 
-#define PANEL_W    600 /* at least; wider with more groups and series */
-#define BAR_W      46
-#define GROUP_GAP  30
-#define PANEL_H    320
-#define PAD_L      64 /* the y axis' labels */
-#define PAD_R      92 /* the floor's label, right of its line */
-#define PAD_T      34 /* the panel's title */
-#define PAD_B      44 /* the groups' labels, two lines */
-#define HEAD_H     78 /* the chart's title and legend */
+#define PANEL_W 600 /* at least; wider with more groups and series */
+#define BAR_W 46
+#define GROUP_GAP 30
+#define PANEL_H 320
+#define PAD_L 64  /* the y axis' labels */
+#define PAD_R 92  /* the floor's label, right of its line */
+#define PAD_T 34  /* the panel's title */
+#define PAD_B 44  /* the groups' labels, two lines */
+#define HEAD_H 78 /* the chart's title and legend */
 #define MAX_GROUPS 12
-#define MAX_BARS   4
+#define MAX_BARS 4
 
 /* The bars' series, in the order they stand in a group: one colour each. */
 enum series { S_LKVM, S_LKVM_NOBATCH, S_QEMU, S_NR };
@@ -47,7 +47,7 @@ struct chart {
 	const struct bench_row *rows;
 	int n;
 	bool cpu; /* host CPU per packet, else rates and RTT */
-	int pw;   /* a panel's width */
+	int pw;	  /* a panel's width */
 };
 
 static enum series series_of(const struct bench_row *r)

@@ -41,8 +41,8 @@
 #define MAX_LIST 8
 #define MAX_ROWS 256
 #define MAX_SAMPLES (1u << 20)
-#define OUT_MAX (4u << 20)   /* most output kept from one child */
-#define READY_MS 10000       /* net-peer must be receiving within this */
+#define OUT_MAX (4u << 20) /* most output kept from one child */
+#define READY_MS 10000	   /* net-peer must be receiving within this */
 #define RR_TIMEOUT_NS 200000000ull
 
 enum bench_mode { M_IOEVENTFD, M_TRAP, M_TIMER, M_POLL, M_TIMER_TRAP, M_POLL_TRAP, M_NR };
@@ -62,7 +62,8 @@ struct mode_info {
 
 static const struct mode_info mode_info[] = {
 	[M_IOEVENTFD] = { "ioeventfd", "", "tx=kick, notifies through ioeventfd", G_KICK },
-	[M_TRAP] = { "trap", ",ioeventfd=off", "tx=kick, every notify a trapped exit", G_KICK_TRAP },
+	[M_TRAP] = { "trap", ",ioeventfd=off", "tx=kick, every notify a trapped exit",
+		     G_KICK_TRAP },
 	[M_TIMER] = { "timer", ",tx=timer", "tx=timer (150 us), ioeventfd", G_TIMER },
 	[M_POLL] = { "poll", ",tx=poll", "tx=poll (adaptive window up to 50 us), ioeventfd",
 		     "poll, ioeventfd" },
@@ -82,11 +83,14 @@ static const struct {
 	const char *what;
 	const char *group;
 } qemu_info[] = {
-	[Q_BH] = { "qemu/bh", "tx=bh,ioeventfd=on", "QEMU tx=bh, notifies through ioeventfd", G_KICK },
-	[Q_BH_TRAP] = { "qemu/bh-trap", "tx=bh,ioeventfd=off", "QEMU tx=bh, trapped notifies", G_KICK_TRAP },
-	[Q_TIMER] = { "qemu/timer", "tx=timer,ioeventfd=on", "QEMU tx=timer (150 us), ioeventfd", G_TIMER },
-	[Q_TIMER_TRAP] = { "qemu/timer-trap", "tx=timer,ioeventfd=off", "QEMU tx=timer, trapped notifies",
-			   G_TIMER_TRAP },
+	[Q_BH] = { "qemu/bh", "tx=bh,ioeventfd=on", "QEMU tx=bh, notifies through ioeventfd",
+		   G_KICK },
+	[Q_BH_TRAP] = { "qemu/bh-trap", "tx=bh,ioeventfd=off", "QEMU tx=bh, trapped notifies",
+			G_KICK_TRAP },
+	[Q_TIMER] = { "qemu/timer", "tx=timer,ioeventfd=on", "QEMU tx=timer (150 us), ioeventfd",
+		      G_TIMER },
+	[Q_TIMER_TRAP] = { "qemu/timer-trap", "tx=timer,ioeventfd=off",
+			   "QEMU tx=timer, trapped notifies", G_TIMER_TRAP },
 };
 _Static_assert(ARRAY_SIZE(qemu_info) == Q_NR, "qemu_info must name every QEMU mode");
 
@@ -110,8 +114,8 @@ struct bench_cfg {
 	unsigned sizes[MAX_LIST];
 	int nsizes;
 	unsigned secs;
-	int batch[2], nbatch;    /* lkvm's -n batch= per mode: 1 on, 0 off; -1: this lkvm has none */
-	bool qemu;               /* --qemu given */
+	int batch[2], nbatch; /* lkvm's -n batch= per mode: 1 on, 0 off; -1: this lkvm has none */
+	bool qemu;	      /* --qemu given */
 	const char *json, *svg, *log_dir;
 	const char *guest_arg, *peer_arg; /* --guest, --peer (else found beside lkvm) */
 	char self[PATH_MAX], guest[PATH_MAX], peer[PATH_MAX], qemu_bin[PATH_MAX];
@@ -121,8 +125,8 @@ struct bench {
 	struct bench_cfg cfg;
 	struct bench_row rows[MAX_ROWS];
 	int nrows, total, done;
-	char qemu_note[200];     /* non-empty: --qemu was asked for and could not run, why */
-	pid_t kids[2];           /* children running now, for the signal path */
+	char qemu_note[200]; /* non-empty: --qemu was asked for and could not run, why */
+	pid_t kids[2];	     /* children running now, for the signal path */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -133,8 +137,8 @@ static void on_signal(int sig)
 }
 
 /* Splits a comma list and maps each item with fn; 0 or -EINVAL with a message. */
-static int parse_list(const char *opt, const char *arg, int (*fn)(const char *item, int *out), int *out,
-		      int max, int *n, char *err, size_t errlen)
+static int parse_list(const char *opt, const char *arg, int (*fn)(const char *item, int *out),
+		      int *out, int max, int *n, char *err, size_t errlen)
 {
 	char *copy = strdup(arg), *save = NULL;
 
@@ -146,7 +150,8 @@ static int parse_list(const char *opt, const char *arg, int (*fn)(const char *it
 
 		if (*n >= max || fn(it, &v) < 0) {
 			errfmt(err, errlen, "bench: %s: '%s' %s", opt, it,
-			       *n >= max ? "is one too many" : "is not valid (lkvm bench net --help)");
+			       *n >= max ? "is one too many"
+					 : "is not valid (lkvm bench net --help)");
 			free(copy);
 			return -EINVAL;
 		}
@@ -267,7 +272,8 @@ static int opt_sizes(const struct opt *o, const char *v, void *base, char *err, 
 {
 	struct bench_cfg *c = base;
 
-	return parse_list("--sizes", v, size_of, (int *)c->sizes, MAX_LIST, &c->nsizes, err, errlen);
+	return parse_list("--sizes", v, size_of, (int *)c->sizes, MAX_LIST, &c->nsizes, err,
+			  errlen);
 }
 
 static int opt_batch(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
@@ -294,16 +300,19 @@ static int opt_qemu(const struct opt *o, const char *v, void *base, char *err, s
 static void modes_help(FILE *out)
 {
 	for (int m = 0; m < M_NR; m++)
-		fprintf(out, "                     %-10s %s\n", mode_info[m].name, mode_info[m].what);
+		fprintf(out, "                     %-10s %s\n", mode_info[m].name,
+			mode_info[m].what);
 }
 
 static void qemu_help(FILE *out)
 {
 	for (int q = 0; q < Q_NR; q++)
-		fprintf(out, "                     %-16s %s\n", qemu_info[q].name, qemu_info[q].what);
-	fprintf(out, "                   QEMU rows have no device counters (shown as -) except kicks, which\n"
-		     "                   the guest counts itself. Where QEMU cannot run, one line says why\n"
-		     "                   and only lkvm's rows are printed.\n");
+		fprintf(out, "                     %-16s %s\n", qemu_info[q].name,
+			qemu_info[q].what);
+	fprintf(out,
+		"                   QEMU rows have no device counters (shown as -) except kicks, which\n"
+		"                   the guest counts itself. Where QEMU cannot run, one line says why\n"
+		"                   and only lkvm's rows are printed.\n");
 }
 
 #define CFG(member) OPT_AT(struct bench_cfg, member)
@@ -314,24 +323,28 @@ static const struct opt bench_opts[] = {
 	{ "tests", 0, OPT_FN, .fn = opt_tests, .arg = "LIST",
 	  .help = "tx (guest sends), rr (guest sends, peer echoes: latency), rx (peer\n"
 		  "sends) (default tx,rr,rx)" },
-	{ "sizes", 0, OPT_FN, .fn = opt_sizes, .arg = "LIST", .help = "frame sizes in bytes, 60-1514 (default 64,1500)" },
+	{ "sizes", 0, OPT_FN, .fn = opt_sizes, .arg = "LIST",
+	  .help = "frame sizes in bytes, 60-1514 (default 64,1500)" },
 	{ "batch", 0, OPT_FN, .fn = opt_batch, .arg = "LIST",
 	  .help = "lkvm's -n batch= per mode, on and/or off (default on,off where\n"
 		  "lkvm has it, else neither: the rows are then lkvm's only path);\n"
 		  "batch=off rows are named MODE/nobatch" },
-	{ "duration", 0, OPT_UINT, CFG(secs), .min = 1, .max = 600, .arg = "S", .bad = "want whole seconds from",
-	  .help = "seconds per cell, 1-600 (default 5)" },
-	{ "qemu", 0, OPT_FN, .optional = true, .fn = opt_qemu, .arg = "PATH", .more_help = qemu_help,
+	{ "duration", 0, OPT_UINT, CFG(secs), .min = 1, .max = 600, .arg = "S",
+	  .bad = "want whole seconds from", .help = "seconds per cell, 1-600 (default 5)" },
+	{ "qemu", 0, OPT_FN, .optional = true, .fn = opt_qemu, .arg = "PATH",
+	  .more_help = qemu_help,
 	  .help = "also boot the same guest under QEMU (qemu-system-x86_64 from PATH, or\n"
 		  "the one given) with virtio-net-pci, modern only, on the same tap and\n"
 		  "peer, and print its rows beside lkvm's: QEMU's notify floors, then per\n"
 		  "cell:" },
-	{ "json", 0, OPT_STR, CFG(json), .arg = "FILE", .help = "every row as JSON (one object per line inside \"rows\")" },
+	{ "json", 0, OPT_STR, CFG(json), .arg = "FILE",
+	  .help = "every row as JSON (one object per line inside \"rows\")" },
 	{ "svg", 0, OPT_STR, CFG(svg), .arg = "FILE",
 	  .help = "two charts: packet rates and rr RTT in FILE, host CPU per packet in\n"
 		  "FILE with -cpu before .svg (a panel per test and size, lkvm and QEMU\n"
 		  "side by side per TX strategy, the floor as a line)" },
-	{ "log-dir", 0, OPT_STR, CFG(log_dir), .arg = "DIR", .help = "keep each cell's lkvm and net-peer output there" },
+	{ "log-dir", 0, OPT_STR, CFG(log_dir), .arg = "DIR",
+	  .help = "keep each cell's lkvm and net-peer output there" },
 	{ "guest", 0, OPT_STR, CFG(guest_arg), .arg = "ELF",
 	  .help = "the guest (default: build/guests/net-bench.elf beside lkvm)" },
 	{ "peer", 0, OPT_STR, CFG(peer_arg), .arg = "PATH",
@@ -394,7 +407,8 @@ static int set_defaults(struct bench_cfg *c, char *err, size_t errlen)
 	memset(c, 0, sizeof(*c));
 	c->secs = 5;
 	return opt_modes(NULL, "ioeventfd,trap,timer,poll", c, err, errlen) ||
-	       opt_tests(NULL, "tx,rr,rx", c, err, errlen) || opt_sizes(NULL, "64,1500", c, err, errlen);
+	       opt_tests(NULL, "tx,rr,rx", c, err, errlen) ||
+	       opt_sizes(NULL, "64,1500", c, err, errlen);
 }
 
 /* Where the guest, the peer and QEMU are, and whether what the options ask for can be had. */
@@ -543,7 +557,8 @@ static int setup_netns(void)
 
 /* The tap's counters from /proc/net/dev (this namespace's). rx: frames the host took from
  * the tap (what lkvm wrote), tx: frames the host put into it. */
-static void tap_counters(unsigned long long *rx, unsigned long long *tx, unsigned long long *tx_drop)
+static void tap_counters(unsigned long long *rx, unsigned long long *tx,
+			 unsigned long long *tx_drop)
 {
 	char line[512];
 	FILE *f = fopen("/proc/net/dev", "re");
@@ -557,8 +572,9 @@ static void tap_counters(unsigned long long *rx, unsigned long long *tx, unsigne
 
 		if (!p)
 			continue;
-		if (sscanf(p + strlen(TAP_NAME) + 1, "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
-			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+		if (sscanf(p + strlen(TAP_NAME) + 1,
+			   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+			   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
 			   &v[11]) == 12) {
 			*rx = v[1];
 			*tx = v[9];
@@ -733,7 +749,8 @@ static int peer_start(struct bench *b, const char *mode, unsigned size, struct p
 		return ret;
 	}
 	if (!peer_ready(&p->k, &p->err, &p->err_len)) {
-		snprintf(why, wlen, "net-peer %s not ready: %.100s", mode, p->err ? p->err : "no output");
+		snprintf(why, wlen, "net-peer %s not ready: %.100s", mode,
+			 p->err ? p->err : "no output");
 		kill(p->k.pid, SIGTERM);
 		reap(b, 1, &p->k, NULL);
 		free(p->err);
@@ -849,8 +866,8 @@ static void parse_stats(struct bench_row *r, const char *stats)
  * TX strategy (tx=bh or tx=timer) is what runs. -cpu host without arch-capabilities: on a PVM
  * host QEMU cannot set that MSR and aborts, and the guest does not need it anywhere.
  */
-static void qemu_argv(struct bench *b, int q, const char *params, char *netdev, size_t nlen, char *dev,
-		      size_t dlen, char **argv)
+static void qemu_argv(struct bench *b, int q, const char *params, char *netdev, size_t nlen,
+		      char *dev, size_t dlen, char **argv)
 {
 	int n = 0;
 
@@ -916,7 +933,9 @@ static void parse_bench_line(struct bench_row *r, const char *bl, bool qemu)
 	if (qemu) {
 		double gk = kv(line, "kicks");
 
-		r->kicks = !strcmp(r->test, "notify") ? r->guest_frames : isnan(gk) ? 0 : (unsigned long long)gk;
+		r->kicks = !strcmp(r->test, "notify") ? r->guest_frames
+			   : isnan(gk)		      ? 0
+						      : (unsigned long long)gk;
 		r->packets = !strcmp(r->test, "rr") ? 2 * r->guest_frames : r->guest_frames;
 	}
 }
@@ -977,8 +996,8 @@ static void guest_failed(struct bench_row *r, int q, int status, const char *out
 		why = last_line(out, q < 0 ? "lkvm: error" : "qemu-system-x86_64:");
 	if (!why && out && q >= 0 && *out)
 		why = last_line(out, ""); /* QEMU's last word */
-	snprintf(r->error, sizeof(r->error), "%s exited %d%s%s%.100s", q < 0 ? "lkvm" : "qemu", status,
-		 bench_line ? "" : ", no BENCH line", why ? ": " : "", why ? why : "");
+	snprintf(r->error, sizeof(r->error), "%s exited %d%s%s%.100s", q < 0 ? "lkvm" : "qemu",
+		 status, bench_line ? "" : ", no BENCH line", why ? ": " : "", why ? why : "");
 	nl = strchr(r->error, '\n');
 	if (nl)
 		*nl = '\0';
@@ -996,12 +1015,12 @@ static void save_log(const struct bench *b, const char *log, const char *out)
 
 /* Boots the guest once, under lkvm (q < 0) or QEMU in QEMU mode q; fills r from its BENCH
  * line, the VMM's threads and, under lkvm, the stats. Returns the VMM's exit status. */
-static int run_guest(struct bench *b, int q, const char *nopts, const char *params, struct bench_row *r,
-		     const char *log)
+static int run_guest(struct bench *b, int q, const char *nopts, const char *params,
+		     struct bench_row *r, const char *log)
 {
 	char timeout[16], net[128], qnetdev[160], qdev[192];
-	char *argv[40] = { b->cfg.self, "run", "-k", b->cfg.guest, "--timeout", timeout, "--stats=json",
-			   "-n", net, "-p", (char *)params, NULL };
+	char *argv[40] = { b->cfg.self,	   "run", "-k", b->cfg.guest, "--timeout",    timeout,
+			   "--stats=json", "-n",  net,	"-p",	      (char *)params, NULL };
 	struct cpu_watch cw = { .w.fn = cpu_watch_fn };
 	struct kid k = { .out = -1, .err = -1 };
 	char *out = NULL;
@@ -1020,7 +1039,8 @@ static int run_guest(struct bench *b, int q, const char *nopts, const char *para
 	t0 = now_ns();
 	ret = spawn(b, 0, argv, true, &k);
 	if (ret < 0) {
-		snprintf(r->error, sizeof(r->error), "cannot start %s: %s", q < 0 ? "lkvm" : "qemu", strerror(-ret));
+		snprintf(r->error, sizeof(r->error), "cannot start %s: %s", q < 0 ? "lkvm" : "qemu",
+			 strerror(-ret));
 		return 1;
 	}
 	cw.pid = k.pid;
@@ -1111,7 +1131,8 @@ static void set_floor_cpu(struct bench_row *r, u64 c0, u64 idle_ns)
 static void floor_tap_write(struct bench *b, int fd, struct bench_row *r)
 {
 	unsigned char f[BENCH_FRAME_MAX];
-	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, t = t0, n = 0, c0 = thread_cpu_ns();
+	u64 t0 = now_ns(), end = t0 + b->cfg.secs * 1000000000ull, t = t0, n = 0,
+	    c0 = thread_cpu_ns();
 
 	u64 last = t0;
 
@@ -1202,7 +1223,8 @@ static void floor_peer_echo(struct bench *b, int fd, struct bench_row *r)
 		seq++;
 		memcpy(f + BENCH_OFF_SEQ, &seq, 8);
 		ts = now_ns();
-		if (write(fd, f, r->size) == (ssize_t)r->size && await_echo(fd, f, r->size, seq, ts))
+		if (write(fd, f, r->size) == (ssize_t)r->size &&
+		    await_echo(fd, f, r->size, seq, ts))
 			lat[n++] = now_ns() - ts;
 		else
 			lost++;
@@ -1227,7 +1249,8 @@ static void floor_peer_echo(struct bench *b, int fd, struct bench_row *r)
 
 /* ---- rows ---- */
 
-static struct bench_row *new_row(struct bench *b, const char *mode, const char *test, unsigned size, bool floor)
+static struct bench_row *new_row(struct bench *b, const char *mode, const char *test, unsigned size,
+				 bool floor)
 {
 	struct bench_row *r = &b->rows[b->nrows++];
 
@@ -1236,7 +1259,8 @@ static struct bench_row *new_row(struct bench *b, const char *mode, const char *
 	snprintf(r->test, sizeof(r->test), "%s", test);
 	r->size = size;
 	r->floor = floor;
-	r->secs = r->pps = r->mbps = r->rtt_med_us = r->rtt_p99_us = r->tps = r->ratio = r->cpu = NAN;
+	r->secs = r->pps = r->mbps = r->rtt_med_us = r->rtt_p99_us = r->tps = r->ratio = r->cpu =
+		NAN;
 	r->other_cpu = r->host_ns = r->vcpu_ns = r->floor_ns = NAN;
 	return r;
 }
@@ -1246,7 +1270,8 @@ static const struct bench_row *find_floor(const struct bench *b, const char *tes
 	for (int i = 0; i < b->nrows; i++) {
 		const struct bench_row *f = &b->rows[i];
 
-		if (f->floor && !f->error[0] && !strcmp(f->test, test) && (f->size == size || !size))
+		if (f->floor && !f->error[0] && !strcmp(f->test, test) &&
+		    (f->size == size || !size))
 			return f;
 	}
 	return NULL;
@@ -1314,9 +1339,12 @@ static bool host_emulated(void)
 static void print_header(FILE *out)
 {
 	fprintf(out, "# host: %s%s\n", host_kind(),
-		host_emulated() ? " (EMULATED: everything ran under QEMU's TCG; no figure stands for real hardware)" : "");
-	fprintf(out, HEAD_FMT, "mode", "test", "size", "Kpps", "Mb/s", "RTTmed_us", "RTTp99_us", "trans/s",
-		"exits/pkt", "kicks/pkt", "irqs/pkt", "pkts/kick", "x_floor", "cpu", "host_ns", "floor_ns", "other");
+		host_emulated()
+			? " (EMULATED: everything ran under QEMU's TCG; no figure stands for real hardware)"
+			: "");
+	fprintf(out, HEAD_FMT, "mode", "test", "size", "Kpps", "Mb/s", "RTTmed_us", "RTTp99_us",
+		"trans/s", "exits/pkt", "kicks/pkt", "irqs/pkt", "pkts/kick", "x_floor", "cpu",
+		"host_ns", "floor_ns", "other");
 }
 
 /* What the table's marks mean, once, under it. */
@@ -1329,11 +1357,15 @@ static void print_notes(FILE *out, const struct bench *b)
 		beats |= b->rows[i].beats_floor;
 	}
 	if (busy)
-		fprintf(out, "# *: other processes used more than %.2f cores while the row ran (other): taken on "
-			     "a busy host, not a result\n", BENCH_BUSY_CORES);
+		fprintf(out,
+			"# *: other processes used more than %.2f cores while the row ran (other): taken on "
+			"a busy host, not a result\n",
+			BENCH_BUSY_CORES);
 	if (beats)
-		fprintf(out, "# !: better than its floor by more than the noise (x_floor past %.2f): that floor "
-			     "measures something else\n", BENCH_FLOOR_NOISE);
+		fprintf(out,
+			"# !: better than its floor by more than the noise (x_floor past %.2f): that floor "
+			"measures something else\n",
+			BENCH_FLOOR_NOISE);
 }
 
 static void print_row(FILE *out, const struct bench_row *r)
@@ -1391,19 +1423,26 @@ static int write_json(const struct bench *b, const char *path)
 	fprintf(f, "{\"duration\":%u,\"tap\":\"%s\",\"host\":\"%s\",\"emulated\":%s,\"qemu\":\"",
 		b->cfg.secs, TAP_NAME, host_kind(), host_emulated() ? "true" : "false");
 	/* "ran", "not asked", or why it could not run */
-	for (const char *p = !b->cfg.qemu ? "not asked" : b->qemu_note[0] ? b->qemu_note : "ran"; *p; p++)
+	for (const char *p = !b->cfg.qemu      ? "not asked"
+			     : b->qemu_note[0] ? b->qemu_note
+					       : "ran";
+	     *p; p++)
 		fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : (*p < 0x20 ? "?" : "%c"), *p);
 	fputs("\",\"rows\":[\n", f);
 	for (int i = 0; i < b->nrows; i++) {
 		const struct bench_row *r = &b->rows[i];
 
-		fprintf(f, "{\"mode\":\"%s\",\"test\":\"%s\",\"size\":%u,\"floor\":%s,\"ok\":%s,\"vmm\":\"%s\"",
-			r->mode, r->test, r->size, r->floor ? "true" : "false", r->error[0] ? "false" : "true",
-			r->qemu ? "qemu" : "lkvm");
+		fprintf(f,
+			"{\"mode\":\"%s\",\"test\":\"%s\",\"size\":%u,\"floor\":%s,\"ok\":%s,\"vmm\":\"%s\"",
+			r->mode, r->test, r->size, r->floor ? "true" : "false",
+			r->error[0] ? "false" : "true", r->qemu ? "qemu" : "lkvm");
 		if (r->error[0]) {
 			fputs(",\"error\":\"", f);
 			for (const char *p = r->error; *p; p++)
-				fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : (*p < 0x20 ? "?" : "%c"), *p);
+				fprintf(f,
+					(*p == '"' || *p == '\\') ? "\\%c"
+								  : (*p < 0x20 ? "?" : "%c"),
+					*p);
 			fputc('"', f);
 		}
 		jdbl(f, "secs", r->secs);
@@ -1418,22 +1457,22 @@ static int write_json(const struct bench *b, const char *path)
 		jdbl(f, "vcpu_ns_per_pkt", r->vcpu_ns);
 		jdbl(f, "floor_ns_per_pkt", r->floor_ns);
 		jdbl(f, "other_cpu", r->other_cpu);
-		fprintf(f, ",\"busy\":%s,\"beats_floor\":%s,\"batch\":%s%s%s", r->busy ? "true" : "false",
-			r->beats_floor ? "true" : "false", r->batch ? "\"" : "", r->batch ? r->batch : "null",
-			r->batch ? "\"" : "");
+		fprintf(f, ",\"busy\":%s,\"beats_floor\":%s,\"batch\":%s%s%s",
+			r->busy ? "true" : "false", r->beats_floor ? "true" : "false",
+			r->batch ? "\"" : "", r->batch ? r->batch : "null", r->batch ? "\"" : "");
 		fprintf(f,
 			",\"guest_frames\":%llu,\"lost\":%llu,\"peer_frames\":%llu,\"peer_drops\":%llu"
 			",\"tap_rx\":%llu,\"tap_tx\":%llu,\"tap_tx_drops\":%llu,\"packets\":%llu,\"kicks\":%llu",
-			r->guest_frames, r->lost, r->peer_frames, r->peer_drops, r->tap_rx, r->tap_tx,
-			r->tap_tx_drops, r->packets, r->kicks);
+			r->guest_frames, r->lost, r->peer_frames, r->peer_drops, r->tap_rx,
+			r->tap_tx, r->tap_tx_drops, r->packets, r->kicks);
 		/* lkvm's device counters; QEMU has none to read: null. */
 		const struct {
 			const char *key;
 			unsigned long long v;
 		} dev[] = { { "dev_tx_packets", r->tx_pkts }, { "dev_tx_drops", r->tx_drops },
 			    { "dev_rx_packets", r->rx_pkts }, { "dev_rx_drops", r->rx_drops },
-			    { "trapped", r->trapped },        { "irqs", r->irqs },
-			    { "vcpu_exits", r->exits },       { "polls", r->polls },
+			    { "trapped", r->trapped },	      { "irqs", r->irqs },
+			    { "vcpu_exits", r->exits },	      { "polls", r->polls },
 			    { "poll_hits", r->poll_hits },    { "poll_us", r->poll_us } };
 		for (size_t d = 0; d < ARRAY_SIZE(dev); d++) {
 			if (r->qemu)
@@ -1479,24 +1518,25 @@ static void progress(struct bench *b, const struct bench_row *r)
 
 	b->done++;
 	if (r->error[0]) {
-		fprintf(stderr, "bench: [%2d/%d] %s %s %u: FAILED: %s\n", b->done, b->total, r->mode, r->test,
-			r->size, r->error);
+		fprintf(stderr, "bench: [%2d/%d] %s %s %u: FAILED: %s\n", b->done, b->total,
+			r->mode, r->test, r->size, r->error);
 		return;
 	}
 	if (!strcmp(r->test, "rr")) {
 		fmt(a, sizeof(a), r->tps, 0);
 		fmt(c, sizeof(c), r->rtt_med_us, 1);
-		fprintf(stderr, "bench: [%2d/%d] %s %s %u: %s trans/s, RTT median %s us\n", b->done, b->total,
-			r->mode, r->test, r->size, a, c);
+		fprintf(stderr, "bench: [%2d/%d] %s %s %u: %s trans/s, RTT median %s us\n", b->done,
+			b->total, r->mode, r->test, r->size, a, c);
 	} else {
 		fmt(a, sizeof(a), r->pps / 1000, 1);
-		fprintf(stderr, "bench: [%2d/%d] %s %s %u: %s K%s/s\n", b->done, b->total, r->mode, r->test,
-			r->size, a, strcmp(r->test, "notify") ? "frames" : "notifies");
+		fprintf(stderr, "bench: [%2d/%d] %s %s %u: %s K%s/s\n", b->done, b->total, r->mode,
+			r->test, r->size, a, strcmp(r->test, "notify") ? "frames" : "notifies");
 	}
 }
 
 /* DIR/MODE-TEST-SIZE.WHAT, the mode's '/' (floor/tap, qemu/bh, poll/nobatch) made '-'. */
-static void log_path(const struct bench *b, char *buf, size_t len, const struct bench_row *r, const char *what)
+static void log_path(const struct bench *b, char *buf, size_t len, const struct bench_row *r,
+		     const char *what)
 {
 	char mode[sizeof(r->mode)];
 
@@ -1549,7 +1589,8 @@ static void run_host_floor(struct bench *b, const char *test, const char *peer_m
 	if (peer_start(b, peer_mode, size, &p, r->error, sizeof(r->error)) == 0) {
 		fd = tap_attach(false, false);
 		if (fd < 0) {
-			snprintf(r->error, sizeof(r->error), "attaching to %s: %s", TAP_NAME, strerror(-fd));
+			snprintf(r->error, sizeof(r->error), "attaching to %s: %s", TAP_NAME,
+				 strerror(-fd));
 		} else {
 			fn(b, fd, r);
 			close(fd);
@@ -1562,7 +1603,8 @@ static void run_host_floor(struct bench *b, const char *test, const char *peer_m
 
 /* The row of one cell: lkvm in mode with batch (-1: this lkvm has no -n batch=), or QEMU in
  * QEMU mode q; lkvm's batch=off rows are named MODE/nobatch. */
-static struct bench_row *cell_row(struct bench *b, int mode, int batch, int q, int test, unsigned size)
+static struct bench_row *cell_row(struct bench *b, int mode, int batch, int q, int test,
+				  unsigned size)
 {
 	char name[32];
 	struct bench_row *r;
@@ -1570,7 +1612,8 @@ static struct bench_row *cell_row(struct bench *b, int mode, int batch, int q, i
 	if (q >= 0)
 		snprintf(name, sizeof(name), "%s", qemu_info[q].name);
 	else
-		snprintf(name, sizeof(name), "%s%s", mode_info[mode].name, batch == 0 ? "/nobatch" : "");
+		snprintf(name, sizeof(name), "%s%s", mode_info[mode].name,
+			 batch == 0 ? "/nobatch" : "");
 	r = new_row(b, name, test_info[test].name, size, false);
 	r->group = q >= 0 ? qemu_info[q].group : mode_info[mode].group;
 	r->batch = q >= 0 || batch < 0 ? NULL : batch ? "on" : "off";
@@ -1587,9 +1630,12 @@ static void run_cell(struct bench *b, int mode, int batch, int q, int test, unsi
 
 	log_path(b, log, sizeof(log), r, "log");
 	log_path(b, plog, sizeof(plog), r, "peer");
-	snprintf(params, sizeof(params), "bench=%s size=%u secs=%u", test_info[test].name, size, b->cfg.secs);
+	snprintf(params, sizeof(params), "bench=%s size=%u secs=%u", test_info[test].name, size,
+		 b->cfg.secs);
 	snprintf(nopts, sizeof(nopts), "%s%s", q < 0 ? mode_info[mode].nopts : "",
-		 q >= 0 || batch < 0 ? "" : batch ? ",batch=on" : ",batch=off");
+		 q >= 0 || batch < 0 ? ""
+		 : batch	     ? ",batch=on"
+				     : ",batch=off");
 	load_begin(&l);
 	if (peer_start(b, test_info[test].peer, size, &p, r->error, sizeof(r->error)) == 0) {
 		tap_counters(&rx0, &tx0, &txd0);
@@ -1616,10 +1662,12 @@ static int qemu_probe(struct bench *b)
 	struct bench_row *r;
 
 	if (!c->qemu_bin[0]) {
-		snprintf(b->qemu_note, sizeof(b->qemu_note),
-			 "not run: qemu-system-x86_64 is not in PATH (apt-get install qemu-system-x86)");
+		snprintf(
+			b->qemu_note, sizeof(b->qemu_note),
+			"not run: qemu-system-x86_64 is not in PATH (apt-get install qemu-system-x86)");
 	} else if (access(c->qemu_bin, X_OK)) {
-		snprintf(b->qemu_note, sizeof(b->qemu_note), "not run: %.120s: %s", c->qemu_bin, strerror(errno));
+		snprintf(b->qemu_note, sizeof(b->qemu_note), "not run: %.120s: %s", c->qemu_bin,
+			 strerror(errno));
 	} else {
 		r = notify_floor(b, false, Q_BH);
 		if (!r->error[0]) {
@@ -1627,7 +1675,8 @@ static int qemu_probe(struct bench *b)
 			progress(b, r);
 		} else if (!interrupted) {
 			/* QEMU cannot run the guest here: one line says why, no QEMU rows. */
-			snprintf(b->qemu_note, sizeof(b->qemu_note), "cannot run the guest here: %.150s", r->error);
+			snprintf(b->qemu_note, sizeof(b->qemu_note),
+				 "cannot run the guest here: %.150s", r->error);
 			b->nrows--;
 		}
 		if (b->qemu_note[0] || interrupted)
@@ -1677,7 +1726,8 @@ static void run_all(struct bench *b)
 		for (int s = 0; s < c->nsizes && !interrupted; s++) {
 			for (int m = 0; m < c->nmodes && !interrupted; m++)
 				for (int i = 0; i < c->nbatch && !interrupted; i++)
-					run_cell(b, c->modes[m], c->batch[i], -1, c->tests[t], c->sizes[s]);
+					run_cell(b, c->modes[m], c->batch[i], -1, c->tests[t],
+						 c->sizes[s]);
 			for (int q = 0; q < qemu_modes && !interrupted; q++)
 				run_cell(b, 0, -1, q, c->tests[t], c->sizes[s]);
 		}
@@ -1701,9 +1751,11 @@ static int run_emulated(const struct bench_cfg *c, int argc, char **argv)
 	char script[PATH_MAX];
 	char **args;
 
-	if (host_emulated() || find_beside(c->self, "scripts/kvm-host.sh", script, sizeof(script)) < 0) {
+	if (host_emulated() ||
+	    find_beside(c->self, "scripts/kvm-host.sh", script, sizeof(script)) < 0) {
 		pr_err("bench: /dev/kvm cannot be opened here, and there is no scripts/kvm-host.sh beside %s "
-		       "to run in an emulated KVM host", c->self);
+		       "to run in an emulated KVM host",
+		       c->self);
 		return 1;
 	}
 	args = calloc((size_t)argc + 5, sizeof(*args));
@@ -1717,8 +1769,10 @@ static int run_emulated(const struct bench_cfg *c, int argc, char **argv)
 	args[3] = (char *)"bench";
 	for (int i = 1; i < argc; i++)
 		args[3 + i] = argv[i];
-	fprintf(stderr, "bench: no usable /dev/kvm here: running in the emulated KVM host (%s); "
-			"every figure is emulated\n", script);
+	fprintf(stderr,
+		"bench: no usable /dev/kvm here: running in the emulated KVM host (%s); "
+		"every figure is emulated\n",
+		script);
 	fflush(NULL);
 	execv(script, args);
 	pr_err("bench: %s: %s", script, strerror(errno));
@@ -1732,7 +1786,8 @@ int cmd_bench(int argc, char **argv)
 	struct bench *b;
 	int ret, failed = 0;
 
-	if (argc < 2 || (strcmp(argv[1], "net") && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))) {
+	if (argc < 2 ||
+	    (strcmp(argv[1], "net") && strcmp(argv[1], "--help") && strcmp(argv[1], "-h"))) {
 		if (argc >= 2)
 			pr_err("bench: unknown benchmark '%s' (only: net)", argv[1]);
 		bench_usage(stderr);
@@ -1765,7 +1820,8 @@ int cmd_bench(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	fprintf(stderr, "bench: %u s per cell, tap %s in a private network namespace, guest %s, peer %s, host %s\n",
+	fprintf(stderr,
+		"bench: %u s per cell, tap %s in a private network namespace, guest %s, peer %s, host %s\n",
 		b->cfg.secs, TAP_NAME, b->cfg.guest, b->cfg.peer, host_kind());
 	run_all(b);
 	for (int i = 0; i < 2; i++)

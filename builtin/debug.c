@@ -33,7 +33,8 @@ int cmd_debug(int argc, char **argv)
 	}
 	if (ctl_cli_call(argv[1], CTL_DEBUG, &kv, NULL, 10000))
 		return 1;
-	printf("%s (%s):\n%s", ctl_kv_str(&kv, "name"), ctl_kv_str(&kv, "state"), ctl_kv_str(&kv, "text"));
+	printf("%s (%s):\n%s", ctl_kv_str(&kv, "name"), ctl_kv_str(&kv, "state"),
+	       ctl_kv_str(&kv, "text"));
 	ctl_kvs_free(&kv);
 	return 0;
 }

@@ -50,7 +50,8 @@ int cmd_list(int argc, char **argv)
 	if (json)
 		fputc('[', stdout);
 	else
-		printf("%-24s %8s %-9s %5s %9s %10s\n", "NAME", "PID", "STATE", "VCPUS", "RAM(MiB)", "UPTIME");
+		printf("%-24s %8s %-9s %5s %9s %10s\n", "NAME", "PID", "STATE", "VCPUS", "RAM(MiB)",
+		       "UPTIME");
 	for (size_t i = 0; i < n; i++) {
 		struct ctl_kvs kv;
 		char up[32];
@@ -71,19 +72,22 @@ int cmd_list(int argc, char **argv)
 		if (json) {
 			printf("%s{\"name\":", shown ? "," : "");
 			ctl_json_str(stdout, ctl_kv_str(&kv, "name"));
-			printf(",\"pid\":%llu,\"state\":", (unsigned long long)ctl_kv_u64(&kv, "pid"));
+			printf(",\"pid\":%llu,\"state\":",
+			       (unsigned long long)ctl_kv_u64(&kv, "pid"));
 			ctl_json_str(stdout, ctl_kv_str(&kv, "state"));
 			printf(",\"vcpus\":%llu,\"ram_mib\":%llu,\"uptime_s\":%.3f,\"paused_s\":%.3f,\"kernel\":",
-			       (unsigned long long)ctl_kv_u64(&kv, "vcpus"), (unsigned long long)ctl_kv_u64(&kv, "ram_mib"),
-			       (double)ctl_kv_u64(&kv, "uptime_ns") / 1e9, (double)ctl_kv_u64(&kv, "paused_ns") / 1e9);
+			       (unsigned long long)ctl_kv_u64(&kv, "vcpus"),
+			       (unsigned long long)ctl_kv_u64(&kv, "ram_mib"),
+			       (double)ctl_kv_u64(&kv, "uptime_ns") / 1e9,
+			       (double)ctl_kv_u64(&kv, "paused_ns") / 1e9);
 			ctl_json_str(stdout, ctl_kv_str(&kv, "kernel"));
 			fputc('}', stdout);
 		} else {
 			ctl_fmt_duration(up, sizeof(up), ctl_kv_u64(&kv, "uptime_ns"));
 			printf("%-24s %8llu %-9s %5llu %9llu %10s\n", ctl_kv_str(&kv, "name"),
 			       (unsigned long long)ctl_kv_u64(&kv, "pid"), ctl_kv_str(&kv, "state"),
-			       (unsigned long long)ctl_kv_u64(&kv, "vcpus"), (unsigned long long)ctl_kv_u64(&kv, "ram_mib"),
-			       up);
+			       (unsigned long long)ctl_kv_u64(&kv, "vcpus"),
+			       (unsigned long long)ctl_kv_u64(&kv, "ram_mib"), up);
 		}
 		shown++;
 		ctl_kvs_free(&kv);

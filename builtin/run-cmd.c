@@ -30,8 +30,8 @@ struct run_cmd {
 	char kernel[PATH_MAX]; /* the kernel found without -k (cfg->kernel_path points here) */
 	u8 *initrd;
 	size_t initrd_len;
-	int log_fd;            /* where the serial console goes; -1: unchanged (stdout) */
-	bool log_own;          /* log_fd is ours to close */
+	int log_fd;   /* where the serial console goes; -1: unchanged (stdout) */
+	bool log_own; /* log_fd is ours to close */
 };
 
 int run_cmd_trailing(void *base, int argc, char **argv, char *err, size_t errlen)
@@ -56,7 +56,8 @@ int run_cmd_check(struct kvm_config *cfg, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (cfg->console_virtio) {
-		errfmt(err, errlen, "--console virtio and -- CMD: the command's consoles are virtio consoles already, the kernel's stays on ttyS0");
+		errfmt(err, errlen,
+		       "--console virtio and -- CMD: the command's consoles are virtio consoles already, the kernel's stays on ttyS0");
 		return -EINVAL;
 	}
 	return 0;
@@ -81,7 +82,8 @@ static int find_kernel(struct run_cmd *rc, struct kvm_config *cfg, char *err, si
 		return 0;
 	ret = kernel_find(NULL, NULL, NULL, rc->kernel, sizeof(rc->kernel), &rule);
 	if (ret) {
-		errfmt(err, errlen, "no kernel: none of ./bzImage, ./arch/x86/boot/bzImage, ../../arch/x86/boot/bzImage, /boot/vmlinuz-$(uname -r) is a file (give one with -k)");
+		errfmt(err, errlen,
+		       "no kernel: none of ./bzImage, ./arch/x86/boot/bzImage, ../../arch/x86/boot/bzImage, /boot/vmlinuz-$(uname -r) is a file (give one with -k)");
 		return ret;
 	}
 	pr_info("kernel: %s (%s)", rc->kernel, rule);
@@ -94,7 +96,8 @@ static int find_kernel(struct run_cmd *rc, struct kvm_config *cfg, char *err, si
  * checks that the tree's release is the kernel's. */
 static void kernel_tree(const char *path, char *tree, size_t len)
 {
-	static const char *const suffixes[] = { "arch/x86/boot/bzImage", "arch/x86_64/boot/bzImage" };
+	static const char *const suffixes[] = { "arch/x86/boot/bzImage",
+						"arch/x86_64/boot/bzImage" };
 	size_t n = strlen(path);
 	const char *slash;
 
@@ -123,7 +126,8 @@ static int find_modules(const struct kvm_config *cfg, struct kmod_list *mods, ch
 {
 	/* pvpanic_pci where there is one, so a panic ends the run with 2 (panic=-1 alone would
 	 * make it a reset, 125). */
-	static const char *const names[] = { INITRD_MODULES_9P_ROOT, "?pvpanic_pci", "virtio_mmio" };
+	static const char *const names[] = { INITRD_MODULES_9P_ROOT, "?pvpanic_pci",
+					     "virtio_mmio" };
 	char release[256], tree[PATH_MAX], dir[PATH_MAX];
 	/* virtio_mmio only when a device of ours is on it. */
 	size_t n = ARRAY_SIZE(names) - (cfg->virtio_trans != VIRTIO_TRANS_MMIO);
@@ -134,14 +138,16 @@ static int find_modules(const struct kvm_config *cfg, struct kmod_list *mods, ch
 	kernel_tree(cfg->kernel_path, tree, sizeof(tree));
 	ret = kmod_dir_find(tree, NULL, release, dir, sizeof(dir));
 	if (ret) {
-		pr_debug("kernel %s: no module directory, assuming 9p, virtio and overlay are built in",
-			 release);
+		pr_debug(
+			"kernel %s: no module directory, assuming 9p, virtio and overlay are built in",
+			release);
 		return 0;
 	}
 	ret = kmod_resolve(dir, names, n, mods, err, errlen);
 	if (ret == -ENOENT) {
-		pr_debug("kernel %s: no modules.dep or modules.order in %s, assuming 9p, virtio and overlay are built in",
-			 release, dir);
+		pr_debug(
+			"kernel %s: no modules.dep or modules.order in %s, assuming 9p, virtio and overlay are built in",
+			release, dir);
 		return 0;
 	}
 	if (ret) {
@@ -250,7 +256,8 @@ int run_cmd_prepare(struct kvm_config *cfg, struct run_cmd **out, char *err, siz
 	if (!cfg->cmd.on && !cfg->cmd.console_log)
 		return 0;
 	if (cfg->cmd.on && x86_host_is_pvm()) {
-		errfmt(err, errlen, "this host's KVM is kvm_pvm, where guest user space cannot make system calls, and -- CMD runs it: run lkvm in the emulated host (scripts/kvm-host.sh --emulated -- lkvm run ..., or LKVM_HOST=emulated)");
+		errfmt(err, errlen,
+		       "this host's KVM is kvm_pvm, where guest user space cannot make system calls, and -- CMD runs it: run lkvm in the emulated host (scripts/kvm-host.sh --emulated -- lkvm run ..., or LKVM_HOST=emulated)");
 		return -EOPNOTSUPP;
 	}
 	rc = calloc(1, sizeof(*rc));
@@ -513,9 +520,10 @@ int run_cmd_end(struct kvm *kvm, int status, bool *quiet)
 
 		/* The reason is short: "guest reset (i8042)", "guest powered off". */
 		snprintf(why, sizeof(why), "%.63s", kvm->exit_reason);
-		snprintf(kvm->exit_reason, sizeof(kvm->exit_reason),
-			 "the guest ended (%s) without the command's status (the kernel's log: --console-log FILE or --debug)",
-			 why);
+		snprintf(
+			kvm->exit_reason, sizeof(kvm->exit_reason),
+			"the guest ended (%s) without the command's status (the kernel's log: --console-log FILE or --debug)",
+			why);
 	}
 	return status;
 }

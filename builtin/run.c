@@ -32,7 +32,6 @@
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a number in the help text */
 
-
 static int parse_mem(const char *s, u64 *mib)
 {
 	char buf[32];
@@ -72,7 +71,9 @@ static int opt_name(const struct opt *o, const char *v, void *base, char *err, s
 	struct kvm_config *cfg = base;
 
 	if (!ctl_name_valid(v)) {
-		errfmt(err, errlen, "--name '%s': give 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)", v);
+		errfmt(err, errlen,
+		       "--name '%s': give 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)",
+		       v);
 		return -EINVAL;
 	}
 	cfg->name = v;
@@ -141,9 +142,14 @@ static int opt_stats(const struct opt *o, const char *v, void *base, char *err, 
 	return 0;
 }
 
-static const struct opt_choice console_choices[] = { { "serial", false }, { "virtio", true }, { NULL, 0 } };
+static const struct opt_choice console_choices[] = { { "serial", false },
+						     { "virtio", true },
+						     { NULL, 0 } };
 static const struct opt_choice quirks_choices[] = {
-	{ "auto", QUIRKS_AUTO }, { "pvm", QUIRKS_PVM }, { "none", QUIRKS_NONE }, { NULL, 0 },
+	{ "auto", QUIRKS_AUTO },
+	{ "pvm", QUIRKS_PVM },
+	{ "none", QUIRKS_NONE },
+	{ NULL, 0 },
 };
 static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { NULL, 0 } };
 
@@ -154,10 +160,12 @@ static const struct opt run_opts[] = {
 	  .help = "kernel to boot (required without -- CMD)" },
 	{ "initrd", 'i', OPT_STR, CFG(initrd_path), .arg = "FILE", .help = "initial ramdisk" },
 	{ "params", 'p', OPT_STR, CFG(cmdline), .arg = "TEXT",
-	  .help = "kernel command line, appended to lkvm's defaults\n(\"" BASE_KERNEL_PARAMS "\")" },
+	  .help = "kernel command line, appended to lkvm's defaults\n(\"" BASE_KERNEL_PARAMS
+		  "\")" },
 	{ "mem", 'm', OPT_FN, .fn = opt_mem, .arg = "MIB",
 	  .help = "guest RAM in MiB, or with a G suffix in GiB (default " STR(DEFAULT_RAM_MIB) ")" },
-	{ "cpus", 'c', OPT_UINT, CFG(nr_cpus), .min = 1, .max = LKVM_MAX_CPUS, .bad = "give a number of vCPUs from",
+	{ "cpus", 'c', OPT_UINT, CFG(nr_cpus), .min = 1, .max = LKVM_MAX_CPUS,
+	  .bad = "give a number of vCPUs from",
 	  .help = "number of vCPUs, 1 to " STR(LKVM_MAX_CPUS) " (default 1)" },
 	{ "name", 0, OPT_FN, .fn = opt_name, .arg = "NAME",
 	  .help = "this VM's name for lkvm list/stop/pause/resume/stat/debug\n"
@@ -169,7 +177,8 @@ static const struct opt run_opts[] = {
 		  "input goes there; the UART stays for early messages)" },
 	{ "rng", 0, OPT_FLAG, CFG(rng), .help = "a virtio-rng device fed from getrandom(2)" },
 	{ "timeout", 0, OPT_UINT, CFG(timeout_s), .min = 1, .max = MAX_TIMEOUT_S, .arg = "SECS",
-	  .bad = "give whole seconds from", .help = "stop the guest after SECS seconds and exit with 124" },
+	  .bad = "give whole seconds from",
+	  .help = "stop the guest after SECS seconds and exit with 124" },
 	{ "exit-on", 0, OPT_STR, CFG(exit_on), .arg = "TEXT", .bad = "the text must not be empty",
 	  .help = "exit with 0 as soon as the console prints TEXT" },
 	{ "quirks", 0, OPT_CHOICE, CFG(quirks), .choices = quirks_choices, .arg = "MODE",
@@ -178,13 +187,15 @@ static const struct opt run_opts[] = {
 	{ "network", 'n', OPT_FN, .fn = opt_net, .arg = "OPTS", .keys = &net_opt_set,
 	  .help = "a virtio-net NIC (up to " STR(MAX_NETS) "), OPTS as in kvmtool: KEY=VALUE,..." },
 	{ "disk", 'd', OPT_FN, .fn = opt_disk, .arg = "PATH[,OPTION...]", .keys = &blk_opt_set,
-	  .help = "a virtio-blk disk on a raw image (up to " STR(VIRTIO_BLK_MAX_DISKS) "), OPTION one of:" },
+	  .help = "a virtio-blk disk on a raw image (up to " STR(
+		  VIRTIO_BLK_MAX_DISKS) "), OPTION one of:" },
 	{ "share", 0, OPT_FN, .fn = opt_share, .arg = "HOSTDIR[:GUESTDIR][,OPTION...]",
 	  .keys = &p9_share_opt_set,
-	  .help = "a host directory over virtio-9p (up to " STR(VIRTIO_9P_MAX_SHARES) "),\n"
-		  "read-write unless ro; mount tags lkvm-share0, lkvm-share1, ... in order;\n"
-		  "lkvm's init mounts it at GUESTDIR (default: HOSTDIR's absolute path);\n"
-		  "OPTION one of:" },
+	  .help = "a host directory over virtio-9p (up to " STR(
+		  VIRTIO_9P_MAX_SHARES) "),\n"
+					"read-write unless ro; mount tags lkvm-share0, lkvm-share1, ... in order;\n"
+					"lkvm's init mounts it at GUESTDIR (default: HOSTDIR's absolute path);\n"
+					"OPTION one of:" },
 	{ "no-ioeventfd", 0, OPT_FLAG, CFG(no_ioeventfd),
 	  .help = "every virtio notify traps to the vCPU thread (for comparison)" },
 	{ "virtio-transport", 0, OPT_CHOICE, CFG(virtio_trans), .choices = virtio_trans_choices,
@@ -230,30 +241,32 @@ const struct opt_set run_opt_set = {
 
 void kvm_run_usage(FILE *out)
 {
-	fprintf(out, "usage: lkvm run -k KERNEL [options]\n"
-		     "       lkvm run [options] [-- [CMD [ARG...]]]\n"
-		     "\n"
-		     "Boot a Linux kernel (bzImage, or an ELF vmlinux with a PVH note) with a serial console.\n"
-		     "With -- CMD (or with none of -k, -i, -d): run CMD (nothing after --: $SHELL, else\n"
-		     "/bin/sh) in the kernel on the host's files: / over virtio-9p, read-only, under a\n"
-		     "tmpfs the command writes to, in the current directory, with the user's environment;\n"
-		     "CMD's stdout and stderr are lkvm's, stdin is forwarded, lkvm exits with CMD's status.\n"
-		     "Without -k the kernel is ./bzImage, ./arch/x86/boot/bzImage,\n"
-		     "../../arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r), the first there; a modular\n"
-		     "kernel's virtio, 9p and overlay modules come from its tree or /lib/modules.\n"
-		     "\n");
+	fprintf(out,
+		"usage: lkvm run -k KERNEL [options]\n"
+		"       lkvm run [options] [-- [CMD [ARG...]]]\n"
+		"\n"
+		"Boot a Linux kernel (bzImage, or an ELF vmlinux with a PVH note) with a serial console.\n"
+		"With -- CMD (or with none of -k, -i, -d): run CMD (nothing after --: $SHELL, else\n"
+		"/bin/sh) in the kernel on the host's files: / over virtio-9p, read-only, under a\n"
+		"tmpfs the command writes to, in the current directory, with the user's environment;\n"
+		"CMD's stdout and stderr are lkvm's, stdin is forwarded, lkvm exits with CMD's status.\n"
+		"Without -k the kernel is ./bzImage, ./arch/x86/boot/bzImage,\n"
+		"../../arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r), the first there; a modular\n"
+		"kernel's virtio, 9p and overlay modules come from its tree or /lib/modules.\n"
+		"\n");
 	opt_usage(out, &run_opt_set);
-	fprintf(out, "\n"
-		     "Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
-		     "Control socket: $LKVM_RUNTIME_DIR, else /run/lkvm (root), else $XDG_RUNTIME_DIR/lkvm,\n"
-		     "else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
-		     "Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
-		     "2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
-		     "128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n"
-		     "With -- CMD: CMD's own status (0-255; 128+N when a signal N killed it), or 2, 124,\n"
-		     "1, 128+N as above, and 125 when the guest ended without CMD's status (init could\n"
-		     "not run it, e.g. the kernel cannot mount the 9p root: the error says what it lacks;\n"
-		     "a reset or power-off before CMD ended), 141 when lkvm's stdout or stderr closed.\n");
+	fprintf(out,
+		"\n"
+		"Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
+		"Control socket: $LKVM_RUNTIME_DIR, else /run/lkvm (root), else $XDG_RUNTIME_DIR/lkvm,\n"
+		"else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
+		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
+		"2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
+		"128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n"
+		"With -- CMD: CMD's own status (0-255; 128+N when a signal N killed it), or 2, 124,\n"
+		"1, 128+N as above, and 125 when the guest ended without CMD's status (init could\n"
+		"not run it, e.g. the kernel cannot mount the 9p root: the error says what it lacks;\n"
+		"a reset or power-off before CMD ended), 141 when lkvm's stdout or stderr closed.\n");
 }
 
 /* A device's transport: its own trans= or else --virtio-transport. */
@@ -279,7 +292,8 @@ static int count_mmio(const struct kvm_config *cfg)
 	return n;
 }
 
-int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err, size_t errlen)
+int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err,
+		  size_t errlen)
 {
 	int ret;
 
@@ -298,7 +312,8 @@ int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char
 		ret = -EINVAL;
 	}
 	if (!ret && count_mmio(cfg) > VIRTIO_MMIO_MAX_DEVS) {
-		errfmt(err, errlen, "%d virtio-mmio devices asked for: at most %d (each needs one of the free ISA IRQs)",
+		errfmt(err, errlen,
+		       "%d virtio-mmio devices asked for: at most %d (each needs one of the free ISA IRQs)",
 		       count_mmio(cfg), VIRTIO_MMIO_MAX_DEVS);
 		ret = -EINVAL;
 	}
@@ -386,8 +401,8 @@ static void report_completions(struct kvm *kvm)
 	if (!kvm->pvm_quirks)
 		return;
 	for (int i = 0; i < EMU_NR; i++)
-		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s %s=%llu", i ? "," : "", x86_emu_name(i),
-			      (unsigned long long)atomic_load(&kvm->emu_hits[i]));
+		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s %s=%llu", i ? "," : "",
+			      x86_emu_name(i), (unsigned long long)atomic_load(&kvm->emu_hits[i]));
 	pr_debug("instructions completed for the host:%s", line);
 }
 
@@ -407,7 +422,8 @@ static void wait_for_end(struct kvm *kvm, int sig_fd)
 			u64 now = now_ns();
 
 			if (now >= deadline) {
-				kvm_request_exit(kvm, EXIT_TIMEOUT, "timeout: %d s passed", kvm->cfg.timeout_s);
+				kvm_request_exit(kvm, EXIT_TIMEOUT, "timeout: %d s passed",
+						 kvm->cfg.timeout_s);
 				break;
 			}
 			ms = (int)MIN((deadline - now + 999999) / 1000000, (u64)INT_MAX);
@@ -426,8 +442,8 @@ static void wait_for_end(struct kvm *kvm, int sig_fd)
 				continue;
 			}
 			/* The shell's convention, so a stop by signal is never taken for success. */
-			kvm_request_exit(kvm, 128 + (int)si.ssi_signo, "stopped by signal %u (%s)", si.ssi_signo,
-					 strsignal((int)si.ssi_signo));
+			kvm_request_exit(kvm, 128 + (int)si.ssi_signo, "stopped by signal %u (%s)",
+					 si.ssi_signo, strsignal((int)si.ssi_signo));
 		}
 	}
 }
@@ -506,7 +522,8 @@ static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	if (ret < 0 && !atomic_load(&st->kvm.stopping))
 		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "cannot start: %s", strerror(-ret));
 	if (ret == 0 && sandbox_enter(&st->kvm, SB_MAIN) < 0)
-		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "main thread: cannot enter the sandbox");
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR,
+				 "main thread: cannot enter the sandbox");
 }
 
 /* The run ended: the vCPUs and the control thread stopped, the reports, the closing line.
@@ -531,9 +548,11 @@ static int finish(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	if (quiet)
 		pr_debug("%s", st->kvm.exit_reason);
 	else if (status == EXIT_GUEST_OK || status == EXIT_STOPPED)
-		pr_info("%s%s%s", cfg->name ? cfg->name : "", cfg->name ? ": " : "", st->kvm.exit_reason);
+		pr_info("%s%s%s", cfg->name ? cfg->name : "", cfg->name ? ": " : "",
+			st->kvm.exit_reason);
 	else
-		pr_err("%s%s%s", cfg->name ? cfg->name : "", cfg->name ? ": " : "", st->kvm.exit_reason);
+		pr_err("%s%s%s", cfg->name ? cfg->name : "", cfg->name ? ": " : "",
+		       st->kvm.exit_reason);
 	if (atomic_load(&st->kvm.first_insn_ns))
 		pr_debug("first guest instruction %.3f ms after lkvm run started",
 			 (double)(atomic_load(&st->kvm.first_insn_ns) - st->kvm.start_ns) / 1e6);

@@ -51,7 +51,8 @@ static int stop_one(const char *dir, const char *name, int wait_s)
 	pid = ctl_peer_pid(fd);
 	if (pid > 0)
 		pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-	ret = ctl_request(fd, name, CTL_STOP, &kv, MAX(REPLY_MIN_MS, wait_s * 1000), err, sizeof(err));
+	ret = ctl_request(fd, name, CTL_STOP, &kv, MAX(REPLY_MIN_MS, wait_s * 1000), err,
+			  sizeof(err));
 	/* A VM already on its way out (stopped by another client) may close the connection
 	 * without reading our request; it is stopping all the same. */
 	if (ret < 0 && !((ret == -ECONNRESET || ret == -EPIPE) && pidfd >= 0)) {
@@ -63,7 +64,8 @@ static int stop_one(const char *dir, const char *name, int wait_s)
 	if (!rc && wait_s > 0) {
 		ret = ctl_wait_gone(fd, pidfd, wait_s * 1000);
 		if (ret == 0) {
-			printf("%s stopped (pid %ld, %.3f s)\n", name, pid, (double)(now_ns() - t0) / 1e9);
+			printf("%s stopped (pid %ld, %.3f s)\n", name, pid,
+			       (double)(now_ns() - t0) / 1e9);
 		} else {
 			pr_err("%s (pid %ld) did not exit within %d s", name, pid, wait_s);
 			rc = 1;

@@ -253,7 +253,8 @@ void ctl_fmt_duration(char *buf, size_t len, u64 ns)
 	if (s < 60)
 		snprintf(buf, len, "%.1fs", (double)ns / 1e9);
 	else if (s < 3600)
-		snprintf(buf, len, "%llum%02llus", (unsigned long long)(s / 60), (unsigned long long)(s % 60));
+		snprintf(buf, len, "%llum%02llus", (unsigned long long)(s / 60),
+			 (unsigned long long)(s % 60));
 	else
 		snprintf(buf, len, "%lluh%02llum%02llus", (unsigned long long)(s / 3600),
 			 (unsigned long long)(s / 60 % 60), (unsigned long long)(s % 60));
@@ -308,4 +309,3 @@ char **ctl_list_names(const char *dir, size_t *n, int *err)
 		qsort(v, *n, sizeof(*v), by_name);
 	return v;
 }
-

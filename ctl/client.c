@@ -48,7 +48,8 @@ int ctl_dir_check(const char *dir, char *err, size_t errlen)
 		errfmt(err, errlen,
 		       "runtime directory %s is not this user's: it must be a directory of uid %u with mode 0700, "
 		       "it is %s of uid %u with mode %04o (remove it, or set LKVM_RUNTIME_DIR)",
-		       dir, (unsigned)me, what, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+		       dir, (unsigned)me, what, (unsigned)st.st_uid,
+		       (unsigned)(st.st_mode & 07777));
 		return -EPERM;
 	}
 	return 0;
@@ -75,7 +76,8 @@ static int check_peer(int fd, const char *path, char *err, size_t errlen)
 		return -EPERM;
 	}
 	if (cr.uid != geteuid()) {
-		errfmt(err, errlen, "%s is served by a process of uid %u, not of this user (uid %u): not believed",
+		errfmt(err, errlen,
+		       "%s is served by a process of uid %u, not of this user (uid %u): not believed",
 		       path, (unsigned)cr.uid, (unsigned)geteuid());
 		return -EPERM;
 	}
@@ -128,7 +130,8 @@ int ctl_connect(const char *dir, const char *name, char *err, size_t errlen)
 	if (e == ENOENT)
 		errfmt(err, errlen, "no VM named '%s' (no socket in %s)", name, dir);
 	else if (e == ECONNREFUSED)
-		errfmt(err, errlen, "no VM named '%s' (its socket %s is stale: nobody listens)", name, sa.sun_path);
+		errfmt(err, errlen, "no VM named '%s' (its socket %s is stale: nobody listens)",
+		       name, sa.sun_path);
 	else
 		errfmt(err, errlen, "cannot connect to %s: %s", sa.sun_path, strerror(e));
 	return -e;
@@ -151,16 +154,18 @@ int ctl_call(int fd, u16 type, struct ctl_msg *reply, int timeout_ms, char *err,
 	}
 	ret = ctl_recv(fd, reply, CTL_MAX_REPLY, timeout_ms);
 	if (ret == -ECONNRESET || ret == -EPIPE)
-		errfmt(err, errlen, "the VM closed the connection without a reply (it is shutting down)");
+		errfmt(err, errlen,
+		       "the VM closed the connection without a reply (it is shutting down)");
 	else if (ret == -ETIMEDOUT)
 		errfmt(err, errlen, "no reply within %d ms", timeout_ms);
 	else if (ret == -EPROTONOSUPPORT)
-		errfmt(err, errlen, "the VM speaks control protocol version %u, this lkvm %d", reply->hdr.version,
-		       CTL_VERSION);
+		errfmt(err, errlen, "the VM speaks control protocol version %u, this lkvm %d",
+		       reply->hdr.version, CTL_VERSION);
 	else if (ret < 0)
 		errfmt(err, errlen, "malformed reply: %s", strerror(-ret));
 	else if (reply->hdr.type != (type | CTL_REPLY) && reply->hdr.type != CTL_REPLY) {
-		errfmt(err, errlen, "reply of type 0x%x to a request of type %u", reply->hdr.type, type);
+		errfmt(err, errlen, "reply of type 0x%x to a request of type %u", reply->hdr.type,
+		       type);
 		ctl_msg_free(reply);
 		ret = -EBADMSG;
 	}
@@ -171,7 +176,8 @@ bool ctl_lock_is_current(int fd, const char *path)
 {
 	struct stat a, b;
 
-	return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+	return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
 }
 
 int ctl_remove_stale(const char *dir, const char *name)

@@ -12,7 +12,9 @@
 void ctl_msg_init(struct ctl_msg *m, u16 type, u32 status)
 {
 	memset(m, 0, sizeof(*m));
-	m->hdr = (struct ctl_hdr){ .magic = CTL_MAGIC, .version = CTL_VERSION, .type = type, .status = status };
+	m->hdr = (struct ctl_hdr){
+		.magic = CTL_MAGIC, .version = CTL_VERSION, .type = type, .status = status
+	};
 }
 
 void ctl_msg_free(struct ctl_msg *m)
@@ -54,8 +56,8 @@ static bool name_chars_ok(const char *s, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
 
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-		      c == '_' || c == '-'))
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
 			return false;
 	}
 	return true;
@@ -145,8 +147,11 @@ int ctl_hdr_decode(const u8 in[CTL_HDR_LEN], u32 max, struct ctl_hdr *h)
 	memcpy(&type, in + 6, 2);
 	memcpy(&status, in + 8, 4);
 	memcpy(&len, in + 12, 4);
-	*h = (struct ctl_hdr){ .magic = le32toh(magic), .version = le16toh(version), .type = le16toh(type),
-			       .status = le32toh(status), .len = le32toh(len) };
+	*h = (struct ctl_hdr){ .magic = le32toh(magic),
+			       .version = le16toh(version),
+			       .type = le16toh(type),
+			       .status = le32toh(status),
+			       .len = le32toh(len) };
 	if (h->magic != CTL_MAGIC)
 		return -EPROTO;
 	if (h->version != CTL_VERSION)
@@ -166,7 +171,8 @@ int ctl_next_field(const u8 *p, size_t len, size_t *off, struct ctl_field *f)
 		return -EBADMSG;
 	f->kind = p[o];
 	n = p[o + 1];
-	if (n == 0 || n > CTL_NAME_MAX || len - o - 2 < n || !field_name_ok((const char *)p + o + 2, n))
+	if (n == 0 || n > CTL_NAME_MAX || len - o - 2 < n ||
+	    !field_name_ok((const char *)p + o + 2, n))
 		return -EBADMSG;
 	memcpy(f->name, p + o + 2, n);
 	f->name[n] = '\0';
@@ -212,7 +218,8 @@ int ctl_payload_check(const u8 *p, size_t len)
 	return r;
 }
 
-int ctl_find(const u8 *p, size_t len, const char *name, enum ctl_field_kind kind, struct ctl_field *f)
+int ctl_find(const u8 *p, size_t len, const char *name, enum ctl_field_kind kind,
+	     struct ctl_field *f)
 {
 	size_t off = 0;
 

@@ -27,14 +27,14 @@
 #include "lkvm/sandbox.h"
 #include "lkvm/stats.h"
 
-#define MAX_CONNS 8           /* clients served at once; more wait in the listen backlog */
-#define MAX_WAITERS 16        /* `lkvm stop` clients waiting for the process to end */
+#define MAX_CONNS 8    /* clients served at once; more wait in the listen backlog */
+#define MAX_WAITERS 16 /* `lkvm stop` clients waiting for the process to end */
 #define SEND_TIMEOUT_S 1
 #define PARK_TIMEOUT_MS 5000
-#define LOG_BUDGET 5          /* malformed requests logged before going quiet */
+#define LOG_BUDGET 5 /* malformed requests logged before going quiet */
 
 struct conn {
-	int fd;                   /* -1: free */
+	int fd; /* -1: free */
 	u8 buf[CTL_HDR_LEN + CTL_MAX_REQUEST];
 	size_t got;
 	u64 deadline;
@@ -45,9 +45,9 @@ struct ctl_server {
 	char name[65];
 	char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char lock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	uid_t owner;              /* who started the VM (and owns the runtime directory) */
-	pid_t cleaner;            /* the cleanup helper, or -1 */
-	int cleaner_fd;           /* our end of its pipe: closing it tells it to clean up */
+	uid_t owner;	/* who started the VM (and owns the runtime directory) */
+	pid_t cleaner;	/* the cleanup helper, or -1 */
+	int cleaner_fd; /* our end of its pipe: closing it tells it to clean up */
 	int listen_fd, lock_fd, wake_fd;
 	pthread_t thread;
 	bool started;
@@ -99,7 +99,8 @@ static int take_lock(struct ctl_server *s, char *err, size_t errlen)
 				continue;
 			}
 			if (e == EWOULDBLOCK) {
-				errfmt(err, errlen, "a VM named '%s' is already running (lkvm list shows it; pick another --name)",
+				errfmt(err, errlen,
+				       "a VM named '%s' is already running (lkvm list shows it; pick another --name)",
 				       s->name);
 				return -EADDRINUSE;
 			}
@@ -201,7 +202,8 @@ static int spawn_cleaner(struct ctl_server *s, char *err, size_t errlen)
 
 		close(p[0]);
 		close(p[1]);
-		errfmt(err, errlen, "cannot start the control socket's cleanup helper: %s", strerror(e));
+		errfmt(err, errlen, "cannot start the control socket's cleanup helper: %s",
+		       strerror(e));
 		return -e;
 	}
 	if (pid == 0) {
@@ -218,7 +220,8 @@ static int spawn_cleaner(struct ctl_server *s, char *err, size_t errlen)
 	return 0;
 }
 
-int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out, char *err, size_t errlen)
+int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out, char *err,
+		      size_t errlen)
 {
 	char dir[PATH_MAX];
 	struct ctl_server *s;
@@ -245,7 +248,9 @@ int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	if (ctl_path(s->sock_path, sizeof(s->sock_path), dir, name, ".sock") < 0 ||
 	    ctl_path(s->lock_path, sizeof(s->lock_path), dir, name, ".lock") < 0) {
-		errfmt(err, errlen, "the control socket's path %s/%s.sock is too long (108 bytes at most)", dir, name);
+		errfmt(err, errlen,
+		       "the control socket's path %s/%s.sock is too long (108 bytes at most)", dir,
+		       name);
 		ret = -ENAMETOOLONG;
 		goto fail;
 	}
@@ -369,16 +374,18 @@ static bool handle(struct ctl_server *s, u16 type, struct ctl_msg *r)
 		return true;
 	case CTL_PAUSE:
 		if (kvm_pause(kvm, PARK_TIMEOUT_MS, err, sizeof(err)) < 0)
-			reply_error(r, atomic_load(&kvm->stopping) || atomic_load(&kvm->paused) ? CTL_ERR_STATE
-												 : CTL_ERR_FAILED,
+			reply_error(r,
+				    atomic_load(&kvm->stopping) || atomic_load(&kvm->paused)
+					    ? CTL_ERR_STATE
+					    : CTL_ERR_FAILED,
 				    "%s: %s", s->name, err);
 		else
 			add_info(s, r);
 		return false;
 	case CTL_RESUME:
 		if (kvm_resume(kvm, err, sizeof(err)) < 0)
-			reply_error(r, atomic_load(&kvm->paused) ? CTL_ERR_FAILED : CTL_ERR_STATE, "%s: %s", s->name,
-				    err);
+			reply_error(r, atomic_load(&kvm->paused) ? CTL_ERR_FAILED : CTL_ERR_STATE,
+				    "%s: %s", s->name, err);
 		else
 			add_info(s, r);
 		return false;
@@ -394,7 +401,8 @@ static bool handle(struct ctl_server *s, u16 type, struct ctl_msg *r)
 		free(text);
 		return false;
 	default:
-		reply_error(r, CTL_ERR_TYPE, "unknown request type %u (this lkvm knows 1 to %d)", type, CTL_TYPE_MAX);
+		reply_error(r, CTL_ERR_TYPE, "unknown request type %u (this lkvm knows 1 to %d)",
+			    type, CTL_TYPE_MAX);
 		return false;
 	}
 }
@@ -403,7 +411,8 @@ static void note_bad(struct ctl_server *s, const char *why)
 {
 	if (s->log_budget > 0) {
 		s->log_budget--;
-		pr_warn("control socket: %s%s", why, s->log_budget ? "" : " (further ones not logged)");
+		pr_warn("control socket: %s%s", why,
+			s->log_budget ? "" : " (further ones not logged)");
 	}
 }
 
@@ -413,7 +422,8 @@ static void close_conn(struct conn *c)
 
 	/* Closing a UNIX socket with unread bytes resets the connection, and the client would
 	 * lose our reply: read off what a misbehaving client sent beyond its request first. */
-	for (int i = 0; c->fd >= 0 && i < 16 && recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT) > 0; i++)
+	for (int i = 0; c->fd >= 0 && i < 16 && recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT) > 0;
+	     i++)
 		;
 	if (c->fd >= 0)
 		close(c->fd);
@@ -473,20 +483,24 @@ static void serve(struct ctl_server *s, struct conn *c)
 	ctl_msg_init(&r, (u16)(h.type | CTL_REPLY), 0);
 	if (ret == -EPROTO) {
 		note_bad(s, "a request without the protocol's magic (not an lkvm client?)");
-		reply_error(&r, CTL_ERR_PROTO, "bad magic 0x%08x: not an lkvm control message", h.magic);
+		reply_error(&r, CTL_ERR_PROTO, "bad magic 0x%08x: not an lkvm control message",
+			    h.magic);
 		finish(s, c, &r, false);
 		return;
 	}
 	if (ret == -EPROTONOSUPPORT) {
-		reply_error(&r, CTL_ERR_VERSION, "protocol version %u not supported (this lkvm speaks %d)",
-			    h.version, CTL_VERSION);
+		reply_error(&r, CTL_ERR_VERSION,
+			    "protocol version %u not supported (this lkvm speaks %d)", h.version,
+			    CTL_VERSION);
 		finish(s, c, &r, false);
 		return;
 	}
 	if (ret == -EMSGSIZE || h.status != 0) {
 		note_bad(s, "a malformed request header");
-		reply_error(&r, CTL_ERR_PROTO, h.status ? "a request must have status 0"
-						      : "request payload of %u bytes: at most %d", h.len, CTL_MAX_REQUEST);
+		reply_error(&r, CTL_ERR_PROTO,
+			    h.status ? "a request must have status 0"
+				     : "request payload of %u bytes: at most %d",
+			    h.len, CTL_MAX_REQUEST);
 		finish(s, c, &r, false);
 		return;
 	}
@@ -494,7 +508,8 @@ static void serve(struct ctl_server *s, struct conn *c)
 		return; /* more to come (want grew with the header's length) */
 	if (ctl_payload_check(c->buf + CTL_HDR_LEN, h.len) < 0) {
 		note_bad(s, "a request with a malformed payload");
-		reply_error(&r, CTL_ERR_PROTO, "malformed payload (fields truncated or of unknown kind)");
+		reply_error(&r, CTL_ERR_PROTO,
+			    "malformed payload (fields truncated or of unknown kind)");
 		finish(s, c, &r, false);
 		return;
 	}
@@ -554,7 +569,8 @@ static void *server_thread(void *arg)
 
 	pthread_setname_np(pthread_self(), "lkvm-ctl");
 	if (sandbox_enter(s->kvm, SB_CTL) < 0) {
-		kvm_request_exit(s->kvm, EXIT_LKVM_ERROR, "control socket: cannot enter the sandbox");
+		kvm_request_exit(s->kvm, EXIT_LKVM_ERROR,
+				 "control socket: cannot enter the sandbox");
 		return NULL;
 	}
 	for (;;) {

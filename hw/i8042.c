@@ -14,7 +14,7 @@
 #define RESET_CONTROL_PORT 0xCF9
 
 #define STR_OBF 0x01
-#define STR_SYS 0x04    /* self-test passed */
+#define STR_SYS 0x04	/* self-test passed */
 #define STR_UNLOCK 0x10 /* keyboard not inhibited: Linux warns "Keylock active" otherwise */
 #define STR_AUXDATA 0x20
 
@@ -44,11 +44,11 @@
 struct i8042 {
 	struct kvm *kvm;
 	pthread_mutex_t lock;
-	u8 ctr;        /* controller configuration byte */
-	u8 pending;    /* command waiting for its parameter on the data port, or 0 */
-	u8 out;        /* output buffer */
+	u8 ctr;	    /* controller configuration byte */
+	u8 pending; /* command waiting for its parameter on the data port, or 0 */
+	u8 out;	    /* output buffer */
 	bool out_full;
-	bool own_cf9;  /* registered 0xCF9 itself (no PCI bus) */
+	bool own_cf9; /* registered 0xCF9 itself (no PCI bus) */
 };
 
 void hw_reset_control_write(struct kvm *kvm, u8 val)
@@ -127,7 +127,8 @@ static void data_write_locked(struct i8042 *c, u8 v)
 		break;
 	case CMD_WRITE_OUTPORT:
 		if (!(v & OUTPORT_RESET_N))
-			kvm_request_exit(c->kvm, c->kvm->guest_end_status, "guest reset (i8042 output port)");
+			kvm_request_exit(c->kvm, c->kvm->guest_end_status,
+					 "guest reset (i8042 output port)");
 		break;
 	case CMD_AUX_LOOP:
 		/* A controller echoes this; answering something else tells Linux to go on
@@ -140,8 +141,7 @@ static void data_write_locked(struct i8042 *c, u8 v)
 	}
 }
 
-static void i8042_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write,
-		     void *opaque)
+static void i8042_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write, void *opaque)
 {
 	struct i8042 *c = opaque;
 
@@ -174,8 +174,7 @@ static void port92_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is
 		kvm_request_exit(c->kvm, c->kvm->guest_end_status, "guest reset (port 0x92)");
 }
 
-static void cf9_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write,
-		   void *opaque)
+static void cf9_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write, void *opaque)
 {
 	struct i8042 *c = opaque;
 

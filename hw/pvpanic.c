@@ -13,10 +13,10 @@
 
 #define PVPANIC_PCI_VENDOR 0x1b36 /* Red Hat, the id Linux's pvpanic-pci matches */
 #define PVPANIC_PCI_DEVICE 0x0011
-#define PVPANIC_PCI_CLASS 0x0880  /* system peripheral, other */
+#define PVPANIC_PCI_CLASS 0x0880 /* system peripheral, other */
 #define PVPANIC_PCI_SUBVENDOR 0x1af4
 #define PVPANIC_PCI_SUBDEVICE 0x1100
-#define PVPANIC_BAR_SIZE 0x1000   /* a page, so the BAR sits alone in the guest's mapping */
+#define PVPANIC_BAR_SIZE 0x1000 /* a page, so the BAR sits alone in the guest's mapping */
 
 struct pvpanic {
 	struct kvm *kvm;
@@ -31,7 +31,8 @@ static void pvpanic_event(struct pvpanic *p, u8 v)
 		return;
 	}
 	/* A crash kernel was loaded: the guest will go on by itself, keep running. */
-	if ((v & PVPANIC_CRASH_LOADED) && !__atomic_exchange_n(&p->crash_logged, true, __ATOMIC_RELAXED))
+	if ((v & PVPANIC_CRASH_LOADED) &&
+	    !__atomic_exchange_n(&p->crash_logged, true, __ATOMIC_RELAXED))
 		pr_info("pvpanic: guest crashed, crash kernel loaded");
 }
 
@@ -75,8 +76,9 @@ static int pvpanic_pci_init(struct kvm *kvm, struct pvpanic *p)
 	pci_put16(d->cfg, PCI_CLASS_DEVICE, PVPANIC_PCI_CLASS);
 	pci_put16(d->cfg, PCI_SUBSYSTEM_VENDOR_ID, PVPANIC_PCI_SUBVENDOR);
 	pci_put16(d->cfg, PCI_SUBSYSTEM_ID, PVPANIC_PCI_SUBDEVICE);
-	d->bar[0] = (struct pci_bar){ .size = PVPANIC_BAR_SIZE, .fn = pvpanic_bar_io, .opaque = p,
-				      .name = "pvpanic-bar0" };
+	d->bar[0] = (struct pci_bar){
+		.size = PVPANIC_BAR_SIZE, .fn = pvpanic_bar_io, .opaque = p, .name = "pvpanic-bar0"
+	};
 	ret = pci_device_register(kvm, d);
 	return ret < 0 ? ret : 0;
 }

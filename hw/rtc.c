@@ -128,8 +128,7 @@ static void data_write_locked(struct rtc *r, u8 v)
 	}
 }
 
-static void rtc_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write,
-		   void *opaque)
+static void rtc_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write, void *opaque)
 {
 	struct rtc *r = opaque;
 

@@ -62,12 +62,12 @@ struct serial8250 {
 
 	pthread_mutex_t lock; /* everything below: vCPU threads and the input thread */
 	u8 ier, lcr, mcr, scr, dll, dlm, fcr;
-	u8 lsr_err;           /* overrun, sticky until LSR is read */
-	bool thre_pending;    /* THR-empty interrupt armed (see update_irq) */
-	int irq_level;        /* what we last told the irqchip, so we signal only edges */
+	u8 lsr_err;	   /* overrun, sticky until LSR is read */
+	bool thre_pending; /* THR-empty interrupt armed (see update_irq) */
+	int irq_level;	   /* what we last told the irqchip, so we signal only edges */
 	u8 rx[SERIAL_RX_FIFO_SIZE];
 	unsigned rx_head, rx_count;
-	bool frozen;          /* paused: the receiver takes nothing (serial8250_freeze) */
+	bool frozen; /* paused: the receiver takes nothing (serial8250_freeze) */
 };
 
 static u8 iir_locked(const struct serial8250 *s)
@@ -283,7 +283,7 @@ struct serial8250 *serial8250_create(struct kvm *kvm, u16 base, u32 irq)
 	s->irq = irq;
 	s->irq_fn = kvm_irq_line;
 	s->out_fn = term_output;
-	s->dll = 12; /* 9600 baud, what firmware would leave behind */
+	s->dll = 12;   /* 9600 baud, what firmware would leave behind */
 	s->lcr = 0x03; /* 8N1 */
 	pthread_mutex_init(&s->lock, NULL);
 	ret = io_bus_register(&kvm->pio, base, UART_NR_PORTS, serial_io, s, "serial8250");

@@ -8,8 +8,9 @@
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 #define HEADER_STRINGS 3 /* magic, version, length */
 
-static const char *const root_names
-	[] = { [INITCFG_ROOT_INITRAMFS] = "initramfs", [INITCFG_ROOT_9P_OVERLAY] = "9p-overlay" };
+static const char *const root_names[] = {
+	[INITCFG_ROOT_INITRAMFS] = "initramfs", [INITCFG_ROOT_9P_OVERLAY] = "9p-overlay"
+};
 static const char *const tty_names[] = { [INITCFG_TTY] = "tty", [INITCFG_RAW] = "raw" };
 static const char *const ro_names[] = { "rw", "ro" }; /* indexed by share.ro */
 
@@ -65,8 +66,8 @@ int initcfg_check(const struct initcfg *c)
 		return -EINVAL;
 	if ((unsigned)c->root >= NELEM(root_names) || (unsigned)c->tty >= NELEM(tty_names))
 		return -EINVAL;
-	if (c->root == INITCFG_ROOT_9P_OVERLAY ? !str_ok(c->root_tag) || !c->root_tag[0] :
-						 c->root_tag && c->root_tag[0])
+	if (c->root == INITCFG_ROOT_9P_OVERLAY ? !str_ok(c->root_tag) || !c->root_tag[0]
+					       : c->root_tag && c->root_tag[0])
 		return -EINVAL;
 	if (c->nr_shares > INITCFG_MAX_SHARES || c->nr_modules > INITCFG_MAX_MODULES)
 		return -EINVAL;
@@ -91,7 +92,7 @@ int initcfg_check(const struct initcfg *c)
 
 struct dec {
 	struct initcfg *c;
-	bool store; /* false: first pass, only count argv and envp */
+	bool store;	   /* false: first pass, only count argv and envp */
 	size_t argc, envc; /* filled so far */
 };
 
@@ -476,8 +477,7 @@ size_t initcfg_stdin_encode(const uint8_t *in, size_t n, uint8_t *out)
 	return o;
 }
 
-size_t initcfg_stdin_decode(struct initcfg_stdin_dec *d, const uint8_t *in, size_t n,
-			    uint8_t *out)
+size_t initcfg_stdin_decode(struct initcfg_stdin_dec *d, const uint8_t *in, size_t n, uint8_t *out)
 {
 	size_t o = 0;
 

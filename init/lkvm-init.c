@@ -168,7 +168,8 @@ static void mount_late(void)
 	for (size_t i = 0; i < sizeof(late_mounts) / sizeof(late_mounts[0]); i++)
 		if (!late_mounts[i].own_root || cfg.root == INITCFG_ROOT_INITRAMFS)
 			mount_or_fail(LKVM_STAGE_MOUNT, late_mounts[i].src, late_mounts[i].dst,
-				      late_mounts[i].type, late_mounts[i].flags, late_mounts[i].opts);
+				      late_mounts[i].type, late_mounts[i].flags,
+				      late_mounts[i].opts);
 	for (size_t i = 0; i < sizeof(dev_links) / sizeof(dev_links[0]); i++)
 		if (symlink(dev_links[i].target, dev_links[i].path) && errno != EEXIST)
 			fail(LKVM_STAGE_MOUNT, errno, dev_links[i].path);
@@ -333,8 +334,8 @@ static char **make_env(const char *cwd, bool shell)
 	return env;
 }
 
-static void __attribute__((noreturn)) exec_cmd(const struct consoles *con, int in, char **argv,
-					       char **env)
+static void __attribute__((noreturn))
+exec_cmd(const struct consoles *con, int in, char **argv, char **env)
 {
 	int e;
 

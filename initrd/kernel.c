@@ -14,7 +14,7 @@
 /* Below dir, in order; the last rule (/boot) is kernel_find's own. */
 static const struct {
 	const char *rule; /* what the user is told */
-	const char *rel; /* below dir */
+	const char *rel;  /* below dir */
 } tree_rules[] = {
 	{ "./bzImage", "bzImage" },
 	{ "./arch/x86/boot/bzImage", "arch/x86/boot/bzImage" },
@@ -35,8 +35,8 @@ int kernel_find(const char *dir, const char *boot, const char *release, char *pa
 	int n;
 
 	for (size_t i = 0; i < ARRAY_SIZE(tree_rules); i++) {
-		n = dir ? snprintf(path, len, "%s/%s", dir, tree_rules[i].rel) :
-			  snprintf(path, len, "./%s", tree_rules[i].rel);
+		n = dir ? snprintf(path, len, "%s/%s", dir, tree_rules[i].rel)
+			: snprintf(path, len, "./%s", tree_rules[i].rel);
 		if (n < 0 || (size_t)n >= len)
 			return -ENAMETOOLONG;
 		if (is_file(path)) {

@@ -22,7 +22,7 @@ enum visit { UNSEEN, VISITING, DONE };
 
 struct mod {
 	char *name;
-	char *rel; /* below the directory (or absolute, as old modules.dep files had them) */
+	char *rel;   /* below the directory (or absolute, as old modules.dep files had them) */
 	char **deps; /* names; NULL until known */
 	size_t nr_deps;
 	bool deps_known;
@@ -78,8 +78,8 @@ static char *mod_name(const char *path, size_t n, char **rel, bool *oom)
 			*rel = malloc(n - sl + 8);
 			if (*rel)
 				snprintf(*rel, n - sl + 8, "%.*s%s", (int)(n - sl), path,
-					 mod_suffixes[i].as ? mod_suffixes[i].as :
-							      mod_suffixes[i].suffix);
+					 mod_suffixes[i].as ? mod_suffixes[i].as
+							    : mod_suffixes[i].suffix);
 		}
 		if (!name || (rel && !*rel)) {
 			free(name);
@@ -224,8 +224,8 @@ static int load_list(struct moddb *db, const char *file, int kind)
 
 static int host_path(const struct moddb *db, const struct mod *m, char *buf, size_t len)
 {
-	int n = m->rel[0] == '/' ? snprintf(buf, len, "%s", m->rel) :
-				   snprintf(buf, len, "%s/%s", db->dir, m->rel);
+	int n = m->rel[0] == '/' ? snprintf(buf, len, "%s", m->rel)
+				 : snprintf(buf, len, "%s/%s", db->dir, m->rel);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

@@ -115,7 +115,8 @@ static int key_mode(const struct opt *k, const char *v, void *base, char *err, s
 		return 0;
 	}
 	if (!strcmp(v, "user"))
-		errfmt(err, errlen, "-n mode 'user': user-mode networking is not supported (use mode=tap)");
+		errfmt(err, errlen,
+		       "-n mode 'user': user-mode networking is not supported (use mode=tap)");
 	else
 		errfmt(err, errlen, "-n mode '%s': want tap or none", v);
 	return -EINVAL;
@@ -127,7 +128,8 @@ static int key_tapif(const struct opt *k, const char *v, void *base, char *err, 
 	size_t len = strlen(v);
 
 	if (!ifname_ok(v, len)) {
-		errfmt(err, errlen, "-n %s '%s': want 1-15 characters from [A-Za-z0-9_.-]", k->name, v);
+		errfmt(err, errlen, "-n %s '%s': want 1-15 characters from [A-Za-z0-9_.-]", k->name,
+		       v);
 		return -EINVAL;
 	}
 	memcpy(o->tapif, v, len + 1);
@@ -139,7 +141,8 @@ static int key_mac(const struct opt *k, const char *v, void *base, char *err, si
 	struct net_opts *o = base;
 
 	if (net_parse_mac(v, o->guest_mac)) {
-		errfmt(err, errlen, "-n %s '%s': want six hex pairs like 52:54:00:12:34:56", k->name, v);
+		errfmt(err, errlen, "-n %s '%s': want six hex pairs like 52:54:00:12:34:56",
+		       k->name, v);
 		return -EINVAL;
 	}
 	if (o->guest_mac[0] & 1) {
@@ -176,7 +179,8 @@ static int key_script(const struct opt *k, const char *v, void *base, char *err,
 	size_t len = strlen(v);
 
 	if (len >= sizeof(o->script)) {
-		errfmt(err, errlen, "-n %s: path longer than %zu bytes", k->name, sizeof(o->script) - 1);
+		errfmt(err, errlen, "-n %s: path longer than %zu bytes", k->name,
+		       sizeof(o->script) - 1);
 		return -EINVAL;
 	}
 	memcpy(o->script, v, len + 1);
@@ -193,8 +197,10 @@ static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { 
  * `seen`. */
 enum { K_TX_TIMER = 8, K_POLL_US };
 static const struct opt net_keys[] = {
-	{ "mode", 0, OPT_FN, .fn = key_mode, .arg = "tap|none", .help = "tap (default), or none: no NIC" },
-	{ "tapif", 0, OPT_FN, .fn = key_tapif, .arg = "NAME", .help = "the tap to open or make (default: a new tapN)" },
+	{ "mode", 0, OPT_FN, .fn = key_mode, .arg = "tap|none",
+	  .help = "tap (default), or none: no NIC" },
+	{ "tapif", 0, OPT_FN, .fn = key_tapif, .arg = "NAME",
+	  .help = "the tap to open or make (default: a new tapN)" },
 	{ "guest_mac", 0, OPT_FN, .fn = key_mac, OPT_GIVEN(struct net_opts, mac_set), .arg = "MAC",
 	  .help = "the NIC's address (default 52:54:00:12:34:56)" },
 	{ "host_ip", 0, OPT_FN, .fn = key_host_ip, .arg = "IP/PREFIX",
@@ -204,7 +210,8 @@ static const struct opt net_keys[] = {
 	{ "ioeventfd", 0, OPT_CHOICE, NET(ioeventfd), .choices = on_off,
 	  .help = "off: every notify traps to the vCPU thread" },
 	{ "queues", 0, OPT_UINT, NET(queue_pairs), .min = 1, .max = NET_MAX_QUEUE_PAIRS,
-	  .bad = "want a number from", .help = "queue pairs, 1 to " STR(NET_MAX_QUEUE_PAIRS) " (default 1)" },
+	  .bad = "want a number from",
+	  .help = "queue pairs, 1 to " STR(NET_MAX_QUEUE_PAIRS) " (default 1)" },
 	{ "tx", 0, OPT_CHOICE, NET(tx_mode), .choices = net_tx_choices,
 	  .help = "TX wake-ups: kick drains on every notify\n"
 		  "(default); timer keeps notifies off for\n"
@@ -212,14 +219,14 @@ static const struct opt net_keys[] = {
 		  "keeps polling the ring after draining, for an\n"
 		  "adaptive window of at most poll_us, yielding\n"
 		  "the CPU between looks" },
-	[K_TX_TIMER] = { "tx_timer_us", 0, OPT_UINT, NET(tx_timer_us), .min = 1, .max = NET_TX_US_MAX,
-			 .bad = "want microseconds from",
-			 .help = "tx=timer's hold, 1 to " STR(NET_TX_US_MAX) " (default "
-				 STR(NET_TX_TIMER_US_DEFAULT) ")" },
+	[K_TX_TIMER] = { "tx_timer_us", 0, OPT_UINT, NET(tx_timer_us), .min = 1,
+			 .max = NET_TX_US_MAX, .bad = "want microseconds from",
+			 .help = "tx=timer's hold, 1 to " STR(NET_TX_US_MAX) " (default " STR(
+				 NET_TX_TIMER_US_DEFAULT) ")" },
 	[K_POLL_US] = { "poll_us", 0, OPT_UINT, NET(poll_us), .min = 1, .max = NET_TX_US_MAX,
 			.bad = "want microseconds from",
-			.help = "tx=poll's longest window, 1 to " STR(NET_TX_US_MAX) " (default "
-				STR(NET_POLL_US_DEFAULT) ")" },
+			.help = "tx=poll's longest window, 1 to " STR(
+				NET_TX_US_MAX) " (default " STR(NET_POLL_US_DEFAULT) ")" },
 	{ "trans", 0, OPT_CHOICE, NET(trans), OPT_GIVEN(struct net_opts, trans_set),
 	  .choices = virtio_trans_choices, .help = "the transport (default: --virtio-transport)" },
 	{ .kind = OPT_END },
@@ -264,7 +271,8 @@ int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen
 		return -EINVAL;
 	}
 	if ((seen & (1u << K_POLL_US)) && o->tx_mode != NET_TX_POLL) {
-		errfmt(err, errlen, "-n poll_us: only with tx=poll (tx is %s)", net_tx_mode_name(o->tx_mode));
+		errfmt(err, errlen, "-n poll_us: only with tx=poll (tx is %s)",
+		       net_tx_mode_name(o->tx_mode));
 		return -EINVAL;
 	}
 	return 0;

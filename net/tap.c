@@ -143,11 +143,15 @@ static int tap_open_one(char name[IFNAMSIZ], bool multi, char *err, size_t errle
 		if (e == EPERM || e == EACCES)
 			return perm_error(e, "creating or attaching a tap", err, errlen);
 		if (e == EBUSY)
-			errfmt(err, errlen, "tap '%s': busy (attached elsewhere, or its "
-			       "multiqueue flag differs)", name);
+			errfmt(err, errlen,
+			       "tap '%s': busy (attached elsewhere, or its "
+			       "multiqueue flag differs)",
+			       name);
 		else if (e == EINVAL)
-			errfmt(err, errlen, "tap '%s': exists with other flags (not a tap, or "
-			       "without vnet_hdr/multi_queue)", name);
+			errfmt(err, errlen,
+			       "tap '%s': exists with other flags (not a tap, or "
+			       "without vnet_hdr/multi_queue)",
+			       name);
 		else
 			errfmt(err, errlen, "tap '%s': TUNSETIFF: %s", name[0] ? name : "(new)",
 			       strerror(e));
@@ -266,8 +270,7 @@ static int run_script(const char *script, const char *ifname, char *err, size_t 
 	return -EIO;
 }
 
-int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char *err,
-		 size_t errlen)
+int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char *err, size_t errlen)
 {
 	char name[IFNAMSIZ];
 	int fds[NET_MAX_QUEUE_PAIRS];
@@ -284,8 +287,8 @@ int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char 
 	/* Without CAP_NET_ADMIN only an existing tap owned by us can be attached, and only
 	 * if it needs no address; say so plainly rather than surface a bare EPERM. */
 	if (!have_net_admin() && (!o->tapif[0] || o->host_ip[0]))
-		return perm_error(EPERM, o->tapif[0] ? "assigning host_ip" : "creating a tap",
-				  err, errlen);
+		return perm_error(EPERM, o->tapif[0] ? "assigning host_ip" : "creating a tap", err,
+				  errlen);
 
 	memset(name, 0, sizeof(name));
 	memcpy(name, o->tapif, IFNAMSIZ - 1);

@@ -97,7 +97,8 @@ int p9_share_parse(struct p9_shares *s, const char *arg, char *err, size_t errle
 		errfmt(err, errlen, "--share '%s': %s", arg, why);
 		return ret;
 	}
-	if (opt_parse_kv(&p9_share_opt_set, arg + strcspn(arg, ","), arg, sh, NULL, err, errlen) < 0)
+	if (opt_parse_kv(&p9_share_opt_set, arg + strcspn(arg, ","), arg, sh, NULL, err, errlen) <
+	    0)
 		return -EINVAL;
 	s->nr++;
 	return 0;

@@ -50,11 +50,11 @@
 #define RESOLVE_FLAGS (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 #define P9_TBUF_SIZE 8192 /* largest body we parse: Tsymlink with a PATH_MAX target is ~4.4 KiB */
 #define P9_IOHDR (P9_HDR_SIZE + 4) /* Rread/Rreaddir: header + count[4] */
-#define P9_TWRITE_FIXED 16  /* Twrite: fid[4] offset[8] count[4], then the data */
+#define P9_TWRITE_FIXED 16	   /* Twrite: fid[4] offset[8] count[4], then the data */
 #define P9_QID_SIZE 13
-#define P9_QID_DEVS 255     /* host devices given their own qid.path prefix */
+#define P9_QID_DEVS 255 /* host devices given their own qid.path prefix */
 #define P9_QID_INO_BITS 48
-#define P9_UP_MAX 4096      /* directory levels a ".." check climbs before refusing */
+#define P9_UP_MAX 4096 /* directory levels a ".." check climbs before refusing */
 
 enum fid_kind { FID_FREE, FID_FILE, FID_XATTR };
 
@@ -86,9 +86,9 @@ struct p9_server {
 	u32 nslots, nfids, seed;
 	dev_t devs[P9_QID_DEVS];
 	u32 ndevs;
-	u8 *tbuf; /* the request body, copied once */
-	u8 *rbuf; /* the reply, built here (max_msize bytes) */
-	u8 *dbuf; /* getdents64 output (max_msize bytes) */
+	u8 *tbuf;		      /* the request body, copied once */
+	u8 *rbuf;		      /* the reply, built here (max_msize bytes) */
+	u8 *dbuf;		      /* getdents64 output (max_msize bytes) */
 	struct iovec iov[P9_MAX_IOV]; /* Tread/Twrite data, as a slice of the transport's buffers */
 	struct p9_stats st;
 };
@@ -106,7 +106,7 @@ struct p9_call {
 	bool out_over;
 	const struct iovec *req, *resp;
 	int req_cnt, resp_cnt;
-	size_t body; /* the request body's length as its size field says */
+	size_t body;	 /* the request body's length as its size field says */
 	size_t data_len; /* reply bytes written straight into resp after out (Rread data) */
 };
 
@@ -333,10 +333,10 @@ static void proc_name(char buf[16], int fd)
 
 /* File systems that are kernel interfaces, not files: opaque when met inside a share. */
 static const long kernel_fs_types[] = {
-	PROC_SUPER_MAGIC,  SYSFS_MAGIC,	  DEBUGFS_MAGIC,      TRACEFS_MAGIC,
-	SECURITYFS_MAGIC,  BPF_FS_MAGIC,  CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC,
-	EFIVARFS_MAGIC,	   PSTOREFS_MAGIC, SELINUX_MAGIC,     SMACK_MAGIC,
-	BINFMTFS_MAGIC,	   DEVPTS_SUPER_MAGIC, NSFS_MAGIC,    0x62656570 /* configfs */,
+	PROC_SUPER_MAGIC,	  SYSFS_MAGIC,	      DEBUGFS_MAGIC,	  TRACEFS_MAGIC,
+	SECURITYFS_MAGIC,	  BPF_FS_MAGIC,	      CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC,
+	EFIVARFS_MAGIC,		  PSTOREFS_MAGIC,     SELINUX_MAGIC,	  SMACK_MAGIC,
+	BINFMTFS_MAGIC,		  DEVPTS_SUPER_MAGIC, NSFS_MAGIC,	  0x62656570 /* configfs */,
 	0x65735543 /* fusectl */,
 };
 
@@ -648,7 +648,7 @@ static int op_attach(struct p9_call *c)
 	u16 len;
 	int ret;
 
-	get32(c); /* afid: no authentication */
+	get32(c);	  /* afid: no authentication */
 	get_str(c, &len); /* uname, aname, n_uname: the host's credentials apply (p9.h) */
 	get_str(c, &len);
 	get32(c);
@@ -959,7 +959,7 @@ static int op_symlink(struct p9_call *c)
 
 	get_name(c, name, false);
 	get_cstr(c, target, PATH_MAX - 1, false); /* only text to us: we never follow it */
-	get32(c); /* gid */
+	get32(c);				  /* gid */
 	f = fid_req(c, dfid, FID_INSIDE, &ret);
 	if (!f)
 		return ret;
@@ -1274,8 +1274,8 @@ static ssize_t io_iov(struct p9_server *s, const struct p9_io *io, const struct 
 		      size_t at, bool write)
 {
 	int n = iov_slice(s, iov, cnt, at, io->count);
-	ssize_t done = write ? pwritev(io->f->ofd, s->iov, n, io->off) :
-			       preadv(io->f->ofd, s->iov, n, io->off);
+	ssize_t done = write ? pwritev(io->f->ofd, s->iov, n, io->off)
+			     : preadv(io->f->ofd, s->iov, n, io->off);
 
 	return done < 0 ? neg_errno() : done;
 }

@@ -79,7 +79,8 @@ static void mirror_stats(struct virtio_9p *p)
 
 static bool still_serving(struct virtio_9p *p)
 {
-	return atomic_load_explicit(&p->serving, memory_order_relaxed) && !worker_leaving(&p->worker);
+	return atomic_load_explicit(&p->serving, memory_order_relaxed) &&
+	       !worker_leaving(&p->worker);
 }
 
 /* Answer one chain. false: the transport cannot use it (NEEDS_RESET set). */
@@ -94,7 +95,8 @@ static bool answer(struct virtio_9p *p, struct vq_elem *e, u64 *moved)
 		/* Not even an Rlerror fits, or the size field lies about the chain: nothing
 		 * to answer with, so the driver must reset (p9.h). */
 		atomic_fetch_add_explicit(&q->stats.drops, 1, memory_order_relaxed);
-		virtio_set_needs_reset(&p->vdev, "virtio-9p: request chain without a usable 9P message");
+		virtio_set_needs_reset(&p->vdev,
+				       "virtio-9p: request chain without a usable 9P message");
 		return false;
 	}
 	mirror_stats(p);
@@ -290,7 +292,8 @@ static u32 fid_budget(int n)
 	per = rl.rlim_cur > FD_RESERVE ? (u64)(rl.rlim_cur - FD_RESERVE) / (2 * (u64)n) : 0;
 	if (per < P9_FIDS_DEFAULT)
 		pr_debug("virtio-9p: %llu descriptors allowed (RLIMIT_NOFILE): %llu fids per share",
-			 (unsigned long long)rl.rlim_cur, (unsigned long long)MAX(per, (u64)P9_FIDS_FLOOR));
+			 (unsigned long long)rl.rlim_cur,
+			 (unsigned long long)MAX(per, (u64)P9_FIDS_FLOOR));
 	return (u32)MAX(MIN(per, (u64)P9_FIDS_DEFAULT), (u64)P9_FIDS_FLOOR);
 }
 
@@ -335,8 +338,8 @@ int virtio_9p_create(struct kvm *kvm, const struct p9_share *share, bool bare, u
 	}
 	ret = bare ? virtio_device_init(&p->vdev, kvm, 1, QUEUE_SIZE)
 		   : virtio_device_attach(kvm, &p->vdev,
-					  share->trans_set ? share->trans : kvm->cfg.virtio_trans, 1,
-					  QUEUE_SIZE);
+					  share->trans_set ? share->trans : kvm->cfg.virtio_trans,
+					  1, QUEUE_SIZE);
 	if (ret < 0) {
 		errfmt(err, errlen, "%s", strerror(-ret));
 		goto fail;
@@ -390,7 +393,8 @@ void virtio_9p_stats(struct virtio_9p *p, struct stats_visitor *v)
 	v->counter(v, "errors", atomic_load_explicit(&p->errors, memory_order_relaxed));
 	v->counter(v, "read_bytes", atomic_load_explicit(&p->read_bytes, memory_order_relaxed));
 	v->counter(v, "write_bytes", atomic_load_explicit(&p->write_bytes, memory_order_relaxed));
-	v->counter(v, "malformed", atomic_load_explicit(&p->vdev.q[0].stats.drops, memory_order_relaxed));
+	v->counter(v, "malformed",
+		   atomic_load_explicit(&p->vdev.q[0].stats.drops, memory_order_relaxed));
 	v->group(v, "fids");
 	v->counter(v, "in_use", atomic_load_explicit(&p->fids, memory_order_relaxed));
 	v->counter(v, "limit", atomic_load_explicit(&p->max_fids, memory_order_relaxed));

@@ -47,12 +47,12 @@ struct blk_req {
 	struct iocb iocb;
 	u16 head;
 	u32 type;
-	u8 *status;         /* the chain's last writable byte */
-	u64 off, len;       /* byte offset in the image, data bytes */
-	struct iovec *iov;  /* the guest's data buffers (malloc'd copy of the chain's) */
+	u8 *status;	   /* the chain's last writable byte */
+	u64 off, len;	   /* byte offset in the image, data bytes */
+	struct iovec *iov; /* the guest's data buffers (malloc'd copy of the chain's) */
 	int niov;
-	void *bounce;       /* aligned copy for O_DIRECT when the guest's buffers are not */
-	u64 bounce_len;     /* its size, counted in bounce_held */
+	void *bounce;	/* aligned copy for O_DIRECT when the guest's buffers are not */
+	u64 bounce_len; /* its size, counted in bounce_held */
 	struct iovec biov;
 	int next_free;
 };
@@ -62,14 +62,14 @@ struct virtio_blk {
 	struct kvm *kvm;
 	int fd;
 	bool ro, direct;
-	u32 dio_align;      /* O_DIRECT buffer and length alignment */
+	u32 dio_align; /* O_DIRECT buffer and length alignment */
 	enum blk_io io;
-	u64 size;           /* image bytes exposed (whole sectors) */
+	u64 size; /* image bytes exposed (whole sectors) */
 	struct virtio_blk_config cfg;
 	char id[VIRTIO_BLK_ID_BYTES];
 
 	io_context_t ctx;
-	int aio_efd;        /* io_set_eventfd: one count per completion */
+	int aio_efd;	      /* io_set_eventfd: one count per completion */
 	struct worker worker; /* the queue thread */
 
 	/* Owned by the queue thread while it runs. */
@@ -77,12 +77,12 @@ struct virtio_blk {
 	int free_head;
 	int inflight;
 	bool broken;
-	u16 pending;        /* used elements filled, not yet flushed */
+	u16 pending; /* used elements filled, not yet flushed */
 	struct vq_elem *elem;
 	struct iocb *batch[NR_REQS];
 	int nbatch;
 	struct blk_req *waiting; /* handled, waiting for bounce memory (the last chain taken) */
-	u64 bounce_held;    /* bytes of bounce buffers allocated now (<= BOUNCE_MAX) */
+	u64 bounce_held;	 /* bytes of bounce buffers allocated now (<= BOUNCE_MAX) */
 
 	/* For --stats (written by the queue thread, read by anyone). */
 	atomic_ullong bounce_now, bounce_peak, bounce_waits;
@@ -157,7 +157,8 @@ static void complete(struct virtio_blk *b, struct blk_req *r, u8 status)
 	*r->status = status;
 	stat_add(&q->stats.packets, 1);
 	if (status == VIRTIO_BLK_S_OK)
-		stat_add(&q->stats.bytes, r->type == VIRTIO_BLK_T_IN || r->type == VIRTIO_BLK_T_OUT ? r->len : 0);
+		stat_add(&q->stats.bytes,
+			 r->type == VIRTIO_BLK_T_IN || r->type == VIRTIO_BLK_T_OUT ? r->len : 0);
 	else
 		stat_add(&q->stats.drops, 1);
 	vq_fill(&q->vq, r->head, used, b->pending++);
@@ -193,7 +194,8 @@ static struct iovec *sub_iov(const struct iovec *src, int n, u64 off, u64 len, i
 static bool aligned(const struct virtio_blk *b, const struct blk_req *r)
 {
 	for (int i = 0; i < r->niov; i++)
-		if ((uintptr_t)r->iov[i].iov_base % b->dio_align || r->iov[i].iov_len % b->dio_align)
+		if ((uintptr_t)r->iov[i].iov_base % b->dio_align ||
+		    r->iov[i].iov_len % b->dio_align)
 			return false;
 	return true;
 }
@@ -251,7 +253,8 @@ static u8 do_sync(struct virtio_blk *b, struct blk_req *r)
 				skip -= iov[i].iov_len;
 				continue;
 			}
-			rest[k++] = (struct iovec){ (u8 *)iov[i].iov_base + skip, iov[i].iov_len - skip };
+			rest[k++] = (struct iovec){ (u8 *)iov[i].iov_base + skip,
+						    iov[i].iov_len - skip };
 			skip = 0;
 		}
 		got = r->type == VIRTIO_BLK_T_IN ? preadv(b->fd, rest, k, (off_t)(r->off + done))
@@ -409,7 +412,8 @@ static bool handle(struct virtio_blk *b, const struct vq_elem *e, struct blk_req
 	r->len = data_len;
 	/* Whole sectors, inside the image, no overflow; writes only when writable. */
 	if (!r->iov || data_len % SECTOR || data_len > MAX_REQ_BYTES || sector > b->size / SECTOR ||
-	    !range_ok(sector * SECTOR, data_len, b->size) || (r->type == VIRTIO_BLK_T_OUT && b->ro)) {
+	    !range_ok(sector * SECTOR, data_len, b->size) ||
+	    (r->type == VIRTIO_BLK_T_OUT && b->ro)) {
 		complete(b, r, VIRTIO_BLK_S_IOERR);
 		return true;
 	}
@@ -460,7 +464,8 @@ static void drain(struct virtio_blk *b)
 				break;
 			if (ret < 0) {
 				b->broken = true;
-				virtio_set_needs_reset(&b->vdev, "virtio-blk: malformed descriptor chain");
+				virtio_set_needs_reset(&b->vdev,
+						       "virtio-blk: malformed descriptor chain");
 				goto out;
 			}
 			worked = true;
@@ -468,7 +473,9 @@ static void drain(struct virtio_blk *b)
 			if (!handle(b, b->elem, r)) {
 				req_put(b, r);
 				b->broken = true;
-				virtio_set_needs_reset(&b->vdev, "virtio-blk: request without header or status byte");
+				virtio_set_needs_reset(
+					&b->vdev,
+					"virtio-blk: request without header or status byte");
 				goto out;
 			}
 			if (b->waiting) {
@@ -609,7 +616,9 @@ static const struct virtio_dev_ops virtio_blk_ops = {
 /* ---- options ---- */
 
 static const struct opt_choice aio_choices[] = {
-	{ "libaio", BLK_IO_LIBAIO }, { "sync", BLK_IO_SYNC }, { NULL, 0 },
+	{ "libaio", BLK_IO_LIBAIO },
+	{ "sync", BLK_IO_SYNC },
+	{ NULL, 0 },
 };
 static const struct opt_choice direct_choices[] = { { "on", false }, { "off", true }, { NULL, 0 } };
 
@@ -669,7 +678,8 @@ static void open_image(struct virtio_blk *b, const struct blk_opts *o)
 #ifdef STATX_DIOALIGN
 		struct statx sx;
 
-		if (statx(AT_FDCWD, o->path, 0, STATX_DIOALIGN, &sx) == 0 && (sx.stx_mask & STATX_DIOALIGN)) {
+		if (statx(AT_FDCWD, o->path, 0, STATX_DIOALIGN, &sx) == 0 &&
+		    (sx.stx_mask & STATX_DIOALIGN)) {
 			if (!sx.stx_dio_offset_align || sx.stx_dio_offset_align > SECTOR)
 				goto buffered; /* the file system cannot do 512-byte direct I/O */
 			b->dio_align = MAX(sx.stx_dio_mem_align, sx.stx_dio_offset_align);
@@ -750,8 +760,8 @@ fail:
 	return ret;
 }
 
-int virtio_blk_create_bare(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out, char *err,
-			   size_t errlen)
+int virtio_blk_create_bare(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out,
+			   char *err, size_t errlen)
 {
 	int ret = blk_alloc(kvm, o, out, err, errlen);
 
@@ -774,7 +784,8 @@ int virtio_blk_create(struct kvm *kvm, const struct blk_opts *o, struct virtio_b
 		return ret;
 	ret = virtio_device_attach(kvm, &(*out)->vdev, o->trans, 1, VIRTIO_BLK_QUEUE_SIZE);
 	if (ret < 0) {
-		errfmt(err, errlen, "virtio-blk: %s transport: %s", virtio_trans_name(o->trans), strerror(-ret));
+		errfmt(err, errlen, "virtio-blk: %s transport: %s", virtio_trans_name(o->trans),
+		       strerror(-ret));
 		virtio_blk_destroy(*out);
 		*out = NULL;
 	}

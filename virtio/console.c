@@ -33,17 +33,17 @@
 struct virtio_console {
 	struct virtio_device vdev;
 	struct kvm *kvm;
-	int in_fd;           /* eventfd: input was queued */
+	int in_fd;	      /* eventfd: input was queued */
 	struct worker worker; /* the queue thread */
 	/* Terminal input not yet given to the guest (term thread writes, queue thread reads). */
 	pthread_mutex_t in_lock;
 	u8 in[IN_BUF];
 	size_t in_head, in_len;
 	bool broken[2];
-	struct vq_elem *elem;     /* RX */
-	struct vq_elem *tx_elem;  /* the TX chain being written, while tx_busy */
+	struct vq_elem *elem;	 /* RX */
+	struct vq_elem *tx_elem; /* the TX chain being written, while tx_busy */
 	bool tx_busy;
-	u64 tx_off;               /* its bytes written so far */
+	u64 tx_off; /* its bytes written so far */
 	virtio_console_out_fn out;
 };
 
@@ -51,7 +51,7 @@ static void broken(struct virtio_console *c, int qi)
 {
 	c->broken[qi] = true;
 	virtio_set_needs_reset(&c->vdev, qi == RXQ ? "virtio-console rx: malformed chain"
-						 : "virtio-console tx: malformed chain");
+						   : "virtio-console tx: malformed chain");
 }
 
 static bool stopping(struct virtio_console *c)
@@ -95,13 +95,16 @@ static bool tx_drain(struct virtio_console *c)
 
 				if (!budget || stopping(c))
 					return true;
-				n = iov_from(e->iov, e->out_num, c->tx_off, buf, (size_t)MIN(budget, sizeof(buf)));
+				n = iov_from(e->iov, e->out_num, c->tx_off, buf,
+					     (size_t)MIN(budget, sizeof(buf)));
 				c->out(c->kvm, buf, n);
 				c->tx_off += n;
 				budget -= n;
 			}
-			atomic_fetch_add_explicit(&c->vdev.q[TXQ].stats.packets, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&c->vdev.q[TXQ].stats.bytes, e->out_len, memory_order_relaxed);
+			atomic_fetch_add_explicit(&c->vdev.q[TXQ].stats.packets, 1,
+						  memory_order_relaxed);
+			atomic_fetch_add_explicit(&c->vdev.q[TXQ].stats.bytes, e->out_len,
+						  memory_order_relaxed);
 			c->tx_busy = false;
 			vq_push(vq, e->head, 0);
 			virtio_notify_queue(&c->vdev, TXQ);
@@ -135,7 +138,8 @@ static void rx_fill(struct virtio_console *c)
 		}
 		while (c->in_len && done < c->elem->in_len) {
 			size_t run = MIN(c->in_len, IN_BUF - c->in_head);
-			size_t n = iov_to(c->elem->iov + c->elem->out_num, c->elem->in_num, done, c->in + c->in_head, run);
+			size_t n = iov_to(c->elem->iov + c->elem->out_num, c->elem->in_num, done,
+					  c->in + c->in_head, run);
 
 			if (!n)
 				break;
@@ -184,8 +188,9 @@ static void console_thread(void *arg)
 		}
 		for (int i = 1; i < 4; i++) {
 			if (p[i].revents && read(p[i].fd, &v, sizeof(v)) == sizeof(v) && i < 3)
-				atomic_fetch_add_explicit(&c->vdev.q[i == 1 ? TXQ : RXQ].stats.kicks, v,
-							  memory_order_relaxed);
+				atomic_fetch_add_explicit(
+					&c->vdev.q[i == 1 ? TXQ : RXQ].stats.kicks, v,
+					memory_order_relaxed);
 		}
 		if (p[1].revents || more)
 			more = tx_drain(c);
@@ -244,8 +249,8 @@ static const struct virtio_dev_ops virtio_console_ops = {
 	.stop = con_stop,
 };
 
-int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_console_out_fn out, bool bare,
-			  struct virtio_console **outp)
+int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_console_out_fn out,
+			  bool bare, struct virtio_console **outp)
 {
 	struct virtio_console *c = calloc(1, sizeof(*c));
 	int ret;

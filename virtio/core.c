@@ -196,9 +196,11 @@ static void ioevents_assign(struct virtio_device *vdev)
 			if (ret == 0)
 				q->ioev[q->nioev++] = ev[i];
 			else
-				pr_debug_rl(&vdev->log_rl, "virtio %s: KVM_IOEVENTFD queue %d at 0x%llx len %u: %s",
-					    vdev->tops->name, qi, (unsigned long long)ev[i].addr,
-					    ev[i].len, strerror(-ret));
+				pr_debug_rl(
+					&vdev->log_rl,
+					"virtio %s: KVM_IOEVENTFD queue %d at 0x%llx len %u: %s",
+					vdev->tops->name, qi, (unsigned long long)ev[i].addr,
+					ev[i].len, strerror(-ret));
 		}
 	}
 }
@@ -410,7 +412,8 @@ void virtio_reg_write(struct virtio_device *vdev, enum virtio_reg r, u32 v)
 		vdev->gfselect = v;
 		break;
 	case VREG_DRIVER_FEATURES:
-		if (!(atomic_load(&vdev->status) & VIRTIO_CONFIG_S_FEATURES_OK) && vdev->gfselect < 2)
+		if (!(atomic_load(&vdev->status) & VIRTIO_CONFIG_S_FEATURES_OK) &&
+		    vdev->gfselect < 2)
 			set_half(&vdev->driver_features, vdev->gfselect, v);
 		break;
 	case VREG_STATUS:

@@ -22,8 +22,8 @@ struct virtio_mmio {
 	int slot;
 	u64 base;
 	u32 irq;
-	int irq_efd;       /* signalled after InterruptStatus bits were set */
-	bool irqfd_bound;  /* irq_efd is a KVM_IRQFD on irq */
+	int irq_efd;	  /* signalled after InterruptStatus bits were set */
+	bool irqfd_bound; /* irq_efd is a KVM_IRQFD on irq */
 };
 
 /* ---- Interrupts ---- */
@@ -52,7 +52,10 @@ static int vm_doorbells(struct virtio_device *vdev, int qi, struct kvm_ioevent *
 	struct virtio_mmio *vm = vdev->transport;
 
 	out[0] = (struct kvm_ioevent){
-		.addr = vm->base + VIRTIO_MMIO_QUEUE_NOTIFY, .len = 4, .match = true, .data = (u64)qi,
+		.addr = vm->base + VIRTIO_MMIO_QUEUE_NOTIFY,
+		.len = 4,
+		.match = true,
+		.data = (u64)qi,
 	};
 	return 1;
 }
@@ -87,9 +90,18 @@ struct vm_reg {
 	void (*write)(struct virtio_mmio *vm, u8 arg, u32 v);
 };
 
-#define CORE_RO(r) { VREG_READ, r, NULL, NULL }
-#define CORE_WO(r) { VREG_WRITE, r, NULL, NULL }
-#define CORE_RW(r) { VREG_READ | VREG_WRITE, r, NULL, NULL }
+#define CORE_RO(r)                       \
+	{                                \
+		VREG_READ, r, NULL, NULL \
+	}
+#define CORE_WO(r)                        \
+	{                                 \
+		VREG_WRITE, r, NULL, NULL \
+	}
+#define CORE_RW(r)                                    \
+	{                                             \
+		VREG_READ | VREG_WRITE, r, NULL, NULL \
+	}
 
 /* Indexed by offset / 4; QueueNotify is handled before (without the lock). */
 static const struct vm_reg regs[VIRTIO_MMIO_CONFIG / 4] = {
@@ -184,9 +196,12 @@ int virtio_mmio_slots(struct kvm *kvm, struct virtio_mmio_slot *out)
 		struct virtio_mmio *vm = slot_of(kvm, i);
 
 		if (vm)
-			out[n++] = (struct virtio_mmio_slot){ .slot = i, .addr = vm->base,
-							      .size = VIRTIO_MMIO_SIZE, .irq = vm->irq,
-							      .device_id = vm->vdev->ops->device_id };
+			out[n++] =
+				(struct virtio_mmio_slot){ .slot = i,
+							   .addr = vm->base,
+							   .size = VIRTIO_MMIO_SIZE,
+							   .irq = vm->irq,
+							   .device_id = vm->vdev->ops->device_id };
 	}
 	return n;
 }
@@ -236,7 +251,11 @@ int virtio_mmio_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 	if (!vm)
 		return -ENOMEM;
 	*vm = (struct virtio_mmio){
-		.vdev = vdev, .kvm = kvm, .slot = slot, .irq = irqs[slot], .irq_efd = -1,
+		.vdev = vdev,
+		.kvm = kvm,
+		.slot = slot,
+		.irq = irqs[slot],
+		.irq_efd = -1,
 		.base = slot_base(slot),
 	};
 	ret = virtio_transport_init(vdev, kvm, nr_queues, queue_max_size, &vm_tops, vm);
@@ -246,7 +265,8 @@ int virtio_mmio_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 	}
 	ret = irq_setup(vm);
 	if (!ret)
-		ret = io_bus_register(&kvm->mmio, vm->base, VIRTIO_MMIO_SIZE, vm_io, vm, "virtio-mmio");
+		ret = io_bus_register(&kvm->mmio, vm->base, VIRTIO_MMIO_SIZE, vm_io, vm,
+				      "virtio-mmio");
 	if (ret < 0) {
 		virtio_transport_exit(vdev);
 		free(vm);
@@ -274,8 +294,8 @@ int virtio_mmio_cmdline(struct kvm *kvm, char *buf, size_t len)
 	if (at >= len)
 		return -E2BIG;
 	for (int i = 0; i < nr; i++) {
-		int n = snprintf(buf + at, len - at, " virtio_mmio.device=0x%x@0x%llx:%u", slots[i].size,
-				 (unsigned long long)slots[i].addr, slots[i].irq);
+		int n = snprintf(buf + at, len - at, " virtio_mmio.device=0x%x@0x%llx:%u",
+				 slots[i].size, (unsigned long long)slots[i].addr, slots[i].irq);
 
 		if (n < 0 || (size_t)n >= len - at)
 			return -E2BIG;

@@ -24,11 +24,11 @@
 #include "lkvm/virtio-net.h"
 
 #define HDR_LEN NET_VNET_HDR_LEN
-#define MAX_FRAME 65550                  /* 64 KiB GSO payload + Ethernet and VLAN headers */
-#define MAX_PKT (HDR_LEN + MAX_FRAME)   /* header + largest frame, in either direction */
-#define BATCH 64                        /* TX: chains per flush; RX: frames per wake-up */
-#define RX_MAX_CHAINS 64                /* mergeable buffers one frame may span */
-#define RX_MAX_IOV 1024                 /* IOV_MAX: iovecs one recv may take */
+#define MAX_FRAME 65550		      /* 64 KiB GSO payload + Ethernet and VLAN headers */
+#define MAX_PKT (HDR_LEN + MAX_FRAME) /* header + largest frame, in either direction */
+#define BATCH 64		      /* TX: chains per flush; RX: frames per wake-up */
+#define RX_MAX_CHAINS 64	      /* mergeable buffers one frame may span */
+#define RX_MAX_IOV 1024		      /* IOV_MAX: iovecs one recv may take */
 #define NUM_BUFFERS_OFF offsetof(struct virtio_net_hdr_v1, num_buffers)
 /* RX without peek_len: chains + spill always offer one byte more than the largest
  * frame, so a result of SPILL_CAP bytes can only mean a frame that was cut. */
@@ -44,9 +44,9 @@ enum worker_kind { W_RX, W_TX, W_CTL };
 
 /* What an RX thread waits for next. */
 enum rx_wait {
-	RX_WAIT_FRAME,   /* the guest may have buffers: wait for the backend (and count kicks) */
+	RX_WAIT_FRAME,	 /* the guest may have buffers: wait for the backend (and count kicks) */
 	RX_WAIT_BUFFERS, /* ring empty, notifications on: wait for the guest's kick */
-	RX_WAIT_DEAD,    /* queue broken: wait for stop only */
+	RX_WAIT_DEAD,	 /* queue broken: wait for stop only */
 	RX_WAIT_BACKOFF, /* the backend failed while readable: pause, then try again */
 };
 
@@ -65,11 +65,11 @@ struct rx_chain {
 struct net_worker {
 	struct virtio_net *n;
 	enum worker_kind kind;
-	int qi;      /* index in vdev->q */
-	int pair;    /* backend index */
+	int qi;	  /* index in vdev->q */
+	int pair; /* backend index */
 	char qname[24];
 	struct worker *wk; /* its thread: one of n->wk */
-	bool broken; /* the guest broke the queue: touch it no more */
+	bool broken;	   /* the guest broke the queue: touch it no more */
 	struct vq_elem *elem;
 	/* RX: chains taken from the ring but not yet used, in pop order, so that they are
 	 * always the last ones popped and vq_unpop can give them back; their writable
@@ -86,10 +86,11 @@ struct net_worker {
 	u8 *spill;
 	u64 spill_len; /* the waiting frame's length with header; 0: none */
 	u64 spill_off;
-	u16 pending; /* used elements filled, not yet flushed */
+	u16 pending;	    /* used elements filled, not yet flushed */
 	u64 poll_budget_ns; /* tx=poll: the next window's length (adapts, <= poll_max_ns) */
 	u64 poll_missed_at; /* tx=poll: start of the last window that ran out (0: none since) */
-} __attribute__((aligned(64))); /* TX and RX workers of a pair run on different CPUs: no line shared */
+} __attribute__((
+	aligned(64))); /* TX and RX workers of a pair run on different CPUs: no line shared */
 
 struct virtio_net {
 	struct virtio_device vdev;
@@ -110,19 +111,19 @@ struct virtio_net {
 
 	/* Negotiated at start. */
 	bool mrg_rxbuf;
-	atomic_int curr_pairs;  /* VQ_PAIRS_SET (recorded; every pair keeps being served) */
+	atomic_int curr_pairs; /* VQ_PAIRS_SET (recorded; every pair keeps being served) */
 	atomic_bool promisc, allmulti;
 	/* The host side went away (the tap was deleted under us): link down, said once. */
 	atomic_bool backend_gone;
 
 	/* TX strategy (-n tx=...), fixed at creation. */
 	enum net_tx_mode tx_mode;
-	u64 tx_timer_ns;        /* tx=timer: how long notifications stay off after a notify */
-	u64 poll_max_ns;        /* tx=poll: upper bound of a poll window */
-	bool coarse_timers;     /* the host's sleeps round up to its tick (no high-res timers) */
+	u64 tx_timer_ns;    /* tx=timer: how long notifications stay off after a notify */
+	u64 poll_max_ns;    /* tx=poll: upper bound of a poll window */
+	bool coarse_timers; /* the host's sleeps round up to its tick (no high-res timers) */
 	virtio_net_tx_hook tx_hook; /* tests: called between drain and re-enable */
 	void *tx_hook_arg;
-	struct ratelimit log_rl;    /* messages a guest (or the host network) can repeat */
+	struct ratelimit log_rl; /* messages a guest (or the host network) can repeat */
 };
 
 static inline void stat_add(atomic_ullong *c, u64 v)
@@ -422,7 +423,8 @@ static bool tx_poll(struct net_worker *w)
 		if (n->coarse_timers)
 			sched_yield();
 		else
-			clock_nanosleep(CLOCK_MONOTONIC, 0, &(struct timespec){ .tv_nsec = POLL_PAUSE_NS }, NULL);
+			clock_nanosleep(CLOCK_MONOTONIC, 0,
+					&(struct timespec){ .tv_nsec = POLL_PAUSE_NS }, NULL);
 		t = now_ns();
 	}
 	t = now_ns();
@@ -607,9 +609,10 @@ static int rx_gather(struct net_worker *w, u64 want)
 			vq_unpop(vq, 1);
 			break;
 		}
-		memcpy(&w->iov[w->nheld_iov], &e->iov[e->out_num], e->in_num * sizeof(struct iovec));
-		w->held[w->nheld++] = (struct rx_chain){ .head = e->head, .niov = e->in_num,
-							 .len = e->in_len };
+		memcpy(&w->iov[w->nheld_iov], &e->iov[e->out_num],
+		       e->in_num * sizeof(struct iovec));
+		w->held[w->nheld++] =
+			(struct rx_chain){ .head = e->head, .niov = e->in_num, .len = e->in_len };
 		w->nheld_iov += e->in_num;
 		w->held_len += e->in_len;
 	}
@@ -686,7 +689,8 @@ static int rx_one(struct net_worker *w, struct net_backend *be)
 	if (got < 0) {
 		/* Backend error: nothing was consumed that we know of; wait for readiness again. */
 		stat_add(&st->drops, 1);
-		pr_debug_rl(&w->n->log_rl, "virtio-net %s: receive: %s", w->qname, strerror((int)-got));
+		pr_debug_rl(&w->n->log_rl, "virtio-net %s: receive: %s", w->qname,
+			    strerror((int)-got));
 		return RECV_ERROR;
 	}
 	if ((u64)got < HDR_LEN) {
@@ -728,8 +732,9 @@ static enum rx_wait rx_drain(struct net_worker *w)
 
 	while (frames < BATCH && !leaving(w)) {
 		/* A frame waiting in spill comes first; its size is known. */
-		ssize_t peek = w->spill_len ? (ssize_t)w->spill_len
-			       : be->ops->peek_len ? be->ops->peek_len(be) : -ENOTSUP;
+		ssize_t peek = w->spill_len	   ? (ssize_t)w->spill_len
+			       : be->ops->peek_len ? be->ops->peek_len(be)
+						   : -ENOTSUP;
 		u64 want = peek > 0 ? MIN((u64)peek, (u64)MAX_PKT) : MAX_PKT;
 		int g, r;
 
@@ -919,7 +924,8 @@ static void ctl_one(struct net_worker *w, const struct vq_elem *e)
 	u8 ack = VIRTIO_NET_ERR;
 	const struct iovec *last;
 
-	if (e->out_len >= sizeof(h) && iov_from(e->iov, e->out_num, 0, &h, sizeof(h)) == sizeof(h)) {
+	if (e->out_len >= sizeof(h) &&
+	    iov_from(e->iov, e->out_num, 0, &h, sizeof(h)) == sizeof(h)) {
 		c.len = e->out_len - sizeof(h);
 		if (h.class < ARRAY_SIZE(ctl_handlers) && ctl_handlers[h.class])
 			ack = ctl_handlers[h.class](w->n, h.cmd, &c);
@@ -1002,9 +1008,9 @@ static u64 net_offered(const struct virtio_net *n)
 {
 	u64 f = F(VIRTIO_NET_F_MAC) | F(VIRTIO_NET_F_STATUS) | F(VIRTIO_NET_F_MRG_RXBUF) |
 		F(VIRTIO_NET_F_CSUM) | F(VIRTIO_NET_F_GUEST_CSUM) | F(VIRTIO_NET_F_HOST_TSO4) |
-		F(VIRTIO_NET_F_HOST_TSO6) | F(VIRTIO_NET_F_GUEST_TSO4) | F(VIRTIO_NET_F_GUEST_TSO6) |
-		F(VIRTIO_NET_F_CTRL_VQ) | F(VIRTIO_NET_F_CTRL_RX) | F(VIRTIO_RING_F_EVENT_IDX) |
-		F(VIRTIO_RING_F_INDIRECT_DESC);
+		F(VIRTIO_NET_F_HOST_TSO6) | F(VIRTIO_NET_F_GUEST_TSO4) |
+		F(VIRTIO_NET_F_GUEST_TSO6) | F(VIRTIO_NET_F_CTRL_VQ) | F(VIRTIO_NET_F_CTRL_RX) |
+		F(VIRTIO_RING_F_EVENT_IDX) | F(VIRTIO_RING_F_INDIRECT_DESC);
 
 	if (n->pairs > 1)
 		f |= F(VIRTIO_NET_F_MQ);
@@ -1031,7 +1037,8 @@ static bool net_features_ok(struct virtio_device *vdev, u64 f)
 	if ((f & (F(VIRTIO_NET_F_GUEST_TSO4) | F(VIRTIO_NET_F_GUEST_TSO6))) &&
 	    !(f & F(VIRTIO_NET_F_GUEST_CSUM)))
 		return false;
-	if ((f & (F(VIRTIO_NET_F_HOST_TSO4) | F(VIRTIO_NET_F_HOST_TSO6))) && !(f & F(VIRTIO_NET_F_CSUM)))
+	if ((f & (F(VIRTIO_NET_F_HOST_TSO4) | F(VIRTIO_NET_F_HOST_TSO6))) &&
+	    !(f & F(VIRTIO_NET_F_CSUM)))
 		return false;
 	if ((f & (F(VIRTIO_NET_F_CTRL_RX) | F(VIRTIO_NET_F_MQ))) && !(f & F(VIRTIO_NET_F_CTRL_VQ)))
 		return false;
@@ -1102,9 +1109,12 @@ static int worker_alloc(struct net_worker *w)
 
 static int net_worker_start(struct virtio_net *n, enum worker_kind kind, int qi, int pair)
 {
-	static const worker_fn fn[] = { [W_RX] = rx_thread, [W_TX] = tx_thread, [W_CTL] = ctl_thread };
-	static const enum sandbox_kind sb[] = { [W_RX] = SB_NET_RX, [W_TX] = SB_NET_TX,
-						[W_CTL] = SB_NET_CTL };
+	static const worker_fn fn[] = {
+		[W_RX] = rx_thread, [W_TX] = tx_thread, [W_CTL] = ctl_thread
+	};
+	static const enum sandbox_kind sb[] = {
+		[W_RX] = SB_NET_RX, [W_TX] = SB_NET_TX, [W_CTL] = SB_NET_CTL
+	};
 	static const char *const prefix[] = { [W_RX] = "rx", [W_TX] = "tx", [W_CTL] = "ctrl" };
 	struct net_worker *w;
 	char tname[32];
@@ -1180,8 +1190,10 @@ static int net_start(struct virtio_device *vdev)
 	atomic_store(&n->curr_pairs, 1);
 	net_offloads_from_features(f, &off);
 	for (int p = 0; p < n->pairs; p++) {
-		if (n->be[p]->ops->set_offloads && (ret = n->be[p]->ops->set_offloads(n->be[p], &off)) < 0) {
-			pr_warn_rl(&n->log_rl, "virtio-net: %s: setting offloads: %s", n->be[p]->ifname, strerror(-ret));
+		if (n->be[p]->ops->set_offloads &&
+		    (ret = n->be[p]->ops->set_offloads(n->be[p], &off)) < 0) {
+			pr_warn_rl(&n->log_rl, "virtio-net: %s: setting offloads: %s",
+				   n->be[p]->ifname, strerror(-ret));
 			goto out;
 		}
 	}
@@ -1253,7 +1265,8 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 
 	*out = NULL;
 	if (pairs < 1 || pairs > NET_MAX_QUEUE_PAIRS) {
-		errfmt(err, errlen, "virtio-net: %d queue pairs (1..%d)", pairs, NET_MAX_QUEUE_PAIRS);
+		errfmt(err, errlen, "virtio-net: %d queue pairs (1..%d)", pairs,
+		       NET_MAX_QUEUE_PAIRS);
 		close_backends(be, MAX(0, MIN(pairs, NET_MAX_QUEUE_PAIRS)));
 		return -EINVAL;
 	}
@@ -1333,7 +1346,8 @@ int virtio_net_create(struct kvm *kvm, const struct net_opts *o, struct net_back
 
 	if (ret < 0)
 		return ret;
-	ret = virtio_device_attach(kvm, &n->vdev, o->trans, 2 * n->pairs + 1, VIRTIO_NET_QUEUE_SIZE);
+	ret = virtio_device_attach(kvm, &n->vdev, o->trans, 2 * n->pairs + 1,
+				   VIRTIO_NET_QUEUE_SIZE);
 	if (ret < 0) {
 		errfmt(err, errlen, "virtio-net: %s transport: %s", virtio_trans_name(o->trans),
 		       strerror(-ret));
@@ -1387,7 +1401,11 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	w->kind = qi == ctl ? W_CTL : qi % 2 ? W_TX : W_RX;
 	w->pair = qi == ctl ? 0 : qi / 2;
 	w->poll_budget_ns = n->poll_max_ns;
-	snprintf(w->qname, sizeof(w->qname), qi == ctl ? "ctrl" : qi % 2 ? "tx%d" : "rx%d", w->pair);
+	snprintf(w->qname, sizeof(w->qname),
+		 qi == ctl ? "ctrl"
+		 : qi % 2  ? "tx%d"
+			   : "rx%d",
+		 w->pair);
 	n->mrg_rxbuf = vdev->features & F(VIRTIO_NET_F_MRG_RXBUF);
 	if (w->kind == W_RX && !(w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov)))) {
 		worker_destroy(&wk);

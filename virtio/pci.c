@@ -64,15 +64,15 @@ _Static_assert(CAP_PCICFG - CAP_DEVICE >= sizeof(struct virtio_pci_cap), "caps o
 _Static_assert(CAP_MSIX - CAP_PCICFG >= sizeof(struct virtio_pci_cfg_cap), "caps overlap");
 _Static_assert(PCICFG_DATA % 4 == 0, "pci-cfg data must be one dword");
 _Static_assert(VP_MSIX_PBA >= VP_MAX_VECTORS * MSIX_ENTRY_SIZE, "MSI-X table overlaps PBA");
-_Static_assert(VP_MAX_VECTORS * VP_NOTIFY_MULT <= VP_REGION_SIZE, "notify region too small");
+_Static_assert(VP_MAX_VECTORS *VP_NOTIFY_MULT <= VP_REGION_SIZE, "notify region too small");
 
 /* One MSI-X vector: the guest's table entry and what it is bound to in KVM. */
 struct vp_vector {
 	u32 addr_lo, addr_hi, data, ctrl;
-	int efd;          /* the device signals this; KVM_IRQFD-bound while unmasked */
-	int gsi;          /* -1 without a VM */
+	int efd; /* the device signals this; KVM_IRQFD-bound while unmasked */
+	int gsi; /* -1 without a VM */
 	bool irqfd_bound;
-	bool routed;      /* r_addr/r_data are in the VM's routing table */
+	bool routed; /* r_addr/r_data are in the VM's routing table */
 	u64 r_addr;
 	u32 r_data;
 };
@@ -84,17 +84,16 @@ struct virtio_pci {
 	/* Everything below is guarded by vdev->lock. */
 	u16 msix_config;
 	u16 qvec[VIRTIO_MAX_QUEUES]; /* each queue's MSI-X vector */
-	bool msix_enabled;          /* also read by device threads (atomic loads) */
+	bool msix_enabled;	     /* also read by device threads (atomic loads) */
 	int nvec;
 	bool func_mask;
 	struct vp_vector vec[VP_MAX_VECTORS];
 	u32 intx_gsi;
-	u64 ioev_base;      /* BAR 0 where the notify ioeventfds were last placed (also read
+	u64 ioev_base; /* BAR 0 where the notify ioeventfds were last placed (also read
 	                     * unlocked by the trapped-notify check) */
 	bool warned_route;
 	struct ratelimit log_rl; /* guest-triggerable messages */
 };
-
 
 static bool has_vm(const struct virtio_pci *vp)
 {
@@ -136,8 +135,8 @@ static void vec_update(struct virtio_pci *vp, int v)
 		ret = kvm_gsi_route_msi(vp->kvm, e->gsi, addr, e->data);
 		if (ret < 0) {
 			if (!vp->warned_route)
-				pr_warn("virtio-pci %02x: MSI route for vector %d: %s", vp->pci.slot,
-					v, strerror(-ret));
+				pr_warn("virtio-pci %02x: MSI route for vector %d: %s",
+					vp->pci.slot, v, strerror(-ret));
 			vp->warned_route = true;
 			return;
 		}
@@ -176,8 +175,7 @@ static void update_irq_fds(struct virtio_pci *vp)
 	struct virtio_device *vdev = vp->vdev;
 
 	for (int i = 0; i < vdev->nr_queues; i++)
-		__atomic_store_n(&vdev->q[i].irq_fd, vector_fd(vp, vp->qvec[i]),
-				 __ATOMIC_RELEASE);
+		__atomic_store_n(&vdev->q[i].irq_fd, vector_fd(vp, vp->qvec[i]), __ATOMIC_RELEASE);
 	__atomic_store_n(&vdev->config_irq_fd, vector_fd(vp, vp->msix_config), __ATOMIC_RELEASE);
 }
 
@@ -309,14 +307,20 @@ static u32 rd_qnoff(struct virtio_pci *vp, u8 a)
 
 struct cc_reg {
 	u8 width;
-	u8 core;  /* VREG_READ | VREG_WRITE: these accesses go to core register arg */
+	u8 core; /* VREG_READ | VREG_WRITE: these accesses go to core register arg */
 	u8 arg;
 	u32 (*read)(struct virtio_pci *vp, u8 arg);
 	void (*write)(struct virtio_pci *vp, u8 arg, u32 val); /* NULL: read-only */
 };
 
-#define CORE_RO(w, r) { w, VREG_READ, r, NULL, NULL }
-#define CORE_RW(w, r) { w, VREG_READ | VREG_WRITE, r, NULL, NULL }
+#define CORE_RO(w, r)                       \
+	{                                   \
+		w, VREG_READ, r, NULL, NULL \
+	}
+#define CORE_RW(w, r)                                    \
+	{                                                \
+		w, VREG_READ | VREG_WRITE, r, NULL, NULL \
+	}
 
 /* Indexed by offset; a register is reached only with its own width at its own offset. */
 static const struct cc_reg cc_regs[VP_COMMON_LEN] = {
@@ -587,17 +591,18 @@ static void build_config_space(struct virtio_pci *vp)
 	cfg[PCI_HEADER_TYPE] = 0;
 	cfg[PCI_CAPABILITY_LIST] = CAP_COMMON;
 
-	put_cap(cfg, CAP_COMMON, CAP_NOTIFY, VIRTIO_PCI_CAP_COMMON_CFG,
-		VP_COMMON * VP_REGION_SIZE, VP_COMMON_LEN, sizeof(struct virtio_pci_cap));
+	put_cap(cfg, CAP_COMMON, CAP_NOTIFY, VIRTIO_PCI_CAP_COMMON_CFG, VP_COMMON * VP_REGION_SIZE,
+		VP_COMMON_LEN, sizeof(struct virtio_pci_cap));
 	put_cap(cfg, CAP_NOTIFY, CAP_ISR, VIRTIO_PCI_CAP_NOTIFY_CFG, VP_NOTIFY * VP_REGION_SIZE,
 		(u32)vp->vdev->nr_queues * VP_NOTIFY_MULT, sizeof(struct virtio_pci_notify_cap));
 	le_store(&cfg[CAP_NOTIFY + offsetof(struct virtio_pci_notify_cap, notify_off_multiplier)],
-	       4, VP_NOTIFY_MULT);
+		 4, VP_NOTIFY_MULT);
 	put_cap(cfg, CAP_ISR, has_dev ? CAP_DEVICE : CAP_PCICFG, VIRTIO_PCI_CAP_ISR_CFG,
 		VP_ISR * VP_REGION_SIZE, 1, sizeof(struct virtio_pci_cap));
 	if (has_dev)
 		put_cap(cfg, CAP_DEVICE, CAP_PCICFG, VIRTIO_PCI_CAP_DEVICE_CFG,
-			VP_DEVICE * VP_REGION_SIZE, ops->config_size, sizeof(struct virtio_pci_cap));
+			VP_DEVICE * VP_REGION_SIZE, ops->config_size,
+			sizeof(struct virtio_pci_cap));
 	put_cap(cfg, CAP_PCICFG, CAP_MSIX, VIRTIO_PCI_CAP_PCI_CFG, 0, 0,
 		sizeof(struct virtio_pci_cfg_cap));
 	/* The window's bar, offset, length and data are the driver's to write. */
@@ -613,10 +618,16 @@ static void build_config_space(struct virtio_pci *vp)
 	d->wmask[MSIX_CTRL + 1] = (MSIX_CTRL_ENABLE | MSIX_CTRL_MASKALL) >> 8;
 
 	d->bar[VP_BAR_REGS] = (struct pci_bar){
-		.size = VP_BAR0_SIZE, .fn = vp_bar0_io, .opaque = vp, .name = "virtio-pci",
+		.size = VP_BAR0_SIZE,
+		.fn = vp_bar0_io,
+		.opaque = vp,
+		.name = "virtio-pci",
 	};
 	d->bar[VP_BAR_MSIX] = (struct pci_bar){
-		.size = VP_BAR2_SIZE, .fn = vp_msix_io, .opaque = vp, .name = "virtio-pci-msix",
+		.size = VP_BAR2_SIZE,
+		.fn = vp_msix_io,
+		.opaque = vp,
+		.name = "virtio-pci-msix",
 	};
 	d->cfg_read = vp_cfg_read;
 	d->cfg_write = vp_cfg_write;
@@ -675,8 +686,7 @@ static int vectors_create(struct virtio_pci *vp)
 	return 0;
 }
 
-int virtio_pci_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
-		    u16 queue_max_size)
+int virtio_pci_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues, u16 queue_max_size)
 {
 	struct virtio_pci *vp;
 	int ret;

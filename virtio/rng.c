@@ -64,7 +64,8 @@ static void drain(struct virtio_rng *r)
 					break;
 				done += (size_t)n;
 			}
-			done = iov_to(r->elem->iov + r->elem->out_num, r->elem->in_num, 0, buf, done);
+			done = iov_to(r->elem->iov + r->elem->out_num, r->elem->in_num, 0, buf,
+				      done);
 			atomic_fetch_add_explicit(&q->stats.packets, 1, memory_order_relaxed);
 			atomic_fetch_add_explicit(&q->stats.bytes, done, memory_order_relaxed);
 			vq_push(&q->vq, r->elem->head, (u32)done);

@@ -19,7 +19,7 @@
  */
 
 /* Totals cannot overflow: at most VQ_MAX_SG non-empty buffers of at most 4 GiB - 1 each. */
-_Static_assert((u64)UINT32_MAX * VQ_MAX_SG < UINT64_MAX / 2, "iovec totals may overflow");
+_Static_assert((u64)UINT32_MAX *VQ_MAX_SG < UINT64_MAX / 2, "iovec totals may overflow");
 _Static_assert(sizeof(struct vring_desc) == 16, "vring_desc layout");
 _Static_assert(sizeof(struct vring_used_elem) == 8, "vring_used_elem layout");
 _Static_assert(VQ_MAX_SG <= UINT16_MAX, "out_num/in_num are u16");
@@ -152,7 +152,8 @@ static const char *walk_chain(struct virtqueue *vq, struct vq_elem *e, u16 head)
 		/* A chain visiting more descriptors than its table holds must have looped;
 		 * this bounds the walk to size + VQ_MAX_SG steps. */
 		if (++seen > tsize)
-			return indirect ? "indirect chain loops" : "chain loops or is longer than size";
+			return indirect ? "indirect chain loops"
+					: "chain loops or is longer than size";
 		if (d.flags & VRING_DESC_F_INDIRECT) {
 			if (indirect)
 				return "nested indirect table";

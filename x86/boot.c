@@ -26,8 +26,9 @@ static int gput(const struct guest_mem *m, u64 gpa, const void *src, u64 len, co
 		char *err, size_t errlen)
 {
 	if (gmem_write(m, gpa, src, len)) {
-		errfmt(err, errlen, "cannot write %s at 0x%" PRIx64 " (+0x%" PRIx64 "): outside guest RAM",
-		       what, gpa, len);
+		errfmt(err, errlen,
+		       "cannot write %s at 0x%" PRIx64 " (+0x%" PRIx64 "): outside guest RAM", what,
+		       gpa, len);
 		return -EFAULT;
 	}
 	return 0;
@@ -39,8 +40,9 @@ static int gzero(const struct guest_mem *m, u64 gpa, u64 len, const char *what, 
 	void *p = gmem_ptr(m, gpa, len);
 
 	if (!p) {
-		errfmt(err, errlen, "cannot clear %s at 0x%" PRIx64 " (+0x%" PRIx64 "): outside guest RAM",
-		       what, gpa, len);
+		errfmt(err, errlen,
+		       "cannot clear %s at 0x%" PRIx64 " (+0x%" PRIx64 "): outside guest RAM", what,
+		       gpa, len);
 		return -EFAULT;
 	}
 	memset(p, 0, len);
@@ -57,8 +59,10 @@ int boot_detect(const u8 *img, size_t len)
 	if (len >= SELFMAG && !memcmp(img, ELFMAG, SELFMAG))
 		return BOOT_KIND_PVH;
 	if (len >= SETUP_HDR_END) {
-		memcpy(&flag, img + SETUP_HDR_OFF + offsetof(struct setup_header, boot_flag), sizeof(flag));
-		memcpy(&magic, img + SETUP_HDR_OFF + offsetof(struct setup_header, header), sizeof(magic));
+		memcpy(&flag, img + SETUP_HDR_OFF + offsetof(struct setup_header, boot_flag),
+		       sizeof(flag));
+		memcpy(&magic, img + SETUP_HDR_OFF + offsetof(struct setup_header, header),
+		       sizeof(magic));
 		if (flag == BOOT_FLAG_MAGIC && magic == HDRS_MAGIC)
 			return BOOT_KIND_BZIMAGE;
 	}
@@ -95,8 +99,8 @@ static int write_page_tables(const struct guest_mem *m, char *err, size_t errlen
 	for (u64 pd = 0; pd < 4; pd++) {
 		for (u64 i = 0; i < 512; i++)
 			tab[i] = ((pd * 512 + i) << 21) | PTE_PRESENT | PTE_RW | PTE_PS;
-		ret = gput(m, BOOT_PD_ADDR + pd * PAGE_SIZE, tab, sizeof(tab), "page directory", err,
-			   errlen);
+		ret = gput(m, BOOT_PD_ADDR + pd * PAGE_SIZE, tab, sizeof(tab), "page directory",
+			   err, errlen);
 		if (ret)
 			return ret;
 	}
@@ -108,7 +112,8 @@ static int check_cmdline(const char *cmdline, u64 max_len, char *err, size_t err
 	size_t n = cmdline ? strlen(cmdline) : 0;
 
 	if (n > max_len) {
-		errfmt(err, errlen, "command line too long (%zu bytes, the kernel accepts at most %" PRIu64 ")",
+		errfmt(err, errlen,
+		       "command line too long (%zu bytes, the kernel accepts at most %" PRIu64 ")",
 		       n, max_len);
 		return -E2BIG;
 	}
@@ -143,8 +148,8 @@ static int place_initrd(const struct guest_mem *m, const struct boot_args *a, u6
 }
 
 /* The device tree as the one setup_data entry (protocol 2.09 added the list). */
-static int put_setup_data(const struct guest_mem *m, const struct boot_args *a, struct boot_params *bp,
-			  u16 version, char *err, size_t errlen)
+static int put_setup_data(const struct guest_mem *m, const struct boot_args *a,
+			  struct boot_params *bp, u16 version, char *err, size_t errlen)
 {
 	struct setup_data sd = { .next = 0, .type = SETUP_DTB };
 	int ret;
@@ -152,14 +157,15 @@ static int put_setup_data(const struct guest_mem *m, const struct boot_args *a, 
 	if (!a->dtb || !a->dtb_len || version < 0x0209)
 		return 0;
 	if (a->dtb_len > BOOT_SETUP_DATA_MAX - sizeof(sd)) {
-		errfmt(err, errlen, "device tree of %zu bytes does not fit below 0x%llx", a->dtb_len,
-		       BOOT_SETUP_DATA_ADDR + BOOT_SETUP_DATA_MAX);
+		errfmt(err, errlen, "device tree of %zu bytes does not fit below 0x%llx",
+		       a->dtb_len, BOOT_SETUP_DATA_ADDR + BOOT_SETUP_DATA_MAX);
 		return -E2BIG;
 	}
 	sd.len = (u32)a->dtb_len;
 	ret = gput(m, BOOT_SETUP_DATA_ADDR, &sd, sizeof(sd), "setup_data", err, errlen);
 	if (!ret)
-		ret = gput(m, BOOT_SETUP_DATA_ADDR + sizeof(sd), a->dtb, a->dtb_len, "device tree", err, errlen);
+		ret = gput(m, BOOT_SETUP_DATA_ADDR + sizeof(sd), a->dtb, a->dtb_len, "device tree",
+			   err, errlen);
 	if (!ret)
 		bp->hdr.setup_data = BOOT_SETUP_DATA_ADDR;
 	return ret;
@@ -167,8 +173,8 @@ static int put_setup_data(const struct guest_mem *m, const struct boot_args *a, 
 
 /* The setup header checked: a bzImage of boot protocol 2.06+ with a 64-bit entry, whose
  * protected-mode code (from *setup_size on) is all in the file. */
-static int bz_header(const struct boot_args *a, struct setup_header *hdr, u64 *setup_size, char *err,
-		     size_t errlen)
+static int bz_header(const struct boot_args *a, struct setup_header *hdr, u64 *setup_size,
+		     char *err, size_t errlen)
 {
 	if (a->kernel_len < SETUP_HDR_END) {
 		errfmt(err, errlen, "bzImage truncated: %zu bytes, too short for the setup header",
@@ -192,13 +198,15 @@ static int bz_header(const struct boot_args *a, struct setup_header *hdr, u64 *s
 	*setup_size = ((u64)(hdr->setup_sects ? hdr->setup_sects : 4) + 1) * 512;
 	if (*setup_size >= a->kernel_len) {
 		errfmt(err, errlen,
-		       "bzImage truncated: protected-mode code at offset 0x%" PRIx64 " is past the end (%zu bytes)",
+		       "bzImage truncated: protected-mode code at offset 0x%" PRIx64
+		       " is past the end (%zu bytes)",
 		       *setup_size, a->kernel_len);
 		return -ENOEXEC;
 	}
 	if ((u64)hdr->syssize * 16 > a->kernel_len - *setup_size) {
 		errfmt(err, errlen,
-		       "bzImage truncated: header says %" PRIu64 " bytes of protected-mode code, file has %" PRIu64,
+		       "bzImage truncated: header says %" PRIu64
+		       " bytes of protected-mode code, file has %" PRIu64,
 		       (u64)hdr->syssize * 16, (u64)(a->kernel_len - *setup_size));
 		return -ENOEXEC;
 	}
@@ -207,8 +215,8 @@ static int bz_header(const struct boot_args *a, struct setup_header *hdr, u64 *s
 
 /* The zero page (boot_params): the image's setup header with what the loader fills in, the
  * initrd, the e820 map, and the device tree as setup_data. */
-static int bz_zero_page(const struct guest_mem *m, const struct boot_args *a, u16 version, u64 initrd_addr,
-			char *err, size_t errlen)
+static int bz_zero_page(const struct guest_mem *m, const struct boot_args *a, u16 version,
+			u64 initrd_addr, char *err, size_t errlen)
 {
 	const u8 *img = a->kernel;
 	struct boot_params bp;
@@ -380,12 +388,13 @@ static int elf_parse_header(const u8 *img, size_t len, struct elf_img *el, char 
 		return -ENOEXEC;
 	}
 	if (phnum == 0 || phnum == PN_XNUM || phentsize != want_phent) {
-		errfmt(err, errlen, "ELF kernel has bad program headers (%u entries of %u bytes)", phnum,
-		       phentsize);
+		errfmt(err, errlen, "ELF kernel has bad program headers (%u entries of %u bytes)",
+		       phnum, phentsize);
 		return -ENOEXEC;
 	}
 	if (!range_ok(el->phoff, (u64)phnum * phentsize, len)) {
-		errfmt(err, errlen, "ELF program headers at 0x%" PRIx64 " lie past the end of the file",
+		errfmt(err, errlen,
+		       "ELF program headers at 0x%" PRIx64 " lie past the end of the file",
 		       el->phoff);
 		return -ENOEXEC;
 	}
@@ -413,7 +422,8 @@ static int find_pvh_note(const u8 *img, u64 off, u64 size, u64 *entry, char *err
 		/* Every term is below 2^34, so none of these sums can wrap. */
 		if (desc > end || next > end) {
 			errfmt(err, errlen,
-			       "malformed ELF note at offset 0x%" PRIx64 " (name %u, desc %u bytes past the segment end)",
+			       "malformed ELF note at offset 0x%" PRIx64
+			       " (name %u, desc %u bytes past the segment end)",
 			       pos, nh.n_namesz, nh.n_descsz);
 			return -ENOEXEC;
 		}
@@ -427,7 +437,8 @@ static int find_pvh_note(const u8 *img, u64 off, u64 size, u64 *entry, char *err
 			} else if (nh.n_descsz == 8) {
 				memcpy(entry, img + desc, 8);
 			} else {
-				errfmt(err, errlen, "PVH entry note has a %u-byte value (expected 4 or 8)",
+				errfmt(err, errlen,
+				       "PVH entry note has a %u-byte value (expected 4 or 8)",
 				       nh.n_descsz);
 				return -ENOEXEC;
 			}
@@ -439,34 +450,40 @@ static int find_pvh_note(const u8 *img, u64 off, u64 size, u64 *entry, char *err
 }
 
 /* One PT_LOAD segment checked: in the file, not wrapping, above the boot data, in guest RAM. */
-static int pvh_check_load(const struct guest_mem *m, const struct elf_img *el, u32 i, const struct phdr *p,
-			  char *err, size_t errlen)
+static int pvh_check_load(const struct guest_mem *m, const struct elf_img *el, u32 i,
+			  const struct phdr *p, char *err, size_t errlen)
 {
 	if (p->filesz > p->memsz) {
-		errfmt(err, errlen, "ELF segment %u has file size 0x%" PRIx64 " > memory size 0x%" PRIx64, i,
+		errfmt(err, errlen,
+		       "ELF segment %u has file size 0x%" PRIx64 " > memory size 0x%" PRIx64, i,
 		       p->filesz, p->memsz);
 		return -ENOEXEC;
 	}
 	if (!range_ok(p->offset, p->filesz, el->len)) {
-		errfmt(err, errlen, "ELF segment %u (offset 0x%" PRIx64 ", 0x%" PRIx64 " bytes) lies past the end of the file",
+		errfmt(err, errlen,
+		       "ELF segment %u (offset 0x%" PRIx64 ", 0x%" PRIx64
+		       " bytes) lies past the end of the file",
 		       i, p->offset, p->filesz);
 		return -ENOEXEC;
 	}
 	if (!range_ok(p->paddr, p->memsz, UINT64_MAX)) {
-		errfmt(err, errlen, "ELF segment %u at 0x%" PRIx64 " (+0x%" PRIx64 ") wraps the address space", i,
-		       p->paddr, p->memsz);
+		errfmt(err, errlen,
+		       "ELF segment %u at 0x%" PRIx64 " (+0x%" PRIx64 ") wraps the address space",
+		       i, p->paddr, p->memsz);
 		return -ENOEXEC;
 	}
 	if (p->memsz == 0)
 		return 0;
 	/* Below 1 MiB sit our boot structures (GDT, start info, cmdline, MP table). */
 	if (p->paddr < BIOS_END) {
-		errfmt(err, errlen, "ELF segment %u at 0x%" PRIx64 " is below 1 MiB (reserved for boot data)", i,
+		errfmt(err, errlen,
+		       "ELF segment %u at 0x%" PRIx64 " is below 1 MiB (reserved for boot data)", i,
 		       p->paddr);
 		return -ENOEXEC;
 	}
 	if (!gmem_ptr(m, p->paddr, p->memsz)) {
-		errfmt(err, errlen, "ELF segment %u at 0x%" PRIx64 " (+0x%" PRIx64 ") is outside guest RAM", i,
+		errfmt(err, errlen,
+		       "ELF segment %u at 0x%" PRIx64 " (+0x%" PRIx64 ") is outside guest RAM", i,
 		       p->paddr, p->memsz);
 		return -ENOMEM;
 	}
@@ -475,8 +492,8 @@ static int pvh_check_load(const struct guest_mem *m, const struct elf_img *el, u
 
 /* Every segment validated and the entry found before anything is written: the loaded range
  * [*lo, *hi) and the PVH entry point. */
-static int pvh_scan(const struct guest_mem *m, const struct elf_img *el, u64 *lo, u64 *hi, u64 *entry,
-		    char *err, size_t errlen)
+static int pvh_scan(const struct guest_mem *m, const struct elf_img *el, u64 *lo, u64 *hi,
+		    u64 *entry, char *err, size_t errlen)
 {
 	bool have_note = false;
 	struct phdr p;
@@ -488,7 +505,8 @@ static int pvh_scan(const struct guest_mem *m, const struct elf_img *el, u64 *lo
 		elf_phdr(el, i, &p);
 		if (p.type == PT_NOTE && !have_note) {
 			if (!range_ok(p.offset, p.filesz, el->len)) {
-				errfmt(err, errlen, "ELF note segment %u lies past the end of the file", i);
+				errfmt(err, errlen,
+				       "ELF note segment %u lies past the end of the file", i);
 				return -ENOEXEC;
 			}
 			ret = find_pvh_note(el->img, p.offset, p.filesz, entry, err, errlen);
@@ -516,13 +534,15 @@ static int pvh_scan(const struct guest_mem *m, const struct elf_img *el, u64 *lo
 	}
 	/* The PVH entry runs in 32-bit protected mode without paging. */
 	if (*entry >= PCI_HOLE_END || !gmem_ptr(m, *entry, 1)) {
-		errfmt(err, errlen, "PVH entry point 0x%" PRIx64 " is not in guest RAM below 4 GiB", *entry);
+		errfmt(err, errlen, "PVH entry point 0x%" PRIx64 " is not in guest RAM below 4 GiB",
+		       *entry);
 		return -ENOEXEC;
 	}
 	return 0;
 }
 
-static int pvh_write_segments(const struct guest_mem *m, const struct elf_img *el, char *err, size_t errlen)
+static int pvh_write_segments(const struct guest_mem *m, const struct elf_img *el, char *err,
+			      size_t errlen)
 {
 	struct phdr p;
 	int ret;
@@ -533,7 +553,8 @@ static int pvh_write_segments(const struct guest_mem *m, const struct elf_img *e
 			continue;
 		ret = gput(m, p.paddr, el->img + p.offset, p.filesz, "ELF segment", err, errlen);
 		if (!ret && p.memsz > p.filesz)
-			ret = gzero(m, p.paddr + p.filesz, p.memsz - p.filesz, "ELF bss", err, errlen);
+			ret = gzero(m, p.paddr + p.filesz, p.memsz - p.filesz, "ELF bss", err,
+				    errlen);
 		if (ret)
 			return ret;
 	}
@@ -541,8 +562,8 @@ static int pvh_write_segments(const struct guest_mem *m, const struct elf_img *e
 }
 
 /* The PVH start info: the command line, the memory map, the initrd as the one module. */
-static int pvh_start_info(const struct guest_mem *m, const struct boot_args *a, u64 initrd_addr, char *err,
-			  size_t errlen)
+static int pvh_start_info(const struct guest_mem *m, const struct boot_args *a, u64 initrd_addr,
+			  char *err, size_t errlen)
 {
 	struct {
 		struct pvh_start_info si;
@@ -637,7 +658,8 @@ int boot_load(const struct guest_mem *m, const struct boot_args *a, struct boot_
 		/* Might still be a bzImage that is too short to show its magic. */
 		if (a->kernel_len >= 2 && a->kernel_len < SETUP_HDR_END && a->kernel[0] == 'M' &&
 		    a->kernel[1] == 'Z') {
-			errfmt(err, errlen, "bzImage truncated: %zu bytes, too short for the setup header",
+			errfmt(err, errlen,
+			       "bzImage truncated: %zu bytes, too short for the setup header",
 			       a->kernel_len);
 			return -ENOEXEC;
 		}

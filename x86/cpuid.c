@@ -62,7 +62,8 @@ int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
 		switch (e->function) {
 		case 1:
 			/* Initial APIC id and logical processor count, as the MP table says. */
-			e->ebx = (e->ebx & 0x0000ffffU) | ((u32)vcpu->id << 24) | ((ncpu & 0xff) << 16);
+			e->ebx = (e->ebx & 0x0000ffffU) | ((u32)vcpu->id << 24) |
+				 ((ncpu & 0xff) << 16);
 			e->ecx |= CPUID_1_ECX_HYPERVISOR;
 			if (tsc_deadline)
 				e->ecx |= CPUID_1_ECX_TSC_DEADLINE;
@@ -92,7 +93,8 @@ int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
 		}
 	}
 	if (!have_sig)
-		pr_debug("host reports no KVM signature leaf; the guest will not see KVM PV features");
+		pr_debug(
+			"host reports no KVM signature leaf; the guest will not see KVM PV features");
 	if (ioctl(vcpu->fd, KVM_SET_CPUID2, c) < 0) {
 		ret = -errno;
 		errfmt(err, errlen, "KVM_SET_CPUID2: %s", strerror(errno));

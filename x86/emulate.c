@@ -89,7 +89,8 @@ int x86_handle_internal_error(struct kvm_cpu *vcpu)
 	if (run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION &&
 	    (run->emulation_failure.flags & KVM_INTERNAL_ERROR_EMULATION_FLAG_INSTRUCTION_BYTES)) {
 		insn = run->emulation_failure.insn_bytes;
-		n = MIN((size_t)run->emulation_failure.insn_size, sizeof(run->emulation_failure.insn_bytes));
+		n = MIN((size_t)run->emulation_failure.insn_size,
+			sizeof(run->emulation_failure.insn_bytes));
 		for (size_t i = 0; i < n; i++)
 			snprintf(hex + 3 * i, sizeof(hex) - 3 * i, "%02x ", insn[i]);
 		which = x86_emu_classify(insn, n, &len);
@@ -100,18 +101,21 @@ int x86_handle_internal_error(struct kvm_cpu *vcpu)
 			atomic_fetch_add(&kvm->emu_hits[which], 1);
 			return 0;
 		}
-		pr_err("vCPU %d: completing %s failed: %s", vcpu->id, emu_names[which], strerror(-ret));
+		pr_err("vCPU %d: completing %s failed: %s", vcpu->id, emu_names[which],
+		       strerror(-ret));
 	}
 	if (run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION)
 		pr_err("vCPU %d: the host could not emulate an instruction%s%s%s", vcpu->id,
 		       n ? " (bytes: " : "", hex, n ? ")" : "");
 	else
-		pr_err("vCPU %d: KVM internal error, suberror %u", vcpu->id, run->internal.suberror);
+		pr_err("vCPU %d: KVM internal error, suberror %u", vcpu->id,
+		       run->internal.suberror);
 	if (which >= 0 && !kvm->pvm_quirks)
 		pr_err("it is %s, which lkvm completes with --quirks pvm (or auto on a PVM host)",
 		       emu_names[which]);
 	kvm_cpu_dump(vcpu);
-	kvm_request_exit(kvm, EXIT_LKVM_ERROR, "vCPU %d: emulation failure the host cannot handle%s%s",
-			 vcpu->id, n ? ", instruction bytes " : "", hex);
+	kvm_request_exit(kvm, EXIT_LKVM_ERROR,
+			 "vCPU %d: emulation failure the host cannot handle%s%s", vcpu->id,
+			 n ? ", instruction bytes " : "", hex);
 	return -EIO;
 }

@@ -13,11 +13,11 @@
 #define IRQ_EDGE_RISING 0 /* the x86 IOAPIC binding's second cell: 0 edge/high */
 
 /* Every libfdt call returns 0 or a negative FDT_ERR_*; stop at the first. */
-#define TRY(x)                          \
-	do {                            \
-		int r_ = (x);           \
-		if (r_ < 0)             \
-			return r_;      \
+#define TRY(x)                     \
+	do {                       \
+		int r_ = (x);      \
+		if (r_ < 0)        \
+			return r_; \
 	} while (0)
 
 static int reg64(void *fdt, u64 addr, u64 size)

@@ -44,8 +44,8 @@ static int commit_locked(struct kvm *kvm)
 
 	if (kvm->vm_fd < 0)
 		return 0;
-	t = calloc(1, sizeof(*t) +
-			      (NR_DEFAULT_ROUTES + KVM_IRQ_MSI_ROUTES) * sizeof(t->entries[0]));
+	t = calloc(1,
+		   sizeof(*t) + (NR_DEFAULT_ROUTES + KVM_IRQ_MSI_ROUTES) * sizeof(t->entries[0]));
 	if (!t)
 		return -ENOMEM;
 	n = fill_default_routes(t->entries);

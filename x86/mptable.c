@@ -94,8 +94,8 @@ _Static_assert(sizeof(struct mpc_bus) == 8 && sizeof(struct mpc_ioapic) == 8 &&
 
 #define NR_ISA_IRQS 16
 #define NR_ISA_ENTRIES (NR_ISA_IRQS - 1) /* IRQ2 is the cascade, never routed */
-#define NR_PCI_SLOTS 31                  /* slots 1..31; slot 0 is the host bridge */
-#define MP_FIXED_SIZE                                                                          \
+#define NR_PCI_SLOTS 31			 /* slots 1..31; slot 0 is the host bridge */
+#define MP_FIXED_SIZE                                                                         \
 	(sizeof(struct mpc_header) + 2 * sizeof(struct mpc_bus) + sizeof(struct mpc_ioapic) + \
 	 (NR_ISA_ENTRIES + NR_PCI_SLOTS + 2) * sizeof(struct mpc_intsrc))
 #define MP_BUF_SIZE (sizeof(struct mpf) + MP_FIXED_SIZE + MP_MAX_CPUS * sizeof(struct mpc_cpu))
@@ -172,8 +172,8 @@ static size_t put_irqs(u8 *buf, size_t off, u8 ioapic_id, int *entries)
 	for (u8 irq = 1; irq < NR_ISA_IRQS; irq++) {
 		if (irq == 2)
 			continue;
-		off = put_int(buf, off, MP_INTSRC, MP_INT, IRQFLAG_CONFORMS, MP_BUS_ISA, irq, ioapic_id,
-			      irq);
+		off = put_int(buf, off, MP_INTSRC, MP_INT, IRQFLAG_CONFORMS, MP_BUS_ISA, irq,
+			      ioapic_id, irq);
 		(*entries)++;
 	}
 	for (u8 slot = 1; slot <= NR_PCI_SLOTS; slot++, (*entries)++)
@@ -222,7 +222,8 @@ int mptable_write(const struct guest_mem *m, int nr_cpus, char *err, size_t errl
 	int entries = 0;
 
 	if (nr_cpus < 1 || nr_cpus > MP_MAX_CPUS) {
-		errfmt(err, errlen, "MP table: %d CPUs is out of range (1..%d)", nr_cpus, MP_MAX_CPUS);
+		errfmt(err, errlen, "MP table: %d CPUs is out of range (1..%d)", nr_cpus,
+		       MP_MAX_CPUS);
 		return -EINVAL;
 	}
 	memset(buf, 0, sizeof(buf));

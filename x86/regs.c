@@ -29,7 +29,9 @@ static struct kvm_segment flat_segment(u16 sel, u8 type, bool code64, bool db)
 int kvm_cpu_setup_boot(struct kvm_cpu *vcpu, const struct boot_entry *e, char *err, size_t errlen)
 {
 	struct kvm_sregs sregs;
-	struct kvm_regs regs = { .rflags = 0x2, .rip = e->rip, .rsp = e->rsp, .rsi = e->rsi, .rbx = e->rbx };
+	struct kvm_regs regs = {
+		.rflags = 0x2, .rip = e->rip, .rsp = e->rsp, .rsi = e->rsi, .rbx = e->rbx
+	};
 	struct kvm_fpu fpu = { .fcw = 0x37f, .mxcsr = 0x1f80 };
 	struct kvm_segment data = flat_segment(GDT_SEL_DATA, 3, false, true);
 
@@ -49,8 +51,8 @@ int kvm_cpu_setup_boot(struct kvm_cpu *vcpu, const struct boot_entry *e, char *e
 		sregs.cs = flat_segment(GDT_SEL_CODE64, 11, true, false);
 		sregs.cr0 = 0x80000033; /* PG | NE | ET | MP | PE */
 		sregs.cr3 = e->cr3;
-		sregs.cr4 = 0x20;      /* PAE */
-		sregs.efer = 0x500;    /* LMA | LME */
+		sregs.cr4 = 0x20;   /* PAE */
+		sregs.efer = 0x500; /* LMA | LME */
 	} else {
 		/* PVH: 32-bit protected mode, paging off, EBX = start info. */
 		sregs.cs = flat_segment(GDT_SEL_CODE32, 11, false, true);
@@ -78,12 +80,12 @@ int kvm_cpu_describe(struct kvm_cpu *vcpu, char *buf, size_t len)
 	struct kvm_sregs s;
 	size_t n = 0;
 
-#define OUT(...)                                                                      \
-	do {                                                                          \
-		int w_ = snprintf(buf + n, len - n, __VA_ARGS__);                     \
-		if (w_ < 0 || (size_t)w_ >= len - n)                                  \
-			return -ENOSPC;                                               \
-		n += (size_t)w_;                                                      \
+#define OUT(...)                                                  \
+	do {                                                      \
+		int w_ = snprintf(buf + n, len - n, __VA_ARGS__); \
+		if (w_ < 0 || (size_t)w_ >= len - n)              \
+			return -ENOSPC;                           \
+		n += (size_t)w_;                                  \
 	} while (0)
 	OUT("vCPU %d:\n", vcpu->id);
 	if (ioctl(vcpu->fd, KVM_GET_REGS, &r) < 0 || ioctl(vcpu->fd, KVM_GET_SREGS, &s) < 0) {
@@ -95,17 +97,18 @@ int kvm_cpu_describe(struct kvm_cpu *vcpu, char *buf, size_t len)
 	OUT(" rsi %016llx rdi %016llx rbp %016llx\n", r.rsi, r.rdi, r.rbp);
 	OUT(" r8  %016llx r9  %016llx r10 %016llx r11 %016llx\n", r.r8, r.r9, r.r10, r.r11);
 	OUT(" r12 %016llx r13 %016llx r14 %016llx r15 %016llx\n", r.r12, r.r13, r.r14, r.r15);
-	OUT(" cr0 %016llx cr2 %016llx cr3 %016llx cr4 %016llx efer %llx\n", s.cr0, s.cr2, s.cr3, s.cr4,
-	    s.efer);
+	OUT(" cr0 %016llx cr2 %016llx cr3 %016llx cr4 %016llx efer %llx\n", s.cr0, s.cr2, s.cr3,
+	    s.cr4, s.efer);
 	OUT(" cs %04x (base %llx, l %u, db %u, dpl %u) ss %04x ds %04x es %04x fs %04x gs %04x\n",
 	    s.cs.selector, s.cs.base, s.cs.l, s.cs.db, s.cs.dpl, s.ss.selector, s.ds.selector,
 	    s.es.selector, s.fs.selector, s.gs.selector);
-	OUT(" gdt %llx/%x idt %llx/%x apic_base %llx\n", s.gdt.base, s.gdt.limit, s.idt.base, s.idt.limit,
-	    s.apic_base);
+	OUT(" gdt %llx/%x idt %llx/%x apic_base %llx\n", s.gdt.base, s.gdt.limit, s.idt.base,
+	    s.idt.limit, s.apic_base);
 	if (!vcpu->last_exit_ns)
 		OUT(" last exit: none yet\n");
 	else if (vcpu->last_exit == KVM_EXIT_IO || vcpu->last_exit == KVM_EXIT_MMIO)
-		OUT(" last exit: %s %s 0x%llx len %u, %.3f s ago\n", ename, vcpu->last_exit_write ? "write" : "read",
+		OUT(" last exit: %s %s 0x%llx len %u, %.3f s ago\n", ename,
+		    vcpu->last_exit_write ? "write" : "read",
 		    (unsigned long long)vcpu->last_exit_addr, vcpu->last_exit_len,
 		    (double)(now_ns() - vcpu->last_exit_ns) / 1e9);
 	else
@@ -132,6 +135,6 @@ void kvm_cpu_dump(struct kvm_cpu *vcpu)
 	pr_err(" r12 %016llx r13 %016llx r14 %016llx r15 %016llx", r.r12, r.r13, r.r14, r.r15);
 	pr_err(" cr0 %016llx cr2 %016llx cr3 %016llx cr4 %016llx efer %llx", s.cr0, s.cr2, s.cr3,
 	       s.cr4, s.efer);
-	pr_err(" cs %04x (base %llx, l %u, db %u, dpl %u) ss %04x", s.cs.selector, s.cs.base, s.cs.l,
-	       s.cs.db, s.cs.dpl, s.ss.selector);
+	pr_err(" cs %04x (base %llx, l %u, db %u, dpl %u) ss %04x", s.cs.selector, s.cs.base,
+	       s.cs.l, s.cs.db, s.cs.dpl, s.ss.selector);
 }

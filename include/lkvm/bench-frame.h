@@ -13,9 +13,9 @@
 #define BENCH_ETHERTYPE 0x88b5 /* IEEE local experimental: nothing else on the link uses it */
 #define BENCH_MAGIC 0x42564b4c /* "LKVB" little-endian */
 #define BENCH_OFF_ETHERTYPE 12
-#define BENCH_OFF_MAGIC 14     /* u32 */
-#define BENCH_OFF_TEST 18      /* u32 */
-#define BENCH_OFF_SEQ 22       /* u64 */
+#define BENCH_OFF_MAGIC 14 /* u32 */
+#define BENCH_OFF_TEST 18  /* u32 */
+#define BENCH_OFF_SEQ 22   /* u64 */
 #define BENCH_OFF_PATTERN 30
 #define BENCH_FRAME_MIN 60
 #define BENCH_FRAME_MAX 1514

@@ -18,22 +18,22 @@
 /* One line of the table: a cell (mode x test x size) or a floor. NAN: not applicable. */
 struct bench_row {
 	char mode[32], test[8];
-	const char *group;  /* the TX strategy the chart groups it under (NULL: floors) */
-	const char *batch;  /* lkvm: "on" or "off" where -n batch= exists, else NULL */
+	const char *group; /* the TX strategy the chart groups it under (NULL: floors) */
+	const char *batch; /* lkvm: "on" or "off" where -n batch= exists, else NULL */
 	unsigned size;
 	bool floor;
-	bool qemu;          /* under QEMU: no device counters, kicks as the guest counted them */
-	bool busy;          /* other_cpu above BENCH_BUSY_CORES */
-	bool beats_floor;   /* better than its floor beyond BENCH_FLOOR_NOISE */
-	char error[160];    /* non-empty: the cell failed, why */
+	bool qemu;	  /* under QEMU: no device counters, kicks as the guest counted them */
+	bool busy;	  /* other_cpu above BENCH_BUSY_CORES */
+	bool beats_floor; /* better than its floor beyond BENCH_FLOOR_NOISE */
+	char error[160];  /* non-empty: the cell failed, why */
 	double secs, pps, mbps, rtt_med_us, rtt_p99_us, tps, ratio;
-	double cpu;         /* the VMM's CPU time (all threads) / its wall time: 1.0 = one core */
-	double other_cpu;   /* other processes' CPU while the row ran, in cores */
+	double cpu;	  /* the VMM's CPU time (all threads) / its wall time: 1.0 = one core */
+	double other_cpu; /* other processes' CPU while the row ran, in cores */
 	/* ns of host CPU per packet: the VMM's threads but its vCPUs while the guest measured
 	 * (floors: the floor's own thread) */
 	double host_ns;
-	double vcpu_ns;     /* ns of the vCPU threads' CPU per packet, the same window */
-	double floor_ns;    /* cells: the floor's host_ns */
+	double vcpu_ns;	 /* ns of the vCPU threads' CPU per packet, the same window */
+	double floor_ns; /* cells: the floor's host_ns */
 	unsigned long long guest_frames, lost, peer_frames, peer_drops;
 	unsigned long long tx_pkts, tx_drops, rx_pkts, rx_drops, tap_rx, tap_tx, tap_tx_drops;
 	unsigned long long kicks, trapped, irqs, exits, polls, poll_hits, poll_us, packets;
@@ -49,7 +49,7 @@ struct bench_threads {
 	struct bench_thread {
 		int tid;
 		char comm[16];
-		u64 ticks;       /* utime + stime, clock ticks */
+		u64 ticks; /* utime + stime, clock ticks */
 	} t[BENCH_MAX_THREADS];
 };
 

@@ -9,7 +9,7 @@
 
 enum boot_kind {
 	BOOT_KIND_BZIMAGE, /* enter 64-bit at load address + 0x200, RSI = zero page */
-	BOOT_KIND_PVH,     /* enter 32-bit protected mode, paging off, EBX = hvm_start_info */
+	BOOT_KIND_PVH,	   /* enter 32-bit protected mode, paging off, EBX = hvm_start_info */
 };
 
 /* Boot GDT (written at BOOT_GDT_ADDR by boot_load); selectors are index * 8. */
@@ -19,7 +19,7 @@ enum boot_kind {
 #define GDT_ENTRIES 4
 #define GDT_CODE32 0x00cf9b000000ffffULL /* base 0, limit 4G, 32-bit, exec/read, accessed */
 #define GDT_CODE64 0x00af9b000000ffffULL /* long-mode code */
-#define GDT_DATA 0x00cf93000000ffffULL   /* base 0, limit 4G, read/write, accessed */
+#define GDT_DATA 0x00cf93000000ffffULL	 /* base 0, limit 4G, read/write, accessed */
 
 /* PVH start info (the Xen "hvm_start_info" ABI, version 1). */
 #define PVH_START_MAGIC 0x336ec578U
@@ -70,7 +70,7 @@ struct boot_entry {
 	u64 rbx; /* PVH: PVH_START_INFO_ADDR */
 	u64 rsp;
 	u64 cr3; /* bzImage: BOOT_PML4_ADDR (identity map of 0..4 GiB); PVH: 0 */
-	u64 kernel_start, kernel_end; /* guest range occupied by the loaded image */
+	u64 kernel_start, kernel_end;  /* guest range occupied by the loaded image */
 	u64 initrd_start, initrd_size; /* 0/0 without initrd */
 };
 

@@ -10,7 +10,7 @@ struct lkvm_cmd {
 	const char *name;
 	const char *summary;
 	int (*fn)(int argc, char **argv); /* argv[0] is the command name; returns exit status */
-	void (*usage)(FILE *out);          /* its --help text (lkvm help NAME) */
+	void (*usage)(FILE *out);	  /* its --help text (lkvm help NAME) */
 };
 
 extern const struct lkvm_cmd lkvm_commands[];

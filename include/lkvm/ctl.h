@@ -27,13 +27,13 @@
 #define CTL_REQUEST_TIMEOUT_MS 2000 /* a client sends its whole request within this of connecting */
 
 enum ctl_type {
-	CTL_INFO = 1,   /* name, pid, state, vcpus, ram_mib, uptime_ns, ... (lkvm list) */
-	CTL_STOP = 2,   /* orderly shutdown; the reply comes first, then the connection stays
+	CTL_INFO = 1, /* name, pid, state, vcpus, ram_mib, uptime_ns, ... (lkvm list) */
+	CTL_STOP = 2, /* orderly shutdown; the reply comes first, then the connection stays
 	                 * open until the process exits (EOF tells the client it is gone) */
 	CTL_PAUSE = 3,
 	CTL_RESUME = 4,
-	CTL_STAT = 5,   /* counters, flat: vcpu.exits.total, net0.tx0.packets, ... */
-	CTL_DEBUG = 6,  /* one string field "text": every vCPU's registers and last exit */
+	CTL_STAT = 5,  /* counters, flat: vcpu.exits.total, net0.tx0.packets, ... */
+	CTL_DEBUG = 6, /* one string field "text": every vCPU's registers and last exit */
 	CTL_TYPE_MAX = 6,
 };
 
@@ -59,9 +59,9 @@ struct ctl_hdr {
 /* A message under construction or decoded: the header and a growable payload. */
 struct ctl_msg {
 	struct ctl_hdr hdr;
-	u8 *buf;      /* payload */
+	u8 *buf; /* payload */
 	size_t len, cap;
-	bool oom;     /* an add failed for lack of memory or room: the message is unusable */
+	bool oom; /* an add failed for lack of memory or room: the message is unusable */
 };
 
 /* One decoded field; str points into the message (not NUL-terminated). */
@@ -93,7 +93,8 @@ int ctl_next_field(const u8 *p, size_t len, size_t *off, struct ctl_field *f) __
 /* Check a whole payload (every field well formed). Returns 0 or -EBADMSG. */
 int ctl_payload_check(const u8 *p, size_t len) __must_check;
 /* The first field called name of that kind, or NULL-ish: returns 0 and fills *f, or -ENOENT. */
-int ctl_find(const u8 *p, size_t len, const char *name, enum ctl_field_kind kind, struct ctl_field *f);
+int ctl_find(const u8 *p, size_t len, const char *name, enum ctl_field_kind kind,
+	     struct ctl_field *f);
 
 /* Blocking I/O of one whole message on a stream socket: header, then payload. ctl_send returns
  * 0 or -errno; ctl_recv returns 0, -ECONNRESET on EOF before the first byte, -EPIPE on EOF
@@ -114,7 +115,8 @@ int ctl_runtime_dir(char *buf, size_t len) __must_check;
  * a VM's place. Returns 0, -EPERM (err says why), or -errno of lstat (-ENOENT: missing). */
 int ctl_dir_check(const char *dir, char *err, size_t errlen) __must_check;
 /* Path of NAME's socket (".sock") or lock (".lock") in dir; -ENAMETOOLONG past sun_path. */
-int ctl_path(char *buf, size_t len, const char *dir, const char *name, const char *suffix) __must_check;
+int ctl_path(char *buf, size_t len, const char *dir, const char *name,
+	     const char *suffix) __must_check;
 
 /* ---- client ---- */
 
@@ -130,7 +132,8 @@ int ctl_peer_pid(int fd);
 /* Send a request of `type` without fields, read the reply (timeout_ms). Returns 0 with the reply
  * in *reply (status may be an error: the caller prints its "error" field), or -errno with err.
  * *reply is initialised either way (ctl_msg_free is always safe). */
-int ctl_call(int fd, u16 type, struct ctl_msg *reply, int timeout_ms, char *err, size_t errlen) __must_check;
+int ctl_call(int fd, u16 type, struct ctl_msg *reply, int timeout_ms, char *err,
+	     size_t errlen) __must_check;
 /* Remove NAME's socket if no VM holds its lock (stale after a SIGKILL). Returns 1 when removed,
  * 0 when a VM holds it, -errno otherwise. */
 int ctl_remove_stale(const char *dir, const char *name);
@@ -154,7 +157,7 @@ struct ctl_kvs {
 int ctl_kvs_decode(const struct ctl_msg *m, struct ctl_kvs *out) __must_check;
 void ctl_kvs_free(struct ctl_kvs *k);
 const struct ctl_kv *ctl_kv_get(const struct ctl_kvs *k, const char *name);
-u64 ctl_kv_u64(const struct ctl_kvs *k, const char *name); /* 0 when missing */
+u64 ctl_kv_u64(const struct ctl_kvs *k, const char *name);	   /* 0 when missing */
 const char *ctl_kv_str(const struct ctl_kvs *k, const char *name); /* "" when missing */
 
 /* ctl_connect, and a stale socket found on the way removed (said on stderr). */

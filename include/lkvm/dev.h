@@ -24,8 +24,8 @@ enum kvm_dev_prio {
  * kvm_dev_add. The walkers below call them in list order (resume and exit in reverse).
  */
 struct kvm_dev_ops {
-	const char *name;       /* "virtio-net", in errors and for kvm_dev_find */
-	int prio;               /* enum kvm_dev_prio */
+	const char *name; /* "virtio-net", in errors and for kvm_dev_find */
+	int prio;	  /* enum kvm_dev_prio */
 	/* Build the device from d->arg and keep it in d->priv. 0 or -errno with a one-line
 	 * reason in err. */
 	int (*init)(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen);

@@ -39,7 +39,7 @@
 #define INITCFG_PATH "/lkvm/config"
 #define INITCFG_MAGIC "lkvm-initcfg"
 #define INITCFG_VERSION 1
-#define INITCFG_MAX_SIZE (4u << 20) /* above Linux's 2 MiB of argv + environment */
+#define INITCFG_MAX_SIZE (4u << 20)	/* above Linux's 2 MiB of argv + environment */
 #define INITCFG_MAX_STRING (128u << 10) /* Linux's MAX_ARG_STRLEN */
 #define INITCFG_MAX_SHARES 32
 #define INITCFG_MAX_MODULES 256
@@ -73,8 +73,8 @@ struct initcfg {
 	const char *stdio_dev, *stderr_dev; /* NULL: the defaults */
 	enum initcfg_tty tty;
 	unsigned rows, cols; /* 0: not given */
-	uint16_t exit_port; /* 0: LKVM_EXIT_PORT */
-	uint32_t msize; /* 0: INITCFG_DEFAULT_MSIZE */
+	uint16_t exit_port;  /* 0: LKVM_EXIT_PORT */
+	uint32_t msize;	     /* 0: INITCFG_DEFAULT_MSIZE */
 };
 
 /* Checks what the format allows (absolute paths, non-empty tags, NAME=VALUE entries, string
@@ -109,8 +109,7 @@ struct initcfg_stdin_dec {
 /* Unframes n bytes of in into out (room for n bytes), carrying an escape split across two
  * calls in d; stops at the end-of-input mark (d->eof, the rest ignored). Returns out's
  * length. */
-size_t initcfg_stdin_decode(struct initcfg_stdin_dec *d, const uint8_t *in, size_t n,
-			    uint8_t *out);
+size_t initcfg_stdin_decode(struct initcfg_stdin_dec *d, const uint8_t *in, size_t n, uint8_t *out);
 
 /*
  * The exit port: init reports how CMD ended, or why it could not run it, by writing one 32-bit
@@ -126,8 +125,8 @@ size_t initcfg_stdin_decode(struct initcfg_stdin_dec *d, const uint8_t *in, size
 #define LKVM_EXIT_PORT_LEN 4
 
 enum lkvm_exit_kind {
-	LKVM_EXIT_EXITED = 1, /* CMD exited; value = its status */
-	LKVM_EXIT_SIGNALED = 2, /* CMD was killed; value = the signal (1-127) */
+	LKVM_EXIT_EXITED = 1,	   /* CMD exited; value = its status */
+	LKVM_EXIT_SIGNALED = 2,	   /* CMD was killed; value = the signal (1-127) */
 	LKVM_EXIT_INIT_FAILED = 3, /* init could not run CMD; value = the stage, detail = errno */
 	/* Not an end: the stdio console is raw, lkvm may send CMD's framed stdin (value and
 	 * detail 0). Bytes that arrived before would have met the terminal's line discipline,
@@ -140,13 +139,13 @@ enum lkvm_exit_kind {
 
 /* Where init stopped when it could not run CMD (names and hints: initcfg_stage_name/hint). */
 enum lkvm_init_stage {
-	LKVM_STAGE_CONFIG, /* reading or decoding /lkvm/config */
-	LKVM_STAGE_MOUNT, /* proc, sys, dev, tmp, run, devpts */
-	LKVM_STAGE_MODULE, /* loading a kernel module */
-	LKVM_STAGE_ROOT, /* the 9p root, its tmpfs and overlay, entering it */
-	LKVM_STAGE_SHARE, /* mounting a share */
+	LKVM_STAGE_CONFIG,  /* reading or decoding /lkvm/config */
+	LKVM_STAGE_MOUNT,   /* proc, sys, dev, tmp, run, devpts */
+	LKVM_STAGE_MODULE,  /* loading a kernel module */
+	LKVM_STAGE_ROOT,    /* the 9p root, its tmpfs and overlay, entering it */
+	LKVM_STAGE_SHARE,   /* mounting a share */
 	LKVM_STAGE_CONSOLE, /* opening the consoles */
-	LKVM_STAGE_FORK, /* starting CMD */
+	LKVM_STAGE_FORK,    /* starting CMD */
 	LKVM_STAGE_NR
 };
 

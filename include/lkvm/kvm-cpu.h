@@ -24,7 +24,7 @@ struct kvm_cpu {
 	u64 pio_exits, mmio_exits;
 	/* The last exit handled (for lkvm debug; read only while the vCPU is parked). */
 	u32 last_exit;
-	u64 last_exit_addr;        /* port or guest-physical address of the last I/O or MMIO */
+	u64 last_exit_addr; /* port or guest-physical address of the last I/O or MMIO */
 	u32 last_exit_len;
 	bool last_exit_write;
 	u64 last_exit_ns;

@@ -17,12 +17,13 @@
 
 /* Exit statuses of `lkvm run`. */
 enum {
-	EXIT_GUEST_OK = 0,     /* guest powered off or rebooted, or --exit-on text was seen */
-	EXIT_LKVM_ERROR = 1,   /* bad input, host problem, or an exit lkvm cannot handle */
-	EXIT_GUEST_PANIC = 2,  /* pvpanic reported a guest panic */
-	EXIT_STOPPED = 3,      /* `lkvm stop` asked for it (an orderly shutdown) */
-	EXIT_TIMEOUT = 124,    /* --timeout expired (the timeout(1) convention) */
-	EXIT_GUEST_NO_STATUS = 125, /* lkvm's guest init could not run the command (git bisect's "skip") */
+	EXIT_GUEST_OK = 0,    /* guest powered off or rebooted, or --exit-on text was seen */
+	EXIT_LKVM_ERROR = 1,  /* bad input, host problem, or an exit lkvm cannot handle */
+	EXIT_GUEST_PANIC = 2, /* pvpanic reported a guest panic */
+	EXIT_STOPPED = 3,     /* `lkvm stop` asked for it (an orderly shutdown) */
+	EXIT_TIMEOUT = 124,   /* --timeout expired (the timeout(1) convention) */
+	EXIT_GUEST_NO_STATUS =
+		125, /* lkvm's guest init could not run the command (git bisect's "skip") */
 };
 
 enum quirks_mode { QUIRKS_AUTO, QUIRKS_PVM, QUIRKS_NONE };
@@ -34,20 +35,20 @@ struct p9_shares;
 struct kvm_config {
 	const char *kernel_path;
 	const char *initrd_path;
-	const char *cmdline;   /* user's -p, may be NULL */
+	const char *cmdline; /* user's -p, may be NULL */
 	const char *name;
-	const char *exit_on;   /* --exit-on TEXT: end with 0 when the console prints TEXT */
+	const char *exit_on; /* --exit-on TEXT: end with 0 when the console prints TEXT */
 	u64 ram_mib;
 	int nr_cpus;
-	int timeout_s;         /* 0: none */
+	int timeout_s; /* 0: none */
 	enum quirks_mode quirks;
-	bool console_serial;   /* the 8250 UART is always there (earlyprintk, ttyS0) */
-	bool console_virtio;   /* --console virtio: hvc0 is the console and takes the input */
-	bool rng;              /* --rng: a virtio-rng device */
+	bool console_serial; /* the 8250 UART is always there (earlyprintk, ttyS0) */
+	bool console_virtio; /* --console virtio: hvc0 is the console and takes the input */
+	bool rng;	     /* --rng: a virtio-rng device */
 	bool debug;
-	bool no_ioeventfd;     /* --no-ioeventfd: every virtio notify is a trapped exit */
+	bool no_ioeventfd;		/* --no-ioeventfd: every virtio notify is a trapped exit */
 	enum virtio_trans virtio_trans; /* --virtio-transport: for devices without trans= */
-	const char *dump_dtb;  /* --dump-dtb FILE */
+	const char *dump_dtb;		/* --dump-dtb FILE */
 	enum { STATS_OFF, STATS_TABLE, STATS_JSON } stats;
 	/* -n and -d, once per NIC and disk: arrays kvm_run_parse allocates (kvm_config_free), in
 	 * whose options (net.h, virtio-blk.h) struct kvm takes no interest: the devices copy them
@@ -59,8 +60,8 @@ struct kvm_config {
 	/* --share, up to VIRTIO_9P_MAX_SHARES (virtio-9p.h): allocated with the first one, like
 	 * the arrays above; NULL when there is none. */
 	struct p9_shares *shares;
-	bool sandbox;          /* --sandbox=on (default): drop capabilities, seccomp per thread */
-	const char *user;      /* --user USER: switch to it after set-up, or NULL */
+	bool sandbox;		 /* --sandbox=on (default): drop capabilities, seccomp per thread */
+	const char *user;	 /* --user USER: switch to it after set-up, or NULL */
 	struct run_cmd_opts cmd; /* -- CMD, host-root mode, --console-log (run-cmd.h) */
 };
 
@@ -83,13 +84,7 @@ struct pci_bus;
 struct kvm_dev;
 
 /* Counters of the host-instruction completions (x86/emulate.c); see `--stats`. */
-enum emu_insn {
-	EMU_INT3,
-	EMU_CLAC,
-	EMU_STAC,
-	EMU_FWAIT,
-	EMU_NR
-};
+enum emu_insn { EMU_INT3, EMU_CLAC, EMU_STAC, EMU_FWAIT, EMU_NR };
 
 struct kvm {
 	int sys_fd;
@@ -104,12 +99,12 @@ struct kvm {
 	int nr_cpus;
 	struct kvm_cpu *cpus[LKVM_MAX_CPUS];
 
-	bool pvm_quirks;                       /* host needs instruction completions */
+	bool pvm_quirks; /* host needs instruction completions */
 	atomic_ullong emu_hits[EMU_NR];
 
 	struct term *term;
 	struct pci_bus *pci;
-	struct kvm_dev *devs;                 /* the device list (dev.h), exited by kvm_destroy */
+	struct kvm_dev *devs; /* the device list (dev.h), exited by kvm_destroy */
 	/* Where terminal input goes (term_set_input): set by the console device at its init
 	 * (the UART; virtio-console, added later, when it is the console), before the
 	 * terminal's thread starts; cleared by its exit, after that thread ended. */
@@ -146,20 +141,21 @@ struct kvm {
 	pthread_mutex_t park_lock;
 	pthread_cond_t park_cond, unpark_cond;
 	atomic_bool park_req;
-	int parked;                /* under park_lock */
-	atomic_int nr_started;     /* vCPU threads started (they end only when stopping) */
+	int parked;	       /* under park_lock */
+	atomic_int nr_started; /* vCPU threads started (they end only when stopping) */
 
 	/* Pause state, owned by the control thread (the only caller of kvm_pause/resume). */
 	atomic_bool paused;
 	u64 paused_since_ns, paused_total_ns;
-	u64 clock_at_pause;        /* KVM_GET_CLOCK at pause (kvm-clock ns) */
+	u64 clock_at_pause; /* KVM_GET_CLOCK at pause (kvm-clock ns) */
 	bool clock_saved;
 	u64 host_tsc_at_pause;
 };
 
 /* Open /dev/kvm, check the API, create the VM with in-kernel irqchip and PIT, map RAM.
  * Returns 0 or -errno with a one-line reason in err. */
-int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t errlen) __must_check;
+int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err,
+	       size_t errlen) __must_check;
 /* Stops the vCPUs, exits every registered device (kvm_devs_exit) in reverse order, then
  * frees the vCPUs, guest memory, buses and file descriptors: everything the VM made. */
 void kvm_destroy(struct kvm *kvm);

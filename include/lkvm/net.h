@@ -23,24 +23,24 @@ enum net_tx_mode {
 };
 #define NET_TX_TIMER_US_DEFAULT 150 /* QEMU's tx=timer default */
 #define NET_POLL_US_DEFAULT 50
-#define NET_TX_US_MAX 10000         /* tx_timer_us and poll_us: 1..10 ms */
+#define NET_TX_US_MAX 10000 /* tx_timer_us and poll_us: 1..10 ms */
 
 /* What `-n mode=tap,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,ioeventfd=on|off,queues=N,
  * tx=kick|timer|poll,tx_timer_us=N,poll_us=N,trans=pci|mmio` says (kvmtool's names, plus the TX strategy). Unset strings are empty. */
 struct net_opts {
 	enum net_mode mode;
-	char tapif[16];          /* IFNAMSIZ; empty: let the kernel pick (tap%d) */
+	char tapif[16]; /* IFNAMSIZ; empty: let the kernel pick (tap%d) */
 	u8 guest_mac[6];
 	bool mac_set;
-	char host_ip[48];        /* "10.0.0.1/24" or empty: leave the tap unconfigured */
-	char script[256];        /* "none" or empty: no script; else run "script IFNAME" after creation */
-	bool ioeventfd;          /* default true; false: notifies trap to the vCPU thread */
-	enum virtio_trans trans; /* trans=pci|mmio; default (zero) VIRTIO_TRANS_PCI */
-	bool trans_set;          /* trans= given (else --virtio-transport decides) */
-	int queue_pairs;         /* default 1, up to NET_MAX_QUEUE_PAIRS */
+	char host_ip[48]; /* "10.0.0.1/24" or empty: leave the tap unconfigured */
+	char script[256]; /* "none" or empty: no script; else run "script IFNAME" after creation */
+	bool ioeventfd;	  /* default true; false: notifies trap to the vCPU thread */
+	enum virtio_trans trans;  /* trans=pci|mmio; default (zero) VIRTIO_TRANS_PCI */
+	bool trans_set;		  /* trans= given (else --virtio-transport decides) */
+	int queue_pairs;	  /* default 1, up to NET_MAX_QUEUE_PAIRS */
 	enum net_tx_mode tx_mode; /* default NET_TX_KICK */
-	u32 tx_timer_us;         /* tx=timer: hold time (0 in a zeroed struct: the default) */
-	u32 poll_us;             /* tx=poll: the longest poll window (0: the default) */
+	u32 tx_timer_us;	  /* tx=timer: hold time (0 in a zeroed struct: the default) */
+	u32 poll_us;		  /* tx=poll: the longest poll window (0: the default) */
 };
 
 /* "kick", "timer", "poll" (for messages and stats); the same as -n tx='s choices. */

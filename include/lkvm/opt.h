@@ -14,7 +14,7 @@ enum opt_kind {
 		     * nor longer than .max (when set) */
 	OPT_UINT,   /* a decimal number from .min to .max, into an integer target */
 	OPT_CHOICE, /* one of .choices, whose value goes into an integer, enum or bool target */
-	OPT_FN,     /* .fn parses and stores, and words its own errors */
+	OPT_FN,	    /* .fn parses and stores, and words its own errors */
 	OPT_HELP,   /* --help: the set's usage to the output, the parse returns 1 */
 };
 
@@ -24,18 +24,18 @@ struct opt_choice {
 };
 
 struct opt {
-	const char *name;  /* the long option, or the key */
-	char short_name;   /* argv sets: -k, or 0 */
+	const char *name; /* the long option, or the key */
+	char short_name;  /* argv sets: -k, or 0 */
 	enum opt_kind kind;
-	bool optional;     /* argv sets: the value may be left out (--stats[=json]: fn gets NULL) */
-	size_t off, size;  /* the target: its offset and size in the struct being filled */
-	size_t given;      /* 1 + the offset of a bool that becomes true when it is given (0: none) */
+	bool optional;	  /* argv sets: the value may be left out (--stats[=json]: fn gets NULL) */
+	size_t off, size; /* the target: its offset and size in the struct being filled */
+	size_t given; /* 1 + the offset of a bool that becomes true when it is given (0: none) */
 	unsigned long long min, max;
 	const struct opt_choice *choices; /* ends with a NULL name */
 	int (*fn)(const struct opt *o, const char *v, void *base, char *err, size_t errlen);
-	const char *arg;   /* the value's name in the help (FILE); choices: made from them */
-	const char *help;  /* one line per '\n' */
-	const char *bad;   /* why a value is refused, after "NAME 'VALUE': " (see opt.c) */
+	const char *arg;  /* the value's name in the help (FILE); choices: made from them */
+	const char *help; /* one line per '\n' */
+	const char *bad;  /* why a value is refused, after "NAME 'VALUE': " (see opt.c) */
 	const struct opt_set *keys;   /* help only: the keys of this option's value (-n, -d) */
 	void (*more_help)(FILE *out); /* lines printed after the help (lists of names) */
 };
@@ -46,25 +46,25 @@ struct opt {
 
 struct opt_set {
 	const struct opt *opts; /* ends with OPT_END */
-	const char *prefix;     /* before an option's name in messages: "--", "-n ", "bench: --" */
-	const char *verb;       /* before the list of choices in messages: "give", "want" */
+	const char *prefix;	/* before an option's name in messages: "--", "-n ", "bench: --" */
+	const char *verb;	/* before the list of choices in messages: "give", "want" */
 	/* argv sets (opt_parse_argv): messages, each the argument between lead and tail. */
 	struct opt_msg {
 		const char *lead, *tail;
 	} unknown, needs_value, unexpected;
-	bool in_order;          /* options end at the first word that is not one */
+	bool in_order; /* options end at the first word that is not one */
 	/* argv sets: the words after a "--" that ended the options go here (argc may be 0);
 	 * NULL: "--" only ends the options, and words after it are unexpected. 0 or -EINVAL
 	 * with err. */
 	int (*trailing)(void *base, int argc, char **argv, char *err, size_t errlen);
-	bool exact;             /* long options only in full (getopt_long takes a prefix) */
-	bool empty_is_missing;  /* --opt= (empty) is told as a missing value */
+	bool exact;		  /* long options only in full (getopt_long takes a prefix) */
+	bool empty_is_missing;	  /* --opt= (empty) is told as a missing value */
 	void (*usage)(FILE *out); /* what OPT_HELP prints */
-	int help_col;           /* the help's column (the names before it) */
-	bool short_col;         /* long names aligned after a column of short ones */
+	int help_col;		  /* the help's column (the names before it) */
+	bool short_col;		  /* long names aligned after a column of short ones */
 	/* key=value sets (opt_parse_kv). */
-	const char *name;       /* the option the list is the value of: "-n" */
-	bool lenient;           /* empty items skipped, keys may repeat, flags stand alone, and any
+	const char *name; /* the option the list is the value of: "-n" */
+	bool lenient;	  /* empty items skipped, keys may repeat, flags stand alone, and any
 				 * refused item is "unknown option" (with opt_kv_list's list); else
 				 * each mistake has its own message */
 };

@@ -27,14 +27,40 @@
 
 /* Message types (Linux's include/net/9p/9p.h); an R-message's type is its T-message's + 1. */
 enum p9_msg_type {
-	P9_TLERROR = 6, P9_RLERROR = 7,
-	P9_TSTATFS = 8, P9_TLOPEN = 12, P9_TLCREATE = 14, P9_TSYMLINK = 16, P9_TMKNOD = 18,
-	P9_TRENAME = 20, P9_TREADLINK = 22, P9_TGETATTR = 24, P9_TSETATTR = 26,
-	P9_TXATTRWALK = 30, P9_TXATTRCREATE = 32, P9_TREADDIR = 40, P9_TFSYNC = 50,
-	P9_TLOCK = 52, P9_TGETLOCK = 54, P9_TLINK = 70, P9_TMKDIR = 72, P9_TRENAMEAT = 74,
-	P9_TUNLINKAT = 76, P9_TVERSION = 100, P9_TAUTH = 102, P9_TATTACH = 104, P9_TFLUSH = 108,
-	P9_TWALK = 110, P9_TOPEN = 112, P9_TCREATE = 114, P9_TREAD = 116, P9_TWRITE = 118,
-	P9_TCLUNK = 120, P9_TREMOVE = 122, P9_TSTAT = 124, P9_TWSTAT = 126,
+	P9_TLERROR = 6,
+	P9_RLERROR = 7,
+	P9_TSTATFS = 8,
+	P9_TLOPEN = 12,
+	P9_TLCREATE = 14,
+	P9_TSYMLINK = 16,
+	P9_TMKNOD = 18,
+	P9_TRENAME = 20,
+	P9_TREADLINK = 22,
+	P9_TGETATTR = 24,
+	P9_TSETATTR = 26,
+	P9_TXATTRWALK = 30,
+	P9_TXATTRCREATE = 32,
+	P9_TREADDIR = 40,
+	P9_TFSYNC = 50,
+	P9_TLOCK = 52,
+	P9_TGETLOCK = 54,
+	P9_TLINK = 70,
+	P9_TMKDIR = 72,
+	P9_TRENAMEAT = 74,
+	P9_TUNLINKAT = 76,
+	P9_TVERSION = 100,
+	P9_TAUTH = 102,
+	P9_TATTACH = 104,
+	P9_TFLUSH = 108,
+	P9_TWALK = 110,
+	P9_TOPEN = 112,
+	P9_TCREATE = 114,
+	P9_TREAD = 116,
+	P9_TWRITE = 118,
+	P9_TCLUNK = 120,
+	P9_TREMOVE = 122,
+	P9_TSTAT = 124,
+	P9_TWSTAT = 126,
 };
 
 #define P9_HDR_SIZE 7 /* size[4] type[1] tag[2] */
@@ -98,13 +124,13 @@ struct p9_server_opts {
 
 /* Counters for --stats and `lkvm stat` (read by the thread that calls p9_server_handle). */
 struct p9_stats {
-	u64 requests;    /* messages answered (framing errors not included) */
-	u64 errors;      /* of those, answered with Rlerror */
-	u64 read_bytes;  /* file data returned by Tread */
+	u64 requests;	 /* messages answered (framing errors not included) */
+	u64 errors;	 /* of those, answered with Rlerror */
+	u64 read_bytes;	 /* file data returned by Tread */
 	u64 write_bytes; /* file data written by Twrite */
-	u32 fids;        /* fids in use now */
-	u32 max_fids;    /* the bound */
-	u32 msize;       /* negotiated by the last Tversion (0: none yet) */
+	u32 fids;	 /* fids in use now */
+	u32 max_fids;	 /* the bound */
+	u32 msize;	 /* negotiated by the last Tversion (0: none yet) */
 };
 
 /*

@@ -91,7 +91,7 @@ struct pci_device {
 	pci_cfg_read_fn cfg_read;
 	pci_cfg_write_fn cfg_write;
 	pci_bar_moved_fn bar_moved; /* optional */
-	void *priv;           /* device's own pointer, for the hooks */
+	void *priv;		    /* device's own pointer, for the hooks */
 	const char *name;
 	/* Set by the bus. */
 	struct pci_bus *bus;
@@ -101,10 +101,10 @@ struct pci_device {
 struct pci_bus {
 	struct kvm *kvm;
 	pthread_mutex_t lock; /* config space of every device, slots, cf8, the MMIO allocator */
-	u32 cf8;              /* configuration address register */
+	u32 cf8;	      /* configuration address register */
 	struct pci_device *slots[PCI_MAX_SLOTS];
 	struct pci_device host_bridge;
-	u64 next_mmio;        /* allocator cursor inside the MMIO window */
+	u64 next_mmio;		 /* allocator cursor inside the MMIO window */
 	struct ratelimit log_rl; /* guest-triggered messages (BAR collisions) */
 };
 

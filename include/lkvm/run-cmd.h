@@ -19,16 +19,16 @@ struct term;
  * terminal), which every freestanding guest and -d/-i boot relies on.
  */
 struct run_cmd_opts {
-	bool dashdash;           /* `--` was given */
-	int argc;                /* CMD's words (0: the shell) */
+	bool dashdash; /* `--` was given */
+	int argc;      /* CMD's words (0: the shell) */
 	char **argv;
 	const char *console_log; /* --console-log FILE: the serial console (kernel log) to FILE */
-	bool on;                 /* host-root mode */
+	bool on;		 /* host-root mode */
 	/* Decided by run_cmd_prepare from lkvm's own descriptors: */
-	bool tty;                /* stdin and stdout are terminals: hvc0 is CMD's terminal */
-	bool stdin_framed;       /* not tty: stdin goes framed to init (initcfg.h), the host's
+	bool tty;	   /* stdin and stdout are terminals: hvc0 is CMD's terminal */
+	bool stdin_framed; /* not tty: stdin goes framed to init (initcfg.h), the host's
 				  * terminal, if any, is left as it is (term.c reads nothing) */
-	bool stderr_own;         /* CMD's stderr has its own console (hvc1): not a tty, or
+	bool stderr_own;   /* CMD's stderr has its own console (hvc1): not a tty, or
 				  * lkvm's stderr is not that terminal */
 };
 

@@ -22,7 +22,8 @@ void kvm_config_free(struct kvm_config *cfg);
 void kvm_run_usage(FILE *out);
 
 /* Always on the guest command line (before the user's -p, so the user can override). */
-#define BASE_KERNEL_PARAMS "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pci=conf1 i8042.noaux"
+#define BASE_KERNEL_PARAMS \
+	"console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pci=conf1 i8042.noaux"
 
 /* Everything the run owns, so one function can undo whatever part was built. */
 struct run_state {
@@ -37,11 +38,13 @@ struct run_state {
 /* The machine (machine.c): the files loaded, the VM made with the devices kvm->cfg asks for, the
  * guest loaded and its vCPUs made, ready to start. 0 or -errno with err; kvm_run_teardown then
  * undoes whatever part was built (also after a success, once the run ended). */
-int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen) __must_check;
+int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err,
+		  size_t errlen) __must_check;
 void kvm_run_teardown(struct run_state *st);
 
 /* Build the kernel command line: user params, lkvm's defaults, and the quirk params. */
-int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, size_t len) __must_check;
+int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf,
+		    size_t len) __must_check;
 
 /* Register the machine's devices from kvm->cfg in kvm's device list (PCI bus, UART,
  * i8042, RTC, pvpanic, each -n NIC; NET_MODE_FAKE NICs get fake backends, for tests);

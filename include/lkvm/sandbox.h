@@ -10,17 +10,17 @@ struct kvm;
 
 /* The kinds of threads lkvm runs; each has its own allow-list (sandbox.c, one table). */
 enum sandbox_kind {
-	SB_MAIN,    /* waits for the end, then stops the others and tears down */
-	SB_VCPU,    /* KVM_RUN and the exit handlers (devices' register accesses) */
-	SB_CONSOLE, /* host terminal input to the UART */
-	SB_NET_RX,  /* virtio-net: backend to guest */
-	SB_NET_TX,  /* virtio-net: guest to backend */
-	SB_NET_CTL, /* virtio-net control queue */
-	SB_BLK,     /* virtio-blk: requests to the image (libaio or pread/pwrite) */
+	SB_MAIN,     /* waits for the end, then stops the others and tears down */
+	SB_VCPU,     /* KVM_RUN and the exit handlers (devices' register accesses) */
+	SB_CONSOLE,  /* host terminal input to the UART */
+	SB_NET_RX,   /* virtio-net: backend to guest */
+	SB_NET_TX,   /* virtio-net: guest to backend */
+	SB_NET_CTL,  /* virtio-net control queue */
+	SB_BLK,	     /* virtio-blk: requests to the image (libaio or pread/pwrite) */
 	SB_VCONSOLE, /* virtio-console: terminal to guest and back */
-	SB_RNG,     /* virtio-rng: getrandom into the guest's buffers */
-	SB_P9,      /* virtio-9p: the file server's requests against its share */
-	SB_CTL,     /* the control socket: lkvm stat/pause/resume/debug/stop requests */
+	SB_RNG,	     /* virtio-rng: getrandom into the guest's buffers */
+	SB_P9,	     /* virtio-9p: the file server's requests against its share */
+	SB_CTL,	     /* the control socket: lkvm stat/pause/resume/debug/stop requests */
 	SB_NR
 };
 

@@ -14,13 +14,13 @@ struct kvm;
 struct term {
 	struct kvm *kvm;
 	int in_fd, out_fd;
-	bool raw;               /* termios changed, must be restored */
+	bool raw; /* termios changed, must be restored */
 	struct termios saved;
 	pthread_t input_thread;
 	bool input_started;
-	int wake_fd;            /* eventfd that stops the input thread */
+	int wake_fd; /* eventfd that stops the input thread */
 	bool escape_pending;
-	u8 last_out;            /* last byte written to out_fd, 0 before any */
+	u8 last_out; /* last byte written to out_fd, 0 before any */
 	pthread_mutex_t out_lock;
 	/* --exit-on matching across writes: the tail of what was printed so far. */
 	char *match;

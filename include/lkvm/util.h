@@ -15,8 +15,8 @@ typedef uint64_t u64;
 typedef int64_t s64;
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
-#define ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a) - 1))
+#define ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((__typeof__(x))(a)-1))
+#define ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a)-1))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 #define KiB(x) ((u64)(x) << 10)
@@ -50,8 +50,8 @@ void lkvm_set_log_level(enum log_level lvl);
 #define RATELIMIT_INTERVAL_MS 5000
 struct ratelimit {
 	atomic_ullong start_ns; /* start of the current window (0: none yet) */
-	atomic_uint count;      /* lines asked for in this window */
-	atomic_uint missed;     /* suppressed since the last line that passed */
+	atomic_uint count;	/* lines asked for in this window */
+	atomic_uint missed;	/* suppressed since the last line that passed */
 };
 /* True when a line may go out now; *missed is then the number suppressed before it. */
 bool ratelimit_allow(struct ratelimit *rl, unsigned *missed) __must_check;

@@ -32,12 +32,12 @@ struct virtio_9p;
 
 /* One shared directory, as --share gives it or as `lkvm run -- CMD` makes the host root. */
 struct p9_share {
-	char host_dir[PATH_MAX];  /* absolute, an existing directory */
-	char guest_dir[PATH_MAX]; /* where lkvm's init mounts it (absolute); "" for none */
+	char host_dir[PATH_MAX];	 /* absolute, an existing directory */
+	char guest_dir[PATH_MAX];	 /* where lkvm's init mounts it (absolute); "" for none */
 	char tag[VIRTIO_9P_TAG_MAX + 1]; /* mount tag, 1..VIRTIO_9P_TAG_MAX bytes */
-	bool ro;                  /* every request that would change the host answers EROFS */
+	bool ro; /* every request that would change the host answers EROFS */
 	enum virtio_trans trans;
-	bool trans_set;           /* else --virtio-transport decides */
+	bool trans_set; /* else --virtio-transport decides */
 };
 
 /* The --share options of a run (struct kvm_config's shares: NULL when none, which every

@@ -11,7 +11,7 @@ struct stats_visitor;
 struct virtio_blk;
 
 #define VIRTIO_BLK_QUEUE_SIZE 256
-#define VIRTIO_BLK_SEG_MAX 254      /* data segments per request (queue size - header - status) */
+#define VIRTIO_BLK_SEG_MAX 254 /* data segments per request (queue size - header - status) */
 #define VIRTIO_BLK_MAX_DISKS 4
 
 enum blk_io { BLK_IO_LIBAIO, BLK_IO_SYNC };
@@ -21,9 +21,9 @@ struct blk_opts {
 	char path[PATH_MAX];
 	bool ro;
 	enum virtio_trans trans;
-	bool trans_set;            /* else --virtio-transport decides */
-	enum blk_io io;            /* default libaio */
-	bool no_direct;            /* direct=off: never O_DIRECT */
+	bool trans_set; /* else --virtio-transport decides */
+	enum blk_io io; /* default libaio */
+	bool no_direct; /* direct=off: never O_DIRECT */
 };
 
 /* What may follow -d PATH: the keys blk_parse_opts reads, and their help. */
@@ -38,8 +38,8 @@ int virtio_blk_create(struct kvm *kvm, const struct blk_opts *o, struct virtio_b
 		      size_t errlen) __must_check;
 /* The same without a transport, for tests (the test sets up the queue and calls
  * ops->start); kvm needs only .mem. */
-int virtio_blk_create_bare(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out, char *err,
-			   size_t errlen) __must_check;
+int virtio_blk_create_bare(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out,
+			   char *err, size_t errlen) __must_check;
 struct virtio_device *virtio_blk_vdev(struct virtio_blk *b);
 /* Whether the image is open with O_DIRECT (for tests and --debug). */
 bool virtio_blk_direct(struct virtio_blk *b);

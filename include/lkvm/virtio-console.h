@@ -14,8 +14,8 @@ typedef void (*virtio_console_out_fn)(struct kvm *kvm, const u8 *buf, size_t len
 
 /* One console port (no multiport): receiveq 0, transmitq 1. bare: no transport (tests
  * set up the queues and call ops->start). 0 or -errno. */
-int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_console_out_fn out, bool bare,
-			  struct virtio_console **c) __must_check;
+int virtio_console_create(struct kvm *kvm, enum virtio_trans trans, virtio_console_out_fn out,
+			  bool bare, struct virtio_console **c) __must_check;
 /* Terminal input (any thread): queues up to the free buffer space (4 KiB) for the guest's
  * receive buffers and returns how many bytes were taken. */
 size_t virtio_console_receive(struct virtio_console *c, const u8 *buf, size_t n);
@@ -37,7 +37,8 @@ int virtio_console_add(struct kvm *kvm) __must_check;
 int virtio_console_add_port(struct kvm *kvm, virtio_console_out_fn out, bool input) __must_check;
 
 /* Entropy device: fills every buffer the guest posts with getrandom(2) bytes. */
-int virtio_rng_create(struct kvm *kvm, enum virtio_trans trans, bool bare, struct virtio_rng **r) __must_check;
+int virtio_rng_create(struct kvm *kvm, enum virtio_trans trans, bool bare,
+		      struct virtio_rng **r) __must_check;
 struct virtio_device *virtio_rng_vdev(struct virtio_rng *r);
 void virtio_rng_destroy(struct virtio_rng *r);
 /* Pause: the thread parks between two chains until resume. */

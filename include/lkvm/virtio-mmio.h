@@ -12,7 +12,10 @@ struct kvm;
 #define VIRTIO_MMIO_BASE 0xC0000000ULL
 #define VIRTIO_MMIO_SIZE 0x200
 #define VIRTIO_MMIO_MAX_DEVS 9
-#define VIRTIO_MMIO_IRQS { 5, 6, 7, 9, 10, 11, 12, 14, 15 }
+#define VIRTIO_MMIO_IRQS                       \
+	{                                      \
+		5, 6, 7, 9, 10, 11, 12, 14, 15 \
+	}
 #define VIRTIO_MMIO_CONFIG 0x100 /* device configuration space starts here */
 
 /* Put vdev on the next free slot (as virtio_pci_init does for PCI: virtio_transport_init,

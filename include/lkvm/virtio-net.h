@@ -13,7 +13,10 @@ struct virtio_net;
 #define VIRTIO_NET_QUEUE_SIZE 256
 /* The MAC when net_opts has none (mac_set false): 52:54:00:12:34:56. The caller numbers
  * several NICs (lkvm run adds the NIC's index to the last byte). */
-#define VIRTIO_NET_DEFAULT_MAC { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 }
+#define VIRTIO_NET_DEFAULT_MAC                     \
+	{                                          \
+		0x52, 0x54, 0x00, 0x12, 0x34, 0x56 \
+	}
 
 /* Queue layout (virtio 1.2 §5.1.2): rx0, tx0, rx1, tx1, ..., then the control queue,
  * nr_queues = 2 * queue_pairs + 1. Without VIRTIO_NET_F_MQ negotiated the control

@@ -15,39 +15,39 @@ struct kvm;
 struct stats_visitor;
 struct virtio_device;
 
-#define VIRTIO_MAX_QUEUES 17      /* 8 queue pairs + a control queue */
+#define VIRTIO_MAX_QUEUES 17 /* 8 queue pairs + a control queue */
 #define VIRTIO_MSI_NO_VECTOR 0xffff
-#define VIRTIO_MAX_DOORBELLS 2    /* guest addresses that notify one queue (pci: 2- and 4-byte) */
+#define VIRTIO_MAX_DOORBELLS 2 /* guest addresses that notify one queue (pci: 2- and 4-byte) */
 
 /* Per-queue counters (relaxed atomics: written by the queue's thread or a vCPU, read
  * by --stats at the end). */
 struct virtio_queue_stats {
-	atomic_ullong kicks;         /* guest notifications seen (ioeventfd or trapped):
+	atomic_ullong kicks;   /* guest notifications seen (ioeventfd or trapped):
 	                              * counted by the device thread, adding the values it
 	                              * reads from kick_fd (a trapped notify is written
 	                              * there too), in both modes */
-	atomic_ullong trapped;       /* of which came as exits to the vCPU thread (counted
+	atomic_ullong trapped; /* of which came as exits to the vCPU thread (counted
 	                              * by the transport's notify handler) */
-	atomic_ullong irqs;          /* interrupts sent to the guest */
-	atomic_ullong packets;       /* frames moved (device-defined unit) */
+	atomic_ullong irqs;    /* interrupts sent to the guest */
+	atomic_ullong packets; /* frames moved (device-defined unit) */
 	atomic_ullong bytes;
-	atomic_ullong drops;         /* frames lost (backend error, no guest buffer, truncation) */
-	atomic_ullong batches;       /* wake-ups that found work (for packets per wake-up) */
-	atomic_ullong polls;         /* tx=poll: poll windows (the ring polled after a drain) */
-	atomic_ullong poll_hits;     /* of which found a new chain before the window closed */
-	atomic_ullong poll_ns;       /* time spent in poll windows */
+	atomic_ullong drops;	 /* frames lost (backend error, no guest buffer, truncation) */
+	atomic_ullong batches;	 /* wake-ups that found work (for packets per wake-up) */
+	atomic_ullong polls;	 /* tx=poll: poll windows (the ring polled after a drain) */
+	atomic_ullong poll_hits; /* of which found a new chain before the window closed */
+	atomic_ullong poll_ns;	 /* time spent in poll windows */
 };
 
 /* Transport-owned state of one queue, visible to the device (the same for every
  * transport; what only one transport needs, such as MSI-X vectors, lives in it). */
 struct virtio_queue {
-	struct virtqueue vq;         /* valid while the device runs (after DRIVER_OK) */
-	u16 size;                    /* driver-written size (<= max) */
+	struct virtqueue vq; /* valid while the device runs (after DRIVER_OK) */
+	u16 size;	     /* driver-written size (<= max) */
 	u16 max_size;
-	bool enabled;                /* queue enable/ready written 1 */
-	u64 desc, driver, device;    /* guest addresses from the transport's registers */
-	int kick_fd;                 /* eventfd: the guest's notify lands here either way */
-	int irq_fd;                  /* eventfd bound with KVM_IRQFD to this queue's vector
+	bool enabled;		  /* queue enable/ready written 1 */
+	u64 desc, driver, device; /* guest addresses from the transport's registers */
+	int kick_fd;		  /* eventfd: the guest's notify lands here either way */
+	int irq_fd;		  /* eventfd bound with KVM_IRQFD to this queue's vector
 	                              * (or -1: use virtio_signal_queue's fallback path) */
 	struct kvm_ioevent ioev[VIRTIO_MAX_DOORBELLS]; /* KVM_IOEVENTFDs on kick_fd (core.c) */
 	u8 nioev;
@@ -55,9 +55,9 @@ struct virtio_queue {
 };
 
 struct virtio_dev_ops {
-	u16 device_id;                               /* VIRTIO_ID_* */
-	u16 subsys_id;                               /* 0: device_id */
-	u32 class_code;                              /* class code for transports that have one
+	u16 device_id;					 /* VIRTIO_ID_* */
+	u16 subsys_id;					 /* 0: device_id */
+	u32 class_code;					 /* class code for transports that have one
 	                                              * (PCI), e.g. 0x020000 for network */
 	u64 (*get_features)(struct virtio_device *vdev); /* device bits; VERSION_1 is added */
 	u32 config_size;
@@ -78,7 +78,7 @@ struct virtio_dev_ops {
 
 /* What a transport does for the transport-neutral code (virtio/core.c). */
 struct virtio_transport_ops {
-	const char *name;                            /* "pci", "mmio" */
+	const char *name; /* "pci", "mmio" */
 	/* Raise the device's interrupt after ISR bits were set, for a queue or a config
 	 * change that has no irqfd (device threads call it; must not take vdev->lock). */
 	void (*signal_isr)(struct virtio_device *vdev);
@@ -104,26 +104,26 @@ struct virtio_device {
 	void *priv;
 	int nr_queues;
 	struct virtio_queue q[VIRTIO_MAX_QUEUES];
-	u64 host_features;           /* offered */
+	u64 host_features; /* offered */
 	/* Shared with other threads: atomics, by the rules at the top of virtio/core.c. */
-	atomic_ullong features;      /* negotiated (valid after FEATURES_OK) */
-	atomic_uint status;          /* VIRTIO_CONFIG_S_* */
-	atomic_uint isr;             /* ISR status bits for INTx */
+	atomic_ullong features; /* negotiated (valid after FEATURES_OK) */
+	atomic_uint status;	/* VIRTIO_CONFIG_S_* */
+	atomic_uint isr;	/* ISR status bits for INTx */
 	atomic_uchar config_generation;
-	bool use_ioeventfd;          /* per-device: --no-ioeventfd / ioeventfd=off clear it */
-	bool initialised;            /* virtio_device_init ran (lock valid) */
-	pthread_mutex_t lock;        /* transport state: registers, status, interrupt tables */
+	bool use_ioeventfd;   /* per-device: --no-ioeventfd / ioeventfd=off clear it */
+	bool initialised;     /* virtio_device_init ran (lock valid) */
+	pthread_mutex_t lock; /* transport state: registers, status, interrupt tables */
 	/* The transport-neutral registers (core.c), under lock. */
-	u32 dfselect, gfselect;      /* which half of the device / driver features */
-	u64 driver_features;         /* as the driver wrote them, checked at FEATURES_OK */
+	u32 dfselect, gfselect; /* which half of the device / driver features */
+	u64 driver_features;	/* as the driver wrote them, checked at FEATURES_OK */
 	u32 queue_select;
 	/* Set by the transport; NULL in tests without one. */
 	const struct virtio_transport_ops *tops;
 	void *transport;
-	int config_irq_fd;           /* eventfd for config-change interrupts, or -1: ISR +
+	int config_irq_fd;		/* eventfd for config-change interrupts, or -1: ISR +
 	                              * tops->signal_isr */
 	atomic_bool needs_reset_logged; /* once per reset cycle ... */
-	struct ratelimit log_rl;     /* ... and rate-limited: a guest may loop resets */
+	struct ratelimit log_rl;	/* ... and rate-limited: a guest may loop resets */
 };
 
 /* The device's side of setting up: before attaching, a device sets only vdev->ops,
@@ -215,8 +215,7 @@ void virtio_reg_write(struct virtio_device *vdev, enum virtio_reg r, u32 v);
 struct virtio_queue *virtio_selected_queue(struct virtio_device *vdev);
 /* The device-specific configuration space, any width (offset checked against
  * ops->config_size; outside it reads 0 and writes are ignored). Takes vdev->lock. */
-void virtio_config_access(struct virtio_device *vdev, u32 off, u8 *data, u32 len,
-			  bool is_write);
+void virtio_config_access(struct virtio_device *vdev, u32 off, u8 *data, u32 len, bool is_write);
 /* A notify of queue qi that exited to us (trap mode, or a width or address without
  * ioeventfd): counted in `trapped` and passed on to kick_fd, which the device thread
  * counts as a kick (so each notify is one kick whichever way it came). No lock. */

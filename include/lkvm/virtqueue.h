@@ -8,15 +8,15 @@
 #include "lkvm/mem.h"
 #include "lkvm/util.h"
 
-#define VQ_MAX_SIZE 32768   /* largest queue size the spec allows */
-#define VQ_MAX_SG 1024      /* most buffers (direct + indirect) in one chain we accept */
+#define VQ_MAX_SIZE 32768 /* largest queue size the spec allows */
+#define VQ_MAX_SG 1024	  /* most buffers (direct + indirect) in one chain we accept */
 
 /* One descriptor chain, mapped: readable (driver-to-device) buffers first, then the
  * writable ones, each already checked to lie wholly inside guest RAM. */
 struct vq_elem {
-	u16 head;              /* head descriptor index, to give back in the used ring */
-	u16 out_num, in_num;   /* iov[0..out_num) readable, iov[out_num..out_num+in_num) writable */
-	u64 out_len, in_len;   /* byte totals of each part (no overflow: each <= 4 GiB * VQ_MAX_SG) */
+	u16 head;	     /* head descriptor index, to give back in the used ring */
+	u16 out_num, in_num; /* iov[0..out_num) readable, iov[out_num..out_num+in_num) writable */
+	u64 out_len, in_len; /* byte totals of each part (no overflow: each <= 4 GiB * VQ_MAX_SG) */
 	struct iovec iov[VQ_MAX_SG];
 };
 
@@ -25,18 +25,18 @@ struct vq_elem {
 struct virtqueue {
 	const struct guest_mem *mem;
 	u16 size;
-	bool event_idx;            /* VIRTIO_RING_F_EVENT_IDX negotiated */
-	bool ready;                /* vq_init succeeded and no vq_reset since */
-	bool broken;               /* the driver put something malformed in the ring */
-	struct vring_desc *desc;   /* host views of the three areas (validated at init) */
+	bool event_idx;		 /* VIRTIO_RING_F_EVENT_IDX negotiated */
+	bool ready;		 /* vq_init succeeded and no vq_reset since */
+	bool broken;		 /* the driver put something malformed in the ring */
+	struct vring_desc *desc; /* host views of the three areas (validated at init) */
 	struct vring_avail *avail;
 	struct vring_used *used;
 	u64 desc_gpa;
-	u16 last_avail;            /* next avail ring slot to take */
-	u16 used_idx;              /* our copy of used->idx */
-	u16 signalled_used;        /* used_idx when we last interrupted (EVENT_IDX) */
+	u16 last_avail;	    /* next avail ring slot to take */
+	u16 used_idx;	    /* our copy of used->idx */
+	u16 signalled_used; /* used_idx when we last interrupted (EVENT_IDX) */
 	bool signalled_used_valid;
-	u64 nr_malformed;          /* chains rejected */
+	u64 nr_malformed;	   /* chains rejected */
 	const char *malformed_why; /* the last rejection's reason (a static string) */
 };
 

@@ -28,8 +28,8 @@ typedef void (*worker_fn)(void *arg);
 
 struct worker {
 	struct kvm *kvm;
-	int stop_fd;          /* eventfd: readable = leave (park or stop) */
-	atomic_int req;       /* enum worker_req: what the thread is asked to do */
+	int stop_fd;	/* eventfd: readable = leave (park or stop) */
+	atomic_int req; /* enum worker_req: what the thread is asked to do */
 	/* Internal. ctl serialises the callers; lock and cond are the handshake with the
 	 * thread (entered, parked, done). */
 	pthread_mutex_t ctl, lock;

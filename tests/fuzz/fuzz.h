@@ -14,9 +14,9 @@ int fuzz_opts(const uint8_t *data, size_t size);
 int fuzz_p9(const uint8_t *data, size_t size);
 
 /* A broken invariant the sanitizers cannot see: stop here so libFuzzer keeps the input. */
-#define FUZZ_ASSERT(c)                  \
-	do {                            \
-		if (!(c))               \
+#define FUZZ_ASSERT(c)                    \
+	do {                              \
+		if (!(c))                 \
 			__builtin_trap(); \
 	} while (0)
 

@@ -49,7 +49,8 @@ static u64 features_from(u8 bits, bool mq)
 int fuzz_net(const uint8_t *data, size_t size)
 {
 	struct fuzz_in in = { data, size };
-	u8 mode = (u8)fuzz_take(&in, 1), qlog = (u8)fuzz_take(&in, 1), fbits = (u8)fuzz_take(&in, 1);
+	u8 mode = (u8)fuzz_take(&in, 1), qlog = (u8)fuzz_take(&in, 1),
+	   fbits = (u8)fuzz_take(&in, 1);
 	u8 bump[4];
 	bool mq = mode & 2;
 	int pairs = mq ? 2 : 1, nq = 2 * pairs + 1, ctl = 2 * pairs;
@@ -89,7 +90,8 @@ int fuzz_net(const uint8_t *data, size_t size)
 		q->enabled = true;
 	}
 	atomic_store(&vdev->status, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
-					    VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK);
+					    VIRTIO_CONFIG_S_FEATURES_OK |
+					    VIRTIO_CONFIG_S_DRIVER_OK);
 
 	for (int r = 0; r < rounds; r++) {
 		struct vring_avail *avail = (struct vring_avail *)(ram + NF_AVAIL);
@@ -106,7 +108,8 @@ int fuzz_net(const uint8_t *data, size_t size)
 		/* What reached the host: a header and at most the largest frame, nothing else. */
 		for (int p = 0; p < pairs; p++)
 			while ((len = net_fake_take(mine[p], frame, sizeof(frame))) > 0)
-				FUZZ_ASSERT(len >= NET_VNET_HDR_LEN && len <= NET_VNET_HDR_LEN + 65550);
+				FUZZ_ASSERT(len >= NET_VNET_HDR_LEN &&
+					    len <= NET_VNET_HDR_LEN + 65550);
 		FUZZ_ASSERT(len == 0);
 		avail->idx = (u16)(avail->idx + bump[r]);
 	}

@@ -35,7 +35,8 @@ int fuzz_opts(const uint8_t *data, size_t size)
 		err[0] = '\0';
 		if (net_parse_opts(buf + 1, &o, err, sizeof(err)) == 0)
 			FUZZ_ASSERT(o.queue_pairs >= 1 && o.queue_pairs <= NET_MAX_QUEUE_PAIRS &&
-				    o.tx_mode < NET_TX_NR && memchr(o.tapif, '\0', sizeof(o.tapif)));
+				    o.tx_mode < NET_TX_NR &&
+				    memchr(o.tapif, '\0', sizeof(o.tapif)));
 		else
 			FUZZ_ASSERT(err[0]);
 		if (net_parse_host_ip(buf + 1, &addr, &prefix) == 0)

@@ -183,7 +183,7 @@ static const struct {
 	u8 type;
 	u8 at;
 } qid_at[] = {
-	{ P9_TATTACH + 1, 7 }, { P9_TLOPEN + 1, 7 }, { P9_TLCREATE + 1, 7 }, { P9_TMKDIR + 1, 7 },
+	{ P9_TATTACH + 1, 7 },	{ P9_TLOPEN + 1, 7 }, { P9_TLCREATE + 1, 7 },  { P9_TMKDIR + 1, 7 },
 	{ P9_TSYMLINK + 1, 7 }, { P9_TMKNOD + 1, 7 }, { P9_TGETATTR + 1, 15 },
 };
 
@@ -261,10 +261,10 @@ static void one(struct p9_server *s, const u8 *msg, size_t len, u8 flags)
 
 static void handshake(struct p9_server *s, u8 flags)
 {
-	static const u8 version[] = { 21, 0, 0, 0, P9_TVERSION, 0xff, 0xff, 0x00, 0x40, 0, 0,
-				      8, 0, '9', 'P', '2', '0', '0', '0', '.', 'L' };
-	static const u8 attach[] = { 23, 0, 0, 0, P9_TATTACH, 1, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff,
-				     0xff, 0, 0, 0, 0, 0, 0, 0, 0 };
+	static const u8 version[] = { 21, 0, 0,	  0,   P9_TVERSION, 0xff, 0xff, 0x00, 0x40, 0,	0,
+				      8,  0, '9', 'P', '2',	    '0',  '0',	'0',  '.',  'L' };
+	static const u8 attach[] = { 23,   0,	 0,    0, P9_TATTACH, 1, 0, 0, 0, 0, 0, 0xff,
+				     0xff, 0xff, 0xff, 0, 0,	      0, 0, 0, 0, 0, 0 };
 
 	_Static_assert(FZ_HANDSHAKE_MSIZE == 0x4000, "the Tversion above asks for this msize");
 	one(s, version, sizeof(version), flags & ~0xc0);
@@ -275,7 +275,8 @@ int fuzz_p9(const uint8_t *data, size_t size)
 {
 	struct fuzz_in in = { data, size };
 	u8 flags = (u8)fuzz_take(&in, 1);
-	struct p9_server_opts o = { .readonly = flags & 1, .max_msize = FZ_MAX_MSIZE,
+	struct p9_server_opts o = { .readonly = flags & 1,
+				    .max_msize = FZ_MAX_MSIZE,
 				    .max_fids = FZ_MAX_FIDS };
 	struct p9_server *s;
 	char err[256], share[96], ev[4096];

@@ -95,7 +95,8 @@ int fuzz_pci(const uint8_t *data, size_t size)
 	struct fuzz_in in = { data, size };
 	struct pcf *f = calloc(1, sizeof(*f));
 	u8 setup = (u8)fuzz_take(&in, 1);
-	struct net_opts o = { .mode = NET_MODE_FAKE, .queue_pairs = (setup & 1) + 1,
+	struct net_opts o = { .mode = NET_MODE_FAKE,
+			      .queue_pairs = (setup & 1) + 1,
 			      .ioeventfd = setup & 2 };
 	struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { 0 };
 	char err[128];

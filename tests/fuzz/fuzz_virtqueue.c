@@ -44,8 +44,8 @@ static u64 ram_setup(struct guest_mem *mem, bool two_regions, const u8 *img, siz
 		return 0;
 	}
 	if (!big) {
-		big = mmap(NULL, VQF_BIG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			   -1, 0);
+		big = mmap(NULL, VQF_BIG, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		FUZZ_ASSERT(big != MAP_FAILED);
 	}
 	memcpy(big + PCI_HOLE_START - VQF_WIN, img, MIN(len, VQF_WIN));

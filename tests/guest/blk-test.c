@@ -62,9 +62,9 @@ static struct {
 	bool mmio;
 	struct virtio_pci vp;
 	struct virtq vq;
-	u64 capacity;      /* sectors */
-	u64 offered;       /* feature bits the device offered */
-	struct req *reqs;  /* MAX_QD */
+	u64 capacity;	  /* sectors */
+	u64 offered;	  /* feature bits the device offered */
+	struct req *reqs; /* MAX_QD */
 	u64 secs, qd, kib;
 	bool rand;
 } B;
@@ -105,7 +105,8 @@ static void mmio_setup(void)
 	u64 offered;
 
 	if (mr(M_MAGIC) != 0x74726976 || mr(M_VERSION) != 2 || mr(M_DEVICE_ID) != 2)
-		GUEST_FAIL("no virtio-mmio v2 block device at 0x%llx (lkvm -d IMAGE,trans=mmio)", MMIO_BASE);
+		GUEST_FAIL("no virtio-mmio v2 block device at 0x%llx (lkvm -d IMAGE,trans=mmio)",
+			   MMIO_BASE);
 	mw(M_STATUS, 0);
 	mw(M_STATUS, 1 | 2);
 	mw(M_DEV_FEATURES_SEL, 1);
@@ -224,7 +225,8 @@ static void read_check(u64 first, u64 n)
 		for (u64 k = 0; k < 8; k++)
 			for (u64 i = 0; i < SECTOR; i++)
 				if (p[k * SECTOR + i] != pattern(s + k, i))
-					GUEST_FAIL("sector %llu byte %llu: 0x%x", s + k, i, p[k * SECTOR + i]);
+					GUEST_FAIL("sector %llu byte %llu: 0x%x", s + k, i,
+						   p[k * SECTOR + i]);
 	}
 }
 
@@ -263,9 +265,12 @@ static void read_only(void)
 	gprintf("GUEST blk-test: sectors 0-63 read back as the host wrote them\n");
 	st = write_64();
 	if (st != BLK_S_IOERR)
-		GUEST_FAIL("a write to a read-only disk completed with status %u, not VIRTIO_BLK_S_IOERR", st);
+		GUEST_FAIL(
+			"a write to a read-only disk completed with status %u, not VIRTIO_BLK_S_IOERR",
+			st);
 	read_check(64, 8);
-	gprintf("BLK-RO-OK features=0x%llx write_status=%u capacity=%llu\n", B.offered, st, B.capacity);
+	gprintf("BLK-RO-OK features=0x%llx write_status=%u capacity=%llu\n", B.offered, st,
+		B.capacity);
 }
 
 /* blk=bounce, at CPL3 (4 MiB zeroed and checked in emulated kernel mode would crawl). */
@@ -390,8 +395,9 @@ static void pause_mode(void)
 	len = B.kib * 1024;
 	if (B.kib < 1 || len > (u64)PAUSE_PIECE * PAUSE_PIECES || len % PIECE_OF(len) ||
 	    B.capacity < 2 * len / SECTOR)
-		GUEST_FAIL("blk=pause: kib=%llu (up to 256, or multiples of 256 up to 65536; at most half the disk)",
-			   B.kib);
+		GUEST_FAIL(
+			"blk=pause: kib=%llu (up to 256, or multiples of 256 up to 65536; at most half the disk)",
+			B.kib);
 	if (B.mmio || !(B.vp.features & (1ull << VIRTIO_F_INDIRECT_DESC)))
 		GUEST_FAIL("blk=pause: needs virtio-pci and indirect descriptors");
 	if (!hvc_init())
@@ -423,7 +429,8 @@ static u64 next_sector(u64 *seq)
 
 static void bench(void *arg)
 {
-	u64 t0 = rdtsc(), end = t0 + ns_to_tsc(B.secs * 1000000000ull), done = 0, seq = 0, errors = 0;
+	u64 t0 = rdtsc(), end = t0 + ns_to_tsc(B.secs * 1000000000ull), done = 0, seq = 0,
+	    errors = 0;
 	u64 ns;
 
 	for (u64 i = 0; i < B.qd; i++)
@@ -463,8 +470,8 @@ static void notify(void *arg)
 		n += 64;
 	} while (rdtsc() < end);
 	ns = tsc_to_ns(rdtsc() - t0);
-	gprintf("BENCH notify trans=%s notifies=%llu ns=%llu ns_per_notify=%llu\n", B.mmio ? "mmio" : "pci", n,
-		ns, n ? ns / n : 0);
+	gprintf("BENCH notify trans=%s notifies=%llu ns=%llu ns_per_notify=%llu\n",
+		B.mmio ? "mmio" : "pci", n, ns, n ? ns / n : 0);
 	guest_done();
 }
 
@@ -481,7 +488,8 @@ void guest_main(void)
 	B.qd = cmdline_u64("qd", 1);
 	B.secs = cmdline_u64("secs", 2);
 	if (B.qd < 1 || B.qd > MAX_QD || B.secs < 1 || B.secs > 600)
-		GUEST_FAIL("qd=%llu (1-%u) or secs=%llu (1-600) out of range", B.qd, MAX_QD, B.secs);
+		GUEST_FAIL("qd=%llu (1-%u) or secs=%llu (1-600) out of range", B.qd, MAX_QD,
+			   B.secs);
 	clock_init();
 	B.reqs = galloc(sizeof(struct req) * MAX_QD, 64);
 	for (int i = 0; i < MAX_QD; i++)

@@ -14,9 +14,9 @@
 
 struct kind {
 	const char *name;
-	u16 device;  /* PCI device id (0x1040 + virtio id) */
-	u16 queues;  /* queues lkvm serves without further features */
-	u64 want;    /* features asked for besides VERSION_1 */
+	u16 device; /* PCI device id (0x1040 + virtio id) */
+	u16 queues; /* queues lkvm serves without further features */
+	u64 want;   /* features asked for besides VERSION_1 */
 	int found;
 };
 
@@ -43,11 +43,12 @@ static bool bring_up(const struct pci_dev *d, void *arg)
 		return false;
 	vp = galloc(sizeof(*vp), 8);
 	if (!virtio_pci_init(vp, d))
-		GUEST_FAIL("virtio-%s at %02x:%02x.%u: a virtio capability is missing", k->name, d->bus, d->dev,
-			   d->fn);
+		GUEST_FAIL("virtio-%s at %02x:%02x.%u: a virtio capability is missing", k->name,
+			   d->bus, d->dev, d->fn);
 	virtio_reset(vp);
 	if (!virtio_negotiate(vp, k->want))
-		GUEST_FAIL("virtio-%s: feature negotiation failed (offered 0x%llx)", k->name, vp->offered);
+		GUEST_FAIL("virtio-%s: feature negotiation failed (offered 0x%llx)", k->name,
+			   vp->offered);
 	if ((vp->features & k->want) != k->want)
 		GUEST_FAIL("virtio-%s: features 0x%llx lack 0x%llx", k->name, vp->offered, k->want);
 	n = virtio_num_queues(vp);
@@ -58,8 +59,8 @@ static bool bring_up(const struct pci_dev *d, void *arg)
 			GUEST_FAIL("virtio-%s: queue %u cannot be set up", k->name, q);
 	virtio_driver_ok(vp);
 	k->found++;
-	gprintf("GUEST devices: virtio-%s %02x:%02x.%u features=0x%llx queues=%u DRIVER_OK\n", k->name, d->bus,
-		d->dev, d->fn, vp->features, k->queues);
+	gprintf("GUEST devices: virtio-%s %02x:%02x.%u features=0x%llx queues=%u DRIVER_OK\n",
+		k->name, d->bus, d->dev, d->fn, vp->features, k->queues);
 	return false;
 }
 
@@ -69,10 +70,11 @@ void guest_main(void)
 
 	cmdline_get("devices.then", then, sizeof(then));
 	pci_scan(bring_up, NULL);
-	gprintf("GUEST devices: up net=%d blk=%d console=%d rng=%d\n", kinds[0].found, kinds[1].found,
-		kinds[2].found, kinds[3].found);
+	gprintf("GUEST devices: up net=%d blk=%d console=%d rng=%d\n", kinds[0].found,
+		kinds[1].found, kinds[2].found, kinds[3].found);
 	if (!strcmp(then, "done"))
 		guest_done();
 	for (;;)
-		__asm__ __volatile__("hlt"); /* interrupts are off: the vCPU sleeps until lkvm stops it */
+		__asm__ __volatile__(
+			"hlt"); /* interrupts are off: the vCPU sleeps until lkvm stops it */
 }

@@ -43,8 +43,8 @@ static void test_printf(void)
 	check_fmt("0x100000", "%p", (void *)0x100000);
 	GUEST_ASSERT_EQ(gsnprintf(small, sizeof(small), "%s", "truncated"), 9);
 	GUEST_ASSERT(!strcmp(small, "trunc"));
-	gprintf("GUEST libtest printf: d=%d u=%u x=%x lx=%lx s=%s c=%c llu=%llu OK\n", -42, 42u, 0xbeefu,
-		0x123456789abcdeful, "str", 'Z', 18446744073709551615ull);
+	gprintf("GUEST libtest printf: d=%d u=%u x=%x lx=%lx s=%s c=%c llu=%llu OK\n", -42, 42u,
+		0xbeefu, 0x123456789abcdeful, "str", 'Z', 18446744073709551615ull);
 }
 
 static bool list_dev(const struct pci_dev *d, void *arg)
@@ -98,7 +98,8 @@ static void user_main(void *arg)
 	t1 = rdtsc();
 	ns = tsc_to_ns(t1 - t0);
 	GUEST_ASSERT_EQ(sink, iters * (iters - 1) / 2);
-	gprintf("GUEST libtest cpl3 loop: %llu iterations, sum=%llu OK (%llu us)\n", iters, sink, ns / 1000);
+	gprintf("GUEST libtest cpl3 loop: %llu iterations, sum=%llu OK (%llu us)\n", iters, sink,
+		ns / 1000);
 	t0 = rdtsc();
 	for (int i = 0; i < 1000; i++)
 		(void)rdtsc();
@@ -124,13 +125,15 @@ void guest_main(void)
 
 	if (!cmdline_get("test", test, sizeof(test)))
 		memcpy(test, "all", 4);
-	gprintf("GUEST libtest: start test=%s cpl=%u ram_top=0x%llx\n", test, cpl(), guest_ram_top());
+	gprintf("GUEST libtest: start test=%s cpl=%u ram_top=0x%llx\n", test, cpl(),
+		guest_ram_top());
 	GUEST_ASSERT_EQ(cpl(), 0);
 	if (!strcmp(test, "assert0"))
 		GUEST_ASSERT(cpl() == 3);
 	test_printf();
 	if (cmdline_get("libtest.echo", arg, sizeof(arg)))
-		gprintf("GUEST libtest cmdline: libtest.echo=%s n=%llu\n", arg, cmdline_u64("libtest.n", 7));
+		gprintf("GUEST libtest cmdline: libtest.echo=%s n=%llu\n", arg,
+			cmdline_u64("libtest.n", 7));
 	test_pci();
 	const char *src = clock_init();
 	gprintf("GUEST libtest clock: source=%s tsc_hz=%llu\n", src, tsc_hz);

@@ -62,14 +62,16 @@ static void tsc_deadline_fires(void)
 	clock_init();
 	mmio_write32(LAPIC_BASE + LAPIC_SVR, 0x1ff); /* APIC software-enabled, spurious 0xff */
 	mmio_write32(LAPIC_BASE + LAPIC_LVT_TIMER, TIMER_VECTOR | LVT_TIMER_TSC_DEADLINE);
-	GUEST_ASSERT_EQ(mmio_read32(LAPIC_BASE + LAPIC_LVT_TIMER) & (3u << 17), LVT_TIMER_TSC_DEADLINE);
+	GUEST_ASSERT_EQ(mmio_read32(LAPIC_BASE + LAPIC_LVT_TIMER) & (3u << 17),
+			LVT_TIMER_TSC_DEADLINE);
 	GUEST_ASSERT(!(mmio_read32(irr) & bit));
 	deadline = rdtsc() + ns_to_tsc(1000000);
 	give_up = deadline + ns_to_tsc(10000000000ull);
 	wrmsr(MSR_TSC_DEADLINE, deadline);
 	while (!(mmio_read32(irr) & bit)) {
 		if (rdtsc() > give_up)
-			GUEST_FAIL("the TSC-deadline timer never fired (deadline 1 ms, waited 10 s)");
+			GUEST_FAIL(
+				"the TSC-deadline timer never fired (deadline 1 ms, waited 10 s)");
 		cpu_relax();
 	}
 }
@@ -156,8 +158,8 @@ static u64 probe(u64 from, u64 to, bool verify)
 		if (!verify)
 			*p = pattern(a);
 		else if (*p != pattern(a))
-			GUEST_FAIL("RAM at 0x%llx holds 0x%llx, not the 0x%llx written there", a, *p,
-				   pattern(a));
+			GUEST_FAIL("RAM at 0x%llx holds 0x%llx, not the 0x%llx written there", a,
+				   *p, pattern(a));
 		n++;
 		if (a == to - 8)
 			return n;
@@ -347,7 +349,8 @@ static void fdt_walk(const u8 *fdt, u32 total, struct dt_info *dt)
 				GUEST_ASSERT(len >= 4);
 				d->irq = be32(val);
 			} else if (!strcmp(prop, "compatible")) {
-				GUEST_ASSERT(len == sizeof("virtio,mmio") && !strcmp((const char *)val, "virtio,mmio"));
+				GUEST_ASSERT(len == sizeof("virtio,mmio") &&
+					     !strcmp((const char *)val, "virtio,mmio"));
 			}
 		}
 	}
@@ -452,8 +455,8 @@ static void check_counts(const char *bus, const struct counts *c)
 	for (u32 i = 1; i < ARRAY_SIZE(kinds); i++) {
 		gsnprintf(key, sizeof(key), "%s.%s", bus, kinds[i]);
 		if (c->n[i] != want(key))
-			GUEST_FAIL("devices: %u %s %s devices, expected %llu", c->n[i], bus, kinds[i],
-				   want(key));
+			GUEST_FAIL("devices: %u %s %s devices, expected %llu", c->n[i], bus,
+				   kinds[i], want(key));
 	}
 }
 
@@ -468,8 +471,8 @@ static void check_devices(void)
 		for (int j = 0; j < i; j++)
 			GUEST_ASSERT(m[j].addr != m[i].addr && m[j].irq != m[i].irq);
 		if (mmio_read32(m[i].addr + MMIO_MAGIC) != MMIO_MAGIC_VALUE)
-			GUEST_FAIL("devices: no virtio-mmio device at 0x%llx (magic 0x%x)", m[i].addr,
-				   mmio_read32(m[i].addr + MMIO_MAGIC));
+			GUEST_FAIL("devices: no virtio-mmio device at 0x%llx (magic 0x%x)",
+				   m[i].addr, mmio_read32(m[i].addr + MMIO_MAGIC));
 		GUEST_ASSERT_EQ(mmio_read32(m[i].addr + MMIO_VERSION), 2);
 		u32 id = mmio_read32(m[i].addr + MMIO_DEVICE_ID);
 
@@ -502,7 +505,8 @@ static void check_pause(void)
 	for (;;) {
 		bool stopped = kvmclock_flags() & PVCLOCK_GUEST_STOPPED;
 
-		(void)inb(COM1_LSR); /* one exit a round: a vCPU not parked moves the exit counters */
+		(void)inb(
+			COM1_LSR); /* one exit a round: a vCPU not parked moves the exit counters */
 		now = kvmclock_read(NULL);
 		if (now < prev)
 			GUEST_FAIL("pause: kvm-clock went back from %llu to %llu ns", prev, now);
@@ -539,7 +543,7 @@ static const struct {
 	void (*fn)(void);
 } checks[] = {
 	{ "cpuid", check_cpuid },     { "highmem", check_highmem }, { "dtb", check_dtb },
-	{ "devices", check_devices }, { "pause", check_pause },     { "triple", check_triple },
+	{ "devices", check_devices }, { "pause", check_pause },	    { "triple", check_triple },
 };
 
 void guest_main(void)

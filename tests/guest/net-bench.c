@@ -85,8 +85,14 @@ static void set_seq(u8 *buf, u64 seq, bool pattern)
 			f[j] = (u8)(seq * 7 + j);
 }
 
-static u8 *txslot(u64 i) { return B.txbuf + i * BUF_SIZE; }
-static u8 *rxslot(u64 i) { return B.rxbuf + i * BUF_SIZE; }
+static u8 *txslot(u64 i)
+{
+	return B.txbuf + i * BUF_SIZE;
+}
+static u8 *rxslot(u64 i)
+{
+	return B.rxbuf + i * BUF_SIZE;
+}
 
 static void post_rx(u64 i)
 {
@@ -108,7 +114,8 @@ static const u8 *our_frame(const u8 *buf, u32 len)
 {
 	const u8 *f = buf + VNET_HDR_LEN;
 
-	if (len < VNET_HDR_LEN + BENCH_OFF_PATTERN || f[BENCH_OFF_ETHERTYPE] != (BENCH_ETHERTYPE >> 8) ||
+	if (len < VNET_HDR_LEN + BENCH_OFF_PATTERN ||
+	    f[BENCH_OFF_ETHERTYPE] != (BENCH_ETHERTYPE >> 8) ||
 	    f[BENCH_OFF_ETHERTYPE + 1] != (BENCH_ETHERTYPE & 0xff) ||
 	    get32(f + BENCH_OFF_MAGIC) != BENCH_MAGIC)
 		return NULL;
@@ -183,8 +190,9 @@ static void run_tx(void)
 	u64 ns = tsc_to_ns(t_last - t0);
 	print_secs(secs, sizeof(secs), ns);
 	gprintf("BENCH test=tx size=%u frames=%llu bytes=%llu secs=%s pps=%llu mbps=%llu kicks=%llu event_idx=%u clock=%s\n",
-		B.size, sent, sent * B.size, secs, per_sec(sent, ns), per_sec(sent * B.size * 8, ns) / 1000000,
-		B.tx.kicks, B.tx.event_idx, clock_source());
+		B.size, sent, sent * B.size, secs, per_sec(sent, ns),
+		per_sec(sent * B.size * 8, ns) / 1000000, B.tx.kicks, B.tx.event_idx,
+		clock_source());
 }
 
 /* ---- rr ---- */
@@ -197,16 +205,22 @@ static void sort_u64(u64 *a, u64 n) /* heapsort: no recursion, no extra memory *
 				c++;
 			if (a[r] >= a[c])
 				break;
-			u64 t = a[r]; a[r] = a[c]; a[c] = t;
+			u64 t = a[r];
+			a[r] = a[c];
+			a[c] = t;
 		}
 	for (u64 end = n; end-- > 1;) {
-		u64 t = a[0]; a[0] = a[end]; a[end] = t;
+		u64 t = a[0];
+		a[0] = a[end];
+		a[end] = t;
 		for (u64 r = 0, c; (c = 2 * r + 1) < end; r = c) {
 			if (c + 1 < end && a[c + 1] > a[c])
 				c++;
 			if (a[r] >= a[c])
 				break;
-			t = a[r]; a[r] = a[c]; a[c] = t;
+			t = a[r];
+			a[r] = a[c];
+			a[c] = t;
 		}
 	}
 }
@@ -346,8 +360,8 @@ static void run_notify(void)
 	} while (rdtsc() < end);
 	ns = tsc_to_ns(rdtsc() - t0);
 	print_secs(secs, sizeof(secs), ns);
-	gprintf("BENCH test=notify notifies=%llu secs=%s rate=%llu ns_per_notify=%llu clock=%s\n", n, secs,
-		per_sec(n, ns), n ? ns / n : 0, clock_source());
+	gprintf("BENCH test=notify notifies=%llu secs=%s rate=%llu ns_per_notify=%llu clock=%s\n",
+		n, secs, per_sec(n, ns), n ? ns / n : 0, clock_source());
 }
 
 static void user_main(void *arg)
@@ -383,8 +397,9 @@ static void setup_device(bool event_idx)
 	GUEST_ASSERT_EQ(B.rx.size, QSIZE);
 	GUEST_ASSERT_EQ(B.tx.size, QSIZE);
 	for (int i = 0; i < 6; i++)
-		B.mac[i] = (B.vp.features & (1ull << VIRTIO_NET_F_MAC)) ? virtio_cfg_read8(&B.vp, (u32)i)
-									   : (u8)(i ? i : 2);
+		B.mac[i] = (B.vp.features & (1ull << VIRTIO_NET_F_MAC))
+				   ? virtio_cfg_read8(&B.vp, (u32)i)
+				   : (u8)(i ? i : 2);
 	virtio_driver_ok(&B.vp);
 	gprintf("GUEST net-bench: 1af4:1041 at %02x:%02x.%u features=0x%llx mac=%02x:%02x:%02x:%02x:%02x:%02x queues=%u size=%u\n",
 		d.bus, d.dev, d.fn, B.vp.features, B.mac[0], B.mac[1], B.mac[2], B.mac[3], B.mac[4],
@@ -415,7 +430,7 @@ void guest_main(void)
 		GUEST_FAIL("secs=%llu outside 1-600", B.secs);
 	clock_init();
 	setup_device(cmdline_u64("event_idx", 1));
-	gprintf("GUEST net-bench: bench=%s size=%u secs=%llu tsc_hz=%llu clock=%s, entering CPL3\n", name,
-		B.size, B.secs, tsc_hz, clock_source());
+	gprintf("GUEST net-bench: bench=%s size=%u secs=%llu tsc_hz=%llu clock=%s, entering CPL3\n",
+		name, B.size, B.secs, tsc_hz, clock_source());
 	guest_run_user(user_main, NULL);
 }

@@ -139,7 +139,8 @@ static void traffic(int n, u64 want_rx)
 
 static u16 link_status(void)
 {
-	return (u16)(virtio_cfg_read8(&vp, CFG_STATUS) | virtio_cfg_read8(&vp, CFG_STATUS + 1) << 8);
+	return (u16)(virtio_cfg_read8(&vp, CFG_STATUS) | virtio_cfg_read8(&vp, CFG_STATUS + 1)
+								 << 8);
 }
 
 static void run_link(void)
@@ -196,8 +197,8 @@ static void run_resets(u64 n)
 	}
 	bring_up(false);
 	traffic(96, 48);
-	gprintf("GUEST net-faults: traffic resumed after %llu resets: tx=%llu rx=%llu\n", n, tx_frames,
-		rx_frames);
+	gprintf("GUEST net-faults: traffic resumed after %llu resets: tx=%llu rx=%llu\n", n,
+		tx_frames, rx_frames);
 }
 
 static void user_main(void *arg)
@@ -236,7 +237,7 @@ void guest_main(void)
 	bring_up(true);
 	for (int i = 0; i < 6; i++)
 		mac[i] = virtio_cfg_read8(&vp, (u32)i);
-	gprintf("GUEST net-faults: %02x:%02x:%02x:%02x:%02x:%02x up\n", mac[0], mac[1], mac[2], mac[3],
-		mac[4], mac[5]);
+	gprintf("GUEST net-faults: %02x:%02x:%02x:%02x:%02x:%02x up\n", mac[0], mac[1], mac[2],
+		mac[3], mac[4], mac[5]);
 	guest_run_user(user_main, NULL);
 }

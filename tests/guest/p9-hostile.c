@@ -24,10 +24,28 @@
 
 /* 9P2000.L message types and constants (Linux's include/net/9p/9p.h). */
 enum {
-	TLERROR = 6, RLERROR = 7, TSTATFS = 8, TLOPEN = 12, TLCREATE = 14, TSYMLINK = 16,
-	TMKNOD = 18, TREADLINK = 22, TGETATTR = 24, TSETATTR = 26, TXATTRCREATE = 32,
-	TREADDIR = 40, TLINK = 70, TMKDIR = 72, TRENAMEAT = 74, TUNLINKAT = 76, TVERSION = 100,
-	TATTACH = 104, TWALK = 110, TREAD = 116, TWRITE = 118, TCLUNK = 120,
+	TLERROR = 6,
+	RLERROR = 7,
+	TSTATFS = 8,
+	TLOPEN = 12,
+	TLCREATE = 14,
+	TSYMLINK = 16,
+	TMKNOD = 18,
+	TREADLINK = 22,
+	TGETATTR = 24,
+	TSETATTR = 26,
+	TXATTRCREATE = 32,
+	TREADDIR = 40,
+	TLINK = 70,
+	TMKDIR = 72,
+	TRENAMEAT = 74,
+	TUNLINKAT = 76,
+	TVERSION = 100,
+	TATTACH = 104,
+	TWALK = 110,
+	TREAD = 116,
+	TWRITE = 118,
+	TCLUNK = 120,
 };
 #define NOFID 0xffffffffu
 #define QTSYMLINK 0x02
@@ -57,7 +75,7 @@ struct dev {
 static struct dev devs[2];
 static int ndevs;
 static struct dev *rw, *ro;
-static u8 *treq, *trsp;     /* one request and its reply */
+static u8 *treq, *trsp;	     /* one request and its reply */
 static u32 tlen, rlen, rpos; /* request length; reply length and read position */
 static u16 tagn;
 static int ncases;
@@ -138,7 +156,7 @@ static void up(struct dev *d)
 {
 	virtio_reset(&d->vp);
 	GUEST_ASSERT(virtio_negotiate(&d->vp, 1ull << VIRTIO_9P_MOUNT_TAG |
-						     1ull << VIRTIO_F_INDIRECT_DESC));
+						      1ull << VIRTIO_F_INDIRECT_DESC));
 	if (!d->queue_made)
 		GUEST_ASSERT(virtq_setup(&d->vp, &d->vq, 0, QSIZE));
 	else
@@ -211,11 +229,11 @@ static int call(struct dev *d)
 	return call_room(d, BIG);
 }
 
-#define EXPECT(expr, want)                                                                 \
-	do {                                                                               \
-		int got_ = (expr);                                                         \
-		if (got_ != (want))                                                        \
-			GUEST_FAIL("%s: %d, expected %d", #expr, got_, (int)(want));       \
+#define EXPECT(expr, want)                                                           \
+	do {                                                                         \
+		int got_ = (expr);                                                   \
+		if (got_ != (want))                                                  \
+			GUEST_FAIL("%s: %d, expected %d", #expr, got_, (int)(want)); \
 	} while (0)
 
 /* ---- one wrapper per operation ---- */
@@ -280,8 +298,8 @@ static int t_walk(struct dev *d, u32 fid, u32 newfid, int n, const char *const *
 	return got;
 }
 
-#define WALK(d, fid, newfid, types, ...)                                                     \
-	t_walk(d, fid, newfid, (int)ARRAY_SIZE(((const char *const[]){ __VA_ARGS__ })),       \
+#define WALK(d, fid, newfid, types, ...)                                                \
+	t_walk(d, fid, newfid, (int)ARRAY_SIZE(((const char *const[]){ __VA_ARGS__ })), \
 	       (const char *const[]){ __VA_ARGS__ }, types)
 
 static int t_fid(struct dev *d, u8 type, u32 fid)
@@ -416,7 +434,8 @@ static void c_tags(void)
 			ro = d;
 	}
 	if (!rw || !ro)
-		GUEST_FAIL("want the tags lkvm-share0 and lkvm-share1 (lkvm --share DIR --share DIR,ro)");
+		GUEST_FAIL(
+			"want the tags lkvm-share0 and lkvm-share1 (lkvm --share DIR --share DIR,ro)");
 	ok("tags", "lkvm-share0, lkvm-share1");
 }
 
@@ -440,7 +459,7 @@ static void c_dotdot(void)
 	n = WALK(rw, ROOT, 2, t, "..", "outside", "canary");
 	if (n == 3 && t_lopen(rw, 2, O_RDONLY) == 0)
 		t_read(rw, TREAD, 2, 0, 64); /* what an escape would leak: call() fails on it */
-	EXPECT(n, 1); /* stops at "outside": ".." at the root is the root */
+	EXPECT(n, 1);			     /* stops at "outside": ".." at the root is the root */
 	EXPECT(WALK(rw, ROOT, 2, t, "..", "..", "..", "outside", "canary"), 3);
 	EXPECT(t_clunk(rw, 2), -E_BADF); /* a partial walk makes no fid */
 	EXPECT(WALK(rw, ROOT, 2, t, "..", "file"), 2);
@@ -620,7 +639,8 @@ static void c_fids(void)
 	session(rw);
 	EXPECT(WALK(rw, ROOT, 7, NULL), 0);
 	EXPECT(t_clunk(rw, 7), 0);
-	gprintf("GUEST p9: %u fids held, then ENFILE (%llu ms)\n", made + 1, (now_ns() - t0) / 1000000);
+	gprintf("GUEST p9: %u fids held, then ENFILE (%llu ms)\n", made + 1,
+		(now_ns() - t0) / 1000000);
 	ok("fids", "bounded, then recovered");
 }
 
@@ -683,7 +703,8 @@ static void c_bad_messages(void)
 	seal();
 	put(0xdeadbeef, 4);
 	{
-		struct vq_buf b[2] = { { (u64)(uintptr_t)treq, tlen }, { (u64)(uintptr_t)trsp, BIG } };
+		struct vq_buf b[2] = { { (u64)(uintptr_t)treq, tlen },
+				       { (u64)(uintptr_t)trsp, BIG } };
 
 		GUEST_ASSERT(virtq_add(&rw->vq, b, 1, 1, treq));
 		EXPECT(wait_used(rw, &rlen), 0);
@@ -735,7 +756,8 @@ static void c_bad_chains(void)
 	expect_broken("chain-outside-ram");
 	/* A readable buffer after a writable one (on a fresh ring: written by hand). */
 	up(rw);
-	rw->vq.desc[0] = (struct virtq_desc){ (u64)(uintptr_t)trsp, 64, VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT, 1 };
+	rw->vq.desc[0] = (struct virtq_desc){ (u64)(uintptr_t)trsp, 64,
+					      VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT, 1 };
 	rw->vq.desc[1] = (struct virtq_desc){ (u64)(uintptr_t)treq, 11, 0, 0 };
 	rw->vq.avail->ring[0] = 0;
 	barrier();
@@ -744,7 +766,8 @@ static void c_bad_chains(void)
 	/* A descriptor loop. */
 	up(rw);
 	rw->vq.desc[0] = (struct virtq_desc){ (u64)(uintptr_t)treq, 11, VIRTQ_DESC_F_NEXT, 1 };
-	rw->vq.desc[1] = (struct virtq_desc){ (u64)(uintptr_t)trsp, 64, VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT, 0 };
+	rw->vq.desc[1] = (struct virtq_desc){ (u64)(uintptr_t)trsp, 64,
+					      VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT, 0 };
 	rw->vq.avail->ring[0] = 0;
 	barrier();
 	WRITE_ONCE(rw->vq.avail->idx, 1);

@@ -19,8 +19,8 @@ static u64 read_clocks(u64 *tsc)
 	u64 ns = kvmclock_read(tsc);
 
 	if (ns < prev_ns || *tsc < prev_tsc)
-		GUEST_FAIL("a clock went back: kvmclock_ns %llu -> %llu, tsc %llu -> %llu", prev_ns, ns, prev_tsc,
-			   *tsc);
+		GUEST_FAIL("a clock went back: kvmclock_ns %llu -> %llu, tsc %llu -> %llu", prev_ns,
+			   ns, prev_tsc, *tsc);
 	prev_ns = ns;
 	prev_tsc = *tsc;
 	return ns;

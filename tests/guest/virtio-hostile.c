@@ -36,20 +36,20 @@
 static struct virtio_pci vp;
 static struct virtq rxq, txq;
 static bool queues_made;
-static u8 *buf;       /* header + frame of the good chain, and scratch */
-static u8 *itable;    /* indirect tables */
+static u8 *buf;	   /* header + frame of the good chain, and scratch */
+static u8 *itable; /* indirect tables */
 static struct pci_dev pvpanic;
 static u64 pvpanic_bar;
 
 /* virtio-console (lkvm --console virtio), when there is one. */
 #define CON_TX 1
-#define CON_ALIASES 1024         /* descriptors in the huge chain: VQ_MAX_SG */
-#define CON_TEXT (16u << 20)     /* bytes each of them covers */
-#define CON_LINE 64              /* a newline every CON_LINE bytes of that text */
+#define CON_ALIASES 1024     /* descriptors in the huge chain: VQ_MAX_SG */
+#define CON_TEXT (16u << 20) /* bytes each of them covers */
+#define CON_LINE 64	     /* a newline every CON_LINE bytes of that text */
 static struct virtio_pci cvp;
 static struct virtq crx, ctx;
 static bool con_found, con_queues_made;
-static u8 *con_text;             /* CON_TEXT bytes of printable lines */
+static u8 *con_text; /* CON_TEXT bytes of printable lines */
 static struct virtq_desc *con_table;
 
 static u64 now_ns(void)
@@ -60,7 +60,8 @@ static u64 now_ns(void)
 static void up(void)
 {
 	virtio_reset(&vp);
-	GUEST_ASSERT(virtio_negotiate(&vp, 1ull << VIRTIO_NET_F_MAC | 1ull << VIRTIO_F_INDIRECT_DESC |
+	GUEST_ASSERT(virtio_negotiate(&vp, 1ull << VIRTIO_NET_F_MAC |
+						   1ull << VIRTIO_F_INDIRECT_DESC |
 						   1ull << VIRTIO_F_RING_EVENT_IDX));
 	if (!queues_made) {
 		GUEST_ASSERT(virtq_setup(&vp, &rxq, RXQ, QSIZE));
@@ -165,11 +166,26 @@ static void bad_addr(const char *name, u64 addr, u32 len)
 	expect_broken(name);
 }
 
-static void c_outside_ram(void) { bad_addr("addr-outside-ram", guest_ram_top() + 0x100000, 64); }
-static void c_pci_hole(void) { bad_addr("addr-in-pci-hole", 0xd0000000ull, 64); }
-static void c_across_ram_end(void) { bad_addr("addr-across-ram-end", guest_ram_top() - 32, 64); }
-static void c_len_4g(void) { bad_addr("len-near-4g", (u64)(uintptr_t)buf, 0xfffffff0u); }
-static void c_addr_wrap(void) { bad_addr("addr-wraps-2^64", 0xffffffffffffffc0ull, 0x80); }
+static void c_outside_ram(void)
+{
+	bad_addr("addr-outside-ram", guest_ram_top() + 0x100000, 64);
+}
+static void c_pci_hole(void)
+{
+	bad_addr("addr-in-pci-hole", 0xd0000000ull, 64);
+}
+static void c_across_ram_end(void)
+{
+	bad_addr("addr-across-ram-end", guest_ram_top() - 32, 64);
+}
+static void c_len_4g(void)
+{
+	bad_addr("len-near-4g", (u64)(uintptr_t)buf, 0xfffffff0u);
+}
+static void c_addr_wrap(void)
+{
+	bad_addr("addr-wraps-2^64", 0xffffffffffffffc0ull, 0x80);
+}
 
 static void c_head_out_of_range(void)
 {
@@ -314,13 +330,20 @@ static void bad_qsize(const char *name, u16 size)
 	mmio_write8(vp.common + CC_STATUS, 1 | 2 | 8 | S_DRIVER_OK);
 	st = virtio_status(&vp);
 	if (got == size && !(st & S_NEEDS_RESET))
-		GUEST_FAIL("%s: queue size %u taken and the device runs (status 0x%x)", name, size, st);
+		GUEST_FAIL("%s: queue size %u taken and the device runs (status 0x%x)", name, size,
+			   st);
 	recover(name);
 	gprintf("GUEST hostile: %s ok (size reads %u, status 0x%x, recovered)\n", name, got, st);
 }
 
-static void c_qsize_zero(void) { bad_qsize("queue-size-0", 0); }
-static void c_qsize_odd(void) { bad_qsize("queue-size-100", 100); }
+static void c_qsize_zero(void)
+{
+	bad_qsize("queue-size-0", 0);
+}
+static void c_qsize_odd(void)
+{
+	bad_qsize("queue-size-100", 100);
+}
 
 /* While DRIVER_OK, the queue's registers are frozen: moving its rings or disabling it does
  * nothing, the queue keeps working. */
@@ -430,28 +453,41 @@ static void c_msix_abuse(void)
 static u64 rd(u64 a, int w)
 {
 	switch (w) {
-	case 1: return mmio_read8(a);
-	case 2: return mmio_read16(a);
-	case 4: return mmio_read32(a);
-	default: return *(volatile u64 *)a;
+	case 1:
+		return mmio_read8(a);
+	case 2:
+		return mmio_read16(a);
+	case 4:
+		return mmio_read32(a);
+	default:
+		return *(volatile u64 *)a;
 	}
 }
 
 static void wr(u64 a, int w, u64 v)
 {
 	switch (w) {
-	case 1: mmio_write8(a, (u8)v); break;
-	case 2: mmio_write16(a, (u16)v); break;
-	case 4: mmio_write32(a, (u32)v); break;
-	default: *(volatile u64 *)a = v; break;
+	case 1:
+		mmio_write8(a, (u8)v);
+		break;
+	case 2:
+		mmio_write16(a, (u16)v);
+		break;
+	case 4:
+		mmio_write32(a, (u32)v);
+		break;
+	default:
+		*(volatile u64 *)a = v;
+		break;
 	}
 }
 
 static void c_bar_accesses(void)
 {
-	static const u32 offs[] = { 0, 1, 2, 3, 5, 7, 0x13, 0x15, 0x17, 0x1b, 0x21, 0x2f, 0x33, 0x37,
-				    0x3f, 0x7ff, 0xffd, 0xfff, 0x1000, 0x1001, 0x1ffe, 0x2005, 0x2fff,
-				    0x3000, 0x3001, 0x3003, 0x3ffd, 0x3fff };
+	static const u32 offs[] = { 0,	    1,	    2,	    3,	    5,	    7,	    0x13,
+				    0x15,   0x17,   0x1b,   0x21,   0x2f,   0x33,   0x37,
+				    0x3f,   0x7ff,  0xffd,  0xfff,  0x1000, 0x1001, 0x1ffe,
+				    0x2005, 0x2fff, 0x3000, 0x3001, 0x3003, 0x3ffd, 0x3fff };
 	u64 accesses = 0, x = 0;
 
 	up();
@@ -542,7 +578,8 @@ static void c_console_huge_chain(void)
 	end = now_ns() + WAIT_NS;
 	while (!virtq_get(&ctx, NULL))
 		if (now_ns() > end)
-			GUEST_FAIL("console-huge-chain: the console took no output after the reset");
+			GUEST_FAIL(
+				"console-huge-chain: the console took no output after the reset");
 	gprintf("GUEST hostile: console-huge-chain ok (reset returned, the console works after it)\n");
 }
 

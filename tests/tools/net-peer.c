@@ -96,7 +96,8 @@ static int open_socket(const char *ifname, int *ifindex, unsigned char mac[6])
 /* Starts receiving EtherType frames on ifindex, then tells the test script so. */
 static int bind_socket(int fd, int ifindex, const char *ifname)
 {
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET, .sll_protocol = htons(BENCH_ETHERTYPE),
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET,
+				   .sll_protocol = htons(BENCH_ETHERTYPE),
 				   .sll_ifindex = ifindex };
 
 	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
@@ -161,16 +162,19 @@ static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, i
 				continue;
 			memcpy(f, f + 6, 6);
 			memcpy(f + 6, mac, 6);
-			struct sockaddr_ll to = { .sll_family = AF_PACKET, .sll_ifindex = ifindex,
-						  .sll_halen = 6, .sll_protocol = htons(BENCH_ETHERTYPE) };
+			struct sockaddr_ll to = { .sll_family = AF_PACKET,
+						  .sll_ifindex = ifindex,
+						  .sll_halen = 6,
+						  .sll_protocol = htons(BENCH_ETHERTYPE) };
 			memcpy(to.sll_addr, f, 6);
-			if (sendto(fd, f, len, 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)len)
+			if (sendto(fd, f, len, 0, (struct sockaddr *)&to, sizeof(to)) !=
+			    (ssize_t)len)
 				send_fail++;
 		}
 	}
 	drops = socket_drops(fd);
-	printf("PEER %s frames=%llu bytes=%llu drops=%llu send_fail=%llu\n", echo ? "echo" : "count",
-	       frames, bytes, drops, send_fail);
+	printf("PEER %s frames=%llu bytes=%llu drops=%llu send_fail=%llu\n",
+	       echo ? "echo" : "count", frames, bytes, drops, send_fail);
 	return 0;
 }
 
@@ -180,7 +184,8 @@ static int run_rx(int fd, int ifindex, const unsigned char mac[6], double end, i
 #define RING_TOV_MS 10 /* a partly filled block is handed over after this */
 
 /* Counts one retired block's frames (ours only; outgoing ones are skipped) and gives it back. */
-static void count_block(struct tpacket_block_desc *bd, unsigned long long *frames, unsigned long long *bytes)
+static void count_block(struct tpacket_block_desc *bd, unsigned long long *frames,
+			unsigned long long *bytes)
 {
 	struct tpacket3_hdr *h = (void *)((char *)bd + bd->hdr.bh1.offset_to_first_pkt);
 
@@ -199,7 +204,8 @@ static void count_block(struct tpacket_block_desc *bd, unsigned long long *frame
 static int run_count(int fd, int ifindex, const char *ifname, double end)
 {
 	int v = TPACKET_V3;
-	struct tpacket_req3 req = { .tp_block_size = RING_BLOCK, .tp_block_nr = RING_BLOCKS,
+	struct tpacket_req3 req = { .tp_block_size = RING_BLOCK,
+				    .tp_block_nr = RING_BLOCKS,
 				    .tp_frame_size = RING_FRAME,
 				    .tp_frame_nr = RING_BLOCK / RING_FRAME * RING_BLOCKS,
 				    .tp_retire_blk_tov = RING_TOV_MS };
@@ -216,7 +222,8 @@ static int run_count(int fd, int ifindex, const char *ifname, double end)
 		perror("net-peer: TPACKET_V3 ring");
 		return 1;
 	}
-	ring = mmap(NULL, (size_t)RING_BLOCK * RING_BLOCKS, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ring = mmap(NULL, (size_t)RING_BLOCK * RING_BLOCKS, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		    0);
 	if (ring == MAP_FAILED) {
 		perror("net-peer: mmap");
 		return 1;
@@ -243,7 +250,8 @@ static int run_count(int fd, int ifindex, const char *ifname, double end)
 		poll(&p, 1, RING_TOV_MS);
 	}
 	getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len);
-	printf("PEER count frames=%llu bytes=%llu drops=%u send_fail=0\n", frames, bytes, st.tp_drops);
+	printf("PEER count frames=%llu bytes=%llu drops=%u send_fail=0\n", frames, bytes,
+	       st.tp_drops);
 	return 0;
 }
 
@@ -252,7 +260,9 @@ static int run_blast(int fd, int ifindex, const unsigned char mac[6], double end
 	unsigned char f[FRAME_MAX];
 	unsigned long long frames = 0, fails = 0, seq = 0;
 	uint32_t magic = BENCH_MAGIC, test = BENCH_TEST_RX;
-	struct sockaddr_ll to = { .sll_family = AF_PACKET, .sll_ifindex = ifindex, .sll_halen = 6,
+	struct sockaddr_ll to = { .sll_family = AF_PACKET,
+				  .sll_ifindex = ifindex,
+				  .sll_halen = 6,
 				  .sll_protocol = htons(BENCH_ETHERTYPE) };
 
 	memset(f, 0, sizeof(f));
@@ -286,9 +296,10 @@ int main(int argc, char **argv)
 	unsigned size;
 	double end;
 
-	if (argc < 4 || (strcmp(argv[1], "count") && strcmp(argv[1], "echo") && strcmp(argv[1], "spin-echo") &&
-			 strcmp(argv[1], "blast"))) {
-		fprintf(stderr, "usage: net-peer count|echo|spin-echo|blast IFNAME SECONDS [SIZE]\n");
+	if (argc < 4 || (strcmp(argv[1], "count") && strcmp(argv[1], "echo") &&
+			 strcmp(argv[1], "spin-echo") && strcmp(argv[1], "blast"))) {
+		fprintf(stderr,
+			"usage: net-peer count|echo|spin-echo|blast IFNAME SECONDS [SIZE]\n");
 		return 2;
 	}
 	size = argc > 4 ? (unsigned)atoi(argv[4]) : 64;

@@ -15,8 +15,8 @@ static void stats_fmt_put(void *arg, const char *name, u64 value)
 
 /* visit(dev, v) reports the counters of device `kind` number 0; returns what stats_print
  * makes of them (malloc'd, for free()). */
-static __attribute__((noinline)) char *stats_fmt(const char *kind, void *dev,
-		      void (*visit)(void *dev, struct stats_visitor *v), bool json)
+static __attribute__((noinline)) char *
+stats_fmt(const char *kind, void *dev, void (*visit)(void *dev, struct stats_visitor *v), bool json)
 {
 	struct stats_flat f;
 	struct ctl_kvs kvs;

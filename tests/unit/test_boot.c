@@ -28,8 +28,8 @@ static void vm_init(struct vm *v, u64 size)
 {
 	memset(v, 0, sizeof(*v));
 	v->size = size;
-	v->ram = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		      -1, 0);
+	v->ram = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	ck_assert_ptr_ne(v->ram, MAP_FAILED);
 	/* Only the low 2 MiB are pre-filled so that tests notice what the loader zeroes. */
 	memset(v->ram, FILL, MIN(size, MiB(2)));
@@ -53,19 +53,23 @@ static int load(struct vm *v, const u8 *k, size_t klen, const u8 *initrd, size_t
 		const char *cmdline)
 {
 	struct boot_args a = {
-		.kernel = k, .kernel_len = klen, .initrd = initrd, .initrd_len = ilen, .cmdline = cmdline,
+		.kernel = k,
+		.kernel_len = klen,
+		.initrd = initrd,
+		.initrd_len = ilen,
+		.cmdline = cmdline,
 	};
 
 	v->err[0] = 0;
 	return boot_load(&v->m, &a, &v->e, v->err, sizeof(v->err));
 }
 
-#define ck_assert_err(v, ret, want_errno, substr)                                            \
-	do {                                                                                  \
-		ck_assert_int_eq((ret), -(want_errno));                                       \
+#define ck_assert_err(v, ret, want_errno, substr)                                                \
+	do {                                                                                     \
+		ck_assert_int_eq((ret), -(want_errno));                                          \
 		ck_assert_msg(strstr((v)->err, (substr)), "error \"%s\" lacks \"%s\"", (v)->err, \
-			      (substr));                                                      \
-		ck_assert_ptr_null(strchr((v)->err, '\n'));                                   \
+			      (substr));                                                         \
+		ck_assert_ptr_null(strchr((v)->err, '\n'));                                      \
 	} while (0)
 
 /* ---- synthetic bzImage ---- */
@@ -130,7 +134,8 @@ START_TEST(bz_valid)
 	ck_assert_uint_eq(v.e.initrd_size, 0);
 
 	/* protected-mode code copied to 1 MiB */
-	ck_assert_mem_eq(gmem_ptr(&v.m, KERNEL_LOAD_ADDR, PAYLOAD_LEN), b.buf + 5 * 512, PAYLOAD_LEN);
+	ck_assert_mem_eq(gmem_ptr(&v.m, KERNEL_LOAD_ADDR, PAYLOAD_LEN), b.buf + 5 * 512,
+			 PAYLOAD_LEN);
 
 	ck_assert_int_eq(gmem_read(&v.m, BOOT_PARAMS_ADDR, &bp, sizeof(bp)), 0);
 	ck_assert_uint_eq(bp.hdr.boot_flag, 0xAA55);
@@ -193,7 +198,8 @@ START_TEST(bz_no_cmdline_and_setup_sects_zero)
 	/* setup_sects 0 means 4, which is what our image has */
 	b.h.setup_sects = 0;
 	ck_assert_int_eq(load(&v, bz_img(&b), b.len, NULL, 0, NULL), 0);
-	ck_assert_mem_eq(gmem_ptr(&v.m, KERNEL_LOAD_ADDR, PAYLOAD_LEN), b.buf + 5 * 512, PAYLOAD_LEN);
+	ck_assert_mem_eq(gmem_ptr(&v.m, KERNEL_LOAD_ADDR, PAYLOAD_LEN), b.buf + 5 * 512,
+			 PAYLOAD_LEN);
 	ck_assert_int_eq(gmem_read(&v.m, BOOT_CMDLINE_ADDR, &c, 1), 0);
 	ck_assert_int_eq(c, 0);
 	vm_free(&v);
@@ -288,7 +294,8 @@ START_TEST(bz_initrd_overlaps_kernel)
 	/* initrd_addr_max below the kernel's end */
 	bz_default(&b);
 	b.h.initrd_addr_max = MiB(4);
-	ck_assert_err(&v, load(&v, bz_img(&b), b.len, &one, 4096, NULL), ENOMEM, "above the kernel end");
+	ck_assert_err(&v, load(&v, bz_img(&b), b.len, &one, 4096, NULL), ENOMEM,
+		      "above the kernel end");
 	vm_free(&v);
 }
 END_TEST
@@ -347,7 +354,8 @@ START_TEST(bz_old_protocol)
 	vm_init(&v, RAM_SIZE);
 	bz_default(&b);
 	b.h.version = 0x0205;
-	ck_assert_err(&v, load(&v, bz_img(&b), b.len, NULL, 0, NULL), ENOEXEC, "2.05 is too old (need 2.06");
+	ck_assert_err(&v, load(&v, bz_img(&b), b.len, NULL, 0, NULL), ENOEXEC,
+		      "2.05 is too old (need 2.06");
 	b.h.version = 0x0206;
 	ck_assert_int_eq(load(&v, bz_img(&b), b.len, NULL, 0, NULL), 0);
 	vm_free(&v);
@@ -444,7 +452,7 @@ struct elf_params {
 	u64 paddr, filesz, memsz, seg_off;
 	bool note;
 	u32 namesz, descsz; /* of the Xen note */
-	u64 note_filesz;     /* 0: exact */
+	u64 note_filesz;    /* 0: exact */
 	u64 entry;
 	size_t len;
 };
@@ -478,7 +486,9 @@ static size_t put_notes(u8 *buf, const struct elf_params *p)
 	memcpy(buf + o + 12, "GNU", 4);
 	memcpy(buf + o + 16, "abcdef", 6);
 	o += 24;
-	nh = (Elf64_Nhdr){ .n_namesz = p->namesz, .n_descsz = p->descsz, .n_type = PVH_ELFNOTE_PHYS32_ENTRY };
+	nh = (Elf64_Nhdr){ .n_namesz = p->namesz,
+			   .n_descsz = p->descsz,
+			   .n_type = PVH_ELFNOTE_PHYS32_ENTRY };
 	memcpy(buf + o, &nh, sizeof(nh));
 	memcpy(buf + o + 12, "Xen", 4);
 	memcpy(buf + o + 16, &p->entry, p->descsz == 4 ? 4 : 8);
@@ -496,13 +506,24 @@ static void build_elf(u8 *buf, const struct elf_params *p)
 	for (int i = 0; i < SEG_FILESZ; i++)
 		buf[SEG_OFF + i] = (u8)(0x80 + i);
 	if (p->is64) {
-		Elf64_Ehdr eh = { .e_type = p->type, .e_machine = p->machine, .e_version = EV_CURRENT,
-				  .e_entry = p->paddr, .e_phoff = p->phoff, .e_ehsize = sizeof(eh),
-				  .e_phentsize = sizeof(Elf64_Phdr), .e_phnum = 2 };
+		Elf64_Ehdr eh = { .e_type = p->type,
+				  .e_machine = p->machine,
+				  .e_version = EV_CURRENT,
+				  .e_entry = p->paddr,
+				  .e_phoff = p->phoff,
+				  .e_ehsize = sizeof(eh),
+				  .e_phentsize = sizeof(Elf64_Phdr),
+				  .e_phnum = 2 };
 		Elf64_Phdr ph[2] = {
-			{ .p_type = PT_LOAD, .p_offset = p->seg_off, .p_vaddr = 0xffffffff81000000ULL,
-			  .p_paddr = p->paddr, .p_filesz = p->filesz, .p_memsz = p->memsz },
-			{ .p_type = p->note ? PT_NOTE : PT_NULL, .p_offset = NOTE_OFF, .p_filesz = notesz },
+			{ .p_type = PT_LOAD,
+			  .p_offset = p->seg_off,
+			  .p_vaddr = 0xffffffff81000000ULL,
+			  .p_paddr = p->paddr,
+			  .p_filesz = p->filesz,
+			  .p_memsz = p->memsz },
+			{ .p_type = p->note ? PT_NOTE : PT_NULL,
+			  .p_offset = NOTE_OFF,
+			  .p_filesz = notesz },
 		};
 
 		memcpy(eh.e_ident, ELFMAG, SELFMAG);
@@ -512,13 +533,24 @@ static void build_elf(u8 *buf, const struct elf_params *p)
 		if (p->phoff <= 0x300 - sizeof(ph))
 			memcpy(buf + p->phoff, ph, sizeof(ph));
 	} else {
-		Elf32_Ehdr eh = { .e_type = p->type, .e_machine = p->machine, .e_version = EV_CURRENT,
-				  .e_entry = (u32)p->paddr, .e_phoff = (u32)p->phoff, .e_ehsize = sizeof(eh),
-				  .e_phentsize = sizeof(Elf32_Phdr), .e_phnum = 2 };
+		Elf32_Ehdr eh = { .e_type = p->type,
+				  .e_machine = p->machine,
+				  .e_version = EV_CURRENT,
+				  .e_entry = (u32)p->paddr,
+				  .e_phoff = (u32)p->phoff,
+				  .e_ehsize = sizeof(eh),
+				  .e_phentsize = sizeof(Elf32_Phdr),
+				  .e_phnum = 2 };
 		Elf32_Phdr ph[2] = {
-			{ .p_type = PT_LOAD, .p_offset = (u32)p->seg_off, .p_vaddr = (u32)p->paddr,
-			  .p_paddr = (u32)p->paddr, .p_filesz = (u32)p->filesz, .p_memsz = (u32)p->memsz },
-			{ .p_type = p->note ? PT_NOTE : PT_NULL, .p_offset = NOTE_OFF, .p_filesz = (u32)notesz },
+			{ .p_type = PT_LOAD,
+			  .p_offset = (u32)p->seg_off,
+			  .p_vaddr = (u32)p->paddr,
+			  .p_paddr = (u32)p->paddr,
+			  .p_filesz = (u32)p->filesz,
+			  .p_memsz = (u32)p->memsz },
+			{ .p_type = p->note ? PT_NOTE : PT_NULL,
+			  .p_offset = NOTE_OFF,
+			  .p_filesz = (u32)notesz },
 		};
 
 		memcpy(eh.e_ident, ELFMAG, SELFMAG);
@@ -761,7 +793,8 @@ START_TEST(pvh_filesz_gt_memsz)
 
 	vm_init(&v, RAM_SIZE);
 	p.memsz = p.filesz - 1;
-	ck_assert_err(&v, load_elf(&v, &p, NULL, 0, NULL), ENOEXEC, "file size 0x100 > memory size 0xff");
+	ck_assert_err(&v, load_elf(&v, &p, NULL, 0, NULL), ENOEXEC,
+		      "file size 0x100 > memory size 0xff");
 	vm_free(&v);
 }
 END_TEST
@@ -923,7 +956,8 @@ static Suite *boot_suite(void)
 		tcase_add_test(real, real_kernels);
 		suite_add_tcase(s, real);
 	} else {
-		lkvm_skip("test_boot", 1, "real_kernels", "no guest kernel built yet; scripts/build-guest.sh builds it");
+		lkvm_skip("test_boot", 1, "real_kernels",
+			  "no guest kernel built yet; scripts/build-guest.sh builds it");
 	}
 	return s;
 }

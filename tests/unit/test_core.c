@@ -81,7 +81,8 @@ START_TEST(io_bus_many_ranges_sorted)
 	for (int i = 0; i < 40; i++) {
 		int k = (i * 17) % 40;
 
-		ck_assert_int_eq(io_bus_register(&bus, 0x1000 + (u64)k * 0x10, 0x10, rec, &h[k], "r"), 0);
+		ck_assert_int_eq(
+			io_bus_register(&bus, 0x1000 + (u64)k * 0x10, 0x10, rec, &h[k], "r"), 0);
 	}
 	for (int k = 0; k < 40; k++) {
 		ck_assert(io_bus_dispatch(&bus, NULL, 0x1000 + (u64)k * 0x10 + 0xc, d, 4, false));
@@ -120,9 +121,9 @@ START_TEST(run_options_good)
 	ck_assert_uint_eq(cfg.ram_mib, 256);
 	ck_assert_int_eq(cfg.nr_cpus, 1);
 	ck_assert_int_eq(cfg.quirks, QUIRKS_AUTO);
-	ck_assert_int_eq(parse(&cfg, err, 19, "run", "--kernel", "k", "-i", "rd", "-p", "quiet", "-m", "2G", "-c",
-			       "4", "--timeout", "30", "--quirks", "none", "--exit-on", "Run /init", "--name",
-			       "vm1"),
+	ck_assert_int_eq(parse(&cfg, err, 19, "run", "--kernel", "k", "-i", "rd", "-p", "quiet",
+			       "-m", "2G", "-c", "4", "--timeout", "30", "--quirks", "none",
+			       "--exit-on", "Run /init", "--name", "vm1"),
 			 0);
 	ck_assert_str_eq(cfg.initrd_path, "rd");
 	ck_assert_str_eq(cfg.cmdline, "quiet");
@@ -134,14 +135,16 @@ START_TEST(run_options_good)
 	ck_assert_str_eq(cfg.name, "vm1");
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--quirks", "pvm"), 0);
 	ck_assert_int_eq(cfg.quirks, QUIRKS_PVM);
-	ck_assert_int_eq(parse(&cfg, err, 14, "run", "-k", "k", "--console", "virtio", "--rng", "--virtio-transport",
-			       "mmio", "-d", "a.img,ro", "--disk", "b.img,trans=pci,aio=sync", "--dump-dtb", "t.dtb"),
+	ck_assert_int_eq(parse(&cfg, err, 14, "run", "-k", "k", "--console", "virtio", "--rng",
+			       "--virtio-transport", "mmio", "-d", "a.img,ro", "--disk",
+			       "b.img,trans=pci,aio=sync", "--dump-dtb", "t.dtb"),
 			 0);
 	ck_assert(cfg.console_virtio && cfg.rng);
 	ck_assert_int_eq(cfg.virtio_trans, VIRTIO_TRANS_MMIO);
 	ck_assert_int_eq(cfg.nr_disks, 2);
 	ck_assert(cfg.disk[0].ro && !cfg.disk[0].trans_set);
-	ck_assert(cfg.disk[1].trans_set && cfg.disk[1].trans == VIRTIO_TRANS_PCI && cfg.disk[1].io == BLK_IO_SYNC);
+	ck_assert(cfg.disk[1].trans_set && cfg.disk[1].trans == VIRTIO_TRANS_PCI &&
+		  cfg.disk[1].io == BLK_IO_SYNC);
 	ck_assert_str_eq(cfg.dump_dtb, "t.dtb");
 	ck_assert_int_eq(parse(&cfg, err, 2, "run", "--help"), 1);
 	kvm_config_free(&cfg);
@@ -162,7 +165,8 @@ START_TEST(run_options_bad)
 	ck_assert_ptr_nonnull(strstr(err, "--mem '0'"));
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "12x"), -EINVAL);
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "-5"), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "99999999999999999999"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "99999999999999999999"),
+			 -EINVAL);
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-c", "0"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "--cpus '0'"));
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-c", "65"), -EINVAL);
@@ -172,10 +176,12 @@ START_TEST(run_options_bad)
 	ck_assert_ptr_nonnull(strstr(err, "auto, pvm or none"));
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--console", "usb"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "serial or virtio"));
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--virtio-transport", "isa"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--virtio-transport", "isa"),
+			 -EINVAL);
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--dump-dtb", ""), -EINVAL);
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-d", "x.img,bogus"), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-n", "mode=tap,trans=isa"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-n", "mode=tap,trans=isa"),
+			 -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "pci or mmio"));
 	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--exit-on", ""), -EINVAL);
 	ck_assert_int_eq(parse(&cfg, err, 4, "run", "-k", "k", "--bogus"), -EINVAL);
@@ -185,23 +191,33 @@ START_TEST(run_options_bad)
 	ck_assert_int_eq(parse(&cfg, err, 2, "run", "-k"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "needs a value"));
 	/* The device limits: 4 NICs, 4 disks, 9 virtio-mmio devices (whatever makes them mmio). */
-	ck_assert_int_eq(parse(&cfg, err, 13, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap", "-n",
-			       "mode=tap", "-n", "mode=tap", "-n", "mode=tap"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 13, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
+			       "-n", "mode=tap", "-n", "mode=tap", "-n", "mode=tap"),
+			 -EINVAL);
 	ck_assert_str_eq(err, "-n: at most 4 network devices");
-	ck_assert_int_eq(parse(&cfg, err, 13, "run", "-k", "k", "-d", "a", "-d", "b", "-d", "c", "-d", "d", "-d",
-			       "e"), -EINVAL);
+	ck_assert_int_eq(parse(&cfg, err, 13, "run", "-k", "k", "-d", "a", "-d", "b", "-d", "c",
+			       "-d", "d", "-d", "e"),
+			 -EINVAL);
 	ck_assert_str_eq(err, "-d: at most 4 disks");
-	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap", "-n",
-			       "mode=tap,trans=mmio", "-n", "mode=tap", "-d", "a", "-d", "b,trans=mmio", "-d", "c", "-d",
-			       "d", "--console", "virtio", "--virtio-transport", "mmio", "--rng"), -EINVAL);
-	ck_assert_str_eq(err, "10 virtio-mmio devices asked for: at most 9 (each needs one of the free ISA IRQs)");
+	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
+			       "-n", "mode=tap,trans=mmio", "-n", "mode=tap", "-d", "a", "-d",
+			       "b,trans=mmio", "-d", "c", "-d", "d", "--console", "virtio",
+			       "--virtio-transport", "mmio", "--rng"),
+			 -EINVAL);
+	ck_assert_str_eq(
+		err,
+		"10 virtio-mmio devices asked for: at most 9 (each needs one of the free ISA IRQs)");
 	/* Nine are fine; a NIC on PCI, or one with mode=none (no device), does not count. */
-	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap", "-n",
-			       "mode=tap,trans=pci", "-n", "mode=tap", "-d", "a", "-d", "b", "-d", "c", "-d", "d",
-			       "--console", "virtio", "--virtio-transport", "mmio", "--rng"), 0);
-	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap", "-n",
-			       "mode=none", "-n", "mode=tap", "-d", "a", "-d", "b", "-d", "c", "-d", "d", "--console",
-			       "virtio", "--virtio-transport", "mmio", "--rng"), 0);
+	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
+			       "-n", "mode=tap,trans=pci", "-n", "mode=tap", "-d", "a", "-d", "b",
+			       "-d", "c", "-d", "d", "--console", "virtio", "--virtio-transport",
+			       "mmio", "--rng"),
+			 0);
+	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
+			       "-n", "mode=none", "-n", "mode=tap", "-d", "a", "-d", "b", "-d", "c",
+			       "-d", "d", "--console", "virtio", "--virtio-transport", "mmio",
+			       "--rng"),
+			 0);
 	kvm_config_free(&cfg);
 }
 END_TEST
@@ -218,7 +234,8 @@ START_TEST(run_options_cmd)
 	/* -k alone keeps the plain machine; with -- it runs CMD; -- alone is the shell. */
 	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-k", "bz"), 0);
 	ck_assert(!cfg.cmd.on);
-	ck_assert_int_eq(parse(&cfg, err, 8, "run", "-k", "bz", "-m", "1G", "--", "uname", "-r"), 0);
+	ck_assert_int_eq(parse(&cfg, err, 8, "run", "-k", "bz", "-m", "1G", "--", "uname", "-r"),
+			 0);
 	ck_assert(cfg.cmd.on && cfg.cmd.dashdash);
 	ck_assert_int_eq(cfg.cmd.argc, 2);
 	ck_assert_str_eq(cfg.cmd.argv[0], "uname");
@@ -301,9 +318,10 @@ START_TEST(emulation_decoder)
 	ck_assert_int_eq(len, 3);
 	ck_assert_int_eq(x86_emu_classify((const u8 *)"\x0f\x01\xcb", 3, &len), EMU_STAC);
 	ck_assert_int_eq(x86_emu_classify((const u8 *)"\x9b", 1, &len), EMU_FWAIT);
-	ck_assert_int_eq(x86_emu_classify((const u8 *)"\x0f\x01", 2, &len), -1); /* truncated */
+	ck_assert_int_eq(x86_emu_classify((const u8 *)"\x0f\x01", 2, &len), -1);     /* truncated */
 	ck_assert_int_eq(x86_emu_classify((const u8 *)"\x0f\x01\xc8", 3, &len), -1); /* monitor */
-	ck_assert_int_eq(x86_emu_classify((const u8 *)"\xf3\x48\x0f\xb8", 4, &len), -1); /* popcnt */
+	ck_assert_int_eq(x86_emu_classify((const u8 *)"\xf3\x48\x0f\xb8", 4, &len),
+			 -1); /* popcnt */
 	ck_assert_int_eq(x86_emu_classify((const u8 *)"", 0, &len), -1);
 	ck_assert_str_eq(x86_emu_name(EMU_CLAC), "clac");
 	ck_assert_str_eq(x86_emu_name(99), "?");
@@ -364,7 +382,8 @@ START_TEST(ratelimit_bounds_lines)
 	pr_warn_rl(&rl, "later");
 	lines = capture_end(&c, out, sizeof(out));
 	ck_assert_int_eq(lines, RATELIMIT_BURST + 1);
-	ck_assert_msg(strstr(out, "lkvm: warning: later (995 similar messages suppressed)"), "%s", out);
+	ck_assert_msg(strstr(out, "lkvm: warning: later (995 similar messages suppressed)"), "%s",
+		      out);
 }
 END_TEST
 

@@ -23,8 +23,12 @@
 
 START_TEST(header_roundtrip)
 {
-	struct ctl_hdr h = { .magic = CTL_MAGIC, .version = CTL_VERSION, .type = CTL_STAT | CTL_REPLY,
-			     .status = CTL_ERR_STATE, .len = 1234 }, d;
+	struct ctl_hdr h = { .magic = CTL_MAGIC,
+			     .version = CTL_VERSION,
+			     .type = CTL_STAT | CTL_REPLY,
+			     .status = CTL_ERR_STATE,
+			     .len = 1234 },
+		       d;
 	u8 b[CTL_HDR_LEN];
 
 	ctl_hdr_encode(&h, b);
@@ -45,7 +49,11 @@ END_TEST
 
 START_TEST(header_checks)
 {
-	struct ctl_hdr h = { .magic = CTL_MAGIC, .version = CTL_VERSION, .type = CTL_INFO, .len = CTL_MAX_REQUEST }, d;
+	struct ctl_hdr h = { .magic = CTL_MAGIC,
+			     .version = CTL_VERSION,
+			     .type = CTL_INFO,
+			     .len = CTL_MAX_REQUEST },
+		       d;
 	u8 b[CTL_HDR_LEN];
 
 	ctl_hdr_encode(&h, b);
@@ -215,7 +223,9 @@ END_TEST
 
 START_TEST(socket_cut_and_garbage)
 {
-	struct ctl_hdr h = { .magic = CTL_MAGIC, .version = CTL_VERSION, .type = CTL_STAT, .len = 40 };
+	struct ctl_hdr h = {
+		.magic = CTL_MAGIC, .version = CTL_VERSION, .type = CTL_STAT, .len = 40
+	};
 	u8 b[CTL_HDR_LEN + 10];
 	struct ctl_msg r;
 	int sv[2];
@@ -285,7 +295,8 @@ START_TEST(names_and_paths)
 	ck_assert_int_eq(ctl_path(p, sizeof(p), "/run/lkvm", "vm1", ".sock"), 0);
 	ck_assert_str_eq(p, "/run/lkvm/vm1.sock");
 	/* Past sun_path (108 bytes) even though the buffer is larger. */
-	ck_assert_int_eq(ctl_path(p, sizeof(p), "/run/user/1000/a-rather-long-directory-name/lkvm", long_name, ".sock"),
+	ck_assert_int_eq(ctl_path(p, sizeof(p), "/run/user/1000/a-rather-long-directory-name/lkvm",
+				  long_name, ".sock"),
 			 -ENAMETOOLONG);
 }
 END_TEST
@@ -389,7 +400,8 @@ static pid_t fake_vm(const char *dir, const char *name, const struct ctl_msg *re
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		if ((uid >= 0 && setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) < 0) || listen(fd, 4) < 0)
+		if ((uid >= 0 && setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) < 0) ||
+		    listen(fd, 4) < 0)
 			_exit(1);
 		close(ready[0]);
 		close(ready[1]);
@@ -430,7 +442,8 @@ START_TEST(foreign_listener_not_believed)
 	pid_t pid;
 
 	if (geteuid() != 0) {
-		lkvm_skip("test_ctl", 1, "foreign_listener_not_believed", "needs root to listen as another uid");
+		lkvm_skip("test_ctl", 1, "foreign_listener_not_believed",
+			  "needs root to listen as another uid");
 		return;
 	}
 	rt_dir(dir);
@@ -438,8 +451,9 @@ START_TEST(foreign_listener_not_believed)
 	ctl_add_str(&reply, "name", "vm");
 	pid = fake_vm(dir, "vm", &reply, 1, 65534);
 	ck_assert_int_eq(ctl_connect(dir, "vm", err, sizeof(err)), -EPERM);
-	ck_assert_msg(strstr(err, "served by a process of uid 65534") && strstr(err, "not believed"), "%s",
-		      err);
+	ck_assert_msg(strstr(err, "served by a process of uid 65534") &&
+			      strstr(err, "not believed"),
+		      "%s", err);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	ctl_msg_free(&reply);
@@ -455,7 +469,10 @@ START_TEST(reply_text_escaped)
 	u8 bad_name[] = { CTL_F_U64, 2, 'a', 0x1b, 1, 2, 3, 4, 5, 6, 7, 8 };
 
 	ctl_msg_init(&m, CTL_DEBUG | CTL_REPLY, 0);
-	ck_assert_int_eq(ctl_add_str(&m, "text", "vCPU 0:\n\x1b]0;owned\x07\r\x9b" "2J"), 0);
+	ck_assert_int_eq(ctl_add_str(&m, "text",
+				     "vCPU 0:\n\x1b]0;owned\x07\r\x9b"
+				     "2J"),
+			 0);
 	ck_assert_int_eq(ctl_kvs_decode(&m, &kv), 0);
 	ck_assert_str_eq(ctl_kv_str(&kv, "text"), "vCPU 0:\n\\x1b]0;owned\\x07\\x0d\\x9b2J");
 	ctl_kvs_free(&kv);
@@ -587,7 +604,8 @@ START_TEST(late_request_answered)
 
 	srv_start(&t);
 	atomic_store(&t.kvm->nr_started, 1);
-	b = ctl_connect(t.dir, "vm", err, sizeof(err)); /* accepted first; its request comes later */
+	b = ctl_connect(t.dir, "vm", err,
+			sizeof(err)); /* accepted first; its request comes later */
 	ck_assert_int_ge(b, 0);
 	a = ctl_connect(t.dir, "vm", err, sizeof(err));
 	ck_assert_int_ge(a, 0);
@@ -677,7 +695,8 @@ START_TEST(teardown_with_pending_client)
 		_exit(0);
 	}
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x (159: a forbidden call)", st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "child status %#x (159: a forbidden call)", st);
 	rt_dir_end(dir, NULL);
 }
 END_TEST

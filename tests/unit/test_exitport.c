@@ -80,11 +80,10 @@ END_TEST
 
 START_TEST(test_init_failed)
 {
-	expect_exit(
-		LKVM_EXIT_WORD(LKVM_EXIT_INIT_FAILED, LKVM_STAGE_ROOT, ENODEV), 1,
-		EXIT_GUEST_NO_STATUS,
-		"guest init failed mounting the 9p root and its overlay: No such device "
-		"(the kernel needs CONFIG_9P_FS, CONFIG_NET_9P and CONFIG_OVERLAY_FS)");
+	expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_INIT_FAILED, LKVM_STAGE_ROOT, ENODEV), 1,
+		    EXIT_GUEST_NO_STATUS,
+		    "guest init failed mounting the 9p root and its overlay: No such device "
+		    "(the kernel needs CONFIG_9P_FS, CONFIG_NET_9P and CONFIG_OVERLAY_FS)");
 	expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_INIT_FAILED, LKVM_STAGE_FORK, 0), 4,
 		    EXIT_GUEST_NO_STATUS, "guest init failed starting the command: no error code");
 }
@@ -94,11 +93,11 @@ END_TEST
 START_TEST(test_ignored)
 {
 	static const u32 bad[] = {
-		0, /* no kind */
-		LKVM_EXIT_WORD(5, 0, 0), /* unknown kind */
+		0,					     /* no kind */
+		LKVM_EXIT_WORD(5, 0, 0),		     /* unknown kind */
 		LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 0, 0), /* not an end (no hook here) */
 		LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 1, 0),
-		LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 1, 1), /* detail on an exit */
+		LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 1, 1),	  /* detail on an exit */
 		LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, 0, 0), /* signal 0 */
 		LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, 128, 0),
 		LKVM_EXIT_WORD(LKVM_EXIT_INIT_FAILED, LKVM_STAGE_NR, 0),

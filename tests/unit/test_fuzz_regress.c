@@ -14,8 +14,8 @@ static const struct {
 	const char *name;
 	int (*fn)(const uint8_t *data, size_t size);
 } targets[] = {
-	{ "virtqueue", fuzz_virtqueue }, { "pci", fuzz_pci }, { "net", fuzz_net },
-	{ "boot", fuzz_boot },           { "opts", fuzz_opts },	      { "p9", fuzz_p9 },
+	{ "virtqueue", fuzz_virtqueue }, { "pci", fuzz_pci },	{ "net", fuzz_net },
+	{ "boot", fuzz_boot },		 { "opts", fuzz_opts }, { "p9", fuzz_p9 },
 };
 
 /* Feed every regular file in dir to fn; returns how many (-1 when dir is missing). */
@@ -69,15 +69,17 @@ START_TEST(replay_regressions)
 	size_t total = 0, files;
 
 	/* Its README proves the tests run from the checkout's root (else 0 of 0 would pass). */
-	ck_assert_msg(access("tests/fuzz/regress/README", R_OK) == 0, "no tests/fuzz/regress/README here");
+	ck_assert_msg(access("tests/fuzz/regress/README", R_OK) == 0,
+		      "no tests/fuzz/regress/README here");
 	for (size_t i = 0; i < ARRAY_SIZE(targets); i++) {
 		snprintf(dir, sizeof(dir), "tests/fuzz/regress/%s", targets[i].name);
 		total += MAX(replay_dir(dir, targets[i].fn), 0);
 	}
 	files = count_files("tests/fuzz/regress/*/*");
 	printf("fuzz_regress: replayed %zu regression inputs of %zu\n", total, files);
-	ck_assert_msg(total == files, "replayed %zu regression inputs, tests/fuzz/regress/*/ holds %zu",
-		      total, files);
+	ck_assert_msg(total == files,
+		      "replayed %zu regression inputs, tests/fuzz/regress/*/ holds %zu", total,
+		      files);
 }
 END_TEST
 
@@ -97,7 +99,8 @@ START_TEST(replay_corpus)
 	}
 	files = count_files("tests/fuzz/corpus/*/*");
 	printf("fuzz_regress: replayed %zu seeds of %zu\n", total, files);
-	ck_assert_msg(total == files, "replayed %zu seeds, tests/fuzz/corpus/*/ holds %zu", total, files);
+	ck_assert_msg(total == files, "replayed %zu seeds, tests/fuzz/corpus/*/ holds %zu", total,
+		      files);
 }
 END_TEST
 

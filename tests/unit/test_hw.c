@@ -203,7 +203,7 @@ START_TEST(test_reset_ports)
 	/* Without PCI, 0xCF9 is i8042.c's. */
 	up(kvm, i8042_add);
 	outb(kvm, 0xcf9, 0x02); /* selects the type only */
-	outb(kvm, 0x92, 0x02);  /* A20 only */
+	outb(kvm, 0x92, 0x02);	/* A20 only */
 	ck_assert_uint_eq(inb(kvm, 0x92), 0x02);
 	ck_assert(!atomic_load(&kvm->stopping));
 	outb(kvm, 0xcf9, 0x06);

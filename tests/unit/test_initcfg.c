@@ -229,14 +229,14 @@ START_TEST(test_bad_bodies)
 		const char *body;
 		size_t len;
 	} bad[] = {
-		{ BODY("") }, /* no root */
+		{ BODY("") },	      /* no root */
 		{ BODY("arg\0x\0") }, /* no root */
 		{ BODY("root\0initramfs\0"
 		       "bogus\0x\0") }, /* unknown key */
 		{ BODY("root\0initramfs\0"
-		       "root\0initramfs\0\0") }, /* root twice */
-		{ BODY("root\0tmpfs\0\0") }, /* unknown mode */
-		{ BODY("root\09p-overlay\0\0") }, /* 9p without a tag */
+		       "root\0initramfs\0\0") },    /* root twice */
+		{ BODY("root\0tmpfs\0\0") },	    /* unknown mode */
+		{ BODY("root\09p-overlay\0\0") },   /* 9p without a tag */
 		{ BODY("root\0initramfs\0tag\0") }, /* initramfs with one */
 		{ BODY("root\0initramfs\0\0"
 		       "cwd\0relative\0") }, /* relative cwd */

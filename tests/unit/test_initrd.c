@@ -337,7 +337,8 @@ START_TEST(test_kernel_find_order)
 		  "src/linux/arch/x86/boot/bzImage" },
 		{ "arch/x86/boot/bzImage", "../../arch/x86/boot/bzImage",
 		  "src/linux/../../arch/x86/boot/bzImage" },
-		{ "boot/vmlinuz-6.1.0-test", "/boot/vmlinuz-$(uname -r)", "boot/vmlinuz-6.1.0-test" },
+		{ "boot/vmlinuz-6.1.0-test", "/boot/vmlinuz-$(uname -r)",
+		  "boot/vmlinuz-6.1.0-test" },
 	};
 	char dir[128], boot[128], path[512], want[512];
 	const char *rule = NULL;
@@ -349,7 +350,8 @@ START_TEST(test_kernel_find_order)
 	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, 10, &rule), -ENAMETOOLONG);
 	ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-other", path, sizeof(path), &rule), 0);
 	for (size_t i = 0; i < ARRAY_SIZE(rules); i++) {
-		ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, sizeof(path), &rule), 0);
+		ck_assert_int_eq(kernel_find(dir, boot, "6.1.0-test", path, sizeof(path), &rule),
+				 0);
 		ck_assert_str_eq(rule, rules[i].rule);
 		snprintf(want, sizeof(want), "%s/%s", tmp, rules[i].path);
 		ck_assert_str_eq(path, want);
@@ -485,8 +487,9 @@ START_TEST(test_modules_dep)
 	kmod_list_free(&l);
 
 	/* '?': optional, skipped when absent; a present one comes with its dependencies. */
-	ck_assert_int_eq(kmod_resolve(dir, (const char *const[]){ "?nosuch", "?virtio" }, 2, &l, err,
-				      sizeof(err)), 0);
+	ck_assert_int_eq(kmod_resolve(dir, (const char *const[]){ "?nosuch", "?virtio" }, 2, &l,
+				      err, sizeof(err)),
+			 0);
 	assert_order(&l, (const char *const[]){ "virtio_ring", "virtio" }, 2);
 	kmod_list_free(&l);
 	one = "nosuch";

@@ -9,8 +9,8 @@
 static u8 *map_ram(u64 size)
 {
 	/* Never touched, so even 5 GiB costs nothing. */
-	u8 *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		     -1, 0);
+	u8 *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 	ck_assert_ptr_ne(p, MAP_FAILED);
 	return p;

@@ -104,7 +104,7 @@ static void check_table(struct vm *v, int nr_cpus)
 			ioapics++;
 			p += 8;
 			break;
-		case 3: /* I/O interrupt */
+		case 3:				    /* I/O interrupt */
 			ck_assert_uint_eq(p[1], 0); /* INT */
 			ck_assert_uint_eq(p[6], nr_cpus);
 			if (p[4] == 1) {
@@ -129,7 +129,7 @@ static void check_table(struct vm *v, int nr_cpus)
 			ints++;
 			p += 8;
 			break;
-		case 4: /* local interrupt */
+		case 4:						     /* local interrupt */
 			ck_assert_uint_eq(p[1], lints == 0 ? 3 : 1); /* ExtINT, then NMI */
 			ck_assert_uint_eq(p[6], 0xff);
 			ck_assert_uint_eq(p[7], lints);

@@ -76,8 +76,8 @@ START_TEST(test_opts_all_keys)
 	ck_assert_int_eq(o.queue_pairs, NET_MAX_QUEUE_PAIRS);
 
 	/* Order does not matter; a plain address means /24 and is stored normalised. */
-	ck_assert_int_eq(net_parse_opts("queues=3,host_ip=192.168.7.1,ioeventfd=on,script=none",
-					&o, err, sizeof(err)),
+	ck_assert_int_eq(net_parse_opts("queues=3,host_ip=192.168.7.1,ioeventfd=on,script=none", &o,
+					err, sizeof(err)),
 			 0);
 	ck_assert_int_eq(o.queue_pairs, 3);
 	ck_assert_str_eq(o.host_ip, "192.168.7.1/24");
@@ -171,12 +171,14 @@ START_TEST(test_opts_tx_modes)
 	ck_assert_uint_eq(o.tx_timer_us, NET_TX_TIMER_US_DEFAULT);
 	ck_assert_int_eq(net_parse_opts("tx_timer_us=1,tx=timer", &o, err, sizeof(err)), 0);
 	ck_assert_uint_eq(o.tx_timer_us, 1);
-	ck_assert_int_eq(net_parse_opts("mode=tap,tx=timer,tx_timer_us=10000", &o, err, sizeof(err)), 0);
+	ck_assert_int_eq(
+		net_parse_opts("mode=tap,tx=timer,tx_timer_us=10000", &o, err, sizeof(err)), 0);
 	ck_assert_uint_eq(o.tx_timer_us, 10000);
 	ck_assert_int_eq(net_parse_opts("tx=poll", &o, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.tx_mode, NET_TX_POLL);
 	ck_assert_uint_eq(o.poll_us, NET_POLL_US_DEFAULT);
-	ck_assert_int_eq(net_parse_opts("poll_us=200,tx=poll,ioeventfd=off", &o, err, sizeof(err)), 0);
+	ck_assert_int_eq(net_parse_opts("poll_us=200,tx=poll,ioeventfd=off", &o, err, sizeof(err)),
+			 0);
 	ck_assert_uint_eq(o.poll_us, 200);
 	ck_assert(!o.ioeventfd);
 	ck_assert_str_eq(net_tx_mode_name(NET_TX_POLL), "poll");
@@ -615,8 +617,9 @@ START_TEST(test_tap_roundtrip)
 	static const u8 host_mac[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x01 };
 	u8 frame[142], hdr[12], out[2048];
 	struct sockaddr_ll sll = { .sll_family = AF_PACKET };
-	struct net_offloads off = { .csum = true, .tso4 = true, .tso6 = true, .ecn = true,
-				    .ufo = true };
+	struct net_offloads off = {
+		.csum = true, .tso4 = true, .tso6 = true, .ecn = true, .ufo = true
+	};
 	ssize_t n;
 	int ps;
 	bool found = false;

@@ -30,7 +30,8 @@ static void check_lists(const char *help, const struct opt_set *s)
 
 	for (const struct opt *o = s->opts; o->kind != OPT_END; o++) {
 		if (s->name)
-			snprintf(want, sizeof(want), " %s%s", o->name, o->kind == OPT_FLAG ? " " : "=");
+			snprintf(want, sizeof(want), " %s%s", o->name,
+				 o->kind == OPT_FLAG ? " " : "=");
 		else if (o->short_name)
 			snprintf(want, sizeof(want), "-%c, --%s", o->short_name, o->name);
 		else
@@ -74,13 +75,18 @@ static const struct opt t_opts[] = {
 	{ .kind = OPT_END },
 };
 static const struct opt_set t_argv = {
-	.opts = t_opts, .prefix = "--", .verb = "give", .exact = true,
-	.unknown = { "unknown '", "'" }, .needs_value = { "", " needs a value" },
+	.opts = t_opts,
+	.prefix = "--",
+	.verb = "give",
+	.exact = true,
+	.unknown = { "unknown '", "'" },
+	.needs_value = { "", " needs a value" },
 	.unexpected = { "extra '", "'" },
 };
 static const struct opt_set t_kv = { .opts = t_opts, .prefix = "-t ", .verb = "want", .name = "-t" };
-static const struct opt_set t_lenient = { .opts = t_opts, .prefix = "-t ", .verb = "want", .name = "-t",
-					  .lenient = true };
+static const struct opt_set t_lenient = {
+	.opts = t_opts, .prefix = "-t ", .verb = "want", .name = "-t", .lenient = true
+};
 
 static int argv_parse(struct t *t, char *err, int argc, char **argv)
 {
@@ -123,9 +129,11 @@ START_TEST(kv_strict_and_lenient)
 
 	ck_assert_int_eq(opt_parse_kv(&t_kv, "num=3,pick=c", "w", &t, &seen, err, sizeof(err)), 0);
 	ck_assert(t.n == 3 && t.pick == 3 && t.given && seen == (1u << 2 | 1u << 3));
-	ck_assert_int_eq(opt_parse_kv(&t_kv, "num=3,num=4", "w", &t, NULL, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(opt_parse_kv(&t_kv, "num=3,num=4", "w", &t, NULL, err, sizeof(err)),
+			 -EINVAL);
 	ck_assert_str_eq(err, "-t: duplicate key 'num'");
-	ck_assert_int_eq(opt_parse_kv(&t_kv, "num=3,,pick=a", "w", &t, NULL, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(opt_parse_kv(&t_kv, "num=3,,pick=a", "w", &t, NULL, err, sizeof(err)),
+			 -EINVAL);
 	ck_assert_str_eq(err, "-t: empty item in 'w' (stray comma?)");
 	ck_assert_int_eq(opt_parse_kv(&t_kv, "pick", "w", &t, NULL, err, sizeof(err)), -EINVAL);
 	ck_assert_str_eq(err, "-t: 'pick' is not key=value");
@@ -135,11 +143,15 @@ START_TEST(kv_strict_and_lenient)
 	ck_assert_str_eq(err, "-t: unknown key 'size'");
 	/* Lenient: flags alone, empty items and repeats taken, anything refused is unknown. */
 	memset(&t, 0, sizeof(t));
-	ck_assert_int_eq(opt_parse_kv(&t_lenient, ",flag,,num=2,num=5", "w", &t, NULL, err, sizeof(err)), 0);
+	ck_assert_int_eq(
+		opt_parse_kv(&t_lenient, ",flag,,num=2,num=5", "w", &t, NULL, err, sizeof(err)), 0);
 	ck_assert(t.flag && t.n == 5);
-	ck_assert_int_eq(opt_parse_kv(&t_lenient, "flag,num=1", "img,flag,num=1", &t, NULL, err, sizeof(err)),
+	ck_assert_int_eq(opt_parse_kv(&t_lenient, "flag,num=1", "img,flag,num=1", &t, NULL, err,
+				      sizeof(err)),
 			 -EINVAL);
-	ck_assert_str_eq(err, "-t 'img,flag,num=1': unknown option 'num=1' (want flag, str=, num=N, pick=a|b|c)");
+	ck_assert_str_eq(
+		err,
+		"-t 'img,flag,num=1': unknown option 'num=1' (want flag, str=, num=N, pick=a|b|c)");
 }
 END_TEST
 

@@ -23,14 +23,13 @@
 #define HELLO "hello, world\n"
 
 static struct {
-	char top[64];       /* the temporary tree: share/, outside/, elsewhere/ */
+	char top[64]; /* the temporary tree: share/, outside/, elsewhere/ */
 	char share[96], outside[96], secret[128], elsewhere[96];
 	struct stat secret_st;
-	int ino;            /* inotify: outside/, outside/secret, and the tree's top */
+	int ino; /* inotify: outside/, outside/secret, and the tree's top */
 	struct p9_server *s;
 	size_t req_chunk, resp_chunk; /* split the messages into iovecs of this size (0: one) */
 } t;
-
 
 /* ---- the fixture ---- */
 
@@ -344,8 +343,10 @@ END_TEST
 START_TEST(readdir_pages)
 {
 	static struct dent d[64];
-	const char *want[] = { ".",	       "..",	       "file",	  "dir",  "link-out-abs",
-			       "link-out-rel", "link-dir-out", "link-in", "fifo" };
+	const char *want[] = {
+		".",	   "..",  "file", "dir", "link-out-abs", "link-out-rel", "link-dir-out",
+		"link-in", "fifo"
+	};
 	struct dent *e;
 	int n;
 
@@ -451,8 +452,9 @@ START_TEST(setattr_ops)
 	ck_assert_int_eq(walk_to(2, "file"), 0);
 	ck_assert_int_eq(t_setattr(2, P9_SETATTR_MODE, 0600, 0, 0), 0);
 	ck_assert_int_eq(t_setattr(2, P9_SETATTR_SIZE, 0, 5, 0), 0);
-	ck_assert_int_eq(t_setattr(2, P9_SETATTR_MTIME | P9_SETATTR_MTIME_SET | P9_SETATTR_ATIME |
-					      P9_SETATTR_ATIME_SET,
+	ck_assert_int_eq(t_setattr(2,
+				   P9_SETATTR_MTIME | P9_SETATTR_MTIME_SET | P9_SETATTR_ATIME |
+					   P9_SETATTR_ATIME_SET,
 				   0, 0, 1000000),
 			 0);
 	path_of(p, sizeof(p), "file");
@@ -556,8 +558,8 @@ START_TEST(misc_ops)
 	ck_assert_uint_eq(rm_len, P9_HDR_SIZE);
 	/* Not served: authentication, 9P2000's own messages, unknown types. */
 	for (int type = 0; type < 256; type++) {
-		static const u8 unsupported[] = { P9_TAUTH, P9_TOPEN,	P9_TCREATE, P9_TSTAT,
-						  P9_TWSTAT, P9_TLERROR, 0,	    255 };
+		static const u8 unsupported[] = { P9_TAUTH,  P9_TOPEN,	 P9_TCREATE, P9_TSTAT,
+						  P9_TWSTAT, P9_TLERROR, 0,	     255 };
 
 		if (!memchr(unsupported, type, sizeof(unsupported)))
 			continue;
@@ -1080,9 +1082,8 @@ START_TEST(sandbox_covers_every_op)
 		w(datasync, 4);
 		ck_assert_int_eq(call(), 0);
 	}
-	ck_assert_int_eq(t_setattr(3, P9_SETATTR_MODE | P9_SETATTR_SIZE | P9_SETATTR_MTIME, 0600, 2,
-				   0),
-			 0);
+	ck_assert_int_eq(
+		t_setattr(3, P9_SETATTR_MODE | P9_SETATTR_SIZE | P9_SETATTR_MTIME, 0600, 2, 0), 0);
 	ck_assert_int_eq(t_setattr(2, P9_SETATTR_SIZE, 0, 3, 0), 0); /* a reopen for writing */
 	begin(P9_TSETATTR);
 	w(3, 4);

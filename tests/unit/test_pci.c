@@ -16,8 +16,7 @@ struct tdev {
 	u32 hook_val;
 };
 
-static void tdev_io(struct kvm_cpu *vcpu, u64 off, u8 *data, u32 len, bool is_write,
-		    void *opaque)
+static void tdev_io(struct kvm_cpu *vcpu, u64 off, u8 *data, u32 len, bool is_write, void *opaque)
 {
 	struct tdev *d = opaque;
 
@@ -189,7 +188,8 @@ START_TEST(test_register_slots_and_header)
 	ck_assert_uint_eq(pci_cfg_read(bus, 1, PCI_INTERRUPT_LINE, 1), MPTABLE_PCI_PIN(1));
 	ck_assert_uint_eq(pci_cfg_read(bus, 2, PCI_INTERRUPT_LINE, 1), MPTABLE_PCI_PIN(2));
 	ck_assert_uint_eq(pci_cfg_read(bus, 1, PCI_STATUS, 2), PCI_STATUS_CAP_LIST);
-	ck_assert_uint_eq(pci_cfg_read(bus, 1, PCI_COMMAND, 2) & PCI_COMMAND_MEMORY, PCI_COMMAND_MEMORY);
+	ck_assert_uint_eq(pci_cfg_read(bus, 1, PCI_COMMAND, 2) & PCI_COMMAND_MEMORY,
+			  PCI_COMMAND_MEMORY);
 
 	/* BARs: size-aligned from the window, in order, unused ones 0. */
 	u32 a0 = pci_cfg_read(bus, 1, 0x10, 4), a2 = pci_cfg_read(bus, 1, 0x18, 4);

@@ -22,8 +22,8 @@ START_TEST(list_sizes)
 
 	for (int k = 0; k < SB_NR; k++) {
 		sandbox_list_size(k, &calls[k], &ioctls[k]);
-		fprintf(stderr, "sandbox %-8s %2d system calls, %2d ioctl requests\n", sandbox_kind_name(k),
-			calls[k], ioctls[k]);
+		fprintf(stderr, "sandbox %-8s %2d system calls, %2d ioctl requests\n",
+			sandbox_kind_name(k), calls[k], ioctls[k]);
 		ck_assert_int_gt(calls[k], 20);
 		ck_assert_int_lt(calls[k], 60);
 		ck_assert_int_ge(ioctls[k], 3);
@@ -37,14 +37,14 @@ END_TEST
 /* What the child does inside its filter (besides writing "still here" to stderr). */
 enum what {
 	DO_NOTHING,
-	DO_SOCKET,       /* forbidden to every kind */
-	DO_OPEN,         /* forbidden outside main */
+	DO_SOCKET,	 /* forbidden to every kind */
+	DO_OPEN,	 /* forbidden outside main */
 	DO_SIGNAL_OTHER, /* tgkill of another process (victim): forbidden */
-	DO_SIGNAL_SELF,  /* tgkill of its own thread (signal 0): allowed */
-	DO_WRITE_FILE,   /* write to a file opened before the filter: forbidden */
-	DO_READ_FILE,    /* read of the same: forbidden */
-	DO_EVENTFD,      /* write and read of an eventfd opened before: allowed */
-	DO_EVENTFD_FD0,  /* the same with stdin closed, so that the eventfd is fd 0 */
+	DO_SIGNAL_SELF,	 /* tgkill of its own thread (signal 0): allowed */
+	DO_WRITE_FILE,	 /* write to a file opened before the filter: forbidden */
+	DO_READ_FILE,	 /* read of the same: forbidden */
+	DO_EVENTFD,	 /* write and read of an eventfd opened before: allowed */
+	DO_EVENTFD_FD0,	 /* the same with stdin closed, so that the eventfd is fd 0 */
 	DO_FILE_ALLOWED, /* read and write of the file after sandbox_allow_fd: allowed */
 };
 
@@ -74,7 +74,8 @@ static int child(enum sandbox_kind kind, enum what what, char *errbuf, size_t le
 			_exit(110);
 
 		dup2(p[1], STDERR_FILENO);
-		if (!kvm || file < 0 || efd < 0 || sandbox_drop_privileges(NULL, err, sizeof(err)) < 0)
+		if (!kvm || file < 0 || efd < 0 ||
+		    sandbox_drop_privileges(NULL, err, sizeof(err)) < 0)
 			_exit(100);
 		if (what == DO_FILE_ALLOWED && sandbox_allow_fd(file) < 0)
 			_exit(111);
@@ -119,13 +120,17 @@ START_TEST(forbidden_call_stops)
 	int st;
 
 	st = child(SB_NET_TX, DO_SOCKET, out, sizeof(out));
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s", st, out);
-	ck_assert_msg(strstr(out, "sandbox: the net-tx thread made system call 41, which its allow-list forbids"),
-		      "output: %s", out);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s",
+		      st, out);
+	ck_assert_msg(
+		strstr(out,
+		       "sandbox: the net-tx thread made system call 41, which its allow-list forbids"),
+		"output: %s", out);
 	ck_assert_ptr_null(strstr(out, "still here"));
 
 	st = child(SB_CONSOLE, DO_OPEN, out, sizeof(out));
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s", st, out);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s",
+		      st, out);
 	/* glibc opens with openat (257) */
 	ck_assert_msg(strstr(out, "the console thread made system call 257,"), "output: %s", out);
 }
@@ -150,9 +155,10 @@ START_TEST(signal_other_process_stops)
 			continue; /* sanitizer builds leave main unfiltered (sandbox_enter) */
 #endif
 		st = child(k, DO_SIGNAL_OTHER, out, sizeof(out));
-		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "%s: status %#x, output: %s",
-			      sandbox_kind_name(k), st, out);
-		ck_assert_msg(strstr(out, "made system call 234,"), "%s: output: %s", sandbox_kind_name(k), out);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS,
+			      "%s: status %#x, output: %s", sandbox_kind_name(k), st, out);
+		ck_assert_msg(strstr(out, "made system call 234,"), "%s: output: %s",
+			      sandbox_kind_name(k), out);
 		ck_assert_int_eq(waitpid(victim, &st, WNOHANG), 0);
 	}
 	kill(victim, SIGKILL);
@@ -169,10 +175,13 @@ START_TEST(file_io_stops)
 	int st;
 
 	st = child(SB_VCONSOLE, DO_WRITE_FILE, out, sizeof(out));
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s", st, out);
-	ck_assert_msg(strstr(out, "the virtio-console thread made system call 1,"), "output: %s", out);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s",
+		      st, out);
+	ck_assert_msg(strstr(out, "the virtio-console thread made system call 1,"), "output: %s",
+		      out);
 	st = child(SB_RNG, DO_READ_FILE, out, sizeof(out));
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s", st, out);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s",
+		      st, out);
 	ck_assert_msg(strstr(out, "the rng thread made system call 0,"), "output: %s", out);
 }
 END_TEST
@@ -187,8 +196,9 @@ START_TEST(allowed_calls_pass)
 		for (size_t w = 0; w < ARRAY_SIZE(allowed); w++) {
 			int st = child(k, allowed[w], out, sizeof(out));
 
-			ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s, case %d: status %#x, output: %s",
-				      sandbox_kind_name(k), allowed[w], st, out);
+			ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+				      "%s, case %d: status %#x, output: %s", sandbox_kind_name(k),
+				      allowed[w], st, out);
 			ck_assert_ptr_nonnull(strstr(out, "still here"));
 		}
 }

@@ -19,7 +19,7 @@ struct tvm {
 	int nr_levels;
 };
 
-#define TVM(k) ((struct tvm *)((char *)(k) - offsetof(struct tvm, kvm)))
+#define TVM(k) ((struct tvm *)((char *)(k)-offsetof(struct tvm, kvm)))
 
 static int fake_irq(struct kvm *kvm, u32 irq, int level)
 {
@@ -95,9 +95,9 @@ START_TEST(test_thre_interrupt)
 {
 	struct tvm *t = tvm_new();
 
-	outb(t, 2, 0x01); /* FIFO on */
+	outb(t, 2, 0x01);		    /* FIFO on */
 	ck_assert_uint_eq(inb(t, 2), 0xc1); /* 16550A signature, nothing pending */
-	outb(t, 1, 0x02); /* ETBEI: THR is empty, so it pends at once */
+	outb(t, 1, 0x02);		    /* ETBEI: THR is empty, so it pends at once */
 	ck_assert_int_eq(t->nr_levels, 1);
 	ck_assert_int_eq(t->levels[0], 1);
 	ck_assert_uint_eq(inb(t, 2), 0xc2); /* THRE, and reading it acknowledges */
@@ -139,7 +139,7 @@ START_TEST(test_rx_priority_and_fifo)
 	ck_assert_uint_eq(inb(t, 2) & 0x0f, 0x04);
 	for (int i = 0; i < SERIAL_RX_FIFO_SIZE; i++)
 		ck_assert_uint_eq(inb(t, 0), (u8)i);
-	ck_assert_uint_eq(inb(t, 5) & 0x01, 0); /* DR cleared */
+	ck_assert_uint_eq(inb(t, 5) & 0x01, 0);	   /* DR cleared */
 	ck_assert_uint_eq(inb(t, 2) & 0x0f, 0x02); /* now THRE shows */
 	ck_assert_uint_eq(inb(t, 2) & 0x0f, 0x01);
 	ck_assert_int_eq(t->levels[t->nr_levels - 1], 0);

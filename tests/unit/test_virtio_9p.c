@@ -194,8 +194,8 @@ static void dev_up(bool ro, u32 max_fids)
 
 	vm_up();
 	share_of(&sh, ro);
-	ck_assert_msg(virtio_9p_create(vd.kvm, &sh, false, max_fids, &t.p, err, sizeof(err)) == 0, "%s",
-		      err);
+	ck_assert_msg(virtio_9p_create(vd.kvm, &sh, false, max_fids, &t.p, err, sizeof(err)) == 0,
+		      "%s", err);
 	t.vdev = virtio_9p_vdev(t.p);
 	ck_assert_int_eq(virtio_mmio_slots(vd.kvm, slots), 1);
 	t.base = slots[0].addr;
@@ -327,7 +327,8 @@ START_TEST(session_over_queue)
 	free(out);
 	out = stats_fmt("9p", t.p, visit, true);
 	ck_assert_msg(strstr(out, "\"shares\":[{\"share\":0,\"queues\":[{\"name\":\"req0\"") &&
-			      strstr(out, "\"requests\":9") && strstr(out, "\"fids\":{\"in_use\":3"),
+			      strstr(out, "\"requests\":9") &&
+			      strstr(out, "\"fids\":{\"in_use\":3"),
 		      "%s", out);
 	free(out);
 }
@@ -474,7 +475,8 @@ static void bare_up(void)
 
 	vm_up();
 	share_of(&sh, false);
-	ck_assert_msg(virtio_9p_create(vd.kvm, &sh, true, 0, &t.p, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(virtio_9p_create(vd.kvm, &sh, true, 0, &t.p, err, sizeof(err)) == 0, "%s",
+		      err);
 	t.vdev = virtio_9p_vdev(t.p);
 	vd_queue_up(t.vdev, 0, &t.q, QBASE, QSIZE, false);
 	memcpy(gp(REQ_GPA), endless_req, sizeof(endless_req));
@@ -530,7 +532,8 @@ START_TEST(thread_in_sandbox)
 	 * sandbox learns which fds its threads may read and write), the threads started. */
 	vm_up();
 	share_of(&sh, false);
-	ck_assert_msg(virtio_9p_create(vd.kvm, &sh, false, 0, &t.p, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(virtio_9p_create(vd.kvm, &sh, false, 0, &t.p, err, sizeof(err)) == 0, "%s",
+		      err);
 	t.vdev = virtio_9p_vdev(t.p);
 	ck_assert_int_eq(virtio_mmio_slots(vd.kvm, slots), 1);
 	t.base = slots[0].addr;
@@ -548,7 +551,7 @@ START_TEST(thread_in_sandbox)
 	virtio_9p_quiesce(t.p);
 	virtio_9p_resume(t.p);
 	wr(VIRTIO_MMIO_STATUS, 0); /* the reset on this ("vCPU") thread */
-	virtio_9p_destroy(t.p);    /* the thread ends inside its filter */
+	virtio_9p_destroy(t.p);	   /* the thread ends inside its filter */
 	_exit(0);
 }
 END_TEST

@@ -188,8 +188,8 @@ static void check_sectors(u64 gpa, u64 sector, u64 n)
 	for (u64 s = 0; s < n; s++)
 		for (u64 i = 0; i < 512; i++)
 			if (p[s * 512 + i] != pattern(sector + s, i))
-				ck_abort_msg("sector %" PRIu64 " byte %" PRIu64 ": 0x%x, want 0x%x", sector + s, i,
-					     p[s * 512 + i], pattern(sector + s, i));
+				ck_abort_msg("sector %" PRIu64 " byte %" PRIu64 ": 0x%x, want 0x%x",
+					     sector + s, i, p[s * 512 + i], pattern(sector + s, i));
 }
 
 static void file_read(u64 off, void *buf, size_t len)
@@ -216,7 +216,8 @@ static void read_write_flush(const char *opts)
 	ck_assert_uint_eq(t.q.used->ring[0].len, 1025);
 	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 10, 2048, true, true, &data), VIRTIO_BLK_S_OK);
 	check_sectors(data, 10, 4);
-	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, SECTORS - 1, 512, false, true, &data), VIRTIO_BLK_S_OK);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, SECTORS - 1, 512, false, true, &data),
+			  VIRTIO_BLK_S_OK);
 	check_sectors(data, SECTORS - 1, 1);
 	/* Writes land in the file (aligned and unaligned buffers). */
 	request(VIRTIO_BLK_T_OUT, 20, 1024, true, true, &data);
@@ -240,7 +241,8 @@ static void read_write_flush(const char *opts)
 		u16 want = (u16)(t.q.aidx + 32);
 
 		for (int i = 0; i < 32; i++)
-			s[i] = request(VIRTIO_BLK_T_IN, 30 + (u64)(i % 8) * 2, 1024, i % 2, i % 3 == 0, &d[i]);
+			s[i] = request(VIRTIO_BLK_T_IN, 30 + (u64)(i % 8) * 2, 1024, i % 2,
+				       i % 3 == 0, &d[i]);
 		vd_kick(t.vdev, 0);
 		ck_assert(wait_used(want));
 		for (int i = 0; i < 32; i++) {
@@ -277,14 +279,20 @@ START_TEST(test_bounds)
 	u64 data;
 
 	dev_up("");
-	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, SECTORS, 512, false, false, &data), VIRTIO_BLK_S_IOERR);
-	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, SECTORS - 1, 1024, false, false, &data), VIRTIO_BLK_S_IOERR);
-	ck_assert_uint_eq(run1(VIRTIO_BLK_T_OUT, SECTORS - 1, 1024, false, false, &data), VIRTIO_BLK_S_IOERR);
-	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, ~0ULL >> 9, 512, false, false, &data), VIRTIO_BLK_S_IOERR);
-	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, ~0ULL, 512, false, false, &data), VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, SECTORS, 512, false, false, &data),
+			  VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, SECTORS - 1, 1024, false, false, &data),
+			  VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_OUT, SECTORS - 1, 1024, false, false, &data),
+			  VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, ~0ULL >> 9, 512, false, false, &data),
+			  VIRTIO_BLK_S_IOERR);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, ~0ULL, 512, false, false, &data),
+			  VIRTIO_BLK_S_IOERR);
 	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 0, 100, false, false, &data), VIRTIO_BLK_S_IOERR);
 	ck_assert_uint_eq(run1(99, 0, 512, false, false, &data), VIRTIO_BLK_S_UNSUPP);
-	ck_assert_uint_eq(t.q.used->ring[(t.q.aidx - 1) % QSIZE].len, 1); /* only the status written */
+	ck_assert_uint_eq(t.q.used->ring[(t.q.aidx - 1) % QSIZE].len,
+			  1); /* only the status written */
 	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 0, 512, false, false, &data), VIRTIO_BLK_S_OK);
 	check_sectors(data, 0, 1);
 	ck_assert_uint_eq(t.vdev->q[0].stats.drops, 7);
@@ -351,7 +359,8 @@ START_TEST(test_malformed_header)
 
 	dev_up("");
 	hg = galloc(8, false);
-	post((struct vd_buf[]){ { hg, 8, false }, { galloc(1, false), 1, true } }, 2); /* 8-byte header */
+	post((struct vd_buf[]){ { hg, 8, false }, { galloc(1, false), 1, true } },
+	     2); /* 8-byte header */
 	vd_kick(t.vdev, 0);
 	ck_assert(wait_needs_reset());
 	dev_down();
@@ -381,8 +390,11 @@ START_TEST(test_options)
 	ck_assert_int_eq(blk_parse_opts("a.img", &o, err, sizeof(err)), 0);
 	ck_assert_str_eq(o.path, "a.img");
 	ck_assert(!o.ro && !o.trans_set && o.io == BLK_IO_LIBAIO && !o.no_direct);
-	ck_assert_int_eq(blk_parse_opts("/x/b.img,ro,trans=mmio,aio=sync,direct=off", &o, err, sizeof(err)), 0);
-	ck_assert(o.ro && o.trans_set && o.trans == VIRTIO_TRANS_MMIO && o.io == BLK_IO_SYNC && o.no_direct);
+	ck_assert_int_eq(blk_parse_opts("/x/b.img,ro,trans=mmio,aio=sync,direct=off", &o, err,
+					sizeof(err)),
+			 0);
+	ck_assert(o.ro && o.trans_set && o.trans == VIRTIO_TRANS_MMIO && o.io == BLK_IO_SYNC &&
+		  o.no_direct);
 	ck_assert_int_eq(blk_parse_opts("", &o, err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(blk_parse_opts(",ro", &o, err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(blk_parse_opts("a.img,rw", &o, err, sizeof(err)), -EINVAL);
@@ -417,8 +429,10 @@ static struct bounce bounce_stats(void)
 	const char *p;
 
 	p = strstr(buf, "\"bounce\":{");
-	ck_assert_msg(p && sscanf(p, "\"bounce\":{\"bytes\":%" SCNu64 ",\"peak\":%" SCNu64 ",\"limit\":%" SCNu64
-				  ",\"waits\":%" SCNu64 "}}", &b.bytes, &b.peak, &b.limit, &b.waits) == 4,
+	ck_assert_msg(p && sscanf(p,
+				  "\"bounce\":{\"bytes\":%" SCNu64 ",\"peak\":%" SCNu64
+				  ",\"limit\":%" SCNu64 ",\"waits\":%" SCNu64 "}}",
+				  &b.bytes, &b.peak, &b.limit, &b.waits) == 4,
 		      "no bounce counters in %s", buf);
 	free(buf);
 	return b;
@@ -566,8 +580,8 @@ START_TEST(test_quiesce_holds_requests)
 		st[i] = request(VIRTIO_BLK_T_IN, (u64)i * 2, 1024, i % 2, i % 3 == 0, &data[i]);
 	memcpy(snap, vd.ram, RAM_SIZE);
 	vd_kick(t.vdev, 0);
-	ck_assert_msg(HOLDS_FOR(100, ram_is(snap)), "guest memory changed while paused (used idx %u)",
-		      vd_used_idx(&t.q));
+	ck_assert_msg(HOLDS_FOR(100, ram_is(snap)),
+		      "guest memory changed while paused (used idx %u)", vd_used_idx(&t.q));
 	ck_assert_uint_eq(atomic_load(&t.vdev->q[0].stats.irqs), irqs);
 	virtio_blk_resume(t.b);
 	ck_assert(wait_used(2 * N));

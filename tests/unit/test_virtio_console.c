@@ -18,7 +18,7 @@
 #define QBASE(i) (0x10000ULL * ((u64)(i) + 1))
 #define WAIT_MS 10000
 #define TX_BUDGET (64 * 1024) /* the console's output per wake-up (virtio/console.c) */
-#define OUT_CHUNK 4096        /* and per write to the terminal */
+#define OUT_CHUNK 4096	      /* and per write to the terminal */
 
 static struct {
 	struct virtio_device *vdev;
@@ -87,8 +87,10 @@ static u16 post_aliased(int qi, u64 table, int n, u64 gpa, u32 len)
 	struct vring_desc *d = gp(table);
 
 	for (int i = 0; i < n; i++)
-		d[i] = (struct vring_desc){ .addr = gpa, .len = len,
-					    .flags = i + 1 < n ? VRING_DESC_F_NEXT : 0, .next = (u16)(i + 1) };
+		d[i] = (struct vring_desc){ .addr = gpa,
+					    .len = len,
+					    .flags = i + 1 < n ? VRING_DESC_F_NEXT : 0,
+					    .next = (u16)(i + 1) };
 	return post_desc(qi, table, (u32)(16 * n), VRING_DESC_F_INDIRECT);
 }
 
@@ -166,7 +168,7 @@ END_TEST
  * after used ring updates that follow it). */
 static struct {
 	struct virtio_console *c;
-	u8 *buf;             /* a copy of what was written, up to cap bytes */
+	u8 *buf; /* a copy of what was written, up to cap bytes */
 	size_t cap;
 	atomic_ullong bytes; /* everything written */
 	atomic_ullong rx_at; /* bytes written before the first call that saw input delivered */
@@ -230,7 +232,8 @@ START_TEST(test_console_tx_budget)
 	ck_assert_uint_eq(t.q[1].used->ring[0].len, 0);
 	ck_assert_uint_eq(*(u8 *)gp(0x1f1000), 'x');
 	ck_assert_msg(rx_at <= TX_BUDGET, "input delivered after %llu bytes of output (%s)",
-		      (unsigned long long)rx_at, rx_at == ~0ULL ? "all of it" : "more than a budget");
+		      (unsigned long long)rx_at,
+		      rx_at == ~0ULL ? "all of it" : "more than a budget");
 	vd_fds_save(&fds, t.vdev, 2);
 	virtio_console_destroy(o.c);
 	free(o.buf);
@@ -266,7 +269,8 @@ START_TEST(test_console_stop_huge_chain)
 	ck_assert(WAIT_UNTIL(WAIT_MS, atomic_load(&o.started)));
 	t.vdev->ops->stop(t.vdev);
 	bytes = atomic_load(&o.bytes);
-	ck_assert_msg(bytes > 0 && bytes <= 2 * OUT_CHUNK, "%llu bytes written in all (the stop came during the first piece)",
+	ck_assert_msg(bytes > 0 && bytes <= 2 * OUT_CHUNK,
+		      "%llu bytes written in all (the stop came during the first piece)",
 		      (unsigned long long)bytes);
 	ck_assert_uint_eq(vd_used_idx(&t.q[1]), 0);
 	ck_assert_uint_eq(t.vdev->q[1].vq.last_avail, 0);
@@ -337,7 +341,8 @@ START_TEST(test_console_quiesce)
 	vd_kick(t.vdev, 1);
 	vd_kick(t.vdev, 0);
 	ck_assert(HOLDS_FOR(100, ram_is(snap) && out_len() == 0));
-	ck_assert_uint_eq(atomic_load(&t.vdev->q[0].stats.irqs) + atomic_load(&t.vdev->q[1].stats.irqs), 0);
+	ck_assert_uint_eq(
+		atomic_load(&t.vdev->q[0].stats.irqs) + atomic_load(&t.vdev->q[1].stats.irqs), 0);
 	virtio_console_resume(c);
 	ck_assert(wait_used(1, 1));
 	ck_assert(wait_used(0, 1));

@@ -124,9 +124,11 @@ START_TEST(test_identity)
 	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_ID), 2);
 	ck_assert_uint_ne(rd(e, VIRTIO_MMIO_VENDOR_ID), 0);
 	wr(e, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
-	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_FEATURES), (u32)(VD_TDEV_FEATURE_LO | VD_TDEV_REFUSED));
+	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_FEATURES),
+			  (u32)(VD_TDEV_FEATURE_LO | VD_TDEV_REFUSED));
 	wr(e, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 1);
-	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_FEATURES), (u32)((VD_TDEV_FEATURE_HI | VERSION_1) >> 32));
+	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_FEATURES),
+			  (u32)((VD_TDEV_FEATURE_HI | VERSION_1) >> 32));
 	wr(e, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 2);
 	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_DEVICE_FEATURES), 0);
 	wr(e, VIRTIO_MMIO_QUEUE_SEL, 1);
@@ -173,7 +175,8 @@ START_TEST(test_queue_setup_and_start)
 	struct virtio_queue *q = &e->t.vdev.q[0];
 
 	/* DRIVER_OK before FEATURES_OK is refused. */
-	wr(e, VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_DRIVER_OK);
+	wr(e, VIRTIO_MMIO_STATUS,
+	   VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_DRIVER_OK);
 	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_DRIVER_OK, 0);
 	ck_assert(negotiate(e, VERSION_1));
 	wr(e, VIRTIO_MMIO_QUEUE_SEL, 0);
@@ -248,8 +251,8 @@ START_TEST(test_notify_and_interrupts)
 	ck_assert_uint_eq(v, 1);
 	ck_assert_uint_eq(vdev->q[1].stats.trapped, 1);
 	ck_assert_uint_eq(vdev->q[0].stats.trapped, 0);
-	wr(e, VIRTIO_MMIO_QUEUE_NOTIFY, 2);      /* no such queue: ignored */
-	wr(e, VIRTIO_MMIO_QUEUE_NOTIFY, 0xffff); /* likewise */
+	wr(e, VIRTIO_MMIO_QUEUE_NOTIFY, 2);	      /* no such queue: ignored */
+	wr(e, VIRTIO_MMIO_QUEUE_NOTIFY, 0xffff);      /* likewise */
 	acc(e, VIRTIO_MMIO_QUEUE_NOTIFY, 2, true, 0); /* wrong width: ignored */
 	ck_assert_uint_eq(vdev->q[0].stats.trapped, 0);
 	/* A queue interrupt sets bit 0; the used ring asks for it (flags 0). */
@@ -260,7 +263,8 @@ START_TEST(test_notify_and_interrupts)
 	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_VRING);
 	ck_assert_uint_eq(vdev->q[0].stats.irqs, 1);
 	virtio_notify_config(vdev);
-	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_VRING | VIRTIO_MMIO_INT_CONFIG);
+	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_INTERRUPT_STATUS),
+			  VIRTIO_MMIO_INT_VRING | VIRTIO_MMIO_INT_CONFIG);
 	wr(e, VIRTIO_MMIO_INTERRUPT_ACK, VIRTIO_MMIO_INT_VRING); /* only what was acknowledged */
 	ck_assert_uint_eq(rd(e, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_CONFIG);
 	env_free(e);
@@ -357,7 +361,8 @@ START_TEST(test_dtb)
 	const void *p;
 	int len, n, cpus = 0, off;
 
-	n = fdt_build(&e->kvm, "console=ttyS0 virtio_mmio.device=0x200@0xc0000000:5", buf, sizeof(buf));
+	n = fdt_build(&e->kvm, "console=ttyS0 virtio_mmio.device=0x200@0xc0000000:5", buf,
+		      sizeof(buf));
 	ck_assert_int_gt(n, 0);
 	ck_assert_int_eq(fdt_check_header(buf), 0);
 	ck_assert_int_eq((int)fdt_totalsize(buf), n);
@@ -369,8 +374,7 @@ START_TEST(test_dtb)
 	ck_assert_uint_eq(cell64(p, 0), 0);
 	ck_assert_uint_eq(cell64(p, 1), RAM_SIZE);
 	ck_assert_str_eq(prop(buf, "/memory@0", "device_type", &len), "memory");
-	fdt_for_each_subnode(off, buf, fdt_path_offset(buf, "/cpus"))
-		cpus++;
+	fdt_for_each_subnode(off, buf, fdt_path_offset(buf, "/cpus")) cpus++;
 	ck_assert_int_eq(cpus, 2);
 	p = prop(buf, "/virtio_mmio@c0000000", "reg", &len);
 	ck_assert_uint_eq(cell64(p, 0), VIRTIO_MMIO_BASE);
@@ -422,7 +426,8 @@ START_TEST(test_shared_state_atomic)
 	ck_assert_int_eq(pthread_join(th, &stray), 0);
 	ck_assert_ptr_null(stray); /* only ever the negotiated features, or none */
 	/* Each reset and each change moved the generation by one. */
-	ck_assert_uint_eq((u8)(rd(e, VIRTIO_MMIO_CONFIG_GENERATION) - gen0), (u8)(2 * SHARED_ROUNDS));
+	ck_assert_uint_eq((u8)(rd(e, VIRTIO_MMIO_CONFIG_GENERATION) - gen0),
+			  (u8)(2 * SHARED_ROUNDS));
 	env_free(e);
 }
 END_TEST

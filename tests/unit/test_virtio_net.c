@@ -79,7 +79,8 @@ static void dev_start(u64 features, u16 size)
 	ck_assert(vdev->ops->features_ok(vdev, features));
 	vdev->features = features;
 	for (int i = 0; i < t.nq; i++)
-		vd_queue_up(vdev, i, &t.q[i], QBASE(i), size, features & F(VIRTIO_RING_F_EVENT_IDX));
+		vd_queue_up(vdev, i, &t.q[i], QBASE(i), size,
+			    features & F(VIRTIO_RING_F_EVENT_IDX));
 	vd_driver_ok(vdev);
 }
 
@@ -568,7 +569,8 @@ START_TEST(tx_split_chain)
 	memcpy(gp(a), pkt, 10);
 	memcpy(gp(b), pkt + 10, 50);
 	memcpy(gp(c), pkt + 60, 52);
-	head = post(1, (struct vd_buf[]){ { a, 10, false }, { b, 50, false }, { c, 52, false } }, 3);
+	head = post(1, (struct vd_buf[]){ { a, 10, false }, { b, 50, false }, { c, 52, false } },
+		    3);
 	vd_kick(t.vdev, 1);
 	ck_assert(wait_used(1, 1));
 	ck_assert_uint_eq(t.q[1].used->ring[0].id, head);
@@ -609,9 +611,9 @@ START_TEST(tx_bad_lengths_dropped)
 
 	dev_create(1, NULL);
 	dev_start(BASE_FEATURES, 256);
-	post(1, &(struct vd_buf){ galloc(8), 8, false }, 1);                 /* shorter than the header */
-	post(1, &(struct vd_buf){ galloc(2048), 2048, true }, 1);            /* nothing readable */
-	post(1, &(struct vd_buf){ galloc(70000), 70000, false }, 1);         /* longer than any frame */
+	post(1, &(struct vd_buf){ galloc(8), 8, false }, 1);	     /* shorter than the header */
+	post(1, &(struct vd_buf){ galloc(2048), 2048, true }, 1);    /* nothing readable */
+	post(1, &(struct vd_buf){ galloc(70000), 70000, false }, 1); /* longer than any frame */
 	vd_kick(t.vdev, 1);
 	ck_assert(wait_used(1, 3));
 	for (int i = 0; i < 3; i++)
@@ -632,8 +634,9 @@ START_TEST(tx_malformed_chain_needs_reset)
 	dev_create(1, NULL);
 	dev_start(BASE_FEATURES, 256);
 	/* Descriptor 0 points at itself. */
-	t.q[1].desc[0] = (struct vring_desc){ .addr = galloc(64), .len = 64,
-					      .flags = VRING_DESC_F_NEXT, .next = 0 };
+	t.q[1].desc[0] = (struct vring_desc){
+		.addr = galloc(64), .len = 64, .flags = VRING_DESC_F_NEXT, .next = 0
+	};
 	t.q[1].avail->ring[0] = 0;
 	__atomic_store_n(&t.q[1].avail->idx, ++t.q[1].aidx, __ATOMIC_RELEASE);
 	t.q[1].next_desc = 1;
@@ -802,11 +805,27 @@ START_TEST(ctrl_commands)
 {
 	u8 promisc[] = { VIRTIO_NET_CTRL_RX, VIRTIO_NET_CTRL_RX_PROMISC, 1 };
 	u8 allmulti_bad[] = { VIRTIO_NET_CTRL_RX, VIRTIO_NET_CTRL_RX_ALLMULTI };
-	u8 mac_set[] = { VIRTIO_NET_CTRL_MAC, VIRTIO_NET_CTRL_MAC_ADDR_SET, 2, 0, 0, 0xaa, 0xbb, 0xcc };
+	u8 mac_set[] = {
+		VIRTIO_NET_CTRL_MAC, VIRTIO_NET_CTRL_MAC_ADDR_SET, 2, 0, 0, 0xaa, 0xbb, 0xcc
+	};
 	u8 mac_short[] = { VIRTIO_NET_CTRL_MAC, VIRTIO_NET_CTRL_MAC_ADDR_SET, 2, 0, 0 };
 	u8 table[2 + 4 + 6 + 4 + 12] = { VIRTIO_NET_CTRL_MAC, VIRTIO_NET_CTRL_MAC_TABLE_SET, 1 };
-	u8 table_bad[2 + 4 + 6 + 4] = { VIRTIO_NET_CTRL_MAC, VIRTIO_NET_CTRL_MAC_TABLE_SET, 1, 0, 0, 0,
-					1, 2, 3, 4, 5, 6, 0xff, 0xff, 0xff, 0xff };
+	u8 table_bad[2 + 4 + 6 + 4] = { VIRTIO_NET_CTRL_MAC,
+					VIRTIO_NET_CTRL_MAC_TABLE_SET,
+					1,
+					0,
+					0,
+					0,
+					1,
+					2,
+					3,
+					4,
+					5,
+					6,
+					0xff,
+					0xff,
+					0xff,
+					0xff };
 	u8 mq[] = { VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 1, 0 };
 	u8 unknown[] = { 99, 0, 0 };
 	u8 vlan[] = { VIRTIO_NET_CTRL_VLAN, VIRTIO_NET_CTRL_VLAN_ADD, 1, 0 };
@@ -907,16 +926,18 @@ START_TEST(features_negotiation)
 	ck_assert(off & F(VIRTIO_NET_F_CTRL_RX));
 	ck_assert(v->ops->features_ok(v, off | ver));
 	ck_assert(v->ops->features_ok(v, ver));
-	ck_assert(!v->ops->features_ok(v, off));                       /* no VERSION_1 */
+	ck_assert(!v->ops->features_ok(v, off)); /* no VERSION_1 */
 	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_GUEST_TSO4)));
 	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_GUEST_TSO6)));
-	ck_assert(v->ops->features_ok(v, ver | F(VIRTIO_NET_F_GUEST_TSO6) | F(VIRTIO_NET_F_GUEST_CSUM)));
+	ck_assert(v->ops->features_ok(v, ver | F(VIRTIO_NET_F_GUEST_TSO6) |
+						 F(VIRTIO_NET_F_GUEST_CSUM)));
 	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_HOST_TSO4)));
 	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_HOST_TSO6)));
 	ck_assert(v->ops->features_ok(v, ver | F(VIRTIO_NET_F_HOST_TSO4) | F(VIRTIO_NET_F_CSUM)));
 	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_CTRL_RX)));
 	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_MQ) | F(VIRTIO_NET_F_CTRL_VQ)));
-	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_GUEST_UFO) | F(VIRTIO_NET_F_GUEST_CSUM)));
+	ck_assert(!v->ops->features_ok(v, ver | F(VIRTIO_NET_F_GUEST_UFO) |
+						  F(VIRTIO_NET_F_GUEST_CSUM)));
 	ck_assert_uint_eq(v->ops->device_id, 1);
 	ck_assert_int_eq(v->nr_queues, 3);
 	ck_assert_uint_eq(v->q[0].max_size, 256);
@@ -932,7 +953,9 @@ START_TEST(config_space)
 {
 	struct virtio_net_config c;
 	u8 b[4], big[64];
-	struct net_opts o = { .mode = NET_MODE_FAKE, .queue_pairs = 3, .mac_set = true,
+	struct net_opts o = { .mode = NET_MODE_FAKE,
+			      .queue_pairs = 3,
+			      .mac_set = true,
 			      .guest_mac = { 2, 1, 2, 3, 4, 5 } };
 	struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { net_fake_create(), net_fake_create(),
 							net_fake_create() };
@@ -1002,7 +1025,9 @@ static void stuck_close(struct net_backend *be)
 }
 
 static const struct net_backend_ops stuck_ops = {
-	.send = stuck_send, .recv = stuck_recv, .close = stuck_close,
+	.send = stuck_send,
+	.recv = stuck_recv,
+	.close = stuck_close,
 };
 
 START_TEST(stop_while_backend_full)
@@ -1024,7 +1049,8 @@ START_TEST(stop_while_backend_full)
 	for (int ms = 0; ms < WAIT_MS && !__atomic_load_n(&s->sends, __ATOMIC_RELAXED); ms++)
 		poll(NULL, 0, 1);
 	ck_assert(wait_thread_idle("lkvm-net-tx0"));
-	ck_assert_int_eq(__atomic_load_n(&s->sends, __ATOMIC_RELAXED), 1); /* waiting, not spinning */
+	ck_assert_int_eq(__atomic_load_n(&s->sends, __ATOMIC_RELAXED),
+			 1); /* waiting, not spinning */
 	/* RX without peek_len: a buffer but no frame, so nothing delivered. */
 	post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
 	vd_kick(t.vdev, 0);
@@ -1046,7 +1072,9 @@ static ssize_t failing_recv(struct net_backend *be, const struct iovec *iov, int
 }
 
 static const struct net_backend_ops failing_ops = {
-	.send = stuck_send, .recv = failing_recv, .close = stuck_close,
+	.send = stuck_send,
+	.recv = failing_recv,
+	.close = stuck_close,
 };
 
 START_TEST(rx_backend_error_backs_off)
@@ -1068,7 +1096,8 @@ START_TEST(rx_backend_error_backs_off)
 	vd_kick(t.vdev, 0);
 	/* Wait for a count of tries, not for a time: at least 10 ms apart, so the 5th comes
 	 * 40 ms or more after the first however loaded the machine is. */
-	for (int ms = 0; ms < 10 * WAIT_MS && __atomic_load_n(&s->sends, __ATOMIC_RELAXED) < 5; ms++)
+	for (int ms = 0; ms < 10 * WAIT_MS && __atomic_load_n(&s->sends, __ATOMIC_RELAXED) < 5;
+	     ms++)
 		poll(NULL, 0, 1);
 	t.vdev->ops->stop(t.vdev); /* threads joined: the counts below are final */
 	elapsed_ms = (now_ns() - t0) / 1000000;
@@ -1163,8 +1192,11 @@ START_TEST(restart_and_stats)
 	ck_assert_ptr_nonnull(strstr(buf, "\nctrl "));
 	free(buf);
 	buf = stats_fmt("net", t.n, net_visit, true);
-	ck_assert_ptr_nonnull(strstr(buf, "\"nets\":[{\"nic\":0,\"queues\":[{\"name\":\"rx0\",\"kicks\":1,"));
-	ck_assert_ptr_nonnull(strstr(buf, "{\"name\":\"tx0\",\"kicks\":1,\"trapped\":0,\"irqs\":1,\"packets\":1,\"bytes\":60,"));
+	ck_assert_ptr_nonnull(
+		strstr(buf, "\"nets\":[{\"nic\":0,\"queues\":[{\"name\":\"rx0\",\"kicks\":1,"));
+	ck_assert_ptr_nonnull(strstr(
+		buf,
+		"{\"name\":\"tx0\",\"kicks\":1,\"trapped\":0,\"irqs\":1,\"packets\":1,\"bytes\":60,"));
 	ck_assert_ptr_nonnull(strstr(buf, "\"name\":\"ctrl\""));
 	ck_assert_ptr_nonnull(strstr(buf, "\"pkts_per_irq\":null"));
 	for (char *p = buf; *p; p++) {
@@ -1178,7 +1210,6 @@ START_TEST(restart_and_stats)
 	dev_destroy();
 }
 END_TEST
-
 
 /* ---- the TX wake-up protocol in every strategy (kick, timer, poll) ---- */
 
@@ -1215,8 +1246,8 @@ struct mode_case {
 };
 
 static const struct mode_case mode_cases[] = {
-	{ NET_TX_KICK, false },	 { NET_TX_KICK, true },	 { NET_TX_TIMER, false },
-	{ NET_TX_TIMER, true },	 { NET_TX_POLL, false }, { NET_TX_POLL, true },
+	{ NET_TX_KICK, false }, { NET_TX_KICK, true },	{ NET_TX_TIMER, false },
+	{ NET_TX_TIMER, true }, { NET_TX_POLL, false }, { NET_TX_POLL, true },
 };
 
 static struct net_opts mode_opts(const struct mode_case *c)
@@ -1228,9 +1259,9 @@ static struct net_opts mode_opts(const struct mode_case *c)
 /* What the hook saw: it runs on the TX thread at "ring drained, notifications still off". */
 static struct {
 	atomic_int calls;
-	atomic_int posted;  /* chains it posted */
-	atomic_int kicked;  /* of which the driver rule would have kicked */
-	int want;           /* chains to post, one per call */
+	atomic_int posted; /* chains it posted */
+	atomic_int kicked; /* of which the driver rule would have kicked */
+	int want;	   /* chains to post, one per call */
 	u64 gpa;
 	bool event_idx;
 } hk;
@@ -1347,7 +1378,8 @@ START_TEST(tx_race_no_chain_unseen)
 		while (net_fake_take(t.be[0], frame, sizeof(frame)) > 0)
 			;
 		if (!room) {
-			ck_assert_msg(now_ns() < deadline, "stuck at %u used of %u posted", done, posted);
+			ck_assert_msg(now_ns() < deadline, "stuck at %u used of %u posted", done,
+				      posted);
 			sched_yield();
 			continue;
 		}
@@ -1356,7 +1388,8 @@ START_TEST(tx_race_no_chain_unseen)
 		burst = burst % 37 + 1;
 	}
 	while (used_idx(1) != (u16)total) {
-		ck_assert_msg(now_ns() < deadline, "lost wake-up: %u of %u chains used", used_idx(1), total);
+		ck_assert_msg(now_ns() < deadline, "lost wake-up: %u of %u chains used",
+			      used_idx(1), total);
 		while (net_fake_take(t.be[0], frame, sizeof(frame)) > 0)
 			;
 		sched_yield();
@@ -1379,7 +1412,8 @@ START_TEST(poll_budget_adapts)
 	/* rr: one chain per round trip, a bit longer than the shrunken window: grow to it. */
 	ck_assert_uint_eq(virtio_net_poll_budget(1000, cap, false, 30000), 37500);
 	ck_assert_uint_eq(virtio_net_poll_budget(1000, cap, false, 45000), cap);
-	ck_assert_uint_eq(virtio_net_poll_budget(30000, cap, false, 2000), 60000 > cap ? cap : 60000);
+	ck_assert_uint_eq(virtio_net_poll_budget(30000, cap, false, 2000),
+			  60000 > cap ? cap : 60000);
 	/* The guest went quiet (the kick came after the cap): halve, down to 1 us. */
 	ck_assert_uint_eq(virtio_net_poll_budget(40000, cap, false, 60000), 20000);
 	ck_assert_uint_eq(virtio_net_poll_budget(1000, cap, false, 1000000), 1000);

@@ -174,13 +174,13 @@ static void snapshot(struct env *e, struct cc_snapshot *s)
 		u16 off;
 		u8 len;
 	} regs[] = {
-		{ VIRTIO_PCI_COMMON_DFSELECT, 4 }, { VIRTIO_PCI_COMMON_DF, 4 },
-		{ VIRTIO_PCI_COMMON_GFSELECT, 4 }, { VIRTIO_PCI_COMMON_GF, 4 },
-		{ VIRTIO_PCI_COMMON_MSIX, 2 },	   { VIRTIO_PCI_COMMON_NUMQ, 2 },
-		{ VIRTIO_PCI_COMMON_STATUS, 1 },   { VIRTIO_PCI_COMMON_Q_SIZE, 2 },
-		{ VIRTIO_PCI_COMMON_Q_MSIX, 2 },   { VIRTIO_PCI_COMMON_Q_ENABLE, 2 },
-		{ VIRTIO_PCI_COMMON_Q_NOFF, 2 },   { VIRTIO_PCI_COMMON_Q_DESCLO, 4 },
-		{ VIRTIO_PCI_COMMON_Q_DESCHI, 4 }, { VIRTIO_PCI_COMMON_Q_AVAILLO, 4 },
+		{ VIRTIO_PCI_COMMON_DFSELECT, 4 },  { VIRTIO_PCI_COMMON_DF, 4 },
+		{ VIRTIO_PCI_COMMON_GFSELECT, 4 },  { VIRTIO_PCI_COMMON_GF, 4 },
+		{ VIRTIO_PCI_COMMON_MSIX, 2 },	    { VIRTIO_PCI_COMMON_NUMQ, 2 },
+		{ VIRTIO_PCI_COMMON_STATUS, 1 },    { VIRTIO_PCI_COMMON_Q_SIZE, 2 },
+		{ VIRTIO_PCI_COMMON_Q_MSIX, 2 },    { VIRTIO_PCI_COMMON_Q_ENABLE, 2 },
+		{ VIRTIO_PCI_COMMON_Q_NOFF, 2 },    { VIRTIO_PCI_COMMON_Q_DESCLO, 4 },
+		{ VIRTIO_PCI_COMMON_Q_DESCHI, 4 },  { VIRTIO_PCI_COMMON_Q_AVAILLO, 4 },
 		{ VIRTIO_PCI_COMMON_Q_AVAILHI, 4 }, { VIRTIO_PCI_COMMON_Q_USEDLO, 4 },
 		{ VIRTIO_PCI_COMMON_Q_USEDHI, 4 },
 	};
@@ -287,7 +287,8 @@ START_TEST(test_capabilities)
 	ck_assert_uint_ne(pcicfg, 0);
 
 	/* MSI-X: 3 vectors (2 queues + config), table at BAR 2 + 0, PBA after it in BAR 2. */
-	u32 ctrl = cfg_rd(e, msix + 2, 2), table = cfg_rd(e, msix + 4, 4), pba = cfg_rd(e, msix + 8, 4);
+	u32 ctrl = cfg_rd(e, msix + 2, 2), table = cfg_rd(e, msix + 4, 4),
+	    pba = cfg_rd(e, msix + 8, 4);
 
 	ck_assert_uint_eq(ctrl, 2);
 	ck_assert_uint_eq(table, 0x000 | 2);
@@ -534,8 +535,8 @@ START_TEST(test_reset)
 	snapshot(e, &after);
 	for (int q = 0; q < 3; q++)
 		for (int i = 0; i < 32; i++)
-			ck_assert_msg(initial.v[q][i] == after.v[q][i], "q %d reg %d: %#x != %#x", q,
-				      i, initial.v[q][i], after.v[q][i]);
+			ck_assert_msg(initial.v[q][i] == after.v[q][i], "q %d reg %d: %#x != %#x",
+				      q, i, initial.v[q][i], after.v[q][i]);
 	cc_wr(e, VIRTIO_PCI_COMMON_Q_SELECT, 2, 0);
 	ck_assert_uint_eq(cc_rd(e, VIRTIO_PCI_COMMON_Q_SELECT, 2), 0);
 	/* And the device comes up again. */
@@ -983,7 +984,8 @@ static Suite *virtio_pci_suite(void)
 	if (access("/dev/kvm", R_OK | W_OK) == 0)
 		tcase_add_test(tc, test_ioeventfds_follow_bar0);
 	else
-		lkvm_skip("test_virtio_pci", 1, "test_ioeventfds_follow_bar0", "no usable /dev/kvm");
+		lkvm_skip("test_virtio_pci", 1, "test_ioeventfds_follow_bar0",
+			  "no usable /dev/kvm");
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -9,13 +9,13 @@
 
 /* Guest layout of the test machine (1 MiB of RAM). */
 #define RAM_SIZE MiB(1)
-#define DESC_GPA 0x1000ULL  /* up to 256 descriptors */
+#define DESC_GPA 0x1000ULL /* up to 256 descriptors */
 #define AVAIL_GPA 0x2000ULL
 #define USED_GPA 0x3000ULL
 #define INDIR_GPA 0x8000ULL /* indirect tables, up to 0x10000 */
 #define INDIR2_GPA 0x18000ULL
 #define BUF_GPA 0x20000ULL
-#define BUF(i) (BUF_GPA + (u64)(i) * 0x1000)
+#define BUF(i) (BUF_GPA + (u64)(i)*0x1000)
 
 /* The test plays the driver: it writes descriptors and the avail ring directly. */
 struct tvq {
@@ -173,7 +173,8 @@ START_TEST(init_rejects_size)
 	static const u16 bad[] = { 0, 3, 6, 100, 255, 257, 32767, 32769, 65535 };
 
 	for (unsigned i = 0; i < ARRAY_SIZE(bad); i++) {
-		ck_assert_int_eq(vq_init(&t->vq, &t->m, bad[i], DESC_GPA, AVAIL_GPA, USED_GPA, false),
+		ck_assert_int_eq(vq_init(&t->vq, &t->m, bad[i], DESC_GPA, AVAIL_GPA, USED_GPA,
+					 false),
 				 -EINVAL);
 		ck_assert(!t->vq.ready);
 		ck_assert_ptr_eq(t->vq.mem, &t->m);
@@ -183,15 +184,20 @@ END_TEST
 
 START_TEST(init_rejects_alignment)
 {
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA + 8, AVAIL_GPA, USED_GPA, false), -EINVAL);
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA + 1, AVAIL_GPA, USED_GPA, false), -EINVAL);
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA, AVAIL_GPA + 1, USED_GPA, false), -EINVAL);
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA, AVAIL_GPA, USED_GPA + 2, false), -EINVAL);
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA, AVAIL_GPA, USED_GPA + 1, false), -EINVAL);
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA + 8, AVAIL_GPA, USED_GPA, false),
+			 -EINVAL);
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA + 1, AVAIL_GPA, USED_GPA, false),
+			 -EINVAL);
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA, AVAIL_GPA + 1, USED_GPA, false),
+			 -EINVAL);
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA, AVAIL_GPA, USED_GPA + 2, false),
+			 -EINVAL);
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA, AVAIL_GPA, USED_GPA + 1, false),
+			 -EINVAL);
 	ck_assert(!t->vq.ready);
 	/* The minimum alignments themselves are fine. */
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, 16, DESC_GPA + 16, AVAIL_GPA + 2, USED_GPA + 4, false),
-			 0);
+	ck_assert_int_eq(
+		vq_init(&t->vq, &t->m, 16, DESC_GPA + 16, AVAIL_GPA + 2, USED_GPA + 4, false), 0);
 	ck_assert(t->vq.ready);
 }
 END_TEST
@@ -201,23 +207,30 @@ START_TEST(init_rejects_outside_ram)
 	const u16 n = 16;
 
 	/* Each area ending exactly at the end of RAM fits; one element more does not. */
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, RAM_SIZE - 16 * n, AVAIL_GPA, USED_GPA, false), 0);
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, RAM_SIZE - 16 * n + 16, AVAIL_GPA, USED_GPA, false),
-			 -EINVAL);
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, DESC_GPA, RAM_SIZE - (6 + 2 * n), USED_GPA, false),
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, RAM_SIZE - 16 * n, AVAIL_GPA, USED_GPA, false),
 			 0);
-	/* used_event is part of the avail area even without EVENT_IDX */
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, DESC_GPA, RAM_SIZE - (4 + 2 * n), USED_GPA, false),
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, RAM_SIZE - 16 * n + 16, AVAIL_GPA, USED_GPA,
+				 false),
 			 -EINVAL);
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, DESC_GPA, AVAIL_GPA, RAM_SIZE - 8 * n - 8, false), 0);
+	ck_assert_int_eq(
+		vq_init(&t->vq, &t->m, n, DESC_GPA, RAM_SIZE - (6 + 2 * n), USED_GPA, false), 0);
+	/* used_event is part of the avail area even without EVENT_IDX */
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, DESC_GPA, RAM_SIZE - (4 + 2 * n), USED_GPA,
+				 false),
+			 -EINVAL);
+	ck_assert_int_eq(
+		vq_init(&t->vq, &t->m, n, DESC_GPA, AVAIL_GPA, RAM_SIZE - 8 * n - 8, false), 0);
 	/* avail_event likewise part of the used area */
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, DESC_GPA, AVAIL_GPA, RAM_SIZE - 8 * n - 4, false),
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, DESC_GPA, AVAIL_GPA, RAM_SIZE - 8 * n - 4,
+				 false),
 			 -EINVAL);
 	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, RAM_SIZE, AVAIL_GPA, USED_GPA, false), -EINVAL);
 	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, UINT64_MAX - 15, AVAIL_GPA, USED_GPA, false),
 			 -EINVAL);
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, DESC_GPA, UINT64_MAX - 1, USED_GPA, false), -EINVAL);
-	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, DESC_GPA, AVAIL_GPA, UINT64_MAX - 3, false), -EINVAL);
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, DESC_GPA, UINT64_MAX - 1, USED_GPA, false),
+			 -EINVAL);
+	ck_assert_int_eq(vq_init(&t->vq, &t->m, n, DESC_GPA, AVAIL_GPA, UINT64_MAX - 3, false),
+			 -EINVAL);
 	ck_assert(!t->vq.ready);
 	/* size 32768: a 512 KiB desc table fits at 0x80000 but not 16 bytes later */
 	ck_assert_int_eq(vq_init(&t->vq, &t->m, 32768, 0x80000, 0, 0x20000, false), 0);
@@ -440,8 +453,12 @@ START_TEST(pop_large_buffer)
 	ck_assert_int_eq(m.nr, 2);
 	ck_assert_int_eq(vq_init(&vq, &m, 8, DESC_GPA, AVAIL_GPA, USED_GPA, false), 0);
 	/* Low RAM: 3 GiB minus the rings; high RAM: 1 GiB + 1 MiB from 4 GiB up. */
-	d[0] = (struct vring_desc){ .addr = 0x100000, .len = 0xBFF00000, .flags = VRING_DESC_F_NEXT, .next = 1 };
-	d[1] = (struct vring_desc){ .addr = PCI_HOLE_END, .len = UINT32_MAX, .flags = VRING_DESC_F_WRITE, .next = 0 };
+	d[0] = (struct vring_desc){
+		.addr = 0x100000, .len = 0xBFF00000, .flags = VRING_DESC_F_NEXT, .next = 1
+	};
+	d[1] = (struct vring_desc){
+		.addr = PCI_HOLE_END, .len = UINT32_MAX, .flags = VRING_DESC_F_WRITE, .next = 0
+	};
 	a->ring[0] = 0;
 	a->idx = 1;
 	/* UINT32_MAX past 4 GiB is beyond the 1 GiB + 1 MiB of high RAM: rejected. */
@@ -524,7 +541,10 @@ START_TEST(pop_indirect_unaligned_table)
 
 	tinit(16, false);
 	for (u16 i = 0; i < 2; i++) {
-		struct vring_desc d = { .addr = BUF(i), .len = 64, .flags = i ? VRING_DESC_F_WRITE : VRING_DESC_F_NEXT, .next = 1 };
+		struct vring_desc d = { .addr = BUF(i),
+					.len = 64,
+					.flags = i ? VRING_DESC_F_WRITE : VRING_DESC_F_NEXT,
+					.next = 1 };
 
 		memcpy(t->ram + tbl + 16 * i, &d, sizeof(d));
 	}
@@ -543,7 +563,8 @@ START_TEST(pop_indirect_max_sg)
 	tinit(16, false);
 	for (u16 i = 0; i < VQ_MAX_SG; i++)
 		setd_in(INDIR_GPA, i, BUF(0) + i, 1,
-			(i < VQ_MAX_SG - 1 ? VRING_DESC_F_NEXT : 0) | (i >= 1000 ? VRING_DESC_F_WRITE : 0),
+			(i < VQ_MAX_SG - 1 ? VRING_DESC_F_NEXT : 0) |
+				(i >= 1000 ? VRING_DESC_F_WRITE : 0),
 			i + 1);
 	setd(0, INDIR_GPA, VQ_MAX_SG * 16, VRING_DESC_F_INDIRECT, 0);
 	post(0);
@@ -738,17 +759,30 @@ START_TEST(notify_event_idx_arith)
 {
 	static const struct ev_case cases[] = {
 		/* range [10, 13) */
-		{ 10, 13, 9, false },     { 10, 13, 10, true },   { 10, 13, 11, true },
-		{ 10, 13, 12, true },     { 10, 13, 13, false },  { 10, 13, 14, false },
-		{ 10, 13, 65535, false }, { 10, 13, 30000, false },
+		{ 10, 13, 9, false },
+		{ 10, 13, 10, true },
+		{ 10, 13, 11, true },
+		{ 10, 13, 12, true },
+		{ 10, 13, 13, false },
+		{ 10, 13, 14, false },
+		{ 10, 13, 65535, false },
+		{ 10, 13, 30000, false },
 		/* range [65534, 2) across the wrap */
-		{ 65534, 2, 65533, false }, { 65534, 2, 65534, true }, { 65534, 2, 65535, true },
-		{ 65534, 2, 0, true },      { 65534, 2, 1, true },     { 65534, 2, 2, false },
-		{ 65534, 2, 3, false },     { 65534, 2, 32000, false },
+		{ 65534, 2, 65533, false },
+		{ 65534, 2, 65534, true },
+		{ 65534, 2, 65535, true },
+		{ 65534, 2, 0, true },
+		{ 65534, 2, 1, true },
+		{ 65534, 2, 2, false },
+		{ 65534, 2, 3, false },
+		{ 65534, 2, 32000, false },
 		/* range [65535, 0): exactly the last index before the wrap */
-		{ 65535, 0, 65535, true },  { 65535, 0, 0, false },    { 65535, 0, 65534, false },
+		{ 65535, 0, 65535, true },
+		{ 65535, 0, 0, false },
+		{ 65535, 0, 65534, false },
 		/* nothing new */
-		{ 5, 5, 5, false },         { 5, 5, 4, false },
+		{ 5, 5, 5, false },
+		{ 5, 5, 4, false },
 	};
 
 	tinit(8, true);
@@ -757,8 +791,9 @@ START_TEST(notify_event_idx_arith)
 		t->vq.signalled_used_valid = true;
 		t->vq.used_idx = cases[i].new;
 		*used_event() = cases[i].event;
-		ck_assert_msg(vq_should_notify(&t->vq) == cases[i].want, "case %u: old %u new %u event %u",
-			      i, cases[i].old, cases[i].new, cases[i].event);
+		ck_assert_msg(vq_should_notify(&t->vq) == cases[i].want,
+			      "case %u: old %u new %u event %u", i, cases[i].old, cases[i].new,
+			      cases[i].event);
 		ck_assert_uint_eq(t->vq.signalled_used, cases[i].new);
 	}
 }
@@ -1100,7 +1135,8 @@ START_TEST(bad_too_many_buffers)
 	/* One direct buffer plus a full VQ_MAX_SG indirect table is one too many. */
 	tinit(16, false);
 	for (u16 i = 0; i < VQ_MAX_SG; i++)
-		setd_in(INDIR_GPA, i, BUF(0) + i, 1, i < VQ_MAX_SG - 1 ? VRING_DESC_F_NEXT : 0, i + 1);
+		setd_in(INDIR_GPA, i, BUF(0) + i, 1, i < VQ_MAX_SG - 1 ? VRING_DESC_F_NEXT : 0,
+			i + 1);
 	setd(0, BUF(1), 10, VRING_DESC_F_NEXT, 1);
 	setd(1, INDIR_GPA, VQ_MAX_SG * 16, VRING_DESC_F_INDIRECT, 0);
 	post(0);

@@ -61,10 +61,15 @@ static struct kvm_config vm_config(void)
 	cfg.disk[1].ro = true;
 
 	cfg.nr_nets = 3;
-	cfg.net[0] = (struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 1 };
-	cfg.net[1] = (struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 2 };
-	cfg.net[2] = (struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 1,
-					.trans = VIRTIO_TRANS_MMIO, .trans_set = true };
+	cfg.net[0] =
+		(struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 1 };
+	cfg.net[1] =
+		(struct net_opts){ .mode = NET_MODE_FAKE, .ioeventfd = true, .queue_pairs = 2 };
+	cfg.net[2] = (struct net_opts){ .mode = NET_MODE_FAKE,
+					.ioeventfd = true,
+					.queue_pairs = 1,
+					.trans = VIRTIO_TRANS_MMIO,
+					.trans_set = true };
 	cfg.console_virtio = cfg.rng = true; /* on --virtio-transport: PCI */
 	return cfg;
 }
@@ -88,7 +93,8 @@ static struct kvm *vm_new(bool real)
 	kvm->stop_fd = eventfd(0, EFD_CLOEXEC);
 	io_bus_init(&kvm->pio);
 	io_bus_init(&kvm->mmio);
-	ram = mmap(NULL, (u64)RAM_MIB << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ram = mmap(NULL, (u64)RAM_MIB << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		   -1, 0);
 	ck_assert(ram != MAP_FAILED);
 	ck_assert_int_eq(gmem_init(&kvm->mem, ram, (u64)RAM_MIB << 20), 0);
 	return kvm;
@@ -177,11 +183,11 @@ END_TEST
 /* ---- order and failure ---- */
 
 struct trace {
-	char log[64];  /* init (a, b, ...) and exit (A, B, ...) */
-	char walk[64]; /* start, quiesce, resume, reset: the tags in the order they came */
+	char log[64];	/* init (a, b, ...) and exit (A, B, ...) */
+	char walk[64];	/* start, quiesce, resume, reset: the tags in the order they came */
 	char flat[256]; /* what the stats walk gave, flat */
-	int fail_at; /* the prio whose init fails, or -1 */
-	int fd;      /* an fd the "device" holds while up */
+	int fail_at;	/* the prio whose init fails, or -1 */
+	int fd;		/* an fd the "device" holds while up */
 };
 
 static struct trace tr;
@@ -231,12 +237,16 @@ static void t_put(void *arg, const char *name, u64 value)
 	snprintf(tr.flat + n, sizeof(tr.flat) - n, "%s=%c ", name, (char)value);
 }
 
-#define T_OPS(n, p) { .name = n, .prio = p, .init = t_init, .start = t_start, .quiesce = t_walk, \
-		      .resume = t_walk, .reset = t_walk, .exit = t_exit }
+#define T_OPS(n, p)                                                                        \
+	{                                                                                  \
+		.name = n, .prio = p, .init = t_init, .start = t_start, .quiesce = t_walk, \
+		.resume = t_walk, .reset = t_walk, .exit = t_exit                          \
+	}
 static const struct kvm_dev_ops bus_ops = T_OPS("bus", 10);
 static const struct kvm_dev_ops legacy_ops = T_OPS("legacy", 20);
-static const struct kvm_dev_ops x_ops = { .name = "x", .prio = 30, .init = t_init, .exit = t_exit,
-					  .stats = t_stats, .stats_name = "x" };
+static const struct kvm_dev_ops x_ops = {
+	.name = "x", .prio = 30, .init = t_init, .exit = t_exit, .stats = t_stats, .stats_name = "x"
+};
 
 static void add(struct kvm *kvm, const struct kvm_dev_ops *ops, char tag)
 {
@@ -268,7 +278,10 @@ START_TEST(order_and_unwind)
 	kvm_devs_quiesce(kvm);
 	kvm_devs_resume(kvm);
 	kvm_devs_reset(kvm);
-	ck_assert_str_eq(tr.walk, "abc" "abc" "cba" "abc");
+	ck_assert_str_eq(tr.walk, "abc"
+				  "abc"
+				  "cba"
+				  "abc");
 	stats_flat_init(&f, t_put, NULL);
 	kvm_devs_stats(kvm, &f.v);
 	ck_assert_str_eq(tr.flat, "x0.q.n=d x1.q.n=e ");

@@ -38,7 +38,8 @@ static void job_thread(void *arg)
 			continue;
 		if (p[0].revents && worker_park(&j->w))
 			break;
-		if (!p[0].revents && (p[1].revents & POLLIN) && read(j->work, &v, sizeof(v)) == sizeof(v))
+		if (!p[0].revents && (p[1].revents & POLLIN) &&
+		    read(j->work, &v, sizeof(v)) == sizeof(v))
 			atomic_fetch_add(&j->served, 1);
 	}
 	atomic_fetch_add(&j->left, 1);
@@ -101,7 +102,7 @@ START_TEST(start_named_and_stop)
 	worker_stop(&j.w);
 	ck_assert_int_eq(atomic_load(&j.left), 1);
 	ck_assert(!readable(worker_fd(&j.w))); /* emptied for the next start */
-	worker_stop(&j.w); /* twice: no-op */
+	worker_stop(&j.w);		       /* twice: no-op */
 	/* Started again after a stop, as on a device reset. */
 	ck_assert_int_eq(worker_start(&j.w, "lkvm-test-job", SB_BLK, job_thread, &j), 0);
 	add_work(&j);

@@ -67,7 +67,9 @@ u64 vd_galloc(u64 len, u64 align)
 
 void vd_queue_at(struct vd_queue *d, u64 base, u16 size)
 {
-	*d = (struct vd_queue){ .size = size, .desc = gp(base), .avail = gp(base + VD_AVAIL_OFF),
+	*d = (struct vd_queue){ .size = size,
+				.desc = gp(base),
+				.avail = gp(base + VD_AVAIL_OFF),
 				.used = gp(base + VD_USED_OFF) };
 }
 
@@ -91,7 +93,8 @@ void vd_queue_up(struct virtio_device *vdev, int qi, struct vd_queue *d, u64 bas
 void vd_driver_ok(struct virtio_device *vdev)
 {
 	atomic_store(&vdev->status, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
-					    VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK);
+					    VIRTIO_CONFIG_S_FEATURES_OK |
+					    VIRTIO_CONFIG_S_DRIVER_OK);
 	ck_assert_int_eq(vdev->ops->start(vdev), 0);
 }
 

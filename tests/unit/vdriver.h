@@ -95,7 +95,7 @@ struct vd_tdev {
 	struct virtio_device vdev;
 	struct virtio_dev_ops ops;
 	int starts, stops, start_ret; /* start_ret: what ops->start returns */
-	bool ready_at_start[2];       /* queues 0 and 1 ready when start ran */
+	bool ready_at_start[2];	      /* queues 0 and 1 ready when start ran */
 	u8 config[8];
 	u64 features_seen; /* the last features_ok asked */
 };

@@ -6,13 +6,13 @@
 #include <stdbool.h>
 
 /* Evaluates cond until it holds, at most about ms milliseconds; its last value. */
-#define WAIT_UNTIL(ms, cond)                            \
-	({                                              \
-		int left_ = (ms);                       \
-		bool ok_;                               \
-		while (!(ok_ = (cond)) && left_-- > 0)  \
-			poll(NULL, 0, 1);               \
-		ok_;                                    \
+#define WAIT_UNTIL(ms, cond)                           \
+	({                                             \
+		int left_ = (ms);                      \
+		bool ok_;                              \
+		while (!(ok_ = (cond)) && left_-- > 0) \
+			poll(NULL, 0, 1);              \
+		ok_;                                   \
 	})
 
 /* Absence, which no event can show (a paused device that must not move): cond keeps holding

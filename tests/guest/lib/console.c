@@ -79,8 +79,8 @@ static void emit(struct out *o, char c)
 	o->n++;
 }
 
-static void emit_num(struct out *o, u64 v, unsigned base, bool neg, bool upper, int width, bool zero,
-		     bool left)
+static void emit_num(struct out *o, u64 v, unsigned base, bool neg, bool upper, int width,
+		     bool zero, bool left)
 {
 	const char *digits = upper ? "0123456789ABCDEF" : "0123456789abcdef";
 	char tmp[24];
@@ -142,13 +142,15 @@ int gvsnprintf(char *buf, size_t size, const char *fmt, va_list ap)
 		case 'X': {
 			u64 v = longs ? va_arg(ap, u64) : va_arg(ap, unsigned);
 
-			emit_num(&o, v, *fmt == 'u' ? 10 : 16, false, *fmt == 'X', width, zero, left);
+			emit_num(&o, v, *fmt == 'u' ? 10 : 16, false, *fmt == 'X', width, zero,
+				 left);
 			break;
 		}
 		case 'p':
 			emit(&o, '0');
 			emit(&o, 'x');
-			emit_num(&o, (u64)(uintptr_t)va_arg(ap, void *), 16, false, false, width, zero, left);
+			emit_num(&o, (u64)(uintptr_t)va_arg(ap, void *), 16, false, false, width,
+				 zero, left);
 			break;
 		case 's': {
 			const char *s = va_arg(ap, const char *);

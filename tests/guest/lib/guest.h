@@ -51,9 +51,18 @@ void guest_main(void);
 
 /* ---- port and memory-mapped I/O ---- */
 
-static inline void outb(u16 port, u8 v) { __asm__ __volatile__("outb %0, %1" ::"a"(v), "Nd"(port)); }
-static inline void outw(u16 port, u16 v) { __asm__ __volatile__("outw %0, %1" ::"a"(v), "Nd"(port)); }
-static inline void outl(u16 port, u32 v) { __asm__ __volatile__("outl %0, %1" ::"a"(v), "Nd"(port)); }
+static inline void outb(u16 port, u8 v)
+{
+	__asm__ __volatile__("outb %0, %1" ::"a"(v), "Nd"(port));
+}
+static inline void outw(u16 port, u16 v)
+{
+	__asm__ __volatile__("outw %0, %1" ::"a"(v), "Nd"(port));
+}
+static inline void outl(u16 port, u32 v)
+{
+	__asm__ __volatile__("outl %0, %1" ::"a"(v), "Nd"(port));
+}
 static inline u8 inb(u16 port)
 {
 	u8 v;
@@ -74,12 +83,30 @@ static inline u32 inl(u16 port)
 }
 
 /* One access of exactly that width (volatile, so the compiler neither splits nor merges it). */
-static inline u8 mmio_read8(u64 a) { return *(volatile u8 *)a; }
-static inline u16 mmio_read16(u64 a) { return *(volatile u16 *)a; }
-static inline u32 mmio_read32(u64 a) { return *(volatile u32 *)a; }
-static inline void mmio_write8(u64 a, u8 v) { *(volatile u8 *)a = v; }
-static inline void mmio_write16(u64 a, u16 v) { *(volatile u16 *)a = v; }
-static inline void mmio_write32(u64 a, u32 v) { *(volatile u32 *)a = v; }
+static inline u8 mmio_read8(u64 a)
+{
+	return *(volatile u8 *)a;
+}
+static inline u16 mmio_read16(u64 a)
+{
+	return *(volatile u16 *)a;
+}
+static inline u32 mmio_read32(u64 a)
+{
+	return *(volatile u32 *)a;
+}
+static inline void mmio_write8(u64 a, u8 v)
+{
+	*(volatile u8 *)a = v;
+}
+static inline void mmio_write16(u64 a, u16 v)
+{
+	*(volatile u16 *)a = v;
+}
+static inline void mmio_write32(u64 a, u32 v)
+{
+	*(volatile u32 *)a = v;
+}
 /* 64-bit registers as two 32-bit halves, low first (what virtio-pci allows for queue addresses). */
 static inline void mmio_write64(u64 a, u64 v)
 {
@@ -96,10 +123,15 @@ static inline u64 rdtsc(void)
 
 static inline void cpuid(u32 leaf, u32 sub, u32 *a, u32 *b, u32 *c, u32 *d)
 {
-	__asm__ __volatile__("cpuid" : "=a"(*a), "=b"(*b), "=c"(*c), "=d"(*d) : "a"(leaf), "c"(sub));
+	__asm__ __volatile__("cpuid"
+			     : "=a"(*a), "=b"(*b), "=c"(*c), "=d"(*d)
+			     : "a"(leaf), "c"(sub));
 }
 
-static inline void cpu_relax(void) { __asm__ __volatile__("pause" ::: "memory"); }
+static inline void cpu_relax(void)
+{
+	__asm__ __volatile__("pause" ::: "memory");
+}
 
 /* CPL0 only. */
 static inline void wrmsr(u32 msr, u64 v)
@@ -164,17 +196,17 @@ void guest_done(void) __noreturn;
 void guest_panic(void) __noreturn;
 void guest_fail(const char *file, int line, const char *fmt, ...) __printf(3, 4) __noreturn;
 #define GUEST_FAIL(...) guest_fail(__FILE__, __LINE__, __VA_ARGS__)
-#define GUEST_ASSERT(cond)                                              \
-	do {                                                            \
-		if (!(cond))                                            \
-			guest_fail(__FILE__, __LINE__, "%s", #cond);    \
+#define GUEST_ASSERT(cond)                                           \
+	do {                                                         \
+		if (!(cond))                                         \
+			guest_fail(__FILE__, __LINE__, "%s", #cond); \
 	} while (0)
-#define GUEST_ASSERT_EQ(a, b)                                                             \
-	do {                                                                              \
-		u64 a_ = (u64)(a), b_ = (u64)(b);                                         \
-		if (a_ != b_)                                                             \
-			guest_fail(__FILE__, __LINE__, "%s == %s (0x%llx != 0x%llx)", #a, #b, \
-				   a_, b_);                                               \
+#define GUEST_ASSERT_EQ(a, b)                                                                     \
+	do {                                                                                      \
+		u64 a_ = (u64)(a), b_ = (u64)(b);                                                 \
+		if (a_ != b_)                                                                     \
+			guest_fail(__FILE__, __LINE__, "%s == %s (0x%llx != 0x%llx)", #a, #b, a_, \
+				   b_);                                                           \
 	} while (0)
 
 /* ---- boot information ---- */
@@ -236,8 +268,14 @@ typedef void (*exc_handler_t)(struct exc_frame *f);
  * default (a #GP from CPL3 port I/O is completed, anything else prints GUEST EXCEPTION and
  * fails). When fn returns, IRETQ resumes the interrupted code at f->rip. CPL0 only. */
 void guest_set_handler(unsigned vector, exc_handler_t fn);
-static inline void irq_enable(void) { __asm__ __volatile__("sti" ::: "memory"); }
-static inline void irq_disable(void) { __asm__ __volatile__("cli" ::: "memory"); }
+static inline void irq_enable(void)
+{
+	__asm__ __volatile__("sti" ::: "memory");
+}
+static inline void irq_disable(void)
+{
+	__asm__ __volatile__("cli" ::: "memory");
+}
 
 /* ---- local APIC (xAPIC MMIO) and other CPUs ---- */
 
@@ -253,9 +291,18 @@ static inline void irq_disable(void) { __asm__ __volatile__("cli" ::: "memory");
 #define LAPIC_TIMER_CUR 0x390
 #define LAPIC_TIMER_DIV 0x3e0
 #define LAPIC_LVT_MASKED (1u << 16)
-static inline u32 lapic_read(u32 reg) { return mmio_read32(LAPIC_BASE + reg); }
-static inline void lapic_write(u32 reg, u32 v) { mmio_write32(LAPIC_BASE + reg, v); }
-static inline u32 lapic_id(void) { return lapic_read(LAPIC_ID) >> 24; }
+static inline u32 lapic_read(u32 reg)
+{
+	return mmio_read32(LAPIC_BASE + reg);
+}
+static inline void lapic_write(u32 reg, u32 v)
+{
+	mmio_write32(LAPIC_BASE + reg, v);
+}
+static inline u32 lapic_id(void)
+{
+	return lapic_read(LAPIC_ID) >> 24;
+}
 
 /* Enabled processors in the MP table lkvm wrote below 1 MiB; 0 when there is none. */
 int mp_count_cpus(void);
@@ -365,8 +412,8 @@ struct virtio_pci {
 	struct pci_dev pci;
 	u64 common, notify, isr, device; /* addresses of the four structures */
 	u32 notify_mult;
-	u64 offered;                     /* what the device offered */
-	u64 features;                    /* negotiated */
+	u64 offered;  /* what the device offered */
+	u64 features; /* negotiated */
 };
 
 struct virtq {
@@ -377,14 +424,14 @@ struct virtq {
 	struct virtq_used *used;
 	volatile u16 *used_event, *avail_event;
 	u64 notify_addr;
-	bool notify32;      /* virtio-mmio: QueueNotify takes 32-bit writes (virtio-pci: 16) */
+	bool notify32; /* virtio-mmio: QueueNotify takes 32-bit writes (virtio-pci: 16) */
 	bool event_idx;
 	u16 free_head, num_free;
-	u16 avail_idx;      /* our shadow of avail->idx */
-	u16 kicked_idx;     /* avail idx at the last kick decision */
+	u16 avail_idx;	/* our shadow of avail->idx */
+	u16 kicked_idx; /* avail idx at the last kick decision */
 	u16 last_used;
-	void **token;       /* per head */
-	u64 kicks;          /* notifies written */
+	void **token; /* per head */
+	u64 kicks;    /* notifies written */
 };
 
 struct vq_buf {
@@ -415,8 +462,8 @@ bool virtq_add(struct virtq *vq, const struct vq_buf *bufs, int nout, int nin, v
 /* The same chain through an indirect table (VIRTIO_F_INDIRECT_DESC): written into table
  * (nout + nin entries of guest memory the caller keeps until the chain is used), one ring
  * descriptor. */
-bool virtq_add_indirect(struct virtq *vq, struct virtq_desc *table, const struct vq_buf *bufs, int nout,
-			int nin, void *token);
+bool virtq_add_indirect(struct virtq *vq, struct virtq_desc *table, const struct vq_buf *bufs,
+			int nout, int nin, void *token);
 /* Notifies the device if it asked for it (EVENT_IDX avail_event or used->flags); true if it did. */
 bool virtq_kick(struct virtq *vq);
 /* Next completed chain's token (its descriptors are free again) and written length; NULL if none. */

@@ -193,8 +193,8 @@ void guest_set_handler(unsigned vector, exc_handler_t fn)
 void lib_exception(struct exc_frame *f)
 {
 	static const char *const names[32] = {
-		"#DE", "#DB", "NMI", "#BP", "#OF", "#BR", "#UD", "#NM", "#DF", "", "#TS", "#NP",
-		"#SS", "#GP", "#PF", "",    "#MF", "#AC", "#MC", "#XM", "#VE", "#CP",
+		"#DE", "#DB", "NMI", "#BP", "#OF", "#BR", "#UD", "#NM", "#DF", "",    "#TS",
+		"#NP", "#SS", "#GP", "#PF", "",	   "#MF", "#AC", "#MC", "#XM", "#VE", "#CP",
 	};
 	u64 vec = f->vector, cr2;
 	exc_handler_t fn = READ_ONCE(handlers[vec & 0xff]);
@@ -236,7 +236,8 @@ const char *guest_cmdline(void)
 	if (si)
 		p = si->cmdline_paddr;
 	else if (bp)
-		p = *(const u32 *)(bp + BP_CMD_LINE_PTR) | (u64)*(const u32 *)(bp + BP_EXT_CMD_LINE_PTR) << 32;
+		p = *(const u32 *)(bp + BP_CMD_LINE_PTR) |
+		    (u64) * (const u32 *)(bp + BP_EXT_CMD_LINE_PTR) << 32;
 	return p ? (const char *)(uintptr_t)p : "";
 }
 

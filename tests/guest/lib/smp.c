@@ -43,7 +43,7 @@ int mp_count_cpus(void)
 
 	if (!f || !*(const u32 *)(f + 4))
 		return 0;
-	t = (const u8 *)(uintptr_t)*(const u32 *)(f + 4);
+	t = (const u8 *)(uintptr_t) * (const u32 *)(f + 4);
 	if (*(const u32 *)t != MP_TABLE_SIG)
 		return 0;
 	e = t + 0x2c;

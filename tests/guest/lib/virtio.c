@@ -149,7 +149,8 @@ static void virtq_program(struct virtq *vq)
 	mmio_write64(vp->common + CC_Q_DESC, (u64)(uintptr_t)vq->desc);
 	mmio_write64(vp->common + CC_Q_DRIVER, (u64)(uintptr_t)vq->avail);
 	mmio_write64(vp->common + CC_Q_DEVICE, (u64)(uintptr_t)vq->used);
-	vq->notify_addr = vp->notify + (u64)mmio_read16(vp->common + CC_Q_NOTIFY_OFF) * vp->notify_mult;
+	vq->notify_addr =
+		vp->notify + (u64)mmio_read16(vp->common + CC_Q_NOTIFY_OFF) * vp->notify_mult;
 	mmio_write16(vp->common + CC_Q_ENABLE, 1);
 	GUEST_ASSERT_EQ(mmio_read16(vp->common + CC_Q_ENABLE), 1);
 }
@@ -195,7 +196,8 @@ static void virtq_fill(struct virtq_desc *d, const struct vq_buf *bufs, int k, i
 {
 	d->addr = bufs[k].addr;
 	d->len = bufs[k].len;
-	d->flags = (u16)((k >= nout ? VIRTQ_DESC_F_WRITE : 0) | (k < n - 1 ? VIRTQ_DESC_F_NEXT : 0));
+	d->flags =
+		(u16)((k >= nout ? VIRTQ_DESC_F_WRITE : 0) | (k < n - 1 ? VIRTQ_DESC_F_NEXT : 0));
 }
 
 /* Take n descriptors off the free list for a chain at head, and make it available. */
@@ -226,8 +228,8 @@ bool virtq_add(struct virtq *vq, const struct vq_buf *bufs, int nout, int nin, v
 	return true;
 }
 
-bool virtq_add_indirect(struct virtq *vq, struct virtq_desc *table, const struct vq_buf *bufs, int nout,
-			int nin, void *token)
+bool virtq_add_indirect(struct virtq *vq, struct virtq_desc *table, const struct vq_buf *bufs,
+			int nout, int nin, void *token)
 {
 	int n = nout + nin;
 	u16 head = vq->free_head;
