@@ -58,7 +58,7 @@ struct sb_kind {
  * close acts only on this process's own fds. Three calls of every thread are
  * argument-checked (`conds` below): read, write and tgkill. Never allowed anywhere: kill,
  * tkill, rt_sigqueueinfo, rt_tgsigqueueinfo and pidfd_send_signal, which can all reach
- * another process; no thread but main opens a file (read-only), none creates or removes one,
+ * another process; no thread opens a file, creates or removes one,
  * except the 9p server's, beneath its share (SB_P9).
  */
 static const struct sb_kind common = {
@@ -96,8 +96,8 @@ static const struct sb_kind common = {
 static const struct sb_kind kinds[SB_NR] = {
 	[SB_MAIN] = {
 		.name = "main",
-		/* fopen of /proc/self/status for --debug's memory line (openat read-only, see
-		 * conds), mincore for the same. Teardown: the disks' aio contexts; wait4 reaps the
+		/* --debug's memory line: mincore, and lseek to re-read /proc/self/statm (opened
+		 * before the filter, sandbox_allow_fd). Teardown: the disks' aio contexts; wait4 reaps the
 		 * control socket's cleanup helper (ctl/server.c), which removes the socket and lock
 		 * so that main needs no unlink (and can only wait for its own children). */
 		.calls = { SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek), SCMP_SYS(mincore),
@@ -197,8 +197,6 @@ static const struct sb_kind kinds[SB_NR] = {
  *     the lock file, or an fd lkvm inherited from whoever started it: what a thread reads
  *     into memory the guest can see, what it writes changes a file.
  *   readv, writev: net-rx's and net-tx's frames, only on the tap fds.
- *   openat: main reads /proc/self/status for --debug; read-only, it can create, truncate or
- *     change no file.
  * The fd sets are what /proc/self/fd shows when sandbox_drop_privileges runs: every fd is
  * open by then (no filter allows eventfd2, open or socket; accept4's client sockets are
  * read and written with recvfrom/sendto).
@@ -206,9 +204,8 @@ static const struct sb_kind kinds[SB_NR] = {
 enum sb_fdset { FS_READ, FS_WRITE, FS_TAP, FS_NR };
 
 enum sb_test {
-	T_OWN_PID,   /* the argument is this process's pid */
-	T_FDSET,     /* the argument is an fd of fdsets[set] */
-	T_READ_ONLY, /* open flags without write access, O_CREAT, O_TRUNC or O_APPEND */
+	T_OWN_PID, /* the argument is this process's pid */
+	T_FDSET,   /* the argument is an fd of fdsets[set] */
 };
 
 #define ALL_KINDS ((1u << SB_NR) - 1)
@@ -225,7 +222,6 @@ static const struct sb_cond {
 	{ SCMP_SYS(write), ALL_KINDS, 0, T_FDSET, FS_WRITE },
 	{ SCMP_SYS(readv), SPAWNS(SB_NET_RX), 0, T_FDSET, FS_TAP },
 	{ SCMP_SYS(writev), SPAWNS(SB_NET_TX), 0, T_FDSET, FS_TAP },
-	{ .nr = SCMP_SYS(openat), .kinds = SPAWNS(SB_MAIN), .arg = 2, .test = T_READ_ONLY },
 };
 
 /* Which fds join which set: by their /proc/self/fd link, and fds 0-2 by number. */
@@ -545,10 +541,6 @@ static int add_cond(scmp_filter_ctx ctx, const struct sb_cond *c)
 	switch (c->test) {
 	case T_OWN_PID:
 		cmp.datum_b = (scmp_datum_t)getpid();
-		return seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, c->nr, 1, &cmp);
-	case T_READ_ONLY:
-		cmp.datum_a = O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND;
-		cmp.datum_b = O_RDONLY;
 		return seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, c->nr, 1, &cmp);
 	case T_FDSET:
 		if (f->n < 0)

@@ -1,5 +1,6 @@
 /* `lkvm run`: its options (one table, opt.c) and the run: the machine built (machine.c), started, waited for to its end, torn down. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -368,13 +369,17 @@ static void print_stats(struct kvm *kvm)
 	ctl_kvs_free(&kvs);
 }
 
-/* lkvm's own footprint: resident set minus the guest RAM pages that are resident. */
-static void report_memory(struct kvm *kvm)
+/* lkvm's own footprint: resident set minus the guest RAM pages that are resident. The resident
+ * set comes from /proc/self/statm through an fd opened before the sandbox (start): main's
+ * filter lets it read only the fds it knows, and open nothing. */
+static void report_memory(struct kvm *kvm, int statm_fd)
 {
-	u64 pages = kvm->mem.ram_size / 4096, resident = 0, rss_kib = 0;
+	u64 pages = kvm->mem.ram_size / 4096, resident = 0;
+	unsigned long long size = 0, rss_pages = 0;
+	long page_kib = sysconf(_SC_PAGESIZE) / 1024;
 	unsigned char *vec = malloc(pages ? pages : 1);
 	char line[128];
-	FILE *f;
+	ssize_t n = -1;
 
 	if (!vec)
 		return;
@@ -382,15 +387,14 @@ static void report_memory(struct kvm *kvm)
 		for (u64 i = 0; i < pages; i++)
 			resident += vec[i] & 1;
 	free(vec);
-	f = fopen("/proc/self/status", "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %llu kB", (unsigned long long *)&rss_kib) == 1)
-			break;
-	if (f)
-		fclose(f);
+	if (statm_fd >= 0 && lseek(statm_fd, 0, SEEK_SET) == 0)
+		n = read(statm_fd, line, sizeof(line) - 1);
+	line[n > 0 ? n : 0] = '\0';
+	if (sscanf(line, "%llu %llu", &size, &rss_pages) != 2)
+		rss_pages = 0;
 	pr_debug("memory: RSS %llu KiB, guest RAM resident %llu KiB, lkvm itself %lld KiB",
-		 (unsigned long long)rss_kib, (unsigned long long)resident * 4,
-		 (long long)rss_kib - (long long)resident * 4);
+		 rss_pages * page_kib, (unsigned long long)resident * 4,
+		 (long long)(rss_pages * page_kib) - (long long)resident * 4);
 }
 
 static void report_completions(struct kvm *kvm)
@@ -501,6 +505,13 @@ static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	run_cmd_term(st->cmd, &st->term);
 	/* Everything is open: from here on no thread needs privileges, and each kind of
 	 * thread confines itself to its system calls as it starts (sandbox.c). */
+	if (cfg->debug) {
+		st->statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+		if (st->statm_fd >= 0 && sandbox_allow_fd(st->statm_fd) < 0) {
+			close(st->statm_fd);
+			st->statm_fd = -1;
+		}
+	}
 	if (ret == 0 && (cfg->sandbox || cfg->user)) {
 		ret = sandbox_drop_privileges(cfg->user, err, sizeof(err));
 		/* The reason is lkvm's closing line: the error is said once. */
@@ -537,7 +548,7 @@ static int finish(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	/* No more requests: the VM is going away (a pause in progress gave up above). */
 	ctl_server_stop(ctl);
 	if (cfg->debug)
-		report_memory(&st->kvm);
+		report_memory(&st->kvm, st->statm_fd);
 	if (cfg->stats != STATS_OFF)
 		print_stats(&st->kvm);
 	if (st->term_up)
@@ -585,6 +596,7 @@ int kvm_cmd_run(int argc, char **argv)
 		kvm_config_free(&cfg);
 		return EXIT_LKVM_ERROR;
 	}
+	st->statm_fd = -1;
 	/* -- CMD: the host checked, the kernel found, the initramfs made (before the VM). */
 	if (run_cmd_prepare(&cfg, &st->cmd, err, sizeof(err)) < 0) {
 		pr_err("%s", err);
@@ -611,6 +623,8 @@ int kvm_cmd_run(int argc, char **argv)
 		status = finish(st, &cfg, ctl);
 	}
 	kvm_run_teardown(st);
+	if (st->statm_fd >= 0)
+		close(st->statm_fd);
 	free(st);
 	kvm_config_free(&cfg);
 	if (sig_fd >= 0)

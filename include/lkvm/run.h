@@ -33,6 +33,7 @@ struct run_state {
 	struct run_cmd *cmd; /* -- CMD / host-root mode, --console-log (NULL: neither) */
 	u8 *kernel, *initrd, *dtb;
 	size_t kernel_len, initrd_len, dtb_len;
+	int statm_fd; /* --debug: /proc/self/statm, opened before the sandbox (-1: none) */
 };
 
 /* The machine (machine.c): the files loaded, the VM made with the devices kvm->cfg asks for, the
