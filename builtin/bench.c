@@ -1072,15 +1072,9 @@ static int run_guest(struct bench *b, int q, const char *nopts, const char *para
 static void build_frame(unsigned char *f, unsigned size)
 {
 	static const unsigned char mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
-	unsigned magic = BENCH_MAGIC, test = BENCH_TEST_TX;
 
 	memset(f, 0, size);
-	memset(f, 0xff, 6);
-	memcpy(f + 6, mac, 6);
-	f[BENCH_OFF_ETHERTYPE] = BENCH_ETHERTYPE >> 8;
-	f[BENCH_OFF_ETHERTYPE + 1] = BENCH_ETHERTYPE & 0xff;
-	memcpy(f + BENCH_OFF_MAGIC, &magic, 4);
-	memcpy(f + BENCH_OFF_TEST, &test, 4);
+	bench_frame_head(f, mac, BENCH_TEST_TX);
 }
 
 static int cmp_u64(const void *a, const void *b)

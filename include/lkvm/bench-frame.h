@@ -3,7 +3,8 @@
 #define LKVM_BENCH_FRAME_H
 
 /*
- * Freestanding (the guest has no libc): macros and an enum only. A bench frame is an
+ * Freestanding (the guest has no libc): macros, an enum and one inline function on compiler
+ * builtins. A bench frame is an
  * Ethernet frame (broadcast or the peer's MAC) of BENCH_FRAME_MIN to BENCH_FRAME_MAX bytes:
  *   0  destination MAC, 6  source MAC, 12 EtherType BENCH_ETHERTYPE (big-endian),
  *   14 BENCH_MAGIC, 18 the test (enum bench_frame_test), 22 a sequence number,
@@ -29,5 +30,20 @@
 #define BENCH_SPIN_NS 100000
 
 enum bench_frame_test { BENCH_TEST_TX = 1, BENCH_TEST_RR, BENCH_TEST_RX, BENCH_TEST_NOTIFY };
+
+/* Writes a bench frame's head (broadcast destination, source MAC, EtherType, magic, test) at f:
+ * the one writer of the layout above for the guest, net-peer and the bench's floors. */
+static inline void bench_frame_head(unsigned char *f, const unsigned char mac[6],
+				    enum bench_frame_test test)
+{
+	unsigned magic = BENCH_MAGIC, t = test;
+
+	__builtin_memset(f, 0xff, 6);
+	__builtin_memcpy(f + 6, mac, 6);
+	f[BENCH_OFF_ETHERTYPE] = BENCH_ETHERTYPE >> 8;
+	f[BENCH_OFF_ETHERTYPE + 1] = BENCH_ETHERTYPE & 0xff;
+	__builtin_memcpy(f + BENCH_OFF_MAGIC, &magic, 4);
+	__builtin_memcpy(f + BENCH_OFF_TEST, &t, 4);
+}
 
 #endif

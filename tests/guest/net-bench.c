@@ -39,12 +39,6 @@ struct bench {
 
 static struct bench B;
 
-static void put16be(u8 *p, u16 v)
-{
-	p[0] = (u8)(v >> 8);
-	p[1] = (u8)v;
-}
-
 static u64 get64(const u8 *p)
 {
 	u64 v;
@@ -65,14 +59,9 @@ static u32 get32(const u8 *p)
 static void build_frame(u8 *buf)
 {
 	u8 *f = buf + VNET_HDR_LEN;
-	u32 magic = BENCH_MAGIC, test = B.test;
 
 	memset(buf, 0, VNET_HDR_LEN);
-	memset(f, 0xff, 6);
-	memcpy(f + 6, B.mac, 6);
-	put16be(f + BENCH_OFF_ETHERTYPE, BENCH_ETHERTYPE);
-	memcpy(f + BENCH_OFF_MAGIC, &magic, 4);
-	memcpy(f + BENCH_OFF_TEST, &test, 4);
+	bench_frame_head(f, B.mac, B.test);
 }
 
 static void set_seq(u8 *buf, u64 seq, bool pattern)

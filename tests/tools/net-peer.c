@@ -259,19 +259,13 @@ static int run_blast(int fd, int ifindex, const unsigned char mac[6], double end
 {
 	unsigned char f[FRAME_MAX];
 	unsigned long long frames = 0, fails = 0, seq = 0;
-	uint32_t magic = BENCH_MAGIC, test = BENCH_TEST_RX;
 	struct sockaddr_ll to = { .sll_family = AF_PACKET,
 				  .sll_ifindex = ifindex,
 				  .sll_halen = 6,
 				  .sll_protocol = htons(BENCH_ETHERTYPE) };
 
 	memset(f, 0, sizeof(f));
-	memset(f, 0xff, 6);
-	memcpy(f + 6, mac, 6);
-	f[BENCH_OFF_ETHERTYPE] = BENCH_ETHERTYPE >> 8;
-	f[BENCH_OFF_ETHERTYPE + 1] = BENCH_ETHERTYPE & 0xff;
-	memcpy(f + BENCH_OFF_MAGIC, &magic, 4);
-	memcpy(f + BENCH_OFF_TEST, &test, 4);
+	bench_frame_head(f, mac, BENCH_TEST_RX);
 	memset(to.sll_addr, 0xff, 6);
 	while (!stop && ((frames & 1023) || now() < end)) {
 		seq++;
