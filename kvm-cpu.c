@@ -330,6 +330,8 @@ static void kick_all_locked(struct kvm *kvm)
 
 		if (!vcpu || !vcpu->started)
 			continue;
+		/* immediate_exit covers a kick that lands between the loop's stop check and
+		 * KVM_RUN; the signal covers a vCPU already inside KVM_RUN. */
 		vcpu->run->immediate_exit = 1;
 		pthread_kill(vcpu->thread, SIG_VCPU_KICK);
 	}
@@ -390,17 +392,8 @@ void kvm_cpu_stop_all(struct kvm *kvm)
 	pthread_mutex_lock(&kvm->park_lock);
 	pthread_cond_broadcast(&kvm->unpark_cond);
 	pthread_cond_broadcast(&kvm->park_cond);
+	kick_all_locked(kvm);
 	pthread_mutex_unlock(&kvm->park_lock);
-	for (int i = 0; i < kvm->nr_cpus; i++) {
-		struct kvm_cpu *vcpu = kvm->cpus[i];
-
-		if (!vcpu || !vcpu->started)
-			continue;
-		/* immediate_exit covers a kick that lands between the loop's stop check and
-		 * KVM_RUN; the signal covers a vCPU already inside KVM_RUN. */
-		vcpu->run->immediate_exit = 1;
-		pthread_kill(vcpu->thread, SIG_VCPU_KICK);
-	}
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		struct kvm_cpu *vcpu = kvm->cpus[i];
 

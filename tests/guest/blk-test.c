@@ -152,12 +152,10 @@ static void mmio_setup(void)
 
 static void pci_setup(void)
 {
-	struct pci_dev d;
+	const char *why = virtio_pci_find(&B.vp, 0x1042, "virtio-blk");
 
-	if (!pci_find(0x1af4, 0x1042, &d))
-		GUEST_FAIL("no virtio-blk device 1af4:1042 (lkvm -d IMAGE)");
-	if (!virtio_pci_init(&B.vp, &d))
-		GUEST_FAIL("virtio-blk: a virtio capability is missing");
+	if (why)
+		GUEST_FAIL("%s (lkvm -d IMAGE)", why);
 	virtio_reset(&B.vp);
 	if (!virtio_negotiate(&B.vp, 1ull << VIRTIO_F_INDIRECT_DESC))
 		GUEST_FAIL("virtio-blk: feature negotiation failed");

@@ -369,13 +369,11 @@ static void user_main(void *arg)
 
 static void setup_device(bool event_idx)
 {
-	struct pci_dev d;
 	u64 want = 1ull << VIRTIO_NET_F_MAC;
+	const char *why = virtio_pci_find(&B.vp, 0x1041, "virtio-net");
 
-	if (!pci_find(0x1af4, 0x1041, &d))
-		GUEST_FAIL("no virtio-net device 1af4:1041 (lkvm -n mode=tap,...)");
-	if (!virtio_pci_init(&B.vp, &d))
-		GUEST_FAIL("virtio-net: a virtio capability is missing");
+	if (why)
+		GUEST_FAIL("%s (lkvm -n mode=tap,...)", why);
 	if (event_idx)
 		want |= 1ull << VIRTIO_F_RING_EVENT_IDX;
 	virtio_reset(&B.vp);
@@ -391,7 +389,7 @@ static void setup_device(bool event_idx)
 				   : (u8)(i ? i : 2);
 	virtio_driver_ok(&B.vp);
 	gprintf("GUEST net-bench: 1af4:1041 at %02x:%02x.%u features=0x%llx mac=%02x:%02x:%02x:%02x:%02x:%02x queues=%u size=%u\n",
-		d.bus, d.dev, d.fn, B.vp.features, B.mac[0], B.mac[1], B.mac[2], B.mac[3], B.mac[4],
+		B.vp.pci.bus, B.vp.pci.dev, B.vp.pci.fn, B.vp.features, B.mac[0], B.mac[1], B.mac[2], B.mac[3], B.mac[4],
 		B.mac[5], virtio_num_queues(&B.vp), QSIZE);
 }
 

@@ -226,12 +226,11 @@ static void user_main(void *arg)
 
 void guest_main(void)
 {
-	struct pci_dev d;
+	const char *why;
 
 	clock_init();
-	if (!pci_find(0x1af4, 0x1041, &d))
-		GUEST_FAIL("no virtio-net device 1af4:1041");
-	GUEST_ASSERT(virtio_pci_init(&vp, &d));
+	if ((why = virtio_pci_find(&vp, 0x1041, "virtio-net")))
+		GUEST_FAIL("%s", why);
 	rxbuf = galloc((u64)NRX * BUF, 4096);
 	txbuf = galloc((u64)NTX * BUF, 4096);
 	bring_up(true);

@@ -641,11 +641,11 @@ static void user_main(void *arg)
 void guest_main(void)
 {
 	struct pci_dev d;
+	const char *why;
 
 	clock_init();
-	if (!pci_find(0x1af4, 0x1041, &d))
-		GUEST_FAIL("no virtio-net device 1af4:1041");
-	GUEST_ASSERT(virtio_pci_init(&vp, &d));
+	if ((why = virtio_pci_find(&vp, 0x1041, "virtio-net")))
+		GUEST_FAIL("%s", why);
 	GUEST_ASSERT(pci_find(0x1b36, 0x0011, &pvpanic));
 	pvpanic_bar = pci_bar(&pvpanic, 0, NULL);
 	pci_enable(&pvpanic, PCI_CMD_MEM);

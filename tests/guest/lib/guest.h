@@ -442,6 +442,10 @@ struct vq_buf {
 /* Finds the capabilities, enables memory decode and bus mastering; false if the common, notify or
  * ISR one is missing (device stays 0 for a device without a device-specific configuration). */
 bool virtio_pci_init(struct virtio_pci *vp, const struct pci_dev *d);
+/* The first virtio device 1af4:device_id (what: its name in the reason) made ready with
+ * virtio_pci_init: NULL, or why not in one line for the caller's GUEST_FAIL (which names the
+ * caller's line). */
+const char *virtio_pci_find(struct virtio_pci *vp, u16 device_id, const char *what);
 void virtio_reset(struct virtio_pci *vp);
 /* ACKNOWLEDGE, DRIVER, features = offered & want (VERSION_1 required), FEATURES_OK checked. */
 bool virtio_negotiate(struct virtio_pci *vp, u64 want);

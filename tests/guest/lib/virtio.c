@@ -82,6 +82,20 @@ u8 virtio_cfg_read8(struct virtio_pci *vp, u32 off)
 	return mmio_read8(vp->device + off);
 }
 
+const char *virtio_pci_find(struct virtio_pci *vp, u16 device_id, const char *what)
+{
+	static char why[96];
+	struct pci_dev d;
+
+	if (!pci_find(0x1af4, device_id, &d))
+		gsnprintf(why, sizeof(why), "no %s device 1af4:%04x", what, device_id);
+	else if (!virtio_pci_init(vp, &d))
+		gsnprintf(why, sizeof(why), "%s: a virtio capability is missing", what);
+	else
+		return NULL;
+	return why;
+}
+
 void virtio_reset(struct virtio_pci *vp)
 {
 	mmio_write8(vp->common + CC_STATUS, 0);
