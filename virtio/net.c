@@ -1384,6 +1384,11 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 		memcpy(n->cfg.mac, o->guest_mac, sizeof(n->cfg.mac));
 	n->cfg.status = htole16(VIRTIO_NET_S_LINK_UP);
 	n->cfg.max_virtqueue_pairs = htole16((u16)pairs);
+
+	/* The device's part only; the transport (or virtio_device_init) does the rest. */
+	n->vdev.ops = &virtio_net_ops;
+	n->vdev.priv = n;
+	n->vdev.use_ioeventfd = o->ioeventfd;
 	/* Until a driver sets more, pair 0 alone receives: the host queues no frame where
 	 * nobody will read it. */
 	atomic_init(&n->curr_pairs, pairs);
@@ -1394,11 +1399,6 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 		virtio_net_destroy(n);
 		return ret;
 	}
-
-	/* The device's part only; the transport (or virtio_device_init) does the rest. */
-	n->vdev.ops = &virtio_net_ops;
-	n->vdev.priv = n;
-	n->vdev.use_ioeventfd = o->ioeventfd;
 	*out = n;
 	return 0;
 }
