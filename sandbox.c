@@ -109,11 +109,13 @@ static const struct sb_kind kinds[SB_NR] = {
 		.name = "vcpu",
 		/* Starting the device threads on DRIVER_OK (the new thread's own set-up included);
 		 * the ioctls are KVM_RUN, the exit handlers' register accesses and interrupt
-		 * routing, on KVM's own fds. */
+		 * routing, on KVM's own fds. On the tap: a NIC's offloads at DRIVER_OK, and the
+		 * queues of its inactive pairs detached there and at a reset (TUNSETQUEUE, which
+		 * net-ctl, a thread this kind starts, needs as well). */
 		.calls = { SCMP_SYS(set_robust_list), SCMP_SYS(rseq) },
 		.ioctls = { KVM_RUN, KVM_GET_REGS, KVM_SET_REGS, KVM_GET_SREGS, KVM_SET_SREGS,
 			    KVM_GET_VCPU_EVENTS, KVM_SET_VCPU_EVENTS, KVM_IRQ_LINE, KVM_IRQFD,
-			    KVM_IOEVENTFD, KVM_SET_GSI_ROUTING, TUNSETOFFLOAD },
+			    KVM_IOEVENTFD, KVM_SET_GSI_ROUTING, TUNSETOFFLOAD, TUNSETQUEUE },
 		.spawns = SPAWNS(SB_NET_RX) | SPAWNS(SB_NET_TX) | SPAWNS(SB_NET_CTL) | SPAWNS(SB_BLK) |
 			  SPAWNS(SB_VCONSOLE) | SPAWNS(SB_RNG),
 	},
@@ -133,7 +135,12 @@ static const struct sb_kind kinds[SB_NR] = {
 	},
 	[SB_NET_CTL] = {
 		.name = "net-ctl",
-		.ioctls = { KVM_IRQ_LINE },
+		/* VQ_PAIRS_SET: the tap queues of the pairs the driver enables attached, of the
+		 * others detached (virtio/net.c set_active_pairs). TUNSETQUEUE can only move this
+		 * process's own tap queues in or out of their tap's steering: ioctl on a tun fd,
+		 * which only lkvm's taps are (no filter allows open), and no other TUN request
+		 * (no TUNSETIFF: no new tap or interface, no flags, owner or filter changed). */
+		.ioctls = { KVM_IRQ_LINE, TUNSETQUEUE },
 	},
 	[SB_BLK] = {
 		.name = "blk",

@@ -24,8 +24,9 @@ struct fake {
 	pthread_mutex_t lock;
 	struct fake_q inject, sent;
 	struct net_offloads off;
-	bool no_peek; /* behave like a tap: no peek_len */
-	bool gone;    /* like a deleted tap: every send and receive fails with EBADFD */
+	bool no_peek;  /* behave like a tap: no peek_len */
+	bool gone;     /* like a deleted tap: every send and receive fails with EBADFD */
+	bool detached; /* like a detached tap queue: nothing is received */
 };
 
 static struct fake *to_fake(struct net_backend *be)
@@ -141,6 +142,23 @@ static int fake_set_offloads(struct net_backend *be, const struct net_offloads *
 	return 0;
 }
 
+static int fake_set_enabled(struct net_backend *be, bool on)
+{
+	struct fake *f = to_fake(be);
+	eventfd_t v;
+
+	pthread_mutex_lock(&f->lock);
+	f->detached = !on;
+	/* As tun's detach purges the queue's ring; rx_fd counts the frames (fake_recv). */
+	while (!on && f->inject.count) {
+		q_pop(&f->inject);
+		if (eventfd_read(be->rx_fd, &v))
+			abort();
+	}
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
 static void fake_close(struct net_backend *be)
 {
 	struct fake *f;
@@ -165,6 +183,7 @@ static const struct net_backend_ops fake_ops = {
 	.recv = fake_recv,
 	.peek_len = fake_peek_len,
 	.set_offloads = fake_set_offloads,
+	.set_enabled = fake_set_enabled,
 	.close = fake_close,
 };
 
@@ -202,6 +221,11 @@ int net_fake_inject(struct net_backend *be, const void *frame, size_t len)
 		return -ENOMEM;
 	memcpy(buf, frame, len);
 	pthread_mutex_lock(&f->lock);
+	if (f->detached) {
+		pthread_mutex_unlock(&f->lock);
+		free(buf);
+		return -ENOLINK;
+	}
 	if (!q_push(&f->inject, buf, len)) {
 		pthread_mutex_unlock(&f->lock);
 		free(buf);
@@ -241,6 +265,17 @@ ssize_t net_fake_take(struct net_backend *be, void *buf, size_t len)
 	}
 	pthread_mutex_unlock(&f->lock);
 	return n;
+}
+
+bool net_fake_enabled(struct net_backend *be)
+{
+	struct fake *f = to_fake(be);
+	bool on;
+
+	pthread_mutex_lock(&f->lock);
+	on = !f->detached;
+	pthread_mutex_unlock(&f->lock);
+	return on;
 }
 
 void net_fake_offloads(struct net_backend *be, struct net_offloads *out)

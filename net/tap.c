@@ -77,6 +77,26 @@ static int tap_set_offloads(struct net_backend *be, const struct net_offloads *o
 	return -errno;
 }
 
+/*
+ * One queue of a multiqueue tap in or out of the kernel's steering (tun_set_queue): a
+ * detached queue is given no frames and its ring is purged; writes through it still reach
+ * the host (tun keeps the file's tun while detached). TUNSETQUEUE asks for no capability
+ * and does not compare the tap's owner or group (tun_not_capable guards TUNSETIFF only;
+ * Linux 6.1's tun.c, and measured on 6.18 with every capability dropped and another uid),
+ * only SELinux's tun_socket attach_queue: so the re-attach works after lkvm dropped its
+ * capabilities and changed user (--user), and the tap needs no TUNSETOWNER/TUNSETGROUP,
+ * which would change a tap the user made. The sandbox allows it to the threads that run
+ * it (sandbox.c: vcpu, net-ctl).
+ */
+static int tap_set_enabled(struct net_backend *be, bool on)
+{
+	struct ifreq ifr;
+
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = on ? IFF_ATTACH_QUEUE : IFF_DETACH_QUEUE;
+	return ioctl(be->rx_fd, TUNSETQUEUE, &ifr) < 0 ? -errno : 0;
+}
+
 static void tap_close(struct net_backend *be)
 {
 	if (!be)
@@ -91,6 +111,7 @@ static const struct net_backend_ops tap_ops = {
 	.recv = tap_recv,
 	.peek_len = tap_peek_len,
 	.set_offloads = tap_set_offloads,
+	.set_enabled = tap_set_enabled,
 	.close = tap_close,
 };
 

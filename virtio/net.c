@@ -111,7 +111,12 @@ struct virtio_net {
 
 	/* Negotiated at start. */
 	bool mrg_rxbuf;
-	atomic_int curr_pairs; /* VQ_PAIRS_SET (recorded; every pair keeps being served) */
+	atomic_int curr_pairs; /* pairs that receive: 1 at start and reset, then VQ_PAIRS_SET */
+	/* Pair p's backend queue is in the host's steering (set_active_pairs). Changed under
+	 * rx_gate[p], which pair p's RX thread holds while it drains. */
+	bool attached[NET_MAX_QUEUE_PAIRS];
+	pthread_mutex_t rx_gate[NET_MAX_QUEUE_PAIRS];
+	bool closing; /* teardown: the backends close next, nothing to detach */
 	atomic_bool promisc, allmulti;
 	/* The host side went away (the tap was deleted under us): link down, said once. */
 	atomic_bool backend_gone;
@@ -786,6 +791,22 @@ static enum rx_wait rx_drain(struct net_worker *w)
 	return next;
 }
 
+/* rx_drain for an active pair only: an inactive one reads nothing (its tap queue is
+ * detached, so it has nothing to read; a backend that gives it frames anyway gets the
+ * backoff, not a spin). rx_gate keeps set_active_pairs from acknowledging a change while
+ * a frame read before it is still on its way to the guest. */
+static enum rx_wait rx_drain_active(struct net_worker *w)
+{
+	struct virtio_net *n = w->n;
+	enum rx_wait next = RX_WAIT_BACKOFF;
+
+	pthread_mutex_lock(&n->rx_gate[w->pair]);
+	if (n->attached[w->pair])
+		next = rx_drain(w);
+	pthread_mutex_unlock(&n->rx_gate[w->pair]);
+	return next;
+}
+
 static void rx_thread(void *arg)
 {
 	struct net_worker *w = arg;
@@ -822,9 +843,9 @@ static void rx_thread(void *arg)
 			break;
 		if (next == RX_WAIT_BUFFERS && (m & WAKE_KICK)) {
 			vq_disable_notify(&q->vq);
-			next = rx_drain(w);
+			next = rx_drain_active(w);
 		} else if (next == RX_WAIT_FRAME && (m & WAKE_IO)) {
-			next = rx_drain(w);
+			next = rx_drain_active(w);
 		}
 	}
 	rx_release(w);
@@ -893,6 +914,51 @@ static u8 ctl_mac(struct virtio_net *n, u8 cmd, const struct ctl_cmd *c)
 	return VIRTIO_NET_ERR;
 }
 
+/* Attach the backend queues of pairs [0, pairs), detach the others (pair 0 always stays);
+ * stops at the first failure. Returns 0 or -errno. */
+static int attach_pairs(struct virtio_net *n, int pairs)
+{
+	int ret = 0;
+
+	for (int p = 1; p < n->pairs && !ret; p++) {
+		bool on = p < pairs;
+
+		if (n->attached[p] == on)
+			continue;
+		pthread_mutex_lock(&n->rx_gate[p]);
+		ret = n->be[p]->ops->set_enabled(n->be[p], on);
+		if (!ret)
+			n->attached[p] = on;
+		pthread_mutex_unlock(&n->rx_gate[p]);
+	}
+	return ret;
+}
+
+/*
+ * Only the pairs the driver enabled receive (virtio 1.2 5.1.6.5.5: no packet on a receive
+ * queue beyond virtqueue_pairs once VQ_PAIRS_SET is acknowledged; pair 0 alone after a
+ * reset until the driver sets more). Every pair's RX thread keeps running, but the tap
+ * queues of inactive pairs are detached, so the kernel steers no flow there (QEMU's
+ * virtio_net_set_queue_pairs does the same), and their RX threads read nothing
+ * (rx_drain_active). TX of an inactive pair is served as before: a detached tap queue
+ * still sends, and a driver that leaves chains there loses none. On failure the pairs are
+ * put back as they were and -errno returned. Called by the control thread, or with the
+ * threads stopped (start, reset, creation): one caller at a time.
+ */
+static int set_active_pairs(struct virtio_net *n, int pairs)
+{
+	int ret = attach_pairs(n, pairs);
+
+	if (ret < 0) {
+		pr_warn_rl(&n->log_rl, "virtio-net: %s: setting %d active queue pairs: %s",
+			   n->be[0]->ifname, pairs, strerror(-ret));
+		attach_pairs(n, atomic_load(&n->curr_pairs));
+		return ret;
+	}
+	atomic_store(&n->curr_pairs, pairs);
+	return 0;
+}
+
 static u8 ctl_mq(struct virtio_net *n, u8 cmd, const struct ctl_cmd *c)
 {
 	u16 pairs;
@@ -901,9 +967,8 @@ static u8 ctl_mq(struct virtio_net *n, u8 cmd, const struct ctl_cmd *c)
 	    c->len != sizeof(pairs) || !ctl_read(c, 0, &pairs, sizeof(pairs)))
 		return VIRTIO_NET_ERR;
 	pairs = le16toh(pairs);
-	if (pairs < 1 || pairs > n->pairs)
+	if (pairs < 1 || pairs > n->pairs || set_active_pairs(n, pairs) < 0)
 		return VIRTIO_NET_ERR;
-	atomic_store(&n->curr_pairs, pairs);
 	return VIRTIO_NET_OK;
 }
 
@@ -1187,7 +1252,6 @@ static int net_start(struct virtio_device *vdev)
 	net_stop(vdev); /* a second DRIVER_OK without reset: restart cleanly */
 	pthread_mutex_lock(&n->run_lock);
 	n->mrg_rxbuf = f & F(VIRTIO_NET_F_MRG_RXBUF);
-	atomic_store(&n->curr_pairs, 1);
 	net_offloads_from_features(f, &off);
 	for (int p = 0; p < n->pairs; p++) {
 		if (n->be[p]->ops->set_offloads &&
@@ -1197,7 +1261,9 @@ static int net_start(struct virtio_device *vdev)
 			goto out;
 		}
 	}
-	ret = start_workers_locked(n);
+	ret = set_active_pairs(n, 1);
+	if (!ret)
+		ret = start_workers_locked(n);
 out:
 	pthread_mutex_unlock(&n->run_lock);
 	if (ret < 0) {
@@ -1213,6 +1279,9 @@ static void net_stop(struct virtio_device *vdev)
 
 	pthread_mutex_lock(&n->run_lock);
 	stop_workers_locked(n);
+	/* A reset leaves pair 0 alone receiving until the driver sets more. */
+	if (!n->closing)
+		set_active_pairs(n, 1);
 	pthread_mutex_unlock(&n->run_lock);
 }
 
@@ -1262,6 +1331,7 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 	static const u8 default_mac[6] = VIRTIO_NET_DEFAULT_MAC;
 	int pairs = o->queue_pairs ? o->queue_pairs : 1;
 	struct virtio_net *n;
+	int ret;
 
 	*out = NULL;
 	if (pairs < 1 || pairs > NET_MAX_QUEUE_PAIRS) {
@@ -1271,7 +1341,8 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 		return -EINVAL;
 	}
 	for (int i = 0; i < pairs; i++) {
-		if (!be[i] || !be[i]->ops || !be[i]->ops->send || !be[i]->ops->recv) {
+		if (!be[i] || !be[i]->ops || !be[i]->ops->send || !be[i]->ops->recv ||
+		    (pairs > 1 && !be[i]->ops->set_enabled)) {
 			errfmt(err, errlen, "virtio-net: no backend for queue pair %d", i);
 			close_backends(be, pairs);
 			return -EINVAL;
@@ -1295,9 +1366,12 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 	}
 	pthread_mutex_init(&n->cfg_lock, NULL);
 	pthread_mutex_init(&n->run_lock, NULL);
+	for (int i = 0; i < NET_MAX_QUEUE_PAIRS; i++) {
+		pthread_mutex_init(&n->rx_gate[i], NULL);
+		n->attached[i] = i < pairs; /* as the backends come */
+	}
 	for (int i = 0; i < 2 * pairs + 1; i++) {
-		int ret = worker_init(&n->wk[i], kvm);
-
+		ret = worker_init(&n->wk[i], kvm);
 		if (ret < 0) {
 			errfmt(err, errlen, "virtio-net: eventfd: %s", strerror(-ret));
 			virtio_net_destroy(n);
@@ -1310,12 +1384,21 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 		memcpy(n->cfg.mac, o->guest_mac, sizeof(n->cfg.mac));
 	n->cfg.status = htole16(VIRTIO_NET_S_LINK_UP);
 	n->cfg.max_virtqueue_pairs = htole16((u16)pairs);
-	atomic_init(&n->curr_pairs, 1);
 
 	/* The device's part only; the transport (or virtio_device_init) does the rest. */
 	n->vdev.ops = &virtio_net_ops;
 	n->vdev.priv = n;
 	n->vdev.use_ioeventfd = o->ioeventfd;
+	/* Until a driver sets more, pair 0 alone receives: the host queues no frame where
+	 * nobody will read it. */
+	atomic_init(&n->curr_pairs, pairs);
+	ret = set_active_pairs(n, 1);
+	if (ret < 0) {
+		errfmt(err, errlen, "virtio-net: %s: detaching its queues beyond the first: %s",
+		       n->be[0]->ifname, strerror(-ret));
+		virtio_net_destroy(n);
+		return ret;
+	}
 	*out = n;
 	return 0;
 }
@@ -1362,6 +1445,7 @@ void virtio_net_destroy(struct virtio_net *n)
 {
 	if (!n)
 		return;
+	n->closing = true;
 	net_stop(&n->vdev);
 	virtio_device_exit(&n->vdev);
 	close_backends(n->be, n->pairs);
@@ -1369,6 +1453,8 @@ void virtio_net_destroy(struct virtio_net *n)
 		worker_destroy(&n->wk[i]);
 	pthread_mutex_destroy(&n->cfg_lock);
 	pthread_mutex_destroy(&n->run_lock);
+	for (int i = 0; i < NET_MAX_QUEUE_PAIRS; i++)
+		pthread_mutex_destroy(&n->rx_gate[i]);
 	free(n);
 }
 
@@ -1417,7 +1503,7 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 		ctl_drain(w);
 	} else if (w->kind == W_RX) {
 		vq_disable_notify(&vdev->q[qi].vq);
-		rx_drain(w);
+		rx_drain_active(w);
 		rx_release(w);
 	} else if (tx_drain(w)) {
 		pr_debug("virtio-net %s: stopped while serving once", w->qname);

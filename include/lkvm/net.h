@@ -86,6 +86,10 @@ struct net_backend_ops {
 	/* Bytes of the next pending frame including the header, 0 when none (optional). */
 	ssize_t (*peek_len)(struct net_backend *be);
 	int (*set_offloads)(struct net_backend *be, const struct net_offloads *off);
+	/* Attach (on) or detach this queue from the host's steering: a detached queue is
+	 * given no frames (what it held is dropped), sending through it still works.
+	 * 0 or -errno. Needed by every backend of a device with more than one pair. */
+	int (*set_enabled)(struct net_backend *be, bool on);
 	void (*close)(struct net_backend *be);
 };
 
@@ -122,6 +126,9 @@ void net_fake_set_no_peek(struct net_backend *be, bool no_peek);
 /* Make the fake behave like a tap whose interface was deleted: send and recv fail with
  * -EBADFD from now on, rx_fd stays readable. */
 void net_fake_set_gone(struct net_backend *be);
+/* Whether set_enabled last attached the fake (true initially). A detached fake drops what
+ * was pending and refuses net_fake_inject (-ENOLINK), as a detached tap queue gets nothing. */
+bool net_fake_enabled(struct net_backend *be);
 /* The offloads last given to the fake's set_offloads (all false initially). */
 void net_fake_offloads(struct net_backend *be, struct net_offloads *out);
 

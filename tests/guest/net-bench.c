@@ -389,8 +389,8 @@ static void setup_device(bool event_idx)
 				   : (u8)(i ? i : 2);
 	virtio_driver_ok(&B.vp);
 	gprintf("GUEST net-bench: 1af4:1041 at %02x:%02x.%u features=0x%llx mac=%02x:%02x:%02x:%02x:%02x:%02x queues=%u size=%u\n",
-		B.vp.pci.bus, B.vp.pci.dev, B.vp.pci.fn, B.vp.features, B.mac[0], B.mac[1], B.mac[2], B.mac[3], B.mac[4],
-		B.mac[5], virtio_num_queues(&B.vp), QSIZE);
+		B.vp.pci.bus, B.vp.pci.dev, B.vp.pci.fn, B.vp.features, B.mac[0], B.mac[1],
+		B.mac[2], B.mac[3], B.mac[4], B.mac[5], virtio_num_queues(&B.vp), QSIZE);
 }
 
 void guest_main(void)

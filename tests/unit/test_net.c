@@ -16,13 +16,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include "check_main.h"
+#include "tap_host.h"
+#include "wait.h"
 #include "lkvm/net.h"
-
-/* linux/if.h and net/if.h clash; this is the one function we need from the latter. */
-extern unsigned int if_nametoindex(const char *ifname);
 
 /* ---- -n parsing ---- */
 
@@ -583,11 +583,6 @@ START_TEST(test_tap_bad_request)
 }
 END_TEST
 
-static void enter_netns(void)
-{
-	ck_assert_msg(unshare(CLONE_NEWNET) == 0, "unshare(CLONE_NEWNET): %s", strerror(errno));
-}
-
 static int open_tap(const char *arg, struct net_backend **be, int n, char *err, size_t errlen)
 {
 	struct net_opts o;
@@ -752,6 +747,67 @@ START_TEST(test_tap_multiqueue_and_busy)
 }
 END_TEST
 
+/* A queue out of the tap's steering gets no frame, keeps none, still sends, and comes back
+ * without any capability, under another uid (lkvm after it dropped both: net-ctl attaches
+ * on VQ_PAIRS_SET). */
+START_TEST(test_tap_queue_enable)
+{
+	static const u8 mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
+	struct net_backend *be[2];
+	u8 hdr[12] = { 0 }, frame[60] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { frame, sizeof(frame) } };
+	int ps, got0 = 0, got1 = 0, status;
+	char err[160];
+	pid_t pid;
+
+	enter_netns();
+	ck_assert_msg(open_tap("tapif=lkvmq0,queues=2,script=none", be, 2, err, sizeof(err)) == 0,
+		      "%s", err);
+	ps = tap_host_socket("lkvmq0");
+	ck_assert_int_eq(be[1]->ops->set_enabled(be[1], false), 0);
+	ck_assert_int_eq(be[1]->ops->set_enabled(be[1], false), -EINVAL); /* not attached */
+	tap_send_flows(ps, mac, 64);
+	ck_assert(WAIT_UNTIL(5000, (got0 += tap_take_flows(be[0])) >= 64));
+	ck_assert_int_eq(got0, 64);
+	ck_assert_int_eq(tap_take_flows(be[1]), 0);
+	ck_assert_int_eq(be[1]->ops->send(be[1], iov, 2), 12 + (ssize_t)sizeof(frame));
+
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(3);
+		if (capng_get_caps_process() ||
+		    capng_have_capabilities(CAPNG_SELECT_CAPS) != CAPNG_NONE)
+			_exit(4);
+		_exit(be[1]->ops->set_enabled(be[1], true) ? 5 : 0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+
+	/* Both queues in the steering: 64 flows reach both (all on one: 2^-63). */
+	got0 = 0;
+	tap_send_flows(ps, mac, 64);
+	ck_assert(WAIT_UNTIL(5000, (got0 += tap_take_flows(be[0]), got1 += tap_take_flows(be[1]),
+				    got0 + got1 >= 64)));
+	ck_assert_int_eq(got0 + got1, 64);
+	ck_assert_int_gt(got0, 0);
+	ck_assert_int_gt(got1, 0);
+
+	/* Detaching drops what the queue held. */
+	tap_send_flows(ps, mac, 64);
+	ck_assert(WAIT_UNTIL(5000, fd_ready(be[1]->rx_fd, POLLIN)));
+	ck_assert_int_eq(be[1]->ops->set_enabled(be[1], false), 0);
+	ck_assert(!fd_ready(be[1]->rx_fd, POLLIN));
+	ck_assert_int_eq(tap_take_flows(be[1]), 0);
+	close(ps);
+	be[0]->ops->close(be[0]);
+	be[1]->ops->close(be[1]);
+}
+END_TEST
+
 static char *write_script(const char *body)
 {
 	static char path[64];
@@ -805,40 +861,6 @@ START_TEST(test_tap_script)
 }
 END_TEST
 
-/* Can this process make a tap in a private netns? Probed in a child so the runner
- * itself stays in its namespace. Returns NULL or the reason it cannot. */
-static const char *tap_unavailable(void)
-{
-	pid_t pid = fork();
-	int status;
-
-	if (pid < 0)
-		return "fork failed";
-	if (pid == 0) {
-		int fd;
-
-		if (unshare(CLONE_NEWNET))
-			_exit(1);
-		fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			_exit(2);
-		close(fd);
-		_exit(0);
-	}
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-		return "probe child died";
-	switch (WEXITSTATUS(status)) {
-	case 0:
-		return NULL;
-	case 1:
-		return "unshare(CLONE_NEWNET) not permitted";
-	case 2:
-		return "/dev/net/tun cannot be opened";
-	default:
-		return "probe failed";
-	}
-}
-
 static Suite *net_suite(void)
 {
 	Suite *s = suite_create("net");
@@ -871,6 +893,7 @@ static Suite *net_suite(void)
 	} else {
 		tcase_add_test(tap, test_tap_roundtrip);
 		tcase_add_test(tap, test_tap_multiqueue_and_busy);
+		tcase_add_test(tap, test_tap_queue_enable);
 		tcase_add_test(tap, test_tap_script);
 	}
 	tcase_set_timeout(tap, 20);

@@ -16,6 +16,7 @@
 #include "capture.h"
 #include "check_main.h"
 #include "stats_fmt.h"
+#include "tap_host.h"
 #include "irq_hook.h"
 #include "vdriver.h"
 #include "wait.h"
@@ -42,27 +43,34 @@ static u64 galloc(u64 len)
 	return vd_galloc(len, 64);
 }
 
-/* Create the device (pairs queue pairs over fake backends, or over `custom`) with the
- * TX strategy in o (mode, queue pairs and ioeventfd are set here). */
-static void dev_create_opts(int pairs, struct net_backend *custom, struct net_opts o)
+/* Create the device over the backends in t.be (pairs of them) with the TX strategy in o
+ * (queue pairs and ioeventfd are set here). */
+static void dev_create_be(int pairs, struct net_opts o)
 {
 	struct net_backend *be[NET_MAX_QUEUE_PAIRS];
 
-	o.mode = NET_MODE_FAKE;
 	o.ioeventfd = true;
 	o.queue_pairs = pairs;
-	memset(&t, 0, sizeof(t));
-	vd_vm_new(RAM_SIZE, BUF_BASE);
-	for (int i = 0; i < pairs; i++) {
-		t.be[i] = custom && i == 0 ? custom : net_fake_create();
-		ck_assert_ptr_nonnull(t.be[i]);
-	}
 	/* The device takes ownership and clears the caller's array; keep our copy. */
 	memcpy(be, t.be, sizeof(be));
 	ck_assert_int_eq(virtio_net_create_bare(vd.kvm, &o, be, &t.n), 0);
 	ck_assert_ptr_null(be[0]);
 	t.vdev = virtio_net_vdev(t.n);
 	t.nq = 2 * pairs + 1;
+}
+
+/* Create the device (pairs queue pairs over fake backends, or over `custom`) with the
+ * TX strategy in o (mode, queue pairs and ioeventfd are set here). */
+static void dev_create_opts(int pairs, struct net_backend *custom, struct net_opts o)
+{
+	o.mode = NET_MODE_FAKE;
+	memset(&t, 0, sizeof(t));
+	vd_vm_new(RAM_SIZE, BUF_BASE);
+	for (int i = 0; i < pairs; i++) {
+		t.be[i] = custom && i == 0 ? custom : net_fake_create();
+		ck_assert_ptr_nonnull(t.be[i]);
+	}
+	dev_create_be(pairs, o);
 }
 
 static void dev_create(int pairs, struct net_backend *custom)
@@ -910,6 +918,118 @@ START_TEST(multiqueue_pairs)
 }
 END_TEST
 
+/* Only the pairs the driver enabled receive (virtio 1.2 5.1.6.5.5): pair 0 alone from
+ * creation, at start and after a reset; VQ_PAIRS_SET moves the others' backend queues in and
+ * out of the host's steering; a bad command is refused and changes nothing. */
+START_TEST(multiqueue_active_pairs)
+{
+	u8 mq1[] = { VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 1, 0 };
+	u8 mq2[] = { VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 2, 0 };
+	u8 bad[][5] = {
+		{ VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 0, 0 },	  /* no pair */
+		{ VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 3, 0 },	  /* > max */
+		{ VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 0, 1 },	  /* 256 */
+		{ VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 2 },	  /* short */
+		{ VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 2, 0, 0 }, /* long */
+		{ VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_RSS_CONFIG, 2, 0 },	  /* no RSS */
+	};
+	u32 bad_len[] = { 4, 4, 4, 3, 5, 4 };
+	u8 frame[60] = { 0x33 }, out[128];
+	u64 tx;
+
+	dev_create(2, NULL);
+	tx = galloc(80);
+	ck_assert(net_fake_enabled(t.be[0]));
+	ck_assert(!net_fake_enabled(t.be[1]));
+	ck_assert_int_eq(net_fake_inject(t.be[1], frame, sizeof(frame)), -ENOLINK);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MQ), 256);
+	ck_assert(!net_fake_enabled(t.be[1]));
+	for (int i = 0; i < 2; i++) {
+		for (int j = 0; j < 4; j++)
+			post(2 * i, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+		vd_kick(t.vdev, 2 * i);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		ck_assert_uint_eq(ctl(4, bad[i], bad_len[i], 0), VIRTIO_NET_ERR);
+		ck_assert(!net_fake_enabled(t.be[1]));
+	}
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 1));
+	/* A chain the driver leaves on an inactive pair's TX queue still goes out. */
+	memset(gp(tx), 0, 80);
+	post(3, &(struct vd_buf){ tx, 80, false }, 1);
+	vd_kick(t.vdev, 3);
+	ck_assert(wait_used(3, 1));
+	ck_assert_int_eq(net_fake_take(t.be[1], out, sizeof(out)), 80);
+
+	ck_assert_uint_eq(ctl(4, mq2, sizeof(mq2), 0), VIRTIO_NET_OK);
+	ck_assert(net_fake_enabled(t.be[1]));
+	ck_assert_int_eq(net_fake_inject(t.be[1], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(2, 1));
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		ck_assert_uint_eq(ctl(4, bad[i], bad_len[i], 0), VIRTIO_NET_ERR);
+		ck_assert(net_fake_enabled(t.be[1]));
+	}
+	ck_assert_uint_eq(ctl(4, mq1, sizeof(mq1), 0), VIRTIO_NET_OK);
+	ck_assert(!net_fake_enabled(t.be[1]));
+	ck_assert_uint_eq(ctl(4, mq2, sizeof(mq2), 0), VIRTIO_NET_OK);
+	ck_assert(net_fake_enabled(t.be[1]));
+	/* A reset: pair 0 alone again. */
+	virtio_device_reset(t.vdev);
+	ck_assert(!net_fake_enabled(t.be[1]));
+	ck_assert_uint_eq(STAT(2, packets), 1);
+	dev_destroy();
+}
+END_TEST
+
+/* The same over a real two-queue tap: flows the host sends reach only pair 0 until
+ * VQ_PAIRS_SET 2, then both pairs (the tap spreads them by hash), and after a reset the
+ * second queue is out of the steering again. */
+START_TEST(multiqueue_tap_steering)
+{
+	static const u8 mac[6] = VIRTIO_NET_DEFAULT_MAC;
+	u8 mq2[] = { VIRTIO_NET_CTRL_MQ, VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET, 2, 0 };
+	struct net_opts o;
+	char err[160];
+	u64 rx0;
+	int ps;
+
+	enter_netns();
+	memset(&t, 0, sizeof(t));
+	vd_vm_new(RAM_SIZE, BUF_BASE);
+	ck_assert_int_eq(net_parse_opts("tapif=lkvmv0,queues=2,script=none", &o, err, sizeof(err)),
+			 0);
+	ck_assert_msg(net_tap_open(&o, t.be, 2, err, sizeof(err)) == 0, "%s", err);
+	dev_create_be(2, o);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MQ), 256);
+	for (int i = 0; i < 2; i++) {
+		for (int j = 0; j < 200; j++)
+			post(2 * i, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+		vd_kick(t.vdev, 2 * i);
+	}
+	ps = tap_host_socket("lkvmv0");
+	tap_send_flows(ps, mac, 64);
+	ck_assert(WAIT_UNTIL(WAIT_MS, STAT(0, packets) >= 64));
+	ck_assert_uint_eq(STAT(2, packets), 0);
+	ck_assert_uint_eq(used_idx(2), 0);
+
+	ck_assert_uint_eq(ctl(4, mq2, sizeof(mq2), 0), VIRTIO_NET_OK);
+	rx0 = STAT(0, packets);
+	tap_send_flows(ps, mac, 64);
+	ck_assert(WAIT_UNTIL(WAIT_MS, STAT(0, packets) + STAT(2, packets) >= rx0 + 64));
+	ck_assert_uint_gt(STAT(0, packets), rx0);
+	ck_assert_uint_gt(STAT(2, packets), 0); /* all 64 flows on one queue: 2^-63 */
+
+	/* Reset: the threads are gone, the tap's queues hold what comes; only the first gets it. */
+	virtio_device_reset(t.vdev);
+	tap_send_flows(ps, mac, 64);
+	ck_assert_int_eq(tap_take_flows(t.be[0]), 64);
+	ck_assert_int_eq(tap_take_flows(t.be[1]), 0);
+	close(ps);
+	dev_destroy();
+}
+END_TEST
+
 START_TEST(features_negotiation)
 {
 	struct virtio_device *v;
@@ -1435,6 +1555,8 @@ static Suite *virtio_net_suite(void)
 {
 	Suite *s = suite_create("virtio_net");
 	TCase *tc = tcase_create("device");
+	TCase *tap = tcase_create("tap");
+	const char *why;
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, rx_single_frame);
@@ -1456,6 +1578,7 @@ static Suite *virtio_net_suite(void)
 	tcase_add_test(tc, no_interrupt_flag_respected);
 	tcase_add_test(tc, ctrl_commands);
 	tcase_add_test(tc, multiqueue_pairs);
+	tcase_add_test(tc, multiqueue_active_pairs);
 	tcase_add_test(tc, features_negotiation);
 	tcase_add_test(tc, config_space);
 	tcase_add_test(tc, stop_while_backend_full);
@@ -1466,6 +1589,14 @@ static Suite *virtio_net_suite(void)
 	tcase_add_loop_test(tc, tx_race_no_chain_unseen, 0, (int)ARRAY_SIZE(mode_cases));
 	tcase_add_test(tc, poll_budget_adapts);
 	suite_add_tcase(s, tc);
+	why = tap_unavailable();
+	if (why) {
+		lkvm_skip("test_virtio_net", 1, "tap tests", why);
+	} else {
+		tcase_add_test(tap, multiqueue_tap_steering);
+		tcase_set_timeout(tap, 20);
+		suite_add_tcase(s, tap);
+	}
 	return s;
 }
 
