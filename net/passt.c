@@ -36,10 +36,10 @@ extern char **environ;
 
 struct passt {
 	int fd;
-	pid_t pid;  /* passt's pid, -1 when lkvm did not start it (socket=PATH, tests) */
-	int pidfd;  /* its pidfd, -1 likewise */
-	struct net_stream_rx rx; /* the RX thread's */
-	struct net_stream_tx tx; /* the TX thread's */
+	pid_t pid; /* passt's pid, -1 when lkvm did not start it (socket=PATH, tests) */
+	int pidfd; /* its pidfd, -1 likewise */
+	struct net_stream_rx rx;   /* the RX thread's */
+	struct net_stream_tx tx;   /* the TX thread's */
 	struct iovec txv[IOV_MAX]; /* the TX thread's: a chain's frame without the header */
 };
 
@@ -87,8 +87,8 @@ static ssize_t passt_send(struct net_backend *be, const struct iovec *iov, int i
 
 	/* No offload was offered (plain_frames): a header asking for one is a guest's bug,
 	 * and passt would get a frame with a wrong checksum or a giant segment. */
-	if (total <= sizeof(h) || iov_from(iov, iovcnt, 0, &h, sizeof(h)) != sizeof(h) ||
-	    h.flags || h.gso_type != VIRTIO_NET_HDR_GSO_NONE)
+	if (total <= sizeof(h) || iov_from(iov, iovcnt, 0, &h, sizeof(h)) != sizeof(h) || h.flags ||
+	    h.gso_type != VIRTIO_NET_HDR_GSO_NONE)
 		return -EINVAL;
 	len = total - sizeof(h);
 	n = skip_header(p, iov, iovcnt);
@@ -281,7 +281,8 @@ static int spawn_passt(int child_fd, pid_t *pidp, int *pidfdp, char *err, size_t
 	int pidfd, e;
 
 	if (find_passt(path, sizeof(path)) < 0) {
-		errfmt(err, errlen, "-n mode=user: passt is not in PATH (Debian: apt install passt)");
+		errfmt(err, errlen,
+		       "-n mode=user: passt is not in PATH (Debian: apt install passt)");
 		return -ENOENT;
 	}
 	if (geteuid() == 0) {
@@ -328,7 +329,8 @@ static int connect_passt(const char *path, char *err, size_t errlen)
 	int fd, e;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
-		errfmt(err, errlen, "-n socket: path longer than %zu bytes", sizeof(sa.sun_path) - 1);
+		errfmt(err, errlen, "-n socket: path longer than %zu bytes",
+		       sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -341,8 +343,9 @@ static int connect_passt(const char *path, char *err, size_t errlen)
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		e = errno;
 		close(fd);
-		errfmt(err, errlen, "-n socket=%s: cannot connect: %s (is passt --socket %s running?)",
-		       path, strerror(e), path);
+		errfmt(err, errlen,
+		       "-n socket=%s: cannot connect: %s (is passt --socket %s running?)", path,
+		       strerror(e), path);
 		return -e;
 	}
 	return fd;
