@@ -140,6 +140,7 @@ t_netconsole_nonroot() {
 	mkdir -m 700 "$rt" && chown "$uid:$gid" "$rt"
 	port=$(port_for 1)
 	sink_start "$port"
+	# shellcheck disable=SC2034 # read by start_vm
 	local LKVM_PREFIX="$as_user $uid env LKVM_RUNTIME_DIR=$rt" VM_TIMEOUT=$T
 	LKVM=$WORK/bin/lkvm start_vm - "net-user-$_T_NAME" -k "$WORK/bin/bzImage" -m 256 --stats=json \
 		-n mode=user -p "$(netconsole "$port")"
@@ -274,6 +275,7 @@ t_bad_options() {
 	one_error_line "-n socket: want a path of 1 to 107 bytes" || return
 	run_lkvm net-user-no-listener 1 -- run -k "$G/bzImage" -n "mode=user,socket=$WORK/nobody-listens" || return
 	one_error_line "virtio-net: -n socket=$WORK/nobody-listens: cannot connect: No such file or directory .*" || return
+	# shellcheck disable=SC2034 # read by run_lkvm
 	local LKVM_WRAP="env PATH=$WORK/empty-path"
 	run_lkvm net-user-no-passt 1 -- run -k "$G/bzImage" -n mode=user || return
 	one_error_line "virtio-net: -n mode=user: passt is not in PATH \\(Debian: apt install passt\\)"
