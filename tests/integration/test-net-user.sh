@@ -256,7 +256,18 @@ t_exit_paths() {
 	wait_until 10 gone "$p" || { fail "passt (pid $p) outlived lkvm's SIGKILL"; return; }
 	# And the lkvm timeout's own exit.
 	run_lkvm "net-user-$_T_NAME-timeout" 124 -- run -k "$G/bzImage" -m 256 -n mode=user --timeout 3 || return
-	wait_until 10 no_tagged_passt || fail "passt left running: $(tagged_passts)"
+	wait_until 10 no_tagged_passt || { fail "passt left running: $(tagged_passts)"; return; }
+	# A "passt" that does not leave when its socket closes (it never reads it): lkvm kills it
+	# through its pidfd at teardown, from main's sandbox (pidfd_send_signal, waitid), and reaps it.
+	mkdir -p "$WORK/stuck-bin"
+	printf '#!/bin/sh\nexec sleep %d\n' $((T + 60)) >"$WORK/stuck-bin/passt"
+	chmod 755 "$WORK/stuck-bin/passt"
+	# shellcheck disable=SC2034 # read by run_lkvm
+	local LKVM_WRAP="env PATH=$WORK/stuck-bin:$PATH"
+	run_lkvm "net-user-$_T_NAME-stuck" 124 -- run --debug -k "$G/bzImage" -m 256 -n mode=user --timeout 3 || return
+	expect_output "passt \\(pid [0-9]+\\) still runs 2000 ms after its socket closed: killing it" "the kill of a passt that stayed" || return
+	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$LAST_LOG" | head -n 1)
+	[ -n "$p" ] && gone "$p" || fail "the stuck passt (pid ${p:-?}) outlived lkvm"
 }
 
 # ---- (4) bad options: one line saying what is wrong ----
