@@ -1,14 +1,21 @@
 /* Unit tests for QEMU's stream framing (net/stream.c) against a socket pair: lengths, cuts, garbage, partial reads and writes. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/virtio_net.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check_main.h"
 #include "lkvm/net-stream.h"
+#include "lkvm/net.h"
 
 #define MAXF NET_STREAM_MAX_FRAME
 
@@ -296,6 +303,184 @@ START_TEST(tx_partial_write_kept)
 }
 END_TEST
 
+/* ---- net/passt.c: the backend lkvm starts (a stand-in passt here) or connects to ---- */
+
+static char bindir[64];
+
+/* A "passt" in its own directory, first in PATH: `body` is its shell script after #!/bin/sh. */
+static void fake_passt(const char *body)
+{
+	char path[96];
+	FILE *f;
+
+	snprintf(bindir, sizeof(bindir), "/tmp/lkvm-test-passt-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(bindir));
+	snprintf(path, sizeof(path), "%s/passt", bindir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "#!/bin/sh\n%s\n", body);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	char newpath[4096];
+
+	snprintf(newpath, sizeof(newpath), "%s:%s", bindir, getenv("PATH") ? getenv("PATH") : "");
+	ck_assert_int_eq(setenv("PATH", newpath, 1), 0);
+}
+
+static void fake_passt_remove(void)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "%s/passt", bindir);
+	unlink(path);
+	rmdir(bindir);
+}
+
+/* Send one frame (12-byte header first, as the device hands it) and wait for one back. */
+static void echo_one(struct net_backend *be, size_t len, u8 seed)
+{
+	u8 frame[NET_VNET_HDR_LEN + 1600] = { 0 }, back[NET_VNET_HDR_LEN + 1600];
+	struct iovec out = { frame, NET_VNET_HDR_LEN + len }, in = { back, sizeof(back) };
+	struct pollfd p = { .fd = be->rx_fd, .events = POLLIN };
+	ssize_t r;
+
+	fill_pattern(frame + NET_VNET_HDR_LEN, len, seed);
+	ck_assert_int_eq(be->ops->send(be, &out, 1), (ssize_t)(NET_VNET_HDR_LEN + len));
+	while ((r = be->ops->peek_len(be)) == 0)
+		ck_assert_int_eq(poll(&p, 1, 10000), 1);
+	ck_assert_int_eq(r, (ssize_t)(NET_VNET_HDR_LEN + len));
+	memset(back, 0xee, sizeof(back));
+	ck_assert_int_eq(be->ops->recv(be, &in, 1), (ssize_t)(NET_VNET_HDR_LEN + len));
+	ck_assert_mem_eq(back, "\0\0\0\0\0\0\0\0\0\0\0\0", NET_VNET_HDR_LEN);
+	ck_assert_mem_eq(back + NET_VNET_HDR_LEN, frame + NET_VNET_HDR_LEN, len);
+}
+
+/* lkvm starts "passt" with the stream on fd 3 (here one that echoes every byte back), and
+ * only fd 3 beyond 0-2; close stops and reaps it. */
+START_TEST(passt_started_and_reaped)
+{
+	struct net_opts o = { .mode = NET_MODE_USER, .queue_pairs = 1 };
+	struct net_backend *be[1];
+	char err[160], *oldpath = strdup(getenv("PATH") ? getenv("PATH") : "");
+	int pid;
+
+	/* Told --fd 3, which is a socket; no fd of the test's beyond it (the shell keeps its own at
+	 * 10 and up); then it echoes the stream. Any of these wrong: it exits, the echo fails. */
+	fake_passt("case \"$*\" in *'--foreground --quiet --fd 3'*) ;; *) exit 7 ;; esac\n"
+		   "[ -S /proc/$$/fd/3 ] || exit 9\n"
+		   "for f in 4 5 6 7 8 9; do [ -e /proc/$$/fd/$f ] && exit 8; done\n"
+		   "exec /bin/cat <&3 >&3");
+	/* An fd lkvm inherited without close-on-exec: not passt's business. */
+	ck_assert_int_eq(dup2(STDIN_FILENO, 7), 7);
+	ck_assert_int_eq(net_passt_open(&o, be, 1, err, sizeof(err)), 0);
+	close(7);
+	ck_assert(be[0]->plain_frames);
+	ck_assert_str_eq(be[0]->ops->name, "passt");
+	ck_assert_int_eq(sscanf(be[0]->ifname, "pid %d", &pid), 1);
+	echo_one(be[0], 60, 1);
+	echo_one(be[0], 1514, 2);
+	/* A frame whose header asks for an offload: refused, not sent (the stream goes on). */
+	{
+		u8 f[NET_VNET_HDR_LEN + 60] = { VIRTIO_NET_HDR_F_NEEDS_CSUM };
+		struct iovec v = { f, sizeof(f) };
+
+		ck_assert_int_eq(be[0]->ops->send(be[0], &v, 1), -EINVAL);
+	}
+	echo_one(be[0], 100, 3);
+	be[0]->ops->close(be[0]);
+	/* Reaped by close: no such child any more. */
+	ck_assert_int_eq(waitpid(pid, NULL, WNOHANG), -1);
+	ck_assert_int_eq(errno, ECHILD);
+	setenv("PATH", oldpath, 1);
+	free(oldpath);
+	fake_passt_remove();
+}
+END_TEST
+
+/* A passt that dies: the stream ends (what virtio-net reads as the link gone). */
+START_TEST(passt_dies)
+{
+	struct net_opts o = { .mode = NET_MODE_USER, .queue_pairs = 1 };
+	struct net_backend *be[1];
+	char err[160], *oldpath = strdup(getenv("PATH") ? getenv("PATH") : "");
+	struct pollfd p;
+	ssize_t r;
+
+	signal(SIGPIPE, SIG_IGN);
+	fake_passt("exit 3");
+	ck_assert_int_eq(net_passt_open(&o, be, 1, err, sizeof(err)), 0);
+	p = (struct pollfd){ .fd = be[0]->rx_fd, .events = POLLIN };
+	ck_assert_int_eq(poll(&p, 1, 10000), 1);
+	r = be[0]->ops->peek_len(be[0]);
+	ck_assert_int_eq(r, -EPIPE);
+	ck_assert_int_eq(be[0]->ops->peek_len(be[0]), -EPIPE);
+	be[0]->ops->close(be[0]);
+	setenv("PATH", oldpath, 1);
+	free(oldpath);
+	fake_passt_remove();
+}
+END_TEST
+
+/* No passt in PATH, nobody at socket=PATH: one line each, nothing left open. */
+START_TEST(passt_open_errors)
+{
+	struct net_opts o = { .mode = NET_MODE_USER, .queue_pairs = 1 };
+	struct net_backend *be[1];
+	char err[200], *oldpath = strdup(getenv("PATH") ? getenv("PATH") : "");
+
+	ck_assert_int_eq(setenv("PATH", "/nonexistent-lkvm-test", 1), 0);
+	ck_assert_int_eq(net_passt_open(&o, be, 1, err, sizeof(err)), -ENOENT);
+	ck_assert_str_eq(err, "-n mode=user: passt is not in PATH (Debian: apt install passt)");
+	setenv("PATH", oldpath, 1);
+	free(oldpath);
+	snprintf(o.socket, sizeof(o.socket), "/nonexistent-lkvm-test/passt.sock");
+	ck_assert_int_eq(net_passt_open(&o, be, 1, err, sizeof(err)), -ENOENT);
+	ck_assert_msg(strstr(err, "cannot connect: No such file or directory"), "%s", err);
+	o.queue_pairs = 2;
+	ck_assert_int_eq(net_passt_open(&o, be, 2, err, sizeof(err)), -EINVAL);
+}
+END_TEST
+
+/* socket=PATH: lkvm connects to a listening passt (the test, here) and speaks the stream. */
+START_TEST(passt_socket_connects)
+{
+	struct net_opts o = { .mode = NET_MODE_USER, .queue_pairs = 1 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct net_backend *be[1];
+	char err[160];
+	u8 rec[4 + 60];
+	int l, c;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/lkvm-test-passt-%d.sock", (int)getpid());
+	unlink(sa.sun_path);
+	l = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(l, 0);
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(l, 1), 0);
+	snprintf(o.socket, sizeof(o.socket), "%s", sa.sun_path);
+	ck_assert_int_eq(net_passt_open(&o, be, 1, err, sizeof(err)), 0);
+	ck_assert_str_eq(be[0]->ifname, "socket");
+	c = accept(l, NULL, NULL);
+	ck_assert_int_ge(c, 0);
+	{
+		u8 f[NET_VNET_HDR_LEN + 60] = { 0 };
+		struct iovec v = { f, sizeof(f) };
+
+		fill_pattern(f + NET_VNET_HDR_LEN, 60, 4);
+		ck_assert_int_eq(be[0]->ops->send(be[0], &v, 1), (ssize_t)sizeof(f));
+		ck_assert_int_eq(recv(c, rec, sizeof(rec), MSG_WAITALL), sizeof(rec));
+		ck_assert_mem_eq(rec, "\0\0\0\x3c", 4);
+		ck_assert_mem_eq(rec + 4, f + NET_VNET_HDR_LEN, 60);
+	}
+	be[0]->ops->close(be[0]);
+	/* The passt lkvm connected to is not lkvm's: it sees the end of the stream, nothing more. */
+	ck_assert_int_eq(recv(c, rec, 1, 0), 0);
+	close(c);
+	close(l);
+	unlink(sa.sun_path);
+}
+END_TEST
+
 static Suite *net_stream_suite(void)
 {
 	Suite *s = suite_create("net_stream");
@@ -312,6 +497,12 @@ static Suite *net_stream_suite(void)
 	tcase_add_test(tc, rx_garbage);
 	tcase_add_test(tc, tx_records);
 	tcase_add_test(tc, tx_partial_write_kept);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("passt");
+	tcase_add_test(tc, passt_started_and_reaped);
+	tcase_add_test(tc, passt_dies);
+	tcase_add_test(tc, passt_open_errors);
+	tcase_add_test(tc, passt_socket_connects);
 	suite_add_tcase(s, tc);
 	return s;
 }
