@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# -n mode=user (virtio-net through passt, no tap, no root): a non-root user's guest kernel sends netconsole lines to a host UDP socket through the passt lkvm starts; socket=PATH to a passt the test started; passt killed mid-run (link down, lkvm carries on); passt gone on every exit path; bad options.
+# -n mode=user (virtio-net through passt, no tap, no root): a non-root user's guest kernel sends netconsole lines to a host UDP socket through the passt lkvm starts; socket=PATH to a passt the test started; passt killed mid-run (link down to Linux and to the net-faults guest, lkvm carries on); passt gone on every exit path; bad options.
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
 SUMMARY_PREFIX=net-user
@@ -244,6 +244,27 @@ t_passt_killed() {
 	gone "$passt" || fail "passt (pid $passt) still there"
 }
 
+# The guest's side of passt dying: the net-faults C guest sees the link go down (config
+# interrupt, status without LINK_UP) and its frames still complete, as with a deleted tap.
+t_guest_link_down() {
+	need_user_net || return
+	passt_works || return
+	need_guest net-faults || return
+	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$ELF" -p "fault=link" -n mode=user
+	wait_log "$VM_LOG" 'GUEST net-faults: link up, watching' "$T" || { kill -KILL "$VM_PID"; return 1; }
+	local passt
+	passt=$(passt_child "$VM_PID")
+	[ -n "$passt" ] || { kill -KILL "$VM_PID"; fail "no passt child of lkvm"; return; }
+	kill -KILL "$passt"
+	end_vm
+	expect_status 0 || { why_guest_failed; return; }
+	expect_output '^GUEST net-faults: config interrupt, status=0x0$' "the guest seeing link down" || return
+	expect_output '^GUEST net-faults: link down after config interrupt, tx still completes$' || return
+	expect_output '^GUEST DONE$' || return
+	[ "$(grep -c "virtio-net: passt pid $passt is gone .*link down" "$LAST_LOG")" = 1 ] ||
+		fail "not exactly one 'passt pid $passt is gone' line"
+}
+
 # ---- passt gone on every exit path: an error after it started, SIGKILL of lkvm ----
 
 t_exit_paths() {
@@ -302,9 +323,17 @@ t_bad_options() {
 }
 
 skip_unless_kvm
-run_test netconsole-nonroot t_netconsole_nonroot
-run_test socket t_socket
-run_test passt-killed t_passt_killed
-run_test exit-paths t_exit_paths
-run_test bad-options t_bad_options
+# NET_USER_TESTS: the tests to run, by name (default: all).
+NET_USER_TESTS=${NET_USER_TESTS:-netconsole-nonroot socket passt-killed guest-link-down exit-paths bad-options}
+for name in $NET_USER_TESTS; do
+	case $name in
+	netconsole-nonroot) run_test "$name" t_netconsole_nonroot ;;
+	socket) run_test "$name" t_socket ;;
+	passt-killed) run_test "$name" t_passt_killed ;;
+	guest-link-down) run_test "$name" t_guest_link_down ;;
+	exit-paths) run_test "$name" t_exit_paths ;;
+	bad-options) run_test "$name" t_bad_options ;;
+	*) echo "test-net-user.sh: unknown test '$name' in NET_USER_TESTS" >&2; exit 2 ;;
+	esac
+done
 finish_tests
