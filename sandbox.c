@@ -57,8 +57,9 @@ struct sb_kind {
  * (pthread_getattr_np) are what the sanitizer runtimes add to a thread's start and end.
  * close acts only on this process's own fds. Three calls of every thread are
  * argument-checked (`conds` below): read, write and tgkill. Never allowed anywhere: kill,
- * tkill, rt_sigqueueinfo, rt_tgsigqueueinfo and pidfd_send_signal, which can all reach
- * another process; no thread opens a file, creates or removes one,
+ * tkill, rt_sigqueueinfo and rt_tgsigqueueinfo, which can all reach another process, and
+ * pidfd_send_signal but in main on the pidfd of the passt lkvm started (conds); no thread
+ * opens a file, creates or removes one,
  * except the 9p server's, beneath its share (SB_P9).
  */
 static const struct sb_kind common = {
@@ -99,9 +100,12 @@ static const struct sb_kind kinds[SB_NR] = {
 		/* --debug's memory line: mincore, and lseek to re-read /proc/self/statm (opened
 		 * before the filter, sandbox_allow_fd). Teardown: the disks' aio contexts; wait4 reaps the
 		 * control socket's cleanup helper (ctl/server.c), which removes the socket and lock
-		 * so that main needs no unlink (and can only wait for its own children). */
+		 * so that main needs no unlink (and can only wait for its own children); waitid
+		 * reaps -n mode=user's passt through its pidfd (net/passt.c), likewise only a
+		 * child of lkvm's. */
 		.calls = { SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(lseek), SCMP_SYS(mincore),
-			   SCMP_SYS(io_destroy), SCMP_SYS(io_getevents), SCMP_SYS(wait4) },
+			   SCMP_SYS(io_destroy), SCMP_SYS(io_getevents), SCMP_SYS(wait4),
+			   SCMP_SYS(waitid) },
 		/* Teardown: ioeventfds and irqfds deassigned, MSI routes dropped. */
 		.ioctls = { KVM_IRQFD, KVM_IOEVENTFD, KVM_SET_GSI_ROUTING, KVM_IRQ_LINE, TCGETS },
 	},
@@ -125,12 +129,12 @@ static const struct sb_kind kinds[SB_NR] = {
 	},
 	[SB_NET_RX] = {
 		.name = "net-rx",
-		/* readv: frames from the tap, only on tap fds (conds). */
+		/* readv: frames from the tap or passt's stream, only on those fds (conds). */
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_NET_TX] = {
 		.name = "net-tx",
-		/* writev: frames to the tap, only on tap fds (conds). */
+		/* writev: frames to the tap or passt's stream, only on those fds (conds). */
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_NET_CTL] = {
@@ -203,12 +207,17 @@ static const struct sb_kind kinds[SB_NR] = {
  *     input (fd 0) and output and the logs (fds 1, 2), main's signalfd. Not the disk images,
  *     the lock file, or an fd lkvm inherited from whoever started it: what a thread reads
  *     into memory the guest can see, what it writes changes a file.
- *   readv, writev: net-rx's and net-tx's frames, only on the tap fds.
+ *   readv, writev: net-rx's and net-tx's frames, only on the tap fds and the stream socket to
+ *     passt (sandbox_allow_net_fd): a tap takes whole frames; the stream, records its
+ *     length fields frame. Not the control socket or a client's, nor any other socket.
+ *   pidfd_send_signal: main, at teardown, kills a passt that did not leave once its socket
+ *     closed (net/passt.c); only through the pidfds lkvm holds, and lkvm opens pidfds only
+ *     for the passt processes it started: no other process can be reached.
  * The fd sets are what /proc/self/fd shows when sandbox_drop_privileges runs: every fd is
  * open by then (no filter allows eventfd2, open or socket; accept4's client sockets are
  * read and written with recvfrom/sendto).
  */
-enum sb_fdset { FS_READ, FS_WRITE, FS_TAP, FS_NR };
+enum sb_fdset { FS_READ, FS_WRITE, FS_NET, FS_CHILD, FS_NR };
 
 enum sb_test {
 	T_OWN_PID, /* the argument is this process's pid */
@@ -227,8 +236,9 @@ static const struct sb_cond {
 	{ .nr = SCMP_SYS(tgkill), .kinds = ALL_KINDS, .arg = 0, .test = T_OWN_PID },
 	{ SCMP_SYS(read), ALL_KINDS, 0, T_FDSET, FS_READ },
 	{ SCMP_SYS(write), ALL_KINDS, 0, T_FDSET, FS_WRITE },
-	{ SCMP_SYS(readv), SPAWNS(SB_NET_RX), 0, T_FDSET, FS_TAP },
-	{ SCMP_SYS(writev), SPAWNS(SB_NET_TX), 0, T_FDSET, FS_TAP },
+	{ SCMP_SYS(readv), SPAWNS(SB_NET_RX), 0, T_FDSET, FS_NET },
+	{ SCMP_SYS(writev), SPAWNS(SB_NET_TX), 0, T_FDSET, FS_NET },
+	{ SCMP_SYS(pidfd_send_signal), SPAWNS(SB_MAIN), 0, T_FDSET, FS_CHILD },
 };
 
 /* Which fds join which set: by their /proc/self/fd link, and fds 0-2 by number. */
@@ -238,7 +248,8 @@ static const struct {
 } fd_kinds[] = {
 	{ "anon_inode:[eventfd]", 1u << FS_READ | 1u << FS_WRITE },
 	{ "anon_inode:[signalfd]", 1u << FS_READ },
-	{ "/dev/net/tun", 1u << FS_TAP },
+	{ "/dev/net/tun", 1u << FS_NET },
+	{ "anon_inode:[pidfd]", 1u << FS_CHILD },
 };
 
 /* Each fd costs a comparison in every filter that allows the call: beyond this many, a set
@@ -255,8 +266,9 @@ static struct fdset {
 	[FS_WRITE] = { { STDOUT_FILENO, STDERR_FILENO }, 2 },
 };
 
-/* Added to the read and write sets by sandbox_allow_fd, whatever the scan finds. */
-static struct fdset allowed_rw;
+/* Added to the read and write sets by sandbox_allow_fd, and to the net set by
+ * sandbox_allow_net_fd, whatever the scan finds. */
+static struct fdset allowed_rw, allowed_net;
 
 /* prctl options any thread may use: its own name, tx=timer/poll's timer slack, and
  * no-new-privileges (libseccomp sets it again before each filter it loads). */
@@ -460,6 +472,8 @@ static void scan_fds(void)
 		fdset_add(&found[FS_READ], allowed_rw.fd[i]);
 		fdset_add(&found[FS_WRITE], allowed_rw.fd[i]);
 	}
+	for (int i = 0; i < allowed_net.n; i++)
+		fdset_add(&found[FS_NET], allowed_net.fd[i]);
 	memcpy(fdsets, found, sizeof(fdsets));
 }
 
@@ -472,6 +486,17 @@ int sandbox_allow_fd(int fd)
 	fdset_add(&allowed_rw, fd);
 	fdset_add(&fdsets[FS_READ], fd);
 	fdset_add(&fdsets[FS_WRITE], fd);
+	return 0;
+}
+
+int sandbox_allow_net_fd(int fd)
+{
+	if (fd < 0)
+		return -EBADF;
+	if (allowed_net.n == MAX_SET_FDS)
+		return -ENOSPC;
+	fdset_add(&allowed_net, fd);
+	fdset_add(&fdsets[FS_NET], fd);
 	return 0;
 }
 

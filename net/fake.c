@@ -179,6 +179,7 @@ static void fake_close(struct net_backend *be)
 }
 
 static const struct net_backend_ops fake_ops = {
+	.name = "fake",
 	.send = fake_send,
 	.recv = fake_recv,
 	.peek_len = fake_peek_len,

@@ -1,4 +1,4 @@
-/* The -n option parser (kvmtool's key names) and the guest-feature to tap-offload mapping. */
+/* The -n option parser (kvmtool's key names, passt's socket) and the guest-feature to tap-offload mapping. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -102,25 +102,9 @@ const char *net_tx_mode_name(enum net_tx_mode m)
 
 /* ---- the keys' own parsers (OPT_FN), each wording its errors ---- */
 
-static int key_mode(const struct opt *k, const char *v, void *base, char *err, size_t errlen)
-{
-	struct net_opts *o = base;
-
-	if (!strcmp(v, "tap")) {
-		o->mode = NET_MODE_TAP;
-		return 0;
-	}
-	if (!strcmp(v, "none")) {
-		o->mode = NET_MODE_NONE;
-		return 0;
-	}
-	if (!strcmp(v, "user"))
-		errfmt(err, errlen,
-		       "-n mode 'user': user-mode networking is not supported (use mode=tap)");
-	else
-		errfmt(err, errlen, "-n mode '%s': want tap or none", v);
-	return -EINVAL;
-}
+static const struct opt_choice net_modes[] = {
+	{ "tap", NET_MODE_TAP }, { "user", NET_MODE_USER }, { "none", NET_MODE_NONE }, { NULL, 0 }
+};
 
 static int key_tapif(const struct opt *k, const char *v, void *base, char *err, size_t errlen)
 {
@@ -187,38 +171,70 @@ static int key_script(const struct opt *k, const char *v, void *base, char *err,
 	return 0;
 }
 
+static int key_socket(const struct opt *k, const char *v, void *base, char *err, size_t errlen)
+{
+	struct net_opts *o = base;
+	size_t len = strlen(v);
+
+	if (len == 0 || len >= sizeof(o->socket)) {
+		errfmt(err, errlen, "-n %s: want a path of 1 to %zu bytes", k->name,
+		       sizeof(o->socket) - 1);
+		return -EINVAL;
+	}
+	memcpy(o->socket, v, len + 1);
+	return 0;
+}
+
 static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { NULL, 0 } };
 
 #define NET(member) OPT_AT(struct net_opts, member)
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a number in the help text */
 
-/* The keys (kvmtool's names, plus the TX strategy); an index is a bit of net_parse_opts's
- * `seen`. */
-enum { K_TX_TIMER = 8, K_POLL_US };
+/* The keys (kvmtool's names, plus the TX strategy and passt's socket); an index is a bit of
+ * net_parse_opts's `seen`. */
+enum {
+	K_MODE,
+	K_TAPIF,
+	K_MAC,
+	K_HOST_IP,
+	K_SCRIPT,
+	K_SOCKET,
+	K_IOEVENTFD,
+	K_QUEUES,
+	K_TX,
+	K_TX_TIMER,
+	K_POLL_US,
+};
 static const struct opt net_keys[] = {
-	{ "mode", 0, OPT_FN, .fn = key_mode, .arg = "tap|none",
-	  .help = "tap (default), or none: no NIC" },
-	{ "tapif", 0, OPT_FN, .fn = key_tapif, .arg = "NAME",
-	  .help = "the tap to open or make (default: a new tapN)" },
-	{ "guest_mac", 0, OPT_FN, .fn = key_mac, OPT_GIVEN(struct net_opts, mac_set), .arg = "MAC",
-	  .help = "the NIC's address (default 52:54:00:12:34:56)" },
-	{ "host_ip", 0, OPT_FN, .fn = key_host_ip, .arg = "IP/PREFIX",
-	  .help = "the tap's IPv4 address (/24 without PREFIX)" },
-	{ "script", 0, OPT_FN, .fn = key_script, .arg = "PATH|none",
-	  .help = "run PATH IFNAME once the tap is set up" },
-	{ "ioeventfd", 0, OPT_CHOICE, NET(ioeventfd), .choices = on_off,
-	  .help = "off: every notify traps to the vCPU thread" },
-	{ "queues", 0, OPT_UINT, NET(queue_pairs), .min = 1, .max = NET_MAX_QUEUE_PAIRS,
-	  .bad = "want a number from",
-	  .help = "queue pairs, 1 to " STR(NET_MAX_QUEUE_PAIRS) " (default 1)" },
-	{ "tx", 0, OPT_CHOICE, NET(tx_mode), .choices = net_tx_choices,
-	  .help = "TX wake-ups: kick drains on every notify\n"
-		  "(default); timer keeps notifies off for\n"
-		  "tx_timer_us after one, then drains; poll\n"
-		  "keeps polling the ring after draining, for an\n"
-		  "adaptive window of at most poll_us, yielding\n"
-		  "the CPU between looks" },
+	[K_MODE] = { "mode", 0, OPT_CHOICE, NET(mode), .choices = net_modes,
+		     .help = "tap (default); user: through passt, no root\n"
+			     "needed (one queue pair, no offloads); or\n"
+			     "none: no NIC" },
+	[K_TAPIF] = { "tapif", 0, OPT_FN, .fn = key_tapif, .arg = "NAME",
+		      .help = "the tap to open or make (default: a new tapN)" },
+	[K_MAC] = { "guest_mac", 0, OPT_FN, .fn = key_mac, OPT_GIVEN(struct net_opts, mac_set),
+		    .arg = "MAC", .help = "the NIC's address (default 52:54:00:12:34:56)" },
+	[K_HOST_IP] = { "host_ip", 0, OPT_FN, .fn = key_host_ip, .arg = "IP/PREFIX",
+			.help = "the tap's IPv4 address (/24 without PREFIX)" },
+	[K_SCRIPT] = { "script", 0, OPT_FN, .fn = key_script, .arg = "PATH|none",
+		       .help = "run PATH IFNAME once the tap is set up" },
+	[K_SOCKET] = { "socket", 0, OPT_FN, .fn = key_socket, .arg = "PATH",
+		       .help = "mode=user: connect to the passt listening\n"
+			       "at PATH (passt --socket PATH) instead of\n"
+			       "starting one" },
+	[K_IOEVENTFD] = { "ioeventfd", 0, OPT_CHOICE, NET(ioeventfd), .choices = on_off,
+			  .help = "off: every notify traps to the vCPU thread" },
+	[K_QUEUES] = { "queues", 0, OPT_UINT, NET(queue_pairs), .min = 1,
+		       .max = NET_MAX_QUEUE_PAIRS, .bad = "want a number from",
+		       .help = "queue pairs, 1 to " STR(NET_MAX_QUEUE_PAIRS) " (default 1)" },
+	[K_TX] = { "tx", 0, OPT_CHOICE, NET(tx_mode), .choices = net_tx_choices,
+		   .help = "TX wake-ups: kick drains on every notify\n"
+			   "(default); timer keeps notifies off for\n"
+			   "tx_timer_us after one, then drains; poll\n"
+			   "keeps polling the ring after draining, for an\n"
+			   "adaptive window of at most poll_us, yielding\n"
+			   "the CPU between looks" },
 	[K_TX_TIMER] = { "tx_timer_us", 0, OPT_UINT, NET(tx_timer_us), .min = 1,
 			 .max = NET_TX_US_MAX, .bad = "want microseconds from",
 			 .help = "tx=timer's hold, 1 to " STR(NET_TX_US_MAX) " (default " STR(
@@ -273,6 +289,28 @@ int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen
 	if ((seen & (1u << K_POLL_US)) && o->tx_mode != NET_TX_POLL) {
 		errfmt(err, errlen, "-n poll_us: only with tx=poll (tx is %s)",
 		       net_tx_mode_name(o->tx_mode));
+		return -EINVAL;
+	}
+	/* The keys of the other backend would be ignored: refuse them. */
+	if (o->mode == NET_MODE_USER) {
+		static const int tap_only[] = { K_TAPIF, K_HOST_IP, K_SCRIPT };
+
+		for (size_t i = 0; i < ARRAY_SIZE(tap_only); i++) {
+			if (seen & (1u << tap_only[i])) {
+				errfmt(err, errlen,
+				       "-n %s: only with mode=tap (passt's addresses are the host's)",
+				       net_keys[tap_only[i]].name);
+				return -EINVAL;
+			}
+		}
+		if (o->queue_pairs > 1) {
+			errfmt(err, errlen,
+			       "-n queues=%d: mode=user has one queue pair (passt serves one stream)",
+			       o->queue_pairs);
+			return -EINVAL;
+		}
+	} else if (seen & (1u << K_SOCKET)) {
+		errfmt(err, errlen, "-n socket: only with mode=user");
 		return -EINVAL;
 	}
 	return 0;

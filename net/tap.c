@@ -107,6 +107,7 @@ static void tap_close(struct net_backend *be)
 }
 
 static const struct net_backend_ops tap_ops = {
+	.name = "tap",
 	.send = tap_send,
 	.recv = tap_recv,
 	.peek_len = tap_peek_len,

@@ -119,6 +119,9 @@ stage faults faults,hostile scripts/kvm-host.sh --timeout 1500 -- bash -c "rc=0;
 # A malicious virtio-9p driver: escapes from the shares, fid exhaustion, a read-only share, bad chains.
 stage 9p 9p scripts/kvm-host.sh --timeout 600 -- tests/integration/test-9p.sh
 kernel_stage blk blk scripts/kvm-host.sh --timeout 900 -- tests/integration/test-blk.sh
+# User-mode networking through passt, as a user who is not root (netconsole: the kernel only;
+# guard 1500 s: its boots may take 600 s each on a loaded host).
+kernel_stage net-user net-user scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-net-user.sh
 kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
 # no /dev/kvm, in the emulated SVM host, the only place here where it runs; natively on VMX/SVM.

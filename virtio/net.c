@@ -253,14 +253,17 @@ static void fill_used(struct net_worker *w, u16 head, u32 len)
 
 /* ---- the backend going away ---- */
 
-/* What a tap's fd returns once its interface was deleted (tun: EBADFD). */
+/* What a backend returns once its host side is gone: a tap's fd once its interface was
+ * deleted (tun: EBADFD), passt's stream once it ended (net/passt.c: closed, cut mid-frame,
+ * an impossible length, reset). */
 static bool gone_error(ssize_t r)
 {
-	return r == -EBADFD || r == -ENODEV || r == -ENXIO;
+	return r == -EBADFD || r == -ENODEV || r == -ENXIO || r == -EPIPE || r == -EPROTO ||
+	       r == -EMSGSIZE || r == -ECONNRESET;
 }
 
-/* The tap disappeared: tell the guest the link is down (VIRTIO_NET_F_STATUS, config-change
- * interrupt) and say so once. The device keeps running: TX drops what the guest sends,
+/* The tap or passt disappeared: tell the guest the link is down (VIRTIO_NET_F_STATUS,
+ * config-change interrupt) and say so once. The device keeps running: TX drops what the guest sends,
  * RX waits for a reset or the end, lkvm and the guest carry on. */
 static void backend_gone(struct net_worker *w, ssize_t err)
 {
@@ -272,7 +275,8 @@ static void backend_gone(struct net_worker *w, ssize_t err)
 	pthread_mutex_lock(&n->cfg_lock);
 	n->cfg.status &= htole16((u16)~VIRTIO_NET_S_LINK_UP);
 	pthread_mutex_unlock(&n->cfg_lock);
-	pr_warn("virtio-net: tap %s is gone (%s): link down; the guest keeps running without it",
+	pr_warn("virtio-net: %s %s is gone (%s): link down; the guest keeps running without it",
+		n->be[w->pair]->ops->name ? n->be[w->pair]->ops->name : "backend",
 		n->be[w->pair]->ifname, strerror((int)-err));
 	virtio_config_changed(&n->vdev);
 }
@@ -1079,6 +1083,11 @@ static u64 net_offered(const struct virtio_net *n)
 
 	if (n->pairs > 1)
 		f |= F(VIRTIO_NET_F_MQ);
+	/* passt takes and gives whole frames with their checksums: nothing to offload. */
+	if (n->be[0]->plain_frames)
+		f &= ~(F(VIRTIO_NET_F_CSUM) | F(VIRTIO_NET_F_GUEST_CSUM) |
+		       F(VIRTIO_NET_F_HOST_TSO4) | F(VIRTIO_NET_F_HOST_TSO6) |
+		       F(VIRTIO_NET_F_GUEST_TSO4) | F(VIRTIO_NET_F_GUEST_TSO6));
 	return f;
 }
 
@@ -1560,7 +1569,20 @@ void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v)
 
 /* ---- the NIC as an entry of the VM's device list ---- */
 
-/* Its backends (a tap, or fake ones for tests), then the device. */
+typedef int (*net_open_fn)(const struct net_opts *o, struct net_backend **be, int n, char *err,
+			   size_t errlen);
+/* How each -n mode opens its backends (the fake, for tests, is made below). */
+static const net_open_fn net_open[] = {
+	[NET_MODE_TAP] = net_tap_open,
+	[NET_MODE_USER] = net_passt_open,
+};
+static const char *const net_mode_name[] = {
+	[NET_MODE_TAP] = "tap",
+	[NET_MODE_USER] = "passt",
+	[NET_MODE_FAKE] = "fake",
+};
+
+/* Its backends (a tap, passt, or fake ones for tests), then the device. */
 static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
 	struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { NULL };
@@ -1583,7 +1605,11 @@ static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t er
 		for (int i = 0; i < pairs && i < NET_MAX_QUEUE_PAIRS; i++)
 			be[i] = net_fake_create();
 	} else {
-		ret = net_tap_open(&o, be, pairs, err, errlen);
+		if ((unsigned)o.mode >= ARRAY_SIZE(net_open) || !net_open[o.mode]) {
+			errfmt(err, errlen, "virtio-net: no backend for mode %d", o.mode);
+			return -EINVAL;
+		}
+		ret = net_open[o.mode](&o, be, pairs, err, errlen);
 		if (ret < 0)
 			return ret;
 		memcpy(ifname, be[0]->ifname, sizeof(ifname));
@@ -1593,8 +1619,11 @@ static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t er
 	if (ret < 0)
 		return ret;
 	pr_debug("virtio-net %d over %s on %s %s, %s, tx=%s", d->index, virtio_trans_name(o.trans),
-		 o.mode == NET_MODE_FAKE ? "fake" : "tap", ifname,
-		 o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode));
+		 (unsigned)o.mode < ARRAY_SIZE(net_mode_name) && net_mode_name[o.mode]
+			 ? net_mode_name[o.mode]
+			 : "?",
+		 ifname, o.ioeventfd ? "ioeventfd" : "trapped notifies",
+		 net_tx_mode_name(o.tx_mode));
 	return 0;
 }
 

@@ -1,4 +1,4 @@
-/* Host network backends behind one small interface (tap, a fake for tests), and the -n option. */
+/* Host network backends behind one small interface (tap, passt, a fake for tests), and the -n option. */
 #ifndef LKVM_NET_H
 #define LKVM_NET_H
 
@@ -12,7 +12,7 @@
 /* sizeof(struct virtio_net_hdr_v1): the only header layout the device and backends use. */
 #define NET_VNET_HDR_LEN 12
 
-enum net_mode { NET_MODE_NONE, NET_MODE_TAP, NET_MODE_FAKE };
+enum net_mode { NET_MODE_NONE, NET_MODE_TAP, NET_MODE_USER, NET_MODE_FAKE };
 
 /* How a TX thread learns about new chains (see tx_thread in virtio/net.c). */
 enum net_tx_mode {
@@ -25,8 +25,9 @@ enum net_tx_mode {
 #define NET_POLL_US_DEFAULT 50
 #define NET_TX_US_MAX 10000 /* tx_timer_us and poll_us: 1..10 ms */
 
-/* What `-n mode=tap,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,ioeventfd=on|off,queues=N,
- * tx=kick|timer|poll,tx_timer_us=N,poll_us=N,trans=pci|mmio` says (kvmtool's names, plus the TX strategy). Unset strings are empty. */
+/* What `-n mode=tap|user|none,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,socket=PATH,
+ * ioeventfd=on|off,queues=N,tx=kick|timer|poll,tx_timer_us=N,poll_us=N,trans=pci|mmio` says
+ * (kvmtool's names, plus the TX strategy and passt's socket). Unset strings are empty. */
 struct net_opts {
 	enum net_mode mode;
 	char tapif[16]; /* IFNAMSIZ; empty: let the kernel pick (tap%d) */
@@ -34,6 +35,7 @@ struct net_opts {
 	bool mac_set;
 	char host_ip[48]; /* "10.0.0.1/24" or empty: leave the tap unconfigured */
 	char script[256]; /* "none" or empty: no script; else run "script IFNAME" after creation */
+	char socket[108]; /* mode=user: passt's socket (sun_path); empty: lkvm starts passt */
 	bool ioeventfd;	  /* default true; false: notifies trap to the vCPU thread */
 	enum virtio_trans trans;  /* trans=pci|mmio; default (zero) VIRTIO_TRANS_PCI */
 	bool trans_set;		  /* trans= given (else --virtio-transport decides) */
@@ -72,6 +74,7 @@ void net_offloads_from_features(u64 guest_features, struct net_offloads *off);
 struct net_backend;
 
 struct net_backend_ops {
+	const char *name; /* "tap", "passt": what the messages call it */
 	/* Send one frame: iov starts with a struct virtio_net_hdr_v1 (12 bytes), then the
 	 * frame, possibly split anywhere. Returns bytes sent, -EAGAIN when the backend is
 	 * full (caller waits for writability), or another -errno (frame dropped). */
@@ -99,7 +102,8 @@ struct net_backend_ops {
 struct net_backend {
 	const struct net_backend_ops *ops;
 	int rx_fd, tx_fd;
-	char ifname[16];
+	char ifname[16];   /* the tap's name; for passt "pid N" or "socket" */
+	bool plain_frames; /* carries plain Ethernet frames: the device offers no offloads */
 	void *priv;
 };
 
@@ -109,6 +113,17 @@ struct net_backend {
  * naming the cause (no /dev/net/tun, EPERM without CAP_NET_ADMIN, busy name, ...). */
 int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char *err,
 		 size_t errlen) __must_check;
+
+/* mode=user: passt (net/passt.c), one queue pair. With o->socket, connect to a passt already
+ * listening there (`passt --socket PATH`); else start `passt --foreground --quiet --fd 3` on
+ * one end of a socket pair (as root, with --runas nobody). Frames travel in QEMU's stream
+ * protocol (net/stream.c); a stream that ends (passt gone, garbage) reads as the backend
+ * gone. close stops the passt lkvm started and reaps it. Returns 0 or -errno with a reason. */
+int net_passt_open(const struct net_opts *o, struct net_backend **be, int n, char *err,
+		   size_t errlen) __must_check;
+/* The same backend over fd, a connected stream socket (owned from here, closed on failure
+ * too), with no passt to stop: for tests. 0 or -errno. */
+int net_stream_backend(int fd, struct net_backend **out) __must_check;
 
 /* In-memory backend for tests: frames sent by the device are queued for the test to
  * read with net_fake_take; frames the test injects with net_fake_inject are delivered

@@ -48,6 +48,11 @@ int sandbox_enter(struct kvm *kvm, enum sandbox_kind kind) __must_check;
  * file). Returns 0 or -errno. */
 int sandbox_allow_fd(int fd) __must_check;
 
+/* Also allow readv(2) and writev(2) on fd to the net threads (and the vCPU, which starts them),
+ * for filters installed from now on: a network backend's socket (passt's stream), which the
+ * scan of /proc/self/fd cannot tell from lkvm's other sockets. Returns 0 or -errno. */
+int sandbox_allow_net_fd(int fd) __must_check;
+
 /* How many system calls, and ioctl requests, a kind's filter allows (its own list, the
  * common one and those of the kinds it creates). For reports and tests. */
 void sandbox_list_size(enum sandbox_kind kind, int *syscalls, int *ioctls);

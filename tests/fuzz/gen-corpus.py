@@ -350,3 +350,18 @@ p9("setid", 0, walk(0, 1), m9("lcreate", u32(1), "x", u32(1), u32(0o6755), u32(0
    m9("setattr", u32(1), u32(1), u32(0o4755), u32(0), u32(0), u64(0), u64(0), u64(0), u64(0), u64(0)),
    m9("mkdir", u32(0), "d", u32(0o6775), u32(0)), m9("mknod", u32(0), "p", u32(0o14644), u32(0), u32(0), u32(0)),
    m9("mknod", u32(0), "blk", u32(0o60600), u32(8), u32(0), u32(0)))
+
+# ---- stream: u16 chunk seed, then the bytes passt sends (4-byte big-endian length, frame) ----
+def rec(payload, length=None):
+    return struct.pack(">I", len(payload) if length is None else length) + payload
+
+
+eth = bytes(range(60))
+write("stream", "one", struct.pack("<H", 1) + rec(eth))
+write("stream", "many", struct.pack("<H", 7) + b"".join(rec(bytes([i]) * (14 + i)) for i in range(20)))
+write("stream", "zero-len", struct.pack("<H", 3) + rec(b"") + rec(eth) + rec(b""))
+write("stream", "max", struct.pack("<H", 9) + rec(bytes(65550)))
+write("stream", "too-long", struct.pack("<H", 2) + rec(eth) + rec(eth, 65551))
+write("stream", "cut-mid-frame", struct.pack("<H", 5) + rec(eth)[:30])
+write("stream", "cut-mid-length", struct.pack("<H", 5) + rec(eth) + b"\0\0")
+write("stream", "garbage", struct.pack("<H", 11) + bytes((i * 37 + 11) & 0xff for i in range(300)))

@@ -48,6 +48,14 @@ START_TEST(test_opts_defaults)
 
 	ck_assert_int_eq(net_parse_opts("mode=none", &o, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.mode, NET_MODE_NONE);
+	ck_assert_int_eq(net_parse_opts("mode=user", &o, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.mode, NET_MODE_USER);
+	ck_assert_str_eq(o.socket, "");
+	ck_assert_int_eq(o.queue_pairs, 1);
+	ck_assert_int_eq(net_parse_opts("mode=user,socket=/tmp/p.sock,queues=1,tx=poll", &o, err,
+					sizeof(err)),
+			 0);
+	ck_assert_str_eq(o.socket, "/tmp/p.sock");
 	/* Any single key alone is enough; mode defaults to tap. */
 	ck_assert_int_eq(net_parse_opts("tapif=tap7", &o, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.mode, NET_MODE_TAP);
@@ -112,7 +120,16 @@ static const struct {
 	{ ",mode=tap", "empty item" },
 	{ "mode=tap,,queues=2", "empty item" },
 	{ ",", "empty item" },
-	{ "mode=user", "not supported" },
+	{ "mode=user,queues=2", "queues=2: mode=user has one queue pair" },
+	{ "mode=user,tapif=tap0", "tapif: only with mode=tap" },
+	{ "mode=user,host_ip=10.0.0.1", "host_ip: only with mode=tap" },
+	{ "mode=user,script=none", "script: only with mode=tap" },
+	{ "socket=/run/passt.sock", "socket: only with mode=user" },
+	{ "mode=none,socket=/x", "socket: only with mode=user" },
+	{ "mode=user,socket=", "empty value for 'socket'" },
+	{ "mode=user,socket=/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	  "socket: want a path of 1 to 107 bytes" },
+	{ "mode=User", "mode 'User': want tap, user or none" },
 	{ "mode=bridge", "mode 'bridge'" },
 	{ "mode=TAP", "mode 'TAP'" },
 	{ "tapif=abcdefghijklmnop", "tapif 'abcdefghijklmnop'" },

@@ -1,5 +1,7 @@
 /* Unit tests for the virtio-net device without KVM: the test drives the rings, the fake backend plays the host network. */
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -7,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/virtio_config.h>
@@ -715,9 +718,155 @@ START_TEST(backend_gone_link_down)
 	ck_assert(wait_thread_idle("lkvm-net-rx0"));
 	lines = capture_end(&cap, out, sizeof(out));
 	ck_assert_int_eq(lines, 1);
-	ck_assert_msg(strstr(out, "tap fake is gone") && strstr(out, "link down"), "%s", out);
+	ck_assert_msg(strstr(out, "fake fake is gone") && strstr(out, "link down"), "%s", out);
 	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&c, sizeof(c));
 	ck_assert_uint_eq(c.status & VIRTIO_NET_S_LINK_UP, 0);
+	dev_destroy();
+}
+END_TEST
+
+/* ---- the stream backend (passt's protocol) ---- */
+
+/* The peer's side of a stream record: read one record whole (blocking, bounded by
+ * SO_RCVTIMEO); returns the frame's length, or -1. */
+static ssize_t peer_read_record(int fd, u8 *frame, size_t cap)
+{
+	u8 len_be[4];
+	size_t len;
+
+	if (recv(fd, len_be, 4, MSG_WAITALL) != 4)
+		return -1;
+	len = (size_t)len_be[0] << 24 | (size_t)len_be[1] << 16 | (size_t)len_be[2] << 8 |
+	      len_be[3];
+	if (len > cap || recv(fd, frame, len, MSG_WAITALL) != (ssize_t)len)
+		return -1;
+	return (ssize_t)len;
+}
+
+/* Frames guest -> stream and stream -> guest through the device's TX and RX threads, as with
+ * passt: no offloads offered, a plain header on received frames, one record per frame
+ * whatever the chain's split; the peer closing turns the link down. */
+START_TEST(stream_backend_moves_frames)
+{
+	struct timeval tv = { .tv_sec = 2 };
+	struct virtio_net_config c;
+	struct net_backend *be;
+	struct capture cap;
+	u8 frame[1514], got[2048];
+	char out[512];
+	u64 rx[12], a, b;
+	int sv[2], lines;
+
+	signal(SIGPIPE, SIG_IGN); /* as lkvm: a closed peer is EPIPE */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(setsockopt(sv[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	ck_assert_int_eq(net_stream_backend(sv[0], &be), 0);
+	ck_assert(be->plain_frames);
+	ck_assert_int_ne(fcntl(sv[0], F_GETFL) & O_NONBLOCK, 0);
+	dev_create(1, be);
+	/* Nothing to offload to passt, in either direction. */
+	ck_assert_uint_eq(t.vdev->ops->get_features(t.vdev) &
+				  (F(VIRTIO_NET_F_CSUM) | F(VIRTIO_NET_F_GUEST_CSUM) |
+				   F(VIRTIO_NET_F_HOST_TSO4) | F(VIRTIO_NET_F_GUEST_TSO4) |
+				   F(VIRTIO_NET_F_HOST_TSO6) | F(VIRTIO_NET_F_GUEST_TSO6)),
+			  0);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_STATUS) | F(VIRTIO_NET_F_MRG_RXBUF), 256);
+
+	/* TX: the header split from the frame across two buffers; the record is the frame. */
+	fill_pattern(frame, sizeof(frame), 3);
+	a = galloc(20);
+	b = galloc(sizeof(frame));
+	memset(gp(a), 0, 12);
+	memcpy(gp(a + 12), frame, 8);
+	memcpy(gp(b), frame + 8, sizeof(frame) - 8);
+	post(1, (struct vd_buf[]){ { a, 20, false }, { b, sizeof(frame) - 8, false } }, 2);
+	vd_kick(t.vdev, 1);
+	ck_assert(wait_used(1, 1));
+	ck_assert_int_eq(peer_read_record(sv[1], got, sizeof(got)), sizeof(frame));
+	ck_assert_mem_eq(got, frame, sizeof(frame));
+	/* A header asking for a checksum offload that was not offered: dropped, not sent. */
+	a = galloc(12 + 60);
+	memset(gp(a), 0, 12 + 60);
+	((struct virtio_net_hdr_v1 *)gp(a))->flags = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+	post(1, &(struct vd_buf){ a, 72, false }, 1);
+	vd_kick(t.vdev, 1);
+	ck_assert(wait_used(1, 2));
+	ck_assert(WAIT_STAT(1, drops, 1));
+	ck_assert_uint_eq(STAT(1, packets), 1);
+	ck_assert_uint_eq(STAT(1, bytes), sizeof(frame));
+
+	/* RX: ten records in one write (a zero-length one among them), ten buffers. */
+	for (int i = 0; i < 10; i++) {
+		rx[i] = galloc(2048);
+		memset(gp(rx[i]), 0xee, 12);
+		post(0, &(struct vd_buf){ rx[i], 2048, true }, 1);
+	}
+	vd_kick(t.vdev, 0);
+	{
+		u8 burst[10 * (4 + 200) + 4], *p = burst;
+
+		for (int i = 0; i < 10; i++) {
+			size_t len = 60 + 10 * (size_t)i;
+
+			p[0] = p[1] = 0;
+			p[2] = (u8)(len >> 8);
+			p[3] = (u8)len;
+			fill_pattern(p + 4, len, (u8)i);
+			p += 4 + len;
+			if (i == 4) {
+				memset(p, 0, 4); /* length 0: skipped */
+				p += 4;
+			}
+		}
+		ck_assert_uint_eq(write_full(sv[1], burst, (size_t)(p - burst)),
+				  (size_t)(p - burst));
+	}
+	ck_assert(wait_used(0, 10));
+	for (int i = 0; i < 10; i++) {
+		struct virtio_net_hdr_v1 h;
+		size_t len = 60 + 10 * (size_t)i;
+
+		fill_pattern(frame, len, (u8)i);
+		ck_assert_uint_eq(t.q[0].used->ring[i].len, 12 + len);
+		memcpy(&h, gp(rx[i]), sizeof(h));
+		ck_assert_uint_eq(h.flags, 0);
+		ck_assert_uint_eq(h.gso_type, VIRTIO_NET_HDR_GSO_NONE);
+		ck_assert_uint_eq(h.num_buffers, 1);
+		ck_assert_mem_eq(gp(rx[i] + 12), frame, len);
+	}
+	ck_assert_uint_eq(STAT(0, packets), 10);
+	ck_assert_uint_eq(STAT(0, drops), 0);
+
+	/* A frame split across two writes arrives once whole. */
+	rx[10] = galloc(2048);
+	post(0, &(struct vd_buf){ rx[10], 2048, true }, 1);
+	vd_kick(t.vdev, 0);
+	fill_pattern(frame, 300, 77);
+	{
+		u8 rec[304] = { 0, 0, 300 >> 8, 300 & 0xff };
+
+		memcpy(rec + 4, frame, 300);
+		ck_assert_uint_eq(write_full(sv[1], rec, 150), 150);
+		ck_assert(wait_thread_idle("lkvm-net-rx0"));
+		ck_assert_uint_eq(used_idx(0), 10);
+		ck_assert_uint_eq(write_full(sv[1], rec + 150, 154), 154);
+	}
+	ck_assert(wait_used(0, 11));
+	ck_assert_mem_eq(gp(rx[10] + 12), frame, 300);
+
+	/* The peer (passt) goes away: link down, one line, the guest's frames dropped. */
+	capture_start(&cap);
+	close(sv[1]);
+	ck_assert(WAIT_UNTIL(WAIT_MS, atomic_load(&t.vdev->isr) & 2));
+	t.vdev->ops->config_read(t.vdev, 0, (u8 *)&c, sizeof(c));
+	ck_assert_uint_eq(c.status & VIRTIO_NET_S_LINK_UP, 0);
+	post(1, &(struct vd_buf){ galloc(72), 72, false }, 1);
+	vd_kick(t.vdev, 1);
+	ck_assert(wait_used(1, 3));
+	ck_assert(WAIT_STAT(1, drops, 2));
+	lines = capture_end(&cap, out, sizeof(out));
+	ck_assert_int_eq(lines, 1);
+	ck_assert_msg(strstr(out, "passt stream is gone") && strstr(out, "link down"), "%s", out);
 	dev_destroy();
 }
 END_TEST
@@ -1574,6 +1723,7 @@ static Suite *virtio_net_suite(void)
 	tcase_add_test(tc, tx_buffer_outside_ram_needs_reset);
 	tcase_add_test(tc, tx_stop_endless_ring);
 	tcase_add_test(tc, backend_gone_link_down);
+	tcase_add_test(tc, stream_backend_moves_frames);
 	tcase_add_test(tc, event_idx_suppresses_interrupts);
 	tcase_add_test(tc, no_interrupt_flag_respected);
 	tcase_add_test(tc, ctrl_commands);

@@ -1,0 +1,349 @@
+#!/usr/bin/env bash
+# -n mode=user (virtio-net through passt, no tap, no root): a non-root user's guest kernel sends netconsole lines to a host UDP socket through the passt lkvm starts; socket=PATH to a passt the test started; passt killed mid-run (link down to Linux and to the net-faults guest, lkvm carries on); passt gone on every exit path; bad options.
+set -u
+# shellcheck disable=SC2034 # read by lib.sh
+SUMMARY_PREFIX=net-user
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+SINK=$REPO_ROOT/build/tools/udp-sink
+# How long a guest kernel may take to boot: 600 s, as test-faults' (on a loaded 2-core PVM host
+# three of these boots side by side took over 300 s); each VM's --timeout is a minute more.
+T=${LINUX_TIMEOUT:-600}
+VM_T=$((T + 60))
+WORK=$(mktemp -d /tmp/lkvm-net-user.XXXXXX)
+chmod 755 "$WORK"
+# shellcheck disable=SC2034 # read by lib.sh: its VMs are killed when the script ends
+PIDS_FILE=$WORK/.pids
+# Every passt started here, lkvm's included, carries this in its environment: what is left of
+# them when the script ends is found (and killed) by it, never by name.
+TAG=LKVM_NET_USER_TEST=$$
+export "${TAG?}"
+# is_passt PID: the process is passt (which re-executes itself as passt.avx2 where it can).
+is_passt() { case $(cat "/proc/$1/comm" 2>/dev/null) in passt | passt.*) return 0 ;; esac; return 1; }
+tagged_passts() { # the pids of this script's passt processes still running
+	local e p
+	for e in /proc/[0-9]*/environ; do
+		p=${e#/proc/}
+		p=${p%/environ}
+		is_passt "$p" || continue
+		tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "$TAG" && alive "$p" && echo "$p"
+	done
+	return 0
+}
+no_tagged_passt() { [ -z "$(tagged_passts)" ]; }
+cleanup() {
+	local p
+	for p in $(tagged_passts); do kill -KILL "$p" 2>/dev/null; done
+	rm -rf "$WORK"
+}
+at_exit cleanup
+
+# The guest kernel only (no user space: it runs on a PVM host too): netconsole needs no init.
+# Kernel mode only after boot: no initramfs, it waits for a disk that never comes.
+BOOTED="Waiting for root device"
+
+# The emulated host (scripts/kvm-host.sh) has no network at all: there, and only there (a
+# throwaway machine), a veth pair with an address and a default route gives passt a plan to copy.
+if [ "$(host_kind)" = emulated-svm ] && [ -z "$(ip -4 route show default 2>/dev/null)" ]; then
+	ip link set lo up &&
+		ip link add lkvmnu0 type veth peer name lkvmnu1 &&
+		ip addr add 192.0.2.2/24 dev lkvmnu0 && ip link set lkvmnu0 up && ip link set lkvmnu1 up &&
+		ip route add default via 192.0.2.1 dev lkvmnu0 ||
+		echo "test-net-user.sh: could not give the emulated host a default route" >&2
+fi
+
+# passt gives the guest the host's own address and reaches the host's loopback through the
+# gateway's (passt(1), "--no-map-gw"): netconsole's source and target are those.
+HOST_IF=$(ip -4 route show default 2>/dev/null | awk '{ for (i = 1; i < NF; i++) if ($i == "dev") { print $(i + 1); exit } }')
+GW=$(ip -4 route show default 2>/dev/null | awk '{ print $3; exit }')
+GUEST_IP=$(ip -4 -o addr show dev "${HOST_IF:-none}" 2>/dev/null | awk '{ split($4, a, "/"); print a[1]; exit }')
+
+# need_user_net: what every run here needs; skips when this machine gives passt nothing to
+# work with.
+need_user_net() {
+	need_kernel && need_built "$SINK" "make tools" && need_cmd passt test && need_python || return
+	[ -n "$GW" ] && [ -n "$GUEST_IP" ] ||
+		{ skip "no IPv4 default route with an address: passt has none to give the guest"; return 1; }
+}
+
+# passt_works PREFIX...: passt starts (its user namespace and sandbox set up: it wrote its pid
+# file) when run under PREFIX (empty: as root); else skips the test with passt's own words.
+passt_works() {
+	local out rc dir=$WORK/probe-$_T_NAME
+	mkdir -m 777 "$dir"
+	out=$("$@" "$PY" - "$dir/pid" <<'PYEOF' 2>&1
+import os, socket, subprocess, sys, time
+a, b = socket.socketpair()
+p = subprocess.Popen(["passt", "--foreground", "--quiet", "--fd", str(b.fileno()), "--pid", sys.argv[1]],
+                     pass_fds=(b.fileno(),), stderr=subprocess.PIPE)
+b.close()
+end = time.monotonic() + 20
+while time.monotonic() < end:
+    if p.poll() is not None:
+        err = p.stderr.read().decode(errors="replace").strip().splitlines()
+        print("passt exited with status %d: %s" % (p.returncode, err[-1] if err else "no message"))
+        sys.exit(1)
+    if os.path.exists(sys.argv[1]) and os.path.getsize(sys.argv[1]) > 0:
+        a.close()
+        p.wait(20)
+        sys.exit(0)
+    time.sleep(0.05)
+p.kill()
+print("passt not ready after 20 s")
+sys.exit(1)
+PYEOF
+)
+	rc=$?
+	[ "$rc" = 0 ] && return 0
+	skip "passt cannot run here${1:+ as this user}: $(tail -n 1 <<<"$out" | cut -c1-200)"
+	return 1
+}
+
+# sink_start PORT: udp-sink on PORT (all addresses) for the VM's life; SINK_LOG, SINK_PID.
+sink_start() {
+	SINK_LOG=$LOG_DIR/net-user-$_T_NAME.netconsole
+	"$SINK" "$1" $((VM_T + 60)) >"$SINK_LOG" 2>&1 &
+	SINK_PID=$!
+}
+sink_stop() { kill "$SINK_PID" 2>/dev/null; wait "$SINK_PID" 2>/dev/null; }
+
+# A UDP port of this run's own for each test (netconsole's target, through passt's mapping).
+port_for() { echo $((20000 + ($$ * 8 + $1) % 40000)); }
+
+netconsole() { # netconsole PORT: the kernel parameters that send its lines to the sink
+	echo "root=/dev/vda rootwait netconsole=@$GUEST_IP/eth0,$1@$GW/"
+}
+
+# passt_child PID: the passt lkvm PID started (its child named passt), empty if none.
+passt_child() {
+	local c
+	for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+		is_passt "$c" && echo "$c"
+	done
+	return 0
+}
+
+# uid_of PID: the real uid the process runs as.
+uid_of() { awk '/^Uid:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+
+# ---- (1) a non-root user, no tap, no namespace of its own: netconsole through lkvm's passt ----
+
+t_netconsole_nonroot() {
+	need_user_net || return
+	local uid gid
+	uid=$(id -u nobody 2>/dev/null) || { skip "no user nobody"; return; }
+	gid=$uid # as-user.sh: the uid's own gid
+	local as_user="$REPO_ROOT/tests/integration/as-user.sh $WORK/kvm-node"
+	mkdir -p "$WORK/kvm-node"
+	# /dev/kvm for that user: a node of its own in a private mount namespace (as-user.sh). Where
+	# that cannot be made and /dev/kvm is not open to others, the user cannot run a VM at all.
+	# shellcheck disable=SC2086
+	if ! $as_user "$uid" true 2>/dev/null; then
+		skip "cannot give user $uid a /dev/kvm node (as-user.sh needs root; /dev/kvm is $(stat -c '%a %U' /dev/kvm))"
+		return
+	fi
+	# shellcheck disable=SC2086
+	$as_user "$uid" sh -c 'exec 3<>/dev/kvm' 2>/dev/null ||
+		{ skip "user $uid cannot open /dev/kvm even with a node of its own"; return; }
+	# shellcheck disable=SC2086
+	passt_works $as_user "$uid" || return
+	copy_for_others "$WORK/bin" "$LKVM" "$G/bzImage" || return
+	local rt=$WORK/rt-$_T_NAME port
+	mkdir -m 700 "$rt" && chown "$uid:$gid" "$rt"
+	port=$(port_for 1)
+	sink_start "$port"
+	# shellcheck disable=SC2034 # read by start_vm
+	local LKVM_PREFIX="$as_user $uid env LKVM_RUNTIME_DIR=$rt" VM_TIMEOUT=$VM_T
+	LKVM=$WORK/bin/lkvm start_vm - "net-user-$_T_NAME" -k "$WORK/bin/bzImage" -m 256 --stats=json \
+		-n mode=user -p "$(netconsole "$port")"
+	local passt=""
+	wait_until 30 test -n "$(passt_child "$VM_PID")"
+	passt=$(passt_child "$VM_PID")
+	wait_log "$SINK_LOG" "$BOOTED" "$T" || { kill -KILL "$VM_PID"; sink_stop; return 1; }
+	local lkvm_uid passt_uid
+	lkvm_uid=$(uid_of "$VM_PID") passt_uid=$(uid_of "$passt")
+	kill -TERM "$VM_PID"
+	end_vm
+	sink_stop
+	expect_status 143 || return
+	[ -n "$passt" ] || { fail "lkvm started no passt child"; return; }
+	[ "$lkvm_uid" = "$uid" ] && [ "$passt_uid" = "$uid" ] ||
+		{ fail "lkvm ran as uid $lkvm_uid and passt as $passt_uid, not $uid"; return; }
+	grep -q "$BOOTED" "$SINK_LOG" ||
+		{ fail "no netconsole line '$BOOTED' reached the host's UDP socket through passt"; return; }
+	grep -q "Linux version" "$SINK_LOG" ||
+		{ fail "netconsole's first lines (Linux version) did not reach the host"; return; }
+	echo "netconsole lines through passt: $(grep -c . "$SINK_LOG")" >&2
+	# The frames went through the device's counters (tx0) and passt is gone with lkvm.
+	local txp
+	txp=$(qstat tx0 packets)
+	[ "${txp:-0}" -ge "$(grep -c . "$SINK_LOG")" ] ||
+		{ fail "tx0 counted ${txp:-no} frames, fewer than the $(grep -c . "$SINK_LOG") lines the sink got"; return; }
+	wait_until 10 gone "$passt" || { fail "passt (pid $passt) still runs after lkvm ended"; return; }
+	expect_no_output "is gone" "a link-down line"
+}
+
+# ---- (2) socket=PATH: a passt the test started, lkvm connecting to it ----
+
+t_socket() {
+	need_user_net || return
+	passt_works || return
+	local dir=$WORK/sock-$_T_NAME port
+	mkdir -m 777 "$dir" # passt makes its socket as the user it runs as (nobody, from root)
+	passt --foreground --quiet --socket "$dir/passt.sock" --pid "$dir/passt.pid" \
+		>"$LOG_DIR/net-user-$_T_NAME.passt" 2>&1 &
+	local ppid=$!
+	wait_until 20 test -S "$dir/passt.sock" ||
+		{ kill -KILL "$ppid"; fail "passt --socket made no socket in 20 s"; return; }
+	port=$(port_for 2)
+	sink_start "$port"
+	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/bzImage" -m 256 \
+		-n "mode=user,socket=$dir/passt.sock" -p "$(netconsole "$port")"
+	# The first lines are enough here (netconsole sends the boot log so far when it starts).
+	if ! wait_log "$SINK_LOG" "Linux version" "$T"; then
+		kill -KILL "$VM_PID" "$ppid"
+		sink_stop
+		return 1
+	fi
+	local children
+	children=$(passt_child "$VM_PID")
+	kill -TERM "$VM_PID"
+	end_vm
+	sink_stop
+	local still=0
+	alive "$ppid" && still=1
+	kill -TERM "$ppid" 2>/dev/null
+	wait "$ppid" 2>/dev/null
+	expect_status 143 || return
+	grep -q "Linux version" "$SINK_LOG" || { fail "no netconsole line reached the host through the test's passt"; return; }
+	[ -z "$children" ] || { fail "lkvm started a passt of its own ($children) with socket="; return; }
+	# Not lkvm's to stop: the passt it connected to outlives it.
+	[ "$still" = 1 ] || { fail "the test's passt ended with lkvm"; return; }
+	expect_no_output "is gone" "a link-down line"
+}
+
+# ---- (3) passt killed mid-run: link down, the guest and lkvm carry on, lkvm ends cleanly ----
+
+t_passt_killed() {
+	need_user_net || return
+	passt_works || return
+	local port
+	port=$(port_for 3)
+	sink_start "$port"
+	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/bzImage" -m 256 -n mode=user \
+		-p "$(netconsole "$port")"
+	# Frames went through (netconsole's first lines); the guest goes on booting meanwhile.
+	wait_log "$SINK_LOG" "Linux version" "$T" || { kill -KILL "$VM_PID"; sink_stop; return 1; }
+	local passt
+	passt=$(passt_child "$VM_PID")
+	[ -n "$passt" ] || { kill -KILL "$VM_PID"; sink_stop; fail "no passt child of lkvm"; return; }
+	kill -KILL "$passt"
+	wait_log "$VM_LOG" "virtio-net: passt pid $passt is gone \\(.*\\): link down" 60 ||
+		{ kill -KILL "$VM_PID"; sink_stop; return 1; }
+	alive "$VM_PID" || { sink_stop; end_vm; fail "lkvm ended when passt died (status $LAST_STATUS)"; return; }
+	# The guest keeps running: the console still answers to the control socket's stat.
+	"$LKVM" stat "$(sed -n 's/.*VM name: \([^ ]*\) .*/\1/p' "$VM_LOG" | head -n 1)" >/dev/null 2>&1 ||
+		{ kill -KILL "$VM_PID"; sink_stop; fail "lkvm stat got no answer after passt died"; return; }
+	kill -TERM "$VM_PID"
+	end_vm
+	sink_stop
+	expect_status 143 || return
+	[ "$(grep -c 'is gone' "$LAST_LOG")" = 1 ] || { fail "not exactly one link-down line"; return; }
+	# Reaped: no zombie passt left behind while lkvm ran on.
+	gone "$passt" || fail "passt (pid $passt) still there"
+}
+
+# The guest's side of passt dying: the net-faults C guest sees the link go down (config
+# interrupt, status without LINK_UP) and its frames still complete, as with a deleted tap.
+t_guest_link_down() {
+	need_user_net || return
+	passt_works || return
+	need_guest net-faults || return
+	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$ELF" -p "fault=link" -n mode=user
+	wait_log "$VM_LOG" 'GUEST net-faults: link up, watching' "$T" || { kill -KILL "$VM_PID"; return 1; }
+	local passt
+	passt=$(passt_child "$VM_PID")
+	[ -n "$passt" ] || { kill -KILL "$VM_PID"; fail "no passt child of lkvm"; return; }
+	kill -KILL "$passt"
+	end_vm
+	expect_status 0 || { why_guest_failed; return; }
+	expect_output '^GUEST net-faults: config interrupt, status=0x0$' "the guest seeing link down" || return
+	expect_output '^GUEST net-faults: link down after config interrupt, tx still completes$' || return
+	expect_output '^GUEST DONE$' || return
+	[ "$(grep -c "virtio-net: passt pid $passt is gone .*link down" "$LAST_LOG")" = 1 ] ||
+		fail "not exactly one 'passt pid $passt is gone' line"
+}
+
+# ---- passt gone on every exit path: an error after it started, SIGKILL of lkvm ----
+
+t_exit_paths() {
+	need_user_net || return
+	passt_works || return
+	# An error after the NIC was made (the disk is opened later): lkvm exits 1, passt with it.
+	run_lkvm "net-user-$_T_NAME-error" 1 -- run --debug -k "$G/bzImage" -n mode=user -d "$WORK/no-such-disk" --timeout 30 || return
+	expect_output "passt started \\(pid [0-9]+\\)" "passt started before the error" || return
+	local p
+	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$LAST_LOG" | head -n 1)
+	wait_until 10 gone "$p" || { fail "passt (pid $p) outlived lkvm's error exit"; return; }
+	# SIGKILL: nothing of lkvm's runs, the kernel closes its end of the socket and passt leaves.
+	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/bzImage" -m 256 -n mode=user
+	wait_until 30 test -n "$(passt_child "$VM_PID")"
+	p=$(passt_child "$VM_PID")
+	[ -n "$p" ] || { kill -KILL "$VM_PID"; fail "no passt child of lkvm"; return; }
+	kill -KILL "$VM_PID"
+	end_vm
+	wait_until 10 gone "$p" || { fail "passt (pid $p) outlived lkvm's SIGKILL"; return; }
+	# And the lkvm timeout's own exit.
+	run_lkvm "net-user-$_T_NAME-timeout" 124 -- run -k "$G/bzImage" -m 256 -n mode=user --timeout 3 || return
+	wait_until 10 no_tagged_passt || { fail "passt left running: $(tagged_passts)"; return; }
+	# A "passt" that does not leave when its socket closes (it never reads it): lkvm kills it
+	# through its pidfd at teardown, from main's sandbox (pidfd_send_signal, waitid), and reaps it.
+	mkdir -p "$WORK/stuck-bin"
+	printf '#!/bin/sh\nexec sleep %d\n' $((T + 60)) >"$WORK/stuck-bin/passt"
+	chmod 755 "$WORK/stuck-bin/passt"
+	# shellcheck disable=SC2034 # read by run_lkvm
+	local LKVM_WRAP="env PATH=$WORK/stuck-bin:$PATH"
+	run_lkvm "net-user-$_T_NAME-stuck" 124 -- run --debug -k "$G/bzImage" -m 256 -n mode=user --timeout 3 || return
+	expect_output "passt \\(pid [0-9]+\\) still runs 2000 ms after its socket closed: killing it" "the kill of a passt that stayed" || return
+	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$LAST_LOG" | head -n 1)
+	[ -n "$p" ] && gone "$p" || fail "the stuck passt (pid ${p:-?}) outlived lkvm"
+}
+
+# ---- (4) bad options: one line saying what is wrong ----
+
+t_bad_options() {
+	need_kernel || return
+	local long
+	long=$(printf '/%0120d' 0)
+	run_lkvm net-user-bad-queues 1 -- run -k "$G/bzImage" -n mode=user,queues=2 || return
+	one_error_line "-n queues=2: mode=user has one queue pair \\(passt serves one stream\\)" || return
+	run_lkvm net-user-bad-tapif 1 -- run -k "$G/bzImage" -n mode=user,tapif=tap0 || return
+	one_error_line "-n tapif: only with mode=tap .*" || return
+	run_lkvm net-user-bad-socket-tap 1 -- run -k "$G/bzImage" -n mode=tap,socket=/x || return
+	one_error_line "-n socket: only with mode=user" || return
+	run_lkvm net-user-bad-socket-long 1 -- run -k "$G/bzImage" -n "mode=user,socket=$long" || return
+	one_error_line "-n socket: want a path of 1 to 107 bytes" || return
+	run_lkvm net-user-no-listener 1 -- run -k "$G/bzImage" -n "mode=user,socket=$WORK/nobody-listens" || return
+	one_error_line "virtio-net: -n socket=$WORK/nobody-listens: cannot connect: No such file or directory .*" || return
+	# shellcheck disable=SC2034 # read by run_lkvm
+	local LKVM_WRAP="env PATH=$WORK/empty-path"
+	run_lkvm net-user-no-passt 1 -- run -k "$G/bzImage" -n mode=user || return
+	one_error_line "virtio-net: -n mode=user: passt is not in PATH \\(Debian: apt install passt\\)"
+}
+
+skip_unless_kvm
+# NET_USER_TESTS: the tests to run, by name (default: all).
+NET_USER_TESTS=${NET_USER_TESTS:-netconsole-nonroot socket passt-killed guest-link-down exit-paths bad-options}
+for name in $NET_USER_TESTS; do
+	case $name in
+	netconsole-nonroot) run_test "$name" t_netconsole_nonroot ;;
+	socket) run_test "$name" t_socket ;;
+	passt-killed) run_test "$name" t_passt_killed ;;
+	guest-link-down) run_test "$name" t_guest_link_down ;;
+	exit-paths) run_test "$name" t_exit_paths ;;
+	bad-options) run_test "$name" t_bad_options ;;
+	*) echo "test-net-user.sh: unknown test '$name' in NET_USER_TESTS" >&2; exit 2 ;;
+	esac
+done
+finish_tests
