@@ -49,7 +49,8 @@ t_missing_lkvm() {
 }
 
 # The emulated host run from a checkout under /tmp (where L1 mounts a tmpfs): the checkout must
-# be visible there at its own path, and CMD's stdout, stderr and status come back. The checkout is
+# be visible there at its own path, CMD may make a user namespace (passt needs one: a chrooted
+# CMD could not), and CMD's stdout, stderr and status come back. The checkout is
 # bind-mounted under /tmp in a mount namespace of its own, so nothing is copied and nothing stays.
 t_tmp_checkout() {
 	local mnt
@@ -59,7 +60,8 @@ t_tmp_checkout() {
 	# shellcheck disable=SC2016 # expanded by the inner shell
 	unshare -m --propagation private sh -c 'mount --bind "$1" "$2" && cd "$2" &&
 		exec scripts/kvm-host.sh --emulated --timeout 600 -- \
-			sh -c "pwd; test -f README.md && echo checkout-visible; echo to-stderr >&2; exit 7"' \
+			sh -c "pwd; test -f README.md && echo checkout-visible; unshare -U -r true && echo userns;
+				echo to-stderr >&2; exit 7"' \
 		sh "$REPO_ROOT" "$mnt" >"$LAST_LOG" 2>"$LAST_LOG.err"
 	LAST_STATUS=$?
 	rmdir "$mnt"
@@ -68,8 +70,8 @@ t_tmp_checkout() {
 		expect_status 7
 		return
 	fi
-	[ "$(cat "$LAST_LOG")" = "$mnt"$'\n'checkout-visible ] ||
-		{ fail "stdout is not the checkout's path and 'checkout-visible': $(head -c 200 "$LAST_LOG")"; return; }
+	[ "$(cat "$LAST_LOG")" = "$mnt"$'\n'checkout-visible$'\n'userns ] ||
+		{ fail "stdout is not the checkout's path, 'checkout-visible' and 'userns': $(head -c 200 "$LAST_LOG")"; return; }
 	grep -qx to-stderr "$LAST_LOG.err" || fail "stderr lacks the command's line ($LAST_LOG.err)"
 }
 
