@@ -285,15 +285,17 @@ t_exit_paths() {
 	expect_output "passt started \\(pid [0-9]+\\)" "passt started before the error" || return
 	local p
 	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$LAST_LOG" | head -n 1)
-	wait_until 10 gone "$p" || { fail "passt (pid $p) outlived lkvm's error exit"; return; }
+	wait_until 60 gone "$p" || { fail "passt (pid $p) outlived lkvm's error exit"; return; }
 	# SIGKILL: nothing of lkvm's runs, the kernel closes its end of the socket and passt leaves.
-	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/bzImage" -m 256 -n mode=user
-	wait_until 30 test -n "$(passt_child "$VM_PID")"
-	p=$(passt_child "$VM_PID")
-	[ -n "$p" ] || { kill -KILL "$VM_PID"; fail "no passt child of lkvm"; return; }
+	# Its pid from lkvm's own line (an event to wait for: a poll of lkvm's children for 30 s
+	# found none in the emulated host).
+	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/bzImage" -m 256 -n mode=user --debug
+	wait_log "$VM_LOG" 'passt started \(pid [0-9]+\)' "$T" || { kill -KILL "$VM_PID"; return 1; }
+	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$VM_LOG" | head -n 1)
+	alive "$p" || { kill -KILL "$VM_PID"; end_vm; fail "passt (pid $p) is not running: $(tail -n 3 "$VM_LOG" | tr '\n' ' ')"; return; }
 	kill -KILL "$VM_PID"
 	end_vm
-	wait_until 10 gone "$p" || { fail "passt (pid $p) outlived lkvm's SIGKILL"; return; }
+	wait_until 60 gone "$p" || { fail "passt (pid $p) outlived lkvm's SIGKILL"; return; }
 	# And the lkvm timeout's own exit.
 	run_lkvm "net-user-$_T_NAME-timeout" 124 -- run -k "$G/bzImage" -m 256 -n mode=user --timeout 3 || return
 	wait_until 10 no_tagged_passt || { fail "passt left running: $(tagged_passts)"; return; }
