@@ -1,0 +1,211 @@
+/* The tap's batch path (-n batch=on): io_uring rings, one for TX writev and one for RX readv, each restricted to the tap before any guest data reaches it. */
+#include <errno.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lkvm/net.h"
+
+/* Entries per ring: the largest batch virtio/net.c submits (TX 64 chains, RX 32). */
+#define URING_DEPTH 64
+
+enum { R_TX, R_RX, R_NR };
+
+struct tap_uring {
+	struct net_backend_ops ops;	   /* the tap's own, plus the batch ops */
+	const struct net_backend_ops *tap; /* the tap's own ops (its close frees be) */
+	void *tap_priv;
+	/* Each ring is used by one thread only (the queue pair's TX or RX thread), so no lock. */
+	struct io_uring ring[R_NR];
+	bool dead[R_NR]; /* a submission failed: never enter this ring again (see uring_batch) */
+};
+
+static void tap_uring_close(struct net_backend *be);
+
+static struct tap_uring *to_tu(struct net_backend *be)
+{
+	return be->priv;
+}
+
+/*
+ * One io_uring_enter for n frames: every SQE is a READV or WRITEV on fixed file 0 (the tap),
+ * straight from or into the iovecs given (guest memory: no copy). The tap fd is non-blocking,
+ * so the kernel completes each SQE inline, in order, with its result or -EAGAIN; it never
+ * parks one to finish later. Returns 0 when every io has its result. A failure of the
+ * submission or the wait leaves SQEs whose iovecs the caller will reuse possibly queued: the
+ * ring is then never entered again (dead) and the caller goes on without batches.
+ */
+static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n)
+{
+	struct io_uring *r = &tu->ring[which];
+	int got = 0, ret;
+
+	if (tu->dead[which])
+		return -EIO;
+	if (n <= 0 || n > URING_DEPTH)
+		return -EINVAL;
+	for (int i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+
+		if (!sqe) { /* cannot happen: every call reaps all it submits */
+			tu->dead[which] = true;
+			return -EIO;
+		}
+		if (which == R_TX)
+			io_uring_prep_writev(sqe, 0, io[i].iov, (unsigned)io[i].iovcnt, 0);
+		else
+			io_uring_prep_readv(sqe, 0, io[i].iov, (unsigned)io[i].iovcnt, 0);
+		sqe->flags |= IOSQE_FIXED_FILE;
+		io_uring_sqe_set_data64(sqe, (u64)i);
+		io[i].res = -EIO;
+	}
+	ret = io_uring_submit_and_wait(r, (unsigned)n);
+	if (ret != n) {
+		tu->dead[which] = true;
+		return ret < 0 ? ret : -EIO;
+	}
+	while (got < n) {
+		struct io_uring_cqe *cqe;
+		unsigned head, seen = 0;
+
+		ret = io_uring_wait_cqe(r, &cqe);
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0) {
+			tu->dead[which] = true;
+			return ret;
+		}
+		io_uring_for_each_cqe(r, head, cqe)
+		{
+			u64 i = io_uring_cqe_get_data64(cqe);
+
+			if (i < (u64)n)
+				io[i].res = cqe->res;
+			seen++;
+		}
+		io_uring_cq_advance(r, seen);
+		got += (int)seen;
+	}
+	return 0;
+}
+
+static int tap_send_batch(struct net_backend *be, struct net_io *io, int n)
+{
+	return uring_batch(to_tu(be), R_TX, io, n);
+}
+
+static int tap_recv_batch(struct net_backend *be, struct net_io *io, int n)
+{
+	return uring_batch(to_tu(be), R_RX, io, n);
+}
+
+void net_tap_uring_detach(struct net_backend *be)
+{
+	struct tap_uring *tu;
+
+	if (!be || be->ops->close != tap_uring_close)
+		return;
+	tu = to_tu(be);
+	for (int i = 0; i < R_NR; i++) {
+		io_uring_unregister_files(&tu->ring[i]);
+		io_uring_queue_exit(&tu->ring[i]);
+	}
+	be->ops = tu->tap;
+	be->priv = tu->tap_priv;
+	free(tu);
+}
+
+static void tap_uring_close(struct net_backend *be)
+{
+	if (!be)
+		return;
+	net_tap_uring_detach(be);
+	if (be->ops->close)
+		be->ops->close(be);
+}
+
+/*
+ * A ring that can do one thing: `opcode` on the tap. Created disabled (R_DISABLED) so nothing
+ * can be submitted until it is locked down: the tap registered as its only file, then the
+ * restrictions (this opcode only; every SQE must name a fixed file, so no other fd of
+ * lkvm's can be reached through it; of the register operations only unregistering the
+ * files, so no other file can be added and the restrictions cannot change), then enabled. io_uring's operations are not
+ * seen by seccomp: these restrictions are what bounds a ring's use by a compromised thread.
+ */
+static int ring_setup(struct io_uring *r, int fd, u8 opcode, const char **step)
+{
+	struct io_uring_restriction res[] = {
+		{ .opcode = IORING_RESTRICTION_SQE_OP, .sqe_op = opcode },
+		{ .opcode = IORING_RESTRICTION_SQE_FLAGS_ALLOWED, .sqe_flags = IOSQE_FIXED_FILE },
+		{ .opcode = IORING_RESTRICTION_SQE_FLAGS_REQUIRED, .sqe_flags = IOSQE_FIXED_FILE },
+		/* Only to let go of the tap at close (tap_uring_detach): a ring's files are
+		 * otherwise released later, by a kernel worker, so the tap would outlive close. */
+		{ .opcode = IORING_RESTRICTION_REGISTER_OP, .register_op = IORING_UNREGISTER_FILES },
+	};
+	struct io_uring_params p;
+	int ret;
+
+	/* COOP_TASKRUN (5.19): no interrupting task work; an older kernel refuses the flag. */
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_R_DISABLED | IORING_SETUP_COOP_TASKRUN;
+	*step = "io_uring_setup";
+	ret = io_uring_queue_init_params(URING_DEPTH, r, &p);
+	if (ret == -EINVAL) {
+		memset(&p, 0, sizeof(p));
+		p.flags = IORING_SETUP_R_DISABLED;
+		ret = io_uring_queue_init_params(URING_DEPTH, r, &p);
+	}
+	if (ret < 0)
+		return ret;
+	*step = "registering the tap";
+	ret = io_uring_register_files(r, &fd, 1);
+	/* Through io_uring_register itself: Debian's liburing 2.3 declares
+	 * io_uring_register_restrictions and io_uring_enable_rings but does not export them. */
+	if (!ret) {
+		*step = "registering restrictions";
+		ret = io_uring_register((unsigned)r->ring_fd, IORING_REGISTER_RESTRICTIONS, res,
+					ARRAY_SIZE(res));
+	}
+	if (!ret) {
+		*step = "enabling the ring";
+		ret = io_uring_register((unsigned)r->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+	}
+	if (ret < 0)
+		io_uring_queue_exit(r);
+	return ret;
+}
+
+int net_tap_uring_attach(struct net_backend *be, char *why, size_t whylen)
+{
+	static const u8 opcode[R_NR] = { [R_TX] = IORING_OP_WRITEV, [R_RX] = IORING_OP_READV };
+	struct tap_uring *tu = calloc(1, sizeof(*tu));
+	const char *step = "";
+	int ret = 0, made = 0;
+
+	if (!tu) {
+		errfmt(why, whylen, "out of memory");
+		return -ENOMEM;
+	}
+	for (; made < R_NR; made++) {
+		ret = ring_setup(&tu->ring[made], be->rx_fd, opcode[made], &step);
+		if (ret < 0)
+			break;
+	}
+	if (ret < 0) {
+		for (int i = 0; i < made; i++)
+			io_uring_queue_exit(&tu->ring[i]);
+		free(tu);
+		errfmt(why, whylen, "%s: %s", step, strerror(-ret));
+		return ret;
+	}
+	tu->tap = be->ops;
+	tu->tap_priv = be->priv;
+	tu->ops = *be->ops;
+	tu->ops.send_batch = tap_send_batch;
+	tu->ops.recv_batch = tap_recv_batch;
+	tu->ops.close = tap_uring_close;
+	be->ops = &tu->ops;
+	be->priv = tu;
+	return 0;
+}
