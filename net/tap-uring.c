@@ -30,9 +30,9 @@ static struct tap_uring *to_tu(struct net_backend *be)
 
 /*
  * One io_uring_enter for n frames: every SQE is a READV or WRITEV on fixed file 0 (the tap),
- * straight from or into the iovecs given (guest memory: no copy). The tap fd is non-blocking,
- * so the kernel completes each SQE inline, in order, with its result or -EAGAIN; it never
- * parks one to finish later. Returns 0 when every io has its result. A failure of the
+ * straight from or into the iovecs given (guest memory: no copy), with RWF_NOWAIT, so the
+ * kernel completes each SQE inline, in order, with its result or -EAGAIN; it never parks one
+ * to finish later. Returns 0 when every io has its result. A failure of the
  * submission or the wait leaves SQEs whose iovecs the caller will reuse possibly queued: the
  * ring is then never entered again (dead) and the caller goes on without batches.
  */
@@ -56,6 +56,10 @@ static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n
 			io_uring_prep_writev(sqe, 0, io[i].iov, (unsigned)io[i].iovcnt, 0);
 		else
 			io_uring_prep_readv(sqe, 0, io[i].iov, (unsigned)io[i].iovcnt, 0);
+		/* RWF_NOWAIT: a tap that is empty (or full) answers -EAGAIN at once. Without it
+		 * io_uring would wait for readiness itself (it does so for O_NONBLOCK files that
+		 * support non-blocking I/O), out of reach of the thread's stop eventfd. */
+		sqe->rw_flags = RWF_NOWAIT;
 		sqe->flags |= IOSQE_FIXED_FILE;
 		io_uring_sqe_set_data64(sqe, (u64)i);
 		io[i].res = -EIO;
@@ -82,12 +86,15 @@ static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n
 
 			if (i < (u64)n)
 				io[i].res = cqe->res;
+			/* A file without non-blocking I/O refuses RWF_NOWAIT: no batches on it. */
+			if (cqe->res == -EOPNOTSUPP)
+				tu->dead[which] = true;
 			seen++;
 		}
 		io_uring_cq_advance(r, seen);
 		got += (int)seen;
 	}
-	return 0;
+	return tu->dead[which] ? -EOPNOTSUPP : 0;
 }
 
 static int tap_send_batch(struct net_backend *be, struct net_io *io, int n)
@@ -141,7 +148,8 @@ static int ring_setup(struct io_uring *r, int fd, u8 opcode, const char **step)
 		{ .opcode = IORING_RESTRICTION_SQE_FLAGS_REQUIRED, .sqe_flags = IOSQE_FIXED_FILE },
 		/* Only to let go of the tap at close (tap_uring_detach): a ring's files are
 		 * otherwise released later, by a kernel worker, so the tap would outlive close. */
-		{ .opcode = IORING_RESTRICTION_REGISTER_OP, .register_op = IORING_UNREGISTER_FILES },
+		{ .opcode = IORING_RESTRICTION_REGISTER_OP,
+		  .register_op = IORING_UNREGISTER_FILES },
 	};
 	struct io_uring_params p;
 	int ret;
@@ -169,7 +177,8 @@ static int ring_setup(struct io_uring *r, int fd, u8 opcode, const char **step)
 	}
 	if (!ret) {
 		*step = "enabling the ring";
-		ret = io_uring_register((unsigned)r->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+		ret = io_uring_register((unsigned)r->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL,
+					0);
 	}
 	if (ret < 0)
 		io_uring_queue_exit(r);
