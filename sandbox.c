@@ -217,10 +217,11 @@ static const struct sb_kind kinds[SB_NR] = {
  *     for the passt processes it started: no other process can be reached.
  *   io_uring_enter: net-rx's and net-tx's batches (-n batch=on), only on io_uring fds. What a
  *     ring's SQEs do, seccomp cannot see: every ring lkvm makes is restricted before it is
- *     enabled (net/tap-uring.c: READV or WRITEV only, on the tap as its one fixed file, and
- *     of the register operations only IORING_UNREGISTER_FILES), so entering one reaches that
- *     tap and nothing else. io_uring_setup is in no list: the rings are made and locked down
- *     at set-up, before any filter, so no thread can make a ring without restrictions.
+ *     enabled (net/tap-uring.c: READV or WRITEV, and ASYNC_CANCEL of its own requests, only;
+ *     on the tap as its one fixed file; of the register operations only
+ *     IORING_UNREGISTER_FILES), so entering one reaches that tap and nothing else.
+ *     io_uring_setup is in no list: the rings are made and locked down at set-up, before
+ *     any filter, so no thread can make a ring without restrictions.
  *   io_uring_register: main's teardown lets go of the tap (IORING_UNREGISTER_FILES, so the
  *     tap is gone when close returns, not when a kernel worker gets to it), only on io_uring
  *     fds, where the rings' restrictions refuse every other register operation.

@@ -7,7 +7,8 @@
 
 #include "lkvm/net.h"
 
-/* Entries per ring: the largest batch virtio/net.c submits (TX 64 chains, RX 32). */
+/* Frames per call: the largest batch virtio/net.c submits (TX 64 chains, RX 32). The rings
+ * have twice that, for the cancels that may follow them. */
 #define URING_DEPTH 64
 
 enum { R_TX, R_RX, R_NR };
@@ -28,18 +29,57 @@ static struct tap_uring *to_tu(struct net_backend *be)
 	return be->priv;
 }
 
+/* user_data of a cancel SQE: its target's index plus this (frames use 0..n-1). */
+#define CANCEL_TAG (1ull << 32)
+
+/* Take every CQE that is there: a frame's result into io (-ECANCELED: nothing was moved, as
+ * -EAGAIN says), a cancel's only counted. Returns how many frames got their result. */
+static int uring_harvest(struct tap_uring *tu, int which, struct net_io *io, int n, bool *done,
+			 int *cancels)
+{
+	struct io_uring *r = &tu->ring[which];
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0;
+	int got = 0;
+
+	io_uring_for_each_cqe(r, head, cqe)
+	{
+		u64 i = io_uring_cqe_get_data64(cqe);
+
+		seen++;
+		if (i >= CANCEL_TAG) {
+			(*cancels)--;
+			continue;
+		}
+		if (i >= (u64)n || done[i])
+			continue;
+		done[i] = true;
+		got++;
+		io[i].res = cqe->res == -ECANCELED ? -EAGAIN : cqe->res;
+		/* A file without non-blocking I/O refuses RWF_NOWAIT: no batches on it. */
+		if (cqe->res == -EOPNOTSUPP)
+			tu->dead[which] = true;
+	}
+	io_uring_cq_advance(r, seen);
+	return got;
+}
+
 /*
  * One io_uring_enter for n frames: every SQE is a READV or WRITEV on fixed file 0 (the tap),
  * straight from or into the iovecs given (guest memory: no copy), with RWF_NOWAIT, so the
- * kernel completes each SQE inline, in order, with its result or -EAGAIN; it never parks one
- * to finish later. Returns 0 when every io has its result. A failure of the
- * submission or the wait leaves SQEs whose iovecs the caller will reuse possibly queued: the
- * ring is then never entered again (dead) and the caller goes on without batches.
+ * kernel normally completes each SQE inline, in order, with its result or -EAGAIN. It may
+ * still park one to finish when the tap is ready (seen on a multiqueue tap's empty queue):
+ * those are cancelled at once (ASYNC_CANCEL; a cancelled frame moved nothing and reports
+ * -EAGAIN) and their results awaited, so no call waits for the network and no SQE is left in
+ * flight with iovecs the caller will reuse. A failure of the submission or of a wait leaves
+ * that in doubt: the ring is then never entered again (dead) and the caller goes on without
+ * batches.
  */
 static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n)
 {
 	struct io_uring *r = &tu->ring[which];
-	int got = 0, ret;
+	bool done[URING_DEPTH] = { false }, cancelled = false;
+	int got = 0, cancels = 0, ret;
 
 	if (tu->dead[which])
 		return -EIO;
@@ -57,42 +97,55 @@ static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n
 		else
 			io_uring_prep_readv(sqe, 0, io[i].iov, (unsigned)io[i].iovcnt, 0);
 		/* RWF_NOWAIT: a tap that is empty (or full) answers -EAGAIN at once. Without it
-		 * io_uring would wait for readiness itself (it does so for O_NONBLOCK files that
+		 * io_uring waits for readiness itself (it does so for O_NONBLOCK files that
 		 * support non-blocking I/O), out of reach of the thread's stop eventfd. */
 		sqe->rw_flags = RWF_NOWAIT;
 		sqe->flags |= IOSQE_FIXED_FILE;
 		io_uring_sqe_set_data64(sqe, (u64)i);
 		io[i].res = -EIO;
 	}
-	ret = io_uring_submit_and_wait(r, (unsigned)n);
+	ret = io_uring_submit(r);
 	if (ret != n) {
 		tu->dead[which] = true;
 		return ret < 0 ? ret : -EIO;
 	}
-	while (got < n) {
+	for (;;) {
 		struct io_uring_cqe *cqe;
-		unsigned head, seen = 0;
 
-		ret = io_uring_wait_cqe(r, &cqe);
-		if (ret == -EINTR)
+		got += uring_harvest(tu, which, io, n, done, &cancels);
+		if (got == n && !cancels)
+			break;
+		if (got < n && !cancelled) {
+			/* What is not done now was parked: cancel it, once (each cancel ends with
+			 * its target's CQE, or finds it done or running: -ENOENT, -EALREADY). */
+			for (int i = 0; i < n; i++) {
+				struct io_uring_sqe *sqe;
+
+				if (done[i])
+					continue;
+				sqe = io_uring_get_sqe(r);
+				if (!sqe) {
+					tu->dead[which] = true;
+					return -EIO;
+				}
+				io_uring_prep_cancel64(sqe, (u64)i, 0);
+				sqe->flags |= IOSQE_FIXED_FILE; /* the restrictions require it */
+				io_uring_sqe_set_data64(sqe, CANCEL_TAG + (u64)i);
+				cancels++;
+			}
+			cancelled = true;
+			ret = io_uring_submit(r);
+			if (ret < 0) {
+				tu->dead[which] = true;
+				return ret;
+			}
 			continue;
-		if (ret < 0) {
+		}
+		ret = io_uring_wait_cqe(r, &cqe);
+		if (ret < 0 && ret != -EINTR) {
 			tu->dead[which] = true;
 			return ret;
 		}
-		io_uring_for_each_cqe(r, head, cqe)
-		{
-			u64 i = io_uring_cqe_get_data64(cqe);
-
-			if (i < (u64)n)
-				io[i].res = cqe->res;
-			/* A file without non-blocking I/O refuses RWF_NOWAIT: no batches on it. */
-			if (cqe->res == -EOPNOTSUPP)
-				tu->dead[which] = true;
-			seen++;
-		}
-		io_uring_cq_advance(r, seen);
-		got += (int)seen;
 	}
 	return tu->dead[which] ? -EOPNOTSUPP : 0;
 }
@@ -135,15 +188,18 @@ static void tap_uring_close(struct net_backend *be)
 /*
  * A ring that can do one thing: `opcode` on the tap. Created disabled (R_DISABLED) so nothing
  * can be submitted until it is locked down: the tap registered as its only file, then the
- * restrictions (this opcode only; every SQE must name a fixed file, so no other fd of
- * lkvm's can be reached through it; of the register operations only unregistering the
- * files, so no other file can be added and the restrictions cannot change), then enabled. io_uring's operations are not
- * seen by seccomp: these restrictions are what bounds a ring's use by a compromised thread.
+ * restrictions (this opcode, and cancelling the ring's own requests, only; every SQE must
+ * name a fixed file, so no other fd of lkvm's can be reached through it; of the register
+ * operations only unregistering the files, so no other file can be added and the
+ * restrictions cannot change), then enabled. io_uring's operations are not seen by seccomp:
+ * these restrictions are what bounds a ring's use by a compromised thread.
  */
 static int ring_setup(struct io_uring *r, int fd, u8 opcode, const char **step)
 {
 	struct io_uring_restriction res[] = {
 		{ .opcode = IORING_RESTRICTION_SQE_OP, .sqe_op = opcode },
+		/* To take back what the kernel parked (uring_batch): only this ring's own. */
+		{ .opcode = IORING_RESTRICTION_SQE_OP, .sqe_op = IORING_OP_ASYNC_CANCEL },
 		{ .opcode = IORING_RESTRICTION_SQE_FLAGS_ALLOWED, .sqe_flags = IOSQE_FIXED_FILE },
 		{ .opcode = IORING_RESTRICTION_SQE_FLAGS_REQUIRED, .sqe_flags = IOSQE_FIXED_FILE },
 		/* Only to let go of the tap at close (tap_uring_detach): a ring's files are
@@ -154,13 +210,14 @@ static int ring_setup(struct io_uring *r, int fd, u8 opcode, const char **step)
 	struct io_uring_params p;
 	int ret;
 
-	/* No IORING_SETUP_COOP_TASKRUN: every request completes inline (RWF_NOWAIT), so it
-	 * would save nothing, and in one A/B (net-bench rr, 64 B, PVM host, lightly loaded) the
-	 * median RTT was 67 us with it and 37 us without (batch=off: 37 us). */
+	/* No IORING_SETUP_COOP_TASKRUN: requests complete inline (RWF_NOWAIT) or are
+	 * cancelled, so it would save little, and in one A/B (net-bench rr, 64 B, PVM host,
+	 * lightly loaded) the median RTT was 67 us with it and 37 us without (batch=off:
+	 * 37 us). */
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_R_DISABLED;
 	*step = "io_uring_setup";
-	ret = io_uring_queue_init_params(URING_DEPTH, r, &p);
+	ret = io_uring_queue_init_params(2 * URING_DEPTH, r, &p);
 	if (ret < 0)
 		return ret;
 	*step = "registering the tap";

@@ -142,7 +142,7 @@ struct virtio_net {
 
 	/* Negotiated at start. */
 	bool mrg_rxbuf;
-	bool batch; /* -n batch=on and every backend has the batch ops */
+	bool batch;	       /* -n batch=on and every backend has the batch ops */
 	atomic_int curr_pairs; /* pairs that receive: 1 at start and reset, then VQ_PAIRS_SET */
 	/* Pair p's backend queue is in the host's steering (set_active_pairs). Changed under
 	 * rx_gate[p], which pair p's RX thread holds while it drains. */

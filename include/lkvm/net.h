@@ -134,10 +134,10 @@ struct net_backend {
 int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char *err,
 		 size_t errlen) __must_check;
 /* batch=on: give the tap backend be (net_tap_open's) send_batch/recv_batch through io_uring
- * (net/tap-uring.c): two rings (TX, RX), each restricted to READV/WRITEV on the tap as its
- * only (fixed) file before it is enabled. Call before the sandbox (io_uring_setup and
- * io_uring_register are allowed to no thread after it). 0, or -errno with a reason in why
- * (ENOSYS: an old kernel; EPERM: io_uring disabled by sysctl or seccomp); be is then
+ * (net/tap-uring.c): two rings (TX, RX), each restricted to READV/WRITEV (and cancelling its own
+ * requests) on the tap as its only (fixed) file before it is enabled. Call before the sandbox
+ * (io_uring_setup and io_uring_register are allowed to no thread after it). 0, or -errno with a
+ * reason in why (ENOSYS: an old kernel; EPERM: io_uring disabled by sysctl or seccomp); be is then
  * unchanged. */
 int net_tap_uring_attach(struct net_backend *be, char *why, size_t whylen) __must_check;
 /* Its rings closed and the tap's own ops back (be stays open); no-op without rings. */
