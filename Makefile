@@ -7,12 +7,16 @@ ifeq ($(origin CC),default)
 CC := gcc
 endif
 
-PKGS := libfdt libaio libcap-ng libseccomp
+PKGS := libfdt libaio libcap-ng libseccomp liburing
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wformat=2 -Wno-unused-parameter -Wvla
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 $(WARN) -Iinclude -D_GNU_SOURCE -pthread -MMD -MP
-LDLIBS += -pthread -lfdt -laio -lcap-ng -lseccomp
+# liburing: the tap's batch path (net/tap-uring.c), through pkg-config as Debian ships it.
+URING_CFLAGS := $(shell pkg-config --cflags liburing 2>/dev/null)
+URING_LIBS := $(shell pkg-config --libs liburing 2>/dev/null || echo -luring)
+CFLAGS += $(URING_CFLAGS)
+LDLIBS += -pthread -lfdt -laio -lcap-ng -lseccomp $(URING_LIBS)
 
 ifeq ($(ASAN),1)
 BUILD := build/asan

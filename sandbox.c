@@ -129,12 +129,14 @@ static const struct sb_kind kinds[SB_NR] = {
 	},
 	[SB_NET_RX] = {
 		.name = "net-rx",
-		/* readv: frames from the tap or passt's stream, only on those fds (conds). */
+		/* readv: frames from the tap or passt's stream, only on those fds; batch=on:
+		 * io_uring_enter, only on io_uring fds (conds). */
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_NET_TX] = {
 		.name = "net-tx",
-		/* writev: frames to the tap or passt's stream, only on those fds (conds). */
+		/* writev: frames to the tap or passt's stream, only on those fds; batch=on:
+		 * io_uring_enter, only on io_uring fds (conds). */
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_NET_CTL] = {
@@ -213,11 +215,21 @@ static const struct sb_kind kinds[SB_NR] = {
  *   pidfd_send_signal: main, at teardown, kills a passt that did not leave once its socket
  *     closed (net/passt.c); only through the pidfds lkvm holds, and lkvm opens pidfds only
  *     for the passt processes it started: no other process can be reached.
+ *   io_uring_enter: net-rx's and net-tx's batches (-n batch=on), only on io_uring fds. What a
+ *     ring's SQEs do, seccomp cannot see: every ring lkvm makes is restricted before it is
+ *     enabled (net/tap-uring.c: READV or WRITEV, and ASYNC_CANCEL of its own requests, only;
+ *     on the tap as its one fixed file; of the register operations only
+ *     IORING_UNREGISTER_FILES), so entering one reaches that tap and nothing else.
+ *     io_uring_setup is in no list: the rings are made and locked down at set-up, before
+ *     any filter, so no thread can make a ring without restrictions.
+ *   io_uring_register: main's teardown lets go of the tap (IORING_UNREGISTER_FILES, so the
+ *     tap is gone when close returns, not when a kernel worker gets to it), only on io_uring
+ *     fds, where the rings' restrictions refuse every other register operation.
  * The fd sets are what /proc/self/fd shows when sandbox_drop_privileges runs: every fd is
  * open by then (no filter allows eventfd2, open or socket; accept4's client sockets are
  * read and written with recvfrom/sendto).
  */
-enum sb_fdset { FS_READ, FS_WRITE, FS_NET, FS_CHILD, FS_NR };
+enum sb_fdset { FS_READ, FS_WRITE, FS_NET, FS_CHILD, FS_URING, FS_NR };
 
 enum sb_test {
 	T_OWN_PID, /* the argument is this process's pid */
@@ -239,6 +251,8 @@ static const struct sb_cond {
 	{ SCMP_SYS(readv), SPAWNS(SB_NET_RX), 0, T_FDSET, FS_NET },
 	{ SCMP_SYS(writev), SPAWNS(SB_NET_TX), 0, T_FDSET, FS_NET },
 	{ SCMP_SYS(pidfd_send_signal), SPAWNS(SB_MAIN), 0, T_FDSET, FS_CHILD },
+	{ SCMP_SYS(io_uring_enter), SPAWNS(SB_NET_RX) | SPAWNS(SB_NET_TX), 0, T_FDSET, FS_URING },
+	{ SCMP_SYS(io_uring_register), SPAWNS(SB_MAIN), 0, T_FDSET, FS_URING },
 };
 
 /* Which fds join which set: by their /proc/self/fd link, and fds 0-2 by number. */
@@ -250,6 +264,7 @@ static const struct {
 	{ "anon_inode:[signalfd]", 1u << FS_READ },
 	{ "/dev/net/tun", 1u << FS_NET },
 	{ "anon_inode:[pidfd]", 1u << FS_CHILD },
+	{ "anon_inode:[io_uring]", 1u << FS_URING },
 };
 
 /* Each fd costs a comparison in every filter that allows the call: beyond this many, a set

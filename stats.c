@@ -111,6 +111,8 @@ static const struct stats_col net_cols[] = {
 	RATIO("pkts/kick", 10, "packets", "kicks", "pkts_per_kick"),
 	RATIO("pkts/irq", 10, "packets", "irqs", "pkts_per_irq"),
 	COL("drops", 10),
+	COL("calls", 12),
+	RATIO("pkts/call", 10, "packets", "calls", "pkts_per_call"),
 	COL("polls", 10),
 	COL("poll_hits", 10),
 	COL("poll_us", 10),

@@ -27,6 +27,7 @@ struct fake {
 	bool no_peek;  /* behave like a tap: no peek_len */
 	bool gone;     /* like a deleted tap: every send and receive fails with EBADFD */
 	bool detached; /* like a detached tap queue: nothing is received */
+	int send_batches, recv_batches; /* batch calls so far */
 };
 
 static struct fake *to_fake(struct net_backend *be)
@@ -116,6 +117,31 @@ static ssize_t fake_recv(struct net_backend *be, const struct iovec *iov, int io
 	return (ssize_t)n;
 }
 
+/* The batch ops: each frame as the single-frame op would do it, in order, one call counted. */
+static int fake_send_batch(struct net_backend *be, struct net_io *io, int n)
+{
+	struct fake *f = to_fake(be);
+
+	pthread_mutex_lock(&f->lock);
+	f->send_batches++;
+	pthread_mutex_unlock(&f->lock);
+	for (int i = 0; i < n; i++)
+		io[i].res = fake_send(be, io[i].iov, io[i].iovcnt);
+	return 0;
+}
+
+static int fake_recv_batch(struct net_backend *be, struct net_io *io, int n)
+{
+	struct fake *f = to_fake(be);
+
+	pthread_mutex_lock(&f->lock);
+	f->recv_batches++;
+	pthread_mutex_unlock(&f->lock);
+	for (int i = 0; i < n; i++)
+		io[i].res = fake_recv(be, io[i].iov, io[i].iovcnt);
+	return 0;
+}
+
 static ssize_t fake_peek_len(struct net_backend *be)
 {
 	struct fake *f = to_fake(be);
@@ -182,6 +208,8 @@ static const struct net_backend_ops fake_ops = {
 	.name = "fake",
 	.send = fake_send,
 	.recv = fake_recv,
+	.send_batch = fake_send_batch,
+	.recv_batch = fake_recv_batch,
 	.peek_len = fake_peek_len,
 	.set_offloads = fake_set_offloads,
 	.set_enabled = fake_set_enabled,
@@ -285,6 +313,16 @@ void net_fake_offloads(struct net_backend *be, struct net_offloads *out)
 
 	pthread_mutex_lock(&f->lock);
 	*out = f->off;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void net_fake_batch_calls(struct net_backend *be, int *sends, int *recvs)
+{
+	struct fake *f = to_fake(be);
+
+	pthread_mutex_lock(&f->lock);
+	*sends = f->send_batches;
+	*recvs = f->recv_batches;
 	pthread_mutex_unlock(&f->lock);
 }
 

@@ -116,6 +116,27 @@ static const struct net_backend_ops tap_ops = {
 	.close = tap_close,
 };
 
+/* batch=on: io_uring rings for every queue, or none (then the per-frame path, said once:
+ * info when batching was the default, a warning when it was asked for). */
+static void tap_batch(const struct net_opts *o, struct net_backend **be, int n)
+{
+	char why[128];
+	int ret = 0, i;
+
+	if (!o->batch)
+		return;
+	for (i = 0; i < n && !ret; i++)
+		ret = net_tap_uring_attach(be[i], why, sizeof(why));
+	if (!ret)
+		return;
+	/* All or none: undo the queues that got rings (closing a ring leaves the tap open). */
+	for (int j = 0; j < i - 1; j++)
+		net_tap_uring_detach(be[j]);
+	lkvm_log(o->batch_set ? LOG_WARN : LOG_INFO,
+		 "tap %s: batch=on unavailable (io_uring %s): one system call per frame",
+		 be[0]->ifname, why);
+}
+
 static bool have_net_admin(void)
 {
 	/* If the capability set cannot be read, assume yes and let the kernel decide. */
@@ -340,6 +361,7 @@ int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char 
 		be[i]->rx_fd = be[i]->tx_fd = fds[i];
 		memcpy(be[i]->ifname, name, sizeof(be[i]->ifname));
 	}
+	tap_batch(o, be, n);
 	return 0;
 
 fail:

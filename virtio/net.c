@@ -27,6 +27,8 @@
 #define MAX_FRAME 65550		      /* 64 KiB GSO payload + Ethernet and VLAN headers */
 #define MAX_PKT (HDR_LEN + MAX_FRAME) /* header + largest frame, in either direction */
 #define BATCH 64		      /* TX: chains per flush; RX: frames per wake-up */
+#define TX_BATCH 64		      /* batch=on: chains per backend call (one io_uring_enter) */
+#define RX_BATCH 32		      /* batch=on: posted buffers offered per backend call */
 #define RX_MAX_CHAINS 64	      /* mergeable buffers one frame may span */
 #define RX_MAX_IOV 1024		      /* IOV_MAX: iovecs one recv may take */
 #define NUM_BUFFERS_OFF offsetof(struct virtio_net_hdr_v1, num_buffers)
@@ -61,6 +63,21 @@ struct rx_chain {
 	u64 len;  /* their total */
 };
 
+/* batch=on RX: a posted buffer held for the next backend call. Its iovecs (and spill, see
+ * rx_slot_fill) are the slot's own storage, which moves with it. */
+struct rx_slot {
+	u16 head;
+	u16 niov;	   /* iov entries offered: the chain's writable part, then spill if room */
+	u64 len;	   /* the chain's bytes in iov (without spill) */
+	u64 room;	   /* spill bytes offered after them (0: none) */
+	u64 seq;	   /* its place in this worker's pops (rx_release: only a tail unpops) */
+	struct iovec *iov; /* RX_MAX_IOV entries */
+	u8 *spill;	   /* SPILL_CAP bytes */
+};
+
+/* batch=on TX: what became of each chain of a batch. */
+enum tx_state { TXS_SEND, TXS_DONE };
+
 /* One device thread: serves one queue (RX, TX or control). */
 struct net_worker {
 	struct virtio_net *n;
@@ -89,6 +106,20 @@ struct net_worker {
 	u16 pending;	    /* used elements filled, not yet flushed */
 	u64 poll_budget_ns; /* tx=poll: the next window's length (adapts, <= poll_max_ns) */
 	u64 poll_missed_at; /* tx=poll: start of the last window that ran out (0: none since) */
+	/* batch=on (the backend has send_batch/recv_batch; cleared for good when a batch
+	 * call fails): TX pops up to TX_BATCH chains into elems; RX holds up to RX_BATCH
+	 * buffers in slots[0..nslots), in pop order, across wake-ups, and offers `offer` of
+	 * them per call (adapting to how many frames a call finds). */
+	bool batch;
+	struct vq_elem *elems;
+	u8 *txs; /* enum tx_state per elems[i] */
+	struct net_io *io;
+	int *io_idx;
+	struct rx_slot *slots;
+	struct iovec *slot_iov; /* the slots' storage (slots move, these do not) */
+	u8 *slot_spill;
+	int nslots, offer;
+	u64 pop_seq;
 } __attribute__((
 	aligned(64))); /* TX and RX workers of a pair run on different CPUs: no line shared */
 
@@ -111,6 +142,7 @@ struct virtio_net {
 
 	/* Negotiated at start. */
 	bool mrg_rxbuf;
+	bool batch;	       /* -n batch=on and every backend has the batch ops */
 	atomic_int curr_pairs; /* pairs that receive: 1 at start and reset, then VQ_PAIRS_SET */
 	/* Pair p's backend queue is in the host's steering (set_active_pairs). Changed under
 	 * rx_gate[p], which pair p's RX thread holds while it drains. */
@@ -288,18 +320,30 @@ static bool is_gone(const struct virtio_net *n)
 
 /* ---- TX ---- */
 
+/* A chain the backend can take: a header and at most the largest frame (else, or with the
+ * tap gone, it is dropped and counted here). */
+static bool tx_valid(struct net_worker *w, const struct vq_elem *e)
+{
+	if (e->out_num == 0 || e->out_len < HDR_LEN || e->out_len > MAX_PKT || is_gone(w->n)) {
+		stat_add(&w->n->vdev.q[w->qi].stats.drops, 1);
+		return false;
+	}
+	return true;
+}
+
 /* Send one chain as is (header + frame). Returns true when stop was requested while the
  * backend was full (the chain is then not consumed). */
 static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq_elem *e)
 {
 	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
 
-	if (e->out_num == 0 || e->out_len < HDR_LEN || e->out_len > MAX_PKT || is_gone(w->n)) {
-		stat_add(&st->drops, 1);
+	if (!tx_valid(w, e))
 		return false;
-	}
 	for (;;) {
-		ssize_t r = be->ops->send(be, e->iov, e->out_num);
+		ssize_t r;
+
+		stat_add(&st->calls, 1);
+		r = be->ops->send(be, e->iov, e->out_num);
 
 		if (r >= 0) {
 			stat_add(&st->packets, 1);
@@ -318,6 +362,130 @@ static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq
 }
 
 enum tx_pass { TX_EMPTY, TX_STOP, TX_BROKEN };
+static enum tx_pass tx_pass(struct net_worker *w, bool *worked);
+
+/* A batch call failed as a whole (the ring is unusable): this queue goes on one frame per
+ * call. Said once per device. */
+static void batch_failed(struct net_worker *w, int err)
+{
+	w->batch = false;
+	pr_warn_rl(&w->n->log_rl,
+		   "virtio-net %s: batch call failed (%s): one frame per call from now on",
+		   w->qname, strerror(-err));
+}
+
+/*
+ * batch=on: send the chains of elems[0..n) still marked TXS_SEND in one backend call; those
+ * the backend was too full for (-EAGAIN) again once it is writable. Counts packets and
+ * drops. Returns n, or, when stop came while the backend was full, the number of chains at
+ * the front that are done: the caller gives back the rest (all still TXS_SEND: a chain
+ * after them that was sent was counted and is done, so those before it are dropped here).
+ */
+static int tx_send_batch(struct net_worker *w, struct net_backend *be, int n)
+{
+	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
+	int tail;
+
+	for (;;) {
+		int m = 0, ret;
+		bool full = false;
+
+		for (int i = 0; i < n; i++) {
+			if (w->txs[i] != TXS_SEND)
+				continue;
+			w->io[m] = (struct net_io){ .iov = w->elems[i].iov,
+						    .iovcnt = w->elems[i].out_num };
+			w->io_idx[m++] = i;
+		}
+		if (!m)
+			return n;
+		stat_add(&st->calls, 1);
+		ret = be->ops->send_batch(be, w->io, m);
+		if (ret < 0) {
+			batch_failed(w, ret);
+			for (int k = 0; k < m; k++)
+				w->io[k].res = ret;
+		}
+		for (int k = 0; k < m; k++) {
+			const struct vq_elem *e = &w->elems[w->io_idx[k]];
+			ssize_t r = w->io[k].res;
+
+			if (r == -EAGAIN) {
+				full = true;
+				continue;
+			}
+			w->txs[w->io_idx[k]] = TXS_DONE;
+			if (r >= 0) {
+				stat_add(&st->packets, 1);
+				stat_add(&st->bytes, e->out_len - HDR_LEN);
+				continue;
+			}
+			if (gone_error(r))
+				backend_gone(w, r);
+			stat_add(&st->drops, 1);
+		}
+		if (!full)
+			return n;
+		if (wait_for(w, false, be->tx_fd, POLLOUT) & WAKE_STOP)
+			break;
+	}
+	for (tail = n; tail > 0 && w->txs[tail - 1] == TXS_SEND; tail--)
+		;
+	for (int i = 0; i < tail; i++) {
+		if (w->txs[i] == TXS_SEND) {
+			w->txs[i] = TXS_DONE;
+			stat_add(&st->drops, 1);
+		}
+	}
+	return tail;
+}
+
+/*
+ * batch=on: tx_pass in batches. Up to TX_BATCH chains are popped (a chain that fails
+ * tx_valid is dropped alone and completed like the others), sent in one backend call, then
+ * completed with one used-ring update and at most one interrupt (flush_pending applies
+ * EVENT_IDX), before the next batch is popped. Same results as tx_pass otherwise.
+ */
+static enum tx_pass tx_pass_batch(struct net_worker *w, bool *worked)
+{
+	struct virtio_net *n = w->n;
+	struct virtqueue *vq = &n->vdev.q[w->qi].vq;
+	struct net_backend *be = n->be[w->pair];
+	int max = MIN(TX_BATCH, vq->size);
+
+	for (;;) {
+		int cnt = 0, r = 0, done;
+
+		while (cnt < max && (r = vq_pop(vq, &w->elems[cnt])) > 0) {
+			w->txs[cnt] = tx_valid(w, &w->elems[cnt]) ? TXS_SEND : TXS_DONE;
+			cnt++;
+		}
+		if (cnt) {
+			*worked = true;
+			done = tx_send_batch(w, be, cnt);
+			/* The device writes nothing into a TX chain: used len 0. */
+			for (int i = 0; i < done; i++)
+				fill_used(w, w->elems[i].head, 0);
+			if (done < cnt) {
+				vq_unpop(vq, (u16)(cnt - done));
+				flush_pending(w);
+				return TX_STOP;
+			}
+			flush_pending(w);
+		}
+		if (r < 0) {
+			queue_broken(w, "malformed descriptor chain");
+			return TX_BROKEN;
+		}
+		if (!w->batch)
+			return tx_pass(w, worked); /* a batch call failed: on one by one */
+		if (leaving(w))
+			return TX_STOP;
+		if (cnt < max)
+			break; /* the ring ran out */
+	}
+	return TX_EMPTY;
+}
 
 /* Pop and send chains until the ring is empty (or stop, or a malformed chain); every
  * used element is flushed on return. Notifications stay as the caller set them. */
@@ -479,7 +647,7 @@ static bool tx_drain(struct net_worker *w)
 	do {
 		vq_disable_notify(&q->vq);
 		do
-			r = tx_pass(w, &worked);
+			r = w->batch ? tx_pass_batch(w, &worked) : tx_pass(w, &worked);
 		while (r == TX_EMPTY && w->n->tx_mode == NET_TX_POLL && tx_poll(w));
 		if (r != TX_EMPTY) {
 			stop = r == TX_STOP;
@@ -564,10 +732,29 @@ static void rx_drop_spill(struct net_worker *w)
 	stat_add(&w->n->vdev.q[w->qi].stats.drops, 1);
 }
 
+/*
+ * batch=on: give back the held slots when they are the last chains popped, in order (the
+ * usual case). They may not be: a frame can land in a later slot than one that saw -EAGAIN,
+ * or take chains popped after the slots (rx_spill_out); such slots can only be given back as
+ * used, which a driver would count as errors, so they stay with the device until the reset
+ * that normally follows a stop (a restart without one finds that many buffers fewer).
+ */
+static void rx_slots_release(struct net_worker *w)
+{
+	bool tail = true;
+
+	for (int i = 0; i < w->nslots; i++)
+		tail &= w->slots[i].seq == w->pop_seq - (u64)(w->nslots - 1 - i);
+	if (w->nslots && tail && !w->broken)
+		vq_unpop(&w->n->vdev.q[w->qi].vq, (u16)w->nslots);
+	w->nslots = 0;
+}
+
 /* Give back every held chain (the last ones popped). */
 static void rx_release(struct net_worker *w)
 {
 	rx_drop_spill(w);
+	rx_slots_release(w);
 	if (w->nheld && !w->broken)
 		vq_unpop(&w->n->vdev.q[w->qi].vq, (u16)w->nheld);
 	w->nheld = w->nheld_iov = 0;
@@ -688,6 +875,7 @@ static int rx_one(struct net_worker *w, struct net_backend *be)
 		room = SPILL_CAP - w->held_len;
 		w->iov[niov++] = (struct iovec){ .iov_base = w->spill, .iov_len = room };
 	}
+	stat_add(&st->calls, 1);
 	got = be->ops->recv(be, w->iov, niov);
 	if (got == -EAGAIN)
 		return RECV_NONE;
@@ -730,6 +918,8 @@ static int rx_one(struct net_worker *w, struct net_backend *be)
  * vq_enable_notify, see tx_drain), and only if still dry wait for the kick. We never read
  * a frame we have no room for: the backend's own queue holds it (backpressure).
  */
+static enum rx_wait rx_drain_batch(struct net_worker *w);
+
 static enum rx_wait rx_drain(struct net_worker *w)
 {
 	struct virtio_net *n = w->n;
@@ -738,6 +928,9 @@ static enum rx_wait rx_drain(struct net_worker *w)
 	struct net_backend *be = n->be[w->pair];
 	enum rx_wait next = RX_WAIT_FRAME;
 	int frames = 0;
+
+	if (w->batch)
+		return rx_drain_batch(w);
 
 	while (frames < BATCH && !leaving(w)) {
 		/* A frame waiting in spill comes first; its size is known. */
@@ -808,6 +1001,277 @@ static enum rx_wait rx_drain_active(struct net_worker *w)
 	if (n->attached[w->pair])
 		next = rx_drain(w);
 	pthread_mutex_unlock(&n->rx_gate[w->pair]);
+	return next;
+}
+
+/* ---- RX, batch=on ---- */
+
+/* Pop buffers into slots until `offer` are held or the ring ran out; each offers its
+ * writable iovecs and then, unless the chain alone holds SPILL_CAP bytes, its spill buffer,
+ * so that a frame longer than the chain is seen whole (or, at SPILL_CAP, seen cut), as in
+ * rx_one. GATHER_OK or GATHER_BROKEN. */
+static int rx_slots_fill(struct net_worker *w)
+{
+	struct virtqueue *vq = &w->n->vdev.q[w->qi].vq;
+	struct vq_elem *e = w->elem;
+	int want = MIN(w->offer, MIN(RX_BATCH, (int)vq->size));
+
+	while (w->nslots < want) {
+		struct rx_slot *s = &w->slots[w->nslots];
+		int r = vq_pop(vq, e), niov;
+
+		if (r == 0)
+			break;
+		if (r < 0) {
+			queue_broken(w, "malformed descriptor chain");
+			return GATHER_BROKEN;
+		}
+		w->pop_seq++;
+		/* Every receive buffer must hold at least the header (§5.1.6.3.1). */
+		if (e->in_num == 0 || e->in_len < HDR_LEN) {
+			queue_broken(w, "receive buffer smaller than the header");
+			return GATHER_BROKEN;
+		}
+		/* readv takes RX_MAX_IOV iovecs, spill included: a longer chain offers its first. */
+		niov = MIN((int)e->in_num, RX_MAX_IOV - 1);
+		memcpy(s->iov, &e->iov[e->out_num], (size_t)niov * sizeof(struct iovec));
+		s->len = iov_length(s->iov, niov);
+		s->head = e->head;
+		s->seq = w->pop_seq;
+		s->room = s->len < SPILL_CAP ? SPILL_CAP - s->len : 0;
+		if (s->room)
+			s->iov[niov++] = (struct iovec){ .iov_base = s->spill, .iov_len = s->room };
+		s->niov = (u16)niov;
+		w->nslots++;
+	}
+	return GATHER_OK;
+}
+
+/* Write num_buffers into the frame's first buffer (inside its 12-byte header, written
+ * before any of its used elements can be flushed), then count the frame. */
+static void rx_frame_done(struct net_worker *w, const struct rx_slot *s, int nbufs, u64 got)
+{
+	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
+	u16 nb = htole16((u16)nbufs);
+
+	iov_to(s->iov, s->niov, NUM_BUFFERS_OFF, &nb, sizeof(nb));
+	stat_add(&st->packets, 1);
+	stat_add(&st->bytes, got - HDR_LEN);
+}
+
+/*
+ * A frame of got bytes in slot k, its tail in k's spill (MRG_RXBUF): copy the tail into more
+ * buffers and complete the frame over slot k and them (consecutive used elements, as
+ * num_buffers says). The buffers are the held slots after k that took no frame in this call
+ * (free[j], cleared as they are taken), in order, then newly popped ones. GATHER_DRY: too
+ * few buffers now; nothing is taken (the popped ones, the last popped, are given back) and
+ * the caller drops the frame.
+ */
+static int rx_spill_out(struct net_worker *w, int k, bool *free_slot, u64 got)
+{
+	struct virtqueue *vq = &w->n->vdev.q[w->qi].vq;
+	const struct rx_slot *s = &w->slots[k];
+	struct vq_elem *e = w->elem;
+	u16 heads[RX_MAX_CHAINS];
+	u32 lens[RX_MAX_CHAINS];
+	int took[RX_BATCH], ntook = 0;
+	u64 off = s->len;
+	int extra = 0, popped = 0;
+
+	for (int j = k + 1; j < w->nslots && off < got && extra + 1 < RX_MAX_CHAINS; j++) {
+		const struct rx_slot *x = &w->slots[j];
+		u64 l;
+
+		if (!free_slot[j])
+			continue;
+		l = MIN(got - off, x->len);
+		iov_to(x->iov, x->niov, 0, s->spill + (off - s->len), l);
+		took[ntook++] = j;
+		heads[extra] = x->head;
+		lens[extra++] = (u32)l;
+		off += l;
+	}
+	while (off < got) {
+		int r = extra + 1 < RX_MAX_CHAINS ? vq_pop(vq, e) : 0;
+		u64 l;
+
+		if (r == 0) {
+			vq_unpop(vq, (u16)popped);
+			w->pop_seq -= (u64)popped;
+			return GATHER_DRY;
+		}
+		if (r < 0) {
+			queue_broken(w, "malformed descriptor chain");
+			return GATHER_BROKEN;
+		}
+		w->pop_seq++;
+		if (e->in_num == 0 || e->in_len < HDR_LEN) {
+			queue_broken(w, "receive buffer smaller than the header");
+			return GATHER_BROKEN;
+		}
+		l = MIN(got - off, e->in_len);
+		iov_to(&e->iov[e->out_num], e->in_num, 0, s->spill + (off - s->len), l);
+		heads[extra] = e->head;
+		lens[extra++] = (u32)l;
+		popped++;
+		off += l;
+	}
+	for (int i = 0; i < ntook; i++)
+		free_slot[took[i]] = false;
+	rx_frame_done(w, s, 1 + extra, got);
+	fill_used(w, s->head, (u32)s->len);
+	for (int i = 0; i < extra; i++)
+		fill_used(w, heads[i], lens[i]);
+	return GATHER_OK;
+}
+
+/* What one batch call came to, worst last. */
+enum { RXB_MORE, RXB_EMPTY, RXB_ERROR, RXB_GONE, RXB_BROKEN };
+
+/*
+ * One backend call over the first `offer` held slots; completes the frames in slot order,
+ * keeps the slots that got none (in order, first), and adapts offer: doubled when every
+ * slot got a frame, else twice what came (at least 1), so a trickle costs few empty reads
+ * and a flood grows to RX_BATCH per call.
+ */
+static int rx_batch_once(struct net_worker *w, struct net_backend *be, int *frames)
+{
+	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
+	int n = MIN(w->nslots, w->offer), got = 0, res = RXB_MORE, keep = 0, j;
+	struct rx_slot tmp[RX_BATCH];
+	bool used[RX_BATCH], free_slot[RX_BATCH];
+	int ret;
+
+	for (int k = 0; k < n; k++)
+		w->io[k] = (struct net_io){ .iov = w->slots[k].iov, .iovcnt = w->slots[k].niov };
+	stat_add(&st->calls, 1);
+	ret = be->ops->recv_batch(be, w->io, n);
+	if (ret < 0) {
+		batch_failed(w, ret);
+		rx_slots_release(w);
+		return RXB_ERROR;
+	}
+	/* A slot is free when it took no frame: not offered, or -EAGAIN. */
+	for (int k = 0; k < w->nslots; k++)
+		free_slot[k] = k >= n || w->io[k].res == -EAGAIN;
+	for (int k = 0; k < n; k++) {
+		const struct rx_slot *s = &w->slots[k];
+		ssize_t r = w->io[k].res;
+
+		used[k] = false;
+		if (r == -EAGAIN && !free_slot[k]) {
+			used[k] = true; /* taken by an earlier frame (rx_spill_out) */
+			continue;
+		}
+		if (r == -EAGAIN) {
+			res = MAX(res, RXB_EMPTY);
+			continue;
+		}
+		if (r < 0 && gone_error(r)) {
+			backend_gone(w, r);
+			res = RXB_GONE;
+			continue;
+		}
+		if (r < 0) {
+			stat_add(&st->drops, 1);
+			pr_debug_rl(&w->n->log_rl, "virtio-net %s: receive: %s", w->qname,
+				    strerror((int)-r));
+			res = MAX(res, RXB_ERROR);
+			continue;
+		}
+		if ((u64)r < HDR_LEN) { /* a backend that broke its contract: the frame is gone */
+			stat_add(&st->drops, 1);
+			continue;
+		}
+		if ((u64)r <= s->len) {
+			rx_frame_done(w, s, 1, (u64)r);
+			fill_used(w, s->head, (u32)r);
+			used[k] = true;
+			got++;
+			continue;
+		}
+		/* Longer than the chain: whole in chain + spill (shorter than their total) and
+		 * MRG_RXBUF: on into more buffers. Otherwise (cut by the backend, one chain per
+		 * frame, or the ring short of buffers now) it is lost: counted, the slot kept. */
+		if ((u64)r < s->len + s->room && w->n->mrg_rxbuf) {
+			int g = rx_spill_out(w, k, free_slot, (u64)r);
+
+			if (g == GATHER_BROKEN)
+				return RXB_BROKEN;
+			if (g == GATHER_OK) {
+				used[k] = true;
+				got++;
+				continue;
+			}
+		}
+		stat_add(&st->drops, 1);
+	}
+	/* Unused slots first, in order; the used ones' storage after them, for new pops. */
+	for (int k = n; k < w->nslots; k++)
+		used[k] = !free_slot[k];
+	for (int k = 0; k < w->nslots; k++)
+		if (!used[k])
+			tmp[keep++] = w->slots[k];
+	j = keep;
+	for (int k = 0; k < w->nslots; k++)
+		if (used[k])
+			tmp[j++] = w->slots[k];
+	memcpy(w->slots, tmp, (size_t)w->nslots * sizeof(tmp[0]));
+	w->nslots = keep;
+	*frames += got;
+	w->offer = got == n ? MIN(2 * w->offer, RX_BATCH) : MAX(1, MIN(2 * got, RX_BATCH));
+	return res;
+}
+
+/*
+ * batch=on: rx_drain with many frames per backend call. The held slots are offered to the
+ * backend while the ring has buffers (notifications off); one used-ring update and at most
+ * one interrupt follow each call (flush_pending). When the ring runs dry with no slot held
+ * we flush, re-enable and re-check (full barrier in vq_enable_notify, see tx_drain), and only
+ * if still dry wait for the kick. Slots stay held while the thread waits for frames (they
+ * are the guest's buffers either way), and are given back when it ends (rx_release).
+ */
+static enum rx_wait rx_drain_batch(struct net_worker *w)
+{
+	struct virtio_net *n = w->n;
+	struct virtio_queue *q = &n->vdev.q[w->qi];
+	struct virtqueue *vq = &q->vq;
+	struct net_backend *be = n->be[w->pair];
+	enum rx_wait next = RX_WAIT_FRAME;
+	int frames = 0;
+
+	while (w->batch && frames < BATCH && !leaving(w)) {
+		int r;
+
+		if (rx_slots_fill(w) == GATHER_BROKEN) {
+			next = RX_WAIT_DEAD;
+			break;
+		}
+		if (!w->nslots) {
+			flush_pending(w);
+			if (vq_enable_notify(vq)) {
+				vq_disable_notify(vq);
+				continue;
+			}
+			next = RX_WAIT_BUFFERS;
+			break;
+		}
+		r = rx_batch_once(w, be, &frames);
+		flush_pending(w);
+		if (r == RXB_BROKEN || r == RXB_GONE) {
+			next = RX_WAIT_DEAD;
+			break;
+		}
+		if (r == RXB_ERROR) {
+			next = RX_WAIT_BACKOFF;
+			break;
+		}
+		if (r == RXB_EMPTY)
+			break;
+	}
+	flush_pending(w);
+	if (frames)
+		stat_add(&q->stats.batches, 1);
 	return next;
 }
 
@@ -1155,13 +1619,59 @@ static void worker_free(struct net_worker *w)
 	free(w->elem);
 	free(w->iov);
 	free(w->spill);
+	free(w->elems);
+	free(w->txs);
+	free(w->io);
+	free(w->io_idx);
+	free(w->slot_iov);
+	free(w->slot_spill);
+	free(w->slots);
 	w->elem = NULL;
 	w->iov = NULL;
 	w->spill = NULL;
+	w->elems = NULL;
+	w->txs = NULL;
+	w->io = NULL;
+	w->io_idx = NULL;
+	w->slots = NULL;
+	w->slot_iov = NULL;
+	w->slot_spill = NULL;
+	w->nslots = 0;
+}
+
+/* batch=on: TX pops a batch of chains at a time (TX_BATCH vq_elems, 16 KiB each); RX holds
+ * RX_BATCH slots, each with RX_MAX_IOV iovecs and a SPILL_CAP spill buffer (2 MiB in all,
+ * touched only by frames longer than their buffer). */
+static int worker_alloc_batch(struct net_worker *w)
+{
+	int n = w->kind == W_TX ? TX_BATCH : RX_BATCH;
+	w->batch = true;
+	w->io = calloc((size_t)n, sizeof(*w->io));
+	if (!w->io)
+		return -ENOMEM;
+	if (w->kind == W_TX) {
+		w->elems = malloc(TX_BATCH * sizeof(*w->elems));
+		w->txs = calloc(TX_BATCH, sizeof(*w->txs));
+		w->io_idx = calloc(TX_BATCH, sizeof(*w->io_idx));
+		return w->elems && w->txs && w->io_idx ? 0 : -ENOMEM;
+	}
+	w->offer = 4;
+	w->slots = calloc(RX_BATCH, sizeof(*w->slots));
+	if (!w->slots)
+		return -ENOMEM;
+	w->slot_iov = calloc((size_t)RX_BATCH * RX_MAX_IOV, sizeof(*w->slot_iov));
+	w->slot_spill = malloc((size_t)RX_BATCH * SPILL_CAP);
+	if (!w->slot_iov || !w->slot_spill)
+		return -ENOMEM;
+	for (int i = 0; i < RX_BATCH; i++) {
+		w->slots[i].iov = w->slot_iov + (size_t)i * RX_MAX_IOV;
+		w->slots[i].spill = w->slot_spill + (size_t)i * SPILL_CAP;
+	}
+	return 0;
 }
 
 /* The worker's buffers: every kind pops chains; RX gathers iovecs and, when the backend
- * cannot tell a frame's length first, a spill buffer. */
+ * cannot tell a frame's length first, a spill buffer; batch=on adds its own. */
 static int worker_alloc(struct net_worker *w)
 {
 	struct net_backend *be = w->n->be[w->pair];
@@ -1174,7 +1684,8 @@ static int worker_alloc(struct net_worker *w)
 		if (spill)
 			w->spill = malloc(SPILL_CAP);
 	}
-	if (!w->elem || (w->kind == W_RX && !w->iov) || (spill && !w->spill)) {
+	if (!w->elem || (w->kind == W_RX && !w->iov) || (spill && !w->spill) ||
+	    (w->n->batch && w->kind != W_CTL && worker_alloc_batch(w) < 0)) {
 		worker_free(w);
 		return -ENOMEM;
 	}
@@ -1369,6 +1880,9 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 	n->tx_timer_ns = 1000ull * (o->tx_timer_us ? o->tx_timer_us : NET_TX_TIMER_US_DEFAULT);
 	n->poll_max_ns = 1000ull * (o->poll_us ? o->poll_us : NET_POLL_US_DEFAULT);
 	n->coarse_timers = timers_coarse();
+	n->batch = o->batch;
+	for (int i = 0; i < pairs; i++)
+		n->batch &= be[i]->ops->send_batch && be[i]->ops->recv_batch;
 	for (int i = 0; i < pairs; i++) {
 		n->be[i] = be[i];
 		be[i] = NULL;
@@ -1484,17 +1998,16 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 	w = zalloc_lines(sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->elem = malloc(sizeof(*w->elem));
-	if (!w->elem || worker_init(&wk, n->kvm) < 0) {
-		free(w->elem);
-		free(w);
-		return -ENOMEM;
-	}
 	w->n = n;
 	w->qi = qi;
 	w->wk = &wk;
 	w->kind = qi == ctl ? W_CTL : qi % 2 ? W_TX : W_RX;
 	w->pair = qi == ctl ? 0 : qi / 2;
+	if (worker_alloc(w) < 0 || worker_init(&wk, n->kvm) < 0) {
+		worker_free(w);
+		free(w);
+		return -ENOMEM;
+	}
 	w->poll_budget_ns = n->poll_max_ns;
 	snprintf(w->qname, sizeof(w->qname),
 		 qi == ctl ? "ctrl"
@@ -1502,12 +2015,6 @@ int virtio_net_serve_once(struct virtio_net *n, int qi)
 			   : "rx%d",
 		 w->pair);
 	n->mrg_rxbuf = vdev->features & F(VIRTIO_NET_F_MRG_RXBUF);
-	if (w->kind == W_RX && !(w->iov = calloc(RX_MAX_IOV, sizeof(*w->iov)))) {
-		worker_destroy(&wk);
-		worker_free(w);
-		free(w);
-		return -ENOMEM;
-	}
 	if (w->kind == W_CTL) {
 		ctl_drain(w);
 	} else if (w->kind == W_RX) {
@@ -1561,6 +2068,7 @@ void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v)
 		virtio_queue_stats(&n->vdev, qi[r], v, name[r], "packets");
 		v->counter(v, "drops", stat_get(&s->drops));
 		v->counter(v, "batches", stat_get(&s->batches));
+		v->counter(v, "calls", stat_get(&s->calls));
 		v->counter(v, "polls", stat_get(&s->polls));
 		v->counter(v, "poll_hits", stat_get(&s->poll_hits));
 		v->counter(v, "poll_us", stat_get(&s->poll_ns) / 1000);

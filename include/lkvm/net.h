@@ -26,8 +26,9 @@ enum net_tx_mode {
 #define NET_TX_US_MAX 10000 /* tx_timer_us and poll_us: 1..10 ms */
 
 /* What `-n mode=tap|user|none,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,socket=PATH,
- * ioeventfd=on|off,queues=N,tx=kick|timer|poll,tx_timer_us=N,poll_us=N,trans=pci|mmio` says
- * (kvmtool's names, plus the TX strategy and passt's socket). Unset strings are empty. */
+ * ioeventfd=on|off,queues=N,tx=kick|timer|poll,tx_timer_us=N,poll_us=N,batch=on|off,trans=pci|mmio`
+ * says (kvmtool's names, plus the TX strategy, batching and passt's socket). Unset strings are
+ * empty. */
 struct net_opts {
 	enum net_mode mode;
 	char tapif[16]; /* IFNAMSIZ; empty: let the kernel pick (tap%d) */
@@ -43,6 +44,9 @@ struct net_opts {
 	enum net_tx_mode tx_mode; /* default NET_TX_KICK */
 	u32 tx_timer_us;	  /* tx=timer: hold time (0 in a zeroed struct: the default) */
 	u32 poll_us;		  /* tx=poll: the longest poll window (0: the default) */
+	bool batch;		  /* batch=on (net_parse_opts's default): many frames per system
+				   * call where the backend can (tap: io_uring) */
+	bool batch_set;		  /* batch= given (an unavailable batch=on is then a warning) */
 };
 
 /* "kick", "timer", "poll" (for messages and stats); the same as -n tx='s choices. */
@@ -73,6 +77,14 @@ void net_offloads_from_features(u64 guest_features, struct net_offloads *off);
 
 struct net_backend;
 
+/* One frame of a batch: its iovecs (guest memory, zero-copy) and, after the call, what the
+ * single-frame op would have returned for it. */
+struct net_io {
+	const struct iovec *iov;
+	int iovcnt;
+	ssize_t res;
+};
+
 struct net_backend_ops {
 	const char *name; /* "tap", "passt": what the messages call it */
 	/* Send one frame: iov starts with a struct virtio_net_hdr_v1 (12 bytes), then the
@@ -86,6 +98,14 @@ struct net_backend_ops {
 	 * must not deliver cut frames offers more room than the largest frame, or knows
 	 * the size from peek_len first. */
 	ssize_t (*recv)(struct net_backend *be, const struct iovec *iov, int iovcnt);
+	/* Optional: many frames in one call, in order. send_batch sends io[0..n) as send
+	 * would each (res: bytes, -EAGAIN: not sent, the backend was full, or -errno:
+	 * dropped); recv_batch fills io[0..n) as recv would each, in order (res: bytes,
+	 * -EAGAIN: nothing was pending for it). A later io may hold a frame after an earlier
+	 * one saw -EAGAIN (a frame arrived in between). Both return 0, or -errno when no io
+	 * was attempted (then no res is meaningful). */
+	int (*send_batch)(struct net_backend *be, struct net_io *io, int n);
+	int (*recv_batch)(struct net_backend *be, struct net_io *io, int n);
 	/* Bytes of the next pending frame including the header, 0 when none (optional). */
 	ssize_t (*peek_len)(struct net_backend *be);
 	int (*set_offloads)(struct net_backend *be, const struct net_offloads *off);
@@ -113,6 +133,15 @@ struct net_backend {
  * naming the cause (no /dev/net/tun, EPERM without CAP_NET_ADMIN, busy name, ...). */
 int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char *err,
 		 size_t errlen) __must_check;
+/* batch=on: give the tap backend be (net_tap_open's) send_batch/recv_batch through io_uring
+ * (net/tap-uring.c): two rings (TX, RX), each restricted to READV/WRITEV (and cancelling its own
+ * requests) on the tap as its only (fixed) file before it is enabled. Call before the sandbox
+ * (io_uring_setup and io_uring_register are allowed to no thread after it). 0, or -errno with a
+ * reason in why (ENOSYS: an old kernel; EPERM: io_uring disabled by sysctl or seccomp); be is then
+ * unchanged. */
+int net_tap_uring_attach(struct net_backend *be, char *why, size_t whylen) __must_check;
+/* Its rings closed and the tap's own ops back (be stays open); no-op without rings. */
+void net_tap_uring_detach(struct net_backend *be);
 
 /* mode=user: passt (net/passt.c), one queue pair. With o->socket, connect to a passt already
  * listening there (`passt --socket PATH`); else start `passt --foreground --quiet --fd 3` on
@@ -135,6 +164,8 @@ int net_fake_pending(struct net_backend *be);
 /* Copies the oldest sent frame (with its 12-byte header) into buf; returns its length,
  * 0 when none, -EMSGSIZE (frame kept) when len is too small. */
 ssize_t net_fake_take(struct net_backend *be, void *buf, size_t len);
+/* Counters of the fake's batch ops (send_batch, recv_batch calls so far). */
+void net_fake_batch_calls(struct net_backend *be, int *sends, int *recvs);
 /* Make the fake behave like a tap, whose frame sizes are unknown until read:
  * peek_len returns -ENOTSUP. Set it before the device starts. */
 void net_fake_set_no_peek(struct net_backend *be, bool no_peek);

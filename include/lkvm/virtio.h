@@ -33,6 +33,7 @@ struct virtio_queue_stats {
 	atomic_ullong bytes;
 	atomic_ullong drops;	 /* frames lost (backend error, no guest buffer, truncation) */
 	atomic_ullong batches;	 /* wake-ups that found work (for packets per wake-up) */
+	atomic_ullong calls;	 /* net: data calls to the backend (a frame, or a batch of them) */
 	atomic_ullong polls;	 /* tx=poll: poll windows (the ring polled after a drain) */
 	atomic_ullong poll_hits; /* of which found a new chain before the window closed */
 	atomic_ullong poll_ns;	 /* time spent in poll windows */

@@ -72,7 +72,20 @@ bench_in() {
 	p=$(grep '^PEER ' "$PEER_LOG")
 	[ -n "$p" ] || { fail "no PEER line from net-peer (log: $PEER_LOG)"; return; }
 	echo "$b" >"$LOG_DIR/$name.bench"
-	"check_$test" "$b" "$p" "$tap" "$size"
+	"check_$test" "$b" "$p" "$tap" "$size" || return
+	case $nextra in *batch=on*) check_batch "$test" ;; esac
+}
+
+# -n batch=on was given: it was not refused (no fallback line), and (tx, rx) the queue that
+# carried the flood moved more than one frame per backend call.
+check_batch() {
+	local q=tx0 pk calls
+	[ "$1" = rx ] && q=rx0
+	expect_no_output 'batch=on unavailable' "a batch fallback" || return
+	[ "$1" = rr ] && return # one frame in flight: one per call is all there is
+	pk=$(qstat $q packets); calls=$(qstat $q calls)
+	[ -n "$pk" ] && [ -n "$calls" ] || { fail "no $q packets/calls in --stats"; return; }
+	[ "$calls" -gt 0 ] && [ "$pk" -gt "$calls" ] || fail "$q: $pk frames in $calls backend calls: not batched"
 }
 
 # Every frame the guest sent reached the host: the peer's count plus its socket's drops equals
@@ -144,4 +157,10 @@ run_test_serial net-bench-tx-trapped t_bench tx count 64 "" ",ioeventfd=off"
 run_test_serial net-bench-rr-64 t_bench rr echo 64
 run_test_serial net-bench-rr-1514 t_bench rr echo 1514
 run_test_serial net-bench-rx-64 t_bench rx blast 64
+# Both data paths by name (the default is batch=on where io_uring works).
+run_test_serial net-bench-tx-64-batch t_bench tx count 64 "" ",batch=on"
+run_test_serial net-bench-rx-64-batch t_bench rx blast 64 "" ",batch=on"
+run_test_serial net-bench-rr-64-batch t_bench rr echo 64 "" ",batch=on"
+run_test_serial net-bench-tx-64-nobatch t_bench tx count 64 "" ",batch=off"
+run_test_serial net-bench-rx-64-nobatch t_bench rx blast 64 "" ",batch=off"
 finish_tests

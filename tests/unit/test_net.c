@@ -18,7 +18,9 @@
 #include <sys/wait.h>
 #include <grp.h>
 #include <unistd.h>
+#include <seccomp.h>
 
+#include "capture.h"
 #include "check_main.h"
 #include "tap_host.h"
 #include "wait.h"
@@ -732,6 +734,125 @@ START_TEST(test_tap_roundtrip)
 }
 END_TEST
 
+/* batch=on (the default): the tap's io_uring batch ops move frames both ways, in order, with
+ * -EAGAIN for what found no frame; closing lets go of the tap at once. */
+START_TEST(test_tap_batch)
+{
+	struct net_backend *be[1];
+	static const u8 guest_mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
+	static const u8 host_mac[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x01 };
+	struct sockaddr_ll sll = { .sll_family = AF_PACKET };
+	u8 hdr[4][12], frame[3][100], out[4][256];
+	struct iovec iov[4][2];
+	struct net_io io[4];
+	char err[160];
+	int ps, found = 0;
+
+	enter_netns();
+	ck_assert_msg(open_tap("tapif=lkvmb0,script=none", be, 1, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_ptr_nonnull(be[0]->ops->send_batch);
+	ck_assert_ptr_nonnull(be[0]->ops->recv_batch);
+
+	/* Guest -> host: three frames (of three lengths) in one call. */
+	memset(hdr, 0, sizeof(hdr));
+	for (int i = 0; i < 3; i++) {
+		memset(frame[i], 0xff, 6);
+		memcpy(frame[i] + 6, guest_mac, 6);
+		frame[i][12] = TEST_ETHERTYPE >> 8;
+		frame[i][13] = TEST_ETHERTYPE & 0xff;
+		fill(frame[i] + 14, sizeof(frame[i]) - 14, (u8)(50 + i));
+		iov[i][0] = (struct iovec){ hdr[i], 12 };
+		iov[i][1] = (struct iovec){ frame[i], 60 + 10 * (size_t)i };
+		io[i] = (struct net_io){ .iov = iov[i], .iovcnt = 2 };
+	}
+	ck_assert_int_eq(be[0]->ops->send_batch(be[0], io, 3), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(io[i].res, 12 + 60 + 10 * i);
+
+	/* Host -> guest: two frames injected on the tap, read four at a time until both came
+	 * (IPv6 autoconfiguration may put its own frames among them). */
+	ps = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+	ck_assert_int_ge(ps, 0);
+	sll.sll_protocol = htons(ETH_P_ALL);
+	sll.sll_ifindex = (int)if_nametoindex("lkvmb0");
+	ck_assert_int_gt(sll.sll_ifindex, 0);
+	ck_assert_int_eq(bind(ps, (struct sockaddr *)&sll, sizeof(sll)), 0);
+	for (int i = 0; i < 2; i++) {
+		memcpy(frame[i], guest_mac, 6);
+		memcpy(frame[i] + 6, host_mac, 6);
+		ck_assert_int_eq(send(ps, frame[i], 70 + (size_t)i, 0), 70 + i);
+	}
+	for (int tries = 0; tries < 50 && found < 2; tries++) {
+		struct pollfd p = { .fd = be[0]->rx_fd, .events = POLLIN };
+
+		/* The tcase's timeout is the guard (a fixed deadline fails under load). */
+		ck_assert_int_eq(poll(&p, 1, -1), 1);
+		for (int i = 0; i < 4; i++) {
+			iov[i][0] = (struct iovec){ hdr[i], 12 };
+			iov[i][1] = (struct iovec){ out[i], sizeof(out[i]) };
+			io[i] = (struct net_io){ .iov = iov[i], .iovcnt = 2 };
+		}
+		ck_assert_int_eq(be[0]->ops->recv_batch(be[0], io, 4), 0);
+		for (int i = 0; i < 4; i++) {
+			if (io[i].res == -EAGAIN)
+				continue;
+			ck_assert_int_ge(io[i].res, 12 + 14);
+			if (out[i][12] != (TEST_ETHERTYPE >> 8) ||
+			    out[i][13] != (TEST_ETHERTYPE & 0xff))
+				continue;
+			ck_assert_int_eq(io[i].res, 12 + 70 + found);
+			ck_assert_mem_eq(out[i], frame[found], 70 + (size_t)found);
+			found++;
+		}
+	}
+	ck_assert_int_eq(found, 2);
+	close(ps);
+	be[0]->ops->close(be[0]);
+	ck_assert_uint_eq(if_nametoindex("lkvmb0"), 0);
+}
+END_TEST
+
+/* io_uring refused (as a container's seccomp would: EPERM): batch=on falls back to the
+ * per-frame path with one line saying why; the tap works as before. In a child, which
+ * installs the filter (Check's fork mode is off). */
+START_TEST(test_tap_batch_unavailable)
+{
+	int st;
+	pid_t pid;
+
+	enter_netns();
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+		struct net_backend *be[1];
+		struct capture c;
+		char err[160], log[512];
+		int lines, ret;
+
+		if (!ctx ||
+		    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(io_uring_setup), 0) ||
+		    seccomp_load(ctx))
+			_exit(10);
+		capture_start(&c);
+		ret = open_tap("tapif=lkvmb1,script=none,batch=on", be, 1, err, sizeof(err));
+		lines = capture_end(&c, log, sizeof(log));
+		if (ret)
+			_exit(11);
+		if (be[0]->ops->send_batch || be[0]->ops->recv_batch)
+			_exit(12);
+		if (lines != 1 || !strstr(log, "batch=on unavailable") ||
+		    !strstr(log, strerror(EPERM)))
+			_exit(13);
+		be[0]->ops->close(be[0]);
+		_exit(if_nametoindex("lkvmb1") == 0 ? 0 : 14);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status 0x%x", st);
+}
+END_TEST
+
 START_TEST(test_tap_multiqueue_and_busy)
 {
 	struct net_backend *be[4], *be2[1];
@@ -906,9 +1027,11 @@ static Suite *net_suite(void)
 	tcase_add_test(tap, test_tap_bad_request);
 	why = tap_unavailable();
 	if (why) {
-		lkvm_skip("test_net", 3, "tap tests", why);
+		lkvm_skip("test_net", 5, "tap tests", why);
 	} else {
 		tcase_add_test(tap, test_tap_roundtrip);
+		tcase_add_test(tap, test_tap_batch);
+		tcase_add_test(tap, test_tap_batch_unavailable);
 		tcase_add_test(tap, test_tap_multiqueue_and_busy);
 		tcase_add_test(tap, test_tap_queue_enable);
 		tcase_add_test(tap, test_tap_script);

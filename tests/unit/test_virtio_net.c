@@ -41,6 +41,19 @@ static struct {
 	int nq;
 } t;
 
+/* The "batch" test case's fixture: every device is made with -n batch=on. */
+static bool batch_all;
+
+static void batch_on(void)
+{
+	batch_all = true;
+}
+
+static void batch_off(void)
+{
+	batch_all = false;
+}
+
 static u64 galloc(u64 len)
 {
 	return vd_galloc(len, 64);
@@ -53,6 +66,7 @@ static void dev_create_be(int pairs, struct net_opts o)
 	struct net_backend *be[NET_MAX_QUEUE_PAIRS];
 
 	o.ioeventfd = true;
+	o.batch |= batch_all;
 	o.queue_pairs = pairs;
 	/* The device takes ownership and clears the caller's array; keep our copy. */
 	memcpy(be, t.be, sizeof(be));
@@ -1512,17 +1526,24 @@ static bool post_tx_frame(u64 gpa, bool event_idx)
 struct mode_case {
 	enum net_tx_mode tx;
 	bool event_idx;
+	bool batch; /* -n batch=on: the fake's batch ops */
 };
 
 static const struct mode_case mode_cases[] = {
-	{ NET_TX_KICK, false }, { NET_TX_KICK, true },	{ NET_TX_TIMER, false },
-	{ NET_TX_TIMER, true }, { NET_TX_POLL, false }, { NET_TX_POLL, true },
+	{ NET_TX_KICK, false, false },	{ NET_TX_KICK, true, false },
+	{ NET_TX_TIMER, false, false }, { NET_TX_TIMER, true, false },
+	{ NET_TX_POLL, false, false },	{ NET_TX_POLL, true, false },
+	{ NET_TX_KICK, false, true },	{ NET_TX_KICK, true, true },
+	{ NET_TX_TIMER, false, true },	{ NET_TX_TIMER, true, true },
+	{ NET_TX_POLL, false, true },	{ NET_TX_POLL, true, true },
 };
 
 static struct net_opts mode_opts(const struct mode_case *c)
 {
 	/* Short timer and poll windows keep the tests quick; the protocol is the same. */
-	return (struct net_opts){ .tx_mode = c->tx, .tx_timer_us = 20, .poll_us = 20 };
+	return (struct net_opts){
+		.tx_mode = c->tx, .tx_timer_us = 20, .poll_us = 20, .batch = c->batch
+	};
 }
 
 /* What the hook saw: it runs on the TX thread at "ring drained, notifications still off". */
@@ -1700,6 +1721,329 @@ START_TEST(poll_budget_adapts)
 }
 END_TEST
 
+/* ---- batch=on (the fake's batch ops) ---- */
+
+/* The fake's batch calls so far: TX sends (tx) or RX receives (!tx). */
+static int fake_batches(bool tx)
+{
+	int sends, recvs;
+
+	net_fake_batch_calls(t.be[0], &sends, &recvs);
+	return tx ? sends : recvs;
+}
+
+/* Post n TX chains of len bytes each (a header and a pattern). */
+static void post_tx(int n, u32 len)
+{
+	for (int i = 0; i < n; i++) {
+		u64 gpa = galloc(len);
+
+		memset(gp(gpa), 0, MIN(len, 12u));
+		if (len > 12)
+			fill_pattern(gp(gpa + 12), len - 12, (u8)i);
+		post(1, &(struct vd_buf){ gpa, len, false }, 1);
+	}
+}
+
+/* Five chains in one batch, the third too short for a header: only it is dropped (drops
+ * moves by exactly 1), the other four go out in order in one backend call. */
+START_TEST(batch_tx_bad_chain_in_middle)
+{
+	static const u32 lens[] = { 72, 80, 8, 90, 100 };
+	u8 out[256];
+
+	dev_create_opts(1, NULL, (struct net_opts){ .batch = true });
+	dev_start(BASE_FEATURES, 256);
+	ck_assert(wait_thread_idle("lkvm-net-tx0"));
+	for (int i = 0; i < 5; i++)
+		post_tx(1, lens[i]);
+	vd_kick(t.vdev, 1);
+	ck_assert(wait_used(1, 5));
+	ck_assert(WAIT_STAT(1, packets, 4));
+	ck_assert_uint_eq(STAT(1, drops), 1);
+	ck_assert_uint_eq(STAT(1, calls), 1);
+	ck_assert_int_eq(fake_batches(true), 1);
+	for (int i = 0; i < 5; i++) {
+		if (i == 2)
+			continue;
+		ck_assert_int_eq(net_fake_take(t.be[0], out, sizeof(out)), lens[i]);
+	}
+	ck_assert_int_eq(net_fake_take(t.be[0], out, sizeof(out)), 0);
+	for (int i = 0; i < 5; i++)
+		ck_assert_uint_eq(t.q[1].used->ring[i].len, 0);
+	dev_destroy();
+}
+END_TEST
+
+/* A full ring (256 chains) goes out in TX_BATCH (64) chains per backend call, one used-ring
+ * update and at most one interrupt per call. */
+START_TEST(batch_tx_ring_full)
+{
+	u8 out[128];
+	int n = 0;
+
+	dev_create_opts(1, NULL, (struct net_opts){ .batch = true });
+	dev_start(BASE_FEATURES, 256);
+	ck_assert(wait_thread_idle("lkvm-net-tx0"));
+	post_tx(256, 72);
+	vd_kick(t.vdev, 1);
+	ck_assert(wait_used(1, 256));
+	ck_assert(WAIT_STAT(1, packets, 256));
+	ck_assert_int_eq(fake_batches(true), 4);
+	ck_assert_uint_eq(STAT(1, calls), 4);
+	ck_assert_uint_ge(STAT(1, irqs), 1);
+	ck_assert_uint_le(STAT(1, irqs), 4);
+	while (net_fake_take(t.be[0], out, sizeof(out)) == 72)
+		n++;
+	ck_assert_int_eq(n, 256);
+	dev_destroy();
+}
+END_TEST
+
+/* A backend that is always full, with batch ops: stop while a batch waits for room gives
+ * every chain of it back, none completed. */
+static int stuck_send_batch(struct net_backend *be, struct net_io *io, int n)
+{
+	__atomic_add_fetch(&((struct stuck *)be->priv)->sends, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++)
+		io[i].res = -EAGAIN;
+	return 0;
+}
+
+static int stuck_recv_batch(struct net_backend *be, struct net_io *io, int n)
+{
+	for (int i = 0; i < n; i++)
+		io[i].res = -EAGAIN;
+	return 0;
+}
+
+static const struct net_backend_ops stuck_batch_ops = {
+	.send = stuck_send,
+	.recv = stuck_recv,
+	.send_batch = stuck_send_batch,
+	.recv_batch = stuck_recv_batch,
+	.close = stuck_close,
+};
+
+START_TEST(batch_stop_during_batch)
+{
+	struct stuck *s = calloc(1, sizeof(*s));
+	u64 max = 0xfffffffffffffffeULL;
+
+	ck_assert_ptr_nonnull(s);
+	s->be.ops = &stuck_batch_ops;
+	s->be.priv = s;
+	s->be.rx_fd = eventfd(0, EFD_NONBLOCK);
+	s->be.tx_fd = eventfd(0, EFD_NONBLOCK);
+	/* An eventfd at its maximum is not writable; rx_fd readable: RX offers its slots. */
+	ck_assert_int_eq(write(s->be.tx_fd, &max, sizeof(max)), sizeof(max));
+	dev_create_opts(1, &s->be, (struct net_opts){ .batch = true });
+	dev_start(BASE_FEATURES, 256);
+	ck_assert(wait_thread_idle("lkvm-net-tx0"));
+	post_tx(3, 72);
+	vd_kick(t.vdev, 1);
+	for (int ms = 0; ms < WAIT_MS && !__atomic_load_n(&s->sends, __ATOMIC_RELAXED); ms++)
+		poll(NULL, 0, 1);
+	ck_assert(wait_thread_idle("lkvm-net-tx0"));
+	ck_assert_int_eq(__atomic_load_n(&s->sends, __ATOMIC_RELAXED), 1); /* one call, waiting */
+	for (int i = 0; i < 3; i++)
+		post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	t.vdev->ops->stop(t.vdev);
+	/* Nothing consumed: TX's three chains and RX's held buffers are given back. */
+	ck_assert_uint_eq(t.vdev->q[1].vq.last_avail, 0);
+	ck_assert_uint_eq(used_idx(1), 0);
+	ck_assert_uint_eq(STAT(1, drops), 0);
+	ck_assert_uint_eq(t.vdev->q[0].vq.last_avail, 0);
+	ck_assert_uint_eq(used_idx(0), 0);
+	dev_destroy();
+}
+END_TEST
+
+/* Fewer frames than buffers offered (a partial batch), then more: each lands whole in the
+ * next buffer, in order; the buffers that got none stay for the next frames. */
+START_TEST(batch_rx_partial)
+{
+	u8 frame[100];
+	u64 buf[8];
+	u16 head[8];
+
+	dev_create_opts(1, NULL, (struct net_opts){ .batch = true });
+	dev_start(BASE_FEATURES, 256);
+	for (int i = 0; i < 8; i++) {
+		buf[i] = galloc(2048);
+		head[i] = post(0, &(struct vd_buf){ buf[i], 2048, true }, 1);
+	}
+	vd_kick(t.vdev, 0);
+	for (int i = 0; i < 3; i++) {
+		fill_pattern(frame, sizeof(frame), (u8)i);
+		ck_assert_int_eq(net_fake_inject(t.be[0], frame, 60 + i), 0);
+	}
+	ck_assert(wait_used(0, 3));
+	for (int i = 3; i < 5; i++) {
+		fill_pattern(frame, sizeof(frame), (u8)i);
+		ck_assert_int_eq(net_fake_inject(t.be[0], frame, 60 + i), 0);
+	}
+	ck_assert(wait_used(0, 5));
+	for (int i = 0; i < 5; i++) {
+		fill_pattern(frame, sizeof(frame), (u8)i);
+		ck_assert_uint_eq(t.q[0].used->ring[i].id, head[i]);
+		ck_assert_uint_eq(t.q[0].used->ring[i].len, 72 + i);
+		ck_assert_uint_eq(rx_num_buffers(buf[i]), 1);
+		ck_assert_mem_eq(gp(buf[i] + 12), frame, 60 + i);
+	}
+	ck_assert(WAIT_STAT(0, packets, 5));
+	ck_assert_uint_eq(STAT(0, drops), 0);
+	ck_assert_int_ge(fake_batches(false), 2);
+	ck_assert_uint_eq(STAT(0, calls), fake_batches(false));
+	dev_destroy();
+}
+END_TEST
+
+/* More frames than buffers (the ring full of frames): the rest wait in the backend until
+ * the guest posts more, then come in order. */
+START_TEST(batch_rx_ring_full)
+{
+	u8 frame[100];
+	u64 buf[10];
+
+	dev_create_opts(1, NULL, (struct net_opts){ .batch = true });
+	dev_start(BASE_FEATURES | F(VIRTIO_RING_F_EVENT_IDX), 256);
+	for (int i = 0; i < 4; i++)
+		post(0, &(struct vd_buf){ buf[i] = galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
+	for (int i = 0; i < 10; i++) {
+		fill_pattern(frame, sizeof(frame), (u8)i);
+		ck_assert_int_eq(net_fake_inject(t.be[0], frame, 60 + i), 0);
+	}
+	ck_assert(wait_used(0, 4));
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	ck_assert_uint_eq(used_idx(0), 4);
+	ck_assert_int_eq(net_fake_pending(t.be[0]), 6);
+	for (int i = 4; i < 10; i++)
+		post(0, &(struct vd_buf){ buf[i] = galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
+	ck_assert(wait_used(0, 10));
+	for (int i = 0; i < 10; i++) {
+		fill_pattern(frame, sizeof(frame), (u8)i);
+		ck_assert_uint_eq(t.q[0].used->ring[i].len, 72 + i);
+		ck_assert_mem_eq(gp(buf[i] + 12), frame, 60 + i);
+	}
+	ck_assert_uint_eq(STAT(0, drops), 0);
+	dev_destroy();
+}
+END_TEST
+
+/* A frame too long for its buffer in the middle of a batch (no MRG_RXBUF): only it is dropped
+ * (drops moves by exactly 1); its buffer takes the next frame. */
+START_TEST(batch_rx_long_frame_in_middle)
+{
+	static u8 big[500], small[60];
+	u64 buf[3];
+	u16 head[3];
+
+	dev_create_opts(1, NULL, (struct net_opts){ .batch = true });
+	dev_start(BASE_FEATURES, 256);
+	for (int i = 0; i < 3; i++) {
+		buf[i] = galloc(200);
+		head[i] = post(0, &(struct vd_buf){ buf[i], 200, true }, 1);
+	}
+	vd_kick(t.vdev, 0);
+	fill_pattern(big, sizeof(big), 21);
+	fill_pattern(small, sizeof(small), 22);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	/* Injected in one go, so that one call sees all three (the fake holds its lock per frame). */
+	ck_assert_int_eq(net_fake_inject(t.be[0], small, sizeof(small)), 0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], big, sizeof(big)), 0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], small, 50), 0);
+	ck_assert(WAIT_STAT(0, packets, 2));
+	ck_assert_uint_eq(STAT(0, drops), 1);
+	ck_assert(wait_used(0, 2));
+	ck_assert_uint_eq(t.q[0].used->ring[0].len, 72);
+	ck_assert_uint_eq(t.q[0].used->ring[1].len, 62);
+	/* Which buffers took them depends on how the frames met the calls; the one left over
+	 * takes the next frame. */
+	ck_assert_int_eq(net_fake_inject(t.be[0], small, 40), 0);
+	ck_assert(wait_used(0, 3));
+	ck_assert_uint_eq(t.q[0].used->ring[2].len, 52);
+	ck_assert_uint_eq(STAT(0, drops), 1);
+	{
+		bool seen[3] = { false };
+
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < 3; j++)
+				seen[j] |= t.q[0].used->ring[i].id == head[j];
+		ck_assert(seen[0] && seen[1] && seen[2]);
+	}
+	(void)buf;
+	dev_destroy();
+}
+END_TEST
+
+/* MRG_RXBUF: a frame longer than one buffer spans the next held ones, in order. */
+START_TEST(batch_rx_mergeable_spans)
+{
+	static u8 frame[5000], got[5000];
+	u64 buf[8];
+	u16 head[8];
+	size_t off;
+
+	dev_create_opts(1, NULL, (struct net_opts){ .batch = true });
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF), 256);
+	for (int i = 0; i < 8; i++) {
+		buf[i] = galloc(2048);
+		head[i] = post(0, &(struct vd_buf){ buf[i], 2048, true }, 1);
+	}
+	vd_kick(t.vdev, 0);
+	fill_pattern(frame, sizeof(frame), 3);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 3));
+	ck_assert_uint_eq(rx_num_buffers(buf[0]), 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_eq(t.q[0].used->ring[i].id, head[i]);
+	ck_assert_uint_eq(t.q[0].used->ring[2].len, 5012 - 4096);
+	memcpy(got, gp(buf[0] + 12), 2036);
+	off = 2036;
+	memcpy(got + off, gp(buf[1]), 2048);
+	off += 2048;
+	memcpy(got + off, gp(buf[2]), 5000 - off);
+	ck_assert_mem_eq(got, frame, sizeof(frame));
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, 100), 0);
+	ck_assert(wait_used(0, 4));
+	ck_assert_uint_eq(t.q[0].used->ring[3].id, head[3]);
+	ck_assert_uint_eq(rx_num_buffers(buf[3]), 1);
+	ck_assert(WAIT_STAT(0, packets, 2));
+	ck_assert_uint_eq(STAT(0, drops), 0);
+	dev_destroy();
+}
+END_TEST
+
+/* MRG_RXBUF with too few buffers for a long frame: batch=on drops it (counted once) where
+ * batch=off waits for more buffers (rx_mergeable_waits_for_room); the buffers stay. */
+START_TEST(batch_rx_mergeable_short_drops)
+{
+	static u8 frame[5000];
+
+	dev_create_opts(1, NULL, (struct net_opts){ .batch = true });
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF), 256);
+	u64 b0 = galloc(2048);
+	post(0, &(struct vd_buf){ b0, 2048, true }, 1);
+	post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
+	fill_pattern(frame, sizeof(frame), 5);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(WAIT_STAT(0, drops, 1));
+	ck_assert_uint_eq(used_idx(0), 0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, 100), 0);
+	ck_assert(wait_used(0, 1));
+	ck_assert_uint_eq(t.q[0].used->ring[0].len, 112);
+	ck_assert_uint_eq(rx_num_buffers(b0), 1);
+	ck_assert_uint_eq(STAT(0, drops), 1);
+	dev_destroy();
+}
+END_TEST
+
 static Suite *virtio_net_suite(void)
 {
 	Suite *s = suite_create("virtio_net");
@@ -1724,6 +2068,48 @@ static Suite *virtio_net_suite(void)
 	tcase_add_test(tc, tx_stop_endless_ring);
 	tcase_add_test(tc, backend_gone_link_down);
 	tcase_add_test(tc, stream_backend_moves_frames);
+	tcase_add_test(tc, event_idx_suppresses_interrupts);
+	tcase_add_test(tc, no_interrupt_flag_respected);
+	tcase_add_test(tc, ctrl_commands);
+	tcase_add_test(tc, multiqueue_pairs);
+	tcase_add_test(tc, multiqueue_active_pairs);
+	tcase_add_test(tc, features_negotiation);
+	tcase_add_test(tc, config_space);
+	tcase_add_test(tc, stop_while_backend_full);
+	tcase_add_test(tc, rx_backend_error_backs_off);
+	tcase_add_test(tc, restart_and_stats);
+	tcase_add_loop_test(tc, tx_chain_posted_before_reenable, 0, (int)ARRAY_SIZE(mode_cases));
+	tcase_add_loop_test(tc, tx_unkicked_chains_while_off, 0, (int)ARRAY_SIZE(mode_cases));
+	tcase_add_loop_test(tc, tx_race_no_chain_unseen, 0, (int)ARRAY_SIZE(mode_cases));
+	tcase_add_test(tc, poll_budget_adapts);
+	suite_add_tcase(s, tc);
+	/* The same with batch=on (the fake's batch ops). */
+	tc = tcase_create("batch");
+	tcase_set_timeout(tc, 30);
+	tcase_add_checked_fixture(tc, batch_on, batch_off);
+	/* Not here: three RX tests of batch=off's ways with buffers it holds (given back when
+	 * idle; a long MRG_RXBUF frame waits for more buffers). batch=on keeps them held, and
+	 * drops such a frame: batch_rx_mergeable_spans and batch_rx_mergeable_short_drops. */
+	tcase_add_test(tc, batch_tx_bad_chain_in_middle);
+	tcase_add_test(tc, batch_tx_ring_full);
+	tcase_add_test(tc, batch_stop_during_batch);
+	tcase_add_test(tc, batch_rx_partial);
+	tcase_add_test(tc, batch_rx_ring_full);
+	tcase_add_test(tc, batch_rx_long_frame_in_middle);
+	tcase_add_test(tc, batch_rx_mergeable_spans);
+	tcase_add_test(tc, batch_rx_mergeable_short_drops);
+	tcase_add_test(tc, rx_single_frame);
+	tcase_add_test(tc, rx_waits_for_buffers);
+	tcase_add_test(tc, rx_header_split);
+	tcase_add_test(tc, rx_no_peek_long_frame_dropped);
+	tcase_add_test(tc, rx_malformed_chain_needs_reset);
+	tcase_add_test(tc, tx_split_chain);
+	tcase_add_loop_test(tc, quiesce_holds_frames, 0, 3);
+	tcase_add_test(tc, tx_bad_lengths_dropped);
+	tcase_add_test(tc, tx_malformed_chain_needs_reset);
+	tcase_add_test(tc, tx_buffer_outside_ram_needs_reset);
+	tcase_add_test(tc, tx_stop_endless_ring);
+	tcase_add_test(tc, backend_gone_link_down);
 	tcase_add_test(tc, event_idx_suppresses_interrupts);
 	tcase_add_test(tc, no_interrupt_flag_respected);
 	tcase_add_test(tc, ctrl_commands);
