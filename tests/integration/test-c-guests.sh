@@ -157,7 +157,7 @@ run_test_serial net-bench-tx-trapped t_bench tx count 64 "" ",ioeventfd=off"
 run_test_serial net-bench-rr-64 t_bench rr echo 64
 run_test_serial net-bench-rr-1514 t_bench rr echo 1514
 run_test_serial net-bench-rx-64 t_bench rx blast 64
-# Both data paths by name (the default is batch=on where io_uring works).
+# Both data paths by name (the default is batch=off).
 run_test_serial net-bench-tx-64-batch t_bench tx count 64 "" ",batch=on"
 run_test_serial net-bench-rx-64-batch t_bench rx blast 64 "" ",batch=on"
 run_test_serial net-bench-rr-64-batch t_bench rr echo 64 "" ",batch=on"

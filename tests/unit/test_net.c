@@ -734,7 +734,7 @@ START_TEST(test_tap_roundtrip)
 }
 END_TEST
 
-/* batch=on (the default): the tap's io_uring batch ops move frames both ways, in order, with
+/* batch=on: the tap's io_uring batch ops move frames both ways, in order, with
  * -EAGAIN for what found no frame; closing lets go of the tap at once. */
 START_TEST(test_tap_batch)
 {
@@ -749,7 +749,7 @@ START_TEST(test_tap_batch)
 	int ps, found = 0;
 
 	enter_netns();
-	ck_assert_msg(open_tap("tapif=lkvmb0,script=none", be, 1, err, sizeof(err)) == 0, "%s",
+	ck_assert_msg(open_tap("tapif=lkvmb0,script=none,batch=on", be, 1, err, sizeof(err)) == 0, "%s",
 		      err);
 	ck_assert_ptr_nonnull(be[0]->ops->send_batch);
 	ck_assert_ptr_nonnull(be[0]->ops->recv_batch);
