@@ -778,6 +778,24 @@ static void rx_consume(struct net_worker *w, int k)
 
 enum { GATHER_OK, GATHER_DRY, GATHER_BROKEN };
 
+/* The next receive buffer of w's queue into e: 1, 0 when the ring has none, -1 when the queue
+ * broke (a malformed chain, or a buffer that cannot hold the header; said by queue_broken). */
+static int rx_pop(struct net_worker *w, struct vq_elem *e)
+{
+	int r = vq_pop(&w->n->vdev.q[w->qi].vq, e);
+
+	if (r < 0) {
+		queue_broken(w, "malformed descriptor chain");
+		return -1;
+	}
+	/* Every receive buffer must hold at least the header (§5.1.6.3.1). */
+	if (r > 0 && (e->in_num == 0 || e->in_len < HDR_LEN)) {
+		queue_broken(w, "receive buffer smaller than the header");
+		return -1;
+	}
+	return r;
+}
+
 /* Hold chains until their writable bytes cover want (one chain without MRG_RXBUF, at
  * most RX_MAX_CHAINS / RX_MAX_IOV). GATHER_DRY: the ring ran out first. */
 static int rx_gather(struct net_worker *w, u64 want)
@@ -788,19 +806,12 @@ static int rx_gather(struct net_worker *w, u64 want)
 	int max_iov = w->spill ? RX_MAX_IOV - 1 : RX_MAX_IOV; /* readv's limit, spill included */
 
 	while (w->nheld < max && w->held_len < want) {
-		int r = vq_pop(vq, e);
+		int r = rx_pop(w, e);
 
 		if (r == 0)
 			return GATHER_DRY;
-		if (r < 0) {
-			queue_broken(w, "malformed descriptor chain");
+		if (r < 0)
 			return GATHER_BROKEN;
-		}
-		/* Every receive buffer must hold at least the header (§5.1.6.3.1). */
-		if (e->in_num == 0 || e->in_len < HDR_LEN) {
-			queue_broken(w, "receive buffer smaller than the header");
-			return GATHER_BROKEN;
-		}
 		if (w->nheld_iov + e->in_num > max_iov) {
 			vq_unpop(vq, 1);
 			break;
@@ -1018,20 +1029,13 @@ static int rx_slots_fill(struct net_worker *w)
 
 	while (w->nslots < want) {
 		struct rx_slot *s = &w->slots[w->nslots];
-		int r = vq_pop(vq, e), niov;
+		int r = rx_pop(w, e), niov;
 
 		if (r == 0)
 			break;
-		if (r < 0) {
-			queue_broken(w, "malformed descriptor chain");
+		if (r < 0)
 			return GATHER_BROKEN;
-		}
 		w->pop_seq++;
-		/* Every receive buffer must hold at least the header (§5.1.6.3.1). */
-		if (e->in_num == 0 || e->in_len < HDR_LEN) {
-			queue_broken(w, "receive buffer smaller than the header");
-			return GATHER_BROKEN;
-		}
 		/* readv takes RX_MAX_IOV iovecs, spill included: a longer chain offers its first. */
 		niov = MIN((int)e->in_num, RX_MAX_IOV - 1);
 		memcpy(s->iov, &e->iov[e->out_num], (size_t)niov * sizeof(struct iovec));
@@ -1092,7 +1096,7 @@ static int rx_spill_out(struct net_worker *w, int k, bool *free_slot, u64 got)
 		off += l;
 	}
 	while (off < got) {
-		int r = extra + 1 < RX_MAX_CHAINS ? vq_pop(vq, e) : 0;
+		int r = extra + 1 < RX_MAX_CHAINS ? rx_pop(w, e) : 0;
 		u64 l;
 
 		if (r == 0) {
@@ -1100,15 +1104,9 @@ static int rx_spill_out(struct net_worker *w, int k, bool *free_slot, u64 got)
 			w->pop_seq -= (u64)popped;
 			return GATHER_DRY;
 		}
-		if (r < 0) {
-			queue_broken(w, "malformed descriptor chain");
+		if (r < 0)
 			return GATHER_BROKEN;
-		}
 		w->pop_seq++;
-		if (e->in_num == 0 || e->in_len < HDR_LEN) {
-			queue_broken(w, "receive buffer smaller than the header");
-			return GATHER_BROKEN;
-		}
 		l = MIN(got - off, e->in_len);
 		iov_to(&e->iov[e->out_num], e->in_num, 0, s->spill + (off - s->len), l);
 		heads[extra] = e->head;

@@ -749,8 +749,8 @@ START_TEST(test_tap_batch)
 	int ps, found = 0;
 
 	enter_netns();
-	ck_assert_msg(open_tap("tapif=lkvmb0,script=none,batch=on", be, 1, err, sizeof(err)) == 0, "%s",
-		      err);
+	ck_assert_msg(open_tap("tapif=lkvmb0,script=none,batch=on", be, 1, err, sizeof(err)) == 0,
+		      "%s", err);
 	ck_assert_ptr_nonnull(be[0]->ops->send_batch);
 	ck_assert_ptr_nonnull(be[0]->ops->recv_batch);
 

@@ -1313,18 +1313,25 @@ static const struct net_backend_ops stuck_ops = {
 	.close = stuck_close,
 };
 
-START_TEST(stop_while_backend_full)
+/* A stuck backend of ops: its tx_fd an eventfd at its maximum, which is never writable. */
+static struct stuck *stuck_new(const struct net_backend_ops *ops)
 {
 	struct stuck *s = calloc(1, sizeof(*s));
 	u64 max = 0xfffffffffffffffeULL;
 
 	ck_assert_ptr_nonnull(s);
-	s->be.ops = &stuck_ops;
+	s->be.ops = ops;
 	s->be.priv = s;
 	s->be.rx_fd = eventfd(0, EFD_NONBLOCK);
 	s->be.tx_fd = eventfd(0, EFD_NONBLOCK);
-	/* An eventfd at its maximum is not writable. */
 	ck_assert_int_eq(write(s->be.tx_fd, &max, sizeof(max)), sizeof(max));
+	return s;
+}
+
+START_TEST(stop_while_backend_full)
+{
+	struct stuck *s = stuck_new(&stuck_ops);
+
 	dev_create(1, &s->be);
 	dev_start(BASE_FEATURES, 256);
 	post(1, &(struct vd_buf){ galloc(72), 72, false }, 1);
@@ -1827,16 +1834,9 @@ static const struct net_backend_ops stuck_batch_ops = {
 
 START_TEST(batch_stop_during_batch)
 {
-	struct stuck *s = calloc(1, sizeof(*s));
-	u64 max = 0xfffffffffffffffeULL;
+	struct stuck *s = stuck_new(&stuck_batch_ops);
 
-	ck_assert_ptr_nonnull(s);
-	s->be.ops = &stuck_batch_ops;
-	s->be.priv = s;
-	s->be.rx_fd = eventfd(0, EFD_NONBLOCK);
-	s->be.tx_fd = eventfd(0, EFD_NONBLOCK);
-	/* An eventfd at its maximum is not writable; rx_fd readable: RX offers its slots. */
-	ck_assert_int_eq(write(s->be.tx_fd, &max, sizeof(max)), sizeof(max));
+	/* rx_fd readable: RX offers its slots. */
 	dev_create_opts(1, &s->be, (struct net_opts){ .batch = true });
 	dev_start(BASE_FEATURES, 256);
 	ck_assert(wait_thread_idle("lkvm-net-tx0"));
