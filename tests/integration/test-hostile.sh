@@ -38,6 +38,7 @@ all_body() {
 		--console virtio || return
 	expect_no_output 'ERROR: [A-Za-z]+Sanitizer|runtime error:|SUMMARY: [A-Za-z]+Sanitizer' "a sanitizer report" || return
 	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
+	case $extra in *batch=on*) expect_no_output 'batch=on unavailable' "the per-frame fallback" || return ;; esac
 	local ok
 	ok=$(grep -c '^GUEST hostile: [a-z0-9^-]* ok ' "$LAST_LOG")
 	[ "$ok" = $NCASES ] || { fail "$ok of $NCASES cases ok"; return; }
@@ -102,6 +103,8 @@ skip_unless_kvm
 run_test hostile-ioeventfd t_all hostile-ioeventfd "$REAL_LKVM" ""
 run_test hostile-trapped t_all hostile-trapped "$REAL_LKVM" ",ioeventfd=off"
 run_test hostile-asan t_all hostile-asan "$ASAN_LKVM" ""
+# The batched data path (io_uring) under the same driver, with ASan+UBSan watching.
+run_test hostile-batch-asan t_all hostile-batch-asan "$ASAN_LKVM" ",batch=on"
 run_test hostile-flood t_flood
 run_test hostile-blk-bounce t_blk_bounce
 finish_tests
