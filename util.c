@@ -81,10 +81,9 @@ static void log_line(enum log_level lvl, const char *fmt, va_list ap, unsigned m
 	if (missed && n < (int)sizeof(line))
 		snprintf(line + n, sizeof(line) - (size_t)n, " (%u similar messages suppressed)",
 			 missed);
-	/* One write per line so lines from several threads do not interleave; \r\n because
-	 * the terminal may be in raw mode while the guest runs. */
-	n = (int)strnlen(line, sizeof(line) - 3);
-	line[n++] = '\r';
+	/* One write per line so lines from several threads do not interleave. A bare \n: the
+	 * terminal's raw mode keeps ONLCR (term.c), and a log file gets no \r. */
+	n = (int)strnlen(line, sizeof(line) - 2);
 	line[n++] = '\n';
 	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
 		/* Nowhere left to report to. */

@@ -175,8 +175,8 @@ copy_for_others() {
 		{ fail "cannot copy $* to $dir for another user"; return 1; }
 }
 
-# one_error_line REGEX: the last command printed exactly one line, an error matching REGEX (lkvm
-# ends its own lines with "\r\n", for a terminal in raw mode).
+# one_error_line REGEX: the last command printed exactly one line, an error matching REGEX (a \r,
+# as a terminal's ONLCR adds, is ignored).
 one_error_line() {
 	[ "$(wc -l <"$LAST_LOG")" = 1 ] && tr -d '\r' <"$LAST_LOG" | grep -Eq -- "^lkvm: error: $1\$" &&
 		return 0

@@ -51,7 +51,7 @@ EOF
 }
 
 KVM_CAP_TSC_DEADLINE_TIMER=72
-EOL=$'\r?$' # lkvm ends its own lines with \r\n (a raw terminal needs the \r)
+EOL=$'\r?$' # a line's end, with the \r a terminal's ONLCR adds (a pty's output) or without
 
 # A run of the machine guest that passes: exit 0, GUEST DONE and no failure.
 # machine_ok LOG KERNEL-FILE [RUN ARGS...] -p "check=... want...."

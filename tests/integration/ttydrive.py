@@ -103,7 +103,7 @@ class Drive:
                     self.raw = True
                 return
             data = data[1:]
-        # lkvm ends its own lines with "\r\n", which the terminal's ONLCR makes "\r\r\n".
+        # The terminal's ONLCR makes a "\n" "\r\n" (and a guest's "\r\n" "\r\r\n").
         text = self.cr + data
         keep = len(text) - len(text.rstrip(b"\r"))
         self.cr = text[len(text) - keep:]

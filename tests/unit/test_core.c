@@ -382,8 +382,10 @@ START_TEST(ratelimit_bounds_lines)
 	pr_warn_rl(&rl, "later");
 	lines = capture_end(&c, out, sizeof(out));
 	ck_assert_int_eq(lines, RATELIMIT_BURST + 1);
-	ck_assert_msg(strstr(out, "lkvm: warning: later (995 similar messages suppressed)"), "%s",
+	ck_assert_msg(strstr(out, "lkvm: warning: later (995 similar messages suppressed)\n"), "%s",
 		      out);
+	/* A log file gets lines, not a raw terminal's \r\n (ONLCR adds the \r on a terminal). */
+	ck_assert_ptr_null(strchr(out, '\r'));
 }
 END_TEST
 
