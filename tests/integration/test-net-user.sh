@@ -286,6 +286,10 @@ t_guest_link_down() {
 t_exit_paths() {
 	need_user_net || return
 	passt_works || return
+	# run_lkvm's guard past each --timeout: a set-up slowed by load is not a hang; the hang it
+	# catches (waiting for a stuck passt) would last its sleep, T + 60 s.
+	# shellcheck disable=SC2034 # read by run_lkvm
+	local GUARD_SLACK=60
 	# An error after the NIC was made (the disk is opened later): lkvm exits 1, passt with it.
 	run_lkvm "net-user-$_T_NAME-error" 1 -- run --debug -k "$G/bzImage" -n mode=user -d "$WORK/no-such-disk" --timeout 30 || return
 	expect_output "passt started \\(pid [0-9]+\\)" "passt started before the error" || return
