@@ -135,33 +135,43 @@ uid_of() { awk '/^Uid:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
 # ---- (1) a non-root user, no tap, no namespace of its own: netconsole through lkvm's passt ----
 
-t_netconsole_nonroot() {
-	need_user_net || return
-	local uid gid
-	uid=$(id -u nobody 2>/dev/null) || { skip "no user nobody"; return; }
-	gid=$uid # as-user.sh: the uid's own gid
-	local as_user="$REPO_ROOT/tests/integration/as-user.sh $WORK/kvm-node"
-	mkdir -p "$WORK/kvm-node"
+# as_nobody: lkvm and passt as user nobody, no tap, no namespace of its own: sets AS_UID, AS_USER
+# (a prefix that runs a command as that user, with lkvm's runtime directory AS_RT of its own) and
+# AS_BIN (copies of lkvm and the guest kernel that user may run, one folder per test: a copy made
+# over another test's running lkvm would fail). Skips the test where that user cannot run a VM
+# or passt.
+as_nobody() {
+	AS_UID=$(id -u nobody 2>/dev/null) || { skip "no user nobody"; return 1; }
+	local as_user="$REPO_ROOT/tests/integration/as-user.sh $WORK/kvm-node-$_T_NAME"
+	mkdir -p "$WORK/kvm-node-$_T_NAME"
 	# /dev/kvm for that user: a node of its own in a private mount namespace (as-user.sh). Where
 	# that cannot be made and /dev/kvm is not open to others, the user cannot run a VM at all.
 	# shellcheck disable=SC2086
-	if ! $as_user "$uid" true 2>/dev/null; then
-		skip "cannot give user $uid a /dev/kvm node (as-user.sh needs root; /dev/kvm is $(stat -c '%a %U' /dev/kvm))"
-		return
+	if ! $as_user "$AS_UID" true 2>/dev/null; then
+		skip "cannot give user $AS_UID a /dev/kvm node (as-user.sh needs root; /dev/kvm is $(stat -c '%a %U' /dev/kvm))"
+		return 1
 	fi
 	# shellcheck disable=SC2086
-	$as_user "$uid" sh -c 'exec 3<>/dev/kvm' 2>/dev/null ||
-		{ skip "user $uid cannot open /dev/kvm even with a node of its own"; return; }
+	$as_user "$AS_UID" sh -c 'exec 3<>/dev/kvm' 2>/dev/null ||
+		{ skip "user $AS_UID cannot open /dev/kvm even with a node of its own"; return 1; }
 	# shellcheck disable=SC2086
-	passt_works $as_user "$uid" || return
-	copy_for_others "$WORK/bin" "$LKVM" "$G/bzImage" || return
-	local rt=$WORK/rt-$_T_NAME port
-	mkdir -m 700 "$rt" && chown "$uid:$gid" "$rt"
+	passt_works $as_user "$AS_UID" || return
+	AS_BIN=$WORK/bin-$_T_NAME
+	copy_for_others "$AS_BIN" "$LKVM" "$G/bzImage" || return
+	AS_RT=$WORK/rt-$_T_NAME
+	mkdir -m 700 "$AS_RT" && chown "$AS_UID:$AS_UID" "$AS_RT" # as-user.sh: the uid's own gid
+	AS_USER="$as_user $AS_UID env LKVM_RUNTIME_DIR=$AS_RT"
+}
+
+t_netconsole_nonroot() {
+	need_user_net || return
+	as_nobody || return
+	local uid=$AS_UID port
 	port=$(port_for 1)
 	sink_start "$port"
 	# shellcheck disable=SC2034 # read by start_vm
-	local LKVM_PREFIX="$as_user $uid env LKVM_RUNTIME_DIR=$rt" VM_TIMEOUT=$VM_T
-	LKVM=$WORK/bin/lkvm start_vm - "net-user-$_T_NAME" -k "$WORK/bin/bzImage" -m 256 --stats=json \
+	local LKVM_PREFIX=$AS_USER VM_TIMEOUT=$VM_T
+	LKVM=$AS_BIN/lkvm start_vm - "net-user-$_T_NAME" -k "$AS_BIN/bzImage" -m 256 --stats=json \
 		-n mode=user -p "$(netconsole "$port")"
 	local passt=""
 	wait_until 30 test -n "$(passt_child "$VM_PID")"
