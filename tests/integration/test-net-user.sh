@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# -n mode=user (virtio-net through passt, no tap, no root): a non-root user's guest kernel sends netconsole lines to a host UDP socket through the passt lkvm starts; socket=PATH to a passt the test started; passt killed mid-run (link down to Linux and to the net-faults guest, lkvm carries on); passt gone on every exit path; bad options.
+# -n mode=user (virtio-net through passt, no tap, no root): a non-root user's guest kernel sends netconsole lines to a host UDP socket through the passt lkvm starts; socket=PATH to a passt the test started; passt killed mid-run (link down to Linux and to the net-faults guest, lkvm carries on); passt gone on every exit path; bad options; with guest user space, a non-root user's guest gets its address by DHCP and fetches a file from the host's loopback, and the TCP stream rate through passt against a tap.
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
-SUMMARY_PREFIX=net-user
+SUMMARY_PREFIX=${SUMMARY_PREFIX:-net-user}
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -296,10 +296,6 @@ t_guest_link_down() {
 t_exit_paths() {
 	need_user_net || return
 	passt_works || return
-	# run_lkvm's guard past each --timeout: a set-up slowed by load is not a hang; the hang it
-	# catches (waiting for a stuck passt) would last its sleep, T + 60 s.
-	# shellcheck disable=SC2034 # read by run_lkvm
-	local GUARD_SLACK=60
 	# An error after the NIC was made (the disk is opened later): lkvm exits 1, passt with it.
 	run_lkvm "net-user-$_T_NAME-error" 1 -- run --debug -k "$G/bzImage" -n mode=user -d "$WORK/no-such-disk" --timeout 30 || return
 	expect_output "passt started \\(pid [0-9]+\\)" "passt started before the error" || return
@@ -373,10 +369,241 @@ t_bad_options() {
 	one_error_line "virtio-net: -n mode=user: passt is not in PATH \\(Debian: apt install passt\\)"
 }
 
+# ---- (5) guest user space through passt: DHCP, a file fetched, the TCP rate against a tap ----
+# Linux user space: on a VMX/SVM host or in the emulated one; a PVM host's guests make no system
+# calls (skip_unless_userspace). `lkvm run -- sh guest-net.sh ...` runs the guest's side on the
+# host's files (9p): busybox's udhcpc, ip and sha256sum (busybox-static: scripts/deps.sh guest),
+# socat (deps.sh test).
+
+GUEST_NET=$WORK/guest-net.sh
+cat >"$GUEST_NET" <<'EOF'
+#!/bin/sh
+# In the guest of `lkvm run -- sh guest-net.sh NET STEP...`: eth0 configured, then TCP transfers
+# with the test's server on the host, one per step, in order.
+#   NET: dhcp (address, netmask and default route from DHCP: busybox udhcpc, from passt; the
+#        server is the router, whose address passt maps to the host's loopback) or ADDR/LEN@SERVER
+#   get PORT FILE: SERVER:PORT's bytes into FILE; prints "guest: got FILE sha256=HASH"
+#   put PORT FILE: FILE's bytes to SERVER:PORT (from a copy in the guest's RAM: 9p is not timed)
+#   exit N: ends here with status N (lkvm's must be the same)
+# No address: status 3; a transfer that failed: 4; each with a line on stderr. udhcpc runs this
+# script too, with its event as $1 and the lease in its environment (busybox udhcpc).
+set -u
+bb=busybox
+case ${1-} in
+deconfig | leasefail | nak | renew) exit 0 ;;
+bound) # passt's MTU option is left out: the same 1500-byte link as the tap's
+	$bb ip addr add "$ip/$mask" dev "$interface" &&
+		$bb ip route add default via "${router%% *}" dev "$interface" &&
+		echo "ip=$ip router=${router%% *}" >/tmp/lkvm-lease
+	exit ;;
+esac
+$bb ip link set eth0 up || { echo "guest: no eth0" >&2; exit 3; }
+case $1 in
+dhcp)
+	rm -f /tmp/lkvm-lease # the guest's /tmp shows the host's: only this lease counts
+	$bb udhcpc -i eth0 -f -q -n -t 10 -T 3 -s "$0" >&2 && [ -s /tmp/lkvm-lease ] ||
+		{ echo "guest: no DHCP lease" >&2; exit 3; }
+	. /tmp/lkvm-lease
+	server=$router
+	echo "guest: lease ip=$ip router=$router" ;;
+*)
+	$bb ip addr add "${1%@*}" dev eth0 || { echo "guest: cannot add ${1%@*}" >&2; exit 3; }
+	server=${1#*@} ;;
+esac
+shift
+while [ $# -ge 2 ]; do
+	case $1 in
+	get)
+		socat -u "TCP:$server:$2" "CREATE:$3" || { echo "guest: get from $server:$2 failed" >&2; exit 4; }
+		echo "guest: got $3 sha256=$($bb sha256sum <"$3" | cut -d' ' -f1)"
+		shift 3 ;;
+	put)
+		cp "$3" /tmp/lkvm-put && socat -u OPEN:/tmp/lkvm-put "TCP:$server:$2" ||
+			{ echo "guest: put to $server:$2 failed" >&2; exit 4; }
+		rm -f /tmp/lkvm-put
+		shift 3 ;;
+	exit) exit "$2" ;;
+	*) echo "guest: unknown step $1" >&2; exit 2 ;;
+	esac
+done
+EOF
+chmod 755 "$GUEST_NET"
+
+# need_guest_net: what a guest running guest-net.sh needs: user space (a skip on a PVM host), the
+# guest kernel, socat, and a DHCP client (busybox's udhcpc; a busybox built without it: a skip).
+need_guest_net() {
+	skip_unless_userspace || return
+	need_kernel && need_cmd socat test && need_cmd busybox guest && need_python || return
+	busybox --list | grep -qx udhcpc ||
+		{ skip "$(command -v busybox) has no udhcpc applet: the guest has no DHCP client"; return 1; }
+}
+
+# tcp_serve NAME ADDR PORT send|recv FILE [PORT send|recv FILE]...: one TCP connection on each
+# ADDR:PORT (in $NETNS when set), served in the background (SERVE_PID) in the order given: FILE's
+# bytes sent (done once the peer closed: it had every byte) or the peer's bytes written to FILE
+# (done at their end), each timed from its accept. SERVE_LOG ($LOG_DIR/net-user-NAME.serve)
+# gets a line "PORT send|recv bytes=N secs=S" for each. Waits until all listen (10 s).
+tcp_serve() {
+	SERVE_LOG=$LOG_DIR/net-user-$1.serve
+	shift
+	rm -f "$SERVE_LOG"
+	# shellcheck disable=SC2086 # the namespace's prefix, split on purpose
+	${NETNS:+ip netns exec $NETNS} "$PY" - $((VM_T + 60)) "$@" >"$SERVE_LOG" 2>&1 <<'PYEOF' &
+import socket, sys, time
+limit, addr, args = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
+jobs = []
+for i in range(0, len(args), 3):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, int(args[i])))
+    s.listen(1)
+    s.settimeout(limit)
+    jobs.append((s, args[i], args[i + 1], args[i + 2]))
+print("listening", flush=True)
+for s, port, how, path in jobs:
+    c, _ = s.accept()
+    c.settimeout(limit)
+    t0, n = time.monotonic(), 0
+    if how == "send":
+        with open(path, "rb") as f:
+            data = f.read()
+        c.sendall(data)
+        n = len(data)
+        c.shutdown(socket.SHUT_WR)
+        while c.recv(65536):
+            pass
+    else:
+        with open(path, "wb") as f:
+            while True:
+                b = c.recv(1 << 16)
+                if not b:
+                    break
+                f.write(b)
+                n += len(b)
+    print("%s %s bytes=%d secs=%.3f" % (port, how, n, time.monotonic() - t0), flush=True)
+    c.close()
+PYEOF
+	SERVE_PID=$!
+	echo "$SERVE_PID" >>"$PIDS_FILE" # killed when the script ends, as its VMs are
+	wait_until 10 grep -q listening "$SERVE_LOG" && return 0
+	serve_end
+	fail "the test's TCP server did not listen in 10 s: $(tail -n 2 "$SERVE_LOG" | tr '\n' ' ')"
+}
+
+# serve_end: waits for tcp_serve's server to end by itself (10 s: its last peer is gone by the
+# time lkvm is), killing it otherwise.
+serve_end() {
+	wait_until 10 gone "$SERVE_PID" || kill -KILL "$SERVE_PID" 2>/dev/null
+	wait "$SERVE_PID" 2>/dev/null
+}
+
+# served PORT FIELD: FIELD (bytes, secs) of the server's line for PORT.
+served() { kv "$2" " $(grep "^$1 " "$SERVE_LOG" 2>/dev/null)"; }
+
+# dhcp-fetch: as user nobody (as-user.sh; no tap, no namespace), `lkvm run -n mode=user -- CMD`:
+# CMD gets its address by DHCP from the passt lkvm started, fetches 2 MiB from a TCP server on
+# the host's loopback through the gateway's address (passt's mapping) and writes them to a host
+# folder shared over 9p (as that user); lkvm exits with CMD's status.
+t_dhcp_fetch() {
+	need_user_net && need_guest_net || return
+	as_nobody || return
+	local d=$WORK/$_T_NAME port
+	mkdir -p "$d/out" && chown "$AS_UID:$AS_UID" "$d/out"
+	head -c $((2 << 20)) /dev/urandom >"$d/data" && chmod 644 "$d/data"
+	port=$(port_for 5)
+	tcp_serve "$_T_NAME" 127.0.0.1 "$port" send "$d/data" || return
+	cd "$WORK" || return # the guest's working directory: one that user may enter
+	# shellcheck disable=SC2034 # read by run_lkvm
+	local LKVM_WRAP=$AS_USER
+	LKVM=$AS_BIN/lkvm run_lkvm "net-user-$_T_NAME" 42 -- run -k "$AS_BIN/bzImage" -m 256 \
+		--timeout "$VM_T" -n mode=user --share "$d/out" -- \
+		sh "$GUEST_NET" dhcp get "$port" "$d/out/fetched" exit 42
+	local st=$?
+	serve_end
+	[ "$st" = 0 ] || return
+	expect_output "^guest: lease ip=$GUEST_IP router=$GW\$" "the guest's DHCP lease from passt (ip=$GUEST_IP router=$GW)" || return
+	[ "$(served "$port" bytes)" = $((2 << 20)) ] ||
+		{ fail "the host's server sent $(served "$port" bytes) bytes: $(head -c 200 "$SERVE_LOG")"; return; }
+	cmp -s "$d/data" "$d/out/fetched" ||
+		fail "the file the guest wrote ($(stat -c %s "$d/out/fetched" 2>&1) bytes) differs from the host's: $(cmp "$d/data" "$d/out/fetched" 2>&1 | head -c 200)"
+}
+
+# tcp-rate: one TCP stream each way, guest<-host then guest->host, RATE_MB MiB each, through
+# passt (-n mode=user, the server on the host's loopback) and through a tap (in a namespace of
+# the test's, the server there): every byte arrives intact in all four. The rates, from the
+# host's side (accept to the end of the stream, the guest's receive into RAM included), go to
+# $LOG_DIR/net-user-tcp-rate.txt and the script's stderr; no rate is asserted.
+RATE_MB=${RATE_MB:-4}
+RATE_TXT=$LOG_DIR/net-user-tcp-rate.txt
+rm -f "$RATE_TXT"
+
+# rate_run BACKEND NET NETOPTS: one lkvm run over BACKEND (user, tap): NET is guest-net.sh's,
+# NETOPTS -n's; the server listens on SERVE_ADDR. Sets RATE_IN and RATE_OUT (MB/s).
+rate_run() {
+	local b=$1 d=$WORK/$_T_NAME in out want
+	in=$(port_for 6) out=$(port_for 7)
+	tcp_serve "$_T_NAME-$b" "$SERVE_ADDR" "$in" send "$d/data" "$out" recv "$d/from-guest-$b" || return
+	cd "$WORK" || return
+	run_lkvm "net-user-$_T_NAME-$b" 0 -- run -k "$G/bzImage" -m 256 --timeout "$VM_T" -n "$3" -- \
+		sh "$GUEST_NET" "$2" get "$in" /tmp/lkvm-rate-in put "$out" "$d/data" exit 0
+	local st=$?
+	serve_end
+	[ "$st" = 0 ] || return
+	want=$(sha256sum <"$d/data")
+	want=${want%% *}
+	expect_output "^guest: got /tmp/lkvm-rate-in sha256=$want\$" "the guest's hash of the host's $RATE_MB MiB ($b)" || return
+	cmp -s "$d/data" "$d/from-guest-$b" ||
+		{ fail "the host received $(stat -c %s "$d/from-guest-$b") bytes that differ from the guest's $RATE_MB MiB ($b)"; return; }
+	[ "$(served "$in" bytes)" = $((RATE_MB << 20)) ] ||
+		{ fail "the server's send to the guest ($b): $(head -c 200 "$SERVE_LOG")"; return; }
+	RATE_IN=$(awk -v n="$(served "$in" bytes)" -v s="$(served "$in" secs)" 'BEGIN { printf "%.2f", n / s / 1e6 }')
+	RATE_OUT=$(awk -v n="$(served "$out" bytes)" -v s="$(served "$out" secs)" 'BEGIN { printf "%.2f", n / s / 1e6 }')
+}
+
+rate_tap() { # rate_run over a tap lkvm makes in $NETNS (as root)
+	# shellcheck disable=SC2034 # read by rate_run
+	local SERVE_ADDR=0.0.0.0 # the tap's address exists only once lkvm runs
+	rate_run tap 10.0.6.15/24@10.0.6.1 mode=tap,tapif=lkvmrate0,host_ip=10.0.6.1/24,script=none
+}
+
+t_tcp_rate() {
+	need_user_net && need_guest_net || return
+	skip_unless_net "(the tap to compare passt with)" || return
+	passt_works || return
+	local d=$WORK/$_T_NAME
+	mkdir -p "$d"
+	head -c $((RATE_MB << 20)) /dev/urandom >"$d/data"
+	local load0 user_in user_out tap_in tap_out
+	load0=$(cut -d' ' -f1-3 /proc/loadavg)
+	# shellcheck disable=SC2034 # read by rate_run
+	SERVE_ADDR=127.0.0.1 rate_run user dhcp mode=user || return
+	user_in=$RATE_IN user_out=$RATE_OUT
+	in_netns rate_tap || return
+	tap_in=$RATE_IN tap_out=$RATE_OUT
+	{
+		echo "tcp-rate $(date -u '+%Y-%m-%d %H:%M UTC') host $(host_kind), $(nproc) CPUs, load $load0 before, $(cut -d' ' -f1-3 /proc/loadavg) after; $RATE_MB MiB each way, one run each, lkvm run -m 256 -- socat"
+		awk -v ui="$user_in" -v uo="$user_out" -v ti="$tap_in" -v to="$tap_out" 'BEGIN {
+			printf "guest<-host: passt %s MB/s, tap %s MB/s, passt/tap %.2f\n", ui, ti, ui / ti
+			printf "guest->host: passt %s MB/s, tap %s MB/s, passt/tap %.2f\n", uo, to, uo / to }'
+	} >"$RATE_TXT"
+	cat "$RATE_TXT" >&2
+}
+
 skip_unless_kvm
-# NET_USER_TESTS: the tests to run, by name (default: all).
-NET_USER_TESTS=${NET_USER_TESTS:-netconsole-nonroot socket passt-killed guest-link-down exit-paths bad-options}
-for name in $NET_USER_TESTS; do
+# NET_USER_TESTS: the tests to run, by name or group (default: all).
+# Two groups: kernel (kernel mode only: a PVM host runs them) and userspace (guest user space:
+# a VMX/SVM host or the emulated one).
+KERNEL_TESTS="netconsole-nonroot socket passt-killed guest-link-down exit-paths bad-options"
+USERSPACE_TESTS="dhcp-fetch tcp-rate"
+tests=""
+for name in ${NET_USER_TESTS:-kernel userspace}; do
+	case $name in
+	kernel) tests+=" $KERNEL_TESTS" ;;
+	userspace) tests+=" $USERSPACE_TESTS" ;;
+	*) tests+=" $name" ;;
+	esac
+done
+for name in $tests; do
 	case $name in
 	netconsole-nonroot) run_test "$name" t_netconsole_nonroot ;;
 	socket) run_test "$name" t_socket ;;
@@ -384,7 +611,14 @@ for name in $NET_USER_TESTS; do
 	guest-link-down) run_test "$name" t_guest_link_down ;;
 	exit-paths) run_test "$name" t_exit_paths ;;
 	bad-options) run_test "$name" t_bad_options ;;
+	dhcp-fetch) run_test "$name" t_dhcp_fetch ;;
+	# Alone: nothing else of this script's runs while it measures.
+	tcp-rate) run_test_serial "$name" t_tcp_rate ;;
 	*) echo "test-net-user.sh: unknown test '$name' in NET_USER_TESTS" >&2; exit 2 ;;
 	esac
 done
 finish_tests
+rc=$?
+# The rates tcp-rate measured, after the summary (a test's own output is not kept).
+[ ! -f "$RATE_TXT" ] || cat "$RATE_TXT" >&2
+exit $rc
