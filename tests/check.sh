@@ -119,14 +119,20 @@ stage faults faults,hostile scripts/kvm-host.sh --timeout 1500 -- bash -c "rc=0;
 # A malicious virtio-9p driver: escapes from the shares, fid exhaustion, a read-only share, bad chains.
 stage 9p 9p scripts/kvm-host.sh --timeout 600 -- tests/integration/test-9p.sh
 kernel_stage blk blk scripts/kvm-host.sh --timeout 900 -- tests/integration/test-blk.sh
-# User-mode networking through passt, as a user who is not root (netconsole: the kernel only;
-# guard 1500 s: its boots may take 600 s each on a loaded host).
-kernel_stage net-user net-user scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-net-user.sh
-kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"
-# Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
-# no /dev/kvm, in the emulated SVM host, the only place here where it runs; natively on VMX/SVM.
+# Where guest user space runs: natively on VMX/SVM; on a PVM host (its guests cannot make system
+# calls) or without /dev/kvm, in the emulated SVM host.
 us_host=
 [ "$kind" = native ] || us_host=--emulated
+# User-mode networking through passt: the kernel-mode tests where the kernel runs, as a user who
+# is not root (netconsole; guard 1500 s: its boots may take 600 s each on a loaded host), then
+# those with guest user space (DHCP, a file fetched, the TCP rate against a tap) where that runs.
+kernel_stage net-user net-user,net-user-us bash -c "rc=0
+    NET_USER_TESTS=kernel scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-net-user.sh || rc=1
+    NET_USER_TESTS=userspace SUMMARY_PREFIX=net-user-us scripts/kvm-host.sh $us_host --timeout 1500 -- tests/integration/test-net-user.sh || rc=1
+    exit \$rc"
+kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"
+# Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
+# no /dev/kvm, in the emulated SVM host (us_host above), the only place here where it runs.
 kernel_stage userspace userspace,blk scripts/kvm-host.sh $us_host --timeout 900 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
 # lkvm run -- CMD on the host's files, with lkvm's guest init and exit port (where guest user
 # space runs), and a PVM host's refusal of it (natively: only this machine's KVM can be kvm_pvm).
