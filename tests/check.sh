@@ -109,16 +109,16 @@ stage ctl ctl scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl.sh
 stage console console scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-console.sh
 # The control plane's client side: a non-root user's runtime directory, stop --wait, mute peers.
 stage ctl-client ctl-client scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl-client.sh
-kernel_stage linux linux scripts/kvm-host.sh --timeout 900 -- tests/integration/test-linux.sh
+kernel_stage linux linux scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-linux.sh
 # The machine seen from inside: CPUID, RAM above the PCI hole, the device tree of a bzImage, device
 # limits, triple fault, and pauses of a C guest and of Linux (kvm-clock, KVMCLOCK_CTRL, parked vCPUs).
-kernel_stage machine machine scripts/kvm-host.sh --timeout 900 -- tests/integration/test-machine.sh
+kernel_stage machine machine scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-machine.sh
 # Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
 # and a malicious virtio-net driver.
 stage faults faults,hostile scripts/kvm-host.sh --timeout 1500 -- bash -c "rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc"
 # A malicious virtio-9p driver: escapes from the shares, fid exhaustion, a read-only share, bad chains.
 stage 9p 9p scripts/kvm-host.sh --timeout 600 -- tests/integration/test-9p.sh
-kernel_stage blk blk scripts/kvm-host.sh --timeout 900 -- tests/integration/test-blk.sh
+kernel_stage blk blk scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-blk.sh
 # Where guest user space runs: natively on VMX/SVM; on a PVM host (its guests cannot make system
 # calls) or without /dev/kvm, in the emulated SVM host.
 us_host=
@@ -130,10 +130,10 @@ kernel_stage net-user net-user,net-user-us bash -c "rc=0
     NET_USER_TESTS=kernel scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-net-user.sh || rc=1
     NET_USER_TESTS=userspace SUMMARY_PREFIX=net-user-us scripts/kvm-host.sh $us_host --timeout 1500 -- tests/integration/test-net-user.sh || rc=1
     exit \$rc"
-kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 900 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"
+kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 1500 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
 # no /dev/kvm, in the emulated SVM host (us_host above), the only place here where it runs.
-kernel_stage userspace userspace,blk scripts/kvm-host.sh $us_host --timeout 900 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
+kernel_stage userspace userspace,blk scripts/kvm-host.sh $us_host --timeout 1500 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"
 # lkvm run -- CMD on the host's files, with lkvm's guest init and exit port (where guest user
 # space runs), and a PVM host's refusal of it (natively: only this machine's KVM can be kvm_pvm).
 kernel_stage run run,run-pvm bash -c "rc=0

@@ -8,7 +8,7 @@ set -u
 SUMMARY_PREFIX=blk
 . "$(dirname "$0")/lib.sh"
 
-T=${LINUX_TIMEOUT:-300}
+T=${LINUX_TIMEOUT:-600} # a Linux boot: about a minute idle on a PVM host, over 300 s at load 7
 WORK=$LOG_DIR/blk
 mkdir -p "$WORK"
 

@@ -4,7 +4,7 @@ set -u
 SUMMARY_PREFIX=linux
 . "$(dirname "$0")/lib.sh"
 
-T=${LINUX_TIMEOUT:-300}    # guest kernel code is emulated on a PVM host: a boot takes about a minute
+T=${LINUX_TIMEOUT:-600}    # guest kernel code is emulated on a PVM host: a boot takes about a minute idle, over 300 s at load 7
 LAST_STAGE="Waiting for root device /dev/vda"
 # No initramfs and a disk that never comes: the kernel finishes booting and waits, in kernel
 # mode, which is as far as a PVM host can take it (HOST-KVM.md); the same on a VMX host.

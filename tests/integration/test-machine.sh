@@ -7,7 +7,7 @@ SUMMARY_PREFIX=machine
 . "$(dirname "$0")/lib.sh"
 
 T=60                                    # lkvm --timeout of the C guests
-LINUX_T=${LINUX_TIMEOUT:-300}           # a Linux boot: about a minute (its kernel code is emulated on PVM)
+LINUX_T=${LINUX_TIMEOUT:-600}           # a Linux boot: about a minute idle (its kernel code is emulated on PVM), over 300 s at load 7
 # Scratch (disk images, pids, control sockets) in /tmp: the checkout may be a 9p share (the
 # emulated host), where no socket can be made.
 WORK=$(mktemp -d /tmp/lkvm-machine-test.XXXXXX)

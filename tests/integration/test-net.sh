@@ -7,7 +7,7 @@ SUMMARY_PREFIX=net
 . "$(dirname "$0")/lib.sh"
 
 SINK=$REPO_ROOT/build/tools/udp-sink
-T=${LINUX_TIMEOUT:-300}
+T=${LINUX_TIMEOUT:-600} # a Linux boot: about a minute idle on a PVM host, over 300 s at load 7
 HOST_IP=10.0.2.1
 GUEST_IP=10.0.2.15
 GUEST_MAC=52:54:00:6c:6b:01 # not lkvm's default: seen in the guest, it came through the device

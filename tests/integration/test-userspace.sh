@@ -6,7 +6,7 @@ set -u
 SUMMARY_PREFIX=userspace
 . "$(dirname "$0")/lib.sh"
 
-T=${LINUX_TIMEOUT:-300}
+T=${LINUX_TIMEOUT:-600} # a Linux boot: about a minute idle on a PVM host, over 300 s at load 7
 HOST_IP=10.0.3.1
 GUEST_IP=10.0.3.15
 
