@@ -75,6 +75,13 @@ struct rx_slot {
 	u8 *spill;	   /* SPILL_CAP bytes */
 };
 
+/* batch=on RX: a buffer a frame spans after its first (MRG_RXBUF, rx_spill_out). */
+struct rx_extra {
+	u16 head;
+	int slot; /* the held slot it is (one that took no frame), or -1: popped for the frame */
+	u32 len;  /* frame bytes in it */
+};
+
 /* batch=on TX: what became of each chain of a batch. */
 enum tx_state { TXS_SEND, TXS_DONE };
 
@@ -120,6 +127,18 @@ struct net_worker {
 	u8 *slot_spill;
 	int nslots, offer;
 	u64 pop_seq;
+	/* batch=on RX: the results of the last backend call (in io), taken in slot order by
+	 * rx_batch_take. A frame that waits for more buffers (MRG_RXBUF, rx_spill_out) stops
+	 * there and the frames after it wait with it, so the guest gets them in order. */
+	int bn;		      /* slots the call was given; 0: no call's results left to take */
+	int bk;		      /* the next of them to take */
+	int bgot;	      /* frames the call delivered so far */
+	int bres;	      /* RXB_* so far */
+	bool bfree[RX_BATCH]; /* the slot holds no frame of this call (and no tail of one) */
+	bool bused[RX_BATCH]; /* the slot went to the guest */
+	/* The buffers after its first that slot bk's frame spans so far (rx_spill_out). */
+	struct rx_extra extra[RX_MAX_CHAINS];
+	int nextra;
 } __attribute__((
 	aligned(64))); /* TX and RX workers of a pair run on different CPUs: no line shared */
 
@@ -732,23 +751,7 @@ static void rx_drop_spill(struct net_worker *w)
 	stat_add(&w->n->vdev.q[w->qi].stats.drops, 1);
 }
 
-/*
- * batch=on: give back the held slots when they are the last chains popped, in order (the
- * usual case). They may not be: a frame can land in a later slot than one that saw -EAGAIN,
- * or take chains popped after the slots (rx_spill_out); such slots can only be given back as
- * used, which a driver would count as errors, so they stay with the device until the reset
- * that normally follows a stop (a restart without one finds that many buffers fewer).
- */
-static void rx_slots_release(struct net_worker *w)
-{
-	bool tail = true;
-
-	for (int i = 0; i < w->nslots; i++)
-		tail &= w->slots[i].seq == w->pop_seq - (u64)(w->nslots - 1 - i);
-	if (w->nslots && tail && !w->broken)
-		vq_unpop(&w->n->vdev.q[w->qi].vq, (u16)w->nslots);
-	w->nslots = 0;
-}
+static void rx_slots_release(struct net_worker *w);
 
 /* Give back every held chain (the last ones popped). */
 static void rx_release(struct net_worker *w)
@@ -776,7 +779,7 @@ static void rx_consume(struct net_worker *w, int k)
 	w->nheld_iov -= iovs;
 }
 
-enum { GATHER_OK, GATHER_DRY, GATHER_BROKEN };
+enum { GATHER_OK, GATHER_DRY, GATHER_BROKEN, GATHER_FULL };
 
 /* The next receive buffer of w's queue into e: 1, 0 when the ring has none, -1 when the queue
  * broke (a malformed chain, or a buffer that cannot hold the header; said by queue_broken). */
@@ -1063,86 +1066,175 @@ static void rx_frame_done(struct net_worker *w, const struct rx_slot *s, int nbu
 	stat_add(&st->bytes, got - HDR_LEN);
 }
 
+/* Chains of w's queue the device holds (popped, not yet used): once they are the whole ring
+ * the guest can post no more. */
+static u16 rx_in_flight(struct net_worker *w)
+{
+	struct virtqueue *vq = &w->n->vdev.q[w->qi].vq;
+
+	return (u16)(vq->last_avail - vq->used_idx - w->pending);
+}
+
 /*
  * A frame of got bytes in slot k, its tail in k's spill (MRG_RXBUF): copy the tail into more
  * buffers and complete the frame over slot k and them (consecutive used elements, as
  * num_buffers says). The buffers are the held slots after k that took no frame in this call
- * (free[j], cleared as they are taken), in order, then newly popped ones. GATHER_DRY: too
- * few buffers now; nothing is taken (the popped ones, the last popped, are given back) and
- * the caller drops the frame.
+ * (bfree, cleared as they are taken), in order, then newly popped ones; they are kept in
+ * w->extra until the frame is whole. GATHER_DRY: the ring ran out first: the frame waits
+ * with what it has (the popped buffers stay the last popped), and the next call goes on
+ * where this one stopped, as batch=off's rx_gather waits for a frame it holds in spill.
+ * GATHER_FULL: it can never fit (RX_MAX_CHAINS buffers, or the device holds every buffer of
+ * the ring, batch=off's rule): the caller drops it (rx_extra_drop). GATHER_BROKEN.
  */
-static int rx_spill_out(struct net_worker *w, int k, bool *free_slot, u64 got)
+static int rx_spill_out(struct net_worker *w, int k, u64 got)
 {
-	struct virtqueue *vq = &w->n->vdev.q[w->qi].vq;
 	const struct rx_slot *s = &w->slots[k];
 	struct vq_elem *e = w->elem;
-	u16 heads[RX_MAX_CHAINS];
-	u32 lens[RX_MAX_CHAINS];
-	int took[RX_BATCH], ntook = 0;
 	u64 off = s->len;
-	int extra = 0, popped = 0;
 
-	for (int j = k + 1; j < w->nslots && off < got && extra + 1 < RX_MAX_CHAINS; j++) {
+	for (int i = 0; i < w->nextra; i++)
+		off += w->extra[i].len;
+	for (int j = k + 1; j < w->nslots && off < got && w->nextra + 1 < RX_MAX_CHAINS; j++) {
 		const struct rx_slot *x = &w->slots[j];
 		u64 l;
 
-		if (!free_slot[j])
+		if (!w->bfree[j])
 			continue;
 		l = MIN(got - off, x->len);
 		iov_to(x->iov, x->niov, 0, s->spill + (off - s->len), l);
-		took[ntook++] = j;
-		heads[extra] = x->head;
-		lens[extra++] = (u32)l;
+		w->bfree[j] = false;
+		w->extra[w->nextra++] =
+			(struct rx_extra){ .head = x->head, .slot = j, .len = (u32)l };
 		off += l;
 	}
 	while (off < got) {
-		int r = extra + 1 < RX_MAX_CHAINS ? rx_pop(w, e) : 0;
 		u64 l;
+		int r;
 
-		if (r == 0) {
-			vq_unpop(vq, (u16)popped);
-			w->pop_seq -= (u64)popped;
-			return GATHER_DRY;
-		}
+		if (w->nextra + 1 >= RX_MAX_CHAINS)
+			return GATHER_FULL;
+		r = rx_pop(w, e);
+		if (r == 0)
+			return rx_in_flight(w) >= w->n->vdev.q[w->qi].vq.size ? GATHER_FULL
+									      : GATHER_DRY;
 		if (r < 0)
 			return GATHER_BROKEN;
 		w->pop_seq++;
 		l = MIN(got - off, e->in_len);
 		iov_to(&e->iov[e->out_num], e->in_num, 0, s->spill + (off - s->len), l);
-		heads[extra] = e->head;
-		lens[extra++] = (u32)l;
-		popped++;
+		w->extra[w->nextra++] =
+			(struct rx_extra){ .head = e->head, .slot = -1, .len = (u32)l };
 		off += l;
 	}
-	for (int i = 0; i < ntook; i++)
-		free_slot[took[i]] = false;
-	rx_frame_done(w, s, 1 + extra, got);
+	rx_frame_done(w, s, 1 + w->nextra, got);
 	fill_used(w, s->head, (u32)s->len);
-	for (int i = 0; i < extra; i++)
-		fill_used(w, heads[i], lens[i]);
+	for (int i = 0; i < w->nextra; i++)
+		fill_used(w, w->extra[i].head, w->extra[i].len);
+	w->nextra = 0;
 	return GATHER_OK;
 }
 
-/* What one batch call came to, worst last. */
-enum { RXB_MORE, RXB_EMPTY, RXB_ERROR, RXB_GONE, RXB_BROKEN };
+/* The frame of slot bk will not be completed: its extra buffers go back, the popped ones to
+ * the ring (they are the last popped: nothing pops while a frame waits), the slots to those
+ * that hold no frame. */
+static void rx_extra_drop(struct net_worker *w)
+{
+	u16 popped = 0;
+
+	for (int i = 0; i < w->nextra; i++) {
+		if (w->extra[i].slot >= 0)
+			w->bfree[w->extra[i].slot] = true;
+		else
+			popped++;
+	}
+	if (popped && !w->broken)
+		vq_unpop(&w->n->vdev.q[w->qi].vq, popped);
+	w->pop_seq -= popped;
+	w->nextra = 0;
+}
+
+/* What one batch call came to, worst last; RXB_WAIT: a frame waits for buffers. */
+enum { RXB_MORE, RXB_EMPTY, RXB_ERROR, RXB_GONE, RXB_BROKEN, RXB_WAIT };
 
 /*
- * One backend call over the first `offer` held slots; completes the frames in slot order,
- * keeps the slots that got none (in order, first), and adapts offer: doubled when every
+ * The call's results are all taken (or abandoned): keep the slots that got none (in order,
+ * first; the others' storage after them, for new pops), and adapt offer: doubled when every
  * slot got a frame, else twice what came (at least 1), so a trickle costs few empty reads
  * and a flood grows to RX_BATCH per call.
  */
-static int rx_batch_once(struct net_worker *w, struct net_backend *be, int *frames)
+static void rx_batch_end(struct net_worker *w)
 {
-	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
-	int n = MIN(w->nslots, w->offer), got = 0, res = RXB_MORE, keep = 0, j;
 	struct rx_slot tmp[RX_BATCH];
-	bool used[RX_BATCH], free_slot[RX_BATCH];
-	int ret;
+	int keep = 0, j, n = w->bn;
+
+	for (int k = n; k < w->nslots; k++)
+		w->bused[k] = !w->bfree[k]; /* not offered, but taken by a frame's tail */
+	for (int k = 0; k < w->nslots; k++)
+		if (!w->bused[k])
+			tmp[keep++] = w->slots[k];
+	j = keep;
+	for (int k = 0; k < w->nslots; k++)
+		if (w->bused[k])
+			tmp[j++] = w->slots[k];
+	memcpy(w->slots, tmp, (size_t)w->nslots * sizeof(tmp[0]));
+	w->nslots = keep;
+	w->offer = w->bgot == n ? MIN(2 * w->offer, RX_BATCH) : MAX(1, MIN(2 * w->bgot, RX_BATCH));
+	w->bn = 0;
+}
+
+/* Stop or reset while a call's results are not all taken (a frame waits for buffers): that
+ * frame and those after it, read already, are lost and counted, as batch=off counts the
+ * frame it holds in spill; their slots are held again as empty ones. */
+static void rx_batch_abandon(struct net_worker *w)
+{
+	if (!w->bn)
+		return;
+	rx_extra_drop(w);
+	for (int k = w->bk; k < w->bn; k++) {
+		if (w->io[k].res >= 0)
+			stat_add(&w->n->vdev.q[w->qi].stats.drops, 1);
+		w->bfree[k] = true;
+		w->bused[k] = false;
+	}
+	rx_batch_end(w);
+}
+
+/*
+ * batch=on: give back the held slots. Those that are the last chains popped, in order (the
+ * usual case: all of them), are unpopped, as batch=off gives back its chains. The others
+ * (a frame landed in a later slot than one that saw -EAGAIN, or took chains popped after
+ * the slots: rx_spill_out) cannot be: a chain popped after them went to the guest, and
+ * unpopping past it would hand it out twice. They go back as used with length 0 (no byte
+ * written, §2.7.8.2; a driver counts a length error for each, Linux rx_length_errors, and
+ * recycles the buffer); kept, they would be lost to the guest until a reset, and for good
+ * after a restart without one or when batch calls fail and the per-frame path goes on.
+ */
+static void rx_slots_release(struct net_worker *w)
+{
+	int tail = 0;
+
+	rx_batch_abandon(w);
+	while (tail < w->nslots && w->slots[w->nslots - 1 - tail].seq == w->pop_seq - (u64)tail)
+		tail++;
+	if (w->nslots && !w->broken) {
+		for (int i = 0; i < w->nslots - tail; i++)
+			fill_used(w, w->slots[i].head, 0);
+		flush_pending(w);
+		vq_unpop(&w->n->vdev.q[w->qi].vq, (u16)tail);
+	}
+	w->pop_seq -= (u64)tail;
+	w->nslots = 0;
+}
+
+/* One backend call over the first `offer` held slots; rx_batch_take takes its results.
+ * RXB_MORE, or RXB_ERROR when the call failed (the batch path is then over). */
+static int rx_batch_call(struct net_worker *w, struct net_backend *be)
+{
+	int n = MIN(w->nslots, w->offer), ret;
 
 	for (int k = 0; k < n; k++)
 		w->io[k] = (struct net_io){ .iov = w->slots[k].iov, .iovcnt = w->slots[k].niov };
-	stat_add(&st->calls, 1);
+	stat_add(&w->n->vdev.q[w->qi].stats.calls, 1);
 	ret = be->ops->recv_batch(be, w->io, n);
 	if (ret < 0) {
 		batch_failed(w, ret);
@@ -1150,31 +1242,50 @@ static int rx_batch_once(struct net_worker *w, struct net_backend *be, int *fram
 		return RXB_ERROR;
 	}
 	/* A slot is free when it took no frame: not offered, or -EAGAIN. */
-	for (int k = 0; k < w->nslots; k++)
-		free_slot[k] = k >= n || w->io[k].res == -EAGAIN;
-	for (int k = 0; k < n; k++) {
+	for (int k = 0; k < w->nslots; k++) {
+		w->bfree[k] = k >= n || w->io[k].res == -EAGAIN;
+		w->bused[k] = false;
+	}
+	w->bn = n;
+	w->bk = 0;
+	w->bgot = 0;
+	w->bres = RXB_MORE;
+	return RXB_MORE;
+}
+
+/*
+ * Take the results of the last call, from slot bk on, in slot order: complete the frames
+ * (counted in *frames), then rx_batch_end. RXB_WAIT: slot bk's frame waits for buffers
+ * (rx_spill_out); the call's results are taken again, from there, once the guest posted
+ * more. Otherwise the worst of what the call came to (RXB_*).
+ */
+static int rx_batch_take(struct net_worker *w, int *frames)
+{
+	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
+
+	for (; w->bk < w->bn; w->bk++) {
+		int k = w->bk;
 		const struct rx_slot *s = &w->slots[k];
 		ssize_t r = w->io[k].res;
 
-		used[k] = false;
-		if (r == -EAGAIN && !free_slot[k]) {
-			used[k] = true; /* taken by an earlier frame (rx_spill_out) */
+		if (r == -EAGAIN && !w->bfree[k]) {
+			w->bused[k] = true; /* taken by an earlier frame (rx_spill_out) */
 			continue;
 		}
 		if (r == -EAGAIN) {
-			res = MAX(res, RXB_EMPTY);
+			w->bres = MAX(w->bres, RXB_EMPTY);
 			continue;
 		}
 		if (r < 0 && gone_error(r)) {
 			backend_gone(w, r);
-			res = RXB_GONE;
+			w->bres = MAX(w->bres, RXB_GONE);
 			continue;
 		}
 		if (r < 0) {
 			stat_add(&st->drops, 1);
 			pr_debug_rl(&w->n->log_rl, "virtio-net %s: receive: %s", w->qname,
 				    strerror((int)-r));
-			res = MAX(res, RXB_ERROR);
+			w->bres = MAX(w->bres, RXB_ERROR);
 			continue;
 		}
 		if ((u64)r < HDR_LEN) { /* a backend that broke its contract: the frame is gone */
@@ -1184,50 +1295,45 @@ static int rx_batch_once(struct net_worker *w, struct net_backend *be, int *fram
 		if ((u64)r <= s->len) {
 			rx_frame_done(w, s, 1, (u64)r);
 			fill_used(w, s->head, (u32)r);
-			used[k] = true;
-			got++;
+			w->bused[k] = true;
+			w->bgot++;
+			(*frames)++;
 			continue;
 		}
 		/* Longer than the chain: whole in chain + spill (shorter than their total) and
-		 * MRG_RXBUF: on into more buffers. Otherwise (cut by the backend, one chain per
-		 * frame, or the ring short of buffers now) it is lost: counted, the slot kept. */
+		 * MRG_RXBUF: on into more buffers, waiting for them if the ring has too few now.
+		 * Otherwise (cut by the backend, one chain per frame, or more buffers than it can
+		 * ever have) it is lost: counted, the slot kept. */
 		if ((u64)r < s->len + s->room && w->n->mrg_rxbuf) {
-			int g = rx_spill_out(w, k, free_slot, (u64)r);
+			int g = rx_spill_out(w, k, (u64)r);
 
 			if (g == GATHER_BROKEN)
 				return RXB_BROKEN;
+			if (g == GATHER_DRY)
+				return RXB_WAIT;
 			if (g == GATHER_OK) {
-				used[k] = true;
-				got++;
+				w->bused[k] = true;
+				w->bgot++;
+				(*frames)++;
 				continue;
 			}
+			rx_extra_drop(w); /* GATHER_FULL */
 		}
 		stat_add(&st->drops, 1);
 	}
-	/* Unused slots first, in order; the used ones' storage after them, for new pops. */
-	for (int k = n; k < w->nslots; k++)
-		used[k] = !free_slot[k];
-	for (int k = 0; k < w->nslots; k++)
-		if (!used[k])
-			tmp[keep++] = w->slots[k];
-	j = keep;
-	for (int k = 0; k < w->nslots; k++)
-		if (used[k])
-			tmp[j++] = w->slots[k];
-	memcpy(w->slots, tmp, (size_t)w->nslots * sizeof(tmp[0]));
-	w->nslots = keep;
-	*frames += got;
-	w->offer = got == n ? MIN(2 * w->offer, RX_BATCH) : MAX(1, MIN(2 * got, RX_BATCH));
-	return res;
+	rx_batch_end(w);
+	return w->bres;
 }
 
 /*
  * batch=on: rx_drain with many frames per backend call. The held slots are offered to the
  * backend while the ring has buffers (notifications off); one used-ring update and at most
- * one interrupt follow each call (flush_pending). When the ring runs dry with no slot held
- * we flush, re-enable and re-check (full barrier in vq_enable_notify, see tx_drain), and only
- * if still dry wait for the kick. Slots stay held while the thread waits for frames (they
- * are the guest's buffers either way), and are given back when it ends (rx_release).
+ * one interrupt follow each call (flush_pending). When the ring runs dry with no slot held,
+ * or a frame waits for more buffers, we flush, re-enable and re-check (full barrier in
+ * vq_enable_notify, see tx_drain), and only if still dry wait for the kick; no backend call
+ * is made while a frame waits (the frames after it would overtake it). Slots stay held while
+ * the thread waits for frames (they are the guest's buffers either way), and are given back
+ * when it ends (rx_release).
  */
 static enum rx_wait rx_drain_batch(struct net_worker *w)
 {
@@ -1238,15 +1344,32 @@ static enum rx_wait rx_drain_batch(struct net_worker *w)
 	enum rx_wait next = RX_WAIT_FRAME;
 	int frames = 0;
 
-	while (w->batch && frames < BATCH && !leaving(w)) {
+	/* A waiting frame's call is finished whatever frames says: its results are bounded. */
+	while (w->batch && (frames < BATCH || w->bn) && !leaving(w)) {
 		int r;
 
-		if (rx_slots_fill(w) == GATHER_BROKEN) {
-			next = RX_WAIT_DEAD;
-			break;
+		if (!w->bn) {
+			if (rx_slots_fill(w) == GATHER_BROKEN) {
+				next = RX_WAIT_DEAD;
+				break;
+			}
+			if (!w->nslots) {
+				flush_pending(w);
+				if (vq_enable_notify(vq)) {
+					vq_disable_notify(vq);
+					continue;
+				}
+				next = RX_WAIT_BUFFERS;
+				break;
+			}
+			if (rx_batch_call(w, be) == RXB_ERROR) {
+				next = RX_WAIT_BACKOFF;
+				break;
+			}
 		}
-		if (!w->nslots) {
-			flush_pending(w);
+		r = rx_batch_take(w, &frames);
+		flush_pending(w);
+		if (r == RXB_WAIT) {
 			if (vq_enable_notify(vq)) {
 				vq_disable_notify(vq);
 				continue;
@@ -1254,8 +1377,6 @@ static enum rx_wait rx_drain_batch(struct net_worker *w)
 			next = RX_WAIT_BUFFERS;
 			break;
 		}
-		r = rx_batch_once(w, be, &frames);
-		flush_pending(w);
 		if (r == RXB_BROKEN || r == RXB_GONE) {
 			next = RX_WAIT_DEAD;
 			break;
@@ -1268,6 +1389,10 @@ static enum rx_wait rx_drain_batch(struct net_worker *w)
 			break;
 	}
 	flush_pending(w);
+	/* Left (stop or pause) while a frame waits: on resume rx_thread looks at the ring again
+	 * (RX_WAIT_BUFFERS), whether or not the kick came. */
+	if (w->bn && next == RX_WAIT_FRAME)
+		next = RX_WAIT_BUFFERS;
 	if (frames)
 		stat_add(&q->stats.batches, 1);
 	return next;
@@ -1304,10 +1429,12 @@ static void rx_thread(void *arg)
 		else /* kicks are not needed now, but counted as they come */
 			m = wait_for(w, true, be->rx_fd, POLLIN);
 		/* A pause keeps what the thread waits for (and any held chains): the kicks and
-		 * frames that come meanwhile are there to see after it. */
+		 * frames that come meanwhile are there to see after it. Waiting for buffers, it
+		 * looks at the ring again after a pause: a drain left for the pause may have
+		 * found buffers there already, with notifications off (rx_drain_batch). */
 		if ((m & WAKE_STOP) && stop_or_park(w, m))
 			break;
-		if (next == RX_WAIT_BUFFERS && (m & WAKE_KICK)) {
+		if (next == RX_WAIT_BUFFERS && (m & (WAKE_KICK | WAKE_STOP))) {
 			vq_disable_notify(&q->vq);
 			next = rx_drain_active(w);
 		} else if (next == RX_WAIT_FRAME && (m & WAKE_IO)) {

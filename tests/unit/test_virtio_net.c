@@ -506,6 +506,111 @@ START_TEST(rx_no_peek_mergeable_waits_whole)
 }
 END_TEST
 
+/* Which of the n buffers (posted with heads head[] at gpa[]) is `id`: its address. */
+static u64 buf_of(u32 id, const u16 *head, const u64 *gpa, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (head[i] == id)
+			return gpa[i];
+	ck_abort_msg("used id %u was never posted", id);
+	return 0;
+}
+
+/*
+ * MRG_RXBUF, a long frame and a short one behind it, with buffers for neither whole: the long
+ * one waits for buffers holding those it has, and the short one waits behind it (batch=on
+ * read both already: it must not overtake). Once the guest posts more, both arrive, whole and
+ * in order, nothing dropped. With and without peek_len (_i: 1 like a tap, without).
+ */
+START_TEST(rx_mergeable_wait_keeps_order)
+{
+	static u8 frame[3000], got[3000];
+	u64 gpa[5];
+	u16 head[5];
+	const struct vring_used_elem *u;
+	size_t off = 0;
+
+	dev_create(1, NULL);
+	net_fake_set_no_peek(t.be[0], _i);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF) | F(VIRTIO_RING_F_EVENT_IDX), 256);
+	/* Both frames wait in the backend first, so that one call can take them both. */
+	fill_pattern(frame, sizeof(frame), 41);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame + 7, 100), 0);
+	for (int i = 0; i < 5; i++)
+		gpa[i] = galloc(1000);
+	for (int i = 0; i < 2; i++)
+		head[i] = post(0, &(struct vd_buf){ gpa[i], 1000, true }, 1);
+	vd_kick(t.vdev, 0);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	ck_assert_uint_eq(used_idx(0), 0);
+	ck_assert_uint_eq(STAT(0, drops), 0);
+	for (int i = 2; i < 5; i++)
+		head[i] = post(0, &(struct vd_buf){ gpa[i], 1000, true }, 1);
+	vd_kick(t.vdev, 0);
+	ck_assert(wait_used(0, 5));
+	/* The long one in the first four used buffers (1000 + 1000 + 1000 + 12 bytes). */
+	u = t.q[0].used->ring;
+	ck_assert_uint_eq(rx_num_buffers(buf_of(u[0].id, head, gpa, 5)), 4);
+	for (int i = 0; i < 4; i++) {
+		u64 b = buf_of(u[i].id, head, gpa, 5);
+		u32 skip = i ? 0 : 12, n = u[i].len - skip;
+
+		ck_assert_uint_eq(u[i].len, i < 3 ? 1000 : 12);
+		ck_assert_uint_le(off + n, sizeof(got));
+		memcpy(got + off, gp(b + skip), n);
+		off += n;
+	}
+	ck_assert_uint_eq(off, sizeof(frame));
+	ck_assert_mem_eq(got, frame, sizeof(frame));
+	/* Then the short one, alone in the fifth. */
+	ck_assert_uint_eq(u[4].len, 112);
+	ck_assert_uint_eq(rx_num_buffers(buf_of(u[4].id, head, gpa, 5)), 1);
+	ck_assert_mem_eq(gp(buf_of(u[4].id, head, gpa, 5) + 12), frame + 7, 100);
+	ck_assert(WAIT_STAT(0, packets, 2));
+	ck_assert_uint_eq(STAT(0, drops), 0);
+	dev_destroy();
+}
+END_TEST
+
+/* MRG_RXBUF, a frame longer than the whole ring's buffers (4 of 1000 bytes): the guest can post
+ * no more, so waiting would never end: it is dropped (counted once) and the buffers take the
+ * next frame. Without peek_len (the tap's way: the frame is read before its size is known). */
+START_TEST(rx_mergeable_never_fits_dropped)
+{
+	static u8 frame[5000];
+	u64 b0 = 0;
+	u16 h0 = 0;
+
+	dev_create(1, NULL);
+	net_fake_set_no_peek(t.be[0], true);
+	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF) | F(VIRTIO_RING_F_EVENT_IDX), 4);
+	for (int i = 0; i < 4; i++) {
+		u64 b = galloc(1000);
+		u16 h = post(0, &(struct vd_buf){ b, 1000, true }, 1);
+
+		if (!i) {
+			b0 = b;
+			h0 = h;
+		}
+	}
+	vd_kick(t.vdev, 0);
+	fill_pattern(frame, sizeof(frame), 43);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(WAIT_STAT(0, drops, 1));
+	ck_assert_uint_eq(used_idx(0), 0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, 100), 0);
+	ck_assert(wait_used(0, 1));
+	ck_assert_uint_eq(t.q[0].used->ring[0].id, h0);
+	ck_assert_uint_eq(t.q[0].used->ring[0].len, 112);
+	ck_assert_uint_eq(rx_num_buffers(b0), 1);
+	ck_assert_mem_eq(gp(b0 + 12), frame, 100);
+	ck_assert_uint_eq(STAT(0, drops), 1);
+	dev_destroy();
+}
+END_TEST
+
 /* The 12-byte header split over several buffers of the first chain. */
 START_TEST(rx_header_split)
 {
@@ -2019,27 +2124,84 @@ START_TEST(batch_rx_mergeable_spans)
 }
 END_TEST
 
-/* MRG_RXBUF with too few buffers for a long frame: batch=on drops it (counted once) where
- * batch=off waits for more buffers (rx_mergeable_waits_for_room); the buffers stay. */
-START_TEST(batch_rx_mergeable_short_drops)
-{
-	static u8 frame[5000];
+/* batch=on's recv_batch as when a frame arrives during the call: the first read of a call over
+ * more than one slot finds none, the next ones find it, so the frame lands in a later slot
+ * than an empty one. With late_fail, every call after the first fails as a whole (the ring
+ * unusable: the per-frame path goes on). */
+static const struct net_backend_ops *late_orig;
+static struct net_backend_ops late_ops;
+static int late_calls;
+static bool late_fail;
 
-	dev_create_opts(1, NULL, (struct net_opts){ .batch = true });
-	dev_start(BASE_FEATURES | F(VIRTIO_NET_F_MRG_RXBUF), 256);
-	u64 b0 = galloc(2048);
-	post(0, &(struct vd_buf){ b0, 2048, true }, 1);
-	post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
-	vd_kick(t.vdev, 0);
-	fill_pattern(frame, sizeof(frame), 5);
+static int late_recv_batch(struct net_backend *be, struct net_io *io, int n)
+{
+	if (__atomic_add_fetch(&late_calls, 1, __ATOMIC_RELAXED) > 1 && late_fail)
+		return -EIO;
+	for (int i = 0; i < n; i++)
+		io[i].res = i == 0 && n > 1 ? -EAGAIN
+					    : late_orig->recv(be, io[i].iov, io[i].iovcnt);
+	return 0;
+}
+
+/*
+ * batch=on: a held buffer popped before one that went to the guest (the frame landed in a
+ * later slot) cannot be unpopped, yet it is given back all the same: at stop, then a start
+ * without reset (_i = 0), or when batch calls fail and the per-frame path goes on (_i = 1).
+ * Every posted buffer is then used or available again, the one given back as used says no
+ * byte (length 0), and the next frames fill the others.
+ */
+START_TEST(batch_rx_release_out_of_order)
+{
+	struct net_backend *fb = net_fake_create();
+	const struct vring_used_elem *u;
+	u8 frame[60];
+	u16 head[4];
+
+	ck_assert_ptr_nonnull(fb);
+	late_orig = fb->ops;
+	late_ops = *fb->ops;
+	late_ops.recv_batch = late_recv_batch;
+	fb->ops = &late_ops;
+	late_calls = 0;
+	late_fail = _i;
+	dev_create_opts(1, fb, (struct net_opts){ .batch = true });
+	dev_start(BASE_FEATURES, 256);
+	u = t.q[0].used->ring;
+	fill_pattern(frame, sizeof(frame), 51);
+	/* The frame waits in the backend, so that the first call offers all four buffers. */
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
 	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
-	ck_assert(WAIT_STAT(0, drops, 1));
-	ck_assert_uint_eq(used_idx(0), 0);
-	ck_assert_int_eq(net_fake_inject(t.be[0], frame, 100), 0);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	for (int i = 0; i < 4; i++)
+		head[i] = post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
 	ck_assert(wait_used(0, 1));
-	ck_assert_uint_eq(t.q[0].used->ring[0].len, 112);
-	ck_assert_uint_eq(rx_num_buffers(b0), 1);
-	ck_assert_uint_eq(STAT(0, drops), 1);
+	ck_assert_uint_eq(u[0].id, head[1]);
+	ck_assert_uint_eq(u[0].len, 72);
+	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	if (_i == 0) {
+		t.vdev->ops->stop(t.vdev);
+	} else {
+		ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+		ck_assert(wait_used(0, 3));
+		ck_assert_uint_eq(u[2].id, head[2]);
+		ck_assert_uint_eq(u[2].len, 72);
+	}
+	/* head[0] as used, saying no byte; head[2] and head[3] available again (or used). */
+	ck_assert_uint_ge(used_idx(0), 2);
+	ck_assert_uint_eq(u[1].id, head[0]);
+	ck_assert_uint_eq(u[1].len, 0);
+	ck_assert_uint_eq(used_idx(0) + (u16)(t.q[0].avail->idx - t.vdev->q[0].vq.last_avail), 4);
+	if (_i == 0) {
+		ck_assert_int_eq(t.vdev->ops->start(t.vdev), 0);
+		ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	}
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, sizeof(frame)), 0);
+	ck_assert(wait_used(0, 4));
+	ck_assert_uint_eq(u[3].len, 72);
+	ck_assert((u[2].id == head[2] && u[3].id == head[3]) ||
+		  (u[2].id == head[3] && u[3].id == head[2]));
+	ck_assert_uint_eq(STAT(0, drops), 0);
 	dev_destroy();
 }
 END_TEST
@@ -2051,6 +2213,10 @@ static void add_both_paths(TCase *tc)
 	tcase_add_test(tc, rx_waits_for_buffers);
 	tcase_add_test(tc, rx_header_split);
 	tcase_add_test(tc, rx_no_peek_long_frame_dropped);
+	tcase_add_test(tc, rx_mergeable_waits_for_room);
+	tcase_add_test(tc, rx_no_peek_mergeable_waits_whole);
+	tcase_add_loop_test(tc, rx_mergeable_wait_keeps_order, 0, 2);
+	tcase_add_test(tc, rx_mergeable_never_fits_dropped);
 	tcase_add_test(tc, rx_malformed_chain_needs_reset);
 	tcase_add_test(tc, tx_split_chain);
 	tcase_add_loop_test(tc, quiesce_holds_frames, 0, 3);
@@ -2083,10 +2249,9 @@ static Suite *virtio_net_suite(void)
 	const char *why;
 
 	tcase_set_timeout(tc, 30);
-	/* batch=off's own: its ways with buffers it holds, and the stream backend (no batch). */
+	/* batch=off's own: the buffers a frame did not need given back at once (batch=on holds
+	 * them for the next frames), and the stream backend (no batch). */
 	tcase_add_test(tc, rx_mergeable_spans_buffers);
-	tcase_add_test(tc, rx_mergeable_waits_for_room);
-	tcase_add_test(tc, rx_no_peek_mergeable_waits_whole);
 	tcase_add_test(tc, stream_backend_moves_frames);
 	add_both_paths(tc);
 	suite_add_tcase(s, tc);
@@ -2094,9 +2259,8 @@ static Suite *virtio_net_suite(void)
 	tc = tcase_create("batch");
 	tcase_set_timeout(tc, 30);
 	tcase_add_checked_fixture(tc, batch_on, batch_off);
-	/* Not here: three RX tests of batch=off's ways with buffers it holds (given back when
-	 * idle; a long MRG_RXBUF frame waits for more buffers). batch=on keeps them held, and
-	 * drops such a frame: batch_rx_mergeable_spans and batch_rx_mergeable_short_drops. */
+	/* Not here: rx_mergeable_spans_buffers (batch=off gives back at once the buffers a frame
+	 * did not need; batch=on holds them for the next frames: batch_rx_mergeable_spans). */
 	tcase_add_test(tc, batch_tx_bad_chain_in_middle);
 	tcase_add_test(tc, batch_tx_ring_full);
 	tcase_add_test(tc, batch_stop_during_batch);
@@ -2104,7 +2268,7 @@ static Suite *virtio_net_suite(void)
 	tcase_add_test(tc, batch_rx_ring_full);
 	tcase_add_test(tc, batch_rx_long_frame_in_middle);
 	tcase_add_test(tc, batch_rx_mergeable_spans);
-	tcase_add_test(tc, batch_rx_mergeable_short_drops);
+	tcase_add_loop_test(tc, batch_rx_release_out_of_order, 0, 2);
 	add_both_paths(tc);
 	suite_add_tcase(s, tc);
 	why = tap_unavailable();
