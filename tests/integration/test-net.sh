@@ -22,7 +22,8 @@ need_net() {
 # use MSI-X, so interrupts take the legacy INTx pin through the IOAPIC), or mmio and mmio-trap
 # (the NIC on the virtio-mmio transport, with ioeventfd or trapped notifies), mq (2 vCPUs and
 # queues=2: Linux enables both pairs; lkvm runs as nobody after set-up, so attaching the second
-# tap queue needs no capability and no tap owner) and mq8 (1 vCPU and queues=8: one pair).
+# tap queue needs no capability and no tap owner), mq8 (1 vCPU and queues=8: one pair) and batch
+# (batch=on: io_uring TX and RX under Linux's driver, mergeable RX buffers, no per-frame fallback).
 t_ping() {
 	need_net || return
 	in_netns t_ping_in "$1"
@@ -39,6 +40,7 @@ t_ping_in() {
 	mmio-trap) extra=",trans=mmio,ioeventfd=off" ;;
 	mq) cpus=2 queues=2 pairs=2 extra=",queues=2" user=(--user nobody) ;;
 	mq8) queues=8 extra=",queues=8" ;; # Linux enables min(queues, CPUs) pairs
+	batch) extra=",batch=on" ;;
 	esac
 	local log=$LOG_DIR/net-$mode.log nc=$LOG_DIR/net-$mode.netconsole
 	LAST_LOG=$log
@@ -83,6 +85,9 @@ t_ping_in() {
 	[ $ping_rc -eq 0 ] && grep -q " 0% packet loss" "$LOG_DIR/net-$mode.ping" ||
 		{ fail "ping lost packets: $(grep 'packet loss' "$LOG_DIR/net-$mode.ping")"; return; }
 	expect_status 143 || return
+	if [ "$mode" = batch ]; then
+		expect_no_output 'batch=on unavailable' "the per-frame fallback" || return
+	fi
 	# The NIC as the kernel configured it: eth0 with the MAC its driver read from the device's
 	# config (IP-Config's device line; the command line names eth0 but no MAC).
 	expect_output "device=eth0, hwaddr=$GUEST_MAC, ipaddr=${GUEST_IP//./\\.}," "eth0 with the MAC lkvm gave the device" || return
@@ -146,6 +151,7 @@ run_test net-trap t_ping trap
 run_test net-intx t_ping intx
 run_test net-mmio t_ping mmio
 run_test net-mmio-trap t_ping mmio-trap
+run_test net-batch t_ping batch
 # Alone: a 2-vCPU guest beside another VM on a 2-core host answers pings seconds late.
 run_test_serial net-mq t_ping mq
 run_test_serial net-mq8 t_ping mq8
