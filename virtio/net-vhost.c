@@ -34,7 +34,7 @@
 /* The bits vhost-net implements for the rings, which the device can offer only when the
  * kernel's vhost-net has them (VHOST_GET_FEATURES). Every other bit is lkvm's (config, control
  * queue) or the tap's (offloads). */
-#define VHOST_OWNED                                                                  \
+#define VHOST_OWNED                                                                            \
 	(F(VIRTIO_F_VERSION_1) | F(VIRTIO_RING_F_EVENT_IDX) | F(VIRTIO_RING_F_INDIRECT_DESC) | \
 	 F(VIRTIO_NET_F_MRG_RXBUF))
 #define RINGS 2 /* per pair */
@@ -144,10 +144,10 @@ int net_vhost_open(struct kvm *kvm, struct virtio_device *vdev, const int *tap_f
 			goto fail;
 		}
 		if (ioctl(v->fd[p], VHOST_SET_OWNER) < 0 ||
-		    (what = "VHOST_GET_FEATURES", ioctl(v->fd[p], VHOST_GET_FEATURES, &v->features) < 0)) {
+		    (what = "VHOST_GET_FEATURES",
+		     ioctl(v->fd[p], VHOST_GET_FEATURES, &v->features) < 0)) {
 			ret = -errno;
-			errfmt(err, errlen, "vhost=on: %s: %s: %s", dev, what,
-			       strerror(-ret));
+			errfmt(err, errlen, "vhost=on: %s: %s: %s", dev, what, strerror(-ret));
 			goto fail;
 		}
 		ret = set_mem_table(v->fd[p], &kvm->mem);

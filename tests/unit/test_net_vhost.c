@@ -81,7 +81,8 @@ START_TEST(open_not_vhost)
 	ck_assert_int_eq(net_vhost_open(&kvm, &vdev, fds, 2, "/dev/null", &v, err, sizeof(err)),
 			 -ENOTTY);
 	ck_assert_ptr_null(v);
-	ck_assert_str_eq(err, "vhost=on: /dev/null: VHOST_SET_OWNER: Inappropriate ioctl for device");
+	ck_assert_str_eq(err,
+			 "vhost=on: /dev/null: VHOST_SET_OWNER: Inappropriate ioctl for device");
 	/* Pair counts outside 1..NET_MAX_QUEUE_PAIRS are refused before anything opens. */
 	ck_assert_int_eq(net_vhost_open(&kvm, &vdev, fds, 0, "/dev/null", &v, err, sizeof(err)),
 			 -EINVAL);
