@@ -136,10 +136,10 @@ kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 1500 -- bash -c 
 vh_want=vhost vh_emu=:
 if [ "$kind" != emulated-svm ] && [ ! -c /dev/vhost-net ]; then
     vh_want=vhost,vhost-emulated
-    vh_emu="SUMMARY_PREFIX=vhost-emulated scripts/kvm-host.sh --emulated --timeout 900 -- tests/integration/test-vhost.sh"
+    vh_emu="SUMMARY_PREFIX=vhost-emulated scripts/kvm-host.sh --emulated --timeout 1500 -- tests/integration/test-vhost.sh"
 fi
 kernel_stage vhost $vh_want bash -c "rc=0
-    scripts/kvm-host.sh --timeout 900 -- tests/integration/test-vhost.sh || rc=1
+    scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-vhost.sh || rc=1
     $vh_emu || rc=1
     exit \$rc"
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is

@@ -8,7 +8,7 @@ SUMMARY_PREFIX=${SUMMARY_PREFIX:-vhost} # check.sh's emulated run: vhost-emulate
 
 T=60                  # lkvm --timeout of a net-bench run
 SECS=${BENCH_SECS:-1} # length of each net-bench run (the emulated host is slow: keep the stage short)
-LINUX_T=${LINUX_TIMEOUT:-300}
+LINUX_T=${LINUX_TIMEOUT:-600} # as test-net's: a loaded host boots slowly
 HOST_IP=10.0.3.1
 GUEST_IP=10.0.3.15
 
