@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <linux/if_tun.h>
 #include <linux/kvm.h>
+#include <linux/vhost.h>
 #include <cap-ng.h>
 #include <seccomp.h>
 
@@ -38,7 +39,7 @@
  */
 
 #define MAX_CALLS 48
-#define MAX_IOCTLS 16
+#define MAX_IOCTLS 24
 
 struct sb_kind {
 	const char *name;
@@ -115,13 +116,23 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * the ioctls are KVM_RUN, the exit handlers' register accesses and interrupt
 		 * routing, on KVM's own fds. On the tap: a NIC's offloads at DRIVER_OK, and the
 		 * queues of its inactive pairs detached there and at a reset (TUNSETQUEUE, which
-		 * net-ctl, a thread this kind starts, needs as well). */
+		 * net-ctl, a thread this kind starts, needs as well). -n vhost=on: the rings handed
+		 * to vhost-net at DRIVER_OK (features, ring size, base, addresses, kick and call
+		 * eventfds, the tap as backend) and the backend detached at a reset
+		 * (virtio/net-vhost.c). These requests (type 0xAF) mean something only to a vhost
+		 * fd, and the only ones are lkvm's (no filter allows open). The ring addresses
+		 * are lkvm's own memory, which this thread can write anyway; what the guest's
+		 * descriptors reach through vhost is bounded by the memory table, set before the
+		 * sandbox (VHOST_SET_MEM_TABLE and VHOST_SET_OWNER are in no list). */
 		.calls = { SCMP_SYS(set_robust_list), SCMP_SYS(rseq) },
 		.ioctls = { KVM_RUN, KVM_GET_REGS, KVM_SET_REGS, KVM_GET_SREGS, KVM_SET_SREGS,
 			    KVM_GET_VCPU_EVENTS, KVM_SET_VCPU_EVENTS, KVM_IRQ_LINE, KVM_IRQFD,
-			    KVM_IOEVENTFD, KVM_SET_GSI_ROUTING, TUNSETOFFLOAD, TUNSETQUEUE },
+			    KVM_IOEVENTFD, KVM_SET_GSI_ROUTING, TUNSETOFFLOAD, TUNSETQUEUE,
+			    VHOST_SET_FEATURES, VHOST_SET_VRING_NUM, VHOST_SET_VRING_BASE,
+			    VHOST_SET_VRING_ADDR, VHOST_SET_VRING_KICK, VHOST_SET_VRING_CALL,
+			    VHOST_NET_SET_BACKEND },
 		.spawns = SPAWNS(SB_NET_RX) | SPAWNS(SB_NET_TX) | SPAWNS(SB_NET_CTL) | SPAWNS(SB_BLK) |
-			  SPAWNS(SB_VCONSOLE) | SPAWNS(SB_RNG),
+			  SPAWNS(SB_VCONSOLE) | SPAWNS(SB_RNG) | SPAWNS(SB_NET_IRQ),
 	},
 	[SB_CONSOLE] = {
 		.name = "console",
@@ -147,6 +158,12 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * which only lkvm's taps are (no filter allows open), and no other TUN request
 		 * (no TUNSETIFF: no new tap or interface, no flags, owner or filter changed). */
 		.ioctls = { KVM_IRQ_LINE, TUNSETQUEUE },
+	},
+	[SB_NET_IRQ] = {
+		.name = "net-irq",
+		/* Reads vhost's call eventfds (conds: eventfds) and raises the queue's interrupt as
+		 * a device thread does: an eventfd write, or the INTx line. */
+		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_BLK] = {
 		.name = "blk",
@@ -189,13 +206,16 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * the connected clients; a tap or file is not one). fcntl, setsockopt: a client
 		 * socket made blocking with a send timeout. Pause and resume: kvm-clock and the
 		 * vCPUs' TSC offsets, the vCPUs signalled to park (tgkill, own threads only), the
-		 * device threads parked and let go (eventfds, futexes: no thread is created).
+		 * device threads parked and let go (eventfds, futexes: no thread is created); a
+		 * NIC's vhost rings detached with their indices saved, then restored and attached
+		 * again (virtio/net-vhost.c: only on lkvm's vhost fds, as for the vCPU).
 		 * debug: the parked vCPUs' registers. */
 		.calls = { SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(recvmsg), SCMP_SYS(sendto),
 			   SCMP_SYS(sendmsg), SCMP_SYS(fcntl), SCMP_SYS(geteuid), SCMP_SYS(getuid),
 			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown) },
 		.ioctls = { KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_KVMCLOCK_CTRL, KVM_GET_REGS, KVM_GET_SREGS,
-			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE },
+			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE,
+			    VHOST_NET_SET_BACKEND, VHOST_GET_VRING_BASE, VHOST_SET_VRING_BASE },
 	},
 };
 

@@ -138,10 +138,12 @@ static const struct stats_col p9_cols[] = {
 	COL("malformed", 10),  { 0 },
 };
 static const char *const bounce_gauges[] = { "bytes", "peak", "limit", NULL };
+/* A NIC whose data rings vhost-net serves (no counters of those queues here). */
+static const char *const vhost_gauges[] = { "pairs", "running", NULL };
 static const char *const fid_gauges[] = { "in_use", "limit", "msize", NULL };
 
 static const struct stats_kind kinds[] = {
-	{ "net", "nets", "nic", net_cols, NULL, NULL },
+	{ "net", "nets", "nic", net_cols, "vhost", vhost_gauges },
 	{ "disk", "disks", "disk", disk_cols, "bounce", bounce_gauges },
 	{ "console", "consoles", "console", console_cols, NULL, NULL },
 	{ "rng", "rngs", "rng", rng_cols, NULL, NULL },

@@ -186,6 +186,11 @@ static int key_socket(const struct opt *k, const char *v, void *base, char *err,
 }
 
 static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { NULL, 0 } };
+static const struct opt_choice vhost_modes[NET_VHOST_NR + 1] = {
+	[NET_VHOST_OFF] = { "off", NET_VHOST_OFF },
+	[NET_VHOST_ON] = { "on", NET_VHOST_ON },
+	[NET_VHOST_AUTO] = { "auto", NET_VHOST_AUTO },
+};
 
 #define NET(member) OPT_AT(struct net_opts, member)
 #define STR_(x) #x
@@ -205,6 +210,9 @@ enum {
 	K_TX,
 	K_TX_TIMER,
 	K_POLL_US,
+	K_BATCH,
+	K_TRANS,
+	K_VHOST,
 };
 static const struct opt net_keys[] = {
 	[K_MODE] = { "mode", 0, OPT_CHOICE, NET(mode), .choices = net_modes,
@@ -243,14 +251,20 @@ static const struct opt net_keys[] = {
 			.bad = "want microseconds from",
 			.help = "tx=poll's longest window, 1 to " STR(
 				NET_TX_US_MAX) " (default " STR(NET_POLL_US_DEFAULT) ")" },
-	{ "batch", 0, OPT_CHOICE, NET(batch), OPT_GIVEN(struct net_opts, batch_set),
-	  .choices = on_off,
-	  .help = "on: many frames per system call (tap:\n"
-		  "io_uring, TX and RX); off (default): one per\n"
-		  "frame. Where io_uring is unavailable the\n"
-		  "per-frame path is used, with a warning" },
-	{ "trans", 0, OPT_CHOICE, NET(trans), OPT_GIVEN(struct net_opts, trans_set),
-	  .choices = virtio_trans_choices, .help = "the transport (default: --virtio-transport)" },
+	[K_BATCH] = { "batch", 0, OPT_CHOICE, NET(batch), OPT_GIVEN(struct net_opts, batch_set),
+		      .choices = on_off,
+		      .help = "on: many frames per system call (tap:\n"
+			      "io_uring, TX and RX); off (default): one per\n"
+			      "frame. Where io_uring is unavailable the\n"
+			      "per-frame path is used, with a warning" },
+	[K_TRANS] = { "trans", 0, OPT_CHOICE, NET(trans), OPT_GIVEN(struct net_opts, trans_set),
+		      .choices = virtio_trans_choices,
+		      .help = "the transport (default: --virtio-transport)" },
+	[K_VHOST] = { "vhost", 0, OPT_CHOICE, NET(vhost), .choices = vhost_modes,
+		      .help = "mode=tap: on: the data rings served by\n"
+			      "/dev/vhost-net in the kernel (an error\n"
+			      "without it); auto: vhost where it opens,\n"
+			      "else lkvm's threads; off (default): lkvm's" },
 	{ .kind = OPT_END },
 };
 _Static_assert(ARRAY_SIZE(net_keys) <= 32, "net_parse_opts's seen bits hold every key");
@@ -299,6 +313,25 @@ int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen
 		errfmt(err, errlen, "-n poll_us: only with tx=poll (tx is %s)",
 		       net_tx_mode_name(o->tx_mode));
 		return -EINVAL;
+	}
+	/* vhost-net takes a tap's fd; passt's frames go through lkvm's threads. */
+	if ((seen & (1u << K_VHOST)) && o->vhost != NET_VHOST_OFF && o->mode != NET_MODE_TAP) {
+		errfmt(err, errlen, "-n vhost=%s: only with mode=tap (vhost-net serves a tap)",
+		       vhost_modes[o->vhost].name);
+		return -EINVAL;
+	}
+	/* With vhost=on lkvm's TX and RX threads never run: their tuning would be ignored. */
+	if (o->vhost == NET_VHOST_ON) {
+		static const int lkvm_paths[] = { K_TX, K_TX_TIMER, K_POLL_US, K_BATCH };
+
+		for (size_t i = 0; i < ARRAY_SIZE(lkvm_paths); i++) {
+			if (seen & (1u << lkvm_paths[i])) {
+				errfmt(err, errlen,
+				       "-n %s: tunes lkvm's data path, which vhost=on does not use",
+				       net_keys[lkvm_paths[i]].name);
+				return -EINVAL;
+			}
+		}
 	}
 	/* The keys of the other backend would be ignored: refuse them. */
 	if (o->mode == NET_MODE_USER) {

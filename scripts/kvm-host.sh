@@ -113,7 +113,9 @@ prepare_kernel() {
 }
 
 # Modules L1 loads at boot, with what they depend on first (read from each module's depends=).
-L1_MODULES="virtio_pci 9pnet_virtio 9p overlay irqbypass kvm ccp kvm-amd tun veth bridge"
+# vhost_net (with vhost, tap): /dev/vhost-net for -n vhost=on (tests/integration/test-vhost.sh);
+# a kernel that does not ship it just has no /dev/vhost-net, and those tests skip.
+L1_MODULES="virtio_pci 9pnet_virtio 9p overlay irqbypass kvm ccp kvm-amd tun veth bridge vhost_net"
 resolve_modules() { # prints module paths, relative to lib/modules, in load order
 	local mdir=$1 m
 	declare -A seen=()

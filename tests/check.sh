@@ -131,6 +131,17 @@ kernel_stage net-user net-user,net-user-us bash -c "rc=0
     NET_USER_TESTS=userspace SUMMARY_PREFIX=net-user-us scripts/kvm-host.sh $us_host --timeout 1500 -- tests/integration/test-net-user.sh || rc=1
     exit \$rc"
 kernel_stage net net,virtio-guest scripts/kvm-host.sh --timeout 1500 -- bash -c "rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc"
+# vhost-net: here (vhost=on's error where there is no /dev/vhost-net), and in the emulated host,
+# whose kernel has vhost_net, when this machine has no /dev/vhost-net of its own.
+vh_want=vhost vh_emu=:
+if [ "$kind" != emulated-svm ] && [ ! -c /dev/vhost-net ]; then
+    vh_want=vhost,vhost-emulated
+    vh_emu="SUMMARY_PREFIX=vhost-emulated scripts/kvm-host.sh --emulated --timeout 1500 -- tests/integration/test-vhost.sh"
+fi
+kernel_stage vhost $vh_want bash -c "rc=0
+    scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-vhost.sh || rc=1
+    $vh_emu || rc=1
+    exit \$rc"
 # Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
 # no /dev/kvm, in the emulated SVM host (us_host above), the only place here where it runs.
 kernel_stage userspace userspace,blk scripts/kvm-host.sh $us_host --timeout 1500 -- bash -c "rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc"

@@ -482,6 +482,13 @@ void virtio_notify_queue(struct virtio_device *vdev, int qi)
 
 	if (!vq_should_notify(&q->vq))
 		return;
+	virtio_raise_queue(vdev, qi);
+}
+
+void virtio_raise_queue(struct virtio_device *vdev, int qi)
+{
+	struct virtio_queue *q = &vdev->q[qi];
+
 	atomic_fetch_add_explicit(&q->stats.irqs, 1, memory_order_relaxed);
 	/* The transport retargets irq_fd (MSI-X vector changes) while this thread runs. */
 	signal_fd_or_intx(vdev, __atomic_load_n(&q->irq_fd, __ATOMIC_ACQUIRE), 0x1);

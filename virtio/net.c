@@ -19,6 +19,7 @@
 #include "lkvm/dev.h"
 #include "lkvm/kvm.h"
 #include "lkvm/iov.h"
+#include "lkvm/net-vhost.h"
 #include "lkvm/stats.h"
 #include "lkvm/worker.h"
 #include "lkvm/virtio-net.h"
@@ -168,6 +169,9 @@ struct virtio_net {
 	bool attached[NET_MAX_QUEUE_PAIRS];
 	pthread_mutex_t rx_gate[NET_MAX_QUEUE_PAIRS];
 	bool closing; /* teardown: the backends close next, nothing to detach */
+	/* -n vhost=on (or auto, where it opened): the data rings are vhost-net's
+	 * (virtio/net-vhost.c); lkvm serves only the control queue. */
+	struct net_vhost *vhost;
 	atomic_bool promisc, allmulti;
 	/* The host side went away (the tap was deleted under us): link down, said once. */
 	atomic_bool backend_gone;
@@ -1672,6 +1676,9 @@ static u64 net_offered(const struct virtio_net *n)
 
 	if (n->pairs > 1)
 		f |= F(VIRTIO_NET_F_MQ);
+	/* What serves the rings must be able to do what is offered. */
+	if (n->vhost)
+		f &= ~net_vhost_unsupported(n->vhost);
 	/* passt takes and gives whole frames with their checksums: nothing to offload. */
 	if (n->be[0]->plain_frames)
 		f &= ~(F(VIRTIO_NET_F_CSUM) | F(VIRTIO_NET_F_GUEST_CSUM) |
@@ -1865,7 +1872,9 @@ static int start_workers_locked(struct virtio_net *n)
 	int data_pairs = (f & F(VIRTIO_NET_F_MQ)) ? n->pairs : 1;
 	int ret = 0;
 
-	for (int p = 0; p < data_pairs && !ret; p++) {
+	if (n->vhost)
+		ret = net_vhost_start(n->vhost, data_pairs);
+	for (int p = 0; p < data_pairs && !ret && !n->vhost; p++) {
 		ret = net_worker_start(n, W_RX, 2 * p, p);
 		if (!ret)
 			ret = net_worker_start(n, W_TX, 2 * p + 1, p);
@@ -1924,6 +1933,13 @@ static void net_stop(struct virtio_device *vdev)
 
 	pthread_mutex_lock(&n->run_lock);
 	stop_workers_locked(n);
+	/* Teardown: closing the vhost fds detaches everything (and main needs no vhost ioctl). */
+	if (n->vhost && n->closing) {
+		net_vhost_close(n->vhost);
+		n->vhost = NULL;
+	} else if (n->vhost) {
+		net_vhost_stop(n->vhost);
+	}
 	/* A reset leaves pair 0 alone receiving until the driver sets more. */
 	if (!n->closing)
 		set_active_pairs(n, 1);
@@ -1935,12 +1951,16 @@ void virtio_net_quiesce(struct virtio_net *n)
 	pthread_mutex_lock(&n->run_lock);
 	for (int i = 0; i < n->nworkers; i++)
 		worker_quiesce(n->w[i].wk);
+	if (n->vhost)
+		net_vhost_pause(n->vhost);
 	pthread_mutex_unlock(&n->run_lock);
 }
 
 void virtio_net_resume(struct virtio_net *n)
 {
 	pthread_mutex_lock(&n->run_lock);
+	if (n->vhost)
+		net_vhost_resume(n->vhost);
 	for (int i = 0; i < n->nworkers; i++)
 		worker_resume(n->w[i].wk);
 	pthread_mutex_unlock(&n->run_lock);
@@ -1968,6 +1988,27 @@ static void close_backends(struct net_backend **be, int n)
 			be[i]->ops->close(be[i]);
 		be[i] = NULL;
 	}
+}
+
+/* vhost=on: vhost-net for every pair, or an error; vhost=auto: the same, or lkvm's threads
+ * (--debug says why). */
+static int vhost_open(struct virtio_net *n, const struct net_opts *o, char *err, size_t errlen)
+{
+	int fds[NET_MAX_QUEUE_PAIRS];
+	int ret;
+
+	for (int p = 0; p < n->pairs; p++)
+		fds[p] = n->be[p]->rx_fd; /* a tap queue: one fd both ways */
+	ret = net_vhost_open(n->kvm, &n->vdev, fds, n->pairs, NULL, &n->vhost, err, errlen);
+	if (ret < 0 && o->vhost == NET_VHOST_AUTO) {
+		pr_debug("virtio-net: vhost=auto: the rings stay in lkvm (%s)", err);
+		if (errlen)
+			err[0] = '\0';
+		return 0;
+	}
+	if (ret == 0)
+		n->batch = false; /* no lkvm thread moves frames */
+	return ret;
 }
 
 static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backend **be,
@@ -2047,6 +2088,14 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 		virtio_net_destroy(n);
 		return ret;
 	}
+	/* Before the transport asks for the features (what vhost can do limits them). */
+	if (o->vhost != NET_VHOST_OFF && o->mode == NET_MODE_TAP) {
+		ret = vhost_open(n, o, err, errlen);
+		if (ret < 0) {
+			virtio_net_destroy(n);
+			return ret;
+		}
+	}
 	*out = n;
 	return 0;
 }
@@ -2104,6 +2153,11 @@ void virtio_net_destroy(struct virtio_net *n)
 	for (int i = 0; i < NET_MAX_QUEUE_PAIRS; i++)
 		pthread_mutex_destroy(&n->rx_gate[i]);
 	free(n);
+}
+
+bool virtio_net_has_vhost(const struct virtio_net *n)
+{
+	return n->vhost != NULL;
 }
 
 struct virtio_device *virtio_net_vdev(struct virtio_net *n)
@@ -2190,6 +2244,9 @@ void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v)
 	for (int r = 0; r < rows; r++) {
 		struct virtio_queue_stats *s = &n->vdev.q[qi[r]].stats;
 
+		/* vhost's queues have no counters here: no row of zeros that would look measured. */
+		if (n->vhost && r < rows - 1)
+			continue;
 		virtio_queue_stats(&n->vdev, qi[r], v, name[r], "packets");
 		v->counter(v, "drops", stat_get(&s->drops));
 		v->counter(v, "batches", stat_get(&s->batches));
@@ -2197,6 +2254,11 @@ void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v)
 		v->counter(v, "polls", stat_get(&s->polls));
 		v->counter(v, "poll_hits", stat_get(&s->poll_hits));
 		v->counter(v, "poll_us", stat_get(&s->poll_ns) / 1000);
+	}
+	if (n->vhost) {
+		v->group(v, "vhost");
+		v->counter(v, "pairs", (u64)n->pairs);
+		v->counter(v, "running", (u64)net_vhost_pairs(n->vhost));
 	}
 }
 
@@ -2251,12 +2313,14 @@ static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t er
 	ret = virtio_net_create(kvm, &o, be, (struct virtio_net **)&d->priv, err, errlen);
 	if (ret < 0)
 		return ret;
-	pr_debug("virtio-net %d over %s on %s %s, %s, tx=%s", d->index, virtio_trans_name(o.trans),
+	pr_debug("virtio-net %d over %s on %s %s, %s, tx=%s%s", d->index,
+		 virtio_trans_name(o.trans),
 		 (unsigned)o.mode < ARRAY_SIZE(net_mode_name) && net_mode_name[o.mode]
 			 ? net_mode_name[o.mode]
 			 : "?",
 		 ifname, o.ioeventfd ? "ioeventfd" : "trapped notifies",
-		 net_tx_mode_name(o.tx_mode));
+		 net_tx_mode_name(o.tx_mode),
+		 virtio_net_has_vhost(d->priv) ? ", data rings in vhost-net" : "");
 	return 0;
 }
 

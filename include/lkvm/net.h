@@ -25,9 +25,14 @@ enum net_tx_mode {
 #define NET_POLL_US_DEFAULT 50
 #define NET_TX_US_MAX 10000 /* tx_timer_us and poll_us: 1..10 ms */
 
+/* -n vhost=: the data rings in lkvm's threads (off), in /dev/vhost-net (on: an error where it
+ * cannot be had), or in vhost-net where it can be had and in lkvm otherwise (auto). */
+enum net_vhost_mode { NET_VHOST_OFF, NET_VHOST_ON, NET_VHOST_AUTO, NET_VHOST_NR };
+
 /* What `-n mode=tap|user|none,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,socket=PATH,
- * ioeventfd=on|off,queues=N,tx=kick|timer|poll,tx_timer_us=N,poll_us=N,batch=on|off,trans=pci|mmio`
- * says (kvmtool's names, plus the TX strategy, batching and passt's socket). Unset strings are
+ * ioeventfd=on|off,queues=N,tx=kick|timer|poll,tx_timer_us=N,poll_us=N,batch=on|off,trans=pci|mmio,
+ * vhost=on|off|auto` says (kvmtool's names, plus the TX strategy, batching, passt's socket and
+ * vhost). Unset strings are
  * empty. */
 struct net_opts {
 	enum net_mode mode;
@@ -38,15 +43,16 @@ struct net_opts {
 	char script[256]; /* "none" or empty: no script; else run "script IFNAME" after creation */
 	char socket[108]; /* mode=user: passt's socket (sun_path); empty: lkvm starts passt */
 	bool ioeventfd;	  /* default true; false: notifies trap to the vCPU thread */
-	enum virtio_trans trans;  /* trans=pci|mmio; default (zero) VIRTIO_TRANS_PCI */
-	bool trans_set;		  /* trans= given (else --virtio-transport decides) */
-	int queue_pairs;	  /* default 1, up to NET_MAX_QUEUE_PAIRS */
-	enum net_tx_mode tx_mode; /* default NET_TX_KICK */
-	u32 tx_timer_us;	  /* tx=timer: hold time (0 in a zeroed struct: the default) */
-	u32 poll_us;		  /* tx=poll: the longest poll window (0: the default) */
-	bool batch;		  /* batch=on (net_parse_opts's default): many frames per system
+	enum virtio_trans trans;   /* trans=pci|mmio; default (zero) VIRTIO_TRANS_PCI */
+	bool trans_set;		   /* trans= given (else --virtio-transport decides) */
+	int queue_pairs;	   /* default 1, up to NET_MAX_QUEUE_PAIRS */
+	enum net_tx_mode tx_mode;  /* default NET_TX_KICK */
+	u32 tx_timer_us;	   /* tx=timer: hold time (0 in a zeroed struct: the default) */
+	u32 poll_us;		   /* tx=poll: the longest poll window (0: the default) */
+	bool batch;		   /* batch=on (net_parse_opts's default): many frames per system
 				   * call where the backend can (tap: io_uring) */
-	bool batch_set;		  /* batch= given (an unavailable batch=on is then a warning) */
+	bool batch_set;		   /* batch= given (an unavailable batch=on is then a warning) */
+	enum net_vhost_mode vhost; /* default NET_VHOST_OFF; mode=tap only */
 };
 
 /* "kick", "timer", "poll" (for messages and stats); the same as -n tx='s choices. */

@@ -16,6 +16,7 @@ enum sandbox_kind {
 	SB_NET_RX,   /* virtio-net: backend to guest */
 	SB_NET_TX,   /* virtio-net: guest to backend */
 	SB_NET_CTL,  /* virtio-net control queue */
+	SB_NET_IRQ,  /* virtio-net with vhost: vhost's call eventfds to queues without an irqfd */
 	SB_BLK,	     /* virtio-blk: requests to the image (libaio or pread/pwrite) */
 	SB_VCONSOLE, /* virtio-console: terminal to guest and back */
 	SB_RNG,	     /* virtio-rng: getrandom into the guest's buffers */

@@ -27,6 +27,8 @@ struct virtio_net;
  * the transport o->trans (virtio_device_attach). Returns 0 or -errno with a reason in err. */
 int virtio_net_create(struct kvm *kvm, const struct net_opts *o, struct net_backend **be,
 		      struct virtio_net **out, char *err, size_t errlen) __must_check;
+/* The data rings are vhost-net's (-n vhost=on, or auto where it opened). */
+bool virtio_net_has_vhost(const struct virtio_net *n);
 /* Stops the threads, unregisters the transport, closes the backends, frees. NULL is fine. */
 void virtio_net_destroy(struct virtio_net *n);
 
@@ -53,7 +55,9 @@ int virtio_net_serve_once(struct virtio_net *n, int qi) __must_check;
 
 /* Counters per queue in use (groups rx0, tx0, ..., ctrl): kicks, trapped exits,
  * interrupts, packets, bytes, drops, wake-ups with work (batches), and for tx=poll poll
- * windows, those that found work and the time spent polling (polls, poll_hits, poll_us). */
+ * windows, those that found work and the time spent polling (polls, poll_hits, poll_us). With
+ * vhost the data queues are not reported (vhost-net counts nothing lkvm can read): the control
+ * queue, then a group "vhost" (pairs, and pairs running now). */
 void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v);
 
 /* tx=poll's next window (ns, within [min(1 us, max_ns), max_ns]) after one of `budget`:

@@ -155,6 +155,9 @@ extern const struct opt_choice virtio_trans_choices[VIRTIO_TRANS_NR + 1];
 /* Interrupt the guest for queue qi if the ring says so (vq_should_notify): via the
  * queue's irqfd (MSI-X), or ISR bit 0 + INTx. Counts in stats.irqs. */
 void virtio_notify_queue(struct virtio_device *vdev, int qi);
+/* The same without asking the ring: for an interrupt someone else decided on (vhost's call
+ * eventfd, relayed where the queue has no irqfd). */
+void virtio_raise_queue(struct virtio_device *vdev, int qi);
 /* Config-change interrupt (ISR bit 1 / config vector). */
 void virtio_notify_config(struct virtio_device *vdev);
 /* The device changed its config space (device thread, no lock): bump config_generation

@@ -3,9 +3,12 @@
 #include "lkvm/bench-frame.h"
 
 /*
- * Command line (lkvm -p): bench=tx|rr|rx|notify size=BYTES secs=SECONDS event_idx=0|1
+ * Command line (lkvm -p): bench=tx|rr|rx|notify size=BYTES secs=SECONDS event_idx=0|1 resets=N
  *   tx  sends frames of `size` bytes (Ethernet header included, 60-1514) as fast as the TX
- *       ring allows for `secs`, then waits for the device to consume the rest;
+ *       ring allows for `secs`, then waits for the device to consume the rest; with resets=N
+ *       (0-16) the run is cut into N + 1 equal parts, and between two the device is reset and
+ *       set up again once every chain posted came back (a device reset in the middle of
+ *       traffic: every frame before it, and those after it, must get out);
  *   rr  sends one frame, waits for the host's echo (same bytes, MAC addresses swapped), repeats;
  *       per-transaction latency from RDTSC (rate from kvm-clock, see clock.c);
  *   rx  counts the frames the host sends for `secs`;
@@ -33,6 +36,8 @@ struct bench {
 	const char *name;
 	u32 size;
 	u64 secs;
+	u64 resets; /* tx: device resets in the middle of the run */
+	u64 want;   /* the features asked for, again after each reset */
 	u8 mac[6];
 	u8 *txbuf, *rxbuf; /* QSIZE buffers of BUF_SIZE each */
 };
@@ -126,10 +131,28 @@ static u64 per_sec(u64 count, u64 ns)
 
 /* ---- tx ---- */
 
+/* Wait until the device used every chain posted (done reaches sent), up to DRAIN_TIMEOUT_NS;
+ * t_last: when the last one came back. */
+static void tx_drain(u64 sent, u64 *done, u64 *t_last)
+{
+	u64 end = rdtsc() + ns_to_tsc(DRAIN_TIMEOUT_NS);
+
+	while (*done < sent && rdtsc() < end) {
+		if (virtq_get(&B.tx, NULL)) {
+			(*done)++;
+			*t_last = rdtsc();
+		} else {
+			cpu_relax();
+		}
+	}
+}
+
+static void device_up(void);
+
 static void run_tx(void)
 {
-	u64 free_slots[QSIZE], nfree = 0, sent = 0, done = 0, seq = 0;
-	u64 t0, end, t_last, now;
+	u64 free_slots[QSIZE], nfree = 0, sent = 0, done = 0, seq = 0, kicks = 0, resets = 0;
+	u64 t0, end, t_last, now, part;
 	char secs[32];
 
 	for (u64 i = 0; i < QSIZE; i++) {
@@ -139,10 +162,26 @@ static void run_tx(void)
 	}
 	t0 = rdtsc();
 	end = t0 + ns_to_tsc(B.secs * 1000000000ull);
+	part = (end - t0) / (B.resets + 1);
 	t_last = t0;
 	for (now = t0; now < end; now = rdtsc()) {
 		void *tok;
 		bool added = false;
+
+		if (resets < B.resets && now >= t0 + (resets + 1) * part) {
+			/* Every chain back first: a reset forgets what the device did not use. */
+			tx_drain(sent, &done, &t_last);
+			GUEST_ASSERT_EQ(done, sent);
+			kicks += B.tx.kicks;
+			device_up();
+			virtq_resetup(&B.rx);
+			virtq_resetup(&B.tx);
+			virtio_driver_ok(&B.vp);
+			nfree = 0;
+			for (u64 i = 0; i < QSIZE; i++)
+				free_slots[nfree++] = i;
+			resets++;
+		}
 
 		while ((tok = virtq_get(&B.tx, NULL))) {
 			free_slots[nfree++] = (u64)(uintptr_t)tok - 1;
@@ -166,22 +205,14 @@ static void run_tx(void)
 	}
 	/* Everything posted must come back: the device consumes every chain. */
 	t_last = rdtsc();
-	end = t_last + ns_to_tsc(DRAIN_TIMEOUT_NS);
-	while (done < sent && rdtsc() < end) {
-		if (virtq_get(&B.tx, NULL)) {
-			done++;
-			t_last = rdtsc();
-		} else {
-			cpu_relax();
-		}
-	}
+	tx_drain(sent, &done, &t_last);
 	GUEST_ASSERT_EQ(done, sent);
 	u64 ns = tsc_to_ns(t_last - t0);
 	print_secs(secs, sizeof(secs), ns);
-	gprintf("BENCH test=tx size=%u frames=%llu bytes=%llu secs=%s pps=%llu mbps=%llu kicks=%llu event_idx=%u clock=%s\n",
+	gprintf("BENCH test=tx size=%u frames=%llu bytes=%llu secs=%s pps=%llu mbps=%llu kicks=%llu event_idx=%u clock=%s resets=%llu\n",
 		B.size, sent, sent * B.size, secs, per_sec(sent, ns),
-		per_sec(sent * B.size * 8, ns) / 1000000, B.tx.kicks, B.tx.event_idx,
-		clock_source());
+		per_sec(sent * B.size * 8, ns) / 1000000, kicks + B.tx.kicks, B.tx.event_idx,
+		clock_source(), resets);
 }
 
 /* ---- rr ---- */
@@ -367,18 +398,24 @@ static void user_main(void *arg)
 		run_rx();
 }
 
+/* Reset, then features negotiated (B.want): the first set-up and every resets= one. */
+static void device_up(void)
+{
+	virtio_reset(&B.vp);
+	if (!virtio_negotiate(&B.vp, B.want))
+		GUEST_FAIL("virtio-net: feature negotiation failed");
+}
+
 static void setup_device(bool event_idx)
 {
-	u64 want = 1ull << VIRTIO_NET_F_MAC;
 	const char *why = virtio_pci_find(&B.vp, 0x1041, "virtio-net");
 
 	if (why)
 		GUEST_FAIL("%s (lkvm -n mode=tap,...)", why);
+	B.want = 1ull << VIRTIO_NET_F_MAC;
 	if (event_idx)
-		want |= 1ull << VIRTIO_F_RING_EVENT_IDX;
-	virtio_reset(&B.vp);
-	if (!virtio_negotiate(&B.vp, want))
-		GUEST_FAIL("virtio-net: feature negotiation failed");
+		B.want |= 1ull << VIRTIO_F_RING_EVENT_IDX;
+	device_up();
 	if (!virtq_setup(&B.vp, &B.rx, RXQ, QSIZE) || !virtq_setup(&B.vp, &B.tx, TXQ, QSIZE))
 		GUEST_FAIL("virtio-net: no rx/tx queue pair");
 	GUEST_ASSERT_EQ(B.rx.size, QSIZE);
@@ -411,6 +448,9 @@ void guest_main(void)
 		GUEST_FAIL("unknown bench=%s", name);
 	B.size = (u32)cmdline_u64("size", 64);
 	B.secs = cmdline_u64("secs", 2);
+	B.resets = cmdline_u64("resets", 0);
+	if (B.resets > 16 || (B.resets && B.test != BENCH_TEST_TX))
+		GUEST_FAIL("resets=%llu: 0-16, and only with bench=tx", B.resets);
 	if (B.size < BENCH_FRAME_MIN || B.size > BENCH_FRAME_MAX)
 		GUEST_FAIL("size=%u outside %u-%u", B.size, BENCH_FRAME_MIN, BENCH_FRAME_MAX);
 	if (B.secs < 1 || B.secs > 600)

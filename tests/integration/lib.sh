@@ -264,6 +264,9 @@ tap_up() {
 # $NETNS: what crossed the tap, whatever lkvm and the guest say.
 tap_stat() { ip netns exec "$NETNS" cat "/sys/class/net/$1/statistics/$2" 2>/dev/null; }
 
+# tap_rx_above TAP N: the host side of TAP has received more than N frames.
+tap_rx_above() { [ "$(tap_stat "$1" rx_packets)" -gt "$2" ]; }
+
 # has_link NAME: link NAME exists in $NETNS (a tap lkvm made, or removed).
 has_link() { ip netns exec "$NETNS" ip link show "$1" >/dev/null 2>&1; }
 

@@ -517,9 +517,6 @@ t_pause_traffic() {
 	in_netns pause_traffic_in
 }
 
-# tap_rx_above TAP N: the host side of TAP has received more than N frames.
-tap_rx_above() { [ "$(tap_stat "$1" rx_packets)" -gt "$2" ]; }
-
 pause_traffic_in() {
 	local n=ctl-traffic tap=lkvmctl0 secs=12
 	tap_up $tap || return

@@ -47,6 +47,15 @@ START_TEST(test_opts_defaults)
 	ck_assert_int_eq(o.tx_mode, NET_TX_KICK);
 	ck_assert_uint_eq(o.tx_timer_us, NET_TX_TIMER_US_DEFAULT);
 	ck_assert_uint_eq(o.poll_us, NET_POLL_US_DEFAULT);
+	ck_assert_int_eq(o.vhost, NET_VHOST_OFF);
+	/* vhost: on, off, auto; auto may fall back to lkvm's path, whose tuning then applies. */
+	ck_assert_int_eq(net_parse_opts("mode=tap,vhost=on,queues=2", &o, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.vhost, NET_VHOST_ON);
+	ck_assert_int_eq(net_parse_opts("vhost=off,tx=poll", &o, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.vhost, NET_VHOST_OFF);
+	ck_assert_int_eq(net_parse_opts("vhost=auto,tx=poll,batch=on", &o, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.vhost, NET_VHOST_AUTO);
+	ck_assert_int_eq(net_parse_opts("mode=user,vhost=off", &o, err, sizeof(err)), 0);
 
 	ck_assert_int_eq(net_parse_opts("mode=none", &o, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.mode, NET_MODE_NONE);
@@ -119,6 +128,12 @@ static const struct {
 	{ "mode=tap,mode=none", "duplicate key 'mode'" },
 	{ "queues=1,tapif=a,queues=1", "duplicate key 'queues'" },
 	{ "mode=tap,", "empty item" },
+	{ "vhost=maybe", "vhost" },
+	{ "mode=user,vhost=on", "-n vhost=on: only with mode=tap" },
+	{ "mode=user,vhost=auto", "-n vhost=auto: only with mode=tap" },
+	{ "vhost=on,tx=poll", "-n tx: tunes lkvm's data path, which vhost=on does not use" },
+	{ "vhost=on,batch=on", "-n batch: tunes lkvm's data path" },
+	{ "vhost=on,tx=timer,tx_timer_us=10", "-n tx: tunes lkvm's data path" },
 	{ ",mode=tap", "empty item" },
 	{ "mode=tap,,queues=2", "empty item" },
 	{ ",", "empty item" },
