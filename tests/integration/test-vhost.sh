@@ -146,7 +146,7 @@ pause_in() {
 	tap_up $tap || return
 	peer_start vhost-pause count "$tap" $((T + 10)) 1514 || return
 	VM_TIMEOUT=$T start_vm $n vhost-pause -k "$GUEST_DIR/net-bench.elf" --stats=json \
-		-n "mode=tap,tapif=$tap,script=none,vhost=on" -p "bench=tx size=1514 secs=8"
+		-n "mode=tap,tapif=$tap,script=none,vhost=on" -p "bench=tx size=1514 secs=20"
 	wait_until 30 tap_rx_above $tap 0 || { peer_stop; LAST_LOG=$VM_LOG; fail "no frames before the pause"; return; }
 	ctl vhost-pause-pause pause $n
 	expect_status 0 || { peer_stop; return; }
