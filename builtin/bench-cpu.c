@@ -1,4 +1,4 @@
-/* CPU accounting for `lkvm bench net`: other processes' load from /proc/stat, and a VMM's threads' CPU from /proc/PID/task/N/stat, its vCPUs told apart by name. */
+/* CPU accounting for `lkvm bench net`: other processes' load from /proc/stat, and a VMM's threads' CPU from /proc/PID/task/N/stat (and its kernel vhost workers'), its vCPUs told apart by name. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +18,14 @@ bool bench_vcpu_thread(const char *comm)
 	if (!strncmp(comm, "lkvm-vcpu", 9))
 		return true;
 	return !strncmp(comm, "CPU ", 4) && l > 8 && !strcmp(comm + l - 4, "/KVM");
+}
+
+bool bench_vhost_worker(const char *comm, pid_t pid)
+{
+	char want[24];
+
+	snprintf(want, sizeof(want), "vhost-%d", (int)pid);
+	return pid > 0 && !strcmp(comm, want);
 }
 
 /*
@@ -68,14 +76,14 @@ static struct bench_thread *thread_slot(struct bench_threads *s, int tid)
 	return &s->t[s->n++];
 }
 
-int bench_threads_sample(pid_t pid, struct bench_threads *s)
+/* The threads listed in dir (/proc/PID/task, or /proc for kernel workers) into s; with owner,
+ * only the kernel vhost workers of owner. 0 or -errno. */
+static int sample_dir(const char *dir, pid_t owner, struct bench_threads *s)
 {
 	char path[64], line[1024];
 	struct dirent *de;
-	DIR *d;
+	DIR *d = opendir(dir);
 
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
 	if (!d)
 		return -errno;
 	while ((de = readdir(d))) {
@@ -86,18 +94,34 @@ int bench_threads_sample(pid_t pid, struct bench_threads *s)
 
 		if (tid <= 0)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, tid);
+		snprintf(path, sizeof(path), "%s/%d/stat", dir, tid);
 		if (read_small(path, line, sizeof(line)) ||
 		    bench_parse_task_stat(line, comm, sizeof(comm), &ticks))
 			continue; /* it ended between the listing and the read */
+		if (owner && !bench_vhost_worker(comm, owner))
+			continue;
 		t = thread_slot(s, tid);
 		if (t && ticks >= t->ticks) {
 			memcpy(t->comm, comm, sizeof(t->comm));
 			t->ticks = ticks;
+			t->kworker = owner != 0;
 		}
 	}
 	closedir(d);
 	return 0;
+}
+
+int bench_threads_sample(pid_t pid, struct bench_threads *s)
+{
+	char path[64];
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	ret = sample_dir(path, 0, s);
+	/* Before Linux 6.4 the vhost worker is a kernel thread: not in the VMM's task list. */
+	if (!ret && s->kworkers)
+		ret = sample_dir("/proc", pid, s);
+	return ret;
 }
 
 void bench_threads_cpu(const struct bench_threads *a, const struct bench_threads *b, double *host_s,
@@ -122,6 +146,16 @@ void bench_threads_cpu(const struct bench_threads *a, const struct bench_threads
 	}
 	*host_s = (double)host / hz;
 	*vcpu_s = (double)vcpu / hz;
+}
+
+double bench_kworkers_cpu(const struct bench_threads *s)
+{
+	u64 ticks = 0;
+
+	for (int i = 0; i < s->n; i++)
+		if (s->t[i].kworker)
+			ticks += s->t[i].ticks;
+	return (double)ticks / (double)sysconf(_SC_CLK_TCK);
 }
 
 int bench_parse_proc_stat(const char *line, u64 *busy)
@@ -157,7 +191,7 @@ int bench_load_start(struct bench_load *l)
 	return ret;
 }
 
-double bench_load_other(const struct bench_load *l)
+double bench_load_other(const struct bench_load *l, double mine_s)
 {
 	struct bench_load e;
 	double wall, other;
@@ -166,6 +200,6 @@ double bench_load_other(const struct bench_load *l)
 		return NAN;
 	wall = (double)(e.t_ns - l->t_ns) / 1e9;
 	other = (double)(e.busy_ticks - l->busy_ticks) / (double)sysconf(_SC_CLK_TCK) -
-		(e.own_s - l->own_s);
+		(e.own_s - l->own_s) - mine_s;
 	return MAX(other, 0.0) / wall;
 }

@@ -45,13 +45,16 @@
 #define READY_MS 10000	   /* net-peer must be receiving within this */
 #define RR_TIMEOUT_NS 200000000ull
 
-enum bench_mode { M_IOEVENTFD, M_TRAP, M_TIMER, M_POLL, M_TIMER_TRAP, M_POLL_TRAP, M_NR };
+enum bench_mode { M_IOEVENTFD, M_TRAP, M_TIMER, M_POLL, M_TIMER_TRAP, M_POLL_TRAP, M_VHOST, M_NR };
 
 struct mode_info {
 	const char *name;
 	const char *nopts; /* appended to -n */
 	const char *what;
 	const char *group; /* the TX strategy, as the chart groups lkvm's and QEMU's bars */
+	/* Its rings are served by the kernel: it needs /dev/vhost-net, and lkvm refuses batch=
+	 * with vhost=on, so it runs once per cell with no batch axis (no /nobatch row). */
+	bool vhost;
 };
 
 /* The chart's groups: each names one TX strategy that lkvm and QEMU may both have. */
@@ -59,6 +62,7 @@ struct mode_info {
 #define G_KICK_TRAP "kick, trapped"
 #define G_TIMER "timer, ioeventfd"
 #define G_TIMER_TRAP "timer, trapped"
+#define G_VHOST "vhost (kernel)"
 
 static const struct mode_info mode_info[] = {
 	[M_IOEVENTFD] = { "ioeventfd", "", "tx=kick, notifies through ioeventfd", G_KICK },
@@ -71,17 +75,23 @@ static const struct mode_info mode_info[] = {
 			   G_TIMER_TRAP },
 	[M_POLL_TRAP] = { "poll-trap", ",tx=poll,ioeventfd=off", "tx=poll, trapped notifies",
 			  "poll, trapped" },
+	[M_VHOST] = { "vhost", ",vhost=on",
+		      "rings served by the kernel's vhost-net (/dev/vhost-net);\n"
+		      "notifies through ioeventfd, interrupts through irqfd",
+		      G_VHOST, .vhost = true },
 };
 _Static_assert(ARRAY_SIZE(mode_info) == M_NR, "mode_info must name every mode");
 
-/* --qemu: the same guest under QEMU's virtio-net-pci (modern only, no vhost) on the same tap. */
-enum qemu_mode { Q_BH, Q_BH_TRAP, Q_TIMER, Q_TIMER_TRAP, Q_NR };
+/* --qemu: the same guest under QEMU's virtio-net-pci (modern only) on the same tap; qemu/vhost
+ * only where vhost is among --modes. */
+enum qemu_mode { Q_BH, Q_BH_TRAP, Q_TIMER, Q_TIMER_TRAP, Q_VHOST, Q_NR };
 
 static const struct {
 	const char *name;
 	const char *dev; /* virtio-net-pci properties */
 	const char *what;
 	const char *group;
+	bool vhost; /* -netdev tap,vhost=on: QEMU's TX strategy no longer matters (tx= unset) */
 } qemu_info[] = {
 	[Q_BH] = { "qemu/bh", "tx=bh,ioeventfd=on", "QEMU tx=bh, notifies through ioeventfd",
 		   G_KICK },
@@ -91,6 +101,8 @@ static const struct {
 		      G_TIMER },
 	[Q_TIMER_TRAP] = { "qemu/timer-trap", "tx=timer,ioeventfd=off",
 			   "QEMU tx=timer, trapped notifies", G_TIMER_TRAP },
+	[Q_VHOST] = { "qemu/vhost", "ioeventfd=on",
+		      "QEMU -netdev tap,vhost=on (with vhost among --modes)", G_VHOST, true },
 };
 _Static_assert(ARRAY_SIZE(qemu_info) == Q_NR, "qemu_info must name every QEMU mode");
 
@@ -125,8 +137,10 @@ struct bench {
 	struct bench_cfg cfg;
 	struct bench_row rows[MAX_ROWS];
 	int nrows, total, done;
-	char qemu_note[200]; /* non-empty: --qemu was asked for and could not run, why */
-	pid_t kids[2];	     /* children running now, for the signal path */
+	char qemu_note[200];  /* non-empty: --qemu was asked for and could not run, why */
+	bool vhost_asked;     /* a vhost mode is among --modes */
+	char vhost_note[200]; /* non-empty: it was asked for and cannot run here, why */
+	pid_t kids[2];	      /* children running now, for the signal path */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -172,12 +186,26 @@ static int parse_list(const char *opt, const char *arg, int (*fn)(const char *it
 	return 0;
 }
 
+int bench_mode_of(const char *name, bool *vhost)
+{
+	for (int m = 0; m < M_NR; m++) {
+		if (!strcmp(name, mode_info[m].name)) {
+			if (vhost)
+				*vhost = mode_info[m].vhost;
+			return m;
+		}
+	}
+	return -EINVAL;
+}
+
 static int mode_of(const char *s, int *out)
 {
-	for (int m = 0; m < M_NR; m++)
-		if (!strcmp(s, mode_info[m].name))
-			return *out = m, 0;
-	return -EINVAL;
+	int m = bench_mode_of(s, NULL);
+
+	if (m < 0)
+		return m;
+	*out = m;
+	return 0;
 }
 
 static int test_of(const char *s, int *out)
@@ -297,18 +325,29 @@ static int opt_qemu(const struct opt *o, const char *v, void *base, char *err, s
 	return 0;
 }
 
+/* A mode's what, its later lines under its first (help's column of descriptions). */
+static void mode_help(FILE *out, const char *name, int width, const char *what)
+{
+	int l = (int)strcspn(what, "\n");
+
+	fprintf(out, "                     %-*s %.*s\n", width, name, l, what);
+	while (what[l]) {
+		what += l + 1;
+		l = (int)strcspn(what, "\n");
+		fprintf(out, "                     %-*s %.*s\n", width, "", l, what);
+	}
+}
+
 static void modes_help(FILE *out)
 {
 	for (int m = 0; m < M_NR; m++)
-		fprintf(out, "                     %-10s %s\n", mode_info[m].name,
-			mode_info[m].what);
+		mode_help(out, mode_info[m].name, 10, mode_info[m].what);
 }
 
 static void qemu_help(FILE *out)
 {
 	for (int q = 0; q < Q_NR; q++)
-		fprintf(out, "                     %-16s %s\n", qemu_info[q].name,
-			qemu_info[q].what);
+		mode_help(out, qemu_info[q].name, 16, qemu_info[q].what);
 	fprintf(out,
 		"                   QEMU rows have no device counters (shown as -) except kicks, which\n"
 		"                   the guest counts itself. Where QEMU cannot run, one line says why\n"
@@ -394,9 +433,12 @@ void bench_usage(FILE *out)
 		"counters come from lkvm's --stats=json: packets are frames through tx0 and rx0; rr's Kpps\n"
 		"and Mb/s count frames both ways. cpu: the VMM's CPU time (all threads, boot included) per\n"
 		"second of its run: 1.00 = one core. host_ns: ns of CPU per packet of the VMM's threads\n"
-		"but its vCPUs (/proc/PID/task, while the guest measured), for floors their own thread's;\n"
-		"floor_ns: the floor's host_ns beside a cell's. other: cores other processes used while\n"
-		"the row ran (/proc/stat minus the bench's own); '*' marks more than 0.10: a busy host.\n"
+		"but its vCPUs (/proc/PID/task, while the guest measured; vhost rows add the kernel's\n"
+		"vhost-PID worker threads), for floors their own thread's; floor_ns: the floor's host_ns\n"
+		"beside a cell's. other: cores other processes used while the row ran (/proc/stat minus\n"
+		"the bench's own and its VMMs' vhost workers); '*' marks more than 0.10: a busy host.\n"
+		"vhost rows (--modes ...,vhost; qemu/vhost with --qemu) need /dev/vhost-net: where it\n"
+		"cannot be opened one line says why and no vhost row runs.\n"
 		"Exit status: 0 every cell produced a row, 1 some cell failed or bad arguments,\n"
 		"130/143 interrupted (the rows so far are still printed).\n");
 }
@@ -862,8 +904,9 @@ static void parse_stats(struct bench_row *r, const char *stats)
 /*
  * QEMU's command line for the same guest on the same tap: KVM, one vCPU, no firmware devices
  * beyond the PC's, the serial console on stdout, the guest's i8042 reset ends the run
- * (-no-reboot: exit 0) and its pvpanic write fails it (exit 1). Without vhost, so QEMU's own
- * TX strategy (tx=bh or tx=timer) is what runs. -cpu host without arch-capabilities: on a PVM
+ * (-no-reboot: exit 0) and its pvpanic write fails it (exit 1). Without vhost but in
+ * qemu/vhost, so QEMU's own TX strategy (tx=bh or tx=timer) is what runs. -cpu host without
+ * arch-capabilities: on a PVM
  * host QEMU cannot set that MSR and aborts, and the guest does not need it anywhere.
  */
 static void qemu_argv(struct bench *b, int q, const char *params, char *netdev, size_t nlen,
@@ -871,7 +914,8 @@ static void qemu_argv(struct bench *b, int q, const char *params, char *netdev, 
 {
 	int n = 0;
 
-	snprintf(netdev, nlen, "tap,id=n0,ifname=%s,script=no,downscript=no,vhost=off", TAP_NAME);
+	snprintf(netdev, nlen, "tap,id=n0,ifname=%s,script=no,downscript=no,vhost=%s", TAP_NAME,
+		 qemu_info[q].vhost ? "on" : "off");
 	snprintf(dev, dlen, "virtio-net-pci,netdev=n0,disable-legacy=on,mac=52:54:00:12:34:56,%s",
 		 qemu_info[q].dev);
 	argv[n++] = b->cfg.qemu_bin;
@@ -1014,8 +1058,9 @@ static void save_log(const struct bench *b, const char *log, const char *out)
 }
 
 /* Boots the guest once, under lkvm (q < 0) or QEMU in QEMU mode q; fills r from its BENCH
- * line, the VMM's threads and, under lkvm, the stats. Returns the VMM's exit status. */
-static int run_guest(struct bench *b, int q, const char *nopts, const char *params,
+ * line, the VMM's threads (with vhost, its kernel vhost workers too) and, under lkvm, the
+ * stats. Returns the VMM's exit status. */
+static int run_guest(struct bench *b, int q, bool vhost, const char *nopts, const char *params,
 		     struct bench_row *r, const char *log)
 {
 	char timeout[16], net[128], qnetdev[160], qdev[192];
@@ -1044,9 +1089,12 @@ static int run_guest(struct bench *b, int q, const char *nopts, const char *para
 		return 1;
 	}
 	cw.pid = k.pid;
+	cw.now.kworkers = vhost;
 	if (!slurp(k.out, &out, &len, now_ns() + (b->cfg.secs + 40) * 1000000000ull, &cw.w))
 		kill(k.pid, SIGTERM);
 	status = reap(b, 0, &k, &cpu);
+	/* Kernel workers' CPU is not in the VMM's rusage nor "other": known from their samples. */
+	r->kworker_s = bench_kworkers_cpu(&cw.now);
 	r->cpu = cpu / ((double)(now_ns() - t0) / 1e9);
 	save_log(b, log, out);
 	bl = out ? last_line(out, "BENCH ") : NULL;
@@ -1296,7 +1344,7 @@ static void load_begin(struct bench_load *l)
 
 static void load_end(struct bench_row *r, const struct bench_load *l)
 {
-	r->other_cpu = l->t_ns ? bench_load_other(l) : NAN;
+	r->other_cpu = l->t_ns ? bench_load_other(l, r->kworker_s) : NAN;
 	r->busy = r->other_cpu > BENCH_BUSY_CORES;
 }
 
@@ -1406,6 +1454,13 @@ static void jdbl(FILE *f, const char *key, double v)
 		fprintf(f, ",\"%s\":%.3f", key, v);
 }
 
+/* s inside a JSON string: quotes and backslashes escaped, control characters as '?'. */
+static void jesc(FILE *f, const char *s)
+{
+	for (const char *p = s; *p; p++)
+		fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : (*p < 0x20 ? "?" : "%c"), *p);
+}
+
 static int write_json(const struct bench *b, const char *path)
 {
 	FILE *f = fopen(path, "we");
@@ -1417,11 +1472,9 @@ static int write_json(const struct bench *b, const char *path)
 	fprintf(f, "{\"duration\":%u,\"tap\":\"%s\",\"host\":\"%s\",\"emulated\":%s,\"qemu\":\"",
 		b->cfg.secs, TAP_NAME, host_kind(), host_emulated() ? "true" : "false");
 	/* "ran", "not asked", or why it could not run */
-	for (const char *p = !b->cfg.qemu      ? "not asked"
-			     : b->qemu_note[0] ? b->qemu_note
-					       : "ran";
-	     *p; p++)
-		fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : (*p < 0x20 ? "?" : "%c"), *p);
+	jesc(f, !b->cfg.qemu ? "not asked" : b->qemu_note[0] ? b->qemu_note : "ran");
+	fputs("\",\"vhost\":\"", f);
+	jesc(f, !b->vhost_asked ? "not asked" : b->vhost_note[0] ? b->vhost_note : "ran");
 	fputs("\",\"rows\":[\n", f);
 	for (int i = 0; i < b->nrows; i++) {
 		const struct bench_row *r = &b->rows[i];
@@ -1432,11 +1485,7 @@ static int write_json(const struct bench *b, const char *path)
 			r->error[0] ? "false" : "true", r->qemu ? "qemu" : "lkvm");
 		if (r->error[0]) {
 			fputs(",\"error\":\"", f);
-			for (const char *p = r->error; *p; p++)
-				fprintf(f,
-					(*p == '"' || *p == '\\') ? "\\%c"
-								  : (*p < 0x20 ? "?" : "%c"),
-					*p);
+			jesc(f, r->error);
 			fputc('"', f);
 		}
 		jdbl(f, "secs", r->secs);
@@ -1556,7 +1605,7 @@ static struct bench_row *notify_floor(struct bench *b, bool trap, int q)
 	snprintf(params, sizeof(params), "bench=notify secs=%u", b->cfg.secs);
 	log_path(b, log, sizeof(log), r, "log");
 	load_begin(&l);
-	run_guest(b, q, trap ? ",ioeventfd=off" : "", params, r, log[0] ? log : NULL);
+	run_guest(b, q, false, trap ? ",ioeventfd=off" : "", params, r, log[0] ? log : NULL);
 	load_end(r, &l);
 	return r;
 }
@@ -1633,7 +1682,8 @@ static void run_cell(struct bench *b, int mode, int batch, int q, int test, unsi
 	load_begin(&l);
 	if (peer_start(b, test_info[test].peer, size, &p, r->error, sizeof(r->error)) == 0) {
 		tap_counters(&rx0, &tx0, &txd0);
-		run_guest(b, q, nopts, params, r, log[0] ? log : NULL);
+		run_guest(b, q, q >= 0 ? qemu_info[q].vhost : mode_info[mode].vhost, nopts, params,
+			  r, log[0] ? log : NULL);
 		tap_counters(&rx1, &tx1, &txd1);
 		peer_stop(b, &p, &r->peer_frames, &r->peer_drops, plog[0] ? plog : NULL);
 		r->tap_rx = rx1 - rx0;
@@ -1644,6 +1694,47 @@ static void run_cell(struct bench *b, int mode, int batch, int q, int test, unsi
 	if (!r->error[0])
 		set_ratio(b, r);
 	progress(b, r);
+}
+
+/* Whether lkvm mode m runs here: vhost modes only where /dev/vhost-net opened. */
+static bool mode_runs(const struct bench *b, int m)
+{
+	return !mode_info[m].vhost || !b->vhost_note[0];
+}
+
+/* Whether QEMU mode q runs: qemu/vhost only with vhost among --modes and /dev/vhost-net. */
+static bool qemu_runs(const struct bench *b, int q)
+{
+	return !qemu_info[q].vhost || (b->vhost_asked && !b->vhost_note[0]);
+}
+
+/* lkvm's batch axis for mode m: vhost takes no batch= (one row per cell, batch -1). */
+static int mode_batches(const struct bench_cfg *c, int m)
+{
+	return mode_info[m].vhost ? 1 : c->nbatch;
+}
+
+/*
+ * Whether vhost was asked for and can run here: /dev/vhost-net opens (as lkvm's vhost=on and
+ * QEMU's vhost=on open it). If not, b->vhost_note says why in one line and no vhost cell runs.
+ */
+static void vhost_probe(struct bench *b)
+{
+	const struct bench_cfg *c = &b->cfg;
+	int fd;
+
+	for (int m = 0; m < c->nmodes; m++)
+		b->vhost_asked |= mode_info[c->modes[m]].vhost;
+	if (!b->vhost_asked)
+		return;
+	fd = open("/dev/vhost-net", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		return;
+	}
+	snprintf(b->vhost_note, sizeof(b->vhost_note),
+		 "not run: cannot open /dev/vhost-net: %s (modprobe vhost_net)", strerror(errno));
+	fprintf(stderr, "bench: vhost: %s\n", b->vhost_note);
 }
 
 /*
@@ -1677,7 +1768,8 @@ static int qemu_probe(struct bench *b)
 			goto out;
 		if (!interrupted)
 			run_notify_floor(b, true, Q_BH_TRAP);
-		b->total += Q_NR * c->ntests * c->nsizes;
+		for (int q = 0; q < Q_NR; q++)
+			b->total += qemu_runs(b, q) * c->ntests * c->nsizes;
 		return Q_NR;
 	}
 out:
@@ -1701,7 +1793,11 @@ static void run_all(struct bench *b)
 
 	int qemu_modes = 0;
 
-	b->total = 2 + host_floors + c->nmodes * c->nbatch * c->ntests * c->nsizes;
+	vhost_probe(b);
+	b->total = 2 + host_floors;
+	for (int m = 0; m < c->nmodes; m++)
+		if (mode_runs(b, c->modes[m]))
+			b->total += mode_batches(c, c->modes[m]) * c->ntests * c->nsizes;
 	run_notify_floor(b, false, -1);
 	if (!interrupted)
 		run_notify_floor(b, true, -1);
@@ -1718,12 +1814,18 @@ static void run_all(struct bench *b)
 	/* Tests outermost, then sizes, then modes: the modes to compare run back to back. */
 	for (int t = 0; t < c->ntests && !interrupted; t++)
 		for (int s = 0; s < c->nsizes && !interrupted; s++) {
-			for (int m = 0; m < c->nmodes && !interrupted; m++)
-				for (int i = 0; i < c->nbatch && !interrupted; i++)
-					run_cell(b, c->modes[m], c->batch[i], -1, c->tests[t],
-						 c->sizes[s]);
+			for (int m = 0; m < c->nmodes && !interrupted; m++) {
+				int mode = c->modes[m];
+
+				for (int i = 0; mode_runs(b, mode) && i < mode_batches(c, mode) &&
+						!interrupted;
+				     i++)
+					run_cell(b, mode, mode_info[mode].vhost ? -1 : c->batch[i],
+						 -1, c->tests[t], c->sizes[s]);
+			}
 			for (int q = 0; q < qemu_modes && !interrupted; q++)
-				run_cell(b, 0, -1, q, c->tests[t], c->sizes[s]);
+				if (qemu_runs(b, q))
+					run_cell(b, 0, -1, q, c->tests[t], c->sizes[s]);
 		}
 }
 
@@ -1824,6 +1926,8 @@ int cmd_bench(int argc, char **argv)
 	print_header(stdout);
 	if (b->qemu_note[0])
 		printf("# qemu: %s\n", b->qemu_note);
+	if (b->vhost_note[0])
+		printf("# vhost: %s\n", b->vhost_note);
 	for (int i = 0; i < b->nrows; i++) {
 		print_row(stdout, &b->rows[i]);
 		failed += b->rows[i].error[0] != 0;

@@ -32,8 +32,9 @@ struct bench_row {
 	/* ns of host CPU per packet: the VMM's threads but its vCPUs while the guest measured
 	 * (floors: the floor's own thread) */
 	double host_ns;
-	double vcpu_ns;	 /* ns of the vCPU threads' CPU per packet, the same window */
-	double floor_ns; /* cells: the floor's host_ns */
+	double vcpu_ns;	  /* ns of the vCPU threads' CPU per packet, the same window */
+	double floor_ns;  /* cells: the floor's host_ns */
+	double kworker_s; /* CPU s of the VMM's kernel vhost workers: the VMM's, not "other" */
 	unsigned long long guest_frames, lost, peer_frames, peer_drops;
 	unsigned long long tx_pkts, tx_drops, rx_pkts, rx_drops, tap_rx, tap_tx, tap_tx_drops;
 	unsigned long long kicks, trapped, irqs, exits, polls, poll_hits, poll_us, packets;
@@ -45,23 +46,33 @@ struct bench_row {
 
 /* A process's threads as /proc/PID/task/TID/stat last showed them. */
 struct bench_threads {
+	/* Set by the caller: also sample the VMM's kernel vhost workers, which before Linux 6.4
+	 * are kernel threads "vhost-<VMM pid>" (/proc/TID, not the VMM's task list); from 6.4
+	 * they are the VMM's own threads and already in its list. */
+	bool kworkers;
 	int n;
 	struct bench_thread {
 		int tid;
 		char comm[16];
-		u64 ticks; /* utime + stime, clock ticks */
+		u64 ticks;    /* utime + stime, clock ticks */
+		bool kworker; /* a kernel vhost worker of the VMM (host CPU, not another process's) */
 	} t[BENCH_MAX_THREADS];
 };
 
 /* A vCPU thread by its name: lkvm's "lkvm-vcpuN", QEMU's "CPU N/KVM" (-name debug-threads=on). */
 bool bench_vcpu_thread(const char *comm);
+/* A kernel vhost worker of the VMM pid by its name: exactly "vhost-<pid>". */
+bool bench_vhost_worker(const char *comm, pid_t pid);
 /* One /proc/PID/task/TID/stat line: the name and utime + stime. 0 or -EINVAL. */
 int bench_parse_task_stat(const char *line, char *comm, size_t len, u64 *ticks);
-/* Reads pid's threads into s, keeping what s had for threads that are gone. 0 or -errno. */
+/* Reads pid's threads into s (and its kernel vhost workers if s->kworkers), keeping what s
+ * had for threads that are gone. 0 or -errno. */
 int bench_threads_sample(pid_t pid, struct bench_threads *s);
 /* Seconds of CPU from a to b: the vCPU threads' and the others' (a thread new in b from 0). */
 void bench_threads_cpu(const struct bench_threads *a, const struct bench_threads *b, double *host_s,
 		       double *vcpu_s);
+/* Seconds of CPU the kernel vhost workers in s used since they started (all of it the VMM's). */
+double bench_kworkers_cpu(const struct bench_threads *s);
 
 /* The whole host's busy CPU and this process's own (itself and its reaped children). */
 struct bench_load {
@@ -72,8 +83,13 @@ struct bench_load {
 /* /proc/stat's first line: user + nice + system + irq + softirq (no idle, iowait, steal). */
 int bench_parse_proc_stat(const char *line, u64 *busy);
 int bench_load_start(struct bench_load *l);
-/* Cores the other processes used since l (never below 0), or NAN if /proc/stat is unreadable. */
-double bench_load_other(const struct bench_load *l);
+/* Cores the other processes used since l (never below 0), or NAN if /proc/stat is unreadable;
+ * mine_s: CPU seconds of kernel threads that worked for the bench's own VMMs (vhost workers). */
+double bench_load_other(const struct bench_load *l, double mine_s);
+
+/* A --modes name: its index in lkvm bench net's mode table, and whether it is a vhost mode
+ * (vhost may be NULL); -EINVAL if there is none. */
+int bench_mode_of(const char *name, bool *vhost);
 
 /* ---- charts (bench-svg.c) ---- */
 

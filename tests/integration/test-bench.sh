@@ -339,7 +339,7 @@ t_usage() {
 	run_lkvm bench-help 0 -- bench net --help || return
 	local o
 	for o in --modes --tests --sizes --batch --duration --qemu --json --svg host_ns floor_ns other \
-		ioeventfd trap timer poll qemu/bh qemu/timer-trap; do
+		ioeventfd trap timer poll vhost qemu/bh qemu/timer-trap qemu/vhost /dev/vhost-net; do
 		grep -q -- "$o" "$LAST_LOG" || { fail "bench net --help does not mention $o"; return; }
 	done
 	run_lkvm bench-list 0 -- help || return
@@ -352,6 +352,26 @@ t_usage() {
 	expect_output "^lkvm: error: bench: --duration '0'" || return
 	run_lkvm bench-unknown 1 -- bench disk || return
 	expect_output "unknown benchmark 'disk'"
+}
+
+# --modes vhost where /dev/vhost-net cannot be opened: one line says why, no vhost row runs, the
+# JSON says so too, and the rest of the run (its floors) is whole. Where it opens, vhost runs.
+t_vhost() {
+	[ -z "$BENCH_SKIP" ] || { skip "$BENCH_SKIP"; return; }
+	[ -e /dev/vhost-net ] &&
+		{ skip "/dev/vhost-net exists here: vhost rows run"; return; }
+	local json=$OUT/vhost.json
+	mkdir -p "$OUT"
+	GUARD_DEFAULT=300 run_lkvm bench-vhost 0 -- bench net --modes vhost --tests tx --sizes 64 \
+		--duration 1 --json "$json" || return
+	local n
+	n=$(grep -c '^# vhost: not run: cannot open /dev/vhost-net: .* (modprobe vhost_net)$' "$LAST_LOG")
+	[ "$n" = 1 ] || { fail "want one '# vhost: not run' line, got $n"; return; }
+	expect_no_output '^(qemu/)?vhost +' "a vhost row" || return
+	expect_output '^floor/tap +tx +64 +[0-9]' "the tx floor" || return
+	expect_output '^bench: \[ *3/3\] ' "the progress count without vhost cells" || return
+	grep -q '"vhost":"not run: cannot open /dev/vhost-net: ' "$json" ||
+		fail "the JSON does not say why vhost did not run"
 }
 
 # SIGINT in the middle of a cell: exit 130, the rows so far printed, no lkvm or net-peer left.
@@ -396,5 +416,6 @@ run_test bench-floors t_floors
 run_test bench-chart t_chart
 run_test bench-qemu t_qemu
 run_test bench-usage t_usage
+run_test_serial bench-vhost t_vhost
 run_test_serial bench-interrupt t_interrupt
 finish_tests

@@ -46,6 +46,37 @@ START_TEST(vcpu_threads_by_name)
 }
 END_TEST
 
+START_TEST(vhost_workers_by_name)
+{
+	/* Before Linux 6.4 the worker is the kernel thread "vhost-<owner pid>". */
+	ck_assert(bench_vhost_worker("vhost-4242", 4242));
+	ck_assert(bench_vhost_worker("vhost-1", 1));
+	ck_assert(!bench_vhost_worker("vhost-42421", 4242)); /* another VMM's */
+	ck_assert(!bench_vhost_worker("vhost-424", 4242));
+	ck_assert(!bench_vhost_worker("vhost-4242 ", 4242));
+	ck_assert(!bench_vhost_worker("xvhost-4242", 4242));
+	ck_assert(!bench_vhost_worker("vhost-", 4242));
+	ck_assert(!bench_vhost_worker("lkvm-net-tx0", 4242));
+	ck_assert(!bench_vhost_worker("vhost-0", 0));
+}
+END_TEST
+
+START_TEST(vhost_mode_parses)
+{
+	bool vhost = false;
+	int m = bench_mode_of("vhost", &vhost);
+
+	ck_assert_int_ge(m, 0);
+	ck_assert(vhost);
+	ck_assert_int_ge(bench_mode_of("ioeventfd", &vhost), 0);
+	ck_assert(!vhost);
+	ck_assert_int_ne(bench_mode_of("poll", NULL), m);
+	ck_assert_int_eq(bench_mode_of("vhost=on", &vhost), -EINVAL);
+	ck_assert_int_eq(bench_mode_of("qemu/vhost", &vhost), -EINVAL); /* QEMU's come by --qemu */
+	ck_assert_int_eq(bench_mode_of("", &vhost), -EINVAL);
+}
+END_TEST
+
 START_TEST(proc_stat_busy)
 {
 	u64 busy;
@@ -63,19 +94,27 @@ START_TEST(thread_cpu_split)
 	struct bench_threads a = { 0 }, b = { 0 };
 	double host, vcpu, hz = (double)sysconf(_SC_CLK_TCK);
 
-	a.n = 2;
-	a.t[0] = (struct bench_thread){ 10, "lkvm-vcpu0", 100 };
-	a.t[1] = (struct bench_thread){ 11, "lkvm-net-tx0", 40 };
-	b.n = 3;
-	b.t[0] = (struct bench_thread){ 10, "lkvm-vcpu0", 300 };
-	b.t[1] = (struct bench_thread){ 11, "lkvm-net-tx0", 90 };
-	b.t[2] = (struct bench_thread){ 12, "lkvm-net-rx0", 7 }; /* new since a: from 0 */
+	a.t[0] = (struct bench_thread){ 10, "lkvm-vcpu0", 100, false };
+	a.t[1] = (struct bench_thread){ 11, "lkvm-net-tx0", 40, false };
+	a.t[2] = (struct bench_thread){ 900, "vhost-9", 30, true };
+	a.n = 3;
+	b.n = 4;
+	b.t[0] = (struct bench_thread){ 10, "lkvm-vcpu0", 300, false };
+	b.t[1] = (struct bench_thread){ 11, "lkvm-net-tx0", 90, false };
+	b.t[2] = (struct bench_thread){ 12, "lkvm-net-rx0", 7, false }; /* new since a: from 0 */
+	/* The VMM's kernel vhost worker (a kernel thread before Linux 6.4): host CPU. */
+	b.t[3] = (struct bench_thread){ 900, "vhost-9", 130, true };
 	bench_threads_cpu(&a, &b, &host, &vcpu);
 	ck_assert(fabs(vcpu - 200 / hz) < 1e-9);
-	ck_assert(fabs(host - 57 / hz) < 1e-9);
-	/* This process's own threads can be read (the sampler's path). */
+	ck_assert(fabs(host - 157 / hz) < 1e-9);
+	/* All of a worker's CPU is the VMM's: what bench_load_other leaves out of "other". */
+	ck_assert(fabs(bench_kworkers_cpu(&b) - 130 / hz) < 1e-9);
+	/* This process's own threads can be read (the sampler's path), with /proc's workers. */
+	memset(&a, 0, sizeof(a));
+	a.kworkers = true;
 	ck_assert_int_eq(bench_threads_sample(getpid(), &a), 0);
 	ck_assert_int_ge(a.n, 1);
+	ck_assert(fabs(bench_kworkers_cpu(&a)) < 1e-9); /* no vhost device: no worker */
 }
 END_TEST
 
@@ -230,6 +269,8 @@ static Suite *bench_suite(void)
 
 	tcase_add_test(tc, task_stat_parses);
 	tcase_add_test(tc, vcpu_threads_by_name);
+	tcase_add_test(tc, vhost_workers_by_name);
+	tcase_add_test(tc, vhost_mode_parses);
 	tcase_add_test(tc, proc_stat_busy);
 	tcase_add_test(tc, thread_cpu_split);
 	tcase_add_test(tc, chart_panels_bars_floors);
