@@ -76,37 +76,39 @@ static struct bench_thread *thread_slot(struct bench_threads *s, int tid)
 	return &s->t[s->n++];
 }
 
-/* The threads listed in dir (/proc/PID/task, or /proc for kernel workers) into s; with owner,
- * only the kernel vhost workers of owner. 0 or -errno. */
+/* Thread tid in dir (/proc/PID/task, or /proc for kernel workers) into s; with owner, only if
+ * it is a kernel vhost worker of owner. */
+static void sample_one(const char *dir, int tid, pid_t owner, struct bench_threads *s)
+{
+	char path[64], line[1024], comm[16];
+	struct bench_thread *t;
+	u64 ticks;
+
+	snprintf(path, sizeof(path), "%s/%d/stat", dir, tid);
+	if (read_small(path, line, sizeof(line)) ||
+	    bench_parse_task_stat(line, comm, sizeof(comm), &ticks))
+		return; /* it ended between the listing and the read */
+	if (owner && !bench_vhost_worker(comm, owner))
+		return;
+	t = thread_slot(s, tid);
+	if (t && ticks >= t->ticks) {
+		memcpy(t->comm, comm, sizeof(t->comm));
+		t->ticks = ticks;
+		t->kworker = owner != 0;
+	}
+}
+
+/* Every thread listed in dir into s (with owner: only owner's kernel vhost workers). */
 static int sample_dir(const char *dir, pid_t owner, struct bench_threads *s)
 {
-	char path[64], line[1024];
 	struct dirent *de;
 	DIR *d = opendir(dir);
 
 	if (!d)
 		return -errno;
-	while ((de = readdir(d))) {
-		int tid = atoi(de->d_name);
-		struct bench_thread *t;
-		char comm[16];
-		u64 ticks;
-
-		if (tid <= 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%d/stat", dir, tid);
-		if (read_small(path, line, sizeof(line)) ||
-		    bench_parse_task_stat(line, comm, sizeof(comm), &ticks))
-			continue; /* it ended between the listing and the read */
-		if (owner && !bench_vhost_worker(comm, owner))
-			continue;
-		t = thread_slot(s, tid);
-		if (t && ticks >= t->ticks) {
-			memcpy(t->comm, comm, sizeof(t->comm));
-			t->ticks = ticks;
-			t->kworker = owner != 0;
-		}
-	}
+	while ((de = readdir(d)))
+		if (atoi(de->d_name) > 0)
+			sample_one(dir, atoi(de->d_name), owner, s);
 	closedir(d);
 	return 0;
 }
@@ -119,8 +121,11 @@ int bench_threads_sample(pid_t pid, struct bench_threads *s)
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	ret = sample_dir(path, 0, s);
 	/* Before Linux 6.4 the vhost worker is a kernel thread: not in the VMM's task list. */
-	if (!ret && s->kworkers)
-		ret = sample_dir("/proc", pid, s);
+	if (!ret && s->kworkers == BENCH_KW_SCAN)
+		return sample_dir("/proc", pid, s);
+	for (int i = 0; !ret && s->kworkers == BENCH_KW_KNOWN && i < s->n; i++)
+		if (s->t[i].kworker)
+			sample_one("/proc", s->t[i].tid, pid, s);
 	return ret;
 }
 

@@ -1007,6 +1007,9 @@ static void cpu_watch_fn(struct watch *w, const char *out)
 	if (c->phase == 2 || (!mark && t - c->last < SAMPLE_MS * 1000000ull))
 		return;
 	c->last = t;
+	/* Kernel vhost workers: looked for at the loop's start and end, re-read in between. */
+	if (c->now.kworkers != BENCH_KW_NONE)
+		c->now.kworkers = mark ? BENCH_KW_SCAN : BENCH_KW_KNOWN;
 	bench_threads_sample(c->pid, &c->now);
 	if (mark && c->phase++ == 0)
 		c->start = c->now;
@@ -1089,7 +1092,7 @@ static int run_guest(struct bench *b, int q, bool vhost, const char *nopts, cons
 		return 1;
 	}
 	cw.pid = k.pid;
-	cw.now.kworkers = vhost;
+	cw.now.kworkers = vhost ? BENCH_KW_KNOWN : BENCH_KW_NONE;
 	if (!slurp(k.out, &out, &len, now_ns() + (b->cfg.secs + 40) * 1000000000ull, &cw.w))
 		kill(k.pid, SIGTERM);
 	status = reap(b, 0, &k, &cpu);

@@ -44,12 +44,15 @@ struct bench_row {
 
 #define BENCH_MAX_THREADS 64
 
+/* Whether a sample also takes the VMM's kernel vhost workers, which before Linux 6.4 are kernel
+ * threads "vhost-<VMM pid>" (/proc/TID, not the VMM's task list; from 6.4 they are the VMM's
+ * own threads, already in it). Finding them reads every process's /proc/N/stat (2.4 ms with
+ * 100 processes): done at the samples that matter, the others re-read the workers found. */
+enum bench_kworkers { BENCH_KW_NONE, BENCH_KW_KNOWN, BENCH_KW_SCAN };
+
 /* A process's threads as /proc/PID/task/TID/stat last showed them. */
 struct bench_threads {
-	/* Set by the caller: also sample the VMM's kernel vhost workers, which before Linux 6.4
-	 * are kernel threads "vhost-<VMM pid>" (/proc/TID, not the VMM's task list); from 6.4
-	 * they are the VMM's own threads and already in its list. */
-	bool kworkers;
+	enum bench_kworkers kworkers; /* set by the caller */
 	int n;
 	struct bench_thread {
 		int tid;
@@ -65,8 +68,8 @@ bool bench_vcpu_thread(const char *comm);
 bool bench_vhost_worker(const char *comm, pid_t pid);
 /* One /proc/PID/task/TID/stat line: the name and utime + stime. 0 or -EINVAL. */
 int bench_parse_task_stat(const char *line, char *comm, size_t len, u64 *ticks);
-/* Reads pid's threads into s (and its kernel vhost workers if s->kworkers), keeping what s
- * had for threads that are gone. 0 or -errno. */
+/* Reads pid's threads into s (and its kernel vhost workers as s->kworkers says), keeping what
+ * s had for threads that are gone. 0 or -errno. */
 int bench_threads_sample(pid_t pid, struct bench_threads *s);
 /* Seconds of CPU from a to b: the vCPU threads' and the others' (a thread new in b from 0). */
 void bench_threads_cpu(const struct bench_threads *a, const struct bench_threads *b, double *host_s,

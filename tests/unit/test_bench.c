@@ -111,7 +111,7 @@ START_TEST(thread_cpu_split)
 	ck_assert(fabs(bench_kworkers_cpu(&b) - 130 / hz) < 1e-9);
 	/* This process's own threads can be read (the sampler's path), with /proc's workers. */
 	memset(&a, 0, sizeof(a));
-	a.kworkers = true;
+	a.kworkers = BENCH_KW_SCAN;
 	ck_assert_int_eq(bench_threads_sample(getpid(), &a), 0);
 	ck_assert_int_ge(a.n, 1);
 	ck_assert(fabs(bench_kworkers_cpu(&a)) < 1e-9); /* no vhost device: no worker */
