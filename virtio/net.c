@@ -867,8 +867,9 @@ static void rx_complete(struct net_worker *w, u64 got)
 
 /* Receive one frame into the held chains; fill the used elements of those it took. A
  * frame longer than them is kept in spill (RECV_SPILLED: the caller gathers more
- * chains and calls again) or dropped and counted, never delivered cut. */
-static int rx_one(struct net_worker *w, struct net_backend *be)
+ * chains and calls again) or dropped and counted, never delivered cut. expect: the frame's
+ * length from peek_len (0: unknown); the caller holds all the chains it ever can for it. */
+static int rx_one(struct net_worker *w, struct net_backend *be, u64 expect)
 {
 	struct virtio_queue_stats *st = &w->n->vdev.q[w->qi].stats;
 	int niov = w->nheld_iov;
@@ -910,6 +911,13 @@ static int rx_one(struct net_worker *w, struct net_backend *be)
 	}
 	if ((u64)got < HDR_LEN) {
 		/* A backend that broke its contract: the frame is gone; keep the buffers. */
+		stat_add(&st->drops, 1);
+		return RECV_DONE;
+	}
+	if ((u64)got < expect) {
+		/* Cut by recv (the result is the chains' total): longer than every chain it
+		 * can ever have (one without MRG_RXBUF, RX_MAX_CHAINS, the whole ring). Lost:
+		 * counted, the chains kept for the next frame. */
 		stat_add(&st->drops, 1);
 		return RECV_DONE;
 	}
@@ -973,7 +981,9 @@ static enum rx_wait rx_drain(struct net_worker *w)
 		}
 		/* Short of buffers. With the frame size known (peek) wait for the guest to
 		 * post more instead of truncating, unless we already hold every chain the
-		 * ring can have; without it, deliver into what we have. */
+		 * ring can have (then it can never fit: rx_one drops it, as it does one that
+		 * needs more chains than rx_gather takes); without it, receive into what we
+		 * have plus spill (rx_one). */
 		if (g == GATHER_DRY && (w->nheld == 0 || (peek > 0 && w->nheld < vq->size))) {
 			flush_pending(w);
 			if (vq_enable_notify(vq)) {
@@ -983,7 +993,7 @@ static enum rx_wait rx_drain(struct net_worker *w)
 			next = RX_WAIT_BUFFERS;
 			break;
 		}
-		r = rx_one(w, be);
+		r = rx_one(w, be, peek > 0 ? (u64)peek : 0);
 		if (r == RECV_SPILLED)
 			continue;
 		if (r == RECV_GONE) {

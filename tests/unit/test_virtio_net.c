@@ -611,6 +611,55 @@ START_TEST(rx_mergeable_never_fits_dropped)
 }
 END_TEST
 
+/* A backend that tells a frame's size in advance (peek_len: passt, the fake): a frame that can
+ * never fit is dropped and counted, never delivered cut; the buffers take the next frame.
+ * _i: 0 MRG_RXBUF, longer than the whole ring (4 buffers of 1000 bytes); 1 without MRG_RXBUF,
+ * longer than its one buffer (the ring has more); 2 MRG_RXBUF, longer than RX_MAX_CHAINS (64)
+ * buffers of 100 bytes while the ring has 70. */
+START_TEST(rx_peek_never_fits_dropped)
+{
+	static const struct {
+		bool mrg;
+		u16 size, nbufs;
+		u32 buf_len, frame_len;
+	} c[] = { { true, 4, 4, 1000, 5000 },
+		  { false, 8, 8, 200, 500 },
+		  { true, 128, 70, 100, 6800 } };
+	static u8 frame[7000];
+	u64 b0 = 0;
+	u16 h0 = 0;
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES | F(VIRTIO_RING_F_EVENT_IDX) |
+			  (c[_i].mrg ? F(VIRTIO_NET_F_MRG_RXBUF) : 0),
+		  c[_i].size);
+	for (int i = 0; i < c[_i].nbufs; i++) {
+		u64 b = galloc(c[_i].buf_len);
+		u16 h = post(0, &(struct vd_buf){ b, c[_i].buf_len, true }, 1);
+
+		if (!i) {
+			b0 = b;
+			h0 = h;
+		}
+	}
+	vd_kick(t.vdev, 0);
+	fill_pattern(frame, sizeof(frame), 47);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame, c[_i].frame_len), 0);
+	ck_assert(WAIT_STAT(0, drops, 1));
+	ck_assert_uint_eq(used_idx(0), 0);
+	ck_assert_uint_eq(STAT(0, packets), 0);
+	ck_assert_int_eq(net_fake_inject(t.be[0], frame + 1, 60), 0);
+	ck_assert(wait_used(0, 1));
+	ck_assert_uint_eq(t.q[0].used->ring[0].id, h0);
+	ck_assert_uint_eq(t.q[0].used->ring[0].len, 72);
+	ck_assert_uint_eq(rx_num_buffers(b0), 1);
+	ck_assert_mem_eq(gp(b0 + 12), frame + 1, 60);
+	ck_assert_uint_eq(STAT(0, packets), 1);
+	ck_assert_uint_eq(STAT(0, drops), 1);
+	dev_destroy();
+}
+END_TEST
+
 /* The 12-byte header split over several buffers of the first chain. */
 START_TEST(rx_header_split)
 {
@@ -2217,6 +2266,7 @@ static void add_both_paths(TCase *tc)
 	tcase_add_test(tc, rx_no_peek_mergeable_waits_whole);
 	tcase_add_loop_test(tc, rx_mergeable_wait_keeps_order, 0, 2);
 	tcase_add_test(tc, rx_mergeable_never_fits_dropped);
+	tcase_add_loop_test(tc, rx_peek_never_fits_dropped, 0, 3);
 	tcase_add_test(tc, rx_malformed_chain_needs_reset);
 	tcase_add_test(tc, tx_split_chain);
 	tcase_add_loop_test(tc, quiesce_holds_frames, 0, 3);
