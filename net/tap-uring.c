@@ -72,8 +72,11 @@ static int uring_harvest(struct tap_uring *tu, int which, struct net_io *io, int
  * those are cancelled at once (ASYNC_CANCEL; a cancelled frame moved nothing and reports
  * -EAGAIN) and their results awaited, so no call waits for the network and no SQE is left in
  * flight with iovecs the caller will reuse. A failure of the submission or of a wait leaves
- * that in doubt: the ring is then never entered again (dead) and the caller goes on without
- * batches.
+ * that in doubt: the ring is then never entered again (dead: a partial submit leaves SQEs in the
+ * SQ ring that a later submit would send stale) and the result is NET_BATCH_IN_DOUBT whenever an
+ * SQE may have reached the kernel (the caller then never reuses or frees what the SQEs point at:
+ * virtio/net.c's batch_in_doubt); -errno only when none did. Waiting for the requests instead
+ * would rest on the very calls that failed.
  */
 static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n)
 {
@@ -107,7 +110,8 @@ static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n
 	ret = io_uring_submit(r);
 	if (ret != n) {
 		tu->dead[which] = true;
-		return ret < 0 ? ret : -EIO;
+		/* io_uring_enter fails only when it took no SQE; some taken: in flight. */
+		return ret > 0 ? NET_BATCH_IN_DOUBT : ret < 0 ? ret : -EIO;
 	}
 	for (;;) {
 		struct io_uring_cqe *cqe;
@@ -116,6 +120,8 @@ static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n
 		if (got == n && !cancels)
 			break;
 		if (got < n && !cancelled) {
+			int queued = 0;
+
 			/* What is not done now was parked: cancel it, once (each cancel ends with
 			 * its target's CQE, or finds it done or running: -ENOENT, -EALREADY). */
 			for (int i = 0; i < n; i++) {
@@ -124,27 +130,29 @@ static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n
 				if (done[i])
 					continue;
 				sqe = io_uring_get_sqe(r);
-				if (!sqe) {
+				if (!sqe) { /* cannot happen: 2 * URING_DEPTH entries */
 					tu->dead[which] = true;
-					return -EIO;
+					return NET_BATCH_IN_DOUBT;
 				}
 				io_uring_prep_cancel64(sqe, (u64)i, 0);
 				sqe->flags |= IOSQE_FIXED_FILE; /* the restrictions require it */
 				io_uring_sqe_set_data64(sqe, CANCEL_TAG + (u64)i);
 				cancels++;
+				queued++;
 			}
 			cancelled = true;
+			/* A cancel not taken would leave the wait below without end. */
 			ret = io_uring_submit(r);
-			if (ret < 0) {
+			if (ret != queued) {
 				tu->dead[which] = true;
-				return ret;
+				return NET_BATCH_IN_DOUBT;
 			}
 			continue;
 		}
 		ret = io_uring_wait_cqe(r, &cqe);
 		if (ret < 0 && ret != -EINTR) {
 			tu->dead[which] = true;
-			return ret;
+			return NET_BATCH_IN_DOUBT;
 		}
 	}
 	return tu->dead[which] ? -EOPNOTSUPP : 0;

@@ -119,6 +119,7 @@ struct net_worker {
 	 * buffers in slots[0..nslots), in pop order, across wake-ups, and offers `offer` of
 	 * them per call (adapting to how many frames a call finds). */
 	bool batch;
+	bool in_doubt; /* a batch call returned NET_BATCH_IN_DOUBT: see batch_in_doubt */
 	struct vq_elem *elems;
 	u8 *txs; /* enum tx_state per elems[i] */
 	struct net_io *io;
@@ -398,11 +399,33 @@ static void batch_failed(struct net_worker *w, int err)
 }
 
 /*
+ * A batch call left requests in flight (NET_BATCH_IN_DOUBT: the kernel failed in the middle of
+ * an io_uring call). The kernel may still write into that call's chains and RX spill areas, or
+ * read the iovec arrays, at any time. Waiting until the ring has no request in flight is no
+ * option: the wait is what may have failed, and io_uring finishes a closed ring's requests
+ * asynchronously, so no point of lkvm's is provably after the last of them. What is simplest to
+ * prove is that the memory is never used again: the queue is broken (NEEDS_RESET; its chains are
+ * neither used nor given back, rx_release and rx_slots_release skip a broken queue), and at stop
+ * worker_free keeps the worker's batch storage for the life of the process (keep_in_doubt). The
+ * backend takes no more batches (the tap's ring is dead): after a reset the queue goes on one
+ * frame per call, so this happens at most once per queue and ring (2 MiB per RX queue, 1 MiB per
+ * TX queue, kept).
+ */
+static void batch_in_doubt(struct net_worker *w)
+{
+	w->batch = false;
+	w->in_doubt = true;
+	queue_broken(w,
+		     "a batch call failed with requests in flight; their buffers are not reused");
+}
+
+/*
  * batch=on: send the chains of elems[0..n) still marked TXS_SEND in one backend call; those
  * the backend was too full for (-EAGAIN) again once it is writable. Counts packets and
  * drops. Returns n, or, when stop came while the backend was full, the number of chains at
  * the front that are done: the caller gives back the rest (all still TXS_SEND: a chain
  * after them that was sent was counted and is done, so those before it are dropped here).
+ * -1: the call was in doubt (batch_in_doubt): no chain of elems is completed or given back.
  */
 static int tx_send_batch(struct net_worker *w, struct net_backend *be, int n)
 {
@@ -424,6 +447,10 @@ static int tx_send_batch(struct net_worker *w, struct net_backend *be, int n)
 			return n;
 		stat_add(&st->calls, 1);
 		ret = be->ops->send_batch(be, w->io, m);
+		if (ret == NET_BATCH_IN_DOUBT) {
+			batch_in_doubt(w);
+			return -1;
+		}
 		if (ret < 0) {
 			batch_failed(w, ret);
 			for (int k = 0; k < m; k++)
@@ -486,6 +513,10 @@ static enum tx_pass tx_pass_batch(struct net_worker *w, bool *worked)
 		if (cnt) {
 			*worked = true;
 			done = tx_send_batch(w, be, cnt);
+			if (done < 0) {
+				flush_pending(w); /* only tx_valid's drops, before the call */
+				return TX_BROKEN;
+			}
 			/* The device writes nothing into a TX chain: used len 0. */
 			for (int i = 0; i < done; i++)
 				fill_used(w, w->elems[i].head, 0);
@@ -1241,7 +1272,8 @@ static void rx_slots_release(struct net_worker *w)
 }
 
 /* One backend call over the first `offer` held slots; rx_batch_take takes its results.
- * RXB_MORE, or RXB_ERROR when the call failed (the batch path is then over). */
+ * RXB_MORE, RXB_ERROR when the call failed (the batch path is then over), or RXB_BROKEN when it
+ * was in doubt (batch_in_doubt). */
 static int rx_batch_call(struct net_worker *w, struct net_backend *be)
 {
 	int n = MIN(w->nslots, w->offer), ret;
@@ -1250,6 +1282,10 @@ static int rx_batch_call(struct net_worker *w, struct net_backend *be)
 		w->io[k] = (struct net_io){ .iov = w->slots[k].iov, .iovcnt = w->slots[k].niov };
 	stat_add(&w->n->vdev.q[w->qi].stats.calls, 1);
 	ret = be->ops->recv_batch(be, w->io, n);
+	if (ret == NET_BATCH_IN_DOUBT) {
+		batch_in_doubt(w); /* the slots stay held, never used nor given back */
+		return RXB_BROKEN;
+	}
 	if (ret < 0) {
 		batch_failed(w, ret);
 		rx_slots_release(w);
@@ -1376,7 +1412,12 @@ static enum rx_wait rx_drain_batch(struct net_worker *w)
 				next = RX_WAIT_BUFFERS;
 				break;
 			}
-			if (rx_batch_call(w, be) == RXB_ERROR) {
+			r = rx_batch_call(w, be);
+			if (r == RXB_BROKEN) {
+				next = RX_WAIT_DEAD;
+				break;
+			}
+			if (r == RXB_ERROR) {
 				next = RX_WAIT_BACKOFF;
 				break;
 			}
@@ -1756,8 +1797,38 @@ static void *zalloc_lines(size_t size)
 	return memset(p, 0, size);
 }
 
+/* Memory a batch call left in doubt (batch_in_doubt), kept for the life of the process: io_uring
+ * may reach it until its ring's requests are all over, which nothing here can see. Reachable from
+ * here, so leak checkers do not count it. Its own lock: devices of different VMs stop at once. */
+static struct net_kept {
+	struct net_kept *next;
+	void *mem[3];
+} * kept_in_doubt;
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Keep what the kernel may reach through w's batch requests: TX's elems (their iovecs), RX's
+ * slot iovecs and spill areas. A node that cannot be allocated: the memory is leaked instead. */
+static void keep_in_doubt(struct net_worker *w)
+{
+	struct net_kept *k = malloc(sizeof(*k));
+
+	if (k) {
+		*k = (struct net_kept){ .mem = { w->elems, w->slot_iov, w->slot_spill } };
+		pthread_mutex_lock(&kept_lock);
+		k->next = kept_in_doubt;
+		kept_in_doubt = k;
+		pthread_mutex_unlock(&kept_lock);
+	}
+	w->elems = NULL;
+	w->slot_iov = NULL;
+	w->slot_spill = NULL;
+	w->in_doubt = false;
+}
+
 static void worker_free(struct net_worker *w)
 {
+	if (w->in_doubt)
+		keep_in_doubt(w);
 	free(w->elem);
 	free(w->iov);
 	free(w->spill);

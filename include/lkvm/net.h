@@ -2,6 +2,7 @@
 #ifndef LKVM_NET_H
 #define LKVM_NET_H
 
+#include <errno.h>
 #include <sys/uio.h>
 
 #include "lkvm/opt.h"
@@ -91,6 +92,13 @@ struct net_io {
 	ssize_t res;
 };
 
+/* A batch call's result: requests were made and may still be in flight (the kernel failed in
+ * the middle of a call), so no res is meaningful and the kernel may yet read or write through
+ * every io's iovecs, and the iovec arrays themselves, at any later time: the caller must never
+ * reuse or free that memory (guest buffers included) again. The backend takes no more batches
+ * (later calls return another -errno, attempting nothing). */
+#define NET_BATCH_IN_DOUBT (-EINPROGRESS)
+
 struct net_backend_ops {
 	const char *name; /* "tap", "passt": what the messages call it */
 	/* Send one frame: iov starts with a struct virtio_net_hdr_v1 (12 bytes), then the
@@ -109,7 +117,7 @@ struct net_backend_ops {
 	 * dropped); recv_batch fills io[0..n) as recv would each, in order (res: bytes,
 	 * -EAGAIN: nothing was pending for it). A later io may hold a frame after an earlier
 	 * one saw -EAGAIN (a frame arrived in between). Both return 0, or -errno when no io
-	 * was attempted (then no res is meaningful). */
+	 * was attempted (then no res is meaningful), or NET_BATCH_IN_DOUBT. */
 	int (*send_batch)(struct net_backend *be, struct net_io *io, int n);
 	int (*recv_batch)(struct net_backend *be, struct net_io *io, int n);
 	/* Bytes of the next pending frame including the header, 0 when none (optional). */
