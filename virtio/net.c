@@ -28,10 +28,10 @@
 #define MAX_FRAME 65550		      /* 64 KiB GSO payload + Ethernet and VLAN headers */
 #define MAX_PKT (HDR_LEN + MAX_FRAME) /* header + largest frame, in either direction */
 #define BATCH 64		      /* TX: chains per flush; RX: frames per wake-up */
-#define TX_BATCH 64		      /* batch=on: chains per backend call (one io_uring_enter) */
-#define RX_BATCH 32		      /* batch=on: posted buffers offered per backend call */
-#define RX_MAX_CHAINS 64	      /* mergeable buffers one frame may span */
-#define RX_MAX_IOV 1024		      /* IOV_MAX: iovecs one recv may take */
+#define TX_BATCH NET_TX_BATCH
+#define RX_BATCH NET_RX_BATCH
+#define RX_MAX_CHAINS 64 /* mergeable buffers one frame may span */
+#define RX_MAX_IOV 1024	 /* IOV_MAX: iovecs one recv may take */
 #define NUM_BUFFERS_OFF offsetof(struct virtio_net_hdr_v1, num_buffers)
 /* RX without peek_len: chains + spill always offer one byte more than the largest
  * frame, so a result of SPILL_CAP bytes can only mean a frame that was cut. */

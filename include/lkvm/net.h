@@ -12,6 +12,10 @@
 #define NET_MAX_QUEUE_PAIRS 8
 /* sizeof(struct virtio_net_hdr_v1): the only header layout the device and backends use. */
 #define NET_VNET_HDR_LEN 12
+/* batch=on: TX chains per send_batch call (one io_uring_enter), and RX buffers offered per
+ * recv_batch call; `lkvm bench net`'s tap floors batch the same way. */
+#define NET_TX_BATCH 64
+#define NET_RX_BATCH 32
 
 enum net_mode { NET_MODE_NONE, NET_MODE_TAP, NET_MODE_USER, NET_MODE_FAKE };
 
