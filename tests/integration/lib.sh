@@ -302,6 +302,90 @@ qstat() {
 		grep -o "\"$2\":[0-9]*" | cut -d: -f2
 }
 
+# ---- net-bench (build/guests/net-bench.elf, ELF from need_guest) against net-peer: test-c-guests
+# and test-vhost ----
+
+# net_bench_in NAME TEST PEER-MODE SIZE PEXTRA NEXTRA TAP: in the caller's network namespace,
+# net-peer in PEER-MODE on TAP and net-bench's TEST (-p "bench=TEST size=SIZE secs=$SECS PEXTRA",
+# -n "...NEXTRA"); the run ended well with one BENCH line, and every count agrees at both ends
+# (net_bench_check_TEST). BENCH_LINE and PEER_LINE hold the two lines. NET_BENCH_VHOST=1: vhost
+# served the rings, so lkvm has no counters of them and the tap's and the guest's stand in.
+net_bench_in() {
+	local name=$1 test=$2 mode=$3 size=$4 pextra=$5 nextra=$6 tap=$7
+	BENCH_LINE="" PEER_LINE=""
+	tap_up "$tap" || return
+	peer_start "$name" "$mode" "$tap" $((T + 10)) "$size" || return
+	run_lkvm "$name" 0 -- run -k "$ELF" --timeout "$T" --stats=json \
+		-n "mode=tap,tapif=$tap,script=none$nextra" -p "bench=$test size=$size secs=$SECS $pextra"
+	local st=$?
+	peer_stop
+	[ $st = 0 ] || return
+	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
+	expect_output '^GUEST DONE$' || return
+	[ "$(grep -c '^BENCH ' "$LAST_LOG")" = 1 ] || { fail "not exactly one BENCH line"; return; }
+	BENCH_LINE=$(grep '^BENCH ' "$LAST_LOG")
+	PEER_LINE=$(grep '^PEER ' "$PEER_LOG")
+	[ -n "$PEER_LINE" ] || { fail "no PEER line from net-peer (log: $PEER_LOG)"; return; }
+	echo "$BENCH_LINE" >"$LOG_DIR/$name.bench"
+	"net_bench_check_$test" "$BENCH_LINE" "$PEER_LINE" "$tap" "$size"
+}
+
+# A device counter of the last run (qstat), or with vhost (no such counter) the value given.
+_dev_count() { if [ "${NET_BENCH_VHOST:-0}" = 1 ]; then echo "$3"; else qstat "$1" "$2"; fi; }
+
+# tx: every frame the guest sent reached the host: the peer's count plus its socket's drops
+# equals the guest's count minus what the device dropped, and so does the tap's own counter.
+net_bench_check_tx() {
+	local b=$1 p=$2 tap=$3 size=$4
+	local frames bytes pf pdrops ddrops dpk taprx
+	frames=$(kv frames "$b"); bytes=$(kv bytes "$b")
+	pf=$(kv frames "$p"); pdrops=$(kv drops "$p")
+	ddrops=$(_dev_count tx0 drops 0); dpk=$(_dev_count tx0 packets "$frames")
+	taprx=$(tap_stat "$tap" rx_packets)
+	[ -n "$frames" ] && [ -n "$ddrops" ] && [ -n "$dpk" ] || { fail "unparsable BENCH or --stats line"; return; }
+	[ "$frames" -gt 0 ] || { fail "the guest sent no frames"; return; }
+	[ "$bytes" = $((frames * size)) ] || { fail "guest bytes $bytes != frames $frames x $size"; return; }
+	[ "$dpk" = $((frames - ddrops)) ] || { fail "device sent $dpk frames, guest $frames, device drops $ddrops"; return; }
+	[ "$taprx" = "$dpk" ] || { fail "tap received $taprx frames, the device sent $dpk"; return; }
+	[ $((pf + pdrops)) = "$dpk" ] || { fail "peer counted $pf (+$pdrops dropped on its socket), the device sent $dpk"; return; }
+	[ "$(kv bytes "$p")" = $((pf * size)) ] || fail "peer bytes $(kv bytes "$p") != $pf x $size"
+}
+
+# rr: transactions happened, every echo carried the bytes sent, and every count agrees: each
+# transaction is one frame out and one back; a lost one went out (the guest drains its TX ring
+# before BENCH) but no echo came in time.
+net_bench_check_rr() {
+	local b=$1 p=$2 tap=$3 size=$4
+	local n bad lost bytes pf k
+	n=$(kv transactions "$b"); bad=$(kv bad "$b"); lost=$(kv lost "$b"); bytes=$(kv bytes "$b")
+	pf=$(kv frames "$p")
+	[ -n "$n" ] && [ -n "$pf" ] || { fail "unparsable BENCH or PEER line"; return; }
+	[ "$n" -gt 0 ] || { fail "no transactions"; return; }
+	[ "$bad" = 0 ] || { fail "$bad echoes differ from what was sent"; return; }
+	[ "$bytes" = $((n * size)) ] || { fail "echoed bytes $bytes != $n x $size"; return; }
+	[ "$pf" = $((n + lost)) ] || { fail "peer echoed $pf frames for $n transactions + $lost lost"; return; }
+	[ "$(tap_stat "$tap" rx_packets)" = "$pf" ] || { fail "tap received $(tap_stat "$tap" rx_packets) frames, the peer $pf"; return; }
+	[ "$(_dev_count tx0 packets "$pf")" = "$pf" ] || { fail "device sent $(qstat tx0 packets) frames, peer saw $pf"; return; }
+	[ "$(_dev_count rx0 packets "$n")" -ge "$n" ] || { fail "device delivered $(qstat rx0 packets) frames < $n echoes"; return; }
+	for k in lat_median_ns lat_p99_ns; do
+		[ "$(kv $k "$b")" -gt 0 ] || { fail "$k is not positive"; return; }
+	done
+}
+
+# rx: the guest counted frames, no more than the device delivered, no more than the tap gave,
+# no more than the peer sent.
+net_bench_check_rx() {
+	local b=$1 p=$2 tap=$3
+	local frames sent dpk taptx
+	frames=$(kv frames "$b"); sent=$(kv frames "$p"); taptx=$(tap_stat "$tap" tx_packets)
+	dpk=$(_dev_count rx0 packets "$frames")
+	[ -n "$frames" ] && [ -n "$sent" ] && [ -n "$dpk" ] || { fail "unparsable BENCH, PEER or --stats line"; return; }
+	[ "$frames" -gt 0 ] || { fail "the guest received no frames (peer sent $sent)"; return; }
+	[ "$frames" -le "$dpk" ] || { fail "guest counted $frames > device delivered $dpk"; return; }
+	[ "$dpk" -le "$taptx" ] || { fail "device delivered $dpk > tap sent $taptx"; return; }
+	[ "$taptx" -le "$sent" ] || fail "tap sent $taptx > peer sent $sent"
+}
+
 # An image of N sectors where byte i of sector s is (s*13 + i*7 + 1) & 0xff (what blk-test checks).
 make_pattern_image() { # FILE SECTORS
 	python3 - "$1" "$2" <<'EOF'

@@ -56,24 +56,8 @@ t_bench() {
 
 # bench_in NAME TEST PEER-MODE SIZE PEXTRA NEXTRA: t_bench in its namespace.
 bench_in() {
-	local name=$1 test=$2 mode=$3 size=$4 pextra=$5 nextra=$6 tap=lkvmcg0
-	tap_up $tap || return
-	peer_start "$name" "$mode" "$tap" $((T + 10)) "$size" || return
-	run_lkvm "$name" 0 -- run -k "$ELF" --timeout $T --stats=json \
-		-n "mode=tap,tapif=$tap,script=none$nextra" -p "bench=$test size=$size secs=$SECS $pextra"
-	local st=$?
-	peer_stop
-	[ $st = 0 ] || return
-	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
-	expect_output '^GUEST DONE$' || return
-	[ "$(grep -c '^BENCH ' "$LAST_LOG")" = 1 ] || { fail "not exactly one BENCH line"; return; }
-	local b p
-	b=$(grep '^BENCH ' "$LAST_LOG")
-	p=$(grep '^PEER ' "$PEER_LOG")
-	[ -n "$p" ] || { fail "no PEER line from net-peer (log: $PEER_LOG)"; return; }
-	echo "$b" >"$LOG_DIR/$name.bench"
-	"check_$test" "$b" "$p" "$tap" "$size" || return
-	case $nextra in *batch=on*) check_batch "$test" ;; esac
+	net_bench_in "$@" lkvmcg0 || return
+	case $6 in *batch=on*) check_batch "$2" ;; esac
 }
 
 # -n batch=on was given: it was not refused (no fallback line), and the queue that carried the
@@ -88,54 +72,6 @@ check_batch() {
 	[ -n "$pk" ] && [ -n "$calls" ] || { fail "no $q packets/calls in --stats"; return; }
 	[ "$calls" -gt 0 ] || { fail "$q: $pk frames and no batch call"; return; }
 	echo "$q: $pk frames in $calls batch calls" >&2
-}
-
-# Every frame the guest sent reached the host: the peer's count plus its socket's drops equals
-# the guest's count minus what the device dropped, and so does the tap's own counter.
-check_tx() {
-	local b=$1 p=$2 tap=$3 size=$4
-	local frames bytes pf pdrops ddrops dpk taprx
-	frames=$(kv frames "$b"); bytes=$(kv bytes "$b")
-	pf=$(kv frames "$p"); pdrops=$(kv drops "$p")
-	ddrops=$(qstat tx0 drops); dpk=$(qstat tx0 packets)
-	taprx=$(tap_stat "$tap" rx_packets)
-	[ -n "$frames" ] && [ -n "$ddrops" ] && [ -n "$dpk" ] || { fail "unparsable BENCH or --stats line"; return; }
-	[ "$frames" -gt 0 ] || { fail "the guest sent no frames"; return; }
-	[ "$bytes" = $((frames * size)) ] || { fail "guest bytes $bytes != frames $frames x $size"; return; }
-	[ "$dpk" = $((frames - ddrops)) ] || { fail "device sent $dpk frames, guest $frames, device drops $ddrops"; return; }
-	[ "$taprx" = "$dpk" ] || { fail "tap received $taprx frames, the device sent $dpk"; return; }
-	[ $((pf + pdrops)) = "$dpk" ] || { fail "peer counted $pf (+$pdrops dropped on its socket), the device sent $dpk"; return; }
-	[ "$(kv bytes "$p")" = $((pf * size)) ] || fail "peer bytes $(kv bytes "$p") != $pf x $size"
-}
-
-# Transactions happened, every echo carried the bytes sent, and both sides agree on the count.
-check_rr() {
-	local b=$1 p=$2 size=$4
-	local n bad lost bytes pf k
-	n=$(kv transactions "$b"); bad=$(kv bad "$b"); lost=$(kv lost "$b"); bytes=$(kv bytes "$b")
-	pf=$(kv frames "$p")
-	[ -n "$n" ] && [ -n "$pf" ] || { fail "unparsable BENCH or PEER line"; return; }
-	[ "$n" -gt 0 ] || { fail "no transactions"; return; }
-	[ "$bad" = 0 ] || { fail "$bad echoes differ from what was sent"; return; }
-	[ "$bytes" = $((n * size)) ] || { fail "echoed bytes $bytes != $n x $size"; return; }
-	# Each transaction is one frame out and one back; a lost one went out but may not have come back.
-	[ "$pf" = $((n + lost)) ] || { fail "peer echoed $pf frames for $n transactions + $lost lost"; return; }
-	[ "$(qstat tx0 packets)" = "$pf" ] || { fail "device sent $(qstat tx0 packets) frames, peer saw $pf"; return; }
-	[ "$(qstat rx0 packets)" -ge "$n" ] || fail "device delivered $(qstat rx0 packets) frames < $n echoes"
-	for k in lat_median_ns lat_p99_ns; do
-		[ "$(kv $k "$b")" -gt 0 ] || { fail "$k is not positive"; return; }
-	done
-}
-
-# The guest counted frames, no more than the device delivered, no more than the peer sent.
-check_rx() {
-	local b=$1 p=$2
-	local frames sent dpk
-	frames=$(kv frames "$b"); sent=$(kv frames "$p"); dpk=$(qstat rx0 packets)
-	[ -n "$frames" ] && [ -n "$sent" ] && [ -n "$dpk" ] || { fail "unparsable BENCH, PEER or --stats line"; return; }
-	[ "$frames" -gt 0 ] || { fail "the guest received no frames (peer sent $sent)"; return; }
-	[ "$frames" -le "$dpk" ] || { fail "guest counted $frames > device delivered $dpk"; return; }
-	[ "$dpk" -le "$sent" ] || fail "device delivered $dpk > peer sent $sent"
 }
 
 t_bench_nonic() {
