@@ -65,20 +65,20 @@ struct mode_info {
 #define G_VHOST "vhost (kernel)"
 
 static const struct mode_info mode_info[] = {
-	[M_IOEVENTFD] = { "ioeventfd", "", "tx=kick, notifies through ioeventfd", G_KICK },
-	[M_TRAP] = { "trap", ",ioeventfd=off", "tx=kick, every notify a trapped exit",
-		     G_KICK_TRAP },
-	[M_TIMER] = { "timer", ",tx=timer", "tx=timer (150 us), ioeventfd", G_TIMER },
+	[M_IOEVENTFD] = { "ioeventfd", "", "tx=kick, notifies through ioeventfd", G_KICK, false },
+	[M_TRAP] = { "trap", ",ioeventfd=off", "tx=kick, every notify a trapped exit", G_KICK_TRAP,
+		     false },
+	[M_TIMER] = { "timer", ",tx=timer", "tx=timer (150 us), ioeventfd", G_TIMER, false },
 	[M_POLL] = { "poll", ",tx=poll", "tx=poll (adaptive window up to 50 us), ioeventfd",
-		     "poll, ioeventfd" },
+		     "poll, ioeventfd", false },
 	[M_TIMER_TRAP] = { "timer-trap", ",tx=timer,ioeventfd=off", "tx=timer, trapped notifies",
-			   G_TIMER_TRAP },
+			   G_TIMER_TRAP, false },
 	[M_POLL_TRAP] = { "poll-trap", ",tx=poll,ioeventfd=off", "tx=poll, trapped notifies",
-			  "poll, trapped" },
+			  "poll, trapped", false },
 	[M_VHOST] = { "vhost", ",vhost=on",
 		      "rings served by the kernel's vhost-net (/dev/vhost-net);\n"
 		      "notifies through ioeventfd, interrupts through irqfd",
-		      G_VHOST, .vhost = true },
+		      G_VHOST, true },
 };
 _Static_assert(ARRAY_SIZE(mode_info) == M_NR, "mode_info must name every mode");
 
@@ -94,13 +94,13 @@ static const struct {
 	bool vhost; /* -netdev tap,vhost=on: QEMU's TX strategy no longer matters (tx= unset) */
 } qemu_info[] = {
 	[Q_BH] = { "qemu/bh", "tx=bh,ioeventfd=on", "QEMU tx=bh, notifies through ioeventfd",
-		   G_KICK },
+		   G_KICK, false },
 	[Q_BH_TRAP] = { "qemu/bh-trap", "tx=bh,ioeventfd=off", "QEMU tx=bh, trapped notifies",
-			G_KICK_TRAP },
+			G_KICK_TRAP, false },
 	[Q_TIMER] = { "qemu/timer", "tx=timer,ioeventfd=on", "QEMU tx=timer (150 us), ioeventfd",
-		      G_TIMER },
+		      G_TIMER, false },
 	[Q_TIMER_TRAP] = { "qemu/timer-trap", "tx=timer,ioeventfd=off",
-			   "QEMU tx=timer, trapped notifies", G_TIMER_TRAP },
+			   "QEMU tx=timer, trapped notifies", G_TIMER_TRAP, false },
 	[Q_VHOST] = { "qemu/vhost", "ioeventfd=on",
 		      "QEMU -netdev tap,vhost=on (with vhost among --modes)", G_VHOST, true },
 };

@@ -530,7 +530,8 @@ t_dhcp_fetch() {
 
 # tcp-rate: one TCP stream each way, guest<-host then guest->host, RATE_MB MiB each, through
 # passt (-n mode=user, the server on the host's loopback) and through a tap (in a namespace of
-# the test's, the server there): every byte arrives intact in all four. The rates, from the
+# the test's, the server there), and where /dev/vhost-net is, through the tap with vhost=on:
+# every byte arrives intact in each. The rates, from the
 # host's side (accept to the end of the stream, the guest's receive into RAM included), go to
 # $LOG_DIR/net-user-tcp-rate.txt and the script's stderr; no rate is asserted.
 RATE_MB=${RATE_MB:-4}
@@ -560,10 +561,10 @@ rate_run() {
 	RATE_OUT=$(awk -v n="$(served "$out" bytes)" -v s="$(served "$out" secs)" 'BEGIN { printf "%.2f", n / s / 1e6 }')
 }
 
-rate_tap() { # rate_run over a tap lkvm makes in $NETNS (as root)
+rate_tap() { # rate_tap [NAME EXTRA]: rate_run over a tap lkvm makes in $NETNS (as root), -n ...EXTRA
 	# shellcheck disable=SC2034 # read by rate_run
 	local SERVE_ADDR=0.0.0.0 # the tap's address exists only once lkvm runs
-	rate_run tap 10.0.6.15/24@10.0.6.1 mode=tap,tapif=lkvmrate0,host_ip=10.0.6.1/24,script=none
+	rate_run "${1:-tap}" 10.0.6.15/24@10.0.6.1 "mode=tap,tapif=lkvmrate0,host_ip=10.0.6.1/24,script=none${2:-}"
 }
 
 t_tcp_rate() {
@@ -580,11 +581,20 @@ t_tcp_rate() {
 	user_in=$RATE_IN user_out=$RATE_OUT
 	in_netns rate_tap || return
 	tap_in=$RATE_IN tap_out=$RATE_OUT
+	# Where vhost-net is (the emulated host loads it): the same streams over the tap with its
+	# rings served by vhost (-n vhost=on), every byte checked as above.
+	local vh_in="" vh_out=""
+	if [ -c /dev/vhost-net ]; then
+		in_netns rate_tap vhost ,vhost=on || return
+		vh_in=$RATE_IN vh_out=$RATE_OUT
+	fi
 	{
 		echo "tcp-rate $(date -u '+%Y-%m-%d %H:%M UTC') host $(host_kind), $(nproc) CPUs, load $load0 before, $(cut -d' ' -f1-3 /proc/loadavg) after; $RATE_MB MiB each way, one run each, lkvm run -m 256 -- socat"
 		awk -v ui="$user_in" -v uo="$user_out" -v ti="$tap_in" -v to="$tap_out" 'BEGIN {
 			printf "guest<-host: passt %s MB/s, tap %s MB/s, passt/tap %.2f\n", ui, ti, ui / ti
 			printf "guest->host: passt %s MB/s, tap %s MB/s, passt/tap %.2f\n", uo, to, uo / to }'
+		[ -z "$vh_in" ] || awk -v vi="$vh_in" -v vo="$vh_out" -v ti="$tap_in" -v to="$tap_out" 'BEGIN {
+			printf "tap with vhost=on: guest<-host %s MB/s (vhost/tap %.2f), guest->host %s MB/s (%.2f)\n", vi, vi / ti, vo, vo / to }'
 	} >"$RATE_TXT"
 	cat "$RATE_TXT" >&2
 }
