@@ -445,16 +445,22 @@ static int tx_send_batch(struct net_worker *w, struct net_backend *be, int n)
 		}
 		if (!m)
 			return n;
-		stat_add(&st->calls, 1);
-		ret = be->ops->send_batch(be, w->io, m);
-		if (ret == NET_BATCH_IN_DOUBT) {
-			batch_in_doubt(w);
-			return -1;
+		ret = 0;
+		if (w->batch) {
+			stat_add(&st->calls, 1);
+			ret = be->ops->send_batch(be, w->io, m);
+			if (ret == NET_BATCH_IN_DOUBT) {
+				batch_in_doubt(w);
+				return -1;
+			}
+			/* Refused before anything was attempted (an old kernel's tap without
+			 * RWF_NOWAIT): these frames go one by one below, as all later ones do. */
+			if (ret < 0)
+				batch_failed(w, ret);
 		}
-		if (ret < 0) {
-			batch_failed(w, ret);
-			for (int k = 0; k < m; k++)
-				w->io[k].res = ret;
+		for (int k = 0; !w->batch && k < m; k++) {
+			stat_add(&st->calls, 1);
+			w->io[k].res = be->ops->send(be, w->io[k].iov, w->io[k].iovcnt);
 		}
 		for (int k = 0; k < m; k++) {
 			const struct vq_elem *e = &w->elems[w->io_idx[k]];
