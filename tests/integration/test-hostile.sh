@@ -38,7 +38,16 @@ all_body() {
 		--console virtio || return
 	expect_no_output 'ERROR: [A-Za-z]+Sanitizer|runtime error:|SUMMARY: [A-Za-z]+Sanitizer' "a sanitizer report" || return
 	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
-	case $extra in *batch=on*) expect_no_output 'batch=on unavailable' "the per-frame fallback" || return ;; esac
+	case $extra in *batch=on*)
+		# A tap without RWF_NOWAIT (Debian's 6.1, the emulated host's) refuses the batches: the
+		# batched path never ran here (the per-frame one did, with no report above).
+		if grep -q 'batch call failed (Operation not supported)' "$LAST_LOG"; then
+			skip "this kernel's tap refuses io_uring's RWF_NOWAIT: batch=on fell back to one frame per call"
+			return
+		fi
+		expect_no_output 'batch=on unavailable' "the per-frame fallback" || return
+		;;
+	esac
 	local ok
 	ok=$(grep -c '^GUEST hostile: [a-z0-9^-]* ok ' "$LAST_LOG")
 	[ "$ok" = $NCASES ] || { fail "$ok of $NCASES cases ok"; return; }
