@@ -1213,8 +1213,14 @@ static void floor_tap_write(struct bench *b, int fd, struct bench_row *r)
 			memcpy(f[i] + BENCH_OFF_SEQ, &seq, 8);
 		}
 		if (batch) {
-			if (be.ops->send_batch(&be, io, per) < 0)
-				break; /* the ring failed: the row says so below (no frames) */
+			if (be.ops->send_batch(&be, io, per) < 0) {
+				/* Refused (a tap without RWF_NOWAIT, as batch=on's fallback): one write
+				 * per frame from here; the buffers are static, a late request harmless. */
+				net_tap_uring_detach(&be);
+				batch = false;
+				per = 1;
+				continue;
+			}
 			for (int i = 0; i < per && io[i].res == (ssize_t)r->size; i++)
 				sent++;
 		} else if (write(fd, f[0], r->size) == (ssize_t)r->size) {
@@ -1259,8 +1265,13 @@ static void floor_tap_read(struct bench *b, int fd, struct bench_row *r)
 		int got = 0;
 
 		if (batch) {
-			if (be.ops->recv_batch(&be, io, per) < 0)
-				break;
+			if (be.ops->recv_batch(&be, io, per) < 0) {
+				net_tap_uring_detach(
+					&be); /* refused: one read per frame, as above */
+				batch = false;
+				per = 1;
+				continue;
+			}
 		} else {
 			io[0].res = read(fd, f[0], sizeof(f[0]));
 		}
