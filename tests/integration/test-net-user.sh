@@ -383,7 +383,8 @@ cat >"$GUEST_NET" <<'EOF'
 #   NET: dhcp (address, netmask and default route from DHCP: busybox udhcpc, from passt; the
 #        server is the router, whose address passt maps to the host's loopback) or ADDR/LEN@SERVER
 #   get PORT FILE: SERVER:PORT's bytes into FILE; prints "guest: got FILE sha256=HASH"
-#   put PORT FILE: FILE's bytes to SERVER:PORT (from a copy in the guest's RAM: 9p is not timed)
+#   put PORT FILE: FILE's bytes to SERVER:PORT (from a copy in the guest's RAM: 9p is not timed),
+#        done when the server answers that it got them all
 #   exit N: ends here with status N (lkvm's must be the same)
 # No address: status 3; a transfer that failed: 4; each with a line on stderr. udhcpc runs this
 # script too, with its event as $1 and the lease in its environment (busybox udhcpc).
@@ -418,8 +419,15 @@ while [ $# -ge 2 ]; do
 		echo "guest: got $3 sha256=$($bb sha256sum <"$3" | cut -d' ' -f1)"
 		shift 3 ;;
 	put)
-		cp "$3" /tmp/lkvm-put && socat -u OPEN:/tmp/lkvm-put "TCP:$server:$2" ||
+		# Done when the server says it has every byte ("got N" after the stream's end), not when
+		# socat -u has put the last byte in the guest's send buffer: the exit that follows reboots
+		# the guest, and what that buffer still held would never leave (the host got 3.5 of 4 MiB).
+		cp "$3" /tmp/lkvm-put || { echo "guest: cannot copy $3" >&2; exit 4; }
+		n=$(($($bb wc -c </tmp/lkvm-put)))
+		ack=$(socat -t 600 STDIO "TCP:$server:$2" </tmp/lkvm-put) ||
 			{ echo "guest: put to $server:$2 failed" >&2; exit 4; }
+		[ "$ack" = "got $n" ] ||
+			{ echo "guest: put to $server:$2: the server answered '$ack', not 'got $n'" >&2; exit 4; }
 		rm -f /tmp/lkvm-put
 		shift 3 ;;
 	exit) exit "$2" ;;
@@ -441,7 +449,7 @@ need_guest_net() {
 # tcp_serve NAME ADDR PORT send|recv FILE [PORT send|recv FILE]...: one TCP connection on each
 # ADDR:PORT (in $NETNS when set), served in the background (SERVE_PID) in the order given: FILE's
 # bytes sent (done once the peer closed: it had every byte) or the peer's bytes written to FILE
-# (done at their end), each timed from its accept. SERVE_LOG ($LOG_DIR/net-user-NAME.serve)
+# (done at their end, answered with a line "got N"), each timed from its accept. SERVE_LOG ($LOG_DIR/net-user-NAME.serve)
 # gets a line "PORT send|recv bytes=N secs=S" for each. Waits until all listen (10 s).
 tcp_serve() {
 	SERVE_LOG=$LOG_DIR/net-user-$1.serve
@@ -480,7 +488,10 @@ for s, port, how, path in jobs:
                     break
                 f.write(b)
                 n += len(b)
-    print("%s %s bytes=%d secs=%.3f" % (port, how, n, time.monotonic() - t0), flush=True)
+    secs = time.monotonic() - t0
+    if how == "recv":
+        c.sendall(b"got %d\n" % n)  # the peer's proof that every byte arrived (guest-net.sh put)
+    print("%s %s bytes=%d secs=%.3f" % (port, how, n, secs), flush=True)
     c.close()
 PYEOF
 	SERVE_PID=$!
