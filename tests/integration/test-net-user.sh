@@ -384,7 +384,7 @@ cat >"$GUEST_NET" <<'EOF'
 #        server is the router, whose address passt maps to the host's loopback) or ADDR/LEN@SERVER
 #   get PORT FILE: SERVER:PORT's bytes into FILE; prints "guest: got FILE sha256=HASH"
 #   put PORT FILE: FILE's bytes to SERVER:PORT (from a copy in the guest's RAM: 9p is not timed),
-#        done when the server answers that it got them all
+#        done when the server (recv:N) answers that it got them all
 #   exit N: ends here with status N (lkvm's must be the same)
 # No address: status 3; a transfer that failed: 4; each with a line on stderr. udhcpc runs this
 # script too, with its event as $1 and the lease in its environment (busybox udhcpc).
@@ -419,12 +419,14 @@ while [ $# -ge 2 ]; do
 		echo "guest: got $3 sha256=$($bb sha256sum <"$3" | cut -d' ' -f1)"
 		shift 3 ;;
 	put)
-		# Done when the server says it has every byte ("got N" after the stream's end), not when
-		# socat -u has put the last byte in the guest's send buffer: the exit that follows reboots
-		# the guest, and what that buffer still held would never leave (the host got 3.5 of 4 MiB).
+		# Done when the server says it has every byte ("got N", then its close), not when socat -u
+		# has put the last byte in the guest's send buffer: the exit that follows reboots the
+		# guest, and what that buffer still held would never leave (the host got 3.5 of 4 MiB).
+		# shut-none: no half-close from the guest, whose FIN before the server's answer left
+		# the answer undelivered through passt (the guest waited for it until its timeout).
 		cp "$3" /tmp/lkvm-put || { echo "guest: cannot copy $3" >&2; exit 4; }
 		n=$(($($bb wc -c </tmp/lkvm-put)))
-		ack=$(socat -t 600 STDIO "TCP:$server:$2" </tmp/lkvm-put) ||
+		ack=$(socat -t 600 STDIO "TCP:$server:$2,shut-none" </tmp/lkvm-put) ||
 			{ echo "guest: put to $server:$2 failed" >&2; exit 4; }
 		[ "$ack" = "got $n" ] ||
 			{ echo "guest: put to $server:$2: the server answered '$ack', not 'got $n'" >&2; exit 4; }
@@ -446,10 +448,11 @@ need_guest_net() {
 		{ skip "$(command -v busybox) has no udhcpc applet: the guest has no DHCP client"; return 1; }
 }
 
-# tcp_serve NAME ADDR PORT send|recv FILE [PORT send|recv FILE]...: one TCP connection on each
+# tcp_serve NAME ADDR PORT send|recv|recv:N FILE [PORT HOW FILE]...: one TCP connection on each
 # ADDR:PORT (in $NETNS when set), served in the background (SERVE_PID) in the order given: FILE's
 # bytes sent (done once the peer closed: it had every byte) or the peer's bytes written to FILE
-# (done at their end, answered with a line "got N"), each timed from its accept. SERVE_LOG ($LOG_DIR/net-user-NAME.serve)
+# (done at their end; recv:N: at N bytes, answered with a line "got N" and a close), each timed
+# from its accept. SERVE_LOG ($LOG_DIR/net-user-NAME.serve)
 # gets a line "PORT send|recv bytes=N secs=S" for each. Waits until all listen (10 s).
 tcp_serve() {
 	SERVE_LOG=$LOG_DIR/net-user-$1.serve
@@ -471,7 +474,7 @@ print("listening", flush=True)
 for s, port, how, path in jobs:
     c, _ = s.accept()
     c.settimeout(limit)
-    t0, n = time.monotonic(), 0
+    t0, n, want = time.monotonic(), 0, -1
     if how == "send":
         with open(path, "rb") as f:
             data = f.read()
@@ -481,15 +484,17 @@ for s, port, how, path in jobs:
         while c.recv(65536):
             pass
     else:
+        if how.startswith("recv:"):
+            want = int(how[5:])
         with open(path, "wb") as f:
-            while True:
+            while n != want:
                 b = c.recv(1 << 16)
                 if not b:
                     break
                 f.write(b)
                 n += len(b)
     secs = time.monotonic() - t0
-    if how == "recv":
+    if want >= 0:
         c.sendall(b"got %d\n" % n)  # the peer's proof that every byte arrived (guest-net.sh put)
     print("%s %s bytes=%d secs=%.3f" % (port, how, n, secs), flush=True)
     c.close()
@@ -554,7 +559,7 @@ rm -f "$RATE_TXT"
 rate_run() {
 	local b=$1 d=$WORK/$_T_NAME in out want
 	in=$(port_for 6) out=$(port_for 7)
-	tcp_serve "$_T_NAME-$b" "$SERVE_ADDR" "$in" send "$d/data" "$out" recv "$d/from-guest-$b" || return
+	tcp_serve "$_T_NAME-$b" "$SERVE_ADDR" "$in" send "$d/data" "$out" "recv:$((RATE_MB << 20))" "$d/from-guest-$b" || return
 	cd "$WORK" || return
 	run_lkvm "net-user-$_T_NAME-$b" 0 -- run -k "$G/bzImage" -m 256 --timeout "$VM_T" -n "$3" -- \
 		sh "$GUEST_NET" "$2" get "$in" /tmp/lkvm-rate-in put "$out" "$d/data" exit 0
