@@ -302,6 +302,20 @@ qstat() {
 		grep -o "\"$2\":[0-9]*" | cut -d: -f2
 }
 
+# vhost_stat NAME: a value of the vhost group (pairs, running, rx0_used_idx, ...) from the last
+# --stats=json line of the last run's log.
+vhost_stat() {
+	grep '^{"vcpu_exits"' "$LAST_LOG" | tail -n 1 | grep -o '"vhost":{[^}]*' |
+		grep -o "\"$1\":[0-9]*" | cut -d: -f2
+}
+
+# udp_flows ADDR: 64 UDP datagrams from $NETNS to ADDR, each from a new source port, to ports
+# nobody listens on: flows a multiqueue tap spreads over its attached queues by their hash (the
+# chance that all 64 take one of two queues is 2^-63). ADDR's MAC must be known (ping it first).
+udp_flows() {
+	ip netns exec "$NETNS" bash -c "for p in {1..64}; do echo mq > /dev/udp/$1/\$((20000 + p)); done"
+}
+
 # ---- net-bench (build/guests/net-bench.elf, ELF from need_guest) against net-peer: test-c-guests
 # and test-vhost ----
 
@@ -465,9 +479,14 @@ _run_one() {
 	fi
 }
 
+# ONLY="NAME..." (a developer's run of a few tests): the tests of a script not named there are
+# left out, neither run nor reported.
+_selected() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+
 # run_test NAME FUNC [ARGS...]: starts a test in the background, at most TEST_JOBS at once.
 # Tests marked serial (run_test_serial) wait for everything before them and run alone.
 run_test() {
+	_selected "$1" || return 0
 	local name=$1
 	_TEST_ORDER+=("$name")
 	while [ "$(jobs -pr | wc -l)" -ge "$TEST_JOBS" ]; do
@@ -477,6 +496,7 @@ run_test() {
 }
 
 run_test_serial() {
+	_selected "$1" || return 0
 	wait
 	local name=$1
 	_TEST_ORDER+=("$name")
