@@ -99,7 +99,8 @@ struct stats_kind {
 	const char *array, *index;    /* JSON: "nets": [{"nic": 0, "queues": [...]}, ...] */
 	const struct stats_col *cols; /* the table's columns; JSON has every counter, then ratios */
 	const char *group;	      /* a device-wide group (not a queue), or NULL */
-	const char *const *gauges; /* its values that are levels, not counts: shown as they are */
+	const char *const *
+		gauges; /* its values that are levels, not counts: shown as they are ("*SUFFIX": any name ending so) */
 };
 
 static const struct stats_col net_cols[] = {
@@ -139,7 +140,7 @@ static const struct stats_col p9_cols[] = {
 };
 static const char *const bounce_gauges[] = { "bytes", "peak", "limit", NULL };
 /* A NIC whose data rings vhost-net serves (no counters of those queues here). */
-static const char *const vhost_gauges[] = { "pairs", "running", NULL };
+static const char *const vhost_gauges[] = { "pairs", "running", "*_used_idx", NULL };
 static const char *const fid_gauges[] = { "in_use", "limit", "msize", NULL };
 
 static const struct stats_kind kinds[] = {
@@ -209,9 +210,17 @@ static u64 val(const struct ctl_kvs *cur, const struct ctl_kvs *prev, const char
 
 static bool is_gauge(const struct stats_kind *kd, const struct run *r, const char *counter)
 {
-	for (const char *const *g = kd->gauges; kd->group && g && *g; g++)
-		if (!strcmp(r->group, kd->group) && !strcmp(counter, *g))
+	size_t n = strlen(counter);
+
+	for (const char *const *g = kd->gauges; kd->group && g && *g; g++) {
+		/* "*SUFFIX": every counter ending in SUFFIX (one per queue: rx0_used_idx, ...). */
+		size_t sl = strlen(*g + 1);
+		bool match = **g == '*' ? n >= sl && !strcmp(counter + n - sl, *g + 1)
+					: !strcmp(counter, *g);
+
+		if (!strcmp(r->group, kd->group) && match)
 			return true;
+	}
 	return false;
 }
 

@@ -52,6 +52,10 @@ struct net_vhost {
 	int call_fd[2 * NET_MAX_QUEUE_PAIRS];
 	bool relayed[2 * NET_MAX_QUEUE_PAIRS];
 	u16 base[2 * NET_MAX_QUEUE_PAIRS]; /* next avail index, saved by a pause */
+	/* Per queue: its used ring while vhost may write it (NULL once stopped), and the ring's
+	 * idx when it was stopped: what --stats reports for rings lkvm does not count itself. */
+	struct vring_used *used[2 * NET_MAX_QUEUE_PAIRS];
+	u16 used_at_stop[2 * NET_MAX_QUEUE_PAIRS];
 	struct worker relay;
 	bool relay_running;
 	struct ratelimit rl;
@@ -188,6 +192,17 @@ int net_vhost_pairs(const struct net_vhost *v)
 	return v ? v->running : 0;
 }
 
+int net_vhost_used_idx(const struct net_vhost *v, int qi)
+{
+	if (!v || qi < 0 || qi >= 2 * v->npairs)
+		return -EINVAL;
+	/* vhost's worker writes idx with a release store after the entries; a stale value read
+	 * here only makes the snapshot older. */
+	if (v->used[qi])
+		return __atomic_load_n(&v->used[qi]->idx, __ATOMIC_RELAXED);
+	return v->used_at_stop[qi];
+}
+
 /* ---- the relay: vhost's call eventfd turned into the transport's interrupt ---- */
 
 /*
@@ -286,6 +301,8 @@ static int ring_setup(struct net_vhost *v, int p, int r)
 	v->relayed[qi] = irq_fd < 0;
 	call.fd = v->relayed[qi] ? v->call_fd[qi] : irq_fd;
 	v->base[qi] = 0;
+	v->used[qi] = used; /* core.c checked its 4-byte alignment at DRIVER_OK */
+	v->used_at_stop[qi] = 0;
 	if ((ret = ring_ioctl(v, p, VHOST_SET_VRING_NUM, &num, "VHOST_SET_VRING_NUM")) ||
 	    (ret = ring_ioctl(v, p, VHOST_SET_VRING_BASE, &base, "VHOST_SET_VRING_BASE")) ||
 	    (ret = ring_ioctl(v, p, VHOST_SET_VRING_ADDR, &addr, "VHOST_SET_VRING_ADDR")) ||
@@ -335,8 +352,14 @@ void net_vhost_stop(struct net_vhost *v)
 	if (v->relay_running)
 		worker_stop(&v->relay);
 	v->relay_running = false;
-	for (int i = 0; i < 2 * v->running; i++)
+	for (int i = 0; i < 2 * v->running; i++) {
 		eventfd_drain(v->call_fd[i]);
+		/* Detached: vhost writes this ring no more. Kept for --stats, as the ring itself may
+		 * be reused by the driver from here. */
+		if (v->used[i])
+			v->used_at_stop[i] = __atomic_load_n(&v->used[i]->idx, __ATOMIC_RELAXED);
+		v->used[i] = NULL;
+	}
 	v->running = 0;
 	v->paused = false;
 }

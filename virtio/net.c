@@ -2345,7 +2345,17 @@ void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v)
 	if (n->vhost) {
 		v->group(v, "vhost");
 		v->counter(v, "pairs", (u64)n->pairs);
+		/* Under run_lock: a reset on a vCPU stops the rings (net_vhost_stop) meanwhile. */
+		pthread_mutex_lock(&n->run_lock);
 		v->counter(v, "running", (u64)net_vhost_pairs(n->vhost));
+		/* Each data ring's used index: proof of which pairs vhost moved frames on. */
+		for (int r = 0; r < rows - 1; r++) {
+			char c[32];
+
+			snprintf(c, sizeof(c), "%s_used_idx", name[r]);
+			v->counter(v, c, (u64)MAX(net_vhost_used_idx(n->vhost, qi[r]), 0));
+		}
+		pthread_mutex_unlock(&n->run_lock);
 	}
 }
 

@@ -42,6 +42,11 @@ void net_vhost_pause(struct net_vhost *v);
 void net_vhost_resume(struct net_vhost *v);
 /* Pairs served by vhost right now (0: stopped). */
 int net_vhost_pairs(const struct net_vhost *v);
+/* Queue qi's used index (2p: pair p's rx, 2p + 1: its tx): the chains vhost completed on it since
+ * the rings last started, modulo 2^16, as the ring shows it now (or showed it when stopped);
+ * -EINVAL for a queue out of range. lkvm counts nothing on rings vhost serves: this is the
+ * device's own account of the work, read from the ring. */
+int net_vhost_used_idx(const struct net_vhost *v, int qi);
 
 /* The memory table of m: one vhost region per guest RAM region (guest address, size, lkvm's
  * address of it). Returns the regions written (at most max), -E2BIG when max is too small. */

@@ -71,11 +71,10 @@ t_ping_in() {
 		# The tap queues in the kernel's steering (its sysfs queues are the attached ones, as
 		# the namespace's own sysfs shows them): the active pairs', not all it has.
 		attached=$(ip netns exec $ns ls /sys/class/net/$tap/queues | grep -c '^rx-')
-		# Flows the tap spreads over its attached queues by their hash: 64 UDP datagrams,
-		# each from a new source port, to a port the guest does not listen on (after the
-		# pings, whose ARP makes the guest's MAC known).
+		# Flows the tap spreads over its attached queues (after a ping, whose ARP makes the
+		# guest's MAC known).
 		ip netns exec $ns ping -c 1 -W 3 $GUEST_IP >/dev/null 2>&1
-		ip netns exec $ns bash -c "for p in {1..64}; do echo mq > /dev/udp/$GUEST_IP/\$((20000 + p)); done"
+		udp_flows $GUEST_IP
 	fi
 	ip netns exec $ns ping -c 20 -i 0.2 -W 3 $GUEST_IP > "$LOG_DIR/net-$mode.ping" 2>&1
 	local ping_rc=$?

@@ -153,7 +153,9 @@ sandbox_in() {
 # ---- a Linux guest: mmio, and two queue pairs ----
 
 # t_linux NAME EXTRA-N CPUS PAIRS: boots the kernel with a static address, pings it 20 times from
-# the host side of the tap (no loss), and --stats says vhost served PAIRS pairs. The kernel is
+# the host side of the tap (no loss), and --stats says vhost served PAIRS pairs; with PAIRS > 1,
+# UDP flows the tap spreads over its queues first, and each pair's RX ring moved (its used index,
+# which only vhost advances: lkvm counts nothing on vhost's rings). The kernel is
 # quiet: in the emulated host each console byte is a trapped exit of a nested guest, and the
 # console's boot lines cost more time than the rest of the test; the first answered ping is the
 # sign that it is up.
@@ -176,6 +178,7 @@ linux_in() {
 		fail "the guest never answered a ping (log: $VM_LOG)"
 		return
 	fi
+	[ "$pairs" = 1 ] || udp_flows $GUEST_IP
 	ip netns exec "$NETNS" ping -c 20 -i 0.2 -W 3 $GUEST_IP >"$LOG_DIR/$name.ping" 2>&1
 	local ping_rc=$?
 	kill -TERM "$VM_PID"
@@ -183,7 +186,16 @@ linux_in() {
 	expect_status 143 || return
 	[ $ping_rc = 0 ] && grep -q " 0% packet loss" "$LOG_DIR/$name.ping" ||
 		{ fail "ping lost packets: $(grep 'packet loss' "$LOG_DIR/$name.ping")"; return; }
-	vhost_served "$pairs"
+	vhost_served "$pairs" || return
+	local p per=""
+	for ((p = 0; p < pairs; p++)); do
+		per+=" rx$p=$(vhost_stat rx${p}_used_idx) tx$p=$(vhost_stat tx${p}_used_idx)"
+	done
+	echo "used indices:$per" >"$LOG_DIR/$name.pairs"
+	[ "$(vhost_stat running)" = "$pairs" ] || { fail "vhost ran $(vhost_stat running) pairs, want $pairs:$per"; return; }
+	for ((p = 0; p < pairs; p++)); do
+		[ "$(vhost_stat rx${p}_used_idx)" -ge 1 ] || { fail "pair $p's RX ring never moved:$per"; return; }
+	done
 }
 
 # guest_answers: one ping of the guest from $NETNS is answered (or lkvm is gone: wait_until ends).

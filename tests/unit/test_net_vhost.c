@@ -1,10 +1,14 @@
-/* Unit tests of virtio/net-vhost.c that need no /dev/vhost-net: the memory table from lkvm's guest RAM regions, and the errors of opening a device that is missing or is not vhost-net. */
+/* Unit tests of virtio/net-vhost.c that need no /dev/vhost-net: the memory table from lkvm's guest RAM regions, the errors of opening a device that is missing or is not vhost-net, and its rings' used indices as --stats shows them. */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_main.h"
+#include "lkvm/ctl.h"
 #include "lkvm/kvm.h"
 #include "lkvm/net-vhost.h"
+#include "lkvm/stats.h"
 #include "lkvm/virtio.h"
 
 /* gmem_init only computes addresses: a base nobody maps is enough here. */
@@ -89,18 +93,58 @@ START_TEST(open_not_vhost)
 }
 END_TEST
 
+/* Flat counters of one NIC served by vhost: its pairs, and rx0's used index. */
+static void vhost_kvs(struct ctl_msg *m, struct ctl_kvs *kvs, u64 rx0_used)
+{
+	ctl_msg_init(m, CTL_STAT, 0);
+	ck_assert_int_eq(ctl_add_u64(m, "net0.ctrl.kicks", 1), 0);
+	ck_assert_int_eq(ctl_add_u64(m, "net0.vhost.pairs", 2), 0);
+	ck_assert_int_eq(ctl_add_u64(m, "net0.vhost.running", 2), 0);
+	ck_assert_int_eq(ctl_add_u64(m, "net0.vhost.rx0_used_idx", rx0_used), 0);
+	ck_assert_int_eq(ctl_kvs_decode(m, kvs), 0);
+}
+
+/* A used index is where the ring is (modulo 2^16), not a count: lkvm stat --watch shows it as it
+ * is, never as a difference that a wrap would make huge. */
+START_TEST(stats_used_idx_is_a_level)
+{
+	struct ctl_msg m0, m1;
+	struct ctl_kvs prev, cur;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	ck_assert_ptr_nonnull(out);
+	vhost_kvs(&m0, &prev, 65530);
+	vhost_kvs(&m1, &cur, 4); /* wrapped */
+	stats_print(out, &cur, &prev, 1.0, true);
+	fclose(out);
+	ck_assert_msg(strstr(buf, "\"vhost\":{\"pairs\":2,\"running\":2,\"rx0_used_idx\":4}"),
+		      "the used index as it is: %s", buf);
+	free(buf);
+	ctl_kvs_free(&prev);
+	ctl_kvs_free(&cur);
+	ctl_msg_free(&m0);
+	ctl_msg_free(&m1);
+	ck_assert_int_eq(net_vhost_used_idx(NULL, 0), -EINVAL);
+}
+END_TEST
+
 static Suite *net_vhost_suite(void)
 {
 	Suite *s = suite_create("net_vhost");
 	TCase *mem = tcase_create("memory table");
 	TCase *open = tcase_create("open");
+	TCase *stats = tcase_create("stats");
 
 	tcase_add_test(mem, mem_regions_below_hole);
 	tcase_add_test(mem, mem_regions_both_sides_of_hole);
 	tcase_add_test(open, open_missing_device);
 	tcase_add_test(open, open_not_vhost);
 	suite_add_tcase(s, mem);
+	tcase_add_test(stats, stats_used_idx_is_a_level);
 	suite_add_tcase(s, open);
+	suite_add_tcase(s, stats);
 	return s;
 }
 
