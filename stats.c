@@ -99,8 +99,8 @@ struct stats_kind {
 	const char *array, *index;    /* JSON: "nets": [{"nic": 0, "queues": [...]}, ...] */
 	const struct stats_col *cols; /* the table's columns; JSON has every counter, then ratios */
 	const char *group;	      /* a device-wide group (not a queue), or NULL */
-	const char *const *
-		gauges; /* its values that are levels, not counts: shown as they are ("*SUFFIX": any name ending so) */
+	/* its values that are levels, not counts: shown as they are ("*SUFFIX": any name ending so) */
+	const char *const *gauges;
 };
 
 static const struct stats_col net_cols[] = {
