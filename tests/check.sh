@@ -9,6 +9,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 mkdir -p build/test-logs
+: > build/test-logs/test-times.txt # each integration test's wall time (tests/integration/lib.sh)
 
 jobs=$(nproc)
 total_p=0 total_f=0 total_s=0
@@ -152,7 +153,13 @@ kernel_stage run run,run-pvm bash -c "rc=0
     scripts/kvm-host.sh $us_host --timeout 3600 -- tests/integration/test-run.sh || rc=1
     exit \$rc"
 
-echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
+# The time table: each stage's wall time, then the slowest tests (their own wall time, beside
+# whatever ran with them), also in build/test-logs/check-times.txt.
+{
+    echo "check: stage wall times: ${TIMES[*]} (total ${SECONDS}s, KVM stages on $kind)"
+    echo "check: slowest tests (wall s, stage-summary/test):"
+    sort -rn build/test-logs/test-times.txt | head -n 25 | sed 's/^/check:   /'
+} | tee build/test-logs/check-times.txt
 # Each fuzz target's executions and coverage, again at the end.
 sed -n 's/^  \([a-z]*\): \(ok\|FAIL[^:]*\): /check: fuzz \1: \2: /p' build/test-logs/stage-fuzz.log 2>/dev/null
 # Every skip, with its reason: the "skip NAME: why" lines of tests/integration/lib.sh and

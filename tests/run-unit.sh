@@ -16,7 +16,12 @@ for t in "$@"; do
         kvm+=("$t")
         continue
     fi
+    t0=${EPOCHREALTIME/[.,]/}
     out=$("$t" 2>&1); rc=$?
+    # Its wall time, for tests/check.sh's slowest-tests table.
+    [ -d "$here/build/test-logs" ] && printf '%s %s/%s\n' \
+        "$(awk -v us=$((${EPOCHREALTIME/[.,]/} - t0)) 'BEGIN { printf "%.1f", us / 1e6 }')" \
+        "$prefix" "$(basename "$t")" >>"$here/build/test-logs/test-times.txt"
     echo "$out" | sed "s|^|  $(basename "$t"): |"
     s=$(echo "$out" | sed -n 's/^[A-Za-z0-9_]*: skipped \([0-9]*\): .*/\1/p' | awk '{n+=$1} END {print n+0}')
     skip=$((skip + s))

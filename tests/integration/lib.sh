@@ -492,7 +492,7 @@ run_test() {
 	while [ "$(jobs -pr | wc -l)" -ge "$TEST_JOBS" ]; do
 		wait -n 2>/dev/null || : # one ended (a test's status says nothing: its result file does)
 	done
-	(_run_one "$@" >"$_RES_DIR/$name" 2>"$_RES_DIR/$name.err") &
+	(_timed_one "$@" >"$_RES_DIR/$name" 2>"$_RES_DIR/$name.err") &
 }
 
 run_test_serial() {
@@ -500,7 +500,15 @@ run_test_serial() {
 	wait
 	local name=$1
 	_TEST_ORDER+=("$name")
-	(_run_one "$@" >"$_RES_DIR/$name" 2>"$_RES_DIR/$name.err")
+	(_timed_one "$@" >"$_RES_DIR/$name" 2>"$_RES_DIR/$name.err")
+}
+
+# _timed_one NAME FUNC...: _run_one, its wall time (0.1 s) kept beside its result for the
+# slowest-tests table (finish_tests appends it to $LOG_DIR/test-times.txt, tests/check.sh sorts).
+_timed_one() {
+	local t0=${EPOCHREALTIME/[.,]/}
+	_run_one "$@"
+	echo $(((${EPOCHREALTIME/[.,]/} - t0) / 100000)) >"$_RES_DIR/$1.secs"
 }
 
 finish_tests() {
@@ -510,6 +518,9 @@ finish_tests() {
 		line=$(head -n 1 "$_RES_DIR/$name" 2>/dev/null)
 		[ -n "$line" ] || line="FAIL $name: test produced no result ($(head -c 200 "$_RES_DIR/$name.err" 2>/dev/null))"
 		echo "$line"
+		[ -f "$_RES_DIR/$name.secs" ] &&
+			printf '%s %s/%s\n' "$(sed -E 's/^([0-9]*)([0-9])$/\1.\2/; s/^\./0./' "$_RES_DIR/$name.secs")" \
+				"$SUMMARY_PREFIX" "$name" >>"$LOG_DIR/test-times.txt"
 		case $line in
 		ok\ *) pass=$((pass + 1)) ;;
 		skip\ *) skipn=$((skipn + 1)) ;;
