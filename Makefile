@@ -1,5 +1,6 @@
 # lkvm build: `make` builds ./lkvm, `make ASAN=1` a sanitizer build under build/asan
-# (`make TSAN=1`: ThreadSanitizer, build/tsan),
+# (`make TSAN=1`: ThreadSanitizer, build/tsan; `make TESTHOOKS=1`: build/testhooks/lkvm, the
+# integration tests' hooks compiled in),
 # `make check` runs every test, `make run` builds the guest and boots it.
 
 CC ?= gcc
@@ -35,6 +36,12 @@ LKVM := $(BUILD)/lkvm
 # A report fails the test that caused it (exit 66); see tests/tsan.supp for the
 # suppressions and why each is there.
 UNIT_ENV := TSAN_OPTIONS="exitcode=66 halt_on_error=0 suppressions=$(CURDIR)/tests/tsan.supp"
+else ifeq ($(TESTHOOKS),1)
+# lkvm with its test hooks (LKVM_TEST_SANDBOX_VIOLATE, sandbox.c), which the release build
+# leaves out: the integration tests that use them run this binary (lib.sh's LKVM_TESTHOOKS).
+BUILD := build/testhooks
+CFLAGS += -DLKVM_TEST_HOOKS
+LKVM := $(BUILD)/lkvm
 else
 BUILD := build/obj
 LKVM := lkvm
@@ -176,7 +183,7 @@ run:
 	@scripts/run.sh
 
 clean:
-	rm -rf build/obj build/asan build/tsan build/fuzz build/guests build/init lkvm
+	rm -rf build/obj build/asan build/tsan build/testhooks build/fuzz build/guests build/init lkvm
 
 # Also removes the cached guest kernel and initramfs (minutes to rebuild).
 distclean: clean

@@ -14,7 +14,6 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <linux/if_tun.h>
 #include <linux/kvm.h>
@@ -664,34 +663,122 @@ static int build_and_load(enum sandbox_kind kind)
 	return ret;
 }
 
-/* Tests only (README, "Sandbox"): LKVM_TEST_SANDBOX_VIOLATE=KIND makes the first thread of
- * that kind open a TCP socket right after entering its sandbox, the archetype of what a
- * compromised device thread would try, so a test can see the filter stop it.
- * KIND:signal=PID makes it send SIGKILL to process PID instead (tgkill, as abort() would). */
-static void test_violation(enum sandbox_kind kind)
+#ifdef LKVM_TEST_HOOKS
+/*
+ * Test builds only (make TESTHOOKS=1, build/testhooks/lkvm; the release lkvm has none of
+ * this): LKVM_TEST_SANDBOX_VIOLATE=KIND makes the first thread of that kind make its probe
+ * right after entering its filter, so a test can see the filter stop it.
+ *
+ * Filters stack: a thread keeps the filters of the thread that created it and adds its own,
+ * and a call passes only if every one allows it. A probe every ancestor refuses would be
+ * stopped even if the thread's own list allowed everything, and prove nothing about that
+ * list. So each kind's probe is a call its own list forbids and the filter it inherits allows:
+ * the vCPU's for the threads the vCPU starts on DRIVER_OK (the kinds in its `spawns`); none
+ * for main and the threads main starts before it confines itself (vcpu, console, 9p, ctl),
+ * whose probe main's list allows all the same (a call lkvm makes, not only an absurd one).
+ * probe_proves checks this against the lists at run time. Each probe passes fd -1 (or an
+ * invalid address or context) so that, unfiltered (--sandbox=off), it fails harmlessly.
+ * KIND:signal=PID makes the thread send SIGKILL to process PID instead (tgkill, as abort()
+ * would), which no kind may do to another process.
+ */
+static const struct sb_probe {
+	int nr;		    /* the system call */
+	unsigned long arg1; /* ioctl's request (fd -1 is the first argument of every probe) */
+	const char *what;
+	const char *why;
+} probes[SB_NR] = {
+	[SB_MAIN] = { SCMP_SYS(ioctl), KVM_RUN, "ioctl KVM_RUN",
+		      "the vCPU's: main never runs one (no filter precedes main's)" },
+	[SB_VCPU] = { SCMP_SYS(lseek), 0, "lseek",
+		      "main's (--debug's statm): main starts vCPUs before its filter" },
+	[SB_CONSOLE] = { SCMP_SYS(ioctl), TCGETS, "ioctl TCGETS",
+			 "main's (the terminal at teardown): the console may only restore it" },
+	[SB_NET_RX] = { SCMP_SYS(io_submit), 0, "io_submit",
+			"blk's, in the filter of the vCPU that starts the net threads" },
+	[SB_NET_TX] = { SCMP_SYS(pwrite64), 0, "pwrite64",
+			"blk's (any fd), in the filter of the vCPU that starts net-tx" },
+	[SB_NET_CTL] = { SCMP_SYS(ioctl), TUNSETOFFLOAD, "ioctl TUNSETOFFLOAD",
+			 "the vCPU's (offloads at DRIVER_OK): net-ctl may only move tap queues" },
+	[SB_NET_IRQ] = { SCMP_SYS(ioctl), KVM_IRQFD, "ioctl KVM_IRQFD",
+			 "the vCPU's (interrupt wiring at DRIVER_OK), which starts the relay" },
+	[SB_BLK] = { SCMP_SYS(ioctl), KVM_RUN, "ioctl KVM_RUN",
+		     "the vCPU's own, in the filter the blk thread inherits from it" },
+	[SB_VCONSOLE] = { SCMP_SYS(ioctl), TUNSETQUEUE, "ioctl TUNSETQUEUE",
+			  "the vCPU's (a NIC's queues), which starts virtio-console" },
+	[SB_RNG] = { SCMP_SYS(pread64), 0, "pread64",
+		     "blk's (any fd), in the filter of the vCPU that starts rng" },
+	[SB_P9] = { SCMP_SYS(fstat), 0, "fstat",
+		    "main's (9p has newfstatat only): main starts 9p before its filter" },
+	[SB_CTL] = { SCMP_SYS(ioctl), KVM_SET_GSI_ROUTING, "ioctl KVM_SET_GSI_ROUTING",
+		     "main's (teardown): main starts ctl before its filter" },
+};
+
+static bool allows(const struct allow *a, const struct sb_probe *p)
+{
+	if (p->nr != SCMP_SYS(ioctl))
+		return a->call[p->nr];
+	for (int i = 0; i < a->nioctls; i++)
+		if (a->ioctl[i] == p->arg1)
+			return true;
+	return false;
+}
+
+/* The probe's call is refused by the kind's list and allowed by the one it inherits (a kind
+ * in whose `spawns` it is), or for main's threads by main's list. */
+static bool probe_proves(enum sandbox_kind kind)
+{
+	struct allow a;
+	int parent = kind == SB_MAIN ? -1 : SB_MAIN;
+
+	for (int k = 0; k < SB_NR; k++)
+		if (kinds[k].spawns & SPAWNS(kind))
+			parent = k;
+	collect(&a, kind);
+	if (allows(&a, &probes[kind]))
+		return false;
+	if (parent < 0)
+		return true;
+	collect(&a, parent);
+	return allows(&a, &probes[kind]);
+}
+
+static void test_violation(struct kvm *kvm, enum sandbox_kind kind)
 {
 	const char *want = getenv("LKVM_TEST_SANDBOX_VIOLATE"), *name = kinds[kind].name;
+	const struct sb_probe *p = &probes[kind];
 	size_t len = strlen(name);
-	int fd;
+	long r;
 
 	if (!want || strncmp(want, name, len) != 0)
 		return;
 	if (!strncmp(want + len, ":signal=", 8)) {
 		long pid = strtol(want + len + 8, NULL, 10);
-		long r = syscall(SYS_tgkill, pid, pid, SIGKILL);
 
+		r = syscall(SYS_tgkill, pid, pid, SIGKILL);
 		pr_warn("sandbox test: the %s thread sent SIGKILL to pid %ld (%s): no filter stopped it",
 			name, pid, r < 0 ? strerror(errno) : "delivered");
 		return;
 	}
 	if (want[len])
 		return;
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	pr_warn("sandbox test: the %s thread opened a socket (fd %d): no filter stopped it", name,
-		fd);
-	if (fd >= 0)
-		close(fd);
+	if (!probe_proves(kind)) {
+		kvm_request_exit(
+			kvm, EXIT_LKVM_ERROR,
+			"sandbox test: the %s thread's probe (%s) is not refused by its own list alone",
+			name, p->what);
+		return;
+	}
+	pr_warn("sandbox test: the %s thread makes system call %d (%s: %s)", name, p->nr, p->what,
+		p->why);
+	r = syscall(p->nr, -1L, p->arg1, 0L, 0L);
+	pr_warn("sandbox test: the %s thread's %s returned (%s): no filter stopped it", name,
+		p->what, r < 0 ? strerror(errno) : "done");
 }
+#else
+static void test_violation(struct kvm *kvm, enum sandbox_kind kind)
+{
+}
+#endif
 
 int sandbox_enter(struct kvm *kvm, enum sandbox_kind kind)
 {
@@ -724,6 +811,6 @@ int sandbox_enter(struct kvm *kvm, enum sandbox_kind kind)
 			my_kind = kind;
 	}
 	if (!ret && kvm)
-		test_violation(kind);
+		test_violation(kvm, kind);
 	return ret;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make check`: every test: unit tests (normal, ASan+UBSan and ThreadSanitizer builds), fuzz targets, freestanding guests, Linux boots,
 # networking, and Linux guest user space (in the emulated SVM host where this machine cannot run it).
-# lkvm, its sanitizer builds, the unit tests, guests and tools are built first (a failure stops
+# lkvm, its sanitizer and test-hook builds, the unit tests, guests and tools are built first (a failure stops
 # here), then the guest kernel (a failure skips no test silently: it is counted, and the stages
 # that boot the kernel do not run); each stage is counted from its scripts' summary lines; at the
 # end, the stage times, every skip with its reason, and the total.
@@ -57,7 +57,8 @@ stage() {
 echo "== build"
 if ! { make -s -j"$jobs" lkvm unit-build tools guests &&
        make -s -j"$jobs" ASAN=1 build/asan/lkvm unit-build &&
-       make -s -j"$jobs" TSAN=1 build/tsan/lkvm unit-build; } > build/test-logs/build.log 2>&1; then
+       make -s -j"$jobs" TSAN=1 build/tsan/lkvm unit-build &&
+       make -s -j"$jobs" TESTHOOKS=1 build/testhooks/lkvm; } > build/test-logs/build.log 2>&1; then
     cat build/test-logs/build.log
     echo "check: build failed (log: build/test-logs/build.log)"
     echo "check: $total_p passed, $((total_f + 1)) failed, $total_s skipped"

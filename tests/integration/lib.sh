@@ -19,6 +19,9 @@
 REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 LKVM=${LKVM:-$REPO_ROOT/lkvm}
 case $LKVM in /*) ;; *) LKVM=$REPO_ROOT/$LKVM ;; esac
+# The test build (make TESTHOOKS=1 build/testhooks/lkvm): lkvm with its test hooks
+# (LKVM_TEST_SANDBOX_VIOLATE), which the release lkvm leaves out. Run it as LKVM=$LKVM_TESTHOOKS.
+LKVM_TESTHOOKS=${LKVM_TESTHOOKS:-$REPO_ROOT/build/testhooks/lkvm}
 GUEST_DIR=${GUEST_DIR:-$REPO_ROOT/build/guests}
 LOG_DIR=${LOG_DIR:-$REPO_ROOT/build/test-logs}
 TEST_JOBS=${TEST_JOBS:-2}       # tests run at once (the hosts have 2 cores)
@@ -415,6 +418,26 @@ need_guest() {
 	ELF=$GUEST_DIR/$1.elf
 	[ -f "$ELF" ] && return 0
 	fail "guest $ELF not built (run make guests)"
+}
+
+# need_testhooks: fails the test unless the test build is there (the project builds it).
+need_testhooks() {
+	[ -x "$LKVM_TESTHOOKS" ] && return 0
+	fail "no test build at $LKVM_TESTHOOKS (run make TESTHOOKS=1 build/testhooks/lkvm)"
+}
+
+# expect_probe_stopped KIND: in the last log, the test build's KIND thread made its probe
+# (LKVM_TEST_SANDBOX_VIOLATE=KIND: a call its own filter forbids and the one it inherits allows,
+# sandbox.c) and its filter stopped lkvm naming the thread and that system call; the call never
+# returned.
+expect_probe_stopped() {
+	local nr
+	nr=$(sed -n "s/^lkvm: warning: sandbox test: the $1 thread makes system call \([0-9]*\) .*/\1/p" \
+		"$LAST_LOG" | head -n 1)
+	[ -n "$nr" ] || { fail "the $1 thread did not make its probe"; return; }
+	expect_output "^lkvm: error: sandbox: the $1 thread made system call $nr, which its allow-list forbids" \
+		"the $1 thread and its probe (system call $nr) named" || return
+	expect_no_output 'no filter stopped it' "the probe returning"
 }
 
 # The guest kernel's build (scripts/build-guest.sh: bzImage, vmlinux, initramfs.cpio.gz).
