@@ -688,7 +688,7 @@ static const struct sb_probe {
 	const char *why;
 } probes[SB_NR] = {
 	[SB_MAIN] = { SCMP_SYS(ioctl), KVM_RUN, "ioctl KVM_RUN",
-		      "the vCPU's: main never runs one (no filter precedes main's)" },
+		      "the vCPU's, which main never makes (main inherits no filter)" },
 	[SB_VCPU] = { SCMP_SYS(lseek), 0, "lseek",
 		      "main's (--debug's statm): main starts vCPUs before its filter" },
 	[SB_CONSOLE] = { SCMP_SYS(ioctl), TCGETS, "ioctl TCGETS",
@@ -762,10 +762,10 @@ static void test_violation(struct kvm *kvm, enum sandbox_kind kind)
 	if (want[len])
 		return;
 	if (!probe_proves(kind)) {
-		kvm_request_exit(
-			kvm, EXIT_LKVM_ERROR,
-			"sandbox test: the %s thread's probe (%s) is not refused by its own list alone",
-			name, p->what);
+		kvm_request_exit(kvm, EXIT_LKVM_ERROR,
+				 "sandbox test: the %s thread's probe (%s) proves nothing: its own "
+				 "list allows it, or the filter it inherits refuses it too",
+				 name, p->what);
 		return;
 	}
 	pr_warn("sandbox test: the %s thread makes system call %d (%s: %s)", name, p->nr, p->what,
