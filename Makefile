@@ -95,6 +95,8 @@ VDRIVER_USERS := test_virtio_net test_virtio_blk test_virtio_console test_virtio
 $(VDRIVER_USERS:%=$(BUILD)/tests/%): $(BUILD)/tests/vdriver.o
 # The blk tests make io_submit refuse requests (the device's synchronous fallback).
 $(BUILD)/tests/test_virtio_blk: LDFLAGS += -Wl,--wrap=io_submit
+# The CPUID tests answer lkvm's ioctls with a fake KVM (no /dev/kvm).
+$(BUILD)/tests/test_cpuid: LDFLAGS += -Wl,--wrap=ioctl
 
 # Small host-side programs the integration tests use.
 TOOLS := build/tools/udp-sink build/tools/net-peer build/tools/mkinitrd

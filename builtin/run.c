@@ -479,7 +479,7 @@ static int open_control(struct run_state *st, const struct kvm_config *cfg, char
 	snprintf(name, len, "%s", cfg->name ? cfg->name : "");
 	if (!cfg->name)
 		snprintf(name, len, "guest-%d", (int)getpid());
-	ret = ctl_server_create(&st->kvm, name, ctl, err, sizeof(err));
+	ret = ctl_server_create(&st->kvm, name, geteuid(), ctl, err, sizeof(err));
 	/* A name in use, or a runtime directory that is another user's (whose sockets would
 	 * answer in this VM's place): no run. Anything else leaves the VM without control. */
 	if (ret == -EADDRINUSE || ret == -EPERM) {

@@ -220,8 +220,8 @@ static int spawn_cleaner(struct ctl_server *s, char *err, size_t errlen)
 	return 0;
 }
 
-int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out, char *err,
-		      size_t errlen)
+int ctl_server_create(struct kvm *kvm, const char *name, uid_t owner, struct ctl_server **out,
+		      char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
 	struct ctl_server *s;
@@ -238,7 +238,7 @@ int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out
 		return -ENOMEM;
 	}
 	s->kvm = kvm;
-	s->owner = geteuid();
+	s->owner = owner;
 	s->cleaner = -1;
 	s->listen_fd = s->lock_fd = s->wake_fd = s->cleaner_fd = -1;
 	for (int i = 0; i < MAX_CONNS; i++)

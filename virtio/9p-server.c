@@ -312,8 +312,8 @@ static int fd_stat(int fd, struct stat *st)
 	return fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? neg_errno() : 0;
 }
 
-/* One validated component beneath dfd; never follows a symlink. Returns an fd or -errno. */
-static int open_beneath(int dfd, const char *name, u64 flags, u64 mode)
+/* One validated component beneath dfd; never follows a symlink (p9.h: exposed for tests). */
+int p9_open_beneath(int dfd, const char *name, u64 flags, u64 mode)
 {
 	struct open_how how = {
 		.flags = flags | O_NOFOLLOW | O_CLOEXEC,
@@ -417,7 +417,7 @@ static int walk_one(struct p9_server *s, const struct p9_node *from, const char 
 	else if (from->opaque)
 		return -EACCES;
 	else
-		fd = open_beneath(from->fd, name, O_PATH, 0);
+		fd = p9_open_beneath(from->fd, name, O_PATH, 0);
 	if (fd < 0)
 		return up ? neg_errno() : fd;
 	ret = fd_stat(fd, st);
@@ -843,7 +843,7 @@ static int op_lcreate(struct p9_call *c)
 		return host;
 	host &= ~O_DIRECTORY;
 	mode = guest_mode(mode, false);
-	fd = open_beneath(f->node.fd, name, (u64)host | O_CREAT | O_EXCL, mode);
+	fd = p9_open_beneath(f->node.fd, name, (u64)host | O_CREAT | O_EXCL, mode);
 	if (fd == -EEXIST && !(flags & P9_DOTL_EXCL)) {
 		/* open(O_CREAT) of a file that appeared meanwhile: open it, if it is a file. */
 		ret = walk_one(s, &f->node, name, &n, &st);
@@ -884,7 +884,7 @@ static int created(struct p9_call *c, int dfd, const char *name, s64 mode)
 {
 	struct p9_qid q;
 	struct stat st;
-	int fd = open_beneath(dfd, name, O_PATH, 0), ret;
+	int fd = p9_open_beneath(dfd, name, O_PATH, 0), ret;
 
 	if (fd < 0)
 		return fd;
@@ -1641,7 +1641,7 @@ static int open_facilities(struct p9_server *s, const char *root, char *err, siz
 		errfmt(err, errlen, "9p share %s: %s", root, strerror(errno));
 		return neg_errno();
 	}
-	fd = open_beneath(s->root_fd, ".", O_PATH, 0);
+	fd = p9_open_beneath(s->root_fd, ".", O_PATH, 0);
 	if (fd < 0) {
 		errfmt(err, errlen, "9p share %s: openat2: %s%s", root, strerror(-fd),
 		       fd == -ENOSYS ? " (Linux 5.6 or later is needed)" : "");

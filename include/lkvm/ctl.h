@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "lkvm/util.h"
 
@@ -195,10 +196,12 @@ bool ctl_cli_wants_help(int argc, char **argv);
 struct kvm;
 struct ctl_server;
 /* Take NAME's lock and listen on its socket (removing a stale one), and start the helper
- * that removes both once the process is gone. -EADDRINUSE: a VM of that name runs;
- * -EPERM: the runtime directory is not this user's (ctl_dir_check); other -errno with err. */
-int ctl_server_create(struct kvm *kvm, const char *name, struct ctl_server **out, char *err,
-		      size_t errlen) __must_check;
+ * that removes both once the process is gone. Only clients of uid owner are served (lkvm
+ * run: its geteuid() before any --user switch; tests give another to play a stranger).
+ * -EADDRINUSE: a VM of that name runs; -EPERM: the runtime directory is not this user's
+ * (ctl_dir_check); other -errno with err. */
+int ctl_server_create(struct kvm *kvm, const char *name, uid_t owner, struct ctl_server **out,
+		      char *err, size_t errlen) __must_check;
 int ctl_server_start(struct ctl_server *s) __must_check;
 /* Stop answering (join the thread); clients waiting on a stop keep their connection. */
 void ctl_server_stop(struct ctl_server *s);

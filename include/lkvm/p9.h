@@ -172,4 +172,10 @@ void p9_server_reset(struct p9_server *s);
 
 void p9_server_stats(const struct p9_server *s, struct p9_stats *st);
 
+/* The server's one lookup of a guest's name, exposed for tests: name opened beneath the
+ * directory dfd with openat2 (flags | O_NOFOLLOW | O_CLOEXEC, mode for O_CREAT), never
+ * leaving it (absolute names and ".." past dfd: -EXDEV) and following no symlink (-ELOOP;
+ * with O_PATH, a final link is opened itself). Returns an fd or -errno. */
+int p9_open_beneath(int dfd, const char *name, u64 flags, u64 mode) __must_check;
+
 #endif

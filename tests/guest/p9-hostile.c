@@ -1,4 +1,4 @@
-/* Guest p9-hostile: a malicious virtio-9p driver that tries to reach host files outside its share (.., symlinks out, long names, huge counts, fid exhaustion, writes on a read-only share, malformed messages and chains). */
+/* Guest p9-hostile: a malicious virtio-9p driver that tries to reach host files outside its share (.., a held directory moved out, symlinks out, long names, huge counts, fid exhaustion, writes on a read-only share, malformed messages and chains). */
 #include "guest.h"
 
 /*
@@ -6,7 +6,9 @@
  * lkvm-share1 read-only on T/ro, where T/outside/canary (beside the shares, never shared)
  * holds a line starting "LKVM-CANARY" and the shares hold symlinks out of them: abs ->
  * T/outside/canary, absdir -> T/outside (absolute), rel -> ../outside/canary, reldir ->
- * ../outside. T/share/file holds "share-file\n", T/ro/file "ro-file\n".
+ * ../outside. T/share/file holds "share-file\n", T/ro/file "ro-file\n", T/share/held/file
+ * "held-file\n"; T/away (never shared) holds a copy of the canary, and the script moves
+ * T/share/held there while the guest holds it (c_moved_out).
  * Every reply the device gives is searched for "LKVM-CANARY" (a read of the canary would
  * show it); the script checks the canary and T/outside unchanged, T/ro unchanged, and lkvm
  * alive at the end. Prints "GUEST p9: NAME ok (...)" per case and "GUEST p9: ALL OK (N cases)".
@@ -56,6 +58,7 @@ enum {
 #define O_TRUNC 01000
 #define E_NOENT 2
 #define E_BADF 9
+#define E_ACCES 13
 #define E_EXIST 17
 #define E_NOTDIR 20
 #define E_INVAL 22
@@ -472,6 +475,45 @@ static void c_dotdot(void)
 	ok("dotdot", ".. at the root stays at the root");
 }
 
+/*
+ * A directory the host moves out of the share while the guest holds a fid on it: test-9p.sh
+ * moves T/share/held to T/away (beside a copy of the canary) when the guest says it holds it,
+ * then makes T/share/moved, which the guest waits for. ".." from the held directory is
+ * refused from then on, so nothing beside it is reachable; what it holds still is its own.
+ */
+static void c_moved_out(void)
+{
+	u64 end = now_ns() + 60000000000ull;
+	u8 t[4];
+	int n;
+
+	EXPECT(WALK(rw, ROOT, 30, t, "held"), 1);
+	EXPECT(WALK(rw, 30, 31, t, "..", "held"), 2); /* in the share: its ".." is the root */
+	EXPECT(t_clunk(rw, 31), 0);
+	gprintf("GUEST p9: holding held\n");
+	while (WALK(rw, ROOT, 31, t, "moved") != 1) {
+		if (now_ns() > end)
+			GUEST_FAIL("no share/moved within 60 s: the host did not move held");
+		udelay(20000);
+	}
+	EXPECT(t_clunk(rw, 31), 0);
+	EXPECT(WALK(rw, ROOT, 31, t, "held"), -E_NOENT);
+	n = WALK(rw, 30, 31, t, "..", "canary");
+	if (n == 2 && t_lopen(rw, 31, O_RDONLY) == 0)
+		t_read(rw, TREAD, 31, 0, 64); /* what an escape would leak: call() fails on it */
+	EXPECT(n, -E_ACCES);
+	EXPECT(WALK(rw, 30, 31, t, "..", "..", "outside", "canary"), -E_ACCES);
+	EXPECT(WALK(rw, 30, 31, t, "file", ".."), 1); /* ".." from a file: no directory */
+	EXPECT(t_clunk(rw, 31), -E_BADF);
+	EXPECT(WALK(rw, 30, 31, t, "file"), 1);
+	EXPECT(t_lopen(rw, 31, O_RDONLY), 0);
+	EXPECT(t_read(rw, TREAD, 31, 0, 64), 10);
+	GUEST_ASSERT(!memcmp(trsp + rpos, "held-file\n", 10));
+	EXPECT(t_clunk(rw, 31), 0);
+	EXPECT(t_clunk(rw, 30), 0);
+	ok("moved-out", "a held directory moved out of the share: its .. refused");
+}
+
 /* Symlinks out of the share are never followed: not by walks, opens, creates or setattr. */
 static void c_symlinks(void)
 {
@@ -794,6 +836,7 @@ void guest_main(void)
 	c_tags();
 	c_version();
 	c_dotdot();
+	c_moved_out();
 	c_symlinks();
 	c_names();
 	c_counts();

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # virtio-9p against a malicious driver (build/guests/p9-hostile.elf, C on tests/guest/lib): two
 # shares (read-write and ro) beside a directory that is never shared, holding a canary file that
-# symlinks in the shares point at. The guest tries .., absolute and relative symlinks, over-long
-# and malformed names, huge counts and offsets, fid exhaustion, every change on the read-only
-# share, malformed messages and chains. Checked here: every case passed, lkvm ended normally
+# symlinks in the shares point at. The guest tries .., .. out of a directory it holds that this
+# script moves out of the share meanwhile, absolute and relative symlinks, over-long and
+# malformed names, huge counts and offsets, fid exhaustion, every change on the read-only share,
+# malformed messages and chains. Checked here: every case passed, lkvm ended normally
 # (also as the ASan build), the canary's text never reached the guest, the canary, the unshared
 # directory and the read-only share are unchanged, and lkvm's counters agree with the guest.
 # And lkvm stat, pause, resume and stop of a VM with a share on each transport; the device's thread
@@ -15,7 +16,7 @@ SUMMARY_PREFIX=9p
 . "$(dirname "$0")/lib.sh"
 
 T=120
-NCASES=14
+NCASES=15
 REAL_LKVM=$LKVM
 ASAN_LKVM=$REPO_ROOT/build/asan/lkvm
 # lkvm's descriptor limit for these runs: each of the two shares may hold
@@ -25,13 +26,16 @@ FIDS=$(((FD_LIMIT - 1024) / 4))
 NMALFORMED=5 # the guest's chain-* cases
 
 # make_tree DIR: DIR/share (read-write), DIR/ro (read-only), DIR/outside (never shared) with a
-# canary whose text (a random token) is in $TOKEN, and links out of each share.
+# canary whose text (a random token) is in $TOKEN, and links out of each share; DIR/share/held,
+# which t_hostile moves to DIR/away (never shared either, a copy of the canary in it).
 make_tree() {
 	local d=$1 s
 	TOKEN=LKVM-CANARY-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
-	mkdir -p "$d/share" "$d/ro" "$d/outside"
+	mkdir -p "$d/share/held" "$d/ro" "$d/outside" "$d/away"
 	echo "$TOKEN" >"$d/outside/canary"
+	echo "$TOKEN" >"$d/away/canary"
 	printf 'share-file\n' >"$d/share/file"
+	printf 'held-file\n' >"$d/share/held/file"
 	printf 'ro-file\n' >"$d/ro/file"
 	for s in share ro; do
 		ln -s "$d/outside/canary" "$d/$s/abs"
@@ -62,8 +66,17 @@ t_hostile() {
 	tree=$(mktemp -d "$LOG_DIR/$name.XXXXXX")
 	make_tree "$tree"
 	before=$(snapshot "$tree")
-	LKVM=$bin LKVM_WRAP="prlimit --nofile=$FD_LIMIT:$FD_LIMIT" run_lkvm "$name" 0 -- run -k "$ELF" \
-		--share "$tree/share" --share "$tree/ro,ro" --timeout $T --stats=json || return
+	VM_TIMEOUT=$T LKVM=$bin LKVM_PREFIX="prlimit --nofile=$FD_LIMIT:$FD_LIMIT" start_vm - "$name" \
+		-k "$ELF" --share "$tree/share" --share "$tree/ro,ro" --stats=json
+	# The guest's moved-out case: once it holds share/held, the directory goes beside a copy of
+	# the canary, and share/moved tells the guest (which polls for it) that it has.
+	if ! wait_log "$VM_LOG" '^GUEST p9: holding held$' 60; then
+		end_vm
+		return 1
+	fi
+	mv "$tree/share/held" "$tree/away/held" && : >"$tree/share/moved"
+	end_vm
+	expect_status 0 || return
 	expect_no_output 'ERROR: [A-Za-z]+Sanitizer|runtime error:|SUMMARY: [A-Za-z]+Sanitizer' "a sanitizer report" || return
 	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
 	ok=$(grep -c '^GUEST p9: [a-z-]* ok ' "$LAST_LOG")

@@ -560,7 +560,8 @@ struct srv {
 	struct ctl_server *s;
 };
 
-static void srv_start(struct srv *t)
+/* A server whose clients of uid owner are served (geteuid(): this process's own). */
+static void srv_start_owned(struct srv *t, uid_t owner)
 {
 	char err[256];
 
@@ -568,8 +569,14 @@ static void srv_start(struct srv *t)
 	t->kvm = calloc(1, sizeof(*t->kvm));
 	ck_assert_ptr_nonnull(t->kvm);
 	t->kvm->vm_fd = t->kvm->sys_fd = t->kvm->stop_fd = -1;
-	ck_assert_msg(ctl_server_create(t->kvm, "vm", &t->s, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(ctl_server_create(t->kvm, "vm", owner, &t->s, err, sizeof(err)) == 0, "%s",
+		      err);
 	ck_assert_int_eq(ctl_server_start(t->s), 0);
+}
+
+static void srv_start(struct srv *t)
+{
+	srv_start_owned(t, geteuid());
 }
 
 /* Destroyed: the socket and lock are gone (rt_dir_end finds the directory empty). */
@@ -636,6 +643,59 @@ START_TEST(late_request_answered)
 }
 END_TEST
 
+/*
+ * SO_PEERCRED decides, not the socket's mode: a client of another uid (here this process,
+ * the server's owner being some other uid) gets the permission-denied reply and changes
+ * nothing; the owner's own client is answered. The integration test (test-ctl other-user)
+ * needs root; this one runs anywhere.
+ */
+START_TEST(peer_of_another_uid_refused)
+{
+	uid_t other = geteuid() == 4242 ? 4243 : 4242;
+	struct capture errs;
+	struct ctl_kvs kv;
+	struct ctl_msg r;
+	struct srv t;
+	char err[256], want[96], e[512];
+	int fd;
+
+	srv_start_owned(&t, other);
+	capture_start(&errs);
+	fd = ctl_connect(t.dir, "vm", err, sizeof(err)); /* the listener is ours: believed */
+	ck_assert_msg(fd >= 0, "%s", err);
+	ck_assert_int_eq(ctl_call(fd, CTL_PAUSE, &r, 10000, err, sizeof(err)), 0);
+	ck_assert_uint_eq(r.hdr.status, CTL_ERR_PROTO);
+	/* Answered at once, before the request is read: a reply of no type. */
+	ck_assert_uint_eq(r.hdr.type, CTL_REPLY);
+	ck_assert_int_eq(ctl_kvs_decode(&r, &kv), 0);
+	snprintf(want, sizeof(want), "permission denied: only uid %u may control this VM",
+		 (unsigned)other);
+	ck_assert_str_eq(ctl_kv_str(&kv, "error"), want);
+	ctl_kvs_free(&kv);
+	ctl_msg_free(&r);
+	close(fd);
+	/* (Logged before the reply was sent.) */
+	ck_assert_int_eq(capture_end(&errs, e, sizeof(e)), 1);
+	ck_assert_msg(strstr(e, "control socket: refused a client of another user"), "%s", e);
+	ck_assert(!atomic_load(&t.kvm->park_req));
+	ck_assert(!atomic_load(&t.kvm->paused));
+	srv_end(&t);
+
+	srv_start(&t); /* the owner: served */
+	fd = ctl_connect(t.dir, "vm", err, sizeof(err));
+	ck_assert_msg(fd >= 0, "%s", err);
+	ck_assert_int_eq(ctl_call(fd, CTL_INFO, &r, 10000, err, sizeof(err)), 0);
+	ck_assert_uint_eq(r.hdr.status, CTL_OK);
+	ck_assert_int_eq(ctl_kvs_decode(&r, &kv), 0);
+	ck_assert_str_eq(ctl_kv_str(&kv, "name"), "vm");
+	ck_assert_str_eq(ctl_kv_str(&kv, "error"), "");
+	ctl_kvs_free(&kv);
+	ctl_msg_free(&r);
+	close(fd);
+	srv_end(&t);
+}
+END_TEST
+
 static int open_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -674,7 +734,7 @@ START_TEST(teardown_with_pending_client)
 		if (!kvm)
 			_exit(100);
 		kvm->vm_fd = kvm->sys_fd = kvm->stop_fd = -1;
-		if (ctl_server_create(kvm, "vm", &s, err, sizeof(err)) < 0 ||
+		if (ctl_server_create(kvm, "vm", geteuid(), &s, err, sizeof(err)) < 0 ||
 		    sandbox_drop_privileges(NULL, err, sizeof(err)) < 0)
 			_exit(101);
 		kvm->sandbox = true;
@@ -720,7 +780,7 @@ START_TEST(killed_server_leaves_nothing)
 		struct ctl_server *s;
 		char err[256];
 
-		if (!kvm || ctl_server_create(kvm, "vm", &s, err, sizeof(err)) < 0)
+		if (!kvm || ctl_server_create(kvm, "vm", geteuid(), &s, err, sizeof(err)) < 0)
 			_exit(1);
 		close(ready[1]); /* made: tell the test */
 		pause();
@@ -801,6 +861,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, foreign_listener_not_believed);
 	tcase_add_test(tc, list_and_debug_escape);
 	tcase_add_test(tc, late_request_answered);
+	tcase_add_test(tc, peer_of_another_uid_refused);
 	tcase_add_test(tc, killed_server_leaves_nothing);
 	tcase_add_test(tc, teardown_with_pending_client);
 	suite_add_tcase(s, tc);

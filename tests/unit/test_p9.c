@@ -662,6 +662,97 @@ START_TEST(fifo_and_special_not_opened)
 }
 END_TEST
 
+/* p9_open_beneath(root, name, flags) and what it opened: its inode, or -errno. */
+static long beneath_ino(int root, const char *name, u64 flags)
+{
+	struct stat st;
+	int fd = p9_open_beneath(root, name, flags, 0);
+
+	if (fd < 0)
+		return fd;
+	ck_assert_int_eq(fcntl(fd, F_GETFD), FD_CLOEXEC);
+	ck_assert_int_eq(fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW), 0);
+	close(fd);
+	return (long)st.st_ino;
+}
+
+/*
+ * The lookup itself, beneath the walks that check names first: whatever name reaches it,
+ * nothing outside dfd opens. Absolute names and ".." past dfd are refused (EXDEV), and so is
+ * every symlink on the way, in or out of the share, followed or final (ELOOP, or ENOTDIR for
+ * a directory asked; an O_PATH lookup of a final link gives the link itself); good names open
+ * beneath dfd.
+ */
+START_TEST(open_beneath_refuses_escapes)
+{
+	static const struct {
+		const char *name;
+		u64 flags;
+		int err;
+	} bad[] = {
+		{ "..", O_PATH, EXDEV },
+		{ "../outside/secret", O_RDONLY, EXDEV },
+		{ "../outside", O_PATH, EXDEV },
+		{ "/etc/passwd", O_RDONLY, EXDEV },
+		{ "/", O_PATH, EXDEV },
+		{ "dir/../../outside/secret", O_RDONLY, EXDEV },
+		{ "dir/../..", O_PATH, EXDEV },
+		{ "link-out-abs", O_RDONLY, ELOOP },
+		{ "link-out-rel", O_RDONLY, ELOOP },
+		{ "link-dir-out", O_RDONLY | O_DIRECTORY, ENOTDIR }, /* the link: no directory */
+		{ "link-dir-out/secret", O_PATH, ELOOP },
+		{ "link-dir-in/inner", O_PATH, ELOOP },
+		{ "link-in", O_RDONLY, ELOOP },
+		{ "", O_PATH, ENOENT },
+		{ "link-out-abs", O_WRONLY | O_CREAT | O_EXCL, EEXIST },
+		{ "link-new-out", O_WRONLY | O_CREAT | O_EXCL, EEXIST },
+		{ "link-new-out", O_WRONLY | O_CREAT | O_TRUNC, ELOOP },
+	};
+	char p[256], data[64];
+	struct stat st;
+	int root, fd;
+	ssize_t n;
+
+	path_of(p, sizeof(p), "link-dir-in");
+	ck_assert_int_eq(symlink("dir", p), 0);
+	path_of(p, sizeof(p), "link-new-out"); /* dangling: it would create outside/new */
+	ck_assert_int_eq(symlink("../outside/new", p), 0);
+	root = open(t.share, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(root, 0);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		long got = beneath_ino(root, bad[i].name, bad[i].flags);
+
+		ck_assert_msg(got == -bad[i].err, "'%s' (flags %#llx): %ld, not -%s", bad[i].name,
+			      (unsigned long long)bad[i].flags, got, strerrorname_np(bad[i].err));
+	}
+	/* A final link looked up with O_PATH: the link, not what it names. */
+	ck_assert_int_eq(beneath_ino(root, "link-out-abs", O_PATH), (long)host_ino("link-out-abs"));
+	ck_assert_int_eq(beneath_ino(root, "link-dir-out", O_PATH), (long)host_ino("link-dir-out"));
+	/* Good names, beneath the root. */
+	ck_assert_int_eq(beneath_ino(root, ".", O_PATH), (long)host_ino("."));
+	ck_assert_int_eq(beneath_ino(root, "dir", O_PATH), (long)host_ino("dir"));
+	ck_assert_int_eq(beneath_ino(root, "dir/inner", O_RDONLY), (long)host_ino("dir/inner"));
+	ck_assert_int_eq(beneath_ino(root, "dir/../file", O_RDONLY), (long)host_ino("file"));
+	fd = p9_open_beneath(root, "file", O_RDONLY, 0);
+	ck_assert_int_ge(fd, 0);
+	n = read(fd, data, sizeof(data) - 1);
+	ck_assert_int_eq(n, (ssize_t)strlen(HELLO));
+	data[n] = 0;
+	ck_assert_str_eq(data, HELLO);
+	close(fd);
+	/* Created beneath, with the mode asked (the umask takes no bits of 0600). */
+	fd = p9_open_beneath(root, "new", O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	path_of(p, sizeof(p), "new");
+	ck_assert_int_eq(lstat(p, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	close(root);
+	/* (teardown: nothing outside the share was touched, outside/new not made) */
+}
+END_TEST
+
 START_TEST(bad_names)
 {
 	char long_name[NAME_MAX + 2], p[256];
@@ -1143,6 +1234,7 @@ static Suite *p9_suite(void)
 	tcase_add_test(esc, symlinks_not_followed);
 	tcase_add_test(esc, fifo_and_special_not_opened);
 	tcase_add_test(esc, bad_names);
+	tcase_add_test(esc, open_beneath_refuses_escapes);
 	tcase_add_test(esc, kernel_fs_opaque);
 	tcase_add_test(esc, readonly_refuses_writes);
 	tcase_add_test(bnd, huge_counts_and_offsets);
