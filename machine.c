@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lkvm/boot.h"
+#include "lkvm/ctl.h"
 #include "lkvm/dev.h"
 #include "lkvm/fdt.h"
 #include "lkvm/hw.h"
@@ -226,6 +227,15 @@ static int load_guest(struct run_state *st, const struct kvm_config *cfg, struct
 	return mptable_write(&kvm->mem, cfg->nr_cpus, err, errlen);
 }
 
+/*
+ * Descriptors a run opens after its set-up, beyond those open when the 9p shares' fid bounds
+ * are settled (virtio_9p_fit_fids counts those): the control socket's clients
+ * (CTL_SERVER_RUN_FDS), the terminal's wake eventfd (term_init), --debug's /proc/self/statm,
+ * and 8 short-lived ones (the C library's: --user's look-up of the user and its groups reads
+ * /etc/passwd, /etc/group, nsswitch.conf).
+ */
+#define RUN_LATER_FDS (CTL_SERVER_RUN_FDS + 1 + 1 + 8)
+
 int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen)
 {
 	struct kvm *kvm = &st->kvm;
@@ -240,6 +250,9 @@ int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err,
 		ret = kvm_cpu_create(kvm, i, err, errlen);
 	if (!ret)
 		ret = kvm_cpu_setup_boot(kvm->cpus[0], &entry, err, errlen);
+	/* Everything of the set-up is open: what is left of RLIMIT_NOFILE goes to the shares. */
+	if (!ret)
+		ret = virtio_9p_fit_fids(kvm, RUN_LATER_FDS, err, errlen);
 	if (ret < 0)
 		return ret;
 	pr_debug("%s kernel at 0x%llx-0x%llx, entry 0x%llx%s",

@@ -203,7 +203,8 @@ static const struct sb_kind kinds[SB_NR] = {
 		.name = "ctl",
 		/* Clients: accept, their uid, framed replies (sendto/sendmsg reach only sockets:
 		 * the connected clients; a tap or file is not one). fcntl, setsockopt: a client
-		 * socket made blocking with a send timeout. Pause and resume: kvm-clock and the
+		 * socket made blocking with a send timeout, and the spare descriptor taken again
+		 * (F_DUPFD_CLOEXEC of the wake eventfd). Pause and resume: kvm-clock and the
 		 * vCPUs' TSC offsets, the vCPUs signalled to park (tgkill, own threads only), the
 		 * device threads parked and let go (eventfds, futexes: no thread is created); a
 		 * NIC's vhost rings detached with their indices saved, then restored and attached

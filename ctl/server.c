@@ -32,6 +32,12 @@
 #define SEND_TIMEOUT_S 1
 #define PARK_TIMEOUT_MS 5000
 #define LOG_BUDGET 5 /* malformed requests logged before going quiet */
+/* Out of descriptors with no spare left to give up: the listening socket is left out of poll
+ * for this long before accept is tried again (it stays readable: polling it would spin). */
+#define ACCEPT_BACKOFF_MS 100
+#define STARVED_LOG_S 60 /* "out of descriptors" logged at most once per this */
+_Static_assert(CTL_SERVER_RUN_FDS >= MAX_CONNS + MAX_WAITERS + 1,
+	       "the descriptors the server opens while it runs (clients, waiters, one turned away)");
 
 struct conn {
 	int fd; /* -1: free */
@@ -49,6 +55,15 @@ struct ctl_server {
 	pid_t cleaner;	/* the cleanup helper, or -1 */
 	int cleaner_fd; /* our end of its pipe: closing it tells it to clean up */
 	int listen_fd, lock_fd, wake_fd;
+	/*
+	 * A descriptor held in reserve (a copy of wake_fd, never polled) for when lkvm is out of
+	 * them (a guest's 9p fids can fill the table): given up to accept one client, so that
+	 * `lkvm stop` and `lkvm stat` are still answered, and taken again once one is free.
+	 * -1 while given up.
+	 */
+	int spare_fd;
+	u64 accept_after; /* ns: no accept before this (out of descriptors, see ACCEPT_BACKOFF_MS) */
+	u64 starved_logged; /* ns of the last "out of descriptors" line (0: none yet) */
 	pthread_t thread;
 	bool started;
 	struct conn conn[MAX_CONNS];
@@ -212,6 +227,7 @@ static int spawn_cleaner(struct ctl_server *s, char *err, size_t errlen)
 		close(p[1]);
 		close(s->listen_fd);
 		close(s->wake_fd);
+		close(s->spare_fd);
 		cleaner_main(s, p[0]);
 	}
 	close(p[0]);
@@ -240,7 +256,7 @@ int ctl_server_create(struct kvm *kvm, const char *name, uid_t owner, struct ctl
 	s->kvm = kvm;
 	s->owner = owner;
 	s->cleaner = -1;
-	s->listen_fd = s->lock_fd = s->wake_fd = s->cleaner_fd = -1;
+	s->listen_fd = s->lock_fd = s->wake_fd = s->cleaner_fd = s->spare_fd = -1;
 	for (int i = 0; i < MAX_CONNS; i++)
 		s->conn[i].fd = -1;
 	s->log_budget = LOG_BUDGET;
@@ -267,6 +283,12 @@ int ctl_server_create(struct kvm *kvm, const char *name, uid_t owner, struct ctl
 	if (s->wake_fd < 0) {
 		ret = -errno;
 		errfmt(err, errlen, "eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	s->spare_fd = fcntl(s->wake_fd, F_DUPFD_CLOEXEC, 0);
+	if (s->spare_fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "cannot keep a spare descriptor: %s", strerror(errno));
 		goto fail;
 	}
 	ret = spawn_cleaner(s, err, errlen);
@@ -528,6 +550,37 @@ static bool peer_allowed(struct ctl_server *s, int fd)
 	return cr.uid == s->owner;
 }
 
+/*
+ * Out of descriptors (EMFILE: lkvm's table is full, a guest's 9p fids can do that; ENFILE:
+ * the system's). The spare is given up for this one client, which is then served as any
+ * other (a stop too, which keeps it until lkvm exits); without a spare, or if the accept
+ * still fails, clients wait in the backlog and accept is tried again ACCEPT_BACKOFF_MS later.
+ * Returns the client's descriptor or -1.
+ */
+static int accept_starved(struct ctl_server *s, int e)
+{
+	u64 now = now_ns();
+	int fd = -1;
+
+	if (e == EMFILE && s->spare_fd >= 0) {
+		close(s->spare_fd);
+		s->spare_fd = -1;
+		fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd >= 0)
+			return fd;
+		e = errno;
+		if (e != EMFILE && e != ENFILE)
+			return -1;
+	}
+	s->accept_after = now + ACCEPT_BACKOFF_MS * 1000000ull;
+	if (!s->starved_logged || now - s->starved_logged >= STARVED_LOG_S * 1000000000ull) {
+		s->starved_logged = now;
+		pr_warn("control socket: cannot accept a client: %s (lkvm is out of descriptors; raise ulimit -n); trying again every %d ms",
+			strerror(e), ACCEPT_BACKOFF_MS);
+	}
+	return -1;
+}
+
 static void accept_one(struct ctl_server *s)
 {
 	int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -535,6 +588,8 @@ static void accept_one(struct ctl_server *s)
 	struct conn tmp;
 	int slot = -1;
 
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+		fd = accept_starved(s, errno);
 	if (fd < 0)
 		return;
 	tmp = (struct conn){ .fd = fd };
@@ -563,6 +618,54 @@ static void accept_one(struct ctl_server *s)
 				       .deadline = now_ns() + CTL_REQUEST_TIMEOUT_MS * 1000000ull };
 }
 
+/* A client past its deadline: answered if a whole request came meanwhile, else closed. */
+static void overdue(struct ctl_server *s, struct conn *c)
+{
+	size_t had;
+
+	/* The deadline may have passed while this thread was busy (a pause or debug waits up to
+	 * PARK_TIMEOUT_MS): what the client sent meanwhile is read first, and a whole request is
+	 * answered, however late. */
+	do {
+		had = c->got;
+		serve(s, c);
+	} while (c->fd >= 0 && c->got != had);
+	if (c->fd >= 0) {
+		note_bad(s, "a client sent no whole request in time");
+		close_conn(c);
+	}
+}
+
+/* What the next poll waits for: p[0] the wake eventfd, p[1] the listening socket (or -1,
+ * which poll ignores, while accept backs off), then the clients (map: their slots). Returns
+ * the entries' count; *ms the timeout. */
+static int poll_set(struct ctl_server *s, struct pollfd *p, int *map, int *ms)
+{
+	u64 now = now_ns();
+	int np = 0;
+
+	*ms = -1;
+	p[np++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
+	p[np++] = (struct pollfd){ .fd = now >= s->accept_after ? s->listen_fd : -1,
+				   .events = POLLIN };
+	if (now < s->accept_after)
+		*ms = (int)((s->accept_after - now) / 1000000 + 1);
+	for (int i = 0; i < MAX_CONNS; i++) {
+		struct conn *c = &s->conn[i];
+
+		if (c->fd < 0)
+			continue;
+		if (now >= c->deadline) {
+			overdue(s, c);
+			continue;
+		}
+		map[np] = i;
+		p[np++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+		*ms = (int)MIN((u64)(*ms < 0 ? INT_MAX : *ms), (c->deadline - now) / 1000000 + 1);
+	}
+	return np;
+}
+
 static void *server_thread(void *arg)
 {
 	struct ctl_server *s = arg;
@@ -575,36 +678,12 @@ static void *server_thread(void *arg)
 	}
 	for (;;) {
 		struct pollfd p[2 + MAX_CONNS];
-		int map[2 + MAX_CONNS], np = 0, ms = -1;
-		u64 now = now_ns();
+		int map[2 + MAX_CONNS], np, ms;
 
-		p[np++] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
-		p[np++] = (struct pollfd){ .fd = s->listen_fd, .events = POLLIN };
-		for (int i = 0; i < MAX_CONNS; i++) {
-			struct conn *c = &s->conn[i];
-
-			if (c->fd < 0)
-				continue;
-			if (now >= c->deadline) {
-				/* The deadline may have passed while this thread was busy (a pause or
-				 * debug waits up to PARK_TIMEOUT_MS): what the client sent meanwhile is
-				 * read first, and a whole request is answered, however late. */
-				size_t had;
-
-				do {
-					had = c->got;
-					serve(s, c);
-				} while (c->fd >= 0 && c->got != had);
-				if (c->fd >= 0) {
-					note_bad(s, "a client sent no whole request in time");
-					close_conn(c);
-				}
-				continue;
-			}
-			map[np] = i;
-			p[np++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
-			ms = MIN((u64)(ms < 0 ? INT_MAX : ms), (c->deadline - now) / 1000000 + 1);
-		}
+		/* The spare back as soon as a descriptor is free (a client closed). */
+		if (s->spare_fd < 0)
+			s->spare_fd = fcntl(s->wake_fd, F_DUPFD_CLOEXEC, 0);
+		np = poll_set(s, p, map, &ms);
 		if (poll(p, (nfds_t)np, ms) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents)
@@ -672,6 +751,8 @@ void ctl_server_destroy(struct ctl_server *s)
 		close(s->lock_fd);
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);
+	if (s->spare_fd >= 0)
+		close(s->spare_fd);
 	/* Last: `lkvm stop` clients see EOF only once everything above is done. */
 	for (int i = 0; i < s->nwaiters; i++)
 		close(s->waiters[i]);

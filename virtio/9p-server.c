@@ -1606,6 +1606,11 @@ void p9_server_reset(struct p9_server *s)
 	s->msize = 0;
 }
 
+void p9_server_set_max_fids(struct p9_server *s, u32 max_fids)
+{
+	s->max_fids = max_fids ? MIN(max_fids, P9_FIDS_MAX) : P9_FIDS_DEFAULT;
+}
+
 void p9_server_stats(const struct p9_server *s, struct p9_stats *st)
 {
 	*st = s->st;
@@ -1676,7 +1681,7 @@ int p9_server_open(struct p9_server **out, const char *root, const struct p9_ser
 	s->readonly = opts->readonly;
 	s->max_msize = opts->max_msize ? opts->max_msize : (u32)P9_MSIZE_MAX;
 	s->max_msize = MAX(MIN(s->max_msize, (u32)P9_MSIZE_MAX), P9_MSIZE_MIN);
-	s->max_fids = opts->max_fids ? MIN(opts->max_fids, P9_FIDS_MAX) : P9_FIDS_DEFAULT;
+	p9_server_set_max_fids(s, opts->max_fids);
 	ret = open_facilities(s, root, err, errlen);
 	if (ret)
 		goto fail;

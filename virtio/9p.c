@@ -1,4 +1,5 @@
 /* virtio-9p (virtio 1.2 §5.11): one request queue served by the 9P2000.L server (9p-server.c) on its own thread. */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -29,10 +30,20 @@
  */
 #define REQS_PER_WAKE 64
 #define BYTES_PER_WAKE MiB(8)
-/* Host descriptors kept for everything that is not a fid (lkvm's own, the other devices'). */
-#define FD_RESERVE 1024u
-/* The fid bound is never cut below this, whatever RLIMIT_NOFILE allows. */
-#define P9_FIDS_FLOOR 256u
+/* Headroom asked for beside the shares' fids when the soft RLIMIT_NOFILE is raised (lkvm's
+ * own descriptors are counted, not guessed, when the bounds are settled: fit_fids). */
+#define FD_HEADROOM 1024u
+/* Descriptors per fid at most: its O_PATH node and, once opened, the open file. */
+#define P9_FDS_PER_FID 2u
+/*
+ * Descriptors a share holds beyond its fids' for a moment, while it answers one request (each
+ * share's thread may be in one at once): a Twalk's node in the middle of the path, the next
+ * one and the ".." climb's check (walk_one, beneath_root); Tlcreate's name looked up and its
+ * new O_PATH copy (the open file becomes the fid's second) stay within these. A share's own
+ * (its root, /proc/self/fd, its eventfds and its transport's) are open by the time the bounds
+ * are settled, and counted there.
+ */
+#define P9_SHARE_TRANSIENT_FDS 3u
 
 struct virtio_9p {
 	struct virtio_device vdev;
@@ -270,31 +281,56 @@ static int check_share(const struct p9_share *s)
 	return 0;
 }
 
-/*
- * How many fids each of n shares may hold: P9_FIDS_DEFAULT, less where RLIMIT_NOFILE cannot
- * cover every share's descriptors (two per fid at most). The soft limit goes up to what that
- * needs, within the hard limit, which is left alone: it is the user's (or the service
- * manager's) word on how many descriptors lkvm may hold.
- */
-static u32 fid_budget(int n)
+u32 p9_fid_budget(u64 nofile, u64 reserve, u32 nshares)
 {
-	rlim_t want = (rlim_t)n * 2 * P9_FIDS_DEFAULT + FD_RESERVE;
+	u64 fixed = reserve + (u64)nshares * P9_SHARE_TRANSIENT_FDS, per;
+
+	if (!nshares || nofile <= fixed)
+		return 0;
+	per = (nofile - fixed) / ((u64)nshares * P9_FDS_PER_FID);
+	return per < P9_FIDS_MIN ? 0 : (u32)MIN(per, (u64)P9_FIDS_DEFAULT);
+}
+
+u64 p9_fid_budget_need(u64 reserve, u32 nshares)
+{
+	return reserve + (u64)nshares * (P9_SHARE_TRANSIENT_FDS + P9_FDS_PER_FID * P9_FIDS_MIN);
+}
+
+/*
+ * The soft RLIMIT_NOFILE up to what n shares at P9_FIDS_DEFAULT could use, within the hard
+ * limit, which is left alone: it is the user's (or the service manager's) word on how many
+ * descriptors lkvm may hold. Returns the soft limit now in force.
+ */
+static u64 raise_nofile(u32 n)
+{
+	rlim_t want = (rlim_t)n * (P9_FDS_PER_FID * P9_FIDS_DEFAULT + P9_SHARE_TRANSIENT_FDS) +
+		      FD_HEADROOM;
 	struct rlimit rl;
-	u64 per;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return P9_FIDS_FLOOR;
+		return 0;
 	if (rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = MIN(want, rl.rlim_max);
-		if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0)
-			return P9_FIDS_FLOOR;
+		struct rlimit up = { .rlim_cur = MIN(want, rl.rlim_max), .rlim_max = rl.rlim_max };
+
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl = up;
 	}
-	per = rl.rlim_cur > FD_RESERVE ? (u64)(rl.rlim_cur - FD_RESERVE) / (2 * (u64)n) : 0;
-	if (per < P9_FIDS_DEFAULT)
-		pr_debug("virtio-9p: %llu descriptors allowed (RLIMIT_NOFILE): %llu fids per share",
-			 (unsigned long long)rl.rlim_cur,
-			 (unsigned long long)MAX(per, (u64)P9_FIDS_FLOOR));
-	return (u32)MAX(MIN(per, (u64)P9_FIDS_DEFAULT), (u64)P9_FIDS_FLOOR);
+	return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (u64)rl.rlim_cur;
+}
+
+/* Descriptors open in this process now (the directory's own not counted). */
+static int count_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;
 }
 
 int virtio_9p_create(struct kvm *kvm, const struct p9_share *share, bool bare, u32 max_fids,
@@ -411,8 +447,10 @@ static int p9_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t err
 
 	for (struct kvm_dev *o = kvm->devs; o; o = o->next)
 		n += o->ops == &p9_dev_ops;
-	return virtio_9p_create(kvm, d->arg, false, fid_budget(n), (struct virtio_9p **)&d->priv,
-				err, errlen);
+	/* Raised now, before this share's and the later devices' descriptors are opened; the
+	 * bound itself is settled once all of them are (virtio_9p_fit_fids). */
+	raise_nofile((u32)n);
+	return virtio_9p_create(kvm, d->arg, false, 0, (struct virtio_9p **)&d->priv, err, errlen);
 }
 
 /* From the main thread, after the capabilities were dropped and before the vCPUs run. */
@@ -458,6 +496,47 @@ static const struct kvm_dev_ops p9_dev_ops = {
 	.stats_name = "9p",
 	.exit = p9_dev_exit,
 };
+
+int virtio_9p_fit_fids(struct kvm *kvm, u32 later, char *err, size_t errlen)
+{
+	u32 n = 0, per;
+	int open;
+	u64 nofile;
+
+	for (struct kvm_dev *d = kvm->devs; d; d = d->next)
+		n += d->ops == &p9_dev_ops && d->up;
+	if (!n)
+		return 0;
+	nofile = raise_nofile(n);
+	open = count_open_fds();
+	if (open < 0) {
+		errfmt(err, errlen,
+		       "virtio-9p: cannot count lkvm's descriptors in /proc/self/fd: %s",
+		       strerror(-open));
+		return open;
+	}
+	per = p9_fid_budget(nofile, (u64)open + later, n);
+	if (!per) {
+		errfmt(err, errlen,
+		       "virtio-9p: %u shares need at least %llu descriptors; RLIMIT_NOFILE allows %llu: raise it with ulimit -n",
+		       n, (unsigned long long)p9_fid_budget_need((u64)open + later, n),
+		       (unsigned long long)nofile);
+		return -EMFILE;
+	}
+	if (per < P9_FIDS_DEFAULT)
+		pr_debug(
+			"virtio-9p: %llu descriptors allowed (RLIMIT_NOFILE), %d open: %u fids per share",
+			(unsigned long long)nofile, open, per);
+	for (struct kvm_dev *d = kvm->devs; d; d = d->next) {
+		struct virtio_9p *p = d->priv;
+
+		if (d->ops != &p9_dev_ops || !d->up)
+			continue;
+		p9_server_set_max_fids(p->srv, per);
+		mirror_stats(p);
+	}
+	return 0;
+}
 
 int virtio_9p_add(struct kvm *kvm, const struct p9_share *share)
 {

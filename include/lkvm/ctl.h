@@ -26,6 +26,10 @@
 #define CTL_STR_MAX 65535
 #define CTL_REPLY 0x8000
 #define CTL_REQUEST_TIMEOUT_MS 2000 /* a client sends its whole request within this of connecting */
+/* Descriptors the server may open while it runs, beyond those it holds from its creation on: 8
+ * clients served at once, 16 `lkvm stop` clients waiting for the end, one turned away busy
+ * (ctl/server.c checks its own numbers against this). */
+#define CTL_SERVER_RUN_FDS 25
 
 enum ctl_type {
 	CTL_INFO = 1, /* name, pid, state, vcpus, ram_mib, uptime_ns, ... (lkvm list) */

@@ -167,6 +167,10 @@ void p9_server_close(struct p9_server *s);
 ssize_t p9_server_handle(struct p9_server *s, const struct iovec *req, int req_cnt,
 			 const struct iovec *resp, int resp_cnt) __must_check;
 
+/* A new fid bound (0: P9_FIDS_DEFAULT; at most P9_FIDS_MAX), for a server that answers no
+ * request meanwhile. Fids beyond it stay until clunked; no new one is made past it. */
+void p9_server_set_max_fids(struct p9_server *s, u32 max_fids);
+
 /* Device reset: every fid clunked, the session back to before Tversion. */
 void p9_server_reset(struct p9_server *s);
 

@@ -4,8 +4,10 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -761,6 +763,118 @@ START_TEST(teardown_with_pending_client)
 }
 END_TEST
 
+/* Connect an already made socket (no descriptor needed) and send a request of type. */
+static int starved_call(int fd, const char *dir, u16 type)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/vm.sock", dir);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	return send_request(fd, type);
+}
+
+/* The reply to a starved_call: 0 when it came, of type, with status OK. */
+static int starved_reply(int fd, u16 type)
+{
+	struct ctl_msg r;
+	int ok;
+
+	if (ctl_recv(fd, &r, CTL_MAX_REPLY, 5000) < 0)
+		return -1;
+	ok = r.hdr.type == (type | CTL_REPLY) && r.hdr.status == CTL_OK;
+	ctl_msg_free(&r);
+	return ok ? 0 : -1;
+}
+
+static u64 cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (u64)ts.tv_sec * 1000000000ull + (u64)ts.tv_nsec;
+}
+
+/* The child of out_of_descriptors: what failed, as its exit status. */
+static int starved_child(const char *dir)
+{
+	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	struct rlimit rl = { .rlim_cur = 64, .rlim_max = 64 };
+	struct ctl_server *s;
+	char err[256];
+	int c[3], last = -1, fd;
+	u64 cpu;
+
+	if (!kvm)
+		return 100;
+	kvm->vm_fd = kvm->sys_fd = kvm->stop_fd = -1;
+	if (ctl_server_create(kvm, "vm", &s, err, sizeof(err)) < 0 || ctl_server_start(s) < 0)
+		return 101;
+	for (int i = 0; i < 3; i++)
+		if ((c[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+			return 102;
+	/* The table full, as a guest's 9p fids can make it (contained in this child). */
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 103;
+	while ((fd = dup(0)) >= 0)
+		last = fd;
+	if (errno != EMFILE || last < 0)
+		return 104;
+	/* Served on the spare, which comes back once the client is closed. */
+	if (starved_call(c[0], dir, CTL_INFO) < 0 || starved_reply(c[0], CTL_INFO) < 0)
+		return 105;
+	/* Served on the spare again; stop keeps its client until the end: no spare now. */
+	if (starved_call(c[1], dir, CTL_STOP) < 0 || starved_reply(c[1], CTL_STOP) < 0)
+		return 106;
+	if (!atomic_load(&kvm->stopping))
+		return 107;
+	/* A client that cannot be accepted: the server backs off instead of spinning on the
+	 * readable listening socket (this process's CPU time is the server thread's here). */
+	if (starved_call(c[2], dir, CTL_INFO) < 0)
+		return 108;
+	cpu = cpu_ns();
+	poll(NULL, 0, 500);
+	if (cpu_ns() - cpu > 100 * 1000000ull)
+		return 109;
+	/* A descriptor freed: that client is answered. */
+	close(last);
+	if (starved_reply(c[2], CTL_INFO) < 0)
+		return 110;
+	for (int i = 0; i < 3; i++)
+		close(c[i]);
+	ctl_server_destroy(s);
+	return 0;
+}
+
+/*
+ * lkvm out of descriptors (RLIMIT_NOFILE reached, as a guest holding many 9p fids can make
+ * it): `lkvm stat` and `lkvm stop` are still answered, and the control thread does not spin
+ * on a listening socket it cannot accept from. In a child, whose exit status says what failed.
+ */
+START_TEST(out_of_descriptors)
+{
+	char dir[64], sock[128];
+	int st;
+	pid_t pid;
+
+	rt_dir(dir);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(starved_child(dir));
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(
+		WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		"child status %#x (105/106: no answer, 109: the server spun, 110: no recovery)",
+		st);
+	/* The cleanup helper removes the socket and lock once the child is gone. */
+	snprintf(sock, sizeof(sock), "%s/vm.sock", dir);
+	for (int i = 0; i < 1000 && access(sock, F_OK) == 0; i++)
+		poll(NULL, 0, 10);
+	rt_dir_end(dir, NULL);
+}
+END_TEST
+
 /* The socket and lock go when the process goes, SIGKILL included: the cleanup helper
  * removes them once it sees lkvm's end of its pipe close. */
 START_TEST(killed_server_leaves_nothing)
@@ -864,6 +978,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, peer_of_another_uid_refused);
 	tcase_add_test(tc, killed_server_leaves_nothing);
 	tcase_add_test(tc, teardown_with_pending_client);
+	tcase_add_test(tc, out_of_descriptors);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -685,6 +685,46 @@ START_TEST(run_options)
 }
 END_TEST
 
+/*
+ * The fid bounds fit the descriptor limit: whatever the limit, lkvm's reserve and the number of
+ * shares, every share holding every fid it may (two descriptors each) and its short-lived ones
+ * (3) stays within RLIMIT_NOFILE, or the shares are refused. Issue 27: with the kernel's
+ * default hard limit 4096 and 6 shares, each share got at least 256 fids, 3072 descriptors
+ * beyond the guess of lkvm's own, and a guest could fill lkvm's table.
+ */
+START_TEST(fid_budget_fits)
+{
+	const u64 reserves[] = { 0, 40, 71, 300, 4000 };
+
+	for (u32 n = 1; n <= VIRTIO_9P_MAX_SHARES + 1; n++)
+		for (size_t r = 0; r < ARRAY_SIZE(reserves); r++)
+			for (u64 nofile = 0; nofile <= 20000; nofile += 7) {
+				u32 per = p9_fid_budget(nofile, reserves[r], n);
+				u64 need = p9_fid_budget_need(reserves[r], n);
+
+				ck_assert_msg(per == 0 || reserves[r] + n * (3 + 2 * (u64)per) <=
+								  nofile,
+					      "%u shares, reserve %llu, limit %llu: %u fids each",
+					      n, (unsigned long long)reserves[r],
+					      (unsigned long long)nofile, per);
+				ck_assert_msg(per == 0 || per >= P9_FIDS_MIN, "%u fids", per);
+				/* Refused exactly below what the refusal says is needed. */
+				ck_assert_msg((per != 0) == (nofile >= need),
+					      "limit %llu, need %llu, %u fids",
+					      (unsigned long long)nofile, (unsigned long long)need,
+					      per);
+			}
+	/* The issue's case: 4096 descriptors, lkvm's own 100, 6 shares. */
+	ck_assert_uint_eq(p9_fid_budget(4096, 100, 6), (4096 - 100 - 6 * 3) / 12);
+	/* A large limit: the default bound, no more. */
+	ck_assert_uint_eq(p9_fid_budget(1u << 30, 100, 9), P9_FIDS_DEFAULT);
+	ck_assert_uint_eq(p9_fid_budget(UINT64_MAX, 100, 9), P9_FIDS_DEFAULT);
+	ck_assert_uint_eq(p9_fid_budget(4096, 100, 0), 0);
+	ck_assert_uint_eq(p9_fid_budget(100, 100, 1), 0);
+	ck_assert_uint_eq(p9_fid_budget_need(100, 6), 100 + 6 * (3 + 2 * P9_FIDS_MIN));
+}
+END_TEST
+
 static Suite *virtio_9p_suite(void)
 {
 	Suite *s = suite_create("virtio_9p");
@@ -706,6 +746,7 @@ static Suite *virtio_9p_suite(void)
 	tcase_add_test(opt, share_parse_errors);
 	tcase_add_test(opt, add_checks_share);
 	tcase_add_test(opt, run_options);
+	tcase_add_test(opt, fid_budget_fits);
 	LKVM_ADD_FORKED_EXIT_TEST(s, sbx, "test_virtio_9p", thread_in_sandbox, tree_up, tree_down);
 	suite_add_tcase(s, dev);
 	suite_add_tcase(s, bare);
