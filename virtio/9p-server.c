@@ -441,6 +441,25 @@ static int walk_one(struct p9_server *s, const struct p9_node *from, const char 
 }
 
 /*
+ * openat for I/O; on a read-only share with O_NOATIME, so that the guest's reads leave the
+ * host's access times as they were (a share is often the host's root, read-only, and every
+ * file a guest boot reads would look used). O_NOATIME is refused with EPERM unless we own
+ * the file or hold CAP_FOWNER (lkvm drops its capabilities once set up, and may run as
+ * anyone): then one more try without it, so someone else's file is still read, its atime
+ * moving as for any reader. Another EPERM is the same answer again.
+ */
+static int open_io(struct p9_server *s, int dfd, const char *name, int flags)
+{
+	int fd = -1;
+
+	if (s->readonly)
+		fd = openat(dfd, name, flags | O_NOATIME);
+	if (!s->readonly || (fd < 0 && errno == EPERM))
+		fd = openat(dfd, name, flags);
+	return fd < 0 ? neg_errno() : fd;
+}
+
+/*
  * Open what n names for I/O: a directory through "." beneath it, a regular file through
  * its /proc/self/fd magic link (the only way to reopen an O_PATH descriptor; it names the
  * same inode, whatever happened to its path). Nothing else is opened.
@@ -448,23 +467,20 @@ static int walk_one(struct p9_server *s, const struct p9_node *from, const char 
 static int node_open(struct p9_server *s, const struct p9_node *n, int flags)
 {
 	char name[16];
-	int fd;
 
 	if (n->opaque)
 		return -EACCES;
 	if (S_ISDIR(n->mode)) {
 		if ((flags & O_ACCMODE) != O_RDONLY)
 			return -EISDIR;
-		fd = openat(n->fd, ".", (flags & ~O_TRUNC) | O_DIRECTORY | O_CLOEXEC);
-	} else if (S_ISREG(n->mode)) {
-		if (flags & O_DIRECTORY)
-			return -ENOTDIR;
-		proc_name(name, n->fd);
-		fd = openat(s->proc_fd, name, flags | O_CLOEXEC | O_NOCTTY);
-	} else {
-		return S_ISLNK(n->mode) ? -ELOOP : -EPERM;
+		return open_io(s, n->fd, ".", (flags & ~O_TRUNC) | O_DIRECTORY | O_CLOEXEC);
 	}
-	return fd < 0 ? neg_errno() : fd;
+	if (!S_ISREG(n->mode))
+		return S_ISLNK(n->mode) ? -ELOOP : -EPERM;
+	if (flags & O_DIRECTORY)
+		return -ENOTDIR;
+	proc_name(name, n->fd);
+	return open_io(s, s->proc_fd, name, flags | O_CLOEXEC | O_NOCTTY);
 }
 
 /* ---- the fid table ---- */
@@ -759,7 +775,8 @@ static int op_walk(struct p9_call *c)
 /* Tlopen/Tlcreate flags to host open flags (what is not listed is dropped: creating is
  * Tlcreate's alone, the descriptor is ours (CLOEXEC, NOCTTY), symlinks are never followed,
  * O_DIRECT's alignment and O_ASYNC's signals are the guest's business, not the host's,
- * O_NOATIME needs ownership, O_NONBLOCK is moot for the files we open). */
+ * O_NOATIME needs ownership (a read-only share asks for it itself: open_io()), O_NONBLOCK
+ * is moot for the files we open). */
 static const struct {
 	u32 p9;
 	int host;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <cap-ng.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -739,6 +740,42 @@ START_TEST(kernel_fs_opaque)
 }
 END_TEST
 
+/* ---- access times ---- */
+
+/* Set path's atime to long ago, before its mtime: relatime moves it at the next read. */
+#define OLD_ATIME 1000000000
+
+static void age_atime(const char *path)
+{
+	const struct timespec ts[2] = { { .tv_sec = OLD_ATIME }, { .tv_nsec = UTIME_OMIT } };
+
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), 0);
+}
+
+static time_t atime_of(const char *path)
+{
+	struct stat st;
+
+	ck_assert_int_eq(lstat(path, &st), 0);
+	return st.st_atim.tv_sec;
+}
+
+/* Does a plain read move an old atime on the file system under the share? (Never on one
+ * mounted noatime: a test of atime staying put would prove nothing there.) */
+static bool reads_move_atime(void)
+{
+	char p[256], buf[16];
+	bool moved;
+
+	path_of(p, sizeof(p), "atime-probe");
+	host_write(p, "probe");
+	age_atime(p);
+	host_read(p, buf, sizeof(buf));
+	moved = atime_of(p) != OLD_ATIME;
+	ck_assert_int_eq(unlink(p), 0);
+	return moved;
+}
+
 /* ---- read-only shares ---- */
 
 START_TEST(readonly_refuses_writes)
@@ -785,6 +822,63 @@ START_TEST(readonly_refuses_writes)
 	ck_assert_int_eq(lstat(p, &st), -1);
 	path_of(p, sizeof(p), "dir/inner");
 	ck_assert_int_eq(lstat(p, &st), 0);
+}
+END_TEST
+
+/* Reads on a read-only share leave the host's access times alone (O_NOATIME): a file's
+ * data, a directory's entries. */
+START_TEST(readonly_reads_keep_atime)
+{
+	char file[256], dir[256], buf[64];
+	struct dent d[8];
+
+	if (!reads_move_atime()) {
+		lkvm_skip("test_p9", 1, "readonly_reads_keep_atime",
+			  "reads never move atime on the file system under /tmp (noatime?)");
+		return;
+	}
+	path_of(file, sizeof(file), "file");
+	path_of(dir, sizeof(dir), "dir");
+	age_atime(file);
+	age_atime(dir);
+	server_up(t.share, true, 0);
+	session();
+	ck_assert_int_eq(walk_to(2, "file"), 0);
+	ck_assert_int_eq(t_lopen(2, O_RDONLY, NULL), 0);
+	ck_assert_int_eq(t_read(2, 0, sizeof(buf), buf, sizeof(buf)), (int)strlen(HELLO));
+	ck_assert_int_eq(walk_to(3, "dir"), 0);
+	ck_assert_int_eq(t_lopen(3, O_RDONLY, NULL), 0);
+	ck_assert_int_eq(t_readdir_all(3, 4096, d, 8), 3); /* ".", "..", "inner" */
+	ck_assert_int_eq(atime_of(file), OLD_ATIME);
+	ck_assert_int_eq(atime_of(dir), OLD_ATIME);
+}
+END_TEST
+
+/* Someone else's file (O_NOATIME is the owner's or CAP_FOWNER's) is still read, without. */
+START_TEST(readonly_reads_others_files)
+{
+	char p[256], buf[64];
+	int ret;
+
+	if (geteuid() != 0) {
+		lkvm_skip("test_p9", 1, "readonly_reads_others_files",
+			  "making a file someone else owns needs root");
+		return;
+	}
+	path_of(p, sizeof(p), "file");
+	ck_assert_int_eq(chown(p, 65534, 65534), 0);
+	server_up(t.share, true, 0);
+	session();
+	ck_assert_int_eq(walk_to(2, "file"), 0);
+	/* Root without CAP_FOWNER: not the owner, and not allowed to act as one. */
+	ck_assert_int_eq(capng_get_caps_process(), 0);
+	ck_assert_int_eq(capng_update(CAPNG_DROP, CAPNG_EFFECTIVE, CAP_FOWNER), 0);
+	ck_assert_int_eq(capng_apply(CAPNG_SELECT_CAPS), 0);
+	ret = t_lopen(2, O_RDONLY, NULL);
+	ck_assert_int_eq(capng_update(CAPNG_ADD, CAPNG_EFFECTIVE, CAP_FOWNER), 0);
+	ck_assert_int_eq(capng_apply(CAPNG_SELECT_CAPS), 0);
+	ck_assert_int_eq(ret, 0);
+	ck_assert_int_eq(t_read(2, 0, sizeof(buf), buf, sizeof(buf)), (int)strlen(HELLO));
 }
 END_TEST
 
@@ -1013,40 +1107,6 @@ START_TEST(small_room_changes_nothing)
 	p9c_room = 0;
 }
 END_TEST
-
-/* Set path's atime to long ago, before its mtime: relatime moves it at the next read. */
-#define OLD_ATIME 1000000000
-
-static void age_atime(const char *path)
-{
-	const struct timespec ts[2] = { { .tv_sec = OLD_ATIME }, { .tv_nsec = UTIME_OMIT } };
-
-	ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), 0);
-}
-
-static time_t atime_of(const char *path)
-{
-	struct stat st;
-
-	ck_assert_int_eq(lstat(path, &st), 0);
-	return st.st_atim.tv_sec;
-}
-
-/* Does a plain read move an old atime on the file system under the share? (Never on one
- * mounted noatime: a test of atime staying put would prove nothing there.) */
-static bool reads_move_atime(void)
-{
-	char p[256], buf[16];
-	bool moved;
-
-	path_of(p, sizeof(p), "atime-probe");
-	host_write(p, "probe");
-	age_atime(p);
-	host_read(p, buf, sizeof(buf));
-	moved = atime_of(p) != OLD_ATIME;
-	ck_assert_int_eq(unlink(p), 0);
-	return moved;
-}
 
 /* A link's target longer than the room: EMSGSIZE, without reading the link (its atime
  * stays); at msize 4096, a 4087-byte target is the longest that fits. */
@@ -1385,6 +1445,8 @@ static Suite *p9_suite(void)
 	tcase_add_test(esc, bad_names);
 	tcase_add_test(esc, kernel_fs_opaque);
 	tcase_add_test(esc, readonly_refuses_writes);
+	tcase_add_test(esc, readonly_reads_keep_atime);
+	tcase_add_test(esc, readonly_reads_others_files);
 	tcase_add_test(bnd, huge_counts_and_offsets);
 	tcase_add_test(bnd, fid_exhaustion);
 	tcase_add_test(bnd, fid_table_churn);
