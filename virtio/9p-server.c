@@ -56,6 +56,15 @@
 #define P9_QID_INO_BITS 48
 #define P9_UP_MAX 4096 /* directory levels a ".." check climbs before refusing */
 
+/* Reply bodies (after the header) of a fixed largest size, the room checked before acting:
+ * Rversion (msize, "9P2000.L" or the shorter "unknown"), Rlopen and Rlcreate (qid, iounit),
+ * Rgetattr, Rstatfs, and Rgetlock up to its client id's bytes. */
+#define P9_RVERSION_MAX (4 + 2 + sizeof(P9_VERSION_L) - 1)
+#define P9_ROPEN_SIZE (P9_QID_SIZE + 4)
+#define P9_RGETATTR_SIZE (8 + P9_QID_SIZE + 3 * 4 + 15 * 8)
+#define P9_RSTATFS_SIZE (2 * 4 + 6 * 8 + 4)
+#define P9_RGETLOCK_FIXED (1 + 8 + 8 + 4 + 2)
+
 enum fid_kind { FID_FREE, FID_FILE, FID_XATTR };
 
 /* What a fid names: an O_PATH descriptor and what fstat said of it when the fid was made. */
@@ -432,6 +441,25 @@ static int walk_one(struct p9_server *s, const struct p9_node *from, const char 
 }
 
 /*
+ * openat for I/O; on a read-only share with O_NOATIME, so that the guest's reads leave the
+ * host's access times as they were (a share is often the host's root, read-only, and every
+ * file a guest boot reads would look used). O_NOATIME is refused with EPERM unless we own
+ * the file or hold CAP_FOWNER (lkvm drops its capabilities once set up, and may run as
+ * anyone): then one more try without it, so someone else's file is still read, its atime
+ * moving as for any reader. Another EPERM is the same answer again.
+ */
+static int open_io(struct p9_server *s, int dfd, const char *name, int flags)
+{
+	int fd = -1;
+
+	if (s->readonly)
+		fd = openat(dfd, name, flags | O_NOATIME);
+	if (!s->readonly || (fd < 0 && errno == EPERM))
+		fd = openat(dfd, name, flags);
+	return fd < 0 ? neg_errno() : fd;
+}
+
+/*
  * Open what n names for I/O: a directory through "." beneath it, a regular file through
  * its /proc/self/fd magic link (the only way to reopen an O_PATH descriptor; it names the
  * same inode, whatever happened to its path). Nothing else is opened.
@@ -439,23 +467,20 @@ static int walk_one(struct p9_server *s, const struct p9_node *from, const char 
 static int node_open(struct p9_server *s, const struct p9_node *n, int flags)
 {
 	char name[16];
-	int fd;
 
 	if (n->opaque)
 		return -EACCES;
 	if (S_ISDIR(n->mode)) {
 		if ((flags & O_ACCMODE) != O_RDONLY)
 			return -EISDIR;
-		fd = openat(n->fd, ".", (flags & ~O_TRUNC) | O_DIRECTORY | O_CLOEXEC);
-	} else if (S_ISREG(n->mode)) {
-		if (flags & O_DIRECTORY)
-			return -ENOTDIR;
-		proc_name(name, n->fd);
-		fd = openat(s->proc_fd, name, flags | O_CLOEXEC | O_NOCTTY);
-	} else {
-		return S_ISLNK(n->mode) ? -ELOOP : -EPERM;
+		return open_io(s, n->fd, ".", (flags & ~O_TRUNC) | O_DIRECTORY | O_CLOEXEC);
 	}
-	return fd < 0 ? neg_errno() : fd;
+	if (!S_ISREG(n->mode))
+		return S_ISLNK(n->mode) ? -ELOOP : -EPERM;
+	if (flags & O_DIRECTORY)
+		return -ENOTDIR;
+	proc_name(name, n->fd);
+	return open_io(s, s->proc_fd, name, flags | O_CLOEXEC | O_NOCTTY);
 }
 
 /* ---- the fid table ---- */
@@ -610,6 +635,18 @@ static int newfid_ok(struct p9_server *s, u32 id)
 	return fid_room(s);
 }
 
+/*
+ * Room for a reply body of n bytes? Looked at before an operation acts: a request carried
+ * out, then answered with an error because the answer did not fit, would leave the guest
+ * believing nothing happened (a file it did not make, a fid it does not know of). The
+ * ops table gives each operation's largest reply; Twalk, Treadlink and Tgetlock, whose
+ * reply size the request (or the link) decides, ask here themselves.
+ */
+static int room(const struct p9_call *c, size_t n)
+{
+	return n <= c->out_cap ? 0 : -EMSGSIZE;
+}
+
 /* ---- operations: each parses its body, returns 0 with the reply body in c->out or -errno ---- */
 
 static int op_version(struct p9_call *c)
@@ -692,7 +729,10 @@ static int op_walk(struct p9_call *c)
 	f = fid_req(c, fid, FID_NAMING, &ret);
 	if (!f)
 		return ret;
-	ret = newfid == fid ? 0 : newfid_ok(s, newfid);
+	/* Room for every qid asked for: a walk that stops early answers fewer. */
+	ret = room(c, 2 + (size_t)nwname * P9_QID_SIZE);
+	if (!ret && newfid != fid)
+		ret = newfid_ok(s, newfid);
 	if (ret)
 		return ret;
 	cur = f->node;
@@ -735,7 +775,8 @@ static int op_walk(struct p9_call *c)
 /* Tlopen/Tlcreate flags to host open flags (what is not listed is dropped: creating is
  * Tlcreate's alone, the descriptor is ours (CLOEXEC, NOCTTY), symlinks are never followed,
  * O_DIRECT's alignment and O_ASYNC's signals are the guest's business, not the host's,
- * O_NOATIME needs ownership, O_NONBLOCK is moot for the files we open). */
+ * O_NOATIME needs ownership (a read-only share asks for it itself: open_io()), O_NONBLOCK
+ * is moot for the files we open). */
 static const struct {
 	u32 p9;
 	int host;
@@ -1178,6 +1219,7 @@ static int op_readlink(struct p9_call *c)
 	u32 fid = get32(c);
 	char target[PATH_MAX];
 	struct p9_fid *f;
+	struct stat st;
 	ssize_t n;
 	int ret;
 
@@ -1186,6 +1228,16 @@ static int op_readlink(struct p9_call *c)
 		return ret;
 	if (!S_ISLNK(f->node.mode))
 		return -EINVAL;
+	/* A link's size is its target's length: the room is known before reading it (which
+	 * moves the link's atime). One changed meanwhile is caught by put_str all the same. */
+	ret = fd_stat(f->node.fd, &st);
+	if (ret)
+		return ret;
+	if (st.st_size >= PATH_MAX)
+		return -ENAMETOOLONG;
+	ret = room(c, 2 + (size_t)st.st_size);
+	if (ret)
+		return ret;
 	n = readlinkat(f->node.fd, "", target, sizeof(target));
 	if (n < 0)
 		return neg_errno();
@@ -1472,6 +1524,9 @@ static int op_getlock(struct p9_call *c)
 		return -EINVAL;
 	if (!fid_req(c, fid, FID_NAMING, &ret))
 		return ret;
+	ret = room(c, P9_RGETLOCK_FIXED + (size_t)len);
+	if (ret)
+		return ret;
 	put8(c, P9_LOCK_TYPE_UNLCK); /* nobody else holds it */
 	put64(c, start);
 	put64(c, length);
@@ -1488,37 +1543,40 @@ static int op_flush(struct p9_call *c)
 }
 
 /* Every message we serve; the rest (Tauth, and 9P2000's Topen, Tcreate, Tstat, Twstat)
- * answer EOPNOTSUPP. `writes`: changes the host, so a read-only share refuses it. */
+ * answer EOPNOTSUPP. `writes`: changes the host, so a read-only share refuses it. `room`:
+ * the largest reply body it can make (room()), its least where the request decides: Rwalk's
+ * qids, Rreadlink's target, Rgetlock's client id; Rread and Rreaddir fill what is there. */
 static const struct p9_op {
 	int (*fn)(struct p9_call *c);
 	bool writes;
+	u16 room;
 } ops[256] = {
-	[P9_TVERSION] = { .fn = op_version },
-	[P9_TATTACH] = { .fn = op_attach },
-	[P9_TWALK] = { .fn = op_walk },
-	[P9_TGETATTR] = { .fn = op_getattr },
+	[P9_TVERSION] = { .fn = op_version, .room = P9_RVERSION_MAX },
+	[P9_TATTACH] = { .fn = op_attach, .room = P9_QID_SIZE },
+	[P9_TWALK] = { .fn = op_walk, .room = 2 },
+	[P9_TGETATTR] = { .fn = op_getattr, .room = P9_RGETATTR_SIZE },
 	[P9_TSETATTR] = { .fn = op_setattr, .writes = true },
-	[P9_TLOPEN] = { .fn = op_lopen },
-	[P9_TLCREATE] = { .fn = op_lcreate, .writes = true },
-	[P9_TREAD] = { .fn = op_read },
-	[P9_TWRITE] = { .fn = op_write, .writes = true },
+	[P9_TLOPEN] = { .fn = op_lopen, .room = P9_ROPEN_SIZE },
+	[P9_TLCREATE] = { .fn = op_lcreate, .writes = true, .room = P9_ROPEN_SIZE },
+	[P9_TREAD] = { .fn = op_read, .room = 4 },
+	[P9_TWRITE] = { .fn = op_write, .writes = true, .room = 4 },
 	[P9_TCLUNK] = { .fn = op_clunk },
 	[P9_TREMOVE] = { .fn = op_remove },
-	[P9_TREADDIR] = { .fn = op_readdir },
-	[P9_TSTATFS] = { .fn = op_statfs },
-	[P9_TMKDIR] = { .fn = op_mkdir, .writes = true },
-	[P9_TSYMLINK] = { .fn = op_symlink, .writes = true },
-	[P9_TREADLINK] = { .fn = op_readlink },
+	[P9_TREADDIR] = { .fn = op_readdir, .room = 4 },
+	[P9_TSTATFS] = { .fn = op_statfs, .room = P9_RSTATFS_SIZE },
+	[P9_TMKDIR] = { .fn = op_mkdir, .writes = true, .room = P9_QID_SIZE },
+	[P9_TSYMLINK] = { .fn = op_symlink, .writes = true, .room = P9_QID_SIZE },
+	[P9_TREADLINK] = { .fn = op_readlink, .room = 2 },
 	[P9_TUNLINKAT] = { .fn = op_unlinkat, .writes = true },
 	[P9_TRENAMEAT] = { .fn = op_renameat, .writes = true },
 	[P9_TRENAME] = { .fn = op_rename, .writes = true },
-	[P9_TMKNOD] = { .fn = op_mknod, .writes = true },
+	[P9_TMKNOD] = { .fn = op_mknod, .writes = true, .room = P9_QID_SIZE },
 	[P9_TLINK] = { .fn = op_link, .writes = true },
 	[P9_TFSYNC] = { .fn = op_fsync },
-	[P9_TXATTRWALK] = { .fn = op_xattrwalk },
+	[P9_TXATTRWALK] = { .fn = op_xattrwalk, .room = 8 },
 	[P9_TXATTRCREATE] = { .fn = op_xattrcreate, .writes = true },
-	[P9_TLOCK] = { .fn = op_lock },
-	[P9_TGETLOCK] = { .fn = op_getlock },
+	[P9_TLOCK] = { .fn = op_lock, .room = 1 },
+	[P9_TGETLOCK] = { .fn = op_getlock, .room = P9_RGETLOCK_FIXED },
 	[P9_TFLUSH] = { .fn = op_flush },
 };
 
@@ -1533,9 +1591,13 @@ static int dispatch(struct p9_call *c)
 		return -EPROTO; /* no session yet */
 	if (op->writes && c->s->readonly)
 		return -EROFS;
-	ret = op->fn(c);
+	ret = room(c, op->room);
+	if (!ret)
+		ret = op->fn(c);
+	/* Only a reply no room check could foresee gets here: a link's target that grew
+	 * between its lstat and its readlink. */
 	if (!ret && c->out_over)
-		ret = -EMSGSIZE; /* the reply does not fit msize or the buffers given */
+		ret = -EMSGSIZE;
 	return ret;
 }
 

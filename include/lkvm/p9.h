@@ -11,8 +11,10 @@
  * Bounds (every one of them applies to what a guest can make the server hold):
  * - msize: Linux's virtio transport never negotiates more than PAGE_SIZE * (VIRTQUEUE_NUM - 3)
  *   = 500 KiB (its default is 128 KiB); 512 KiB lets `msize=512000` through and caps what one
- *   request can make us read, write or buffer. Below 4 KiB the fixed-size replies (Rgetattr,
- *   a full Rwalk, a PATH_MAX Rreadlink) would not fit, and Linux refuses such a server anyway.
+ *   request can make us read, write or buffer. Linux refuses a server below 4 KiB; from 4 KiB
+ *   every fixed-size reply fits (Rgetattr is 160 bytes, a 16-name Rwalk 217), but not every
+ *   Rreadlink: a target may be PATH_MAX - 1 = 4095 bytes, 4104 with the reply's header and
+ *   length, so one longer than 4087 bytes answers EMSGSIZE at msize 4096.
  * - fids: every fid holds an O_PATH descriptor (two once opened), and with cache=loose Linux
  *   keeps one fid per cached dentry, so the bound is a host descriptor budget: 65536 per
  *   share by default (the caller raises RLIMIT_NOFILE to match). Past it, Twalk, Tattach and
@@ -157,7 +159,8 @@ void p9_server_close(struct p9_server *s);
  * first); resp: the writable buffers for the R-message. Both are read or written once each
  * (what is parsed is copied first, so a guest changing them meanwhile changes nothing);
  * Twrite data goes from req and Tread data into resp without a copy in between.
- * Returns the R-message's length (an Rlerror for anything wrong inside the message), or
+ * Returns the R-message's length (an Rlerror for anything wrong inside the message; EMSGSIZE
+ * when the reply would not fit msize or resp, decided before the request changes anything), or
  * -errno when the framing itself is unusable and no reply can be made: fewer than 7
  * readable bytes, a size field below 7 or above the readable bytes (-EBADMSG), fewer than
  * 11 writable bytes (-ENOBUFS), more than P9_MAX_IOV buffers (-EINVAL). The device then

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <cap-ng.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -56,6 +57,7 @@ static void setup(void)
 
 	memset(&t, 0, sizeof(t));
 	p9c_tag = 0;
+	p9c_room = 0;
 	p9c_handle = handle_raw;
 	strcpy(t.top, "/tmp/lkvm-p9-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(t.top));
@@ -829,6 +831,42 @@ START_TEST(kernel_fs_opaque)
 }
 END_TEST
 
+/* ---- access times ---- */
+
+/* Set path's atime to long ago, before its mtime: relatime moves it at the next read. */
+#define OLD_ATIME 1000000000
+
+static void age_atime(const char *path)
+{
+	const struct timespec ts[2] = { { .tv_sec = OLD_ATIME }, { .tv_nsec = UTIME_OMIT } };
+
+	ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), 0);
+}
+
+static time_t atime_of(const char *path)
+{
+	struct stat st;
+
+	ck_assert_int_eq(lstat(path, &st), 0);
+	return st.st_atim.tv_sec;
+}
+
+/* Does a plain read move an old atime on the file system under the share? (Never on one
+ * mounted noatime: a test of atime staying put would prove nothing there.) */
+static bool reads_move_atime(void)
+{
+	char p[256], buf[16];
+	bool moved;
+
+	path_of(p, sizeof(p), "atime-probe");
+	host_write(p, "probe");
+	age_atime(p);
+	host_read(p, buf, sizeof(buf));
+	moved = atime_of(p) != OLD_ATIME;
+	ck_assert_int_eq(unlink(p), 0);
+	return moved;
+}
+
 /* ---- read-only shares ---- */
 
 START_TEST(readonly_refuses_writes)
@@ -875,6 +913,63 @@ START_TEST(readonly_refuses_writes)
 	ck_assert_int_eq(lstat(p, &st), -1);
 	path_of(p, sizeof(p), "dir/inner");
 	ck_assert_int_eq(lstat(p, &st), 0);
+}
+END_TEST
+
+/* Reads on a read-only share leave the host's access times alone (O_NOATIME): a file's
+ * data, a directory's entries. */
+START_TEST(readonly_reads_keep_atime)
+{
+	char file[256], dir[256], buf[64];
+	struct dent d[8];
+
+	if (!reads_move_atime()) {
+		lkvm_skip("test_p9", 1, "readonly_reads_keep_atime",
+			  "reads never move atime on the file system under /tmp (noatime?)");
+		return;
+	}
+	path_of(file, sizeof(file), "file");
+	path_of(dir, sizeof(dir), "dir");
+	age_atime(file);
+	age_atime(dir);
+	server_up(t.share, true, 0);
+	session();
+	ck_assert_int_eq(walk_to(2, "file"), 0);
+	ck_assert_int_eq(t_lopen(2, O_RDONLY, NULL), 0);
+	ck_assert_int_eq(t_read(2, 0, sizeof(buf), buf, sizeof(buf)), (int)strlen(HELLO));
+	ck_assert_int_eq(walk_to(3, "dir"), 0);
+	ck_assert_int_eq(t_lopen(3, O_RDONLY, NULL), 0);
+	ck_assert_int_eq(t_readdir_all(3, 4096, d, 8), 3); /* ".", "..", "inner" */
+	ck_assert_int_eq(atime_of(file), OLD_ATIME);
+	ck_assert_int_eq(atime_of(dir), OLD_ATIME);
+}
+END_TEST
+
+/* Someone else's file (O_NOATIME is the owner's or CAP_FOWNER's) is still read, without. */
+START_TEST(readonly_reads_others_files)
+{
+	char p[256], buf[64];
+	int ret;
+
+	if (geteuid() != 0) {
+		lkvm_skip("test_p9", 1, "readonly_reads_others_files",
+			  "making a file someone else owns needs root");
+		return;
+	}
+	path_of(p, sizeof(p), "file");
+	ck_assert_int_eq(chown(p, 65534, 65534), 0);
+	server_up(t.share, true, 0);
+	session();
+	ck_assert_int_eq(walk_to(2, "file"), 0);
+	/* Root without CAP_FOWNER: not the owner, and not allowed to act as one. */
+	ck_assert_int_eq(capng_get_caps_process(), 0);
+	ck_assert_int_eq(capng_update(CAPNG_DROP, CAPNG_EFFECTIVE, CAP_FOWNER), 0);
+	ck_assert_int_eq(capng_apply(CAPNG_SELECT_CAPS), 0);
+	ret = t_lopen(2, O_RDONLY, NULL);
+	ck_assert_int_eq(capng_update(CAPNG_ADD, CAPNG_EFFECTIVE, CAP_FOWNER), 0);
+	ck_assert_int_eq(capng_apply(CAPNG_SELECT_CAPS), 0);
+	ck_assert_int_eq(ret, 0);
+	ck_assert_int_eq(t_read(2, 0, sizeof(buf), buf, sizeof(buf)), (int)strlen(HELLO));
 }
 END_TEST
 
@@ -937,6 +1032,211 @@ START_TEST(huge_counts_and_offsets)
 	p9_server_stats(t.s, &ps);
 	ck_assert_uint_eq(ps.msize, MSIZE);
 	ck_assert_uint_eq(ps.read_bytes, (u64)n + 100 - P9_HDR_SIZE - 4);
+}
+END_TEST
+
+/* ---- replies that do not fit: refused before anything is done ---- */
+
+#define RLERROR_ROOM (P9_HDR_SIZE + 4) /* the least room the server answers in */
+#define QID_SIZE 13		       /* a qid on the wire: type[1] version[4] path[8] */
+
+static bool exists(const char *rel)
+{
+	char p[256];
+	struct stat st;
+
+	path_of(p, sizeof(p), rel);
+	return lstat(p, &st) == 0;
+}
+
+/* fid names the share's root (and is there at all). */
+static void assert_fid_is_root(u32 fid)
+{
+	size_t room = p9c_room;
+	struct attr a;
+
+	p9c_room = 0;
+	ck_assert_int_eq(t_getattr(fid, &a), 0);
+	ck_assert_uint_eq(a.qid.path, host_ino("."));
+	p9c_room = room;
+}
+
+/*
+ * Each request that makes something (a host file, a fid) or changes a fid, given a reply
+ * room one byte short of its reply: answered EMSGSIZE, with nothing made or changed; then
+ * the exact room is enough. Fid 2 is a clone of the root.
+ */
+static void room_lcreate(void)
+{
+	p9c_room = P9_HDR_SIZE + QID_SIZE + 4 - 1;
+	ck_assert_int_eq(t_lcreate(2, "new", O_RDWR, 0644, NULL), -EMSGSIZE);
+	ck_assert(!exists("new"));
+	assert_fid_is_root(2); /* not turned into the new file */
+	p9c_room++;
+	ck_assert_int_eq(t_lcreate(2, "new", O_RDWR, 0644, NULL), 0);
+	ck_assert(exists("new"));
+}
+
+static void room_mkdir(void)
+{
+	p9c_room = P9_HDR_SIZE + QID_SIZE - 1;
+	ck_assert_int_eq(t_mkdir(ROOT, "d", 0755, NULL), -EMSGSIZE);
+	ck_assert(!exists("d"));
+	p9c_room++;
+	ck_assert_int_eq(t_mkdir(ROOT, "d", 0755, NULL), 0);
+	ck_assert(exists("d"));
+}
+
+static void room_symlink(void)
+{
+	p9c_room = P9_HDR_SIZE + QID_SIZE - 1;
+	ck_assert_int_eq(t_symlink(ROOT, "s", "file"), -EMSGSIZE);
+	ck_assert(!exists("s"));
+	p9c_room++;
+	ck_assert_int_eq(t_symlink(ROOT, "s", "file"), 0);
+	ck_assert(exists("s"));
+}
+
+static void room_mknod(void)
+{
+	p9c_room = P9_HDR_SIZE + QID_SIZE - 1;
+	ck_assert_int_eq(t_mknod(ROOT, "p", S_IFIFO | 0644, NULL), -EMSGSIZE);
+	ck_assert(!exists("p"));
+	p9c_room++;
+	ck_assert_int_eq(t_mknod(ROOT, "p", S_IFIFO | 0644, NULL), 0);
+	ck_assert(exists("p"));
+}
+
+static void room_attach(void)
+{
+	p9c_room = P9_HDR_SIZE + QID_SIZE - 1;
+	ck_assert_int_eq(t_attach(3, NULL), -EMSGSIZE);
+	ck_assert_int_eq(t_clunk(3), -EBADF);
+	p9c_room++;
+	ck_assert_int_eq(t_attach(3, NULL), 0);
+	ck_assert_int_eq(t_clunk(3), 0);
+}
+
+/* Twalk needs room for every qid asked for, whether the walk gets that far or not. */
+static void room_walk(void)
+{
+	p9c_room = P9_HDR_SIZE + 2 + 2 * QID_SIZE - 1;
+	ck_assert_int_eq(t_walk(ROOT, 4, NULL, "dir", "inner"), -EMSGSIZE);
+	ck_assert_int_eq(t_clunk(4), -EBADF);
+	ck_assert_int_eq(t_walk(ROOT, 4, NULL, "dir", "nope"), -EMSGSIZE);
+	ck_assert_int_eq(t_clunk(4), -EBADF);
+	ck_assert_int_eq(t_walk(ROOT, 4, NULL, "dir"), 1); /* one qid fits */
+	p9c_room++;
+	ck_assert_int_eq(t_walk(ROOT, 5, NULL, "dir", "inner"), 2);
+}
+
+static void room_walk_in_place(void)
+{
+	p9c_room = P9_HDR_SIZE + 2 + QID_SIZE - 1;
+	ck_assert_int_eq(t_walk(2, 2, NULL, "dir"), -EMSGSIZE);
+	assert_fid_is_root(2); /* not moved */
+	p9c_room++;
+	ck_assert_int_eq(t_walk(2, 2, NULL, "dir"), 1);
+}
+
+static void room_lopen(void)
+{
+	ck_assert_int_eq(walk_to(5, "file"), 0);
+	p9c_room = P9_HDR_SIZE + QID_SIZE + 4 - 1;
+	ck_assert_int_eq(t_lopen(5, O_RDONLY, NULL), -EMSGSIZE);
+	p9c_room++;
+	ck_assert_int_eq(t_lopen(5, O_RDONLY, NULL), 0); /* was not left open (EINVAL) */
+}
+
+static void room_xattrwalk(void)
+{
+	u64 size;
+
+	p9c_room = P9_HDR_SIZE + 8 - 1;
+	ck_assert_int_eq(t_xattrwalk(ROOT, 6, "", &size), -EMSGSIZE);
+	ck_assert_int_eq(t_clunk(6), -EBADF);
+	p9c_room++;
+	ck_assert_int_eq(t_xattrwalk(ROOT, 6, "", &size), 0);
+	ck_assert_int_eq(t_clunk(6), 0);
+}
+
+/* A new Tversion ends the session (its fids): not when its Rversion cannot be sent. */
+static void room_version(void)
+{
+	p9c_room = P9_HDR_SIZE + 4 + 2 + strlen(P9_VERSION_L) - 1;
+	ck_assert_int_eq(t_version(MSIZE, P9_VERSION_L, &(u32){ 0 }, NULL), -EMSGSIZE);
+	assert_fid_is_root(ROOT);
+	p9c_room++;
+	ck_assert_int_eq(t_version(MSIZE, P9_VERSION_L, &(u32){ 0 }, NULL), 0);
+	ck_assert_int_eq(t_clunk(ROOT), -EBADF);
+}
+
+/* Replies with no body fit the least room the server answers in: these always act. */
+static void room_empty_replies(void)
+{
+	ck_assert_int_eq(walk_to(6, "file"), 0);
+	p9c_room = RLERROR_ROOM;
+	ck_assert_int_eq(t_link(ROOT, 6, "hard"), 0);
+	ck_assert(exists("hard"));
+	ck_assert_int_eq(t_renameat(ROOT, "hard", ROOT, "moved"), 0);
+	ck_assert(exists("moved"));
+	ck_assert_int_eq(t_unlinkat(ROOT, "moved", 0), 0);
+	ck_assert(!exists("moved"));
+	ck_assert_int_eq(t_clunk(6), 0);
+}
+
+static void (*const room_cases[])(void) = {
+	room_lcreate,	    room_mkdir, room_symlink,	room_mknod,   room_attach,	  room_walk,
+	room_walk_in_place, room_lopen, room_xattrwalk, room_version, room_empty_replies,
+};
+
+START_TEST(small_room_changes_nothing)
+{
+	session();
+	ck_assert_int_eq(t_walk(ROOT, 2, NULL, NULL), 0);
+	room_cases[_i]();
+	p9c_room = 0;
+}
+END_TEST
+
+/* A link's target longer than the room: EMSGSIZE, without reading the link (its atime
+ * stays); at msize 4096, a 4087-byte target is the longest that fits. */
+START_TEST(readlink_room)
+{
+	static char target[PATH_MAX];
+	bool atime = reads_move_atime();
+	char p[256], buf[16];
+	u32 msize;
+
+	ck_assert_int_eq(t_version(P9_MSIZE_MIN, P9_VERSION_L, &msize, NULL), 0);
+	ck_assert_uint_eq(msize, P9_MSIZE_MIN);
+	ck_assert_int_eq(t_attach(ROOT, NULL), 0);
+	for (size_t i = 0; i < P9_MSIZE_MIN - P9_HDR_SIZE - 2 + 1; i++)
+		target[i] = i % 128 == 127 ? '/' : 'a';
+	path_of(p, sizeof(p), "long");
+	ck_assert_int_eq(symlink(target, p), 0);
+	age_atime(p);
+	ck_assert_int_eq(walk_to(2, "long"), 0);
+	ck_assert_int_eq(t_fid_op(P9_TREADLINK, 2), -EMSGSIZE);
+	if (atime)
+		ck_assert_int_eq(atime_of(p), OLD_ATIME);
+	target[P9_MSIZE_MIN - P9_HDR_SIZE - 2] = '\0';
+	path_of(p, sizeof(p), "fits");
+	ck_assert_int_eq(symlink(target, p), 0);
+	ck_assert_int_eq(walk_to(3, "fits"), 0);
+	ck_assert_int_eq(t_fid_op(P9_TREADLINK, 3), 0);
+	ck_assert_uint_eq(r(2), strlen(target));
+	/* A short target and a smaller room than the transport's. */
+	ck_assert_int_eq(walk_to(4, "link-in"), 0);
+	p9c_room = P9_HDR_SIZE + 2 + strlen("file") - 1;
+	ck_assert_int_eq(t_readlink(4, buf, sizeof(buf)), -EMSGSIZE);
+	p9c_room = P9_HDR_SIZE + 2 + strlen("file");
+	ck_assert_int_eq(t_readlink(4, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "file");
+	p9c_room = 0;
+	if (!atime)
+		lkvm_skip("test_p9", 1, "readlink_room's atime check",
+			  "reads never move atime on the file system under /tmp (noatime?)");
 }
 END_TEST
 
@@ -1237,11 +1537,15 @@ static Suite *p9_suite(void)
 	tcase_add_test(esc, open_beneath_refuses_escapes);
 	tcase_add_test(esc, kernel_fs_opaque);
 	tcase_add_test(esc, readonly_refuses_writes);
+	tcase_add_test(esc, readonly_reads_keep_atime);
+	tcase_add_test(esc, readonly_reads_others_files);
 	tcase_add_test(bnd, huge_counts_and_offsets);
 	tcase_add_test(bnd, fid_exhaustion);
 	tcase_add_test(bnd, fid_table_churn);
 	tcase_add_test(bnd, malformed_framing);
 	tcase_add_test(bnd, malformed_bodies);
+	tcase_add_loop_test(bnd, small_room_changes_nothing, 0, (int)ARRAY_SIZE(room_cases));
+	tcase_add_test(bnd, readlink_room);
 	/* Unchecked fixture: the tree is made and checked outside the filtered test process. */
 	LKVM_ADD_FORKED_EXIT_TEST(s, sbx, "test_p9", sandbox_covers_every_op, setup, teardown);
 	suite_add_tcase(s, ops);
