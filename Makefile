@@ -1,5 +1,5 @@
 # lkvm build: `make` builds ./lkvm, `make ASAN=1` a sanitizer build under build/asan
-# (`make TSAN=1`: ThreadSanitizer, build/tsan; `make TESTHOOKS=1`: build/testhooks/lkvm, the
+# (`make TSAN=1`: ThreadSanitizer, build/tsan; `make build/testhooks/lkvm`: lkvm with the
 # integration tests' hooks compiled in),
 # `make check` runs every test, `make run` builds the guest and boots it.
 
@@ -36,12 +36,6 @@ LKVM := $(BUILD)/lkvm
 # A report fails the test that caused it (exit 66); see tests/tsan.supp for the
 # suppressions and why each is there.
 UNIT_ENV := TSAN_OPTIONS="exitcode=66 halt_on_error=0 suppressions=$(CURDIR)/tests/tsan.supp"
-else ifeq ($(TESTHOOKS),1)
-# lkvm with its test hooks (LKVM_TEST_SANDBOX_VIOLATE, sandbox.c), which the release build
-# leaves out: the integration tests that use them run this binary (lib.sh's LKVM_TESTHOOKS).
-BUILD := build/testhooks
-CFLAGS += -DLKVM_TEST_HOOKS
-LKVM := $(BUILD)/lkvm
 else
 BUILD := build/obj
 LKVM := lkvm
@@ -60,6 +54,16 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 all: $(LKVM)
 
 $(LKVM): $(BUILD)/main.o $(BUILD)/liblkvm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# lkvm with its test hooks (LKVM_TEST_SANDBOX_VIOLATE, sandbox.c), which the release build leaves
+# out: the integration tests that use them run this binary (lib.sh's LKVM_TESTHOOKS). Only
+# sandbox.c differs, so the release objects are linked again with that one file compiled with
+# the hooks (given before the library, it is the one the linker takes).
+build/testhooks/sandbox.o: sandbox.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DLKVM_TEST_HOOKS -c -o $@ $<
+build/testhooks/lkvm: build/obj/main.o build/testhooks/sandbox.o build/obj/liblkvm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/liblkvm.a: $(LIB_OBJS)

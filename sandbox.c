@@ -666,7 +666,7 @@ static int build_and_load(enum sandbox_kind kind)
 
 #ifdef LKVM_TEST_HOOKS
 /*
- * Test builds only (make TESTHOOKS=1, build/testhooks/lkvm; the release lkvm has none of
+ * Test builds only (make build/testhooks/lkvm; the release lkvm has none of
  * this): LKVM_TEST_SANDBOX_VIOLATE=KIND makes the first thread of that kind make its probe
  * right after entering its filter, so a test can see the filter stop it.
  *

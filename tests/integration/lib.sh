@@ -19,7 +19,7 @@
 REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 LKVM=${LKVM:-$REPO_ROOT/lkvm}
 case $LKVM in /*) ;; *) LKVM=$REPO_ROOT/$LKVM ;; esac
-# The test build (make TESTHOOKS=1 build/testhooks/lkvm): lkvm with its test hooks
+# The test build (make build/testhooks/lkvm): lkvm with its test hooks
 # (LKVM_TEST_SANDBOX_VIOLATE), which the release lkvm leaves out. Run it as LKVM=$LKVM_TESTHOOKS.
 LKVM_TESTHOOKS=${LKVM_TESTHOOKS:-$REPO_ROOT/build/testhooks/lkvm}
 GUEST_DIR=${GUEST_DIR:-$REPO_ROOT/build/guests}
@@ -423,7 +423,7 @@ need_guest() {
 # need_testhooks: fails the test unless the test build is there (the project builds it).
 need_testhooks() {
 	[ -x "$LKVM_TESTHOOKS" ] && return 0
-	fail "no test build at $LKVM_TESTHOOKS (run make TESTHOOKS=1 build/testhooks/lkvm)"
+	fail "no test build at $LKVM_TESTHOOKS (run make build/testhooks/lkvm)"
 }
 
 # expect_probe_stopped KIND: in the last log, the test build's KIND thread made its probe
