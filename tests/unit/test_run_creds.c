@@ -35,8 +35,8 @@ static struct passwd *by_name(const char *name)
 static const struct run_cmd_pw pw = { by_uid, by_name };
 static char err[256];
 
-static int creds(uid_t euid, const char *user, const char *uid, const char *gid,
-		 const char *name, struct run_cmd_creds *c)
+static int creds(uid_t euid, const char *user, const char *uid, const char *gid, const char *name,
+		 struct run_cmd_creds *c)
 {
 	struct run_cmd_sudo sudo = { uid, gid, name };
 
@@ -126,7 +126,7 @@ END_TEST
 /* Anything but plain digits of a uid below (uid_t)-1 with a passwd entry: one line, no run. */
 START_TEST(sudo_garbage_refused)
 {
-	static const char *const bad[] = { "",	  "12x",	 "-1",	       "+1000", " 1000",
+	static const char *const bad[] = { "",	    "12x",   "-1",	   "+1000",	 " 1000",
 					   "1000 ", "0x3e8", "4294967295", "99999999999" };
 	struct run_cmd_creds c;
 
@@ -140,8 +140,9 @@ START_TEST(sudo_garbage_refused)
 		ck_assert_msg(strstr(err, "SUDO_GID '"), "'%s': %s", bad[i], err);
 	}
 	ck_assert_int_eq(creds(0, NULL, "4242", NULL, NULL, &c), -ENOENT);
-	ck_assert_str_eq(err,
-			 "SUDO_UID 4242: no such user (no passwd entry): unset it, or give --user USER");
+	ck_assert_str_eq(
+		err,
+		"SUDO_UID 4242: no such user (no passwd entry): unset it, or give --user USER");
 }
 END_TEST
 
