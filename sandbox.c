@@ -433,12 +433,14 @@ static void sigsys_handler(int sig, siginfo_t *si, void *uc)
 
 /* ---- privileges ---- */
 
-static int resolve_user(const char *user, uid_t *uid, gid_t *gid, char *err, size_t errlen)
+int sandbox_user_resolve(const char *user, struct sandbox_user *u, char *err, size_t errlen)
 {
 	struct passwd *pw;
 	char *end;
 	unsigned long v;
 
+	*u = (struct sandbox_user){ 0 };
+	snprintf(u->name, sizeof(u->name), "%s", user);
 	errno = 0;
 	pw = getpwnam(user);
 	if (!pw && *user >= '0' && *user <= '9') {
@@ -447,8 +449,8 @@ static int resolve_user(const char *user, uid_t *uid, gid_t *gid, char *err, siz
 			pw = getpwuid((uid_t)v);
 		if (!pw && !*end && v <= 0xfffffffeUL) {
 			/* A bare uid without a passwd entry: its own gid, as `setpriv` does. */
-			*uid = (uid_t)v;
-			*gid = (gid_t)v;
+			u->uid = (uid_t)v;
+			u->gid = (gid_t)v;
 			return 0;
 		}
 	}
@@ -456,8 +458,28 @@ static int resolve_user(const char *user, uid_t *uid, gid_t *gid, char *err, siz
 		errfmt(err, errlen, "--user '%s': no such user", user);
 		return -ENOENT;
 	}
-	*uid = pw->pw_uid;
-	*gid = pw->pw_gid;
+	u->uid = pw->pw_uid;
+	u->gid = pw->pw_gid;
+	return 0;
+}
+
+/* Groups, gid, then uid (each step needs the privilege the next one drops); then no way back. */
+static int switch_user(const struct sandbox_user *u, char *err, size_t errlen)
+{
+	int ret = u->groups ? initgroups(u->name, u->gid) : setgroups(0, NULL);
+
+	if (ret < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0) {
+		int e = errno;
+
+		errfmt(err, errlen, "user %s (uid %u, gid %u): %s", u->name, (unsigned)u->uid,
+		       (unsigned)u->gid, strerror(e));
+		return -e;
+	}
+	/* setuid to a non-root uid cleared the capabilities: there is no way back. */
+	if (u->uid != 0 && (setuid(0) != -1 || geteuid() == 0)) {
+		errfmt(err, errlen, "user %s: could still become root again", u->name);
+		return -EPERM;
+	}
 	return 0;
 }
 
@@ -535,16 +557,12 @@ int sandbox_allow_net_fd(int fd)
 	return 0;
 }
 
-int sandbox_drop_privileges(const char *user, char *err, size_t errlen)
+int sandbox_drop_privileges(const struct sandbox_user *user, char *err, size_t errlen)
 {
 	struct sigaction sa = { .sa_sigaction = sigsys_handler, .sa_flags = SA_SIGINFO };
 	bool bounding = false;
-	uid_t uid = 0;
-	gid_t gid = 0;
 	int ret;
 
-	if (user && (ret = resolve_user(user, &uid, &gid, err, errlen)) < 0)
-		return ret;
 	/* What glibc loads on first use must be loaded now: the RTC's first gmtime_r reads
 	 * the time zone (/etc/localtime), which no filter allows later. */
 	tzset();
@@ -568,20 +586,8 @@ int sandbox_drop_privileges(const char *user, char *err, size_t errlen)
 		capng_clear(CAPNG_SELECT_BOTH);
 		bounding = capng_apply(CAPNG_SELECT_BOUNDS) == 0;
 	}
-	if (user) {
-		if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(uid) < 0) {
-			int e = errno;
-
-			errfmt(err, errlen, "--user %s (uid %u, gid %u): %s", user, (unsigned)uid,
-			       (unsigned)gid, strerror(e));
-			return -e;
-		}
-		/* setuid to a non-root uid cleared the capabilities: there is no way back. */
-		if (uid != 0 && (setuid(0) != -1 || geteuid() == 0)) {
-			errfmt(err, errlen, "--user %s: could still become root again", user);
-			return -EPERM;
-		}
-	}
+	if (user && (ret = switch_user(user, err, errlen)) < 0)
+		return ret;
 	capng_clear(CAPNG_SELECT_CAPS);
 	if (capng_apply(CAPNG_SELECT_CAPS) < 0 || capng_get_caps_process() < 0 ||
 	    capng_have_capabilities(CAPNG_SELECT_CAPS) != CAPNG_NONE) {
@@ -589,7 +595,7 @@ int sandbox_drop_privileges(const char *user, char *err, size_t errlen)
 		return -EPERM;
 	}
 	pr_debug("sandbox: no capabilities left%s%s%s", bounding ? ", bounding set empty" : "",
-		 user ? ", running as " : "", user ? user : "");
+		 user ? ", running as " : "", user ? user->name : "");
 	return 0;
 }
 

@@ -27,7 +27,8 @@ extern char **environ;
 
 struct run_cmd {
 	bool on;
-	char kernel[PATH_MAX]; /* the kernel found without -k (cfg->kernel_path points here) */
+	struct run_cmd_creds creds; /* whose credentials serve the host's files */
+	char kernel[PATH_MAX];	    /* the kernel found without -k (cfg->kernel_path points here) */
 	u8 *initrd;
 	size_t initrd_len;
 	int log_fd;   /* where the serial console goes; -1: unchanged (stdout) */
@@ -68,6 +69,93 @@ const char *run_cmd_kernel_params(const struct kvm_config *cfg)
 	if (!cfg->cmd.on)
 		return "";
 	return cfg->debug ? "panic=-1" : "quiet panic=-1";
+}
+
+/* ---- whose files ---- */
+
+/* Strictly an id: digits only (no sign, no space), below (uid_t)-1, which means "unchanged". */
+static bool parse_id(const char *s, unsigned long *v)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > 10 || strspn(s, "0123456789") != n)
+		return false;
+	*v = strtoul(s, NULL, 10);
+	return *v <= 0xfffffffeUL;
+}
+
+/* root through sudo: SUDO_UID's user (not root, checked), its gid and groups. */
+static int sudo_creds(unsigned long uid, struct passwd *p, const struct run_cmd_sudo *sudo,
+		      const struct run_cmd_pw *pw, struct run_cmd_creds *c, char *err,
+		      size_t errlen)
+{
+	unsigned long gid = p->pw_gid;
+	const char *name = p->pw_name;
+	struct passwd *named;
+
+	if (sudo->gid && !parse_id(sudo->gid, &gid)) {
+		errfmt(err, errlen,
+		       "SUDO_GID '%.32s' is not a gid (digits only): unset it, or give --user USER",
+		       sudo->gid);
+		return -EINVAL;
+	}
+	/* Two names of one uid: the groups are those of the name sudo was run by. */
+	if (sudo->user && (named = pw->byname(sudo->user)) && named->pw_uid == uid)
+		name = named->pw_name;
+	c->as = RUN_AS_SUDO;
+	c->user = (struct sandbox_user){ .uid = (uid_t)uid, .gid = (gid_t)gid, .groups = true };
+	snprintf(c->user.name, sizeof(c->user.name), "%s", name);
+	return 0;
+}
+
+int run_cmd_creds(uid_t euid, const char *user, const struct run_cmd_sudo *sudo,
+		  const struct run_cmd_pw *pw, struct run_cmd_creds *c, char *err, size_t errlen)
+{
+	unsigned long uid = 0;
+	struct passwd *p = NULL;
+
+	*c = (struct run_cmd_creds){ .as = RUN_AS_LKVM };
+	if (euid != 0 || user)
+		return 0;
+	if (sudo->uid && !parse_id(sudo->uid, &uid)) {
+		errfmt(err, errlen,
+		       "SUDO_UID '%.32s' is not a uid (digits only): unset it, or give --user USER",
+		       sudo->uid);
+		return -EINVAL;
+	}
+	if (sudo->uid && !(p = pw->byuid((uid_t)uid))) {
+		errfmt(err, errlen,
+		       "SUDO_UID %lu: no such user (no passwd entry): unset it, or give --user USER",
+		       uid);
+		return -ENOENT;
+	}
+	if (uid != 0)
+		return sudo_creds(uid, p, sudo, pw, c, err, errlen);
+	/* No one behind root but root: root's files only when asked for (--user root). */
+	p = pw->byname("nobody");
+	c->as = RUN_AS_NOBODY;
+	c->user =
+		(struct sandbox_user){ .uid = p ? p->pw_uid : 65534, .gid = p ? p->pw_gid : 65534 };
+	snprintf(c->user.name, sizeof(c->user.name), "nobody");
+	return 0;
+}
+
+/* run_cmd_creds for this run, and its one line. */
+static int choose_creds(struct run_cmd *rc, const struct kvm_config *cfg, char *err, size_t errlen)
+{
+	static const struct run_cmd_pw pw = { getpwuid, getpwnam };
+	struct run_cmd_sudo sudo = { getenv("SUDO_UID"), getenv("SUDO_GID"), getenv("SUDO_USER") };
+	struct sandbox_user *u = &rc->creds.user;
+	int ret = run_cmd_creds(geteuid(), cfg->user, &sudo, &pw, &rc->creds, err, errlen);
+
+	if (ret)
+		return ret;
+	if (rc->creds.as == RUN_AS_NOBODY)
+		pr_info("root with no sudo user behind it: the command gets the host's files as user nobody (--user root: as root)");
+	if (rc->creds.as != RUN_AS_LKVM)
+		pr_debug("the host's files are served as %s (uid %u, gid %u%s)", u->name,
+			 (unsigned)u->uid, (unsigned)u->gid, u->groups ? ", its groups" : "");
+	return 0;
 }
 
 /* ---- the kernel and its modules ---- */
@@ -265,7 +353,9 @@ int run_cmd_prepare(struct kvm_config *cfg, struct run_cmd **out, char *err, siz
 		return -ENOMEM;
 	rc->on = cfg->cmd.on;
 	rc->log_fd = -1;
-	ret = open_log(rc, cfg, err, errlen);
+	ret = rc->on ? choose_creds(rc, cfg, err, errlen) : 0;
+	if (!ret)
+		ret = open_log(rc, cfg, err, errlen);
 	if (!ret && rc->on) {
 		console_modes(&cfg->cmd);
 		ret = find_kernel(rc, cfg, err, errlen);
@@ -292,6 +382,11 @@ void run_cmd_term(struct run_cmd *rc, struct term *t)
 {
 	if (rc && rc->log_fd >= 0)
 		t->out_fd = rc->log_fd;
+}
+
+const struct sandbox_user *run_cmd_user(const struct run_cmd *rc)
+{
+	return rc && rc->creds.as != RUN_AS_LKVM ? &rc->creds.user : NULL;
 }
 
 void run_cmd_free(struct run_cmd *rc)

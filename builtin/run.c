@@ -217,7 +217,10 @@ static const struct opt run_opts[] = {
 		  "call stops lkvm with 159 and names the thread" },
 	{ "user", 0, OPT_STR, CFG(user), .max = 64, .arg = "USER",
 	  .bad = "give a user name or uid (1 to 64 characters)",
-	  .help = "after set-up run as USER (a name or a uid), without\nsupplementary groups" },
+	  .help = "after set-up run as USER (a name or a uid), without\n"
+		  "supplementary groups; with -- CMD run as root the default\n"
+		  "is sudo's user (SUDO_UID) with its groups, else nobody\n"
+		  "(--user root serves root's files)" },
 	{ "console-log", 0, OPT_STR, CFG(cmd.console_log), .arg = "FILE", .bad = "give a file name",
 	  .help = "the serial console (the kernel's log) to FILE; with -- CMD\n"
 		  "it goes nowhere without this, to stderr with --debug" },
@@ -493,6 +496,28 @@ static int open_control(struct run_state *st, const struct kvm_config *cfg, char
 	return 0;
 }
 
+/* No capability left, and the user lkvm becomes: in -- CMD mode the one whose credentials
+ * serve the host's files (run_cmd_user: also with --sandbox=off), else --user's. A failure
+ * is the run's end, said once (the reason is lkvm's closing line). */
+static int drop_privileges(struct run_state *st, const struct kvm_config *cfg)
+{
+	const struct sandbox_user *who = run_cmd_user(st->cmd);
+	struct sandbox_user user;
+	char err[512] = "";
+	int ret = 0;
+
+	if (!who && cfg->user) {
+		ret = sandbox_user_resolve(cfg->user, &user, err, sizeof(err));
+		who = &user;
+	}
+	if (ret == 0 && (cfg->sandbox || who))
+		ret = sandbox_drop_privileges(who, err, sizeof(err));
+	if (ret < 0)
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
+	st->kvm.sandbox = cfg->sandbox;
+	return ret;
+}
+
 /* The built VM started: the terminal, privileges dropped, the vCPUs, the control thread, the
  * main thread's sandbox. A failure is the run's end (kvm_request_exit), said once. */
 static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl_server *ctl)
@@ -512,13 +537,8 @@ static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl
 			st->statm_fd = -1;
 		}
 	}
-	if (ret == 0 && (cfg->sandbox || cfg->user)) {
-		ret = sandbox_drop_privileges(cfg->user, err, sizeof(err));
-		/* The reason is lkvm's closing line: the error is said once. */
-		if (ret < 0)
-			kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
-		st->kvm.sandbox = cfg->sandbox;
-	}
+	if (ret == 0)
+		ret = drop_privileges(st, cfg);
 	if (ret == 0)
 		ret = term_start(&st->term);
 	/* Device threads that only main may create (without capabilities by now). */

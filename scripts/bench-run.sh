@@ -14,6 +14,9 @@ k=build/guest/bzImage
 out=build/bench-run
 mkdir -p "$out"
 big=$(mktemp /tmp/lkvm-bench-run.XXXXXX) # the 9p file, on the host's (or emulated host's) tmpfs
+# As root, the files served as root, as QEMU's -virtfs serves them (lkvm's default there: nobody).
+as=()
+[ "$(id -u)" != 0 ] || as=(--user root)
 trap 'rm -f "$big"' EXIT
 head -c $((64 << 20)) /dev/urandom >"$big"
 
@@ -41,13 +44,13 @@ for i in $(seq 1 "$n"); do
 		cmd=(true)
 		[ $c = uname ] && cmd=(uname -r)
 		t0=$(date +%s%N)
-		"$lkvm" run -k "$k" -m 256 -- "${cmd[@]}" </dev/null >"$out/lkvm-$c.out"
+		"$lkvm" run -k "$k" -m 256 "${as[@]}" -- "${cmd[@]}" </dev/null >"$out/lkvm-$c.out"
 		t1=$(date +%s%N)
 		qemu_run "$out/qemu-$c.out" "${cmd[@]}"
 		t2=$(date +%s%N)
 		printf 'lkvm-%s\t%s\nqemu-%s\t%s\n' $c "$(ms "$t0" "$t1")" $c "$(ms "$t1" "$t2")" >>"$out/results.tsv"
 	done
-	"$lkvm" run -k "$k" -m 256 -- "${read_cmd[@]}" </dev/null >"$out/lkvm-read.out"
+	"$lkvm" run -k "$k" -m 256 "${as[@]}" -- "${read_cmd[@]}" </dev/null >"$out/lkvm-read.out"
 	qemu_run "$out/qemu-read.out" "${read_cmd[@]}"
 	printf 'lkvm-read\t%s\nqemu-read\t%s\n' "$(($(cat "$out/lkvm-read.out") / 1000000))" \
 		"$(($(tr -dc 0-9 <"$out/qemu-read.out") / 1000000))" >>"$out/results.tsv"

@@ -2,6 +2,9 @@
 #ifndef LKVM_RUN_CMD_H
 #define LKVM_RUN_CMD_H
 
+#include <pwd.h>
+
+#include "lkvm/sandbox.h"
 #include "lkvm/util.h"
 
 struct kvm;
@@ -42,12 +45,52 @@ int run_cmd_check(struct kvm_config *cfg, char *err, size_t errlen) __must_check
  * stays on ttyS0 (quiet unless --debug) and a panic reboots, ending the run. */
 const char *run_cmd_kernel_params(const struct kvm_config *cfg);
 
+/*
+ * Whose credentials serve the host's files (and the shares) to CMD: lkvm's user after set-up.
+ * root's view is never the default: the guest would read what only root may (/etc/shadow,
+ * root's keys) although the user asked to run a command on their own files.
+ */
+enum run_cmd_as {
+	RUN_AS_LKVM,   /* lkvm's own user: not root, or --user given (which then applies) */
+	RUN_AS_SUDO,   /* root through sudo: the invoking user, its gid and groups */
+	RUN_AS_NOBODY, /* root with no other user behind it: user nobody */
+};
+
+struct run_cmd_creds {
+	enum run_cmd_as as;
+	struct sandbox_user user; /* RUN_AS_SUDO and RUN_AS_NOBODY */
+};
+
+/* What sudo left in the environment (getenv's values, NULL when unset). */
+struct run_cmd_sudo {
+	const char *uid, *gid, *user; /* SUDO_UID, SUDO_GID, SUDO_USER */
+};
+
+/* The passwd look-ups (getpwuid and getpwnam; a table in the unit tests). */
+struct run_cmd_pw {
+	struct passwd *(*byuid)(uid_t uid);
+	struct passwd *(*byname)(const char *name);
+};
+
+/*
+ * The choice, for a run as euid with --user `user` (NULL: none). Not root, or --user given:
+ * RUN_AS_LKVM. root with SUDO_UID a non-root uid: that user (SUDO_UID must be digits only
+ * and have a passwd entry; the gid is SUDO_GID's, else the entry's; the groups those of
+ * SUDO_USER when it names the same uid, else of the entry's name). Otherwise (no SUDO_UID,
+ * or 0): nobody (its passwd entry, else 65534:65534), without groups. A SUDO_UID or SUDO_GID
+ * that is not a number, or a SUDO_UID without a passwd entry: -EINVAL or -ENOENT with err.
+ */
+int run_cmd_creds(uid_t euid, const char *user, const struct run_cmd_sudo *sudo,
+		  const struct run_cmd_pw *pw, struct run_cmd_creds *c, char *err,
+		  size_t errlen) __must_check;
+
 struct run_cmd;
 
 /*
- * Before the VM is made (cfg is copied into it then): refuses a host that cannot run guest
- * user space (a PVM host), finds the kernel when there is no -k (one line says which),
- * decides the console modes, builds the initramfs in memory (lkvm-init, its configuration,
+ * Before the VM is made (cfg is copied into it then): chooses whose credentials serve the
+ * host's files (run_cmd_creds; one line says so when that is nobody), refuses a host that
+ * cannot run guest user space (a PVM host), finds the kernel when there is no -k (one line
+ * says which), decides the console modes, builds the initramfs in memory (lkvm-init, its configuration,
  * the modules a modular kernel needs) and opens the kernel log's destination. *out is NULL
  * when host-root mode is off and there is no --console-log. 0 or -errno with err.
  */
@@ -70,6 +113,9 @@ void run_cmd_term(struct run_cmd *rc, struct term *t);
  * without the command's status; *quiet when the status is CMD's own (lkvm adds no closing
  * line to CMD's output). */
 int run_cmd_end(struct kvm *kvm, int status, bool *quiet);
+/* The user lkvm becomes after set-up in place of --user's (RUN_AS_SUDO, RUN_AS_NOBODY), or
+ * NULL: --user's or none. NULL for rc NULL. */
+const struct sandbox_user *run_cmd_user(const struct run_cmd *rc);
 void run_cmd_free(struct run_cmd *rc);
 
 #endif

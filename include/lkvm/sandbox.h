@@ -2,7 +2,9 @@
 #ifndef LKVM_SANDBOX_H
 #define LKVM_SANDBOX_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "lkvm/util.h"
 
@@ -27,12 +29,26 @@ enum sandbox_kind {
 
 const char *sandbox_kind_name(enum sandbox_kind kind);
 
+/* Who lkvm becomes once set up: --user's USER, or in `run -- CMD` the user lkvm serves the
+ * host's files as (builtin/run-cmd.c). */
+struct sandbox_user {
+	char name[72]; /* for messages; with groups, the passwd name whose groups to take */
+	uid_t uid;
+	gid_t gid;
+	bool groups; /* name's supplementary groups (initgroups); else none */
+};
+
+/* --user USER (a name, or a numeric uid with or without a passwd entry: then its gid is the
+ * uid) into u, without supplementary groups. 0 or -ENOENT with err. */
+int sandbox_user_resolve(const char *user, struct sandbox_user *u, char *err,
+			 size_t errlen) __must_check;
+
 /* Process-wide, once, after everything is opened and before any thread that handles guest
- * input starts: with `user` (a name or a numeric uid) drop supplementary groups and switch
- * to its gid and uid; then drop every capability (effective, permitted, inheritable,
- * ambient, and the bounding set when allowed). Also installs the SIGSYS handler that
- * reports a forbidden system call. Returns 0 or -errno with a reason in err. */
-int sandbox_drop_privileges(const char *user, char *err, size_t errlen) __must_check;
+ * input starts: with `user` set the supplementary groups (its own, or none), then its gid and
+ * uid; then drop every capability (effective, permitted, inheritable, ambient, and the
+ * bounding set when allowed). Also installs the SIGSYS handler that reports a forbidden
+ * system call. Returns 0 or -errno with a reason in err. */
+int sandbox_drop_privileges(const struct sandbox_user *user, char *err, size_t errlen) __must_check;
 
 /* Install the calling thread's seccomp filter for `kind` when kvm->sandbox is on (no-op
  * otherwise, and with kvm NULL). Filters stack: a thread created later inherits this

@@ -562,7 +562,8 @@ rate_run() {
 	in=$(port_for 6) out=$(port_for 7)
 	tcp_serve "$_T_NAME-$b" "$SERVE_ADDR" "$in" send "$d/data" "$out" "recv:$((RATE_MB << 20))" "$d/from-guest-$b" || return
 	cd "$WORK" || return
-	run_lkvm "net-user-$_T_NAME-$b" 0 -- run -k "$G/bzImage" -m 256 --timeout "$VM_T" -n "$3" -- \
+	# --user root: the guest reads $WORK (mode 0700), which nobody, a root lkvm's default, may not.
+	run_lkvm "net-user-$_T_NAME-$b" 0 -- run -k "$G/bzImage" -m 256 --timeout "$VM_T" -n "$3" --user root -- \
 		sh "$GUEST_NET" "$2" get "$in" /tmp/lkvm-rate-in put "$out" "$d/data" exit 0
 	local st=$?
 	serve_end

@@ -34,6 +34,10 @@ cmd_run() {
 	expect_status "$want"
 }
 
+# Where a test reads or writes the test's files (or wants lkvm silent), it passes --user root: run
+# as root, lkvm otherwise serves the host's files as nobody and says so in a line on stderr, and
+# nobody may not enter a checkout below a directory of mode 0700 (a clone in mktemp -d's).
+
 # same FILE WANT WHAT: FILE's bytes are WANT's.
 same() {
 	cmp -s "$1" "$2" && return 0
@@ -41,7 +45,7 @@ same() {
 }
 
 t_status() {
-	cmd_run "run-status-$1" "$1" -- sh -c "exit $1" || return
+	cmd_run "run-status-$1" "$1" --user root -- sh -c "exit $1" || return
 	# CMD's own status: lkvm adds nothing to CMD's output.
 	if [ -s "$LOG_DIR/run-status-$1.out" ] || [ -s "$LAST_LOG" ]; then
 		fail "lkvm or the kernel printed something: $(head -c 200 "$LAST_LOG" "$LOG_DIR/run-status-$1.out")"
@@ -75,7 +79,7 @@ t_init_failed() {
 t_stdio() {
 	head -c 1048576 /dev/urandom >"$WORK/stdin.bin"
 	head -c 1048576 /dev/urandom >"$WORK/stderr.bin"
-	RUN_STDIN=$WORK/stdin.bin cmd_run run-stdio 7 -- sh -c 'cat; cat "$1" >&2; exit 7' sh \
+	RUN_STDIN=$WORK/stdin.bin cmd_run run-stdio 7 --user root -- sh -c 'cat; cat "$1" >&2; exit 7' sh \
 		"$WORK/stderr.bin" || return
 	same "$LOG_DIR/run-stdio.out" "$WORK/stdin.bin" "stdout" || return
 	same "$LOG_DIR/run-stdio.err" "$WORK/stderr.bin" "stderr"
@@ -98,7 +102,7 @@ t_pipe() {
 t_root_write() {
 	echo host >"$WORK/file"
 	cd "$WORK" || return # each test runs in a subshell of its own
-	LKVM_RUN_TEST_VAR=from-host cmd_run run-root-write 0 -- sh -c '
+	LKVM_RUN_TEST_VAR=from-host cmd_run run-root-write 0 --user root -- sh -c '
 		echo "cwd=$PWD var=$LKVM_RUN_TEST_VAR"
 		cat file && echo guest >file && cat file &&
 		echo guest >/lkvm-run-test-marker && cat /lkvm-run-test-marker' || return
@@ -115,7 +119,7 @@ t_shares() {
 	mkdir -p "$WORK/rw" "$WORK/ro"
 	echo ro-data >"$WORK/ro/in"
 	rm -f "$WORK/rw/out" "$WORK/ro/out"
-	cmd_run run-shares 0 --share "$WORK/rw:/mnt/rw" --share "$WORK/ro:/mnt/ro,ro" -- sh -c '
+	cmd_run run-shares 0 --user root --share "$WORK/rw:/mnt/rw" --share "$WORK/ro:/mnt/ro,ro" -- sh -c '
 		cat /mnt/ro/in >/mnt/rw/out && echo written >>/mnt/rw/out
 		if echo no >/mnt/ro/out; then echo "ro share written"; exit 1; fi' || return
 	[ "$(cat "$WORK/rw/out" 2>/dev/null)" = "$(printf 'ro-data\nwritten')" ] ||
@@ -243,6 +247,95 @@ t_no9p() {
 	[ ! -s "$LOG_DIR/run-no9p.out" ] || fail "the command ran: $(head -c 100 "$LOG_DIR/run-no9p.out")"
 }
 
+# ---- whose credentials serve the host's files (builtin/run-cmd.c: run_cmd_creds) ----
+
+# with_creds_dir FUNC: FUNC with CREDS_DIR, a directory under /tmp open to all holding "open"
+# (mode 0644) and "canary" (root's, 0600), removed after it.
+with_creds_dir() {
+	[ "$(id -u)" = 0 ] || { skip "needs root: the choice tested is a root lkvm's"; return; }
+	CREDS_DIR=$(mktemp -d /tmp/lkvm-run-creds.XXXXXX) || { fail "mktemp -d under /tmp failed"; return; }
+	if ! { chmod 755 "$CREDS_DIR" && echo open-data >"$CREDS_DIR/open" && chmod 644 "$CREDS_DIR/open" &&
+		echo root-secret >"$CREDS_DIR/canary" && chmod 600 "$CREDS_DIR/canary"; }; then
+		fail "cannot make the files in $CREDS_DIR"
+		rm -rf "$CREDS_DIR"
+		return
+	fi
+	"$@"
+	local rc=$?
+	rm -rf "$CREDS_DIR"
+	return "$rc"
+}
+
+# root with no sudo user behind it: the command gets the host's files as nobody, and one line
+# says so: it reads the file open to all, not root's; with --user root it reads root's.
+t_creds_nobody() {
+	unset SUDO_UID SUDO_GID SUDO_USER
+	cmd_run run-creds-nobody 1 -- sh -c 'cat "$1/open" && cat "$1/canary"' sh "$CREDS_DIR" || return
+	[ "$(cat "$LOG_DIR/run-creds-nobody.out")" = open-data ] ||
+		{ fail "the command printed '$(head -c 100 "$LOG_DIR/run-creds-nobody.out")'"; return; }
+	expect_output "canary.*Permission denied" "the guest's refusal of root's file" || return
+	[ "$(grep -c "as user nobody (--user root: as root)" "$LAST_LOG")" = 1 ] ||
+		{ fail "not one line saying nobody serves the files: $(head -c 300 "$LAST_LOG" | tr '\n' '|')"; return; }
+	cmd_run run-creds-root 0 --user root -- cat "$CREDS_DIR/canary" || return
+	[ "$(cat "$LOG_DIR/run-creds-root.out")" = root-secret ] ||
+		{ fail "with --user root the command printed '$(head -c 100 "$LOG_DIR/run-creds-root.out")'"; return; }
+	[ ! -s "$LAST_LOG" ] || fail "lkvm printed something with --user root: $(head -c 200 "$LAST_LOG")"
+}
+
+# free_ids N: N consecutive numbers from 47000 up that are neither a uid nor a gid here.
+free_ids() {
+	local first=47000 i
+	for ((i = first; i < first + $1; i++)); do
+		if getent passwd "$i" >/dev/null || getent group "$i" >/dev/null; then
+			first=$((i + 1))
+		fi
+	done
+	[ "$first" -lt 48000 ] && echo "$first"
+}
+
+# root through sudo: SUDO_UID, SUDO_GID and SUDO_USER of a user of the test's own (in a mount
+# namespace whose /etc/passwd and /etc/group have it, and a group it is a member of): the command
+# reads that user's file (0600) and its group's (0640), not root's, and what it writes to a
+# --share is that user's on the host.
+t_creds_sudo() {
+	skip_unless_userspace || return
+	need_kernel || return
+	local d=$CREDS_DIR u g
+	u=$(free_ids 2) || { skip "no two free ids from 47000"; return; }
+	g=$((u + 1))
+	if ! { { cat /etc/passwd && echo "lkvm-run-creds:x:$u:$u::/nonexistent:/bin/false"; } >"$d/passwd" &&
+		{ cat /etc/group && echo "lkvm-run-creds:x:$u:" &&
+			echo "lkvm-run-creds-g:x:$g:lkvm-run-creds"; } >"$d/group" &&
+		echo user-data >"$d/user-only" && chown "$u:$u" "$d/user-only" && chmod 600 "$d/user-only" &&
+		echo group-data >"$d/group-only" && chown "0:$g" "$d/group-only" && chmod 640 "$d/group-only" &&
+		mkdir -m 755 "$d/rw" && chown "$u:$u" "$d/rw"; }; then
+		fail "cannot make the user's files in $d"
+		return
+	fi
+	LAST_LOG=$LOG_DIR/run-creds-sudo.err
+	SUDO_UID=$u SUDO_GID=$u SUDO_USER=lkvm-run-creds timeout -s KILL $((T + GUARD_SLACK)) \
+		unshare -m sh -c 'mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/group" /etc/group &&
+		shift && exec "$@"' sh "$d" "$LKVM" run -k "$G/bzImage" --timeout "$T" --share "$d/rw:/mnt/rw" -- \
+		sh -c 'cat "$1/user-only" "$1/group-only" && echo out >/mnt/rw/out && cat "$1/canary"' sh "$d" \
+		</dev/null >"$LOG_DIR/run-creds-sudo.out" 2>"$LAST_LOG"
+	LAST_STATUS=$?
+	expect_status 1 || return
+	[ "$(cat "$LOG_DIR/run-creds-sudo.out")" = "$(printf 'user-data\ngroup-data')" ] ||
+		{ fail "the command printed '$(head -c 100 "$LOG_DIR/run-creds-sudo.out")'"; return; }
+	expect_output "canary.*Permission denied" "the guest's refusal of root's file" || return
+	expect_no_output "as user nobody" || return
+	[ "$(stat -c %u:%g "$d/rw/out" 2>&1)" = "$u:$u" ] ||
+		fail "the file written to the share is $(stat -c %u:%g "$d/rw/out" 2>&1)'s, not $u:$u's"
+}
+
+# A SUDO_UID that is not a number: one line, before anything is built.
+t_creds_bad_sudo() {
+	skip_unless_userspace || return
+	need_kernel || return
+	SUDO_UID=12x run_lkvm run-creds-bad-sudo 1 -- run -k "$G/bzImage" -- true || return
+	one_error_line "SUDO_UID '12x' is not a uid \(digits only\): unset it, or give --user USER"
+}
+
 # A PVM host cannot run guest user space: one error line at once, naming the way out.
 t_pvm() {
 	is_pvm_host || { skip "not a PVM host (the refusal is for kvm_pvm)"; return; }
@@ -251,12 +344,14 @@ t_pvm() {
 }
 
 # RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
-RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p}
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p creds-nobody creds-sudo creds-bad-sudo}
 skip_unless_kvm
 for name in $RUN_TESTS; do
 	case $name in
 	status-*) run_test "run-$name" t_status "${name#status-}" ;;
 	pvm-refusal) run_test run-pvm-refusal t_pvm ;;
+	creds-nobody | creds-sudo) run_test "run-$name" with_creds_dir "t_${name//-/_}" ;;
+	creds-bad-sudo) run_test "run-$name" t_creds_bad_sudo ;;
 	root-write | not-found | init-failed) run_test "run-$name" "t_${name//-/_}" ;;
 	signal | stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p)
 		run_test "run-$name" "t_$name" ;;
