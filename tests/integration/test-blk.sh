@@ -9,7 +9,8 @@ SUMMARY_PREFIX=blk
 . "$(dirname "$0")/lib.sh"
 
 T=${LINUX_TIMEOUT:-600} # a Linux boot: about a minute idle on a PVM host, over 300 s at load 7
-WORK=$LOG_DIR/blk
+# Its own folder per selection: make check runs the user-space tests beside the others.
+WORK=$LOG_DIR/blk${BLK_TESTS:+-$BLK_TESTS}
 mkdir -p "$WORK"
 
 # Sectors 64..71 hold what blk-test writes, (s*29 + i*3 + 5) & 0xff, and 72 on are untouched.

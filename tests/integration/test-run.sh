@@ -13,8 +13,9 @@ TEST_JOBS=${TEST_JOBS:-1}
 T=${LINUX_TIMEOUT:-600}
 TTYDRIVE=$REPO_ROOT/tests/integration/ttydrive.py
 # The test's host files: below the checkout, which the emulated host sees at the same path (its
-# /tmp is the guest's too, but a test's files should outlive a failed run for a look).
-WORK=$LOG_DIR/run-files
+# /tmp is the guest's too, but a test's files should outlive a failed run for a look). One folder
+# per summary: make check runs the PVM refusal (run-pvm) beside the others.
+WORK=$LOG_DIR/$SUMMARY_PREFIX-files
 rm -rf "$WORK"
 mkdir -p "$WORK"
 

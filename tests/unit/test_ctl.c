@@ -808,7 +808,8 @@ static int starved_child(const char *dir)
 	if (!kvm)
 		return 100;
 	kvm->vm_fd = kvm->sys_fd = kvm->stop_fd = -1;
-	if (ctl_server_create(kvm, "vm", geteuid(), &s, err, sizeof(err)) < 0 || ctl_server_start(s) < 0)
+	if (ctl_server_create(kvm, "vm", geteuid(), &s, err, sizeof(err)) < 0 ||
+	    ctl_server_start(s) < 0)
 		return 101;
 	for (int i = 0; i < 3; i++)
 		if ((c[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
