@@ -68,7 +68,7 @@ GUEST_IP=$(ip -4 -o addr show dev "${HOST_IF:-none}" 2>/dev/null | awk '{ split(
 # need_user_net: what every run here needs; skips when this machine gives passt nothing to
 # work with.
 need_user_net() {
-	need_kernel && need_built "$SINK" "make tools" && need_cmd passt test && need_python || return
+	need_kernel vmlinux && need_built "$SINK" "make tools" && need_cmd passt test && need_python || return
 	[ -n "$GW" ] && [ -n "$GUEST_IP" ] ||
 		{ skip "no IPv4 default route with an address: passt has none to give the guest"; return 1; }
 }
@@ -157,7 +157,7 @@ as_nobody() {
 	# shellcheck disable=SC2086
 	passt_works $as_user "$AS_UID" || return
 	AS_BIN=$WORK/bin-$_T_NAME
-	copy_for_others "$AS_BIN" "$LKVM" "$G/bzImage" || return
+	copy_for_others "$AS_BIN" "$LKVM" "$G/vmlinux" "$G/bzImage" || return
 	AS_RT=$WORK/rt-$_T_NAME
 	mkdir -m 700 "$AS_RT" && chown "$AS_UID:$AS_UID" "$AS_RT" # as-user.sh: the uid's own gid
 	AS_USER="$as_user $AS_UID env LKVM_RUNTIME_DIR=$AS_RT"
@@ -171,7 +171,7 @@ t_netconsole_nonroot() {
 	sink_start "$port"
 	# shellcheck disable=SC2034 # read by start_vm
 	local LKVM_PREFIX=$AS_USER VM_TIMEOUT=$VM_T
-	LKVM=$AS_BIN/lkvm start_vm - "net-user-$_T_NAME" -k "$AS_BIN/bzImage" -m 256 --stats=json \
+	LKVM=$AS_BIN/lkvm start_vm - "net-user-$_T_NAME" -k "$AS_BIN/vmlinux" -m 256 --stats=json \
 		-n mode=user -p "$(netconsole "$port")"
 	local passt=""
 	wait_until 30 test -n "$(passt_child "$VM_PID")"
@@ -214,7 +214,7 @@ t_socket() {
 		{ kill -KILL "$ppid"; fail "passt --socket made no socket in 20 s"; return; }
 	port=$(port_for 2)
 	sink_start "$port"
-	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/bzImage" -m 256 \
+	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/vmlinux" -m 256 \
 		-n "mode=user,socket=$dir/passt.sock" -p "$(netconsole "$port")"
 	# The first lines are enough here (netconsole sends the boot log so far when it starts).
 	if ! wait_log "$SINK_LOG" "Linux version" "$T"; then
@@ -247,7 +247,7 @@ t_passt_killed() {
 	local port
 	port=$(port_for 3)
 	sink_start "$port"
-	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/bzImage" -m 256 -n mode=user \
+	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/vmlinux" -m 256 -n mode=user \
 		-p "$(netconsole "$port")"
 	# Frames went through (netconsole's first lines); the guest goes on booting meanwhile.
 	wait_log "$SINK_LOG" "Linux version" "$T" || { kill -KILL "$VM_PID"; sink_stop; return 1; }
@@ -297,7 +297,7 @@ t_exit_paths() {
 	need_user_net || return
 	passt_works || return
 	# An error after the NIC was made (the disk is opened later): lkvm exits 1, passt with it.
-	run_lkvm "net-user-$_T_NAME-error" 1 -- run --debug -k "$G/bzImage" -n mode=user -d "$WORK/no-such-disk" --timeout 30 || return
+	run_lkvm "net-user-$_T_NAME-error" 1 -- run --debug -k "$G/vmlinux" -n mode=user -d "$WORK/no-such-disk" --timeout 30 || return
 	expect_output "passt started \\(pid [0-9]+\\)" "passt started before the error" || return
 	local p
 	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$LAST_LOG" | head -n 1)
@@ -305,7 +305,7 @@ t_exit_paths() {
 	# SIGKILL: nothing of lkvm's runs, the kernel closes its end of the socket and passt leaves.
 	# Its pid from lkvm's own line (an event to wait for: a poll of lkvm's children for 30 s
 	# found none in the emulated host).
-	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/bzImage" -m 256 -n mode=user --debug
+	VM_TIMEOUT=$VM_T start_vm - "net-user-$_T_NAME" -k "$G/vmlinux" -m 256 -n mode=user --debug
 	wait_log "$VM_LOG" 'passt started \(pid [0-9]+\)' "$T" || { kill -KILL "$VM_PID"; return 1; }
 	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$VM_LOG" | head -n 1)
 	alive "$p" || { kill -KILL "$VM_PID"; end_vm; fail "passt (pid $p) is not running: $(tail -n 3 "$VM_LOG" | tr '\n' ' ')"; return; }
@@ -315,7 +315,7 @@ t_exit_paths() {
 	# And the lkvm timeout's own exit: lkvm reaps its passt before it exits (its own line says
 	# so), or, where it may not signal one that stays past 2 s (below), says it left it, which
 	# then leaves by itself: its socket is closed.
-	run_lkvm "net-user-$_T_NAME-timeout" 124 -- run --debug -k "$G/bzImage" -m 256 -n mode=user --timeout 3 || return
+	run_lkvm "net-user-$_T_NAME-timeout" 124 -- run --debug -k "$G/vmlinux" -m 256 -n mode=user --timeout 3 || return
 	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$LAST_LOG" | head -n 1)
 	expect_output "passt \\(pid $p\\) (reaped: |cannot be killed by lkvm)" "lkvm's teardown of its passt (pid $p)" || return
 	wait_until 60 no_tagged_passt || { fail "passt left running after lkvm's (pid $p) ended: $(describe_passts)"; return; }
@@ -326,7 +326,7 @@ t_exit_paths() {
 	chmod 755 "$WORK/stuck-bin/passt"
 	# shellcheck disable=SC2034 # read by run_lkvm
 	local LKVM_WRAP="env PATH=$WORK/stuck-bin:$PATH"
-	run_lkvm "net-user-$_T_NAME-stuck" 124 -- run --debug -k "$G/bzImage" -m 256 -n mode=user --timeout 3 || return
+	run_lkvm "net-user-$_T_NAME-stuck" 124 -- run --debug -k "$G/vmlinux" -m 256 -n mode=user --timeout 3 || return
 	expect_output "passt \\(pid [0-9]+\\) still runs 2000 ms after its socket closed: killing it" "the kill of a passt that stayed" || return
 	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$LAST_LOG" | head -n 1)
 	[ -n "$p" ] && gone "$p" || { fail "the stuck passt (pid ${p:-?}) outlived lkvm"; return; }
@@ -339,7 +339,7 @@ t_exit_paths() {
 	fi
 	printf '#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups sleep %d\n' \
 		$((T + 60)) >"$WORK/stuck-bin/passt"
-	run_lkvm "net-user-$_T_NAME-stuck-nobody" 124 -- run --debug -k "$G/bzImage" -m 256 -n mode=user --timeout 3
+	run_lkvm "net-user-$_T_NAME-stuck-nobody" 124 -- run --debug -k "$G/vmlinux" -m 256 -n mode=user --timeout 3
 	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$LAST_LOG" | head -n 1)
 	[ -z "$p" ] || kill -KILL "$p" 2>/dev/null # ours to end: lkvm left it
 	[ "$LAST_STATUS" = 124 ] || return # run_lkvm said why
@@ -350,22 +350,22 @@ t_exit_paths() {
 # ---- (4) bad options: one line saying what is wrong ----
 
 t_bad_options() {
-	need_kernel || return
+	need_kernel vmlinux || return
 	local long
 	long=$(printf '/%0120d' 0)
-	run_lkvm net-user-bad-queues 1 -- run -k "$G/bzImage" -n mode=user,queues=2 || return
+	run_lkvm net-user-bad-queues 1 -- run -k "$G/vmlinux" -n mode=user,queues=2 || return
 	one_error_line "-n queues=2: mode=user has one queue pair \\(passt serves one stream\\)" || return
-	run_lkvm net-user-bad-tapif 1 -- run -k "$G/bzImage" -n mode=user,tapif=tap0 || return
+	run_lkvm net-user-bad-tapif 1 -- run -k "$G/vmlinux" -n mode=user,tapif=tap0 || return
 	one_error_line "-n tapif: only with mode=tap .*" || return
-	run_lkvm net-user-bad-socket-tap 1 -- run -k "$G/bzImage" -n mode=tap,socket=/x || return
+	run_lkvm net-user-bad-socket-tap 1 -- run -k "$G/vmlinux" -n mode=tap,socket=/x || return
 	one_error_line "-n socket: only with mode=user" || return
-	run_lkvm net-user-bad-socket-long 1 -- run -k "$G/bzImage" -n "mode=user,socket=$long" || return
+	run_lkvm net-user-bad-socket-long 1 -- run -k "$G/vmlinux" -n "mode=user,socket=$long" || return
 	one_error_line "-n socket: want a path of 1 to 107 bytes" || return
-	run_lkvm net-user-no-listener 1 -- run -k "$G/bzImage" -n "mode=user,socket=$WORK/nobody-listens" || return
+	run_lkvm net-user-no-listener 1 -- run -k "$G/vmlinux" -n "mode=user,socket=$WORK/nobody-listens" || return
 	one_error_line "virtio-net: -n socket=$WORK/nobody-listens: cannot connect: No such file or directory .*" || return
 	# shellcheck disable=SC2034 # read by run_lkvm
 	local LKVM_WRAP="env PATH=$WORK/empty-path"
-	run_lkvm net-user-no-passt 1 -- run -k "$G/bzImage" -n mode=user || return
+	run_lkvm net-user-no-passt 1 -- run -k "$G/vmlinux" -n mode=user || return
 	one_error_line "virtio-net: -n mode=user: passt is not in PATH \\(Debian: apt install passt\\)"
 }
 

@@ -163,14 +163,15 @@ sandbox_in() {
 t_linux() {
 	skip_unless_vhost || return
 	skip_unless_net || return
-	need_kernel || return
+	need_kernel vmlinux || return
 	need_cmd ping test || return
 	in_netns linux_in "$@"
 }
 
 linux_in() {
 	local name=vhost-$1 extra=$2 cpus=$3 pairs=$4 tap=lkvmvh3
-	VM_TIMEOUT=$LINUX_T start_vm - "$name" -k "$G/bzImage" -m 256 -c "$cpus" --stats=json \
+	# The vmlinux (PVH entry): no decompressor to run emulated; test-linux.sh boots the bzImage.
+	VM_TIMEOUT=$LINUX_T start_vm - "$name" -k "$G/vmlinux" -m 256 -c "$cpus" --stats=json \
 		-n "mode=tap,tapif=$tap,host_ip=$HOST_IP/24,script=none,vhost=on$extra" \
 		-p "quiet root=/dev/vda rootwait ip=$GUEST_IP::$HOST_IP:255.255.255.0:lkvm:eth0:off"
 	if ! wait_until "$LINUX_T" guest_answers; then
