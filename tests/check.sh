@@ -77,40 +77,12 @@ us=1
 # The guest kernel (a failed build is a failure, and no stage boots a kernel left by an earlier
 # build: scripts/build-guest.sh removes it first).
 stage guest-kernel 2 - - 'scripts/build-guest.sh'
+# The stages that take one core, longest first (on a PVM host the emulated ones side by side with
+# the short native ones; in the emulated host, every KVM stage is one).
 # lkvm run -- CMD on the host's files, with lkvm's guest init and exit port (where guest user
 # space runs), and a PVM host's refusal of it (natively: only this machine's KVM can be kvm_pvm).
 stage run $us kernel run "scripts/kvm-host.sh $us_host --timeout 3600 -- tests/integration/test-run.sh"
 stage run-pvm 1 kernel run-pvm 'RUN_TESTS=pvm-refusal SUMMARY_PREFIX=run-pvm scripts/kvm-host.sh --timeout 300 -- tests/integration/test-run.sh'
-# Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
-# no /dev/kvm, in the emulated SVM host (us_host above), the only place here where it runs.
-stage userspace $us kernel userspace,blk "scripts/kvm-host.sh $us_host --timeout 1500 -- bash -c 'rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc'"
-# User-mode networking through passt with guest user space (DHCP, a file fetched, the TCP rate
-# against a tap) where that runs.
-stage net-user-us $us kernel net-user-us "NET_USER_TESTS=userspace SUMMARY_PREFIX=net-user-us scripts/kvm-host.sh $us_host --timeout 1500 -- tests/integration/test-net-user.sh"
-# vhost-net: here (vhost=on's error where there is no /dev/vhost-net), and in the emulated host,
-# whose kernel has vhost_net, when this machine has no /dev/vhost-net of its own.
-stage vhost $kvm kernel vhost 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-vhost.sh'
-if [ "$kind" != emulated-svm ] && [ ! -c /dev/vhost-net ]; then
-    stage vhost-emulated 1 kernel vhost-emulated 'SUMMARY_PREFIX=vhost-emulated scripts/kvm-host.sh --emulated --timeout 1500 -- tests/integration/test-vhost.sh'
-fi
-kernel_net="scripts/kvm-host.sh --timeout 1500 -- bash -c 'rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc'"
-stage net $kvm kernel net,virtio-guest "$kernel_net"
-# User-mode networking through passt: the kernel-mode tests where the kernel runs, as a user who
-# is not root (netconsole; guard 1500 s: its boots may take 600 s each on a loaded host).
-stage net-user $kvm kernel net-user 'NET_USER_TESTS=kernel scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-net-user.sh'
-stage linux $kvm kernel linux 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-linux.sh'
-# The machine seen from inside: CPUID, RAM above the PCI hole, the device tree of a bzImage, device
-# limits, triple fault, and pauses of a C guest and of Linux (kvm-clock, KVMCLOCK_CTRL, parked vCPUs).
-stage machine $kvm kernel machine 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-machine.sh'
-stage blk $kvm kernel blk 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-blk.sh'
-# The harness itself: lib.sh's accounting, and the emulated host run from a checkout under /tmp.
-stage harness 1 - harness 'tests/integration/test-harness.sh'
-# The tree is as clang-format (.clang-format) writes it: `make format` fixes a file this fails on.
-stage format 1 - format 'tests/integration/test-format.sh'
-stage unit 1 - unit 'make -s unit'
-stage unit-asan 1 - unit 'make -s ASAN=1 unit'
-# ThreadSanitizer: the unit tests, then lkvm moving traffic with ioeventfd and with trapped notifies.
-stage tsan $kvm - unit,tsan "bash -c 'rc=0; make -s TSAN=1 unit || rc=1; scripts/kvm-host.sh --timeout 600 -- tests/integration/test-tsan.sh || rc=1; exit \$rc'"
 # libFuzzer targets (tests/fuzz/), about 20 s each from their seed corpora. A failed build fails the
 # stage: nothing fuzzes the binaries an earlier build left.
 stage fuzz 1 - fuzz 'if ! make -s fuzz-build > build/test-logs/fuzz-build.log 2>&1; then
@@ -119,19 +91,53 @@ stage fuzz 1 - fuzz 'if ! make -s fuzz-build > build/test-logs/fuzz-build.log 2>
         echo "fuzz: 0 passed, 1 failed, 0 skipped"; exit 1
     fi
     tests/fuzz/run.sh 20 $(make -s fuzz-targets)'
-stage guests $kvm - guests 'scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
-stage sandbox $kvm - sandbox 'scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh'
+# vhost-net: here (vhost=on's error where there is no /dev/vhost-net), and in the emulated host,
+# whose kernel has vhost_net, when this machine has no /dev/vhost-net of its own.
+if [ "$kind" != emulated-svm ] && [ ! -c /dev/vhost-net ]; then
+    stage vhost-emulated 1 kernel vhost-emulated 'SUMMARY_PREFIX=vhost-emulated scripts/kvm-host.sh --emulated --timeout 1500 -- tests/integration/test-vhost.sh'
+fi
+# Guest user space: where this machine's guests cannot make system calls (a PVM host) or there is
+# no /dev/kvm, in the emulated SVM host (us_host above), the only place here where it runs.
+stage userspace $us kernel userspace,blk "scripts/kvm-host.sh $us_host --timeout 1500 -- bash -c 'rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc'"
+# User-mode networking through passt with guest user space (DHCP, a file fetched, the TCP rate
+# against a tap) where that runs.
+stage net-user-us $us kernel net-user-us "NET_USER_TESTS=userspace SUMMARY_PREFIX=net-user-us scripts/kvm-host.sh $us_host --timeout 1500 -- tests/integration/test-net-user.sh"
+# ThreadSanitizer: the unit tests, then lkvm moving traffic with ioeventfd and with trapped notifies
+# (one test at a time).
+stage tsan 1 - unit,tsan "bash -c 'rc=0; make -s TSAN=1 unit || rc=1; scripts/kvm-host.sh --timeout 600 -- tests/integration/test-tsan.sh || rc=1; exit \$rc'"
+# The machine seen from inside: CPUID, RAM above the PCI hole, the device tree of a bzImage, device
+# limits, triple fault, and pauses of a C guest and of Linux (kvm-clock, KVMCLOCK_CTRL, parked
+# vCPUs). Mostly one VM at a time: one core.
+stage machine 1 kernel machine 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-machine.sh'
+stage unit-asan 1 - unit 'make -s ASAN=1 unit'
+stage unit 1 - unit 'make -s unit'
+# Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
+# and a malicious virtio-net driver (mostly one VM at a time).
+stage faults 1 - faults,hostile "scripts/kvm-host.sh --timeout 1500 -- bash -c 'rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc'"
+# The control plane's client side: a non-root user's runtime directory, stop --wait, mute peers
+# (they mostly wait).
+stage ctl-client 1 - ctl-client 'scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl-client.sh'
+# The harness itself: lib.sh's accounting, and the emulated host run from a checkout under /tmp.
+stage harness 1 - harness 'tests/integration/test-harness.sh'
+# The tree is as clang-format (.clang-format) writes it: `make format` fixes a file this fails on.
+stage format 1 - format 'tests/integration/test-format.sh'
+# The stages that run two tests at a time on this machine's KVM, longest first.
+kernel_net="scripts/kvm-host.sh --timeout 1500 -- bash -c 'rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc'"
+stage net $kvm kernel net,virtio-guest "$kernel_net"
+stage linux $kvm kernel linux 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-linux.sh'
+# User-mode networking through passt: the kernel-mode tests where the kernel runs, as a user who
+# is not root (netconsole; guard 1500 s: its boots may take 600 s each on a loaded host).
+stage net-user $kvm kernel net-user 'NET_USER_TESTS=kernel scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-net-user.sh'
+stage blk $kvm kernel blk 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-blk.sh'
 stage c-guests $kvm - c-guests 'scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
 stage ctl $kvm - ctl 'scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl.sh'
+stage sandbox $kvm - sandbox 'scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh'
 # The console as a user meets it: typed input, Ctrl-a, keys while paused, the terminal restored.
 stage console $kvm - console 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-console.sh'
-# The control plane's client side: a non-root user's runtime directory, stop --wait, mute peers.
-stage ctl-client $kvm - ctl-client 'scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl-client.sh'
-# Host faults under a running guest (the tap deleted, SIGTERM/SIGINT/SIGKILL, 1000 device resets)
-# and a malicious virtio-net driver.
-stage faults $kvm - faults,hostile "scripts/kvm-host.sh --timeout 1500 -- bash -c 'rc=0; tests/integration/test-faults.sh || rc=1; tests/integration/test-hostile.sh || rc=1; exit \$rc'"
+stage guests $kvm - guests 'scripts/kvm-host.sh --timeout 600 -- tests/integration/test-guests.sh'
 # A malicious virtio-9p driver: escapes from the shares, fid exhaustion, a read-only share, bad chains.
 stage 9p $kvm - 9p 'scripts/kvm-host.sh --timeout 600 -- tests/integration/test-9p.sh'
+stage vhost $kvm kernel vhost 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-vhost.sh'
 # The benchmark last and alone: its floors and rows mean something only on an otherwise idle host.
 stage bench alone - bench 'scripts/kvm-host.sh --timeout 900 -- tests/integration/test-bench.sh'
 
