@@ -29,6 +29,7 @@
 
 #define MAX_CONNS 8    /* clients served at once; more wait in the listen backlog */
 #define MAX_WAITERS 16 /* `lkvm stop` clients waiting for the process to end */
+#define CTL_BACKLOG 16 /* connections queued before accept: connect blocks past it */
 #define SEND_TIMEOUT_S 1
 #define PARK_TIMEOUT_MS 5000
 #define LOG_BUDGET 5 /* malformed requests logged before going quiet */
@@ -153,7 +154,7 @@ static int listen_on(struct ctl_server *s, char *err, size_t errlen)
 	old = umask(0177); /* the socket is born 0600 */
 	ret = bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (ret < 0 || chmod(s->sock_path, 0600) < 0 || listen(s->listen_fd, 16) < 0) {
+	if (ret < 0 || chmod(s->sock_path, 0600) < 0 || listen(s->listen_fd, CTL_BACKLOG) < 0) {
 		ret = -errno;
 		errfmt(err, errlen, "cannot listen on %s: %s", s->sock_path, strerror(errno));
 		return ret;
@@ -666,6 +667,29 @@ static int poll_set(struct ctl_server *s, struct pollfd *p, int *map, int *ms)
 	return np;
 }
 
+/*
+ * lkvm is ending (ctl_server_stop woke this thread): the clients already queued on the socket
+ * (a burst of `lkvm stop`s that came while lkvm was busy) are answered before it closes, not
+ * reset. Each queued one is accepted and the whole request it sent is answered: a stop as a
+ * waiter, or closed after its reply (its client then watches the process through a pidfd). A
+ * client that has sent nothing yet is closed with the others at the end. Bounded by the
+ * backlog: DRAIN_MAX rounds at most, never a wait.
+ */
+#define DRAIN_MAX (CTL_BACKLOG + 1 + MAX_CONNS)
+static void drain(struct ctl_server *s)
+{
+	for (int n = 0; n < DRAIN_MAX; n++) {
+		struct pollfd p = { .fd = s->listen_fd, .events = POLLIN };
+
+		for (int i = 0; i < MAX_CONNS; i++)
+			if (s->conn[i].fd >= 0)
+				serve(s, &s->conn[i]);
+		if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN))
+			return;
+		accept_one(s);
+	}
+}
+
 static void *server_thread(void *arg)
 {
 	struct ctl_server *s = arg;
@@ -686,8 +710,10 @@ static void *server_thread(void *arg)
 		np = poll_set(s, p, map, &ms);
 		if (poll(p, (nfds_t)np, ms) < 0 && errno != EINTR)
 			break;
-		if (p[0].revents)
+		if (p[0].revents) {
+			drain(s);
 			break;
+		}
 		for (int i = 2; i < np; i++)
 			if (p[i].revents)
 				serve(s, &s->conn[map[i]]);
