@@ -876,6 +876,75 @@ START_TEST(out_of_descriptors)
 }
 END_TEST
 
+/* The child of queued_clients_answered_at_stop: what failed, as its exit status. */
+static int queued_child(const char *dir)
+{
+	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	struct rlimit rl = { .rlim_cur = 64, .rlim_max = 64 };
+	struct ctl_server *s;
+	char err[256];
+	int c[2], last = -1, fd;
+
+	if (!kvm)
+		return 100;
+	kvm->vm_fd = kvm->sys_fd = kvm->stop_fd = -1;
+	if (ctl_server_create(kvm, "vm", geteuid(), &s, err, sizeof(err)) < 0 ||
+	    ctl_server_start(s) < 0)
+		return 101;
+	for (int i = 0; i < 2; i++)
+		if ((c[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+			return 102;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 103;
+	while ((fd = dup(0)) >= 0)
+		last = fd;
+	if (errno != EMFILE || last < 0)
+		return 104;
+	/* A stop, served on the spare and kept to the end: no spare left. */
+	if (starved_call(c[0], dir, CTL_STOP) < 0 || starved_reply(c[0], CTL_STOP) < 0)
+		return 105;
+	/* Queued on the socket: the server cannot accept it, so it stays there (no descriptor). */
+	if (starved_call(c[1], dir, CTL_INFO) < 0)
+		return 106;
+	/* lkvm ends with the client still queued (a descriptor free for it now): it is answered,
+	 * not reset when the socket closes. */
+	close(last);
+	ctl_server_stop(s);
+	if (starved_reply(c[1], CTL_INFO) < 0)
+		return 107;
+	for (int i = 0; i < 2; i++)
+		close(c[i]);
+	ctl_server_destroy(s);
+	return 0;
+}
+
+/*
+ * Clients queued on the control socket when lkvm ends (a burst of `lkvm stop`s while lkvm was
+ * busy) are answered before the socket closes. The queue is made certain by the descriptor
+ * table being full (the server cannot accept), then lkvm ends: without the drain the client's
+ * connection was reset.
+ */
+START_TEST(queued_clients_answered_at_stop)
+{
+	char dir[64], sock[128];
+	int st;
+	pid_t pid;
+
+	rt_dir(dir);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(queued_child(dir));
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "child status %#x (107: the queued client was not answered)", st);
+	snprintf(sock, sizeof(sock), "%s/vm.sock", dir);
+	for (int i = 0; i < 1000 && access(sock, F_OK) == 0; i++)
+		poll(NULL, 0, 10);
+	rt_dir_end(dir, NULL);
+}
+END_TEST
+
 /* The socket and lock go when the process goes, SIGKILL included: the cleanup helper
  * removes them once it sees lkvm's end of its pipe close. */
 START_TEST(killed_server_leaves_nothing)
@@ -980,6 +1049,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, killed_server_leaves_nothing);
 	tcase_add_test(tc, teardown_with_pending_client);
 	tcase_add_test(tc, out_of_descriptors);
+	tcase_add_test(tc, queued_clients_answered_at_stop);
 	suite_add_tcase(s, tc);
 	return s;
 }
