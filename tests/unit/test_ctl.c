@@ -795,64 +795,51 @@ static u64 cpu_ns(void)
 	return (u64)ts.tv_sec * 1000000000ull + (u64)ts.tv_nsec;
 }
 
-/* The child of out_of_descriptors: what failed, as its exit status. */
-static int starved_child(const char *dir)
-{
-	struct kvm *kvm = calloc(1, sizeof(*kvm));
-	struct rlimit rl = { .rlim_cur = 64, .rlim_max = 64 };
+/* A control server in a child whose descriptor table is full (as a guest's 9p fids can make
+ * lkvm's), and n client sockets made before it filled; last: the last descriptor taken. */
+struct starved {
+	struct kvm *kvm;
 	struct ctl_server *s;
-	char err[256];
-	int c[3], last = -1, fd;
-	u64 cpu;
+	int c[3], n, last;
+};
 
-	if (!kvm)
+/* Returns 0, or the child's exit status saying what failed (100-104). */
+static int starve(struct starved *t, int n)
+{
+	struct rlimit rl = { .rlim_cur = 64, .rlim_max = 64 };
+	char err[256];
+	int fd;
+
+	t->kvm = calloc(1, sizeof(*t->kvm));
+	t->n = n;
+	t->last = -1;
+	if (!t->kvm)
 		return 100;
-	kvm->vm_fd = kvm->sys_fd = kvm->stop_fd = -1;
-	if (ctl_server_create(kvm, "vm", geteuid(), &s, err, sizeof(err)) < 0 ||
-	    ctl_server_start(s) < 0)
+	t->kvm->vm_fd = t->kvm->sys_fd = t->kvm->stop_fd = -1;
+	if (ctl_server_create(t->kvm, "vm", geteuid(), &t->s, err, sizeof(err)) < 0 ||
+	    ctl_server_start(t->s) < 0)
 		return 101;
-	for (int i = 0; i < 3; i++)
-		if ((c[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+	for (int i = 0; i < n; i++)
+		if ((t->c[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 			return 102;
-	/* The table full, as a guest's 9p fids can make it (contained in this child). */
+	/* The table full (contained in this child). */
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return 103;
 	while ((fd = dup(0)) >= 0)
-		last = fd;
-	if (errno != EMFILE || last < 0)
-		return 104;
-	/* Served on the spare, which comes back once the client is closed. */
-	if (starved_call(c[0], dir, CTL_INFO) < 0 || starved_reply(c[0], CTL_INFO) < 0)
-		return 105;
-	/* Served on the spare again; stop keeps its client until the end: no spare now. */
-	if (starved_call(c[1], dir, CTL_STOP) < 0 || starved_reply(c[1], CTL_STOP) < 0)
-		return 106;
-	if (!atomic_load(&kvm->stopping))
-		return 107;
-	/* A client that cannot be accepted: the server backs off instead of spinning on the
-	 * readable listening socket (this process's CPU time is the server thread's here). */
-	if (starved_call(c[2], dir, CTL_INFO) < 0)
-		return 108;
-	cpu = cpu_ns();
-	poll(NULL, 0, 500);
-	if (cpu_ns() - cpu > 100 * 1000000ull)
-		return 109;
-	/* A descriptor freed: that client is answered. */
-	close(last);
-	if (starved_reply(c[2], CTL_INFO) < 0)
-		return 110;
-	for (int i = 0; i < 3; i++)
-		close(c[i]);
-	ctl_server_destroy(s);
+		t->last = fd;
+	return errno == EMFILE && t->last >= 0 ? 0 : 104;
+}
+
+static int starved_end(struct starved *t)
+{
+	for (int i = 0; i < t->n; i++)
+		close(t->c[i]);
+	ctl_server_destroy(t->s);
 	return 0;
 }
 
-/*
- * lkvm out of descriptors (RLIMIT_NOFILE reached, as a guest holding many 9p fids can make
- * it): `lkvm stat` and `lkvm stop` are still answered, and the control thread does not spin
- * on a listening socket it cannot accept from. In a child, whose exit status says what failed.
- */
-START_TEST(out_of_descriptors)
+/* Runs child(dir) in a child process; its exit status must be 0 (why: what the others mean). */
+static void in_starved_child(int (*child)(const char *dir), const char *why)
 {
 	char dir[64], sock[128];
 	int st;
@@ -862,60 +849,81 @@ START_TEST(out_of_descriptors)
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
-		_exit(starved_child(dir));
+		_exit(child(dir));
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(
-		WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		"child status %#x (105/106: no answer, 109: the server spun, 110: no recovery)",
-		st);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x (%s)", st, why);
 	/* The cleanup helper removes the socket and lock once the child is gone. */
 	snprintf(sock, sizeof(sock), "%s/vm.sock", dir);
 	for (int i = 0; i < 1000 && access(sock, F_OK) == 0; i++)
 		poll(NULL, 0, 10);
 	rt_dir_end(dir, NULL);
 }
+
+/* The child of out_of_descriptors: what failed, as its exit status. */
+static int starved_child(const char *dir)
+{
+	struct starved t;
+	int ret = starve(&t, 3);
+	u64 cpu;
+
+	if (ret)
+		return ret;
+	/* Served on the spare, which comes back once the client is closed. */
+	if (starved_call(t.c[0], dir, CTL_INFO) < 0 || starved_reply(t.c[0], CTL_INFO) < 0)
+		return 105;
+	/* Served on the spare again; stop keeps its client until the end: no spare now. */
+	if (starved_call(t.c[1], dir, CTL_STOP) < 0 || starved_reply(t.c[1], CTL_STOP) < 0)
+		return 106;
+	if (!atomic_load(&t.kvm->stopping))
+		return 107;
+	/* A client that cannot be accepted: the server backs off instead of spinning on the
+	 * readable listening socket (this process's CPU time is the server thread's here). */
+	if (starved_call(t.c[2], dir, CTL_INFO) < 0)
+		return 108;
+	cpu = cpu_ns();
+	poll(NULL, 0, 500);
+	if (cpu_ns() - cpu > 100 * 1000000ull)
+		return 109;
+	/* A descriptor freed: that client is answered. */
+	close(t.last);
+	if (starved_reply(t.c[2], CTL_INFO) < 0)
+		return 110;
+	return starved_end(&t);
+}
+
+/*
+ * lkvm out of descriptors (RLIMIT_NOFILE reached, as a guest holding many 9p fids can make
+ * it): `lkvm stat` and `lkvm stop` are still answered, and the control thread does not spin
+ * on a listening socket it cannot accept from. In a child, whose exit status says what failed.
+ */
+START_TEST(out_of_descriptors)
+{
+	in_starved_child(starved_child,
+			 "105/106: no answer, 109: the server spun, 110: no recovery");
+}
 END_TEST
 
 /* The child of queued_clients_answered_at_stop: what failed, as its exit status. */
 static int queued_child(const char *dir)
 {
-	struct kvm *kvm = calloc(1, sizeof(*kvm));
-	struct rlimit rl = { .rlim_cur = 64, .rlim_max = 64 };
-	struct ctl_server *s;
-	char err[256];
-	int c[2], last = -1, fd;
+	struct starved t;
+	int ret = starve(&t, 2);
 
-	if (!kvm)
-		return 100;
-	kvm->vm_fd = kvm->sys_fd = kvm->stop_fd = -1;
-	if (ctl_server_create(kvm, "vm", geteuid(), &s, err, sizeof(err)) < 0 ||
-	    ctl_server_start(s) < 0)
-		return 101;
-	for (int i = 0; i < 2; i++)
-		if ((c[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-			return 102;
-	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return 103;
-	while ((fd = dup(0)) >= 0)
-		last = fd;
-	if (errno != EMFILE || last < 0)
-		return 104;
+	if (ret)
+		return ret;
 	/* A stop, served on the spare and kept to the end: no spare left. */
-	if (starved_call(c[0], dir, CTL_STOP) < 0 || starved_reply(c[0], CTL_STOP) < 0)
+	if (starved_call(t.c[0], dir, CTL_STOP) < 0 || starved_reply(t.c[0], CTL_STOP) < 0)
 		return 105;
 	/* Queued on the socket: the server cannot accept it, so it stays there (no descriptor). */
-	if (starved_call(c[1], dir, CTL_INFO) < 0)
+	if (starved_call(t.c[1], dir, CTL_INFO) < 0)
 		return 106;
 	/* lkvm ends with the client still queued (a descriptor free for it now): it is answered,
 	 * not reset when the socket closes. */
-	close(last);
-	ctl_server_stop(s);
-	if (starved_reply(c[1], CTL_INFO) < 0)
+	close(t.last);
+	ctl_server_stop(t.s);
+	if (starved_reply(t.c[1], CTL_INFO) < 0)
 		return 107;
-	for (int i = 0; i < 2; i++)
-		close(c[i]);
-	ctl_server_destroy(s);
-	return 0;
+	return starved_end(&t);
 }
 
 /*
@@ -926,22 +934,7 @@ static int queued_child(const char *dir)
  */
 START_TEST(queued_clients_answered_at_stop)
 {
-	char dir[64], sock[128];
-	int st;
-	pid_t pid;
-
-	rt_dir(dir);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0)
-		_exit(queued_child(dir));
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		      "child status %#x (107: the queued client was not answered)", st);
-	snprintf(sock, sizeof(sock), "%s/vm.sock", dir);
-	for (int i = 0; i < 1000 && access(sock, F_OK) == 0; i++)
-		poll(NULL, 0, 10);
-	rt_dir_end(dir, NULL);
+	in_starved_child(queued_child, "107: the queued client was not answered");
 }
 END_TEST
 
