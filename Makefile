@@ -94,9 +94,12 @@ $(BUILD)/tests/%.o: tests/unit/%.c
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/liblkvm.a
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(CHECK_LIBS) $(LDLIBS)
 # The unit tests that drive a virtio device or transport through tests/unit/vdriver.c.
-VDRIVER_USERS := test_virtio_net test_virtio_blk test_virtio_console test_virtio_9p \
+VNET_USERS := test_virtio_net test_virtio_net_rx test_virtio_net_tx test_virtio_net_ctrl
+VDRIVER_USERS := $(VNET_USERS) test_virtio_blk test_virtio_console test_virtio_9p \
 	test_virtio_mmio test_virtio_pci
 $(VDRIVER_USERS:%=$(BUILD)/tests/%): $(BUILD)/tests/vdriver.o
+# The virtio-net tests' device, driver calls and waits (tests/unit/vnet.c).
+$(VNET_USERS:%=$(BUILD)/tests/%): $(BUILD)/tests/vnet.o
 # The blk tests make io_submit refuse requests (the device's synchronous fallback).
 $(BUILD)/tests/test_virtio_blk: LDFLAGS += -Wl,--wrap=io_submit
 # The CPUID tests answer lkvm's ioctls with a fake KVM (no /dev/kvm).
@@ -195,4 +198,4 @@ clean:
 distclean: clean
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/main.d $(UNIT_BINS:=.d) $(BUILD)/tests/vdriver.d $(FUZZ_OBJS:.o=.d) $(FUZZ_LIB_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(BUILD)/main.d $(UNIT_BINS:=.d) $(BUILD)/tests/vdriver.d $(BUILD)/tests/vnet.d $(FUZZ_OBJS:.o=.d) $(FUZZ_LIB_OBJS:.o=.d)

@@ -63,7 +63,8 @@ bench_in() {
 # -n batch=on was given: it was not refused (no fallback line), and the queue that carried the
 # traffic went through the batch calls. How many frames a call carries is scheduling (the
 # emulated host, one CPU for the vCPU and the TX thread, gave one per call): it is printed, not
-# asserted; the unit tests (test_virtio_net, test_net) assert batches of many frames.
+# asserted; the unit tests (test_virtio_net_tx, test_virtio_net_rx, test_net) assert batches of
+# many frames.
 check_batch() {
 	local q=tx0 pk calls
 	[ "$1" = rx ] && q=rx0
