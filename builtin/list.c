@@ -26,9 +26,57 @@ void list_usage(FILE *out)
 		"unreadable or not this user's.\n");
 }
 
+/* print_vm: one VM's row (the table's, or an object of the JSON array after `shown` others). */
+static void print_vm(const struct ctl_kvs *kv, bool json, size_t shown)
+{
+	char up[32];
+
+	if (json) {
+		printf("%s{\"name\":", shown ? "," : "");
+		ctl_json_str(stdout, ctl_kv_str(kv, "name"));
+		printf(",\"pid\":%llu,\"state\":", (unsigned long long)ctl_kv_u64(kv, "pid"));
+		ctl_json_str(stdout, ctl_kv_str(kv, "state"));
+		printf(",\"vcpus\":%llu,\"ram_mib\":%llu,\"uptime_s\":%.3f,\"paused_s\":%.3f,\"kernel\":",
+		       (unsigned long long)ctl_kv_u64(kv, "vcpus"),
+		       (unsigned long long)ctl_kv_u64(kv, "ram_mib"),
+		       (double)ctl_kv_u64(kv, "uptime_ns") / 1e9,
+		       (double)ctl_kv_u64(kv, "paused_ns") / 1e9);
+		ctl_json_str(stdout, ctl_kv_str(kv, "kernel"));
+		fputc('}', stdout);
+	} else {
+		ctl_fmt_duration(up, sizeof(up), ctl_kv_u64(kv, "uptime_ns"));
+		printf("%-24s %8llu %-9s %5llu %9llu %10s\n", ctl_kv_str(kv, "name"),
+		       (unsigned long long)ctl_kv_u64(kv, "pid"), ctl_kv_str(kv, "state"),
+		       (unsigned long long)ctl_kv_u64(kv, "vcpus"),
+		       (unsigned long long)ctl_kv_u64(kv, "ram_mib"), up);
+	}
+}
+
+/* query_vm: the VM's answer to CTL_INFO into *kv; -1 (warned, or a stale socket removed and
+ * said so) when there is none. */
+static int query_vm(const char *dir, const char *name, struct ctl_kvs *kv)
+{
+	char err[512];
+	int fd = ctl_cli_connect(dir, name, err, sizeof(err)), ret;
+
+	if (fd == -ECONNREFUSED)
+		return -1; /* a stale socket: removed and said so */
+	if (fd < 0) {
+		pr_warn("%s", err);
+		return -1;
+	}
+	ret = ctl_request(fd, name, CTL_INFO, kv, 5000, err, sizeof(err));
+	close(fd);
+	if (ret < 0) {
+		pr_warn("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
 int cmd_list(int argc, char **argv)
 {
-	char dir[PATH_MAX], err[512];
+	char dir[PATH_MAX];
 	bool json = false;
 	size_t n, shown = 0;
 	char **names;
@@ -54,41 +102,10 @@ int cmd_list(int argc, char **argv)
 		       "UPTIME");
 	for (size_t i = 0; i < n; i++) {
 		struct ctl_kvs kv;
-		char up[32];
-		int fd = ctl_cli_connect(dir, names[i], err, sizeof(err)), ret;
 
-		if (fd == -ECONNREFUSED)
-			continue; /* a stale socket: removed and said so */
-		if (fd < 0) {
-			pr_warn("%s", err);
+		if (query_vm(dir, names[i], &kv))
 			continue;
-		}
-		ret = ctl_request(fd, names[i], CTL_INFO, &kv, 5000, err, sizeof(err));
-		close(fd);
-		if (ret < 0) {
-			pr_warn("%s", err);
-			continue;
-		}
-		if (json) {
-			printf("%s{\"name\":", shown ? "," : "");
-			ctl_json_str(stdout, ctl_kv_str(&kv, "name"));
-			printf(",\"pid\":%llu,\"state\":",
-			       (unsigned long long)ctl_kv_u64(&kv, "pid"));
-			ctl_json_str(stdout, ctl_kv_str(&kv, "state"));
-			printf(",\"vcpus\":%llu,\"ram_mib\":%llu,\"uptime_s\":%.3f,\"paused_s\":%.3f,\"kernel\":",
-			       (unsigned long long)ctl_kv_u64(&kv, "vcpus"),
-			       (unsigned long long)ctl_kv_u64(&kv, "ram_mib"),
-			       (double)ctl_kv_u64(&kv, "uptime_ns") / 1e9,
-			       (double)ctl_kv_u64(&kv, "paused_ns") / 1e9);
-			ctl_json_str(stdout, ctl_kv_str(&kv, "kernel"));
-			fputc('}', stdout);
-		} else {
-			ctl_fmt_duration(up, sizeof(up), ctl_kv_u64(&kv, "uptime_ns"));
-			printf("%-24s %8llu %-9s %5llu %9llu %10s\n", ctl_kv_str(&kv, "name"),
-			       (unsigned long long)ctl_kv_u64(&kv, "pid"), ctl_kv_str(&kv, "state"),
-			       (unsigned long long)ctl_kv_u64(&kv, "vcpus"),
-			       (unsigned long long)ctl_kv_u64(&kv, "ram_mib"), up);
-		}
+		print_vm(&kv, json, shown);
 		shown++;
 		ctl_kvs_free(&kv);
 	}

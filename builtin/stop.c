@@ -80,21 +80,15 @@ static int stop_one(const char *dir, const char *name, int wait_s)
 	return rc;
 }
 
-int cmd_stop(int argc, char **argv)
+/* parse_args: --all and --wait into *all and *wait_s, the VM names counted in *named. 1 (said)
+ * on a bad argument. */
+static int parse_args(int argc, char **argv, bool *all, int *wait_s, int *named)
 {
-	bool all = false;
-	int wait_s = DEFAULT_WAIT_S, rc = 0, named = 0;
-	char dir[PATH_MAX];
-
-	if (ctl_cli_wants_help(argc, argv)) {
-		stop_usage(stdout);
-		return 0;
-	}
 	for (int i = 1; i < argc; i++) {
 		char *end;
 
 		if (!strcmp(argv[i], "--all")) {
-			all = true;
+			*all = true;
 		} else if (!strcmp(argv[i], "--wait")) {
 			long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
 
@@ -102,52 +96,78 @@ int cmd_stop(int argc, char **argv)
 				pr_err("stop: --wait needs whole seconds from 0 to 3600");
 				return 1;
 			}
-			wait_s = (int)v;
+			*wait_s = (int)v;
 			i++;
 		} else if (argv[i][0] == '-') {
 			pr_err("stop: unknown option '%s' (see lkvm stop --help)", argv[i]);
 			return 1;
 		} else {
-			named++;
+			(*named)++;
 		}
 	}
+	return 0;
+}
+
+/* stop_named: stop_one for each VM named in argv. */
+static int stop_named(int argc, char **argv, int wait_s)
+{
+	char dir[PATH_MAX];
+	int rc = 0;
+
+	if (ctl_runtime_dir(dir, sizeof(dir)) < 0) {
+		pr_err("the runtime directory's path is too long");
+		return 1;
+	}
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--wait"))
+			i++;
+		else if (argv[i][0] != '-')
+			rc |= stop_one(dir, argv[i], wait_s);
+	}
+	return rc;
+}
+
+/* stop_all: stop_one for each VM that answers on its socket (a stale one is removed). */
+static int stop_all(int wait_s)
+{
+	char dir[PATH_MAX];
+	char **names;
+	size_t n;
+	int rc = 0;
+
+	if (ctl_cli_names(dir, sizeof(dir), &names, &n))
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		char err[512];
+		int fd = ctl_cli_connect(dir, names[i], err, sizeof(err));
+
+		if (fd >= 0) {
+			close(fd);
+			rc |= stop_one(dir, names[i], wait_s);
+		} else if (fd != -ECONNREFUSED) {
+			pr_warn("%s", err);
+		}
+	}
+	ctl_names_free(names, n);
+	if (!n)
+		printf("no VM running\n");
+	return rc;
+}
+
+int cmd_stop(int argc, char **argv)
+{
+	bool all = false;
+	int wait_s = DEFAULT_WAIT_S, named = 0;
+
+	if (ctl_cli_wants_help(argc, argv)) {
+		stop_usage(stdout);
+		return 0;
+	}
+	if (parse_args(argc, argv, &all, &wait_s, &named))
+		return 1;
 	if (all == (named > 0)) {
 		pr_err("stop: give VM names or --all, not both or neither (see lkvm stop --help)");
 		return 1;
 	}
-	if (!all) {
-		if (ctl_runtime_dir(dir, sizeof(dir)) < 0) {
-			pr_err("the runtime directory's path is too long");
-			return 1;
-		}
-		for (int i = 1; i < argc; i++) {
-			if (!strcmp(argv[i], "--wait"))
-				i++;
-			else if (argv[i][0] != '-')
-				rc |= stop_one(dir, argv[i], wait_s);
-		}
-		return rc;
-	}
-	{
-		char **names;
-		size_t n;
-
-		if (ctl_cli_names(dir, sizeof(dir), &names, &n))
-			return 1;
-		for (size_t i = 0; i < n; i++) {
-			char err[512];
-			int fd = ctl_cli_connect(dir, names[i], err, sizeof(err));
-
-			if (fd >= 0) {
-				close(fd);
-				rc |= stop_one(dir, names[i], wait_s);
-			} else if (fd != -ECONNREFUSED) {
-				pr_warn("%s", err);
-			}
-		}
-		ctl_names_free(names, n);
-		if (!n)
-			printf("no VM running\n");
-	}
-	return rc;
+	return all ? stop_all(wait_s) : stop_named(argc, argv, wait_s);
 }

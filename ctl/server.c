@@ -237,6 +237,26 @@ static int spawn_cleaner(struct ctl_server *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* open_wake_fds: the eventfd that wakes the server's thread and the spare descriptor (its copy). */
+static int open_wake_fds(struct ctl_server *s, char *err, size_t errlen)
+{
+	int ret;
+
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->wake_fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "eventfd: %s", strerror(errno));
+		return ret;
+	}
+	s->spare_fd = fcntl(s->wake_fd, F_DUPFD_CLOEXEC, 0);
+	if (s->spare_fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "cannot keep a spare descriptor: %s", strerror(errno));
+		return ret;
+	}
+	return 0;
+}
+
 int ctl_server_create(struct kvm *kvm, const char *name, uid_t owner, struct ctl_server **out,
 		      char *err, size_t errlen)
 {
@@ -280,18 +300,9 @@ int ctl_server_create(struct kvm *kvm, const char *name, uid_t owner, struct ctl
 	ret = listen_on(s, err, errlen);
 	if (ret < 0)
 		goto fail;
-	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->wake_fd < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "eventfd: %s", strerror(errno));
+	ret = open_wake_fds(s, err, errlen);
+	if (ret < 0)
 		goto fail;
-	}
-	s->spare_fd = fcntl(s->wake_fd, F_DUPFD_CLOEXEC, 0);
-	if (s->spare_fd < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "cannot keep a spare descriptor: %s", strerror(errno));
-		goto fail;
-	}
 	ret = spawn_cleaner(s, err, errlen);
 	if (ret < 0)
 		goto fail;
@@ -476,6 +487,34 @@ static void finish(struct ctl_server *s, struct conn *c, struct ctl_msg *r, bool
 	close_conn(c);
 }
 
+/* header_refused: true, with the error reply in r, when the header h is one not served (ret:
+ * what ctl_hdr_decode said of it). */
+static bool header_refused(struct ctl_server *s, const struct ctl_hdr *h, int ret,
+			   struct ctl_msg *r)
+{
+	if (ret == -EPROTO) {
+		note_bad(s, "a request without the protocol's magic (not an lkvm client?)");
+		reply_error(r, CTL_ERR_PROTO, "bad magic 0x%08x: not an lkvm control message",
+			    h->magic);
+		return true;
+	}
+	if (ret == -EPROTONOSUPPORT) {
+		reply_error(r, CTL_ERR_VERSION,
+			    "protocol version %u not supported (this lkvm speaks %d)", h->version,
+			    CTL_VERSION);
+		return true;
+	}
+	if (ret == -EMSGSIZE || h->status != 0) {
+		note_bad(s, "a malformed request header");
+		reply_error(r, CTL_ERR_PROTO,
+			    h->status ? "a request must have status 0"
+				      : "request payload of %u bytes: at most %d",
+			    h->len, CTL_MAX_REQUEST);
+		return true;
+	}
+	return false;
+}
+
 /* Read what is there; answer once a whole request arrived, or an error as soon as the header is bad. */
 static void serve(struct ctl_server *s, struct conn *c)
 {
@@ -504,26 +543,7 @@ static void serve(struct ctl_server *s, struct conn *c)
 		return;
 	ret = ctl_hdr_decode(c->buf, CTL_MAX_REQUEST, &h);
 	ctl_msg_init(&r, (u16)(h.type | CTL_REPLY), 0);
-	if (ret == -EPROTO) {
-		note_bad(s, "a request without the protocol's magic (not an lkvm client?)");
-		reply_error(&r, CTL_ERR_PROTO, "bad magic 0x%08x: not an lkvm control message",
-			    h.magic);
-		finish(s, c, &r, false);
-		return;
-	}
-	if (ret == -EPROTONOSUPPORT) {
-		reply_error(&r, CTL_ERR_VERSION,
-			    "protocol version %u not supported (this lkvm speaks %d)", h.version,
-			    CTL_VERSION);
-		finish(s, c, &r, false);
-		return;
-	}
-	if (ret == -EMSGSIZE || h.status != 0) {
-		note_bad(s, "a malformed request header");
-		reply_error(&r, CTL_ERR_PROTO,
-			    h.status ? "a request must have status 0"
-				     : "request payload of %u bytes: at most %d",
-			    h.len, CTL_MAX_REQUEST);
+	if (header_refused(s, &h, ret, &r)) {
 		finish(s, c, &r, false);
 		return;
 	}

@@ -351,10 +351,61 @@ void pci_bus_destroy(struct kvm *kvm)
 	free(bus);
 }
 
+/* bars_fit: -ENOSPC unless dev's BARs, each at a size-aligned address, fit in the window's rest. */
+static int bars_fit(const struct pci_bus *bus, const struct pci_device *dev)
+{
+	u64 next = bus->next_mmio;
+
+	for (int i = 0; i < PCI_NUM_BARS; i++) {
+		u32 size = dev->bar[i].size;
+
+		if (!size)
+			continue;
+		next = ALIGN_UP(next, (u64)size);
+		if (!range_ok(next, size, PCI_MMIO_WINDOW_END))
+			return -ENOSPC;
+		next += size;
+	}
+	return 0;
+}
+
+/* bars_assign_locked: dev's BARs at their addresses (bars_fit said they fit), not yet mapped. */
+static void bars_assign_locked(struct pci_bus *bus, struct pci_device *dev)
+{
+	u64 next = bus->next_mmio;
+
+	for (int i = 0; i < PCI_NUM_BARS; i++) {
+		u32 size = dev->bar[i].size;
+		u32 v = 0;
+
+		if (size) {
+			next = ALIGN_UP(next, (u64)size);
+			v = (u32)next | PCI_BAR_MEM_TYPE_32;
+			next += size;
+		}
+		cfg_put(dev->cfg, (u16)(PCI_BASE_ADDRESS_0 + 4 * i), 4, v);
+		dev->bar[i].mapped = false;
+		dev->bar[i].mapped_at = BAR_UNMAPPED;
+	}
+	bus->next_mmio = next;
+}
+
+/* header_init: the rest of dev's type 0 header for a device in slot. */
+static void header_init(struct pci_device *dev, int slot)
+{
+	header_wmask(dev);
+	dev->cfg[PCI_HEADER_TYPE] = 0;
+	cfg_put(dev->cfg, PCI_ROM_ADDRESS, 4, 0);
+	cfg_put(dev->cfg, PCI_STATUS, 2, dev->cfg[PCI_CAPABILITY_LIST] ? PCI_STATUS_CAP_LIST : 0);
+	dev->cfg[PCI_INTERRUPT_PIN] = 1; /* INTA */
+	dev->cfg[PCI_INTERRUPT_LINE] = (u8)MPTABLE_PCI_PIN(slot);
+	/* We play firmware: addresses are assigned, so decode is on as Linux expects. */
+	cfg_put(dev->cfg, PCI_COMMAND, 2, PCI_COMMAND_MEMORY);
+}
+
 int pci_device_register(struct kvm *kvm, struct pci_device *dev)
 {
 	struct pci_bus *bus = kvm->pci;
-	u64 next;
 	int slot, ret = 0;
 
 	if (!bus || dev->bus)
@@ -374,43 +425,12 @@ int pci_device_register(struct kvm *kvm, struct pci_device *dev)
 		goto out;
 	}
 	/* Size-aligned addresses, checked all before any is committed. */
-	next = bus->next_mmio;
-	for (int i = 0; i < PCI_NUM_BARS; i++) {
-		u32 size = dev->bar[i].size;
+	ret = bars_fit(bus, dev);
+	if (ret)
+		goto out;
+	bars_assign_locked(bus, dev);
 
-		if (!size)
-			continue;
-		next = ALIGN_UP(next, (u64)size);
-		if (!range_ok(next, size, PCI_MMIO_WINDOW_END)) {
-			ret = -ENOSPC;
-			goto out;
-		}
-		next += size;
-	}
-	next = bus->next_mmio;
-	for (int i = 0; i < PCI_NUM_BARS; i++) {
-		u32 size = dev->bar[i].size;
-		u32 v = 0;
-
-		if (size) {
-			next = ALIGN_UP(next, (u64)size);
-			v = (u32)next | PCI_BAR_MEM_TYPE_32;
-			next += size;
-		}
-		cfg_put(dev->cfg, (u16)(PCI_BASE_ADDRESS_0 + 4 * i), 4, v);
-		dev->bar[i].mapped = false;
-		dev->bar[i].mapped_at = BAR_UNMAPPED;
-	}
-	bus->next_mmio = next;
-
-	header_wmask(dev);
-	dev->cfg[PCI_HEADER_TYPE] = 0;
-	cfg_put(dev->cfg, PCI_ROM_ADDRESS, 4, 0);
-	cfg_put(dev->cfg, PCI_STATUS, 2, dev->cfg[PCI_CAPABILITY_LIST] ? PCI_STATUS_CAP_LIST : 0);
-	dev->cfg[PCI_INTERRUPT_PIN] = 1; /* INTA */
-	dev->cfg[PCI_INTERRUPT_LINE] = (u8)MPTABLE_PCI_PIN(slot);
-	/* We play firmware: addresses are assigned, so decode is on as Linux expects. */
-	cfg_put(dev->cfg, PCI_COMMAND, 2, PCI_COMMAND_MEMORY);
+	header_init(dev, slot);
 	dev->bus = bus;
 	dev->slot = (u8)slot;
 	bus->slots[slot] = dev;

@@ -277,11 +277,9 @@ const struct opt_set net_opt_set = {
 	.help_col = 20,
 };
 
-int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen)
+/* net_opts_defaults: what -n gives without keys. */
+static void net_opts_defaults(struct net_opts *o)
 {
-	unsigned seen;
-	int ret;
-
 	memset(o, 0, sizeof(*o));
 	o->mode = NET_MODE_TAP;
 	o->ioeventfd = true;
@@ -293,16 +291,11 @@ int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen
 	 * buffers posted at that moment is dropped, not held) and rr is not slower (docs/devices.md). */
 	o->batch = false;
 	memcpy(o->guest_mac, default_mac, sizeof(default_mac));
-	if (err && errlen)
-		err[0] = '\0';
+}
 
-	if (!arg || !*arg) {
-		errfmt(err, errlen, "-n: empty option (want e.g. mode=tap,tapif=tap0)");
-		return -EINVAL;
-	}
-	ret = opt_parse_kv(&net_opt_set, arg, arg, o, &seen, err, errlen);
-	if (ret)
-		return ret;
+/* check_tuning: the data path's keys (seen) agree with the TX strategy and vhost. */
+static int check_tuning(const struct net_opts *o, unsigned seen, char *err, size_t errlen)
+{
 	/* A tuning key for another strategy would be silently ignored: say so instead. */
 	if ((seen & (1u << K_TX_TIMER)) && o->tx_mode != NET_TX_TIMER) {
 		errfmt(err, errlen, "-n tx_timer_us: only with tx=timer (tx is %s)",
@@ -333,6 +326,12 @@ int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen
 			}
 		}
 	}
+	return 0;
+}
+
+/* check_backend_keys: no key (seen) of the backend mode does not use. */
+static int check_backend_keys(const struct net_opts *o, unsigned seen, char *err, size_t errlen)
+{
 	/* The keys of the other backend would be ignored: refuse them. */
 	if (o->mode == NET_MODE_USER) {
 		static const int tap_only[] = { K_TAPIF, K_HOST_IP, K_SCRIPT };
@@ -356,6 +355,28 @@ int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen
 		return -EINVAL;
 	}
 	return 0;
+}
+
+int net_parse_opts(const char *arg, struct net_opts *o, char *err, size_t errlen)
+{
+	unsigned seen;
+	int ret;
+
+	net_opts_defaults(o);
+	if (err && errlen)
+		err[0] = '\0';
+
+	if (!arg || !*arg) {
+		errfmt(err, errlen, "-n: empty option (want e.g. mode=tap,tapif=tap0)");
+		return -EINVAL;
+	}
+	ret = opt_parse_kv(&net_opt_set, arg, arg, o, &seen, err, errlen);
+	if (ret)
+		return ret;
+	ret = check_tuning(o, seen, err, errlen);
+	if (ret)
+		return ret;
+	return check_backend_keys(o, seen, err, errlen);
 }
 
 void net_offloads_from_features(u64 f, struct net_offloads *off)

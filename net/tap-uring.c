@@ -64,6 +64,69 @@ static int uring_harvest(struct tap_uring *tu, int which, struct net_io *io, int
 	return got;
 }
 
+/* uring_prep: one SQE per frame of io[0..n), not yet submitted. -EIO (the ring dead) when the
+ * SQ ring has no room. */
+static int uring_prep(struct tap_uring *tu, int which, struct net_io *io, int n)
+{
+	struct io_uring *r = &tu->ring[which];
+
+	for (int i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+
+		if (!sqe) { /* cannot happen: every call reaps all it submits */
+			tu->dead[which] = true;
+			return -EIO;
+		}
+		if (which == R_TX)
+			io_uring_prep_writev(sqe, 0, io[i].iov, (unsigned)io[i].iovcnt, 0);
+		else
+			io_uring_prep_readv(sqe, 0, io[i].iov, (unsigned)io[i].iovcnt, 0);
+		/* RWF_NOWAIT: a tap that is empty (or full) answers -EAGAIN at once. Without it
+		 * io_uring waits for readiness itself (it does so for O_NONBLOCK files that
+		 * support non-blocking I/O), out of reach of the thread's stop eventfd. */
+		sqe->rw_flags = RWF_NOWAIT;
+		sqe->flags |= IOSQE_FIXED_FILE;
+		io_uring_sqe_set_data64(sqe, (u64)i);
+		io[i].res = -EIO;
+	}
+	return 0;
+}
+
+/* uring_cancel_parked: submits a cancel for each of the n frames not done (counted in *cancels).
+ * NET_BATCH_IN_DOUBT (the ring dead) when one could not be submitted. */
+static int uring_cancel_parked(struct tap_uring *tu, int which, int n, const bool *done,
+			       int *cancels)
+{
+	struct io_uring *r = &tu->ring[which];
+	int queued = 0, ret;
+
+	/* What is not done now was parked: cancel it, once (each cancel ends with
+	 * its target's CQE, or finds it done or running: -ENOENT, -EALREADY). */
+	for (int i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe;
+
+		if (done[i])
+			continue;
+		sqe = io_uring_get_sqe(r);
+		if (!sqe) { /* cannot happen: 2 * URING_DEPTH entries */
+			tu->dead[which] = true;
+			return NET_BATCH_IN_DOUBT;
+		}
+		io_uring_prep_cancel64(sqe, (u64)i, 0);
+		sqe->flags |= IOSQE_FIXED_FILE; /* the restrictions require it */
+		io_uring_sqe_set_data64(sqe, CANCEL_TAG + (u64)i);
+		(*cancels)++;
+		queued++;
+	}
+	/* A cancel not taken would leave uring_batch's wait without end. */
+	ret = io_uring_submit(r);
+	if (ret != queued) {
+		tu->dead[which] = true;
+		return NET_BATCH_IN_DOUBT;
+	}
+	return 0;
+}
+
 /*
  * One io_uring_enter for n frames: every SQE is a READV or WRITEV on fixed file 0 (the tap),
  * straight from or into the iovecs given (guest memory: no copy), with RWF_NOWAIT, so the
@@ -88,25 +151,9 @@ static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n
 		return -EIO;
 	if (n <= 0 || n > URING_DEPTH)
 		return -EINVAL;
-	for (int i = 0; i < n; i++) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(r);
-
-		if (!sqe) { /* cannot happen: every call reaps all it submits */
-			tu->dead[which] = true;
-			return -EIO;
-		}
-		if (which == R_TX)
-			io_uring_prep_writev(sqe, 0, io[i].iov, (unsigned)io[i].iovcnt, 0);
-		else
-			io_uring_prep_readv(sqe, 0, io[i].iov, (unsigned)io[i].iovcnt, 0);
-		/* RWF_NOWAIT: a tap that is empty (or full) answers -EAGAIN at once. Without it
-		 * io_uring waits for readiness itself (it does so for O_NONBLOCK files that
-		 * support non-blocking I/O), out of reach of the thread's stop eventfd. */
-		sqe->rw_flags = RWF_NOWAIT;
-		sqe->flags |= IOSQE_FIXED_FILE;
-		io_uring_sqe_set_data64(sqe, (u64)i);
-		io[i].res = -EIO;
-	}
+	ret = uring_prep(tu, which, io, n);
+	if (ret)
+		return ret;
 	ret = io_uring_submit(r);
 	if (ret != n) {
 		tu->dead[which] = true;
@@ -120,33 +167,10 @@ static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n
 		if (got == n && !cancels)
 			break;
 		if (got < n && !cancelled) {
-			int queued = 0;
-
-			/* What is not done now was parked: cancel it, once (each cancel ends with
-			 * its target's CQE, or finds it done or running: -ENOENT, -EALREADY). */
-			for (int i = 0; i < n; i++) {
-				struct io_uring_sqe *sqe;
-
-				if (done[i])
-					continue;
-				sqe = io_uring_get_sqe(r);
-				if (!sqe) { /* cannot happen: 2 * URING_DEPTH entries */
-					tu->dead[which] = true;
-					return NET_BATCH_IN_DOUBT;
-				}
-				io_uring_prep_cancel64(sqe, (u64)i, 0);
-				sqe->flags |= IOSQE_FIXED_FILE; /* the restrictions require it */
-				io_uring_sqe_set_data64(sqe, CANCEL_TAG + (u64)i);
-				cancels++;
-				queued++;
-			}
 			cancelled = true;
-			/* A cancel not taken would leave the wait below without end. */
-			ret = io_uring_submit(r);
-			if (ret != queued) {
-				tu->dead[which] = true;
-				return NET_BATCH_IN_DOUBT;
-			}
+			ret = uring_cancel_parked(tu, which, n, done, &cancels);
+			if (ret)
+				return ret;
 			continue;
 		}
 		ret = io_uring_wait_cqe(r, &cqe);

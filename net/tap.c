@@ -151,6 +151,27 @@ static int perm_error(int e, const char *what, char *err, size_t errlen)
 	return -e;
 }
 
+/* tunsetiff_error: -e, said for the tap name (empty: a new one) that TUNSETIFF refused with e. */
+static int tunsetiff_error(int e, const char *name, char *err, size_t errlen)
+{
+	if (e == EPERM || e == EACCES)
+		return perm_error(e, "creating or attaching a tap", err, errlen);
+	if (e == EBUSY)
+		errfmt(err, errlen,
+		       "tap '%s': busy (attached elsewhere, or its "
+		       "multiqueue flag differs)",
+		       name);
+	else if (e == EINVAL)
+		errfmt(err, errlen,
+		       "tap '%s': exists with other flags (not a tap, or "
+		       "without vnet_hdr/multi_queue)",
+		       name);
+	else
+		errfmt(err, errlen, "tap '%s': TUNSETIFF: %s", name[0] ? name : "(new)",
+		       strerror(e));
+	return -e;
+}
+
 /* Opens one queue of the tap named *name (empty: kernel picks, name filled in). */
 static int tap_open_one(char name[IFNAMSIZ], bool multi, char *err, size_t errlen)
 {
@@ -183,22 +204,7 @@ static int tap_open_one(char name[IFNAMSIZ], bool multi, char *err, size_t errle
 	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
 		e = errno;
 		close(fd);
-		if (e == EPERM || e == EACCES)
-			return perm_error(e, "creating or attaching a tap", err, errlen);
-		if (e == EBUSY)
-			errfmt(err, errlen,
-			       "tap '%s': busy (attached elsewhere, or its "
-			       "multiqueue flag differs)",
-			       name);
-		else if (e == EINVAL)
-			errfmt(err, errlen,
-			       "tap '%s': exists with other flags (not a tap, or "
-			       "without vnet_hdr/multi_queue)",
-			       name);
-		else
-			errfmt(err, errlen, "tap '%s': TUNSETIFF: %s", name[0] ? name : "(new)",
-			       strerror(e));
-		return -e;
+		return tunsetiff_error(e, name, err, errlen);
 	}
 	memcpy(name, ifr.ifr_name, IFNAMSIZ);
 	name[IFNAMSIZ - 1] = '\0';
@@ -313,6 +319,23 @@ static int run_script(const char *script, const char *ifname, char *err, size_t 
 	return -EIO;
 }
 
+/* tap_backends: be[0..n), one per queue fd of the tap name; -ENOMEM with those made left in be. */
+static int tap_backends(struct net_backend **be, int n, const int *fds, const char *name, char *err,
+			size_t errlen)
+{
+	for (int i = 0; i < n; i++) {
+		be[i] = calloc(1, sizeof(*be[i]));
+		if (!be[i]) {
+			errfmt(err, errlen, "tap: out of memory");
+			return -ENOMEM;
+		}
+		be[i]->ops = &tap_ops;
+		be[i]->rx_fd = be[i]->tx_fd = fds[i];
+		memcpy(be[i]->ifname, name, sizeof(be[i]->ifname));
+	}
+	return 0;
+}
+
 int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char *err, size_t errlen)
 {
 	char name[IFNAMSIZ];
@@ -350,17 +373,9 @@ int net_tap_open(const struct net_opts *o, struct net_backend **be, int n, char 
 		if (ret)
 			goto fail;
 	}
-	for (i = 0; i < n; i++) {
-		be[i] = calloc(1, sizeof(*be[i]));
-		if (!be[i]) {
-			errfmt(err, errlen, "tap: out of memory");
-			ret = -ENOMEM;
-			goto fail;
-		}
-		be[i]->ops = &tap_ops;
-		be[i]->rx_fd = be[i]->tx_fd = fds[i];
-		memcpy(be[i]->ifname, name, sizeof(be[i]->ifname));
-	}
+	ret = tap_backends(be, n, fds, name, err, errlen);
+	if (ret)
+		goto fail;
 	tap_batch(o, be, n);
 	return 0;
 

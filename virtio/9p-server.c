@@ -710,6 +710,30 @@ static int op_attach(struct p9_call *c)
 	return 0;
 }
 
+/* walk_bind: newfid (fid itself when they are equal) names cur, the node a whole walk from f
+ * reached (a copy of f's own when no name was walked: empty). */
+static int walk_bind(struct p9_server *s, struct p9_fid *f, u32 fid, u32 newfid,
+		     struct p9_node *cur, bool empty)
+{
+	int ret;
+
+	if (empty)
+		cur->fd = fcntl(f->node.fd, F_DUPFD_CLOEXEC, 0);
+	if (cur->fd < 0)
+		return neg_errno();
+	if (newfid == fid) {
+		fid_close(f);
+		f->node = *cur;
+	} else {
+		ret = fid_add(s, newfid, FID_FILE, cur);
+		if (ret) {
+			close(cur->fd);
+			return ret;
+		}
+	}
+	return 0;
+}
+
 static int op_walk(struct p9_call *c)
 {
 	struct p9_server *s = c->s;
@@ -751,20 +775,9 @@ static int op_walk(struct p9_call *c)
 		/* Partly walked: say how far, newfid is not made. */
 		close(cur.fd);
 	} else {
-		if (!nwname)
-			cur.fd = fcntl(f->node.fd, F_DUPFD_CLOEXEC, 0);
-		if (cur.fd < 0)
-			return neg_errno();
-		if (newfid == fid) {
-			fid_close(f);
-			f->node = cur;
-		} else {
-			ret = fid_add(s, newfid, FID_FILE, &cur);
-			if (ret) {
-				close(cur.fd);
-				return ret;
-			}
-		}
+		ret = walk_bind(s, f, fid, newfid, &cur, !nwname);
+		if (ret)
+			return ret;
 	}
 	put16(c, (u16)i);
 	for (int k = 0; k < i; k++)

@@ -695,11 +695,27 @@ buffered:
 		b->fd = open(o->path, flags);
 }
 
+/* blk_init_state: the free request list, the config space and the serial of b (its size known). */
+static void blk_init_state(struct virtio_blk *b, const struct blk_opts *o)
+{
+	const char *base = strrchr(o->path, '/');
+	/* The serial: "lkvm-" and the file name, cut at 20 bytes (no NUL then, §5.2.6). */
+	char id[sizeof(o->path) + 8];
+
+	for (int i = 0; i < NR_REQS; i++)
+		b->reqs[i].next_free = i + 1 < NR_REQS ? i + 1 : -1;
+	b->free_head = 0;
+	b->cfg.capacity = htole64(b->size / SECTOR);
+	b->cfg.seg_max = htole32(VIRTIO_BLK_SEG_MAX);
+	b->cfg.blk_size = htole32(SECTOR);
+	snprintf(id, sizeof(id), "lkvm-%s", base ? base + 1 : o->path);
+	memcpy(b->id, id, MIN(strlen(id), sizeof(b->id)));
+}
+
 static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out, char *err,
 		     size_t errlen)
 {
 	struct virtio_blk *b = calloc(1, sizeof(*b));
-	const char *base = strrchr(o->path, '/');
 	struct stat st;
 	int ret;
 
@@ -737,19 +753,7 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 		b->ctx = 0;
 		goto fail;
 	}
-	for (int i = 0; i < NR_REQS; i++)
-		b->reqs[i].next_free = i + 1 < NR_REQS ? i + 1 : -1;
-	b->free_head = 0;
-	b->cfg.capacity = htole64(b->size / SECTOR);
-	b->cfg.seg_max = htole32(VIRTIO_BLK_SEG_MAX);
-	b->cfg.blk_size = htole32(SECTOR);
-	{
-		/* The serial: "lkvm-" and the file name, cut at 20 bytes (no NUL then, §5.2.6). */
-		char id[sizeof(o->path) + 8];
-
-		snprintf(id, sizeof(id), "lkvm-%s", base ? base + 1 : o->path);
-		memcpy(b->id, id, MIN(strlen(id), sizeof(b->id)));
-	}
+	blk_init_state(b, o);
 	b->vdev.ops = &virtio_blk_ops;
 	b->vdev.priv = b;
 	b->vdev.use_ioeventfd = !kvm->cfg.no_ioeventfd;

@@ -340,10 +340,41 @@ static void elf_phdr(const struct elf_img *el, u32 i, struct phdr *p)
 	}
 }
 
+/* The ELF header's fields elf_parse_header checks, from either class. */
+struct elf_ehdr {
+	u16 type, machine, phentsize, phnum;
+	size_t want_phent; /* the class's program header size */
+};
+
+/* elf_read_ehdr: el's ELF header (class el->is64) into *h and el->phoff; false when the image is
+ * too short to hold it. */
+static bool elf_read_ehdr(struct elf_img *el, struct elf_ehdr *h)
+{
+	if (el->is64) {
+		Elf64_Ehdr eh;
+
+		if (el->len < sizeof(eh))
+			return false;
+		memcpy(&eh, el->img, sizeof(eh));
+		h->type = eh.e_type, h->machine = eh.e_machine, h->phentsize = eh.e_phentsize;
+		h->phnum = eh.e_phnum, el->phoff = eh.e_phoff;
+		h->want_phent = sizeof(Elf64_Phdr);
+	} else {
+		Elf32_Ehdr eh;
+
+		if (el->len < sizeof(eh))
+			return false;
+		memcpy(&eh, el->img, sizeof(eh));
+		h->type = eh.e_type, h->machine = eh.e_machine, h->phentsize = eh.e_phentsize;
+		h->phnum = eh.e_phnum, el->phoff = eh.e_phoff;
+		h->want_phent = sizeof(Elf32_Phdr);
+	}
+	return true;
+}
+
 static int elf_parse_header(const u8 *img, size_t len, struct elf_img *el, char *err, size_t errlen)
 {
-	u16 type, machine, phentsize, phnum;
-	size_t want_phent;
+	struct elf_ehdr h;
 
 	if (len < EI_NIDENT) {
 		errfmt(err, errlen, "ELF kernel truncated: %zu bytes", len);
@@ -360,50 +391,32 @@ static int elf_parse_header(const u8 *img, size_t len, struct elf_img *el, char 
 	el->img = img;
 	el->len = len;
 	el->is64 = img[EI_CLASS] == ELFCLASS64;
-	if (el->is64) {
-		Elf64_Ehdr eh;
-
-		if (len < sizeof(eh))
-			goto truncated;
-		memcpy(&eh, img, sizeof(eh));
-		type = eh.e_type, machine = eh.e_machine, phentsize = eh.e_phentsize;
-		phnum = eh.e_phnum, el->phoff = eh.e_phoff;
-		want_phent = sizeof(Elf64_Phdr);
-	} else {
-		Elf32_Ehdr eh;
-
-		if (len < sizeof(eh))
-			goto truncated;
-		memcpy(&eh, img, sizeof(eh));
-		type = eh.e_type, machine = eh.e_machine, phentsize = eh.e_phentsize;
-		phnum = eh.e_phnum, el->phoff = eh.e_phoff;
-		want_phent = sizeof(Elf32_Phdr);
-	}
-	if (machine != EM_X86_64 && machine != EM_386) {
-		errfmt(err, errlen, "ELF kernel is for machine %u, not x86", machine);
+	if (!elf_read_ehdr(el, &h)) {
+		errfmt(err, errlen, "ELF kernel truncated: %zu bytes, too short for the ELF header",
+		       len);
 		return -ENOEXEC;
 	}
-	if (type != ET_EXEC) {
-		errfmt(err, errlen, "ELF kernel is not an executable (e_type %u)", type);
+	if (h.machine != EM_X86_64 && h.machine != EM_386) {
+		errfmt(err, errlen, "ELF kernel is for machine %u, not x86", h.machine);
 		return -ENOEXEC;
 	}
-	if (phnum == 0 || phnum == PN_XNUM || phentsize != want_phent) {
+	if (h.type != ET_EXEC) {
+		errfmt(err, errlen, "ELF kernel is not an executable (e_type %u)", h.type);
+		return -ENOEXEC;
+	}
+	if (h.phnum == 0 || h.phnum == PN_XNUM || h.phentsize != h.want_phent) {
 		errfmt(err, errlen, "ELF kernel has bad program headers (%u entries of %u bytes)",
-		       phnum, phentsize);
+		       h.phnum, h.phentsize);
 		return -ENOEXEC;
 	}
-	if (!range_ok(el->phoff, (u64)phnum * phentsize, len)) {
+	if (!range_ok(el->phoff, (u64)h.phnum * h.phentsize, len)) {
 		errfmt(err, errlen,
 		       "ELF program headers at 0x%" PRIx64 " lie past the end of the file",
 		       el->phoff);
 		return -ENOEXEC;
 	}
-	el->phnum = phnum;
+	el->phnum = h.phnum;
 	return 0;
-
-truncated:
-	errfmt(err, errlen, "ELF kernel truncated: %zu bytes, too short for the ELF header", len);
-	return -ENOEXEC;
 }
 
 /* Looks for the Xen PHYS32_ENTRY note in [off, off+size); 1 if found, 0 if not, -errno if malformed. */

@@ -33,6 +33,41 @@ static struct kvm_cpuid2 *get_supported(int sys_fd)
 	return NULL;
 }
 
+/* adjust_entry: one leaf of KVM's supported CPUID as this vCPU's guest sees it (ncpu vCPUs;
+ * tsc_deadline and tsc_stops: see x86_setup_cpuid). */
+static void adjust_entry(const struct kvm_cpu *vcpu, struct kvm_cpuid_entry2 *e, u32 ncpu,
+			 bool tsc_deadline, bool tsc_stops)
+{
+	switch (e->function) {
+	case 1:
+		/* Initial APIC id and logical processor count, as the MP table says. */
+		e->ebx = (e->ebx & 0x0000ffffU) | ((u32)vcpu->id << 24) | ((ncpu & 0xff) << 16);
+		e->ecx |= CPUID_1_ECX_HYPERVISOR;
+		if (tsc_deadline)
+			e->ecx |= CPUID_1_ECX_TSC_DEADLINE;
+		if (ncpu > 1)
+			e->edx |= CPUID_1_EDX_HTT;
+		break;
+	case 0xb:
+	case 0x1f:
+		/* x2APIC topology: EDX is this CPU's x2APIC id. */
+		e->edx = (u32)vcpu->id;
+		break;
+	case 0x80000007:
+		if (!tsc_stops)
+			e->edx &= ~CPUID_80000007_EDX_INVARIANT_TSC;
+		break;
+	case KVM_CPUID_FEATURES:
+		/* On a PVM host the paravirtual send-IPI hypercall never returns on the
+		 * target (HOST-KVM.md): hide it and Linux uses the APIC's ICR instead. */
+		if (vcpu->kvm->pvm_quirks)
+			e->eax &= ~(1U << KVM_FEATURE_PV_SEND_IPI_BIT);
+		break;
+	default:
+		break;
+	}
+}
+
 int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
 {
 	struct kvm *kvm = vcpu->kvm;
@@ -57,40 +92,8 @@ int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
 		return -errno;
 	}
 	for (u32 i = 0; i < c->nent; i++) {
-		struct kvm_cpuid_entry2 *e = &c->entries[i];
-
-		switch (e->function) {
-		case 1:
-			/* Initial APIC id and logical processor count, as the MP table says. */
-			e->ebx = (e->ebx & 0x0000ffffU) | ((u32)vcpu->id << 24) |
-				 ((ncpu & 0xff) << 16);
-			e->ecx |= CPUID_1_ECX_HYPERVISOR;
-			if (tsc_deadline)
-				e->ecx |= CPUID_1_ECX_TSC_DEADLINE;
-			if (ncpu > 1)
-				e->edx |= CPUID_1_EDX_HTT;
-			break;
-		case 0xb:
-		case 0x1f:
-			/* x2APIC topology: EDX is this CPU's x2APIC id. */
-			e->edx = (u32)vcpu->id;
-			break;
-		case 0x80000007:
-			if (!tsc_stops)
-				e->edx &= ~CPUID_80000007_EDX_INVARIANT_TSC;
-			break;
-		case KVM_CPUID_SIGNATURE:
-			have_sig = true;
-			break;
-		case KVM_CPUID_FEATURES:
-			/* On a PVM host the paravirtual send-IPI hypercall never returns on the
-			 * target (HOST-KVM.md): hide it and Linux uses the APIC's ICR instead. */
-			if (kvm->pvm_quirks)
-				e->eax &= ~(1U << KVM_FEATURE_PV_SEND_IPI_BIT);
-			break;
-		default:
-			break;
-		}
+		have_sig |= c->entries[i].function == KVM_CPUID_SIGNATURE;
+		adjust_entry(vcpu, &c->entries[i], ncpu, tsc_deadline, tsc_stops);
 	}
 	if (!have_sig)
 		pr_debug(

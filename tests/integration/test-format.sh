@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The tree stays formatted: every C file is as clang-format (.clang-format) would write it, and the check sees a file that is not.
+# The tree stays formatted: every C file is as clang-format (.clang-format) would write it, no function outside tests/ is
+# over 60 lines (scripts/funclen.awk), and the checks see a file that breaks them.
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
 SUMMARY_PREFIX=format
@@ -49,6 +50,54 @@ t_sees_misformat() {
 	! grep -q '^good\.c' <<<"$out" || { fail "a formatted file failed the check: '$out'"; return; }
 }
 
+# The longest a function outside tests/ may be, from the first line of its signature to its closing brace.
+FUNC_MAX=60
+
+# long_functions FILE...: prints "FILE:LINE: N lines: SIGNATURE" for each function over FUNC_MAX lines.
+long_functions() {
+	awk -v N="$FUNC_MAX" -f "$REPO_ROOT/scripts/funclen.awk" "$@"
+}
+
+t_short_functions() {
+	local files long n
+	mapfile -t files < <(c_files | grep '\.c$' | grep -v '^tests/')
+	n=${#files[@]}
+	[ "$n" -gt 50 ] || { fail "found only $n C files outside tests/ under $REPO_ROOT"; return; }
+	long=$(cd "$REPO_ROOT" && long_functions "${files[@]}")
+	[ -z "$long" ] && return
+	LAST_LOG=$LOG_DIR/format-long-functions.log
+	echo "$long" >"$LAST_LOG"
+	fail "$(wc -l <<<"$long") functions over $FUNC_MAX lines (split them into named helpers): $(paste -sd ';' <<<"$long" | sed 's/;/; /g')"
+}
+
+# The length check on made-up files: a function of FUNC_MAX + 1 lines (with a signature over two
+# lines and a label at column 0) must be listed, one of FUNC_MAX lines and a long array initializer
+# closed by `};` at column 0 must not.
+t_sees_long_function() {
+	local d out
+	d=$(mktemp -d "$LOG_DIR/format.XXXXXX")
+	# body N: a function of N lines in all.
+	body() {
+		local i
+		printf 'static int f%s(int a,\n\t\tint b)\n{\n' "$1"
+		for ((i = 0; i < $1 - 6; i++)); do printf '\ta += b;\n'; done
+		printf 'out:\n\treturn a;\n}\n'
+	}
+	body $((FUNC_MAX + 1)) >"$d/long.c"
+	{
+		body "$FUNC_MAX"
+		printf 'static const int table[] = {\n'
+		for ((i = 0; i < FUNC_MAX * 2; i++)); do printf '\t%d,\n' "$i"; done
+		printf '};\n'
+	} >"$d/short.c"
+	out=$(cd "$d" && long_functions long.c short.c)
+	rm -rf "$d"
+	[ "$out" = "long.c:1: $((FUNC_MAX + 1)) lines: static int f$((FUNC_MAX + 1))(int a," ] ||
+		fail "expected only long.c's function listed, got: '$(tr '\n' ' ' <<<"$out")'"
+}
+
 run_test tree-formatted t_tree
+run_test short-functions t_short_functions
+run_test sees-long-function t_sees_long_function
 run_test sees-misformat t_sees_misformat
 finish_tests
