@@ -3,6 +3,8 @@
 #include "lkvm/initcfg.h" /* the exit port's word */
 
 #define COM1 0x3f8
+#define I8042_CMD 0x64
+#define I8042_RESET 0xfe
 #define PVPANIC_PORT 0x505
 #define PVPANIC_PANICKED 0x1
 #define PVH_MAGIC 0x336ec578
@@ -98,21 +100,23 @@ int strcmp(const char *a, const char *b)
 
 /* ---- ways out ---- */
 
-/* One report through lkvm-exit (include/lkvm/initcfg.h's word); the first ends the run. The
- * write is repeated in case the port is absent: then the run ends by lkvm's --timeout, not by
- * a reset that would look like a pass. */
-static void __noreturn exit_report(u32 kind, u32 detail)
+/* One report through lkvm-exit (include/lkvm/initcfg.h's word); the first ends the run. */
+static void exit_report(u32 kind, u32 detail)
 {
-	for (;;) {
-		outl(LKVM_EXIT_PORT, LKVM_EXIT_WORD(kind, 0, detail));
-		cpu_relax();
-	}
+	outl(LKVM_EXIT_PORT, LKVM_EXIT_WORD(kind, 0, detail));
 }
 
+/* Where no exit port answers (QEMU runs net-bench for lkvm bench --qemu) the i8042 reset ends
+ * the run; under lkvm the report already has, and lkvm's line says it came through the port
+ * (what lib.sh's run_guest checks, so a reset alone never passes for guest_done). */
 void guest_done(void)
 {
 	serial_puts("GUEST DONE\n");
 	exit_report(LKVM_EXIT_EXITED, 0);
+	for (;;) {
+		outb(I8042_CMD, I8042_RESET);
+		cpu_relax();
+	}
 }
 
 void guest_panic(void)
@@ -133,6 +137,7 @@ void guest_fail(const char *file, int line, const char *fmt, ...)
 	va_end(ap);
 	gprintf("GUEST FAIL %s:%d: %s\n", file, line, msg);
 	exit_report(LKVM_EXIT_GUEST_ASSERT, line > 0 && line <= 0xffff ? (u32)line : 0);
+	guest_panic(); /* without an exit port (QEMU): still a failure */
 }
 
 u64 lib_io_emulated;
