@@ -7,6 +7,7 @@
 #include "lkvm/boot.h"
 #include "lkvm/ctl.h"
 #include "lkvm/dev.h"
+#include "lkvm/exitport.h"
 #include "lkvm/fdt.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm-cpu.h"
@@ -97,10 +98,18 @@ static const struct {
 	int (*always)(struct kvm *kvm);
 	int (*asked)(struct kvm *kvm, const struct kvm_config *cfg);
 } machine[] = {
-	{ .always = pci_bus_add }, { .always = serial8250_add }, { .always = i8042_add },
-	{ .always = rtc_add },	   { .always = pvpanic_add },	 { .asked = run_cmd_add_devices },
-	{ .asked = add_nets },	   { .asked = add_disks },	 { .asked = add_console },
-	{ .asked = add_rng },	   { .asked = add_shares },
+	{ .always = pci_bus_add },
+	{ .always = serial8250_add },
+	{ .always = i8042_add },
+	{ .always = rtc_add },
+	{ .always = pvpanic_add },
+	{ .always = exitport_add },
+	{ .asked = run_cmd_add_devices },
+	{ .asked = add_nets },
+	{ .asked = add_disks },
+	{ .asked = add_console },
+	{ .asked = add_rng },
+	{ .asked = add_shares },
 };
 
 int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen)

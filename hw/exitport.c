@@ -1,4 +1,4 @@
-/* lkvm-exit: the guest init writes CMD's status (or why it could not run it); the run ends. */
+/* lkvm-exit: the guest init writes CMD's status (or why it could not run it), a test guest its result; the run ends. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -32,7 +32,8 @@ static void exitport_report(struct exitport *e, u32 word)
 			e->ready(e->ready_arg);
 		return; /* not an end */
 	} else if (kind == LKVM_EXIT_EXITED && !detail) {
-		kvm_request_exit(e->kvm, (int)value, "command exited with %u", value);
+		kvm_request_exit(e->kvm, (int)value, "%s exited with %u (lkvm-exit)",
+				 e->kvm->cfg.cmd.on ? "command" : "guest", value);
 	} else if (kind == LKVM_EXIT_SIGNALED && !detail && value && value < 128) {
 		const char *name = sigabbrev_np((int)value); /* strsignal is not thread-safe */
 
@@ -44,6 +45,12 @@ static void exitport_report(struct exitport *e, u32 word)
 		kvm_request_exit(e->kvm, EXIT_GUEST_NO_STATUS, "guest init failed %s: %s%s%s%s",
 				 stage, detail ? strerror((int)detail) : "no error code",
 				 *hint ? " (" : "", hint, *hint ? ")" : "");
+	} else if (kind == LKVM_EXIT_GUEST_ASSERT && !value) {
+		/* Only a number: the guest's own words stay on its console. */
+		kvm_request_exit(e->kvm, EXIT_GUEST_ASSERT,
+				 "guest assertion failed at line %u (its console's GUEST FAIL line "
+				 "says where and why)",
+				 detail);
 	} else {
 		pr_warn_rl(&e->rl, "lkvm-exit: invalid report 0x%08x ignored", word);
 		return;
@@ -136,5 +143,10 @@ int exitport_on_stdin_ready(struct kvm *kvm, void (*fn)(void *arg), void *arg)
 
 int exitport_add(struct kvm *kvm)
 {
+	/* The machine adds it to every VM; run -- CMD's devices ask for it as well (before
+	 * either is up, so the list is searched, not kvm_dev_find). */
+	for (struct kvm_dev *d = kvm->devs; d; d = d->next)
+		if (d->ops == &exitport_dev_ops)
+			return 0;
 	return kvm_dev_add(kvm, &exitport_dev_ops, NULL, 0);
 }

@@ -8,10 +8,14 @@ struct kvm;
 
 /*
  * Adds the "lkvm-exit" device to kvm's device list (a legacy device: ports LKVM_EXIT_PORT..+3,
- * no interrupt, no thread). A complete report ends the run through kvm_request_exit with
- *   CMD exited with N          -> N (0-255)
+ * no interrupt, no thread); every VM has it (a test guest reports through it, run -- CMD's
+ * init too), and adding it again adds nothing. A complete report ends the run through
+ * kvm_request_exit with
+ *   CMD (or a test guest) exited with N -> N (0-255)
  *   CMD killed by signal N     -> 128 + N (the shell's convention)
  *   init could not run CMD     -> EXIT_GUEST_NO_STATUS, the reason naming init's stage and errno
+ *   a guest assertion failed   -> EXIT_GUEST_ASSERT, the reason naming its line (a number: no
+ *                                 guest text reaches lkvm's messages)
  * Anything else is ignored (one rate-limited warning). Reads return 0. 0 or -ENOMEM.
  */
 int exitport_add(struct kvm *kvm) __must_check;

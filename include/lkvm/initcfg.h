@@ -115,9 +115,12 @@ size_t initcfg_stdin_decode(struct initcfg_stdin_dec *d, const uint8_t *in, size
  * The exit port: init reports how CMD ended, or why it could not run it, by writing one 32-bit
  * little-endian word to LKVM_EXIT_PORT..+3, either as one outl or as four byte writes in
  * increasing port order (what /dev/port does); the write that reaches the last byte commits.
+ * The freestanding test guests (tests/guest/lib/) report through it too: their pass as
+ * LKVM_EXIT_EXITED 0, a failed GUEST_ASSERT as LKVM_EXIT_GUEST_ASSERT.
  *   bits 0-7   value: CMD's exit status, its signal number, or the init stage (below)
  *   bits 8-15  kind (enum lkvm_exit_kind)
- *   bits 16-31 detail: for LKVM_EXIT_INIT_FAILED the errno (0: none); 0 otherwise
+ *   bits 16-31 detail: for LKVM_EXIT_INIT_FAILED the errno (0: none), for
+ *              LKVM_EXIT_GUEST_ASSERT the assertion's line (0: unknown); 0 otherwise
  * The port is not a console: nothing CMD prints can forge it. 0x510 would have been QEMU's
  * fw_cfg selector (0x510-0x51b); 0x508 sits between pvpanic (0x505) and that range.
  */
@@ -132,6 +135,9 @@ enum lkvm_exit_kind {
 	 * detail 0). Bytes that arrived before would have met the terminal's line discipline,
 	 * which drops input while its line buffer is full and echoes it. */
 	LKVM_EXIT_STDIN_READY = 4,
+	/* A test guest's assertion failed (value 0, detail its line; the file and the values
+	 * are on its console, "GUEST FAIL file:line: ..."): lkvm exits EXIT_GUEST_ASSERT. */
+	LKVM_EXIT_GUEST_ASSERT = 5,
 };
 
 #define LKVM_EXIT_WORD(kind, value, detail) \

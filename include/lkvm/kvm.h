@@ -21,7 +21,9 @@ enum {
 	EXIT_LKVM_ERROR = 1,  /* bad input, host problem, or an exit lkvm cannot handle */
 	EXIT_GUEST_PANIC = 2, /* pvpanic reported a guest panic */
 	EXIT_STOPPED = 3,     /* `lkvm stop` asked for it (an orderly shutdown) */
-	EXIT_TIMEOUT = 124,   /* --timeout expired (the timeout(1) convention) */
+	EXIT_GUEST_ASSERT =
+		4, /* a test guest's assertion failed (lkvm-exit, LKVM_EXIT_GUEST_ASSERT) */
+	EXIT_TIMEOUT = 124, /* --timeout expired (the timeout(1) convention) */
 	EXIT_GUEST_NO_STATUS =
 		125, /* lkvm's guest init could not run the command (git bisect's "skip") */
 };

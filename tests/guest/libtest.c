@@ -3,8 +3,9 @@
 
 /*
  * The command line word test=NAME picks what to do:
- *   all (default)  every check below, ends with guest_done() from CPL3 (lkvm exit 0)
- *   assert         a GUEST_ASSERT that fails at CPL3 (exit 2, "GUEST FAIL file:line: cond")
+ *   all (default)  every check below, ends with guest_done() from CPL3 (lkvm exit 0); the
+ *                  command line must hold libtest.echo=hello libtest.n=0x10 (read back here)
+ *   assert         a GUEST_ASSERT that fails at CPL3 (exit 4, "GUEST FAIL file:line: cond")
  *   assert0        the same at CPL0
  *   fault          a page fault at CPL3 (exit 2, "GUEST EXCEPTION vector=14")
  *   ud             ud2 at CPL3 (exit 2, "GUEST EXCEPTION vector=6")
@@ -47,10 +48,15 @@ static void test_printf(void)
 		0xbeefu, 0x123456789abcdeful, "str", 'Z', 18446744073709551615ull);
 }
 
+/* Prints each function; arg counts the host bridges (8086:1237, class 060000) at 00:00.0. */
 static bool list_dev(const struct pci_dev *d, void *arg)
 {
+	u32 class = pci_read32(d, PCI_CLASS_REV) >> 8;
+
 	gprintf("GUEST libtest pci %02x:%02x.%u %04x:%04x class=%06x\n", d->bus, d->dev, d->fn,
-		d->vendor, d->device, pci_read32(d, PCI_CLASS_REV) >> 8);
+		d->vendor, d->device, class);
+	*(int *)arg += !d->bus && !d->dev && !d->fn && d->vendor == 0x8086 && d->device == 0x1237 &&
+		       class == 0x060000;
 	return false;
 }
 
@@ -58,9 +64,10 @@ static void test_pci(void)
 {
 	struct pci_dev pv;
 	bool io;
-	int n = pci_scan(list_dev, NULL);
+	int bridges = 0, n = pci_scan(list_dev, &bridges);
 
 	GUEST_ASSERT(n >= 2); /* host bridge and pvpanic at least */
+	GUEST_ASSERT_EQ(bridges, 1);
 	GUEST_ASSERT(pci_find(0x1b36, 0x0011, &pv));
 	GUEST_ASSERT(!pci_find(0x1234, 0x5678, &(struct pci_dev){ 0 }));
 	pvpanic_mmio = pci_bar(&pv, 0, &io);
@@ -80,6 +87,7 @@ static void user_main(void *arg)
 	GUEST_ASSERT_EQ((u64)(uintptr_t)arg, 0x1234);
 	gprintf("GUEST libtest cpl3: cpl=%u iopl=%u\n", cpl(), iopl());
 	GUEST_ASSERT_EQ(cpl(), 3);
+	GUEST_ASSERT(iopl() == 0 || iopl() == 3); /* 0: a PVM host (guest.h) */
 	if (!strcmp(test, "assert"))
 		GUEST_ASSERT(cpl() == 0);
 	if (!strcmp(test, "fault"))
@@ -131,12 +139,17 @@ void guest_main(void)
 	if (!strcmp(test, "assert0"))
 		GUEST_ASSERT(cpl() == 3);
 	test_printf();
-	if (cmdline_get("libtest.echo", arg, sizeof(arg)))
-		gprintf("GUEST libtest cmdline: libtest.echo=%s n=%llu\n", arg,
-			cmdline_u64("libtest.n", 7));
+	/* What test-c-guests.sh passes: a word, a hex number, and a default for a key absent. */
+	if (!strcmp(test, "all")) {
+		GUEST_ASSERT(cmdline_get("libtest.echo", arg, sizeof(arg)));
+		GUEST_ASSERT(!strcmp(arg, "hello"));
+		GUEST_ASSERT_EQ(cmdline_u64("libtest.n", 7), 16);
+		GUEST_ASSERT_EQ(cmdline_u64("libtest.absent", 7), 7);
+	}
 	test_pci();
 	const char *src = clock_init();
 	gprintf("GUEST libtest clock: source=%s tsc_hz=%llu\n", src, tsc_hz);
+	GUEST_ASSERT(tsc_hz >= 100000000ull); /* a TSC rate was found (not 0, not a guess of kHz) */
 	gprintf("GUEST libtest: entering CPL3\n");
 	guest_run_user(user_main, (void *)0x1234);
 }

@@ -4,8 +4,8 @@
 /*
  * The command line word check=NAME[,NAME...] picks the checks, run in that order; words
  * want.KEY=VALUE say what the host expects (absent: 0). Each check asserts what it finds
- * against them (GUEST FAIL, exit 2, on a mismatch), prints one line "GUEST machine NAME: ..."
- * and returns; after the last one the run ends with GUEST DONE (exit 0).
+ * against them (GUEST FAIL, exit 4, on a mismatch), prints one line "GUEST machine NAME: ..."
+ * and returns; after the last one the run ends with GUEST DONE (exit 0 through the exit port).
  *   cpuid    leaf 1 (hypervisor, TSC-deadline, APIC id, logical count, HTT), the invariant TSC
  *            bit, the KVM leaves 0x40000000/1 (signature, PV send-IPI); a TSC-deadline timer
  *            that fires when the bit is set.
@@ -13,8 +13,9 @@
  *   highmem  the memory map around the PCI hole, and patterns written below the hole and
  *            above 4 GiB that hold (and none past the end of RAM). want.ram_mib
  *   dtb      bzImage only: setup_data SETUP_DTB holds a valid FDT whose /chosen bootargs is
- *            the command line, whose cpus, memory and virtio_mmio nodes match the machine.
- *            want.cpus, want.ram_mib
+ *            the command line, whose cpus, memory and virtio_mmio nodes match the machine
+ *            (as many of them as the command line's words, want.virtio_mmio).
+ *            want.cpus, want.ram_mib, want.virtio_mmio
  *   devices  virtio devices by kind on PCI (1af4:104x) and on virtio-mmio (from the
  *            command line's virtio_mmio.device= words, each window's magic and version).
  *            want.pci.KIND, want.mmio.KIND with KIND net, blk, console, rng
@@ -407,6 +408,7 @@ static void check_dtb(void)
 		GUEST_ASSERT_EQ(dt.mem[1][0], PCI_HOLE_END);
 	}
 	n = cmdline_mmio(cmd, MAX_MMIO);
+	GUEST_ASSERT_EQ(n, want("virtio_mmio"));
 	GUEST_ASSERT_EQ(dt.nr_mmio, n);
 	for (int i = 0; i < n; i++) {
 		GUEST_ASSERT_EQ(dt.mmio[i].addr, cmd[i].addr);

@@ -150,6 +150,21 @@ run_lkvm() {
 	expect_status "$want"
 }
 
+# run_guest LOG EXPECTED_STATUS -- ARGS...: run_lkvm for a C test guest that checks itself
+# (tests/guest/lib/guest.h): its status, through lkvm's exit port, is the result. 0 is a pass
+# only with lkvm's line saying the guest reported it (guest_done; a reset or a triple fault also
+# ends with 0), 4 a failed GUEST_ASSERT, 2 an exception. A run that ends otherwise fails the test
+# with the guest's own "GUEST FAIL file:line: ..." line when it printed one.
+run_guest() {
+	local log=$1 want=$2
+	shift 2
+	run_lkvm "$log" "$want" "$@" || { why_guest_failed; return 1; }
+	[ "$want" = 0 ] || return 0
+	_log_has -E 'guest exited with 0 \(lkvm-exit\)'
+	case $? in 0) return 0 ;; 2) return 1 ;; esac
+	fail "status 0 without the guest's report through the exit port (a reset, not guest_done)"
+}
+
 expect_status() {
 	[ "$LAST_STATUS" = "$1" ] && return 0
 	local last

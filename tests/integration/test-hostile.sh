@@ -34,10 +34,11 @@ max_lines() { local s=${LAST_SECS%.*}; echo $((5 * (s / 5 + 1) + 2)); }
 
 all_body() {
 	local name=$1 bin=$2 extra=$3
-	LKVM=$bin run_lkvm "$name" 0 -- run -k "$ELF" --timeout $T -n "mode=tap,tapif=lkvmh0,script=none$extra" \
+	# The guest checks that every case recovers after its reset, and that all of them ran
+	# (tests/guest/lib/guest.h): its status is that result. The rest is what the host sees.
+	LKVM=$bin run_guest "$name" 0 -- run -k "$ELF" --timeout $T -n "mode=tap,tapif=lkvmh0,script=none$extra" \
 		--console virtio || return
 	expect_no_output 'ERROR: [A-Za-z]+Sanitizer|runtime error:|SUMMARY: [A-Za-z]+Sanitizer' "a sanitizer report" || return
-	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
 	case $extra in *batch=on*)
 		# A tap without RWF_NOWAIT (Debian's 6.1, the emulated host's) refuses the batches: the
 		# batched path never ran here (the per-frame one did, with no report above).
@@ -48,11 +49,7 @@ all_body() {
 		expect_no_output 'batch=on unavailable' "the per-frame fallback" || return
 		;;
 	esac
-	local ok
-	ok=$(grep -c '^GUEST hostile: [a-z0-9^-]* ok ' "$LAST_LOG")
-	[ "$ok" = $NCASES ] || { fail "$ok of $NCASES cases ok"; return; }
-	expect_output "^GUEST hostile: ALL OK \\($NCASES cases\\)$" || return
-	expect_output '^GUEST DONE$' || return
+	# The console's line after the 16-GiB chain's reset reached the host.
 	expect_output '^GUEST hostile: console prints after the reset$' "the console's line after its reset" || return
 	# 18 cases break a queue; the warnings are rate-limited (5 per 5 s, then a count).
 	local n
@@ -61,9 +58,8 @@ all_body() {
 }
 
 flood_body() {
-	run_lkvm hostile-flood 0 -- run -k "$ELF" --timeout $T -p "case=desc-loop repeat=300" \
+	run_guest hostile-flood 0 -- run -k "$ELF" --timeout $T -p "case=desc-loop repeat=300" \
 		-n "mode=tap,tapif=lkvmh1,script=none" || return
-	expect_output '^GUEST hostile: ALL OK \(300 cases\)$' || return
 	# 300 broken queues: a few lines per 5 s, not 300.
 	local n
 	n=$(own_lines)

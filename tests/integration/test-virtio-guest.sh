@@ -29,15 +29,12 @@ virtio_bad_in() {
 	if [ "$precreate" = 1 ]; then
 		tap_up "$TAP" || return
 	fi
-	LKVM=$bin run_lkvm "virtio-guest-$name" 0 -- run -k "$ELF" -n "mode=tap,tapif=$TAP,script=none$extra" \
+	# The guest checks NEEDS_RESET, the used index left at 1 and a good frame after the reset
+	# (tests/guest/lib/guest.h): its status is that result. The rest is what only the host sees.
+	LKVM=$bin run_guest "virtio-guest-$name" 0 -- run -k "$ELF" -n "mode=tap,tapif=$TAP,script=none$extra" \
 		-p "case=$GUEST_CASE" --timeout $T --stats || return
-	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
 	expect_no_output 'ERROR: [A-Za-z]+Sanitizer|runtime error:|SUMMARY: [A-Za-z]+Sanitizer' "a sanitizer report" || return
 	expect_no_output 'Segmentation fault|Assertion .* failed|core dumped' "a crash" || return
-	# The guest checked NEEDS_RESET, the used index left at 1 and a good frame after the reset.
-	expect_output "^GUEST hostile: $GUEST_CASE ok \\(NEEDS_RESET, recovered\\)\$" || return
-	expect_output '^GUEST hostile: ALL OK \(1 cases\)$' || return
-	expect_output '^GUEST DONE$' || return
 	# lkvm says so once (it logs the first NEEDS_RESET of a device only).
 	local n
 	n=$(grep -v '^GUEST ' "$LAST_LOG" | grep -Eic 'needs[ _-]?reset')

@@ -1,4 +1,4 @@
-/* Unit tests of lkvm-exit (hw/exitport.c): each report in every access width, what is ignored. */
+/* Unit tests of lkvm-exit (hw/exitport.c): each report in every access width, a test guest's results, what is ignored. */
 #include <errno.h>
 #include <string.h>
 
@@ -8,18 +8,25 @@
 #include "lkvm/initcfg.h"
 #include "lkvm/kvm.h"
 
-static struct kvm *vm_new(void)
+/* cmd: the VM runs -- CMD (the reports are its command's) rather than a test guest. */
+static struct kvm *vm_new_as(bool cmd)
 {
 	struct kvm *kvm = calloc(1, sizeof(*kvm));
 	char err[256];
 
 	ck_assert_ptr_nonnull(kvm);
 	kvm->stop_fd = -1;
+	kvm->cfg.cmd.on = cmd;
 	io_bus_init(&kvm->pio);
 	io_bus_init(&kvm->mmio);
 	ck_assert_int_eq(exitport_add(kvm), 0);
 	ck_assert_int_eq(kvm_devs_init(kvm, err, sizeof(err)), 0);
 	return kvm;
+}
+
+static struct kvm *vm_new(void)
+{
+	return vm_new_as(true);
 }
 
 static void vm_free(struct kvm *kvm)
@@ -43,9 +50,9 @@ static void write_word(struct kvm *kvm, u32 word, u32 width)
 					  true));
 }
 
-static void expect_exit(u32 word, u32 width, int status, const char *reason)
+static void expect_exit_as(bool cmd, u32 word, u32 width, int status, const char *reason)
 {
-	struct kvm *kvm = vm_new();
+	struct kvm *kvm = vm_new_as(cmd);
 
 	ck_assert(!atomic_load(&kvm->stopping));
 	write_word(kvm, word, width);
@@ -56,16 +63,65 @@ static void expect_exit(u32 word, u32 width, int status, const char *reason)
 	vm_free(kvm);
 }
 
+static void expect_exit(u32 word, u32 width, int status, const char *reason)
+{
+	expect_exit_as(true, word, width, status, reason);
+}
+
 START_TEST(test_exited)
 {
 	for (u32 width = 1; width <= 4; width *= 2) {
 		expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 7, 0), width, 7,
-			    "command exited with 7");
+			    "command exited with 7 (lkvm-exit)");
 		expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 0, 0), width, 0,
-			    "command exited with 0");
+			    "command exited with 0 (lkvm-exit)");
 		expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 255, 0), width, 255,
-			    "command exited with 255");
+			    "command exited with 255 (lkvm-exit)");
 	}
+}
+END_TEST
+
+/* A test guest (no -- CMD): its pass is status 0, a failed assertion EXIT_GUEST_ASSERT with
+ * its line, and nothing but that number of the guest's reaches lkvm's message. */
+START_TEST(test_guest_results)
+{
+	expect_exit_as(false, LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 0, 0), 4, 0,
+		       "guest exited with 0 (lkvm-exit)");
+	for (u32 width = 1; width <= 4; width *= 2)
+		expect_exit_as(false, LKVM_EXIT_WORD(LKVM_EXIT_GUEST_ASSERT, 0, 1234), width,
+			       EXIT_GUEST_ASSERT,
+			       "guest assertion failed at line 1234 (its console's GUEST FAIL line "
+			       "says where and why)");
+	expect_exit_as(false, LKVM_EXIT_WORD(LKVM_EXIT_GUEST_ASSERT, 0, 0xffff), 4,
+		       EXIT_GUEST_ASSERT,
+		       "guest assertion failed at line 65535 (its console's GUEST FAIL line "
+		       "says where and why)");
+	/* -- CMD's guest may report one too (any guest code can write the port). */
+	expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_GUEST_ASSERT, 0, 7), 4, EXIT_GUEST_ASSERT,
+		    "guest assertion failed at line 7 (its console's GUEST FAIL line says where "
+		    "and why)");
+}
+END_TEST
+
+/* Every VM gets the port from the machine, and run -- CMD's devices add it again: one device. */
+START_TEST(test_added_once)
+{
+	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	char err[256];
+	int n = 0;
+
+	ck_assert_ptr_nonnull(kvm);
+	kvm->stop_fd = -1;
+	io_bus_init(&kvm->pio);
+	io_bus_init(&kvm->mmio);
+	ck_assert_int_eq(exitport_add(kvm), 0);
+	ck_assert_int_eq(exitport_add(kvm), 0);
+	for (struct kvm_dev *d = kvm->devs; d; d = d->next)
+		n++;
+	ck_assert_int_eq(n, 1);
+	ck_assert_int_eq(kvm_devs_init(kvm, err, sizeof(err)), 0);
+	ck_assert_ptr_null(kvm_dev_find(kvm, "lkvm-exit", 1));
+	vm_free(kvm);
 }
 END_TEST
 
@@ -93,9 +149,10 @@ END_TEST
 START_TEST(test_ignored)
 {
 	static const u32 bad[] = {
-		0,					     /* no kind */
-		LKVM_EXIT_WORD(5, 0, 0),		     /* unknown kind */
-		LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 0, 0), /* not an end (no hook here) */
+		0,					       /* no kind */
+		LKVM_EXIT_WORD(6, 0, 0),		       /* unknown kind */
+		LKVM_EXIT_WORD(LKVM_EXIT_GUEST_ASSERT, 1, 10), /* a value on an assertion */
+		LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 0, 0),   /* not an end (no hook here) */
 		LKVM_EXIT_WORD(LKVM_EXIT_STDIN_READY, 1, 0),
 		LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 1, 1),	  /* detail on an exit */
 		LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, 0, 0), /* signal 0 */
@@ -164,6 +221,8 @@ static Suite *exitport_suite(void)
 	TCase *tc = tcase_create("lkvm-exit");
 
 	tcase_add_test(tc, test_exited);
+	tcase_add_test(tc, test_guest_results);
+	tcase_add_test(tc, test_added_once);
 	tcase_add_test(tc, test_signaled);
 	tcase_add_test(tc, test_init_failed);
 	tcase_add_test(tc, test_ignored);

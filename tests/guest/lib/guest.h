@@ -13,11 +13,25 @@
  * One vCPU runs unless the guest starts the others (smp_start_aps). Nothing here uses SYSCALL or
  * INT n (they do not work on PVM hosts).
  *
- * Ways out (they work at CPL0 and CPL3 alike):
- *   guest_done()      prints "GUEST DONE" and resets through the i8042 (lkvm exits 0);
- *   guest_fail(...)   prints "GUEST FAIL file:line: message" and writes the ISA pvpanic port
- *                     0x505 (lkvm exits 2); GUEST_ASSERT(cond) and GUEST_ASSERT_EQ use it.
- * An exception prints "GUEST EXCEPTION vector=.. rip=.. err=.." and fails the same way.
+ * A test guest checks its own results (the KVM selftests' way): the guest's C code asserts
+ * what it expects, with GUEST_ASSERT, GUEST_ASSERT_EQ or GUEST_FAIL, and reports one status
+ * through lkvm's exit port (lkvm-exit, port 0x508: include/lkvm/initcfg.h), which every VM has.
+ * What the guest must know to judge (the CPU count, whether the host has SMAP, a PVM host) the
+ * host script passes on the command line (cmdline_get, cmdline_u64); what only the host can
+ * see (lkvm's messages, --stats counters, a tap's counters) the script checks after the run.
+ * The script then checks one status: 0 (run_guest's pass, tests/integration/lib.sh) or 4.
+ *
+ * Ways out (they work at CPL0 and CPL3 alike, and on any CPU):
+ *   guest_done()      prints "GUEST DONE" and reports status 0 through the exit port (lkvm
+ *                     prints "guest exited with 0 (lkvm-exit)" and exits 0);
+ *   guest_fail(...)   prints "GUEST FAIL file:line: message" on the console and reports
+ *                     "assertion failed" (LKVM_EXIT_GUEST_ASSERT, with the line) through the
+ *                     exit port: lkvm exits 4, EXIT_GUEST_ASSERT, and says "guest assertion
+ *                     failed at line N"; GUEST_ASSERT(cond) ("GUEST FAIL file:line: cond") and
+ *                     GUEST_ASSERT_EQ(a, b) ("GUEST FAIL file:line: a == b: a=0x.. b=0x..")
+ *                     use it. The text stays on the console: only the line number reaches lkvm;
+ *   guest_panic()     writes the ISA pvpanic port 0x505 (lkvm exits 2), printing nothing.
+ * An exception prints "GUEST EXCEPTION vector=.. rip=.. err=.." and panics (lkvm exits 2).
  */
 
 typedef unsigned char u8;
@@ -191,9 +205,11 @@ int hvc_poll(void);
 
 /* ---- results ("ucall" channel) ---- */
 
+/* Status 0 through the exit port (lkvm exits 0). */
 void guest_done(void) __noreturn;
 /* Writes "panicked" to the ISA pvpanic port (lkvm exits 2), printing nothing. */
 void guest_panic(void) __noreturn;
+/* "GUEST FAIL file:line: message", then "assertion failed" through the exit port (lkvm exits 4). */
 void guest_fail(const char *file, int line, const char *fmt, ...) __printf(3, 4) __noreturn;
 #define GUEST_FAIL(...) guest_fail(__FILE__, __LINE__, __VA_ARGS__)
 #define GUEST_ASSERT(cond)                                           \
@@ -205,7 +221,7 @@ void guest_fail(const char *file, int line, const char *fmt, ...) __printf(3, 4)
 	do {                                                                                      \
 		u64 a_ = (u64)(a), b_ = (u64)(b);                                                 \
 		if (a_ != b_)                                                                     \
-			guest_fail(__FILE__, __LINE__, "%s == %s (0x%llx != 0x%llx)", #a, #b, a_, \
+			guest_fail(__FILE__, __LINE__, "%s == %s: a=0x%llx b=0x%llx", #a, #b, a_, \
 				   b_);                                                           \
 	} while (0)
 
