@@ -1,4 +1,4 @@
-/* Inside `lkvm bench net`: a row of its table, the CPU it accounts (builtin/bench-cpu.c) and its charts (builtin/bench-svg.c). */
+/* Inside `lkvm bench net`: a row of its table, the CPU it accounts (bench/cpu.c) and its charts (bench/svg.c). */
 #ifndef LKVM_BENCH_H
 #define LKVM_BENCH_H
 
@@ -40,7 +40,7 @@ struct bench_row {
 	unsigned long long kicks, trapped, irqs, exits, polls, poll_hits, poll_us, packets;
 };
 
-/* ---- CPU accounting (bench-cpu.c) ---- */
+/* ---- CPU accounting (bench/cpu.c) ---- */
 
 #define BENCH_MAX_THREADS 64
 
@@ -94,7 +94,7 @@ double bench_load_other(const struct bench_load *l, double mine_s);
  * (vhost may be NULL); -EINVAL if there is none. */
 int bench_mode_of(const char *name, bool *vhost);
 
-/* ---- charts (bench-svg.c) ---- */
+/* ---- charts (bench/svg.c) ---- */
 
 /* The rates chart (tx, rx Kpps and rr RTT per test and size, the floor as a line) or, with
  * cpu, host CPU per packet; lkvm's and QEMU's bars side by side per TX strategy. 0 or -errno. */

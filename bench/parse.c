@@ -1,0 +1,110 @@
+/* Reading what `lkvm bench net`'s guest and VMM print: the guest's BENCH line and lkvm's --stats=json counters, into a row. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lkvm/bench.h"
+#include "lkvm/util.h"
+
+#include "bench.h"
+
+/* The value after " key=" in a BENCH line, or NAN. */
+static double kv(const char *line, const char *key)
+{
+	char pat[48];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), " %s=", key);
+	p = strstr(line, pat);
+	return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* A number field of the JSON object starting at obj (up to its first '}'). */
+static unsigned long long jnum(const char *obj, const char *key)
+{
+	char pat[48];
+	const char *end, *p;
+
+	if (!obj)
+		return 0;
+	end = strchr(obj, '}');
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(obj, pat);
+	if (!p || (end && p > end))
+		return 0;
+	return strtoull(p + strlen(pat), NULL, 10);
+}
+
+static const char *jqueue(const char *stats, const char *name)
+{
+	char pat[48];
+
+	snprintf(pat, sizeof(pat), "\"name\":\"%s\"", name);
+	return stats ? strstr(stats, pat) : NULL;
+}
+
+const char *bench_last_line(const char *out, const char *prefix)
+{
+	const char *best = NULL;
+	size_t pl = strlen(prefix);
+
+	for (const char *p = out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (!strncmp(p, prefix, pl))
+			best = p;
+	return best;
+}
+
+/* Fills the device counters of r from the --stats=json line. */
+void bench_parse_stats(struct bench_row *r, const char *stats)
+{
+	const char *tx = jqueue(stats, "tx0"), *rx = jqueue(stats, "rx0");
+
+	r->exits = jnum(stats, "total");
+	r->tx_pkts = jnum(tx, "packets");
+	r->tx_drops = jnum(tx, "drops");
+	r->rx_pkts = jnum(rx, "packets");
+	r->rx_drops = jnum(rx, "drops");
+	r->kicks = jnum(tx, "kicks") + jnum(rx, "kicks");
+	r->trapped = jnum(tx, "trapped") + jnum(rx, "trapped");
+	r->irqs = jnum(tx, "irqs") + jnum(rx, "irqs");
+	r->polls = jnum(tx, "polls");
+	r->poll_hits = jnum(tx, "poll_hits");
+	r->poll_us = jnum(tx, "poll_us");
+	r->packets = r->tx_pkts + r->rx_pkts;
+}
+
+/* The guest's BENCH line into the row (under QEMU, which counts nothing for us, the notifies
+ * the guest wrote stand for kicks). */
+void bench_parse_bench_line(struct bench_row *r, const char *bl, bool qemu)
+{
+	char line[1024];
+	size_t l = strcspn(bl, "\n");
+
+	snprintf(line, sizeof(line), "%.*s", (int)MIN(l, sizeof(line) - 1), bl);
+	r->secs = kv(line, "secs");
+	if (!strcmp(r->test, "tx") || !strcmp(r->test, "rx")) {
+		r->guest_frames = (unsigned long long)kv(line, "frames");
+		r->pps = kv(line, "pps");
+		r->mbps = kv(line, "mbps");
+	} else if (!strcmp(r->test, "rr")) {
+		r->guest_frames = (unsigned long long)kv(line, "transactions");
+		r->lost = (unsigned long long)kv(line, "lost");
+		r->tps = kv(line, "tps");
+		r->pps = 2 * r->tps;
+		r->mbps = 2 * r->tps * r->size * 8 / 1e6;
+		r->rtt_med_us = kv(line, "lat_median_ns") / 1000;
+		r->rtt_p99_us = kv(line, "lat_p99_ns") / 1000;
+	} else { /* notify */
+		r->guest_frames = (unsigned long long)kv(line, "notifies");
+		r->pps = kv(line, "rate");
+	}
+	if (qemu) {
+		double gk = kv(line, "kicks");
+
+		r->kicks = !strcmp(r->test, "notify") ? r->guest_frames
+			   : isnan(gk)		      ? 0
+						      : (unsigned long long)gk;
+		r->packets = !strcmp(r->test, "rr") ? 2 * r->guest_frames : r->guest_frames;
+	}
+}
