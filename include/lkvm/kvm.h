@@ -156,8 +156,9 @@ struct kvm {
  * Returns 0 or -errno with a one-line reason in err. */
 int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err,
 	       size_t errlen) __must_check;
-/* Stops the vCPUs, exits every registered device (kvm_devs_exit) in reverse order, then
- * frees the vCPUs, guest memory, buses and file descriptors: everything the VM made. */
+/* Exits every registered device (kvm_devs_exit) in reverse order, then frees the vCPUs, guest
+ * memory, buses and file descriptors: everything the VM made. The vCPU threads are stopped
+ * before, by the run that started them (kvm_run_teardown: kvm_cpu_stop_all). */
 void kvm_destroy(struct kvm *kvm);
 
 /* Raise/lower a GSI on the in-kernel irqchip. */
