@@ -143,9 +143,16 @@ static enum exit_action handle_system_event(struct kvm_cpu *vcpu)
 	return EXIT_STOP;
 }
 
+/* The arch completes what it can (x86/emulate.c); what it cannot ends the run here. */
 static enum exit_action handle_internal_error(struct kvm_cpu *vcpu)
 {
-	return x86_handle_internal_error(vcpu) == 0 ? EXIT_CONTINUE : EXIT_STOP;
+	char why[256]; /* as long as kvm->exit_reason */
+
+	if (x86_handle_internal_error(vcpu, why, sizeof(why)) == 0)
+		return EXIT_CONTINUE;
+	kvm_cpu_dump(vcpu);
+	kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "%s", why);
+	return EXIT_STOP;
 }
 
 static enum exit_action handle_fail_entry(struct kvm_cpu *vcpu)
