@@ -61,7 +61,7 @@ int io_bus_register(struct io_bus *bus, u64 base, u64 len, io_handler_fn fn, voi
 		bus->cap = cap;
 	}
 	memmove(&bus->r[i + 1], &bus->r[i], (size_t)(bus->nr - i) * sizeof(bus->r[0]));
-	bus->r[i] = (struct io_range){ base, len, fn, opaque, name };
+	bus->r[i] = (struct io_range){ base, len, fn, opaque, name, NULL };
 	bus->nr++;
 out:
 	pthread_rwlock_unlock(&bus->lock);
@@ -94,6 +94,32 @@ void *io_bus_owner(struct io_bus *bus, u64 base, io_handler_fn fn)
 		opaque = bus->r[i].opaque;
 	pthread_rwlock_unlock(&bus->lock);
 	return opaque;
+}
+
+int io_bus_set_fdt_node(struct io_bus *bus, u64 base, io_fdt_node_fn fn)
+{
+	int i, ret = -ENOENT;
+
+	pthread_rwlock_wrlock(&bus->lock);
+	i = io_bus_find(bus, base);
+	if (i < bus->nr && bus->r[i].base == base) {
+		bus->r[i].fdt_node = fn;
+		ret = 0;
+	}
+	pthread_rwlock_unlock(&bus->lock);
+	return ret;
+}
+
+int io_bus_fdt_nodes(struct io_bus *bus, void *fdt)
+{
+	int ret = 0;
+
+	pthread_rwlock_rdlock(&bus->lock);
+	for (int i = 0; i < bus->nr && ret >= 0; i++)
+		if (bus->r[i].fdt_node)
+			ret = bus->r[i].fdt_node(fdt, bus->r[i].opaque);
+	pthread_rwlock_unlock(&bus->lock);
+	return ret < 0 ? ret : 0;
 }
 
 bool io_bus_dispatch(struct io_bus *bus, struct kvm_cpu *vcpu, u64 addr, u8 *data, u32 len,

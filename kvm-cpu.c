@@ -72,6 +72,24 @@ void kvm_cpu_destroy(struct kvm_cpu *vcpu)
 	free(vcpu);
 }
 
+int kvm_cpu_tsc_offset(struct kvm_cpu *vcpu, unsigned long req, u64 *val)
+{
+	struct kvm_device_attr a = {
+		.group = KVM_VCPU_TSC_CTRL,
+		.attr = KVM_VCPU_TSC_OFFSET,
+		.addr = (u64)(uintptr_t)val,
+	};
+
+	return ioctl(vcpu->fd, req, &a) < 0 ? -errno : 0;
+}
+
+bool kvm_cpu_tsc_stops_over_pause(struct kvm_cpu *vcpu)
+{
+	u64 unused;
+
+	return kvm_cpu_tsc_offset(vcpu, KVM_HAS_DEVICE_ATTR, &unused) == 0;
+}
+
 static enum exit_action handle_io(struct kvm_cpu *vcpu)
 {
 	struct kvm_run *run = vcpu->run;
@@ -143,9 +161,16 @@ static enum exit_action handle_system_event(struct kvm_cpu *vcpu)
 	return EXIT_STOP;
 }
 
+/* The arch completes what it can (x86/emulate.c); what it cannot ends the run here. */
 static enum exit_action handle_internal_error(struct kvm_cpu *vcpu)
 {
-	return x86_handle_internal_error(vcpu) == 0 ? EXIT_CONTINUE : EXIT_STOP;
+	char why[256]; /* as long as kvm->exit_reason */
+
+	if (x86_handle_internal_error(vcpu, why, sizeof(why)) == 0)
+		return EXIT_CONTINUE;
+	kvm_cpu_dump(vcpu);
+	kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "%s", why);
+	return EXIT_STOP;
 }
 
 static enum exit_action handle_fail_entry(struct kvm_cpu *vcpu)

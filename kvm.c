@@ -154,7 +154,6 @@ fail:
 
 void kvm_destroy(struct kvm *kvm)
 {
-	kvm_cpu_stop_all(kvm);
 	kvm_devs_exit(kvm);
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		kvm_cpu_destroy(kvm->cpus[i]);

@@ -275,6 +275,8 @@ void kvm_run_teardown(struct run_state *st)
 {
 	struct kvm *kvm = &st->kvm;
 
+	/* The run started the vCPUs, so the run stops them (kvm_destroy does not): before the
+	 * terminal goes, which they write to, and the devices, whose registers they reach. */
 	if (st->kvm_up)
 		kvm_cpu_stop_all(kvm);
 	if (st->term_up)

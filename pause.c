@@ -9,24 +9,6 @@
 #include "lkvm/kvm.h"
 #include "lkvm/x86.h"
 
-static int tsc_offset_attr(struct kvm_cpu *vcpu, unsigned long req, u64 *val)
-{
-	struct kvm_device_attr a = {
-		.group = KVM_VCPU_TSC_CTRL,
-		.attr = KVM_VCPU_TSC_OFFSET,
-		.addr = (u64)(uintptr_t)val,
-	};
-
-	return ioctl(vcpu->fd, req, &a) < 0 ? -errno : 0;
-}
-
-bool kvm_cpu_tsc_stops_over_pause(struct kvm_cpu *vcpu)
-{
-	u64 unused;
-
-	return tsc_offset_attr(vcpu, KVM_HAS_DEVICE_ATTR, &unused) == 0;
-}
-
 /*
  * The guest's time must not jump over a pause. kvm-clock (what Linux keeps time with) is
  * saved with KVM_GET_CLOCK and put back with KVM_SET_CLOCK, so it resumes where it stopped.
@@ -48,7 +30,8 @@ static void freeze_clock(struct kvm *kvm)
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		struct kvm_cpu *v = kvm->cpus[i];
 
-		v->tsc_offset_saved = tsc_offset_attr(v, KVM_GET_DEVICE_ATTR, &v->tsc_offset) == 0;
+		v->tsc_offset_saved = kvm_cpu_tsc_offset(v, KVM_GET_DEVICE_ATTR, &v->tsc_offset) ==
+				      0;
 		if (!v->tsc_offset_saved && i == 0)
 			pr_debug(
 				"pause: no KVM_VCPU_TSC_OFFSET (%s): the guest TSC advances over the pause",
@@ -68,7 +51,7 @@ static void thaw_clock(struct kvm *kvm)
 		struct kvm_cpu *v = kvm->cpus[i];
 		u64 off = v->tsc_offset - gap;
 
-		if (v->tsc_offset_saved && tsc_offset_attr(v, KVM_SET_DEVICE_ATTR, &off) < 0)
+		if (v->tsc_offset_saved && kvm_cpu_tsc_offset(v, KVM_SET_DEVICE_ATTR, &off) < 0)
 			pr_debug("resume: setting vCPU %d's TSC offset: %s", i, strerror(errno));
 		v->tsc_offset_saved = false;
 	}

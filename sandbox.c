@@ -23,7 +23,6 @@
 
 #include "lkvm/kvm.h"
 #include "lkvm/sandbox.h"
-#include "lkvm/term.h"
 
 /*
  * Threat model: the guest is hostile and lkvm may run as root. Once set-up is done
@@ -410,10 +409,21 @@ static size_t put_uint(char *buf, size_t at, size_t cap, unsigned long v)
 	return at;
 }
 
-/* Async-signal-safe: write(2), the terminal restored with tcsetattr (an ioctl every
- * filter allows), then _exit. */
+/* What the SIGSYS handler puts back before lkvm ends (sandbox_set_restore_hook): set by a
+ * layer above (term.c, the terminal), read in the handler; an atomic pointer, so reading it
+ * is async-signal-safe. */
+static void (*restore_hook)(void);
+
+void sandbox_set_restore_hook(void (*fn)(void))
+{
+	__atomic_store_n(&restore_hook, fn, __ATOMIC_RELEASE);
+}
+
+/* Async-signal-safe: write(2), the restore hook (term.c puts the terminal back with an ioctl
+ * every filter allows), then _exit. */
 static void sigsys_handler(int sig, siginfo_t *si, void *uc)
 {
+	void (*restore)(void) = __atomic_load_n(&restore_hook, __ATOMIC_ACQUIRE);
 	char msg[256];
 	size_t n = 0;
 
@@ -427,7 +437,8 @@ static void sigsys_handler(int sig, siginfo_t *si, void *uc)
 	if (write(STDERR_FILENO, msg, n) < 0) {
 		/* nowhere left to report */
 	}
-	term_restore_on_signal();
+	if (restore)
+		restore();
 	_exit(128 + SIGSYS);
 }
 

@@ -37,7 +37,9 @@ static void restore_termios(void)
 	}
 }
 
-void term_restore_on_signal(void)
+/* Put the terminal back as term_init found it, from the SIGSYS handler (sandbox.c calls it
+ * through its restore hook): async-signal-safe, a no-op when it was never changed. */
+static void restore_on_signal(void)
 {
 	if (termios_saved && ktermios_saved)
 		ioctl(STDIN_FILENO, TCSETS, &saved_ktermios);
@@ -81,6 +83,7 @@ int term_init(struct kvm *kvm, struct term *t)
 		ktermios_saved = ioctl(t->in_fd, TCGETS, &saved_ktermios) == 0;
 		termios_saved = 1;
 		atexit(restore_termios);
+		sandbox_set_restore_hook(restore_on_signal);
 		cfmakeraw(&raw);
 		/* Keep output post-processing so host log lines stay readable. */
 		raw.c_oflag |= OPOST | ONLCR;

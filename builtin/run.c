@@ -19,6 +19,7 @@
 #include "lkvm/run-cmd.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/stats.h"
+#include "lkvm/stats-fmt.h"
 #include "lkvm/term.h"
 #include "lkvm/dev.h"
 #include "lkvm/virtio-9p.h"

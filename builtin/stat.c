@@ -6,7 +6,7 @@
 
 #include "lkvm/builtin.h"
 #include "lkvm/ctl.h"
-#include "lkvm/stats.h"
+#include "lkvm/stats-fmt.h"
 
 void stat_usage(FILE *out)
 {

@@ -363,6 +363,9 @@ static void add_info(struct ctl_server *s, struct ctl_msg *r)
 	ctl_add_str(r, "lkvm_version", LKVM_VERSION);
 }
 
+/* The collector's flat names are the reply's field names. */
+_Static_assert(STATS_NAME_MAX <= CTL_NAME_MAX, "every counter's name fits a field");
+
 static void put_reply(void *arg, const char *name, u64 value)
 {
 	ctl_add_u64(arg, name, value);

@@ -7,8 +7,6 @@
 
 #include "lkvm/kvm.h"
 #include "lkvm/stats.h"
-#include "lkvm/virtio-mmio.h"
-#include "lkvm/virtio-pci.h"
 #include "lkvm/virtio.h"
 
 /*
@@ -72,19 +70,6 @@ void virtio_device_uninit(struct virtio_device *vdev)
 		return;
 	pthread_mutex_destroy(&vdev->lock);
 	vdev->initialised = false;
-}
-
-int virtio_device_attach(struct kvm *kvm, struct virtio_device *vdev, enum virtio_trans t,
-			 int nr_queues, u16 queue_max_size)
-{
-	switch (t) {
-	case VIRTIO_TRANS_PCI:
-		return virtio_pci_init(kvm, vdev, nr_queues, queue_max_size);
-	case VIRTIO_TRANS_MMIO:
-		return virtio_mmio_init(kvm, vdev, nr_queues, queue_max_size);
-	default:
-		return -EOPNOTSUPP;
-	}
 }
 
 void virtio_device_exit(struct virtio_device *vdev)

@@ -6,7 +6,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <linux/virtio_mmio.h>
+#include <libfdt.h>
 
+#include "lkvm/fdt.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-mmio.h"
 
@@ -206,6 +208,24 @@ int virtio_mmio_slots(struct kvm *kvm, struct virtio_mmio_slot *out)
 	return n;
 }
 
+/* The slot's node in the device tree, which the tree's builder (x86/fdt.c) takes from the MMIO
+ * bus: the window, its IRQ, and DMA that needs no cache maintenance. 0 or a libfdt error. */
+static int vm_fdt_node(void *fdt, void *opaque)
+{
+	struct virtio_mmio *vm = opaque;
+	char name[32];
+	int r;
+
+	snprintf(name, sizeof(name), "virtio_mmio@%llx", (unsigned long long)vm->base);
+	if ((r = fdt_begin_node(fdt, name)) < 0 ||
+	    (r = fdt_property_string(fdt, "compatible", "virtio,mmio")) < 0 ||
+	    (r = fdt_prop_reg(fdt, vm->base, VIRTIO_MMIO_SIZE)) < 0 ||
+	    (r = fdt_prop_irq(fdt, vm->irq)) < 0 ||
+	    (r = fdt_property(fdt, "dma-coherent", NULL, 0)) < 0)
+		return r;
+	return fdt_end_node(fdt);
+}
+
 static const struct virtio_transport_ops vm_tops = {
 	.name = "mmio",
 	.signal_isr = vm_signal,
@@ -267,6 +287,9 @@ int virtio_mmio_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 	if (!ret)
 		ret = io_bus_register(&kvm->mmio, vm->base, VIRTIO_MMIO_SIZE, vm_io, vm,
 				      "virtio-mmio");
+	/* The slot describes itself in the device tree (x86/fdt.c walks the bus). */
+	if (!ret && (ret = io_bus_set_fdt_node(&kvm->mmio, vm->base, vm_fdt_node)) < 0)
+		io_bus_unregister(&kvm->mmio, vm->base);
 	if (ret < 0) {
 		virtio_transport_exit(vdev);
 		free(vm);

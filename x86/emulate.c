@@ -77,7 +77,7 @@ static int complete(struct kvm_cpu *vcpu, int which, int len)
 	return 0;
 }
 
-int x86_handle_internal_error(struct kvm_cpu *vcpu)
+int x86_handle_internal_error(struct kvm_cpu *vcpu, char *why, size_t whylen)
 {
 	struct kvm *kvm = vcpu->kvm;
 	struct kvm_run *run = vcpu->run;
@@ -113,9 +113,7 @@ int x86_handle_internal_error(struct kvm_cpu *vcpu)
 	if (which >= 0 && !kvm->pvm_quirks)
 		pr_err("it is %s, which lkvm completes with --quirks pvm (or auto on a PVM host)",
 		       emu_names[which]);
-	kvm_cpu_dump(vcpu);
-	kvm_request_exit(kvm, EXIT_LKVM_ERROR,
-			 "vCPU %d: emulation failure the host cannot handle%s%s", vcpu->id,
-			 n ? ", instruction bytes " : "", hex);
+	errfmt(why, whylen, "vCPU %d: emulation failure the host cannot handle%s%s", vcpu->id,
+	       n ? ", instruction bytes " : "", hex);
 	return -EIO;
 }

@@ -1,4 +1,4 @@
-/* The machine as a flattened device tree (libfdt, sequential writes): for --dump-dtb and for guests that take one (setup_data SETUP_DTB). */
+/* The machine as a flattened device tree (libfdt, sequential writes): for --dump-dtb and for guests that take one (setup_data SETUP_DTB); the MMIO bus's devices write their own nodes. */
 #include <errno.h>
 #include <stdio.h>
 #include <libfdt.h>
@@ -7,7 +7,6 @@
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/layout.h"
-#include "lkvm/virtio-mmio.h"
 
 #define PHANDLE_IOAPIC 1
 #define IRQ_EDGE_RISING 0 /* the x86 IOAPIC binding's second cell: 0 edge/high */
@@ -20,14 +19,14 @@
 			return r_; \
 	} while (0)
 
-static int reg64(void *fdt, u64 addr, u64 size)
+int fdt_prop_reg(void *fdt, u64 addr, u64 size)
 {
 	fdt64_t reg[2] = { cpu_to_fdt64(addr), cpu_to_fdt64(size) };
 
 	return fdt_property(fdt, "reg", reg, sizeof(reg));
 }
 
-static int irq_cells(void *fdt, u32 irq)
+int fdt_prop_irq(void *fdt, u32 irq)
 {
 	fdt32_t cells[2] = { cpu_to_fdt32(irq), cpu_to_fdt32(IRQ_EDGE_RISING) };
 
@@ -75,7 +74,7 @@ static int ioapic_node(void *fdt)
 	snprintf(name, sizeof(name), "ioapic@%llx", IOAPIC_ADDR);
 	TRY(fdt_begin_node(fdt, name));
 	TRY(fdt_property_string(fdt, "compatible", "intel,ce4100-ioapic"));
-	TRY(reg64(fdt, IOAPIC_ADDR, 0x1000));
+	TRY(fdt_prop_reg(fdt, IOAPIC_ADDR, 0x1000));
 	TRY(fdt_property(fdt, "interrupt-controller", NULL, 0));
 	TRY(fdt_property_cell(fdt, "#interrupt-cells", 2));
 	TRY(fdt_property_cell(fdt, "#address-cells", 0));
@@ -92,31 +91,11 @@ static int uart_node(void *fdt)
 	snprintf(name, sizeof(name), "serial@%x", SERIAL_COM1_BASE);
 	TRY(fdt_begin_node(fdt, name));
 	TRY(fdt_property_string(fdt, "compatible", "ns16550a"));
-	TRY(reg64(fdt, SERIAL_COM1_BASE, 8));
+	TRY(fdt_prop_reg(fdt, SERIAL_COM1_BASE, 8));
 	TRY(fdt_property_cell(fdt, "clock-frequency", 1843200));
 	TRY(fdt_property_cell(fdt, "reg-io-width", 1));
-	TRY(irq_cells(fdt, SERIAL_COM1_IRQ));
+	TRY(fdt_prop_irq(fdt, SERIAL_COM1_IRQ));
 	return fdt_end_node(fdt);
-}
-
-static int mmio_nodes(void *fdt, struct kvm *kvm)
-{
-	struct virtio_mmio_slot slots[VIRTIO_MMIO_MAX_DEVS];
-	int nr = virtio_mmio_slots(kvm, slots);
-	char name[32];
-
-	for (int i = 0; i < nr; i++) {
-		const struct virtio_mmio_slot *s = &slots[i];
-
-		snprintf(name, sizeof(name), "virtio_mmio@%llx", (unsigned long long)s->addr);
-		TRY(fdt_begin_node(fdt, name));
-		TRY(fdt_property_string(fdt, "compatible", "virtio,mmio"));
-		TRY(reg64(fdt, s->addr, s->size));
-		TRY(irq_cells(fdt, s->irq));
-		TRY(fdt_property(fdt, "dma-coherent", NULL, 0));
-		TRY(fdt_end_node(fdt));
-	}
-	return 0;
 }
 
 static int build(struct kvm *kvm, const char *cmdline, void *fdt, int len)
@@ -142,7 +121,7 @@ static int build(struct kvm *kvm, const char *cmdline, void *fdt, int len)
 	TRY(cpus_node(fdt, kvm->cfg.nr_cpus));
 	TRY(ioapic_node(fdt));
 	TRY(uart_node(fdt));
-	TRY(mmio_nodes(fdt, kvm));
+	TRY(io_bus_fdt_nodes(&kvm->mmio, fdt)); /* virtio-mmio's slots */
 	TRY(fdt_end_node(fdt));
 	TRY(fdt_finish(fdt));
 	return fdt_pack(fdt);

@@ -52,6 +52,11 @@ void kvm_cpu_stop_all(struct kvm *kvm);
  * parked). kvm_cpu_unpark_all releases them. */
 int kvm_cpu_park_all(struct kvm *kvm, int timeout_ms) __must_check;
 void kvm_cpu_unpark_all(struct kvm *kvm);
+/* The vCPU's TSC offset attribute (KVM_VCPU_TSC_OFFSET): req is KVM_HAS_DEVICE_ATTR,
+ * KVM_GET_DEVICE_ATTR or KVM_SET_DEVICE_ATTR, val what is read or written. 0 or -errno. */
+int kvm_cpu_tsc_offset(struct kvm_cpu *vcpu, unsigned long req, u64 *val);
+/* Whether a pause can keep this vCPU's TSC still (KVM offers KVM_VCPU_TSC_OFFSET on it). */
+bool kvm_cpu_tsc_stops_over_pause(struct kvm_cpu *vcpu);
 /* The KVM exit reason's name ("io", "mmio", "hlt", ...) or NULL. */
 const char *kvm_exit_name(u32 reason);
 /* Append the vCPU's registers and last exit to a text buffer (lkvm debug). */

@@ -158,8 +158,9 @@ struct kvm {
  * Returns 0 or -errno with a one-line reason in err. */
 int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err,
 	       size_t errlen) __must_check;
-/* Stops the vCPUs, exits every registered device (kvm_devs_exit) in reverse order, then
- * frees the vCPUs, guest memory, buses and file descriptors: everything the VM made. */
+/* Exits every registered device (kvm_devs_exit) in reverse order, then frees the vCPUs, guest
+ * memory, buses and file descriptors: everything the VM made. The vCPU threads are stopped
+ * before, by the run that started them (kvm_run_teardown: kvm_cpu_stop_all). */
 void kvm_destroy(struct kvm *kvm);
 
 /* Raise/lower a GSI on the in-kernel irqchip. */
@@ -190,8 +191,6 @@ int kvm_gsi_route_msi(struct kvm *kvm, int gsi, u64 addr, u32 data) __must_check
  * stopping), or -errno with err. Called by one thread only (the control thread). */
 int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen) __must_check;
 int kvm_resume(struct kvm *kvm, char *err, size_t errlen) __must_check;
-/* Whether a pause can keep this vCPU's TSC still (KVM offers KVM_VCPU_TSC_OFFSET on it). */
-bool kvm_cpu_tsc_stops_over_pause(struct kvm_cpu *vcpu);
 /* Every vCPU's registers and last exit as text (vCPUs parked briefly unless paused). Returns a
  * malloc'd string, or NULL with err. */
 char *kvm_debug_dump(struct kvm *kvm, int timeout_ms, char *err, size_t errlen);

@@ -50,6 +50,12 @@ int sandbox_user_resolve(const char *user, struct sandbox_user *u, char *err,
  * system call. Returns 0 or -errno with a reason in err. */
 int sandbox_drop_privileges(const struct sandbox_user *user, char *err, size_t errlen) __must_check;
 
+/* A function the SIGSYS handler calls before it ends lkvm, to put back what must not stay
+ * changed (term.c registers the terminal's restore). It runs in a signal handler, on the
+ * thread that broke its filter and under that filter: async-signal-safe, and only with
+ * system calls every allow-list has. The last one set wins; NULL clears it. */
+void sandbox_set_restore_hook(void (*fn)(void));
+
 /* Install the calling thread's seccomp filter for `kind` when kvm->sandbox is on (no-op
  * otherwise, and with kvm NULL). Filters stack: a thread created later inherits this
  * one, so a kind's filter also allows what the kinds it creates need (the vCPU starts the

@@ -1,13 +1,10 @@
-/* Counters: the visitor every device reports through, the flat names they travel under, and the one formatter of --stats and lkvm stat (table and JSON). */
+/* Counters: the visitor every device reports through, the flat names they travel under, and their collection from a VM (stats-fmt.h formats them). */
 #ifndef LKVM_STATS_H
 #define LKVM_STATS_H
-
-#include <stdio.h>
 
 #include "lkvm/util.h"
 
 struct kvm;
-struct ctl_kvs;
 
 /*
  * A device's stats op reports its counters as groups of named u64 values: first one group
@@ -29,6 +26,8 @@ struct stats_visitor {
  * state, uptime_ns and guest_clock_ns. put() is called once per value, in order.
  */
 typedef void (*stats_put_fn)(void *arg, const char *name, u64 value);
+/* The longest flat name (the control protocol's field names take it: ctl/server.c checks). */
+#define STATS_NAME_MAX 63
 
 /* A visitor that turns what it is given into flat names for put. */
 struct stats_flat {
@@ -41,12 +40,5 @@ void stats_flat_init(struct stats_flat *f, stats_put_fn put, void *arg);
 
 /* The vCPUs' exit counters and every device's, flat. */
 void kvm_stats_collect(struct kvm *kvm, stats_put_fn put, void *arg);
-
-/* Print flat counters cur as a table or one line of JSON. With prev (lkvm stat --watch),
- * counters are what changed since prev, ratios are of those changes, and interval_s says
- * over how long. The header (name, state, uptime, guest clock) is printed when cur has a
- * "name"; the JSON then starts with it, else with "vcpu_exits". */
-void stats_print(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs *prev, double interval,
-		 bool json);
 
 #endif

@@ -29,16 +29,14 @@ struct term {
 	size_t tail_len;
 };
 
-/* Set up the console on stdin/stdout. Raw mode only when stdin is a terminal.
+/* Set up the console on stdin/stdout. Raw mode only when stdin is a terminal (then it is put
+ * back at exit, and from the SIGSYS handler through sandbox_set_restore_hook).
  * Returns 0 or -errno. */
 int term_init(struct kvm *kvm, struct term *t) __must_check;
 /* Start forwarding input to the UART. */
 int term_start(struct term *t) __must_check;
 /* Stop the input thread and restore the terminal (safe to call twice). */
 void term_exit(struct term *t);
-/* Put the terminal back as term_init found it, from a fatal-signal handler
- * (async-signal-safe; a no-op when it was never changed). */
-void term_restore_on_signal(void);
 
 /* The console device that takes terminal input: fn(dev, buf, n) queues what it can and
  * returns how much (the terminal retries the rest). The last one set wins; clearing only

@@ -23,14 +23,16 @@ struct kvm;
  * KVM_IOEVENTFD per enabled queue on QueueNotify with the queue index as datamatch (unless
  * use_ioeventfd is false or KVM lacks it: then the write traps and the handler writes
  * kick_fd). Interrupts: InterruptStatus bits, then an eventfd bound with KVM_IRQFD to the
- * slot's IRQ (KVM_IRQ_LINE pulses without irqfd). 0 or -errno (-ENOSPC: all slots taken). */
+ * slot's IRQ (KVM_IRQ_LINE pulses without irqfd). The window's range on the bus carries the
+ * slot's device tree node (io_bus_set_fdt_node). 0 or -errno (-ENOSPC: all slots taken). */
 int virtio_mmio_init(struct kvm *kvm, struct virtio_device *vdev, int nr_queues,
 		     u16 queue_max_size) __must_check;
 /* Unregister (which frees the slot), stop the device, drop ioeventfds and the irqfd,
  * uninitialise vdev. No-op twice. */
 void virtio_mmio_destroy(struct virtio_device *vdev);
 
-/* A slot in use, for the command line and the device tree. */
+/* A slot in use, for the command line (the device tree takes each slot's node from the MMIO
+ * bus: io_bus_fdt_nodes). */
 struct virtio_mmio_slot {
 	int slot;
 	u64 addr;

@@ -139,8 +139,8 @@ int virtio_device_init(struct virtio_device *vdev, struct kvm *kvm, int nr_queue
 		       u16 queue_max_size) __must_check;
 /* Destroy the lock; no-op when not initialised. */
 void virtio_device_uninit(struct virtio_device *vdev);
-/* Put the device on transport t (virtio_pci_init or virtio_mmio_init). The device is
- * reachable by the guest when this returns: finish the device's own setup first. */
+/* Put the device on transport t (virtio/transport.c: virtio_pci_init or virtio_mmio_init). The
+ * device is reachable by the guest when this returns: finish the device's own setup first. */
 int virtio_device_attach(struct kvm *kvm, struct virtio_device *vdev, enum virtio_trans t,
 			 int nr_queues, u16 queue_max_size) __must_check;
 /* Detach from the transport (which stops the device) and uninitialise; for a device

@@ -32,8 +32,9 @@ extern const char x86_pvm_kernel_params[];
 int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen) __must_check;
 
 /* Handle KVM_EXIT_INTERNAL_ERROR. Returns 0 when the instruction was completed and the
- * vCPU may go on, or -errno after reporting why the run must end. */
-int x86_handle_internal_error(struct kvm_cpu *vcpu);
+ * vCPU may go on, or -errno (-EIO: nothing lkvm completes) after logging what it found, with
+ * the reason the run must end in why (the exit dispatch, kvm-cpu.c, ends it). */
+int x86_handle_internal_error(struct kvm_cpu *vcpu, char *why, size_t whylen) __must_check;
 
 /* Pure decoder for tests: which completion (enum emu_insn) matches these bytes, or -1;
  * *len gets the instruction length. */

@@ -7,6 +7,7 @@
 
 #include "lkvm/ctl.h"
 #include "lkvm/stats.h"
+#include "lkvm/stats-fmt.h"
 
 static void stats_fmt_put(void *arg, const char *name, u64 value)
 {

@@ -8,7 +8,7 @@
 #include "lkvm/ctl.h"
 #include "lkvm/kvm.h"
 #include "lkvm/net-vhost.h"
-#include "lkvm/stats.h"
+#include "lkvm/stats-fmt.h"
 #include "lkvm/virtio.h"
 
 /* gmem_init only computes addresses: a base nobody maps is enough here. */

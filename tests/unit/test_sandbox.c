@@ -46,12 +46,71 @@ enum what {
 	DO_EVENTFD,	 /* write and read of an eventfd opened before: allowed */
 	DO_EVENTFD_FD0,	 /* the same with stdin closed, so that the eventfd is fd 0 */
 	DO_FILE_ALLOWED, /* read and write of the file after sandbox_allow_fd: allowed */
+	DO_SOCKET_HOOK,	 /* DO_SOCKET with a restore hook set (sandbox_set_restore_hook) */
 };
+
+/* The restore hook of DO_SOCKET_HOOK: says it ran (term.c's puts the terminal back). */
+static void hook_says(void)
+{
+	if (write(STDERR_FILENO, "restore hook ran\n", 17) != 17) {
+		/* the parent sees the line missing */
+	}
+}
 
 static pid_t victim;
 
-/* In a child: open a file and an eventfd, drop privileges, enter `kind`'s filter, then do
- * `what`. Returns the child's wait status; its stderr goes to errbuf. */
+/* The child of child(): open a file and an eventfd, drop privileges, enter `kind`'s filter,
+ * then do `what`, with stderr on out_fd. Its exit status says what went wrong. */
+static __attribute__((noreturn)) void in_child(enum sandbox_kind kind, enum what what, int out_fd)
+{
+	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	char err[256], b[8] = { 1 };
+	int file, efd;
+
+	if (what == DO_EVENTFD_FD0)
+		close(STDIN_FILENO);
+	efd = eventfd(0, 0);
+	file = open("/proc/self/stat", O_RDONLY);
+	if (what == DO_EVENTFD_FD0 && efd != 0)
+		_exit(110);
+
+	dup2(out_fd, STDERR_FILENO);
+	if (!kvm || file < 0 || efd < 0 || sandbox_drop_privileges(NULL, err, sizeof(err)) < 0)
+		_exit(100);
+	if (what == DO_FILE_ALLOWED && sandbox_allow_fd(file) < 0)
+		_exit(111);
+	if (what == DO_SOCKET_HOOK)
+		sandbox_set_restore_hook(hook_says);
+	kvm->sandbox = true;
+	if (sandbox_enter(kvm, kind) < 0)
+		_exit(101);
+	/* Each forbidden call below is not reached past with the filter. */
+	if ((what == DO_SOCKET || what == DO_SOCKET_HOOK) && socket(AF_INET, SOCK_STREAM, 0) >= 0)
+		_exit(102);
+	if (what == DO_OPEN && open("/etc/hostname", O_RDONLY) >= 0)
+		_exit(103);
+	if (what == DO_SIGNAL_OTHER && syscall(SYS_tgkill, victim, victim, SIGKILL) == 0)
+		_exit(105);
+	if (what == DO_SIGNAL_SELF && syscall(SYS_tgkill, getpid(), gettid(), 0) != 0)
+		_exit(106);
+	if (what == DO_WRITE_FILE && write(file, b, 1) != 2)
+		_exit(107); /* EBADF (read-only file) without the filter */
+	if (what == DO_READ_FILE && read(file, b, 1) == 1)
+		_exit(108);
+	/* (write fails with EBADF: the file is read-only; the filter let it through) */
+	if (what == DO_FILE_ALLOWED && (read(file, b, 1) != 1 || write(file, b, 1) != -1))
+		_exit(112);
+	if ((what == DO_EVENTFD || what == DO_EVENTFD_FD0) &&
+	    (write(efd, b, 8) != 8 || read(efd, b, 8) != 8))
+		_exit(109);
+	/* Allowed everywhere: write, and leaving. */
+	if (write(STDERR_FILENO, "still here\n", 11) != 11)
+		_exit(104);
+	_exit(0);
+}
+
+/* In a child: in_child(kind, what). Returns the child's wait status; its stderr goes to
+ * errbuf. */
 static int child(enum sandbox_kind kind, enum what what, char *errbuf, size_t len)
 {
 	int p[2], status;
@@ -61,54 +120,17 @@ static int child(enum sandbox_kind kind, enum what what, char *errbuf, size_t le
 	ck_assert_int_eq(pipe(p), 0);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct kvm *kvm = calloc(1, sizeof(*kvm));
-		char err[256], b[8] = { 1 };
-		int file, efd;
-
-		if (what == DO_EVENTFD_FD0)
-			close(STDIN_FILENO);
-		efd = eventfd(0, 0);
-		file = open("/proc/self/stat", O_RDONLY);
-		if (what == DO_EVENTFD_FD0 && efd != 0)
-			_exit(110);
-
-		dup2(p[1], STDERR_FILENO);
-		if (!kvm || file < 0 || efd < 0 ||
-		    sandbox_drop_privileges(NULL, err, sizeof(err)) < 0)
-			_exit(100);
-		if (what == DO_FILE_ALLOWED && sandbox_allow_fd(file) < 0)
-			_exit(111);
-		kvm->sandbox = true;
-		if (sandbox_enter(kvm, kind) < 0)
-			_exit(101);
-		/* Each forbidden call below is not reached past with the filter. */
-		if (what == DO_SOCKET && socket(AF_INET, SOCK_STREAM, 0) >= 0)
-			_exit(102);
-		if (what == DO_OPEN && open("/etc/hostname", O_RDONLY) >= 0)
-			_exit(103);
-		if (what == DO_SIGNAL_OTHER && syscall(SYS_tgkill, victim, victim, SIGKILL) == 0)
-			_exit(105);
-		if (what == DO_SIGNAL_SELF && syscall(SYS_tgkill, getpid(), gettid(), 0) != 0)
-			_exit(106);
-		if (what == DO_WRITE_FILE && write(file, b, 1) != 2)
-			_exit(107); /* EBADF (read-only file) without the filter */
-		if (what == DO_READ_FILE && read(file, b, 1) == 1)
-			_exit(108);
-		/* (write fails with EBADF: the file is read-only; the filter let it through) */
-		if (what == DO_FILE_ALLOWED && (read(file, b, 1) != 1 || write(file, b, 1) != -1))
-			_exit(112);
-		if ((what == DO_EVENTFD || what == DO_EVENTFD_FD0) &&
-		    (write(efd, b, 8) != 8 || read(efd, b, 8) != 8))
-			_exit(109);
-		/* Allowed everywhere: write, and leaving. */
-		if (write(STDERR_FILENO, "still here\n", 11) != 11)
-			_exit(104);
-		_exit(0);
-	}
+	if (pid == 0)
+		in_child(kind, what, p[1]);
 	close(p[1]);
-	n = read(p[0], errbuf, len - 1);
-	errbuf[n > 0 ? n : 0] = '\0';
+	/* Until the child is gone: the SIGSYS report and the restore hook's line are two writes. */
+	for (size_t at = 0;; at += (size_t)n) {
+		n = read(p[0], errbuf + at, len - 1 - at);
+		if (n <= 0) {
+			errbuf[at] = '\0';
+			break;
+		}
+	}
 	close(p[0]);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	return status;
@@ -140,6 +162,24 @@ START_TEST(forbidden_call_stops)
 		      st, out);
 	ck_assert_msg(strstr(out, "the main thread made system call 257,"), "output: %s", out);
 #endif
+}
+END_TEST
+
+/* The SIGSYS handler runs the restore hook (the terminal's, in a run) before lkvm ends, after
+ * its report. */
+START_TEST(forbidden_call_restores)
+{
+	const char *hook;
+	char out[512];
+	int st;
+
+	st = child(SB_VCPU, DO_SOCKET_HOOK, out, sizeof(out));
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS, "status %#x, output: %s",
+		      st, out);
+	ck_assert_msg(strstr(out, "the vcpu thread made system call 41,"), "output: %s", out);
+	hook = strstr(out, "restore hook ran\n");
+	ck_assert_msg(hook && hook > strstr(out, "stopping lkvm"), "output: %s", out);
+	ck_assert_ptr_null(strstr(out, "still here"));
 }
 END_TEST
 
@@ -218,6 +258,7 @@ static Suite *sandbox_suite(void)
 
 	tcase_add_test(tc, list_sizes);
 	tcase_add_test(tc, forbidden_call_stops);
+	tcase_add_test(tc, forbidden_call_restores);
 	tcase_add_test(tc, signal_other_process_stops);
 	tcase_add_test(tc, file_io_stops);
 	tcase_add_test(tc, allowed_calls_pass);
