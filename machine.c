@@ -9,13 +9,13 @@
 #include "lkvm/dev.h"
 #include "lkvm/exitport.h"
 #include "lkvm/fdt.h"
+#include "lkvm/host-root.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
 #include "lkvm/layout.h"
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
-#include "lkvm/run-cmd.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-9p.h"
 #include "lkvm/virtio-blk.h"
@@ -28,7 +28,7 @@ static const char base_kernel_params[] = BASE_KERNEL_PARAMS;
 
 int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf, size_t len)
 {
-	const char *cmd = run_cmd_kernel_params(cfg);
+	const char *cmd = host_root_kernel_params(cfg);
 	int n = snprintf(buf, len, "%s%s%s%s%s%s%s%s", base_kernel_params,
 			 cfg->console_virtio ? " console=hvc0" : "", *cmd ? " " : "", cmd,
 			 pvm_quirks ? " " : "", pvm_quirks ? x86_pvm_kernel_params : "",
@@ -104,7 +104,7 @@ static const struct {
 	{ .always = rtc_add },
 	{ .always = pvpanic_add },
 	{ .always = exitport_add },
-	{ .asked = run_cmd_add_devices },
+	{ .asked = host_root_add_devices },
 	{ .asked = add_nets },
 	{ .asked = add_disks },
 	{ .asked = add_console },
@@ -155,7 +155,8 @@ static int make_dtb(struct run_state *st, const struct kvm_config *cfg, const ch
 	return 0;
 }
 
-/* The kernel and initrd files, read whole (they are copied into guest RAM at boot). */
+/* The kernel and initrd files, read whole (they are copied into guest RAM at boot). Without -i,
+ * st->initrd is what the run handed over (-- CMD's initramfs), or none. */
 static int load_images(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen)
 {
 	int ret = load_file("kernel", cfg->kernel_path, &st->kernel, &st->kernel_len, err, errlen);
@@ -170,8 +171,6 @@ static int load_images(struct run_state *st, const struct kvm_config *cfg, char 
 	if (cfg->initrd_path)
 		return load_file("initrd", cfg->initrd_path, &st->initrd, &st->initrd_len, err,
 				 errlen);
-	if (cfg->cmd.on)
-		run_cmd_take_initrd(st->cmd, &st->initrd, &st->initrd_len);
 	return 0;
 }
 
@@ -286,5 +285,4 @@ void kvm_run_teardown(struct run_state *st)
 	free(st->kernel);
 	free(st->initrd);
 	free(st->dtb);
-	run_cmd_free(st->cmd);
 }

@@ -49,9 +49,9 @@ int term_init(struct kvm *kvm, struct term *t)
 {
 	memset(t, 0, sizeof(*t));
 	t->kvm = kvm;
-	/* -- CMD's framed stdin is read by its own forwarder (run-cmd.c): none here, and a
+	/* -- CMD's framed stdin is read by its own forwarder (hw/cmd-stdin.c): none here, and a
 	 * terminal there stays as it is (^C, ^D, line editing: the host's, as for any command). */
-	t->in_fd = kvm->cfg.cmd.stdin_framed ? -1 : STDIN_FILENO;
+	t->in_fd = kvm->cfg.host_root.stdin_framed ? -1 : STDIN_FILENO;
 	t->out_fd = STDOUT_FILENO;
 	pthread_mutex_init(&t->out_lock, NULL);
 	t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

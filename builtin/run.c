@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lkvm/ctl.h"
+#include "lkvm/host-root.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
 #include "lkvm/opt.h"
@@ -59,7 +60,7 @@ static int parse_mem(const char *s, u64 *mib)
 
 static int opt_mem(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
 {
-	struct kvm_config *cfg = base;
+	struct kvm_config *cfg = &((struct run_args *)base)->cfg;
 
 	if (parse_mem(v, &cfg->ram_mib) == 0)
 		return 0;
@@ -70,7 +71,7 @@ static int opt_mem(const struct opt *o, const char *v, void *base, char *err, si
 
 static int opt_name(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
 {
-	struct kvm_config *cfg = base;
+	struct kvm_config *cfg = &((struct run_args *)base)->cfg;
 
 	if (!ctl_name_valid(v)) {
 		errfmt(err, errlen,
@@ -84,7 +85,7 @@ static int opt_name(const struct opt *o, const char *v, void *base, char *err, s
 
 static int opt_net(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
 {
-	struct kvm_config *cfg = base;
+	struct kvm_config *cfg = &((struct run_args *)base)->cfg;
 
 	if (cfg->nr_nets >= MAX_NETS) {
 		errfmt(err, errlen, "-n: at most %d network devices", MAX_NETS);
@@ -102,7 +103,7 @@ static int opt_net(const struct opt *o, const char *v, void *base, char *err, si
 
 static int opt_disk(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
 {
-	struct kvm_config *cfg = base;
+	struct kvm_config *cfg = &((struct run_args *)base)->cfg;
 
 	if (cfg->nr_disks >= VIRTIO_BLK_MAX_DISKS) {
 		errfmt(err, errlen, "-d: at most %d disks", VIRTIO_BLK_MAX_DISKS);
@@ -120,7 +121,7 @@ static int opt_disk(const struct opt *o, const char *v, void *base, char *err, s
 
 static int opt_share(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
 {
-	struct kvm_config *cfg = base;
+	struct kvm_config *cfg = &((struct run_args *)base)->cfg;
 
 	if (!cfg->shares && !(cfg->shares = calloc(1, sizeof(*cfg->shares)))) {
 		errfmt(err, errlen, "--share: out of memory");
@@ -131,7 +132,7 @@ static int opt_share(const struct opt *o, const char *v, void *base, char *err, 
 
 static int opt_stats(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
 {
-	struct kvm_config *cfg = base;
+	struct kvm_config *cfg = &((struct run_args *)base)->cfg;
 
 	if (!v || !strcmp(v, "table"))
 		cfg->stats = STATS_TABLE;
@@ -155,7 +156,7 @@ static const struct opt_choice quirks_choices[] = {
 };
 static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { NULL, 0 } };
 
-#define CFG(member) OPT_AT(struct kvm_config, member)
+#define CFG(member) OPT_AT(struct run_args, cfg.member)
 
 static const struct opt run_opts[] = {
 	{ "kernel", 'k', OPT_STR, CFG(kernel_path), .arg = "FILE",
@@ -222,7 +223,8 @@ static const struct opt run_opts[] = {
 		  "supplementary groups; with -- CMD run as root the default\n"
 		  "is sudo's user (SUDO_UID) with its groups, else nobody\n"
 		  "(--user root serves root's files)" },
-	{ "console-log", 0, OPT_STR, CFG(cmd.console_log), .arg = "FILE", .bad = "give a file name",
+	{ "console-log", 0, OPT_STR, OPT_AT(struct run_args, cmd.console_log), .arg = "FILE",
+	  .bad = "give a file name",
 	  .help = "the serial console (the kernel's log) to FILE; with -- CMD\n"
 		  "it goes nowhere without this, to stderr with --debug" },
 	{ "debug", 0, OPT_FLAG, CFG(debug), .help = "more log lines, and boot timing" },
@@ -293,26 +295,26 @@ static int count_mmio(const struct kvm_config *cfg)
 	if (cfg->virtio_trans == VIRTIO_TRANS_MMIO)
 		n += cfg->console_virtio + cfg->rng;
 	n += p9_shares_on(cfg->shares, cfg->virtio_trans, VIRTIO_TRANS_MMIO);
-	n += run_cmd_mmio_devices(cfg);
+	n += host_root_mmio_devices(cfg);
 	return n;
 }
 
-int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err,
-		  size_t errlen)
+int kvm_run_parse(int argc, char **argv, struct run_args *a, FILE *out, char *err, size_t errlen)
 {
+	struct kvm_config *cfg = &a->cfg;
 	int ret;
 
-	memset(cfg, 0, sizeof(*cfg));
+	memset(a, 0, sizeof(*a));
 	cfg->ram_mib = DEFAULT_RAM_MIB;
 	cfg->nr_cpus = 1;
 	cfg->quirks = QUIRKS_AUTO;
 	cfg->console_serial = true;
 	cfg->sandbox = true;
 
-	ret = opt_parse_argv(&run_opt_set, argc, argv, cfg, out, err, errlen);
-	if (!ret && run_cmd_check(cfg, err, errlen) < 0)
+	ret = opt_parse_argv(&run_opt_set, argc, argv, a, out, err, errlen);
+	if (!ret && run_cmd_check(cfg, &a->cmd, err, errlen) < 0)
 		ret = -EINVAL;
-	if (!ret && !cfg->kernel_path && !cfg->cmd.on) {
+	if (!ret && !cfg->kernel_path && !cfg->host_root.on) {
 		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
 		ret = -EINVAL;
 	}
@@ -592,62 +594,79 @@ static int finish(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	return status;
 }
 
+/* The run's state, with -- CMD prepared in it (the host checked, the kernel found, the
+ * initramfs made and handed over: all before the VM). NULL after the error. */
+static struct run_state *prepare(struct run_args *a)
+{
+	struct run_state *st = calloc(1, sizeof(*st)); /* large (struct kvm) */
+	char err[512] = "";
+
+	if (!st) {
+		pr_err("out of memory");
+		return NULL;
+	}
+	st->statm_fd = -1;
+	if (run_cmd_prepare(&a->cfg, &a->cmd, &st->cmd, err, sizeof(err)) < 0) {
+		pr_err("%s", err);
+		free(st);
+		return NULL;
+	}
+	if (st->cmd)
+		run_cmd_take_initrd(st->cmd, &st->initrd, &st->initrd_len);
+	return st;
+}
+
+/* The machine built, started, waited for to its end; its exit status (EXIT_LKVM_ERROR when it
+ * could not be built). kvm_run_teardown follows, whatever happened. */
+static int run_vm(struct run_state *st, const struct kvm_config *cfg, struct ctl_server *ctl,
+		  const char *name, int sig_fd, u64 t0)
+{
+	char err[512] = "";
+	int ret = kvm_run_setup(st, cfg, err, sizeof(err));
+
+	st->kvm.start_ns = t0;
+	if (ret < 0) {
+		pr_err("%s", err);
+		return EXIT_LKVM_ERROR;
+	}
+	/* Once the VM is built, so a bad kernel still gets its one-line error and nothing else. */
+	if (ctl && !cfg->name && !cfg->host_root.on)
+		pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
+	start(st, cfg, ctl);
+	wait_for_end(&st->kvm, sig_fd);
+	return finish(st, cfg, ctl);
+}
+
 int kvm_cmd_run(int argc, char **argv)
 {
 	struct run_state *st;
 	u64 t0 = now_ns();
-	struct kvm_config cfg;
+	struct run_args a;
 	struct ctl_server *ctl = NULL;
 	char err[512] = "", name[72];
 	int sig_fd, ret, status = EXIT_LKVM_ERROR;
 
-	ret = kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err));
+	ret = kvm_run_parse(argc, argv, &a, stdout, err, sizeof(err));
 	if (ret == 1)
 		return 0;
 	if (ret < 0) {
 		pr_err("%s", err);
 		return EXIT_LKVM_ERROR;
 	}
-	if (cfg.debug)
+	if (a.cfg.debug)
 		lkvm_set_log_level(LOG_DEBUG);
 	sig_fd = block_signals();
-	st = calloc(1, sizeof(*st)); /* large (struct kvm) */
-	if (!st) {
-		pr_err("out of memory");
-		kvm_config_free(&cfg);
-		return EXIT_LKVM_ERROR;
-	}
-	st->statm_fd = -1;
-	/* -- CMD: the host checked, the kernel found, the initramfs made (before the VM). */
-	if (run_cmd_prepare(&cfg, &st->cmd, err, sizeof(err)) < 0) {
-		pr_err("%s", err);
+	st = prepare(&a);
+	if (st && open_control(st, &a.cfg, name, sizeof(name), &ctl) == 0)
+		status = run_vm(st, &a.cfg, ctl, name, sig_fd, t0);
+	if (st) {
+		kvm_run_teardown(st);
+		if (st->statm_fd >= 0)
+			close(st->statm_fd);
+		run_cmd_free(st->cmd); /* after the VM: the kernel's log may be its descriptor */
 		free(st);
-		kvm_config_free(&cfg);
-		return EXIT_LKVM_ERROR;
 	}
-	if (open_control(st, &cfg, name, sizeof(name), &ctl) < 0) {
-		run_cmd_free(st->cmd);
-		free(st);
-		kvm_config_free(&cfg);
-		return EXIT_LKVM_ERROR;
-	}
-	ret = kvm_run_setup(st, &cfg, err, sizeof(err));
-	st->kvm.start_ns = t0;
-	if (ret < 0) {
-		pr_err("%s", err);
-	} else {
-		/* Once the VM is built, so a bad kernel still gets its one-line error and nothing else. */
-		if (ctl && !cfg.name && !cfg.cmd.on)
-			pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
-		start(st, &cfg, ctl);
-		wait_for_end(&st->kvm, sig_fd);
-		status = finish(st, &cfg, ctl);
-	}
-	kvm_run_teardown(st);
-	if (st->statm_fd >= 0)
-		close(st->statm_fd);
-	free(st);
-	kvm_config_free(&cfg);
+	kvm_config_free(&a.cfg);
 	if (sig_fd >= 0)
 		close(sig_fd);
 	/* Last, so a waiting `lkvm stop` returns only once the VM is gone. */

@@ -33,7 +33,7 @@ static void exitport_report(struct exitport *e, u32 word)
 		return; /* not an end */
 	} else if (kind == LKVM_EXIT_EXITED && !detail) {
 		kvm_request_exit(e->kvm, (int)value, "%s exited with %u (lkvm-exit)",
-				 e->kvm->cfg.cmd.on ? "command" : "guest", value);
+				 e->kvm->cfg.host_root.on ? "command" : "guest", value);
 	} else if (kind == LKVM_EXIT_SIGNALED && !detail && value && value < 128) {
 		const char *name = sigabbrev_np((int)value); /* strsignal is not thread-safe */
 

@@ -169,3 +169,28 @@ char **initrd_env_filter(char *const *env, size_t *n)
 	*n = k;
 	return out;
 }
+
+int initrd_make(const struct initcfg *cfg, const char *kernel_path, bool mmio, u8 **data,
+		size_t *len, char *err, size_t errlen)
+{
+	struct kmod_list mods = { 0 };
+	struct cpio c = { 0 };
+	int ret = kmod_for_kernel(kernel_path, mmio, &mods, err, errlen);
+
+	if (!ret)
+		ret = initrd_build(&c, cfg, &mods, err, errlen);
+	if (!ret)
+		ret = cpio_finish(&c);
+	kmod_list_free(&mods);
+	if (ret) {
+		if (!*err)
+			errfmt(err, errlen, "making the initramfs: %s", strerror(-ret));
+		cpio_free(&c);
+		return ret;
+	}
+	*data = c.buf;
+	*len = c.len;
+	c.buf = NULL;
+	cpio_free(&c);
+	return 0;
+}

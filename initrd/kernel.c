@@ -1,4 +1,4 @@
-/* Finding the kernel to boot without -k (kvmtool's order) and reading its release. */
+/* Finding the kernel to boot without -k (kvmtool's order), reading its release, and the build tree it sits in. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -134,4 +134,31 @@ int kernel_release(const char *path, char *rel, size_t len)
 	ret = release_of(img, (size_t)st.st_size, rel, len);
 	munmap(img, (size_t)st.st_size);
 	return ret;
+}
+
+/* The kernel build tree a kernel image sits in, for its modules: PATH minus
+ * arch/x86/boot/bzImage, else PATH's directory (a vmlinux, or ./bzImage). kmod_dir_find
+ * checks that the tree's release is the kernel's. */
+void kernel_tree(const char *path, char *tree, size_t len)
+{
+	static const char *const suffixes[] = { "arch/x86/boot/bzImage",
+						"arch/x86_64/boot/bzImage" };
+	size_t n = strlen(path);
+	const char *slash;
+
+	for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
+		size_t sl = strlen(suffixes[i]);
+
+		if (n >= sl && !strcmp(path + n - sl, suffixes[i])) {
+			snprintf(tree, len, "%.*s", (int)(n - sl), path);
+			if (!*tree)
+				snprintf(tree, len, ".");
+			return;
+		}
+	}
+	slash = strrchr(path, '/');
+	if (slash)
+		snprintf(tree, len, "%.*s", (int)(slash == path ? 1 : slash - path), path);
+	else
+		snprintf(tree, len, ".");
 }

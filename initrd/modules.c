@@ -1,6 +1,7 @@
 /* Kernel modules for the initramfs: where they are, and their closure over dependencies. */
 #include <elf.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -485,4 +486,47 @@ int kmod_dir_find(const char *tree, const char *libmod, const char *release, cha
 	if (n < 0 || (size_t)n >= len)
 		return -ENAMETOOLONG;
 	return is_dir(dir) ? 0 : -ENOENT;
+}
+
+/* The modules the guest needs when the kernel has them as modules (a distribution kernel, a
+ * tree after `make modules`); none when no module directory of its release exists (the
+ * kernel then has to have everything built in, as the project's guest kernel does). */
+int kmod_for_kernel(const char *kernel_path, bool mmio, struct kmod_list *mods, char *err,
+		    size_t errlen)
+{
+	/* pvpanic_pci where there is one, so a panic ends the run with 2 (panic=-1 alone would
+	 * make it a reset, 125). */
+	static const char *const names[] = { INITRD_MODULES_9P_ROOT, "?pvpanic_pci",
+					     "virtio_mmio" };
+	char release[256], tree[PATH_MAX], dir[PATH_MAX];
+	/* virtio_mmio only when a device of ours is on it. */
+	size_t n = ARRAY_SIZE(names) - !mmio;
+	int ret;
+
+	if (kernel_release(kernel_path, release, sizeof(release)))
+		return 0; /* no release in it: nothing to look up (a freestanding kernel) */
+	kernel_tree(kernel_path, tree, sizeof(tree));
+	ret = kmod_dir_find(tree, NULL, release, dir, sizeof(dir));
+	if (ret) {
+		pr_debug(
+			"kernel %s: no module directory, assuming 9p, virtio and overlay are built in",
+			release);
+		return 0;
+	}
+	ret = kmod_resolve(dir, names, n, mods, err, errlen);
+	if (ret == -ENOENT) {
+		pr_debug(
+			"kernel %s: no modules.dep or modules.order in %s, assuming 9p, virtio and overlay are built in",
+			release, dir);
+		return 0;
+	}
+	if (ret) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", err);
+		errfmt(err, errlen, "kernel %s: its modules in %s: %s", release, dir, why);
+		return ret;
+	}
+	pr_debug("kernel %s: %zu modules from %s", release, mods->n, dir);
+	return 0;
 }

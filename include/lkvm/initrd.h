@@ -51,6 +51,12 @@ void kmod_list_free(struct kmod_list *l);
 int initrd_build(struct cpio *c, const struct initcfg *cfg, const struct kmod_list *mods, char *err,
 		 size_t errlen) __must_check;
 
+/* The whole initramfs of `run -- CMD` for the kernel at kernel_path: initrd_build's archive
+ * with the modules that kernel needs (kmod_for_kernel; mmio: its devices are on virtio-mmio),
+ * finished. *data (malloc'd, the caller frees it) and *len, or -errno with err. */
+int initrd_make(const struct initcfg *cfg, const char *kernel_path, bool mmio, u8 **data,
+		size_t *len, char *err, size_t errlen) __must_check;
+
 /* The guest program itself (init/lkvm-init.c, linked into lkvm by init/blob.S). */
 extern const u8 lkvm_init_start[], lkvm_init_end[];
 
@@ -76,6 +82,10 @@ int kernel_find(const char *dir, const char *boot, const char *release, char *pa
  * "Linux version " banner). 0, -ENOEXEC (no release in it), or -errno from reading. */
 int kernel_release(const char *path, char *rel, size_t len) __must_check;
 
+/* The kernel build tree a kernel image at path sits in, for its modules: path minus
+ * arch/x86/boot/bzImage, else path's directory. Into tree (len bytes, truncated). */
+void kernel_tree(const char *path, char *tree, size_t len);
+
 /* ---- kernel modules (initrd/modules.c) ---- */
 
 /* What `run -- CMD` needs when the kernel has them as modules (in this order; virtio_mmio is
@@ -100,5 +110,12 @@ int kmod_dir_find(const char *tree, const char *libmod, const char *release, cha
  * modules.order or modules.dep), -ENOEXEC (a .ko without a readable .modinfo), -ENOMEM. */
 int kmod_resolve(const char *dir, const char *const *names, size_t n, struct kmod_list *out,
 		 char *err, size_t errlen) __must_check;
+
+/* The modules `run -- CMD` needs (INITRD_MODULES_9P_ROOT, pvpanic_pci where there is one,
+ * virtio_mmio when mmio) for the kernel at kernel_path, from its build tree or /lib/modules
+ * (kmod_dir_find, kmod_resolve): none when it has no release or no module directory (it then
+ * has to have them built in; a debug line says so). 0 or -errno with err. */
+int kmod_for_kernel(const char *kernel_path, bool mmio, struct kmod_list *mods, char *err,
+		    size_t errlen) __must_check;
 
 #endif

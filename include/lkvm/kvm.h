@@ -7,11 +7,9 @@
 #include <linux/kvm.h>
 
 #include "lkvm/io.h"
+#include "lkvm/kvm-config.h"
 #include "lkvm/mem.h"
 #include "lkvm/util.h"
-#include "lkvm/virtio.h"
-/* For -- CMD's options, which struct kvm_config embeds (a few words, no device's). */
-#include "lkvm/run-cmd.h"
 
 #define LKVM_MAX_CPUS 64
 
@@ -26,45 +24,6 @@ enum {
 	EXIT_TIMEOUT = 124, /* --timeout expired (the timeout(1) convention) */
 	EXIT_GUEST_NO_STATUS =
 		125, /* lkvm's guest init could not run the command (git bisect's "skip") */
-};
-
-enum quirks_mode { QUIRKS_AUTO, QUIRKS_PVM, QUIRKS_NONE };
-
-struct net_opts;
-struct blk_opts;
-struct p9_shares;
-
-struct kvm_config {
-	const char *kernel_path;
-	const char *initrd_path;
-	const char *cmdline; /* user's -p, may be NULL */
-	const char *name;
-	const char *exit_on; /* --exit-on TEXT: end with 0 when the console prints TEXT */
-	u64 ram_mib;
-	int nr_cpus;
-	int timeout_s; /* 0: none */
-	enum quirks_mode quirks;
-	bool console_serial; /* the 8250 UART is always there (earlyprintk, ttyS0) */
-	bool console_virtio; /* --console virtio: hvc0 is the console and takes the input */
-	bool rng;	     /* --rng: a virtio-rng device */
-	bool debug;
-	bool no_ioeventfd;		/* --no-ioeventfd: every virtio notify is a trapped exit */
-	enum virtio_trans virtio_trans; /* --virtio-transport: for devices without trans= */
-	const char *dump_dtb;		/* --dump-dtb FILE */
-	enum { STATS_OFF, STATS_TABLE, STATS_JSON } stats;
-	/* -n and -d, once per NIC and disk: arrays kvm_run_parse allocates (kvm_config_free), in
-	 * whose options (net.h, virtio-blk.h) struct kvm takes no interest: the devices copy them
-	 * into the device list. */
-	int nr_nets;
-	struct net_opts *net;
-	int nr_disks;
-	struct blk_opts *disk;
-	/* --share, up to VIRTIO_9P_MAX_SHARES (virtio-9p.h): allocated with the first one, like
-	 * the arrays above; NULL when there is none. */
-	struct p9_shares *shares;
-	bool sandbox;		 /* --sandbox=on (default): drop capabilities, seccomp per thread */
-	const char *user;	 /* --user USER: switch to it after set-up, or NULL */
-	struct run_cmd_opts cmd; /* -- CMD, host-root mode, --console-log (run-cmd.h) */
 };
 
 struct kvm_cpu;

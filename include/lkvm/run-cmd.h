@@ -1,4 +1,4 @@
-/* `lkvm run -- CMD` and the host-root mode: the kernel, lkvm's initramfs, the host's / over 9p, CMD's consoles, stdin and status. */
+/* `lkvm run -- CMD`, the command's side: its options, whose credentials serve the host's files, the run prepared (kernel, initramfs, kernel log) and its end. */
 #ifndef LKVM_RUN_CMD_H
 #define LKVM_RUN_CMD_H
 
@@ -11,39 +11,27 @@ struct kvm;
 struct kvm_config;
 struct term;
 
-/* The 9p tag of the host's root (read-only, under init's tmpfs overlay). */
-#define RUN_CMD_ROOT_TAG "lkvm-root"
-
 /*
- * kvm_config's part (kvm_run_parse fills argc/argv/dashdash/console_log, run_cmd_check `on`,
- * run_cmd_prepare the rest). Host-root mode is on with `--` (CMD after it; nothing after it:
- * a shell), and when neither -k, -i nor -d is given (`lkvm run` alone: kernel discovery, a
- * shell). An explicit -k without `--` keeps the plain machine (the kernel's console on the
- * terminal), which every freestanding guest and -d/-i boot relies on.
+ * The command's own options, which `lkvm run` keeps beside its struct kvm_config (struct
+ * run_args, run.h): kvm_run_parse fills them. Host-root mode is on with `--` (CMD after it;
+ * nothing after it: a shell), and when neither -k, -i nor -d is given (`lkvm run` alone:
+ * kernel discovery, a shell); run_cmd_check decides it into cfg->host_root.on. An explicit -k
+ * without `--` keeps the plain machine (the kernel's console on the terminal), which every
+ * freestanding guest and -d/-i boot relies on.
  */
 struct run_cmd_opts {
 	bool dashdash; /* `--` was given */
 	int argc;      /* CMD's words (0: the shell) */
 	char **argv;
 	const char *console_log; /* --console-log FILE: the serial console (kernel log) to FILE */
-	bool on;		 /* host-root mode */
-	/* Decided by run_cmd_prepare from lkvm's own descriptors: */
-	bool tty;	   /* stdin and stdout are terminals: hvc0 is CMD's terminal */
-	bool stdin_framed; /* not tty: stdin goes framed to init (initcfg.h), the host's
-				  * terminal, if any, is left as it is (term.c reads nothing) */
-	bool stderr_own;   /* CMD's stderr has its own console (hvc1): not a tty, or
-				  * lkvm's stderr is not that terminal */
 };
 
-/* opt_set.trailing of `lkvm run` (base: its struct kvm_config): the words after `--`. 0. */
+/* opt_set.trailing of `lkvm run` (base: its struct run_args): the words after `--`. 0. */
 int run_cmd_trailing(void *base, int argc, char **argv, char *err, size_t errlen);
-/* Decides cfg->cmd.on and checks what cannot go with it (-i, --console virtio). 0 or
+/* Decides cfg->host_root.on and checks what cannot go with it (-i, --console virtio). 0 or
  * -EINVAL with err. Parsing only: nothing is opened. */
-int run_cmd_check(struct kvm_config *cfg, char *err, size_t errlen) __must_check;
-
-/* Kernel parameters host-root mode adds after lkvm's own ("" when off): the kernel's log
- * stays on ttyS0 (quiet unless --debug) and a panic reboots, ending the run. */
-const char *run_cmd_kernel_params(const struct kvm_config *cfg);
+int run_cmd_check(struct kvm_config *cfg, const struct run_cmd_opts *cmd, char *err,
+		  size_t errlen) __must_check;
 
 /*
  * Whose credentials serve the host's files (and the shares) to CMD: lkvm's user after set-up.
@@ -89,23 +77,16 @@ struct run_cmd;
 /*
  * Before the VM is made (cfg is copied into it then): chooses whose credentials serve the
  * host's files (run_cmd_creds; one line says so when that is nobody), refuses a host that
- * cannot run guest user space (a PVM host), finds the kernel when there is no -k (one line
- * says which), decides the console modes, builds the initramfs in memory (lkvm-init, its configuration,
- * the modules a modular kernel needs) and opens the kernel log's destination. *out is NULL
- * when host-root mode is off and there is no --console-log. 0 or -errno with err.
+ * cannot run guest user space (a PVM host), finds the kernel when there is no -k (kernel_find;
+ * one line says which), decides the console modes (cfg->host_root), builds the initramfs in
+ * memory (initrd_make: lkvm-init, its configuration, the modules a modular kernel needs) and
+ * opens the kernel log's destination. *out is NULL when host-root mode is off and there is
+ * no --console-log. 0 or -errno with err.
  */
-int run_cmd_prepare(struct kvm_config *cfg, struct run_cmd **out, char *err,
-		    size_t errlen) __must_check;
-/* Hands over the initramfs (malloc'd; the caller frees it). */
+int run_cmd_prepare(struct kvm_config *cfg, const struct run_cmd_opts *cmd, struct run_cmd **out,
+		    char *err, size_t errlen) __must_check;
+/* Hands over the initramfs (malloc'd; the caller frees it); NULL and 0 when there is none. */
 void run_cmd_take_initrd(struct run_cmd *rc, u8 **data, size_t *len);
-/* Registers what host-root mode adds to the machine: the exit port, the host's root over
- * virtio-9p, CMD's consoles (hvc0 stdin+stdout, hvc1 stderr) and stdin's forwarder (its thread
- * started by kvm_devs_start). A
- * machine-table row of kvm-run.c: nothing when off. 0 or -errno. */
-int run_cmd_add_devices(struct kvm *kvm, const struct kvm_config *cfg) __must_check;
-/* The virtio-mmio devices it adds with --virtio-transport mmio (the root's 9p device and
- * at most two consoles), for the parse-time count. */
-int run_cmd_mmio_devices(const struct kvm_config *cfg);
 /* After term_init: the serial console (the kernel's log) goes to --console-log's file; in
  * host-root mode without it, to stderr with --debug, else nowhere. No-op for rc NULL. */
 void run_cmd_term(struct run_cmd *rc, struct term *t);

@@ -7,16 +7,24 @@
 #include "lkvm/kvm.h"
 #include "lkvm/net.h"
 #include "lkvm/opt.h"
+#include "lkvm/run-cmd.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-blk.h"
 
 /* `lkvm run`'s options: what kvm_run_parse reads and kvm_run_usage prints. */
 extern const struct opt_set run_opt_set;
 
+/* What `lkvm run`'s options fill (the base of run_opt_set): the VM's configuration, and beside
+ * it the options of -- CMD, which the machine never sees (run-cmd.h). */
+struct run_args {
+	struct kvm_config cfg;
+	struct run_cmd_opts cmd;
+};
+
 /* Parse `lkvm run` arguments (argv[0] is "run"). Returns 0, 1 when help was asked for
  * (printed to `out`), or -EINVAL with a one-line message in err. After 0 the caller owns the
- * -n and -d arrays: kvm_config_free (once the VM that copied cfg is gone). */
-int kvm_run_parse(int argc, char **argv, struct kvm_config *cfg, FILE *out, char *err,
+ * -n and -d arrays: kvm_config_free(&a->cfg) (once the VM that copied it is gone). */
+int kvm_run_parse(int argc, char **argv, struct run_args *a, FILE *out, char *err,
 		  size_t errlen) __must_check;
 void kvm_config_free(struct kvm_config *cfg);
 void kvm_run_usage(FILE *out);
@@ -30,8 +38,10 @@ struct run_state {
 	struct kvm kvm;
 	struct term term;
 	bool kvm_up, term_up;
-	struct run_cmd *cmd; /* -- CMD / host-root mode, --console-log (NULL: neither) */
-	u8 *kernel, *initrd, *dtb;
+	/* -- CMD / host-root mode, --console-log (NULL: neither): builtin/run.c's, which frees it
+	 * after kvm_run_teardown (the kernel's log may be its descriptor). */
+	struct run_cmd *cmd;
+	u8 *kernel, *initrd, *dtb; /* initrd: -i's file, or -- CMD's initramfs handed over */
 	size_t kernel_len, initrd_len, dtb_len;
 	int statm_fd; /* --debug: /proc/self/statm, opened before the sandbox (-1: none) */
 };

@@ -9,6 +9,7 @@
 #include "lkvm/io.h"
 #include "lkvm/opt.h"
 #include "lkvm/util.h"
+#include "lkvm/virtio-trans.h"
 #include "lkvm/virtqueue.h"
 
 struct kvm;
@@ -95,9 +96,6 @@ struct virtio_transport_ops {
 	/* Unplug, then virtio_transport_exit, then free the transport's state. */
 	void (*destroy)(struct virtio_device *vdev);
 };
-
-/* Which transport a device is attached to (-n/-d trans=, --virtio-transport). */
-enum virtio_trans { VIRTIO_TRANS_PCI, VIRTIO_TRANS_MMIO, VIRTIO_TRANS_NR };
 
 struct virtio_device {
 	struct kvm *kvm;

@@ -17,11 +17,12 @@ static FILE *devnull;
 int fuzz_opts(const uint8_t *data, size_t size)
 {
 	char *buf = malloc(size + 1), *argv[OF_MAX_ARGS + 2];
-	struct kvm_config *cfg = malloc(sizeof(*cfg));
+	struct run_args *a = malloc(sizeof(*a));
+	struct kvm_config *cfg = a ? &a->cfg : NULL;
 	char err[256];
 	int argc = 0;
 
-	FUZZ_ASSERT(buf && cfg);
+	FUZZ_ASSERT(buf && a);
 	if (!devnull)
 		FUZZ_ASSERT((devnull = fopen("/dev/null", "w")) != NULL);
 	memcpy(buf, data, size);
@@ -49,10 +50,10 @@ int fuzz_opts(const uint8_t *data, size_t size)
 		argv[argc++] = p;
 	argv[argc] = NULL;
 	err[0] = '\0';
-	switch (kvm_run_parse(argc, argv, cfg, devnull, err, sizeof(err))) {
+	switch (kvm_run_parse(argc, argv, a, devnull, err, sizeof(err))) {
 	case 0:
 		/* Host-root mode (`--`, or none of -k, -i, -d) finds its kernel later. */
-		FUZZ_ASSERT((cfg->kernel_path || cfg->cmd.on) && cfg->nr_cpus >= 1 &&
+		FUZZ_ASSERT((cfg->kernel_path || cfg->host_root.on) && cfg->nr_cpus >= 1 &&
 			    cfg->nr_cpus <= LKVM_MAX_CPUS);
 		FUZZ_ASSERT(cfg->ram_mib >= 1 && cfg->nr_nets >= 0 && cfg->nr_nets <= 4);
 		kvm_config_free(cfg);
@@ -63,7 +64,7 @@ int fuzz_opts(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(err[0] && memchr(err, '\0', sizeof(err)));
 	}
 out:
-	free(cfg);
+	free(a);
 	free(buf);
 	return 0;
 }

@@ -92,9 +92,9 @@ START_TEST(io_bus_many_ranges_sorted)
 }
 END_TEST
 
-static int parse(struct kvm_config *cfg, char *err, int argc, ...)
+static int parse(struct run_args *a, char *err, int argc, ...)
 {
-	static char *argv[32]; /* lives on: cfg->cmd.argv points into it, as into main's argv */
+	static char *argv[32]; /* lives on: a->cmd.argv points into it, as into main's argv */
 	va_list ap;
 	FILE *null = fopen("/dev/null", "w");
 	int ret;
@@ -105,101 +105,99 @@ static int parse(struct kvm_config *cfg, char *err, int argc, ...)
 	va_end(ap);
 	argv[argc] = NULL;
 	err[0] = 0;
-	kvm_config_free(cfg); /* the previous parse's -n and -d arrays */
-	ret = kvm_run_parse(argc, argv, cfg, null, err, 256);
+	kvm_config_free(&a->cfg); /* the previous parse's -n and -d arrays */
+	ret = kvm_run_parse(argc, argv, a, null, err, 256);
 	fclose(null);
 	return ret;
 }
 
 START_TEST(run_options_good)
 {
-	struct kvm_config cfg = { 0 };
+	struct run_args a = { 0 };
 	char err[256];
 
-	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-k", "bz"), 0);
-	ck_assert_str_eq(cfg.kernel_path, "bz");
-	ck_assert_uint_eq(cfg.ram_mib, 256);
-	ck_assert_int_eq(cfg.nr_cpus, 1);
-	ck_assert_int_eq(cfg.quirks, QUIRKS_AUTO);
-	ck_assert_int_eq(parse(&cfg, err, 19, "run", "--kernel", "k", "-i", "rd", "-p", "quiet",
-			       "-m", "2G", "-c", "4", "--timeout", "30", "--quirks", "none",
-			       "--exit-on", "Run /init", "--name", "vm1"),
+	ck_assert_int_eq(parse(&a, err, 3, "run", "-k", "bz"), 0);
+	ck_assert_str_eq(a.cfg.kernel_path, "bz");
+	ck_assert_uint_eq(a.cfg.ram_mib, 256);
+	ck_assert_int_eq(a.cfg.nr_cpus, 1);
+	ck_assert_int_eq(a.cfg.quirks, QUIRKS_AUTO);
+	ck_assert_int_eq(parse(&a, err, 19, "run", "--kernel", "k", "-i", "rd", "-p", "quiet", "-m",
+			       "2G", "-c", "4", "--timeout", "30", "--quirks", "none", "--exit-on",
+			       "Run /init", "--name", "vm1"),
 			 0);
-	ck_assert_str_eq(cfg.initrd_path, "rd");
-	ck_assert_str_eq(cfg.cmdline, "quiet");
-	ck_assert_uint_eq(cfg.ram_mib, 2048);
-	ck_assert_int_eq(cfg.nr_cpus, 4);
-	ck_assert_int_eq(cfg.timeout_s, 30);
-	ck_assert_int_eq(cfg.quirks, QUIRKS_NONE);
-	ck_assert_str_eq(cfg.exit_on, "Run /init");
-	ck_assert_str_eq(cfg.name, "vm1");
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--quirks", "pvm"), 0);
-	ck_assert_int_eq(cfg.quirks, QUIRKS_PVM);
-	ck_assert_int_eq(parse(&cfg, err, 14, "run", "-k", "k", "--console", "virtio", "--rng",
+	ck_assert_str_eq(a.cfg.initrd_path, "rd");
+	ck_assert_str_eq(a.cfg.cmdline, "quiet");
+	ck_assert_uint_eq(a.cfg.ram_mib, 2048);
+	ck_assert_int_eq(a.cfg.nr_cpus, 4);
+	ck_assert_int_eq(a.cfg.timeout_s, 30);
+	ck_assert_int_eq(a.cfg.quirks, QUIRKS_NONE);
+	ck_assert_str_eq(a.cfg.exit_on, "Run /init");
+	ck_assert_str_eq(a.cfg.name, "vm1");
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "--quirks", "pvm"), 0);
+	ck_assert_int_eq(a.cfg.quirks, QUIRKS_PVM);
+	ck_assert_int_eq(parse(&a, err, 14, "run", "-k", "k", "--console", "virtio", "--rng",
 			       "--virtio-transport", "mmio", "-d", "a.img,ro", "--disk",
 			       "b.img,trans=pci,aio=sync", "--dump-dtb", "t.dtb"),
 			 0);
-	ck_assert(cfg.console_virtio && cfg.rng);
-	ck_assert_int_eq(cfg.virtio_trans, VIRTIO_TRANS_MMIO);
-	ck_assert_int_eq(cfg.nr_disks, 2);
-	ck_assert(cfg.disk[0].ro && !cfg.disk[0].trans_set);
-	ck_assert(cfg.disk[1].trans_set && cfg.disk[1].trans == VIRTIO_TRANS_PCI &&
-		  cfg.disk[1].io == BLK_IO_SYNC);
-	ck_assert_str_eq(cfg.dump_dtb, "t.dtb");
-	ck_assert_int_eq(parse(&cfg, err, 2, "run", "--help"), 1);
-	kvm_config_free(&cfg);
+	ck_assert(a.cfg.console_virtio && a.cfg.rng);
+	ck_assert_int_eq(a.cfg.virtio_trans, VIRTIO_TRANS_MMIO);
+	ck_assert_int_eq(a.cfg.nr_disks, 2);
+	ck_assert(a.cfg.disk[0].ro && !a.cfg.disk[0].trans_set);
+	ck_assert(a.cfg.disk[1].trans_set && a.cfg.disk[1].trans == VIRTIO_TRANS_PCI &&
+		  a.cfg.disk[1].io == BLK_IO_SYNC);
+	ck_assert_str_eq(a.cfg.dump_dtb, "t.dtb");
+	ck_assert_int_eq(parse(&a, err, 2, "run", "--help"), 1);
+	kvm_config_free(&a.cfg);
 }
 END_TEST
 
 START_TEST(run_options_bad)
 {
-	struct kvm_config cfg = { 0 };
+	struct run_args a = { 0 };
 	char err[256];
 
 	/* `lkvm run` alone is the host-root mode (test_run_cmd); -i or -d without -k is not. */
-	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-i", "rd"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 3, "run", "-i", "rd"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "no kernel"));
-	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-d", "a.img"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 3, "run", "-d", "a.img"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "no kernel"));
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "0"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "-m", "0"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "--mem '0'"));
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "12x"), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "-5"), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-m", "99999999999999999999"),
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "-m", "12x"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "-m", "-5"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "-m", "99999999999999999999"),
 			 -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-c", "0"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "-c", "0"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "--cpus '0'"));
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-c", "65"), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--timeout", "0"), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--timeout", "1.5"), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--quirks", "maybe"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "-c", "65"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "--timeout", "0"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "--timeout", "1.5"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "--quirks", "maybe"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "auto, pvm or none"));
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--console", "usb"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "--console", "usb"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "serial or virtio"));
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--virtio-transport", "isa"),
-			 -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--dump-dtb", ""), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-d", "x.img,bogus"), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "-n", "mode=tap,trans=isa"),
-			 -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "--virtio-transport", "isa"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "--dump-dtb", ""), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "-d", "x.img,bogus"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "-n", "mode=tap,trans=isa"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "pci or mmio"));
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "k", "--exit-on", ""), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 4, "run", "-k", "k", "--bogus"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "k", "--exit-on", ""), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 4, "run", "-k", "k", "--bogus"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "unknown option '--bogus'"));
-	ck_assert_int_eq(parse(&cfg, err, 4, "run", "-k", "k", "extra"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 4, "run", "-k", "k", "extra"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "unexpected argument 'extra'"));
-	ck_assert_int_eq(parse(&cfg, err, 2, "run", "-k"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 2, "run", "-k"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "needs a value"));
 	/* The device limits: 4 NICs, 4 disks, 9 virtio-mmio devices (whatever makes them mmio). */
-	ck_assert_int_eq(parse(&cfg, err, 13, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
+	ck_assert_int_eq(parse(&a, err, 13, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
 			       "-n", "mode=tap", "-n", "mode=tap", "-n", "mode=tap"),
 			 -EINVAL);
 	ck_assert_str_eq(err, "-n: at most 4 network devices");
-	ck_assert_int_eq(parse(&cfg, err, 13, "run", "-k", "k", "-d", "a", "-d", "b", "-d", "c",
-			       "-d", "d", "-d", "e"),
+	ck_assert_int_eq(parse(&a, err, 13, "run", "-k", "k", "-d", "a", "-d", "b", "-d", "c", "-d",
+			       "d", "-d", "e"),
 			 -EINVAL);
 	ck_assert_str_eq(err, "-d: at most 4 disks");
-	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
+	ck_assert_int_eq(parse(&a, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
 			       "-n", "mode=tap,trans=mmio", "-n", "mode=tap", "-d", "a", "-d",
 			       "b,trans=mmio", "-d", "c", "-d", "d", "--console", "virtio",
 			       "--virtio-transport", "mmio", "--rng"),
@@ -208,69 +206,68 @@ START_TEST(run_options_bad)
 		err,
 		"10 virtio-mmio devices asked for: at most 9 (each needs one of the free ISA IRQs)");
 	/* Nine are fine; a NIC on PCI, or one with mode=none (no device), does not count. */
-	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
+	ck_assert_int_eq(parse(&a, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
 			       "-n", "mode=tap,trans=pci", "-n", "mode=tap", "-d", "a", "-d", "b",
 			       "-d", "c", "-d", "d", "--console", "virtio", "--virtio-transport",
 			       "mmio", "--rng"),
 			 0);
-	ck_assert_int_eq(parse(&cfg, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
+	ck_assert_int_eq(parse(&a, err, 24, "run", "-k", "k", "-n", "mode=tap", "-n", "mode=tap",
 			       "-n", "mode=none", "-n", "mode=tap", "-d", "a", "-d", "b", "-d", "c",
 			       "-d", "d", "--console", "virtio", "--virtio-transport", "mmio",
 			       "--rng"),
 			 0);
-	kvm_config_free(&cfg);
+	kvm_config_free(&a.cfg);
 }
 END_TEST
 
 /* `-- CMD` and the host-root mode (run-cmd.h). */
 START_TEST(run_options_cmd)
 {
-	struct kvm_config cfg = { 0 };
+	struct run_args a = { 0 };
 	char err[256];
 
 	/* Nothing at all: host-root mode, a shell, the kernel found later. */
-	ck_assert_int_eq(parse(&cfg, err, 1, "run"), 0);
-	ck_assert(cfg.cmd.on && !cfg.cmd.dashdash && !cfg.cmd.argc && !cfg.kernel_path);
+	ck_assert_int_eq(parse(&a, err, 1, "run"), 0);
+	ck_assert(a.cfg.host_root.on && !a.cmd.dashdash && !a.cmd.argc && !a.cfg.kernel_path);
 	/* -k alone keeps the plain machine; with -- it runs CMD; -- alone is the shell. */
-	ck_assert_int_eq(parse(&cfg, err, 3, "run", "-k", "bz"), 0);
-	ck_assert(!cfg.cmd.on);
-	ck_assert_int_eq(parse(&cfg, err, 8, "run", "-k", "bz", "-m", "1G", "--", "uname", "-r"),
-			 0);
-	ck_assert(cfg.cmd.on && cfg.cmd.dashdash);
-	ck_assert_int_eq(cfg.cmd.argc, 2);
-	ck_assert_str_eq(cfg.cmd.argv[0], "uname");
-	ck_assert_str_eq(cfg.cmd.argv[1], "-r");
-	ck_assert_uint_eq(cfg.ram_mib, 1024);
-	ck_assert_int_eq(parse(&cfg, err, 4, "run", "-k", "bz", "--"), 0);
-	ck_assert(cfg.cmd.on && cfg.cmd.dashdash && cfg.cmd.argc == 0);
+	ck_assert_int_eq(parse(&a, err, 3, "run", "-k", "bz"), 0);
+	ck_assert(!a.cfg.host_root.on);
+	ck_assert_int_eq(parse(&a, err, 8, "run", "-k", "bz", "-m", "1G", "--", "uname", "-r"), 0);
+	ck_assert(a.cfg.host_root.on && a.cmd.dashdash);
+	ck_assert_int_eq(a.cmd.argc, 2);
+	ck_assert_str_eq(a.cmd.argv[0], "uname");
+	ck_assert_str_eq(a.cmd.argv[1], "-r");
+	ck_assert_uint_eq(a.cfg.ram_mib, 1024);
+	ck_assert_int_eq(parse(&a, err, 4, "run", "-k", "bz", "--"), 0);
+	ck_assert(a.cfg.host_root.on && a.cmd.dashdash && a.cmd.argc == 0);
 	/* CMD's own options are CMD's, a second -- included. */
-	ck_assert_int_eq(parse(&cfg, err, 6, "run", "--", "ls", "-k", "--", "-m"), 0);
-	ck_assert_int_eq(cfg.cmd.argc, 4);
-	ck_assert_str_eq(cfg.cmd.argv[1], "-k");
-	ck_assert_str_eq(cfg.cmd.argv[2], "--");
-	ck_assert(!cfg.kernel_path && cfg.ram_mib == 256);
+	ck_assert_int_eq(parse(&a, err, 6, "run", "--", "ls", "-k", "--", "-m"), 0);
+	ck_assert_int_eq(a.cmd.argc, 4);
+	ck_assert_str_eq(a.cmd.argv[1], "-k");
+	ck_assert_str_eq(a.cmd.argv[2], "--");
+	ck_assert(!a.cfg.kernel_path && a.cfg.ram_mib == 256);
 	/* An option's value "--" ends nothing: -p -- is the kernel command line "--". */
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "bz", "-p", "--"), 0);
-	ck_assert(!cfg.cmd.on && !cfg.cmd.dashdash);
-	ck_assert_str_eq(cfg.cmdline, "--");
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "-p", "--"), 0);
+	ck_assert(!a.cfg.host_root.on && !a.cmd.dashdash);
+	ck_assert_str_eq(a.cfg.cmdline, "--");
 	/* A disk (the root disk) or an initrd without -- keeps the plain machine. */
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "bz", "-d", "a.img"), 0);
-	ck_assert(!cfg.cmd.on);
-	ck_assert_int_eq(parse(&cfg, err, 7, "run", "-k", "bz", "-d", "a.img", "--", "true"), 0);
-	ck_assert(cfg.cmd.on && cfg.nr_disks == 1);
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "--console-log", "k.log", "--", "true"), 0);
-	ck_assert_str_eq(cfg.cmd.console_log, "k.log");
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "-k", "bz", "--console-log", "k.log"), 0);
-	ck_assert(!cfg.cmd.on && cfg.cmd.console_log);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "-d", "a.img"), 0);
+	ck_assert(!a.cfg.host_root.on);
+	ck_assert_int_eq(parse(&a, err, 7, "run", "-k", "bz", "-d", "a.img", "--", "true"), 0);
+	ck_assert(a.cfg.host_root.on && a.cfg.nr_disks == 1);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "--console-log", "k.log", "--", "true"), 0);
+	ck_assert_str_eq(a.cmd.console_log, "k.log");
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "--console-log", "k.log"), 0);
+	ck_assert(!a.cfg.host_root.on && a.cmd.console_log);
 	/* What cannot go with it. */
-	ck_assert_int_eq(parse(&cfg, err, 6, "run", "-i", "rd", "--", "true"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 6, "run", "-i", "rd", "--", "true"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "-i and -- CMD"));
-	ck_assert_int_eq(parse(&cfg, err, 5, "run", "--console", "virtio", "--"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "--console", "virtio", "--"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "--console virtio and -- CMD"));
-	ck_assert_int_eq(parse(&cfg, err, 3, "run", "--console-log", ""), -EINVAL);
-	ck_assert_int_eq(parse(&cfg, err, 4, "run", "true", "--", "x"), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 3, "run", "--console-log", ""), -EINVAL);
+	ck_assert_int_eq(parse(&a, err, 4, "run", "true", "--", "x"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "unexpected argument 'true'"));
-	kvm_config_free(&cfg);
+	kvm_config_free(&a.cfg);
 }
 END_TEST
 
@@ -297,7 +294,7 @@ START_TEST(cmdline_building)
 	/* -- CMD: the kernel's log stays on ttyS0, quiet unless --debug, and a panic reboots;
 	 * the user's parameters still last. */
 	cfg.console_virtio = false;
-	cfg.cmd.on = true;
+	cfg.host_root.on = true;
 	ck_assert_int_eq(kvm_run_cmdline(&cfg, false, buf, sizeof(buf)), 0);
 	ck_assert_ptr_nonnull(strstr(buf, "console=ttyS0 "));
 	ck_assert_ptr_nonnull(strstr(buf, " quiet panic=-1 root=/dev/vda"));

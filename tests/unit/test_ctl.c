@@ -320,14 +320,14 @@ END_TEST
 
 START_TEST(run_name_option)
 {
-	struct kvm_config cfg;
+	struct run_args a;
 	char err[256];
 	char *ok[] = { "run", "-k", "k", "--name", "web-1" };
 	char *bad[] = { "run", "-k", "k", "--name", "a/b" };
 
-	ck_assert_int_eq(kvm_run_parse(5, ok, &cfg, stdout, err, sizeof(err)), 0);
-	ck_assert_str_eq(cfg.name, "web-1");
-	ck_assert_int_eq(kvm_run_parse(5, bad, &cfg, stdout, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(kvm_run_parse(5, ok, &a, stdout, err, sizeof(err)), 0);
+	ck_assert_str_eq(a.cfg.name, "web-1");
+	ck_assert_int_eq(kvm_run_parse(5, bad, &a, stdout, err, sizeof(err)), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "--name 'a/b'"));
 }
 END_TEST

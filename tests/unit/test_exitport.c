@@ -16,7 +16,7 @@ static struct kvm *vm_new_as(bool cmd)
 
 	ck_assert_ptr_nonnull(kvm);
 	kvm->stop_fd = -1;
-	kvm->cfg.cmd.on = cmd;
+	kvm->cfg.host_root.on = cmd;
 	io_bus_init(&kvm->pio);
 	io_bus_init(&kvm->mmio);
 	ck_assert_int_eq(exitport_add(kvm), 0);

@@ -646,24 +646,24 @@ START_TEST(run_options)
 {
 	char ro[PATH_MAX], err[PATH_MAX + 256];
 	char *argv[32] = { "run", "-k", "bzImage", "--share", t.share, "--share", ro };
-	struct kvm_config cfg;
+	struct run_args a;
 	int argc = 7;
 
 	snprintf(ro, sizeof(ro), "%s:/ro,ro,trans=mmio", t.share);
-	ck_assert_msg(kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err)) == 0, "%s", err);
-	ck_assert_ptr_nonnull(p9_share_get(cfg.shares, 1));
-	ck_assert_ptr_null(p9_share_get(cfg.shares, 2));
-	ck_assert_str_eq(p9_share_get(cfg.shares, 1)->guest_dir, "/ro");
-	ck_assert(p9_share_get(cfg.shares, 1)->ro);
-	kvm_config_free(&cfg);
-	ck_assert_ptr_null(cfg.shares);
+	ck_assert_msg(kvm_run_parse(argc, argv, &a, stdout, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_ptr_nonnull(p9_share_get(a.cfg.shares, 1));
+	ck_assert_ptr_null(p9_share_get(a.cfg.shares, 2));
+	ck_assert_str_eq(p9_share_get(a.cfg.shares, 1)->guest_dir, "/ro");
+	ck_assert(p9_share_get(a.cfg.shares, 1)->ro);
+	kvm_config_free(&a.cfg);
+	ck_assert_ptr_null(a.cfg.shares);
 
 	/* None: no list at all, which every share function takes as empty. */
-	ck_assert_int_eq(kvm_run_parse(3, argv, &cfg, stdout, err, sizeof(err)), 0);
-	ck_assert_ptr_null(cfg.shares);
-	ck_assert_ptr_null(p9_share_get(cfg.shares, 0));
-	ck_assert_int_eq(p9_shares_on(cfg.shares, VIRTIO_TRANS_MMIO, VIRTIO_TRANS_MMIO), 0);
-	kvm_config_free(&cfg);
+	ck_assert_int_eq(kvm_run_parse(3, argv, &a, stdout, err, sizeof(err)), 0);
+	ck_assert_ptr_null(a.cfg.shares);
+	ck_assert_ptr_null(p9_share_get(a.cfg.shares, 0));
+	ck_assert_int_eq(p9_shares_on(a.cfg.shares, VIRTIO_TRANS_MMIO, VIRTIO_TRANS_MMIO), 0);
+	kvm_config_free(&a.cfg);
 
 	/* 8 shares on mmio, and the console and rng there too: 10 devices for 9 slots. */
 	argv[3] = "--virtio-transport";
@@ -676,11 +676,11 @@ START_TEST(run_options)
 		argv[argc++] = "--share";
 		argv[argc++] = t.share;
 	}
-	ck_assert_int_eq(kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(kvm_run_parse(argc, argv, &a, stdout, err, sizeof(err)), -EINVAL);
 	ck_assert_msg(strstr(err, "10 virtio-mmio devices asked for"), "%s", err);
 	argv[argc++] = "--share"; /* and a 9th share */
 	argv[argc++] = t.share;
-	ck_assert_int_eq(kvm_run_parse(argc, argv, &cfg, stdout, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(kvm_run_parse(argc, argv, &a, stdout, err, sizeof(err)), -EINVAL);
 	ck_assert_str_eq(err, "--share: at most 8 shares");
 }
 END_TEST

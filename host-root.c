@@ -1,0 +1,70 @@
+/* Host-root mode's machine (`lkvm run -- CMD`): what it adds to the device list, its kernel parameters, and CMD's output consoles. */
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "lkvm/host-root.h"
+#include "lkvm/kvm.h"
+#include "lkvm/virtio-9p.h"
+#include "lkvm/virtio-console.h"
+
+const char *host_root_kernel_params(const struct kvm_config *cfg)
+{
+	if (!cfg->host_root.on)
+		return "";
+	return cfg->debug ? "panic=-1" : "quiet panic=-1";
+}
+
+/* ---- CMD's consoles ---- */
+
+/* A closed stdout ends the run as it would end CMD on the host (SIGPIPE). */
+static void cmd_output(struct kvm *kvm, int fd, const u8 *buf, size_t len)
+{
+	if (write_full(fd, buf, len) < len && errno == EPIPE)
+		kvm_request_exit(kvm, 128 + SIGPIPE, "the command's %s was closed (SIGPIPE)",
+				 fd == STDOUT_FILENO ? "stdout" : "stderr");
+}
+
+static void cmd_stdout(struct kvm *kvm, const u8 *buf, size_t len)
+{
+	cmd_output(kvm, STDOUT_FILENO, buf, len);
+}
+
+static void cmd_stderr(struct kvm *kvm, const u8 *buf, size_t len)
+{
+	cmd_output(kvm, STDERR_FILENO, buf, len);
+}
+
+/* ---- the machine's part ---- */
+
+static int add_root(struct kvm *kvm)
+{
+	struct p9_share root = { .host_dir = "/", .tag = HOST_ROOT_TAG, .ro = true };
+
+	return virtio_9p_add(kvm, &root);
+}
+
+int host_root_mmio_devices(const struct kvm_config *cfg)
+{
+	return cfg->host_root.on && cfg->virtio_trans == VIRTIO_TRANS_MMIO ? 3 : 0;
+}
+
+int host_root_add_devices(struct kvm *kvm, const struct kvm_config *cfg)
+{
+	const struct host_root_cfg *hr = &cfg->host_root;
+	int ret;
+
+	if (!hr->on)
+		return 0;
+	/* A guest reset or power-off before init's report is a run without CMD's status. */
+	kvm->guest_end_status = EXIT_GUEST_NO_STATUS;
+	ret = add_root(kvm);
+	/* hvc0 then hvc1: Linux numbers them in the order it finds them (PCI slot order). */
+	if (!ret)
+		ret = virtio_console_add_port(kvm, cmd_stdout, hr->tty);
+	if (!ret && hr->stderr_own)
+		ret = virtio_console_add_port(kvm, cmd_stderr, false);
+	if (!ret && hr->stdin_framed)
+		ret = cmd_stdin_add(kvm);
+	return ret;
+}
