@@ -7,8 +7,8 @@
 
 #include "lkvm/net.h"
 
-/* Frames per call: the largest batch virtio/net.c submits (TX 64 chains, RX 32). The rings
- * have twice that, for the cancels that may follow them. */
+/* Frames per call: the largest batch virtio-net submits (TX 64 chains, virtio/net-tx.c; RX 32,
+ * virtio/net-rx-batch.c). The rings have twice that, for the cancels that may follow them. */
 #define URING_DEPTH 64
 
 enum { R_TX, R_RX, R_NR };
@@ -138,8 +138,8 @@ static int uring_cancel_parked(struct tap_uring *tu, int which, int n, const boo
  * that in doubt: the ring is then never entered again (dead: a partial submit leaves SQEs in the
  * SQ ring that a later submit would send stale) and the result is NET_BATCH_IN_DOUBT whenever an
  * SQE may have reached the kernel (the caller then never reuses or frees what the SQEs point at:
- * virtio/net.c's batch_in_doubt); -errno only when none did. Waiting for the requests instead
- * would rest on the very calls that failed.
+ * virtio/net-queue.c's batch_in_doubt); -errno only when none did. Waiting for the requests
+ * instead would rest on the very calls that failed.
  */
 static int uring_batch(struct tap_uring *tu, int which, struct net_io *io, int n)
 {

@@ -109,6 +109,34 @@ void net_vhost_close(struct net_vhost *v)
 	free(v);
 }
 
+/* Pair p's vhost-net fd: opened, owned by this process, its features read, guest memory
+ * mapped. 0 or -errno with a reason in err (the fd, if any, is closed by net_vhost_close). */
+static int open_pair(struct net_vhost *v, int p, const struct guest_mem *mem, const char *dev,
+		     char *err, size_t errlen)
+{
+	const char *what = "VHOST_SET_OWNER";
+	int ret;
+
+	v->fd[p] = open(dev, O_RDWR | O_CLOEXEC);
+	if (v->fd[p] < 0) {
+		ret = -errno;
+		errfmt(err, errlen,
+		       "vhost=on: cannot open %s: %s (is module vhost_net loaded?); -n vhost=off or auto runs without it",
+		       dev, strerror(-ret));
+		return ret;
+	}
+	if (ioctl(v->fd[p], VHOST_SET_OWNER) < 0 ||
+	    (what = "VHOST_GET_FEATURES", ioctl(v->fd[p], VHOST_GET_FEATURES, &v->features) < 0)) {
+		ret = -errno;
+		errfmt(err, errlen, "vhost=on: %s: %s: %s", dev, what, strerror(-ret));
+		return ret;
+	}
+	ret = set_mem_table(v->fd[p], mem);
+	if (ret < 0)
+		errfmt(err, errlen, "vhost=on: %s: VHOST_SET_MEM_TABLE: %s", dev, strerror(-ret));
+	return ret;
+}
+
 int net_vhost_open(struct kvm *kvm, struct virtio_device *vdev, const int *tap_fd, int pairs,
 		   const char *dev, struct net_vhost **out, char *err, size_t errlen)
 {
@@ -136,30 +164,10 @@ int net_vhost_open(struct kvm *kvm, struct virtio_device *vdev, const int *tap_f
 		return ret;
 	}
 	for (int p = 0; p < pairs; p++) {
-		const char *what = "VHOST_SET_OWNER";
-
 		v->tap_fd[p] = tap_fd[p];
-		v->fd[p] = open(dev, O_RDWR | O_CLOEXEC);
-		if (v->fd[p] < 0) {
-			ret = -errno;
-			errfmt(err, errlen,
-			       "vhost=on: cannot open %s: %s (is module vhost_net loaded?); -n vhost=off or auto runs without it",
-			       dev, strerror(-ret));
+		ret = open_pair(v, p, &kvm->mem, dev, err, errlen);
+		if (ret < 0)
 			goto fail;
-		}
-		if (ioctl(v->fd[p], VHOST_SET_OWNER) < 0 ||
-		    (what = "VHOST_GET_FEATURES",
-		     ioctl(v->fd[p], VHOST_GET_FEATURES, &v->features) < 0)) {
-			ret = -errno;
-			errfmt(err, errlen, "vhost=on: %s: %s: %s", dev, what, strerror(-ret));
-			goto fail;
-		}
-		ret = set_mem_table(v->fd[p], &kvm->mem);
-		if (ret < 0) {
-			errfmt(err, errlen, "vhost=on: %s: VHOST_SET_MEM_TABLE: %s", dev,
-			       strerror(-ret));
-			goto fail;
-		}
 	}
 	/* The device is modern only: a vhost-net without VERSION_1 cannot serve it. */
 	if (!(v->features & F(VIRTIO_F_VERSION_1))) {

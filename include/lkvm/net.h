@@ -19,7 +19,7 @@
 
 enum net_mode { NET_MODE_NONE, NET_MODE_TAP, NET_MODE_USER, NET_MODE_FAKE };
 
-/* How a TX thread learns about new chains (see tx_thread in virtio/net.c). */
+/* How a TX thread learns about new chains (see net_tx_thread in virtio/net-tx.c). */
 enum net_tx_mode {
 	NET_TX_KICK,  /* drain on every notify (EVENT_IDX keeps notifies rare) */
 	NET_TX_TIMER, /* on a notify keep notifications off for tx_timer_us, then drain */
