@@ -128,15 +128,12 @@ static void ctl_drain(struct net_worker *w)
 	do {
 		vq_disable_notify(vq);
 		for (;;) {
-			int r = vq_pop(vq, w->elem);
+			int r = net_pop(w, w->elem);
 
 			if (r == 0)
 				break;
-			if (r < 0) {
-				flush_pending(w);
-				queue_broken(w, "malformed descriptor chain");
+			if (r < 0)
 				goto out;
-			}
 			worked = true;
 			ctl_one(w, w->elem);
 			if (w->pending >= MIN(BATCH, vq->size))

@@ -238,6 +238,9 @@ int wait_for(struct net_worker *w, bool want_kick, int io_fd, short io_events);
 bool stop_or_park(struct net_worker *w, int wake);
 void queue_broken(struct net_worker *w, const char *why);
 void flush_pending(struct net_worker *w);
+/* The next chain of w's queue into e: 1, 0 when the ring is empty, -1 when the chain is
+ * malformed (what was pending is published first, then the queue is broken). */
+int net_pop(struct net_worker *w, struct vq_elem *e);
 void fill_used(struct net_worker *w, u16 head, u32 len);
 bool gone_error(ssize_t r);
 void backend_gone(struct net_worker *w, ssize_t err);

@@ -98,6 +98,18 @@ void flush_pending(struct net_worker *w)
 	virtio_notify_queue(&w->n->vdev, w->qi);
 }
 
+int net_pop(struct net_worker *w, struct vq_elem *e)
+{
+	int r = vq_pop(&w->n->vdev.q[w->qi].vq, e);
+
+	if (r < 0) {
+		flush_pending(w);
+		queue_broken(w, "malformed descriptor chain");
+		return -1;
+	}
+	return r;
+}
+
 /* Fill one used element; flush early if a hostile driver could make the unflushed
  * batch wrap onto itself (a well-behaved one cannot: it has only size chains). */
 void fill_used(struct net_worker *w, u16 head, u32 len)

@@ -449,13 +449,9 @@ void rx_batch_free(struct net_rx *rx)
 		b->slot_iov = NULL;
 		b->slot_spill = NULL;
 	}
-	free(b->io);
-	free(b->slot_iov);
-	free(b->slot_spill);
-	free(b->slots);
-	b->io = NULL;
-	b->slots = NULL;
-	b->slot_iov = NULL;
-	b->slot_spill = NULL;
+	FREE_AND_NULL(b->io);
+	FREE_AND_NULL(b->slot_iov);
+	FREE_AND_NULL(b->slot_spill);
+	FREE_AND_NULL(b->slots);
 	b->nslots = 0;
 }

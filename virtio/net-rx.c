@@ -427,8 +427,6 @@ void net_rx_free(struct net_worker *w)
 	struct net_rx *rx = (struct net_rx *)w;
 
 	rx_batch_free(rx);
-	free(rx->iov);
-	free(rx->spill);
-	rx->iov = NULL;
-	rx->spill = NULL;
+	FREE_AND_NULL(rx->iov);
+	FREE_AND_NULL(rx->spill);
 }

@@ -207,15 +207,12 @@ static enum tx_pass tx_pass(struct net_worker *w, bool *worked)
 	u16 batch = MIN(BATCH, vq->size);
 
 	for (;;) {
-		int r = vq_pop(vq, e);
+		int r = net_pop(w, e);
 
 		if (r == 0)
 			break;
-		if (r < 0) {
-			flush_pending(w);
-			queue_broken(w, "malformed descriptor chain");
+		if (r < 0)
 			return TX_BROKEN;
-		}
 		*worked = true;
 		if (tx_one(w, be, e)) {
 			vq_unpop(vq, 1);
@@ -465,12 +462,8 @@ void net_tx_free(struct net_worker *w)
 		keep_in_doubt(w, t->elems, NULL);
 		t->elems = NULL;
 	}
-	free(t->elems);
-	free(t->txs);
-	free(t->io);
-	free(t->io_idx);
-	t->elems = NULL;
-	t->txs = NULL;
-	t->io = NULL;
-	t->io_idx = NULL;
+	FREE_AND_NULL(t->elems);
+	FREE_AND_NULL(t->txs);
+	FREE_AND_NULL(t->io);
+	FREE_AND_NULL(t->io_idx);
 }

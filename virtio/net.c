@@ -129,8 +129,7 @@ static void worker_free(struct net_worker *w)
 {
 	if (net_paths[w->kind].free)
 		net_paths[w->kind].free(w);
-	free(w->elem);
-	w->elem = NULL;
+	FREE_AND_NULL(w->elem);
 }
 
 /* The worker's buffers: every kind pops chains; its path adds its own. */

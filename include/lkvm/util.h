@@ -19,6 +19,8 @@ typedef int64_t s64;
 #define ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a)-1))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+/* free() and forget: a buffer that may be freed again, or allocated again on a later start. */
+#define FREE_AND_NULL(p) (free(p), (p) = NULL)
 #define KiB(x) ((u64)(x) << 10)
 #define MiB(x) ((u64)(x) << 20)
 #define GiB(x) ((u64)(x) << 30)
