@@ -348,26 +348,24 @@ struct elf_ehdr {
 
 /* elf_read_ehdr: el's ELF header (class el->is64) into *h and el->phoff; false when the image is
  * too short to hold it. */
+#define ELF_EHDR_TAKE(h, el, eh, Phdr)                                                             \
+	((h)->type = (eh).e_type, (h)->machine = (eh).e_machine,                                   \
+	 (h)->phentsize = (eh).e_phentsize, (h)->phnum = (eh).e_phnum, (el)->phoff = (eh).e_phoff, \
+	 (h)->want_phent = sizeof(Phdr))
+
 static bool elf_read_ehdr(struct elf_img *el, struct elf_ehdr *h)
 {
+	Elf64_Ehdr e64;
+	Elf32_Ehdr e32;
+
+	if (el->len < (el->is64 ? sizeof(e64) : sizeof(e32)))
+		return false;
 	if (el->is64) {
-		Elf64_Ehdr eh;
-
-		if (el->len < sizeof(eh))
-			return false;
-		memcpy(&eh, el->img, sizeof(eh));
-		h->type = eh.e_type, h->machine = eh.e_machine, h->phentsize = eh.e_phentsize;
-		h->phnum = eh.e_phnum, el->phoff = eh.e_phoff;
-		h->want_phent = sizeof(Elf64_Phdr);
+		memcpy(&e64, el->img, sizeof(e64));
+		ELF_EHDR_TAKE(h, el, e64, Elf64_Phdr);
 	} else {
-		Elf32_Ehdr eh;
-
-		if (el->len < sizeof(eh))
-			return false;
-		memcpy(&eh, el->img, sizeof(eh));
-		h->type = eh.e_type, h->machine = eh.e_machine, h->phentsize = eh.e_phentsize;
-		h->phnum = eh.e_phnum, el->phoff = eh.e_phoff;
-		h->want_phent = sizeof(Elf32_Phdr);
+		memcpy(&e32, el->img, sizeof(e32));
+		ELF_EHDR_TAKE(h, el, e32, Elf32_Phdr);
 	}
 	return true;
 }
