@@ -144,6 +144,25 @@ static void jesc(FILE *f, const char *s)
 		fprintf(f, (*p == '"' || *p == '\\') ? "\\%c" : (*p < 0x20 ? "?" : "%c"), *p);
 }
 
+/* A row's numbers in the JSON, in this order (null where not measured: jdbl). */
+static const struct {
+	const char *key;
+	size_t off; /* of a double in struct bench_row */
+} json_numbers[] = {
+	{ "secs", offsetof(struct bench_row, secs) },
+	{ "pps", offsetof(struct bench_row, pps) },
+	{ "mbps", offsetof(struct bench_row, mbps) },
+	{ "rtt_median_us", offsetof(struct bench_row, rtt_med_us) },
+	{ "rtt_p99_us", offsetof(struct bench_row, rtt_p99_us) },
+	{ "tps", offsetof(struct bench_row, tps) },
+	{ "x_floor", offsetof(struct bench_row, ratio) },
+	{ "lkvm_cpu", offsetof(struct bench_row, cpu) },
+	{ "host_ns_per_pkt", offsetof(struct bench_row, host_ns) },
+	{ "vcpu_ns_per_pkt", offsetof(struct bench_row, vcpu_ns) },
+	{ "floor_ns_per_pkt", offsetof(struct bench_row, floor_ns) },
+	{ "other_cpu", offsetof(struct bench_row, other_cpu) },
+};
+
 /* One row as a JSON object (without the comma between rows). */
 static void json_row(FILE *f, const struct bench_row *r)
 {
@@ -156,18 +175,9 @@ static void json_row(FILE *f, const struct bench_row *r)
 		jesc(f, r->error);
 		fputc('"', f);
 	}
-	jdbl(f, "secs", r->secs);
-	jdbl(f, "pps", r->pps);
-	jdbl(f, "mbps", r->mbps);
-	jdbl(f, "rtt_median_us", r->rtt_med_us);
-	jdbl(f, "rtt_p99_us", r->rtt_p99_us);
-	jdbl(f, "tps", r->tps);
-	jdbl(f, "x_floor", r->ratio);
-	jdbl(f, "lkvm_cpu", r->cpu);
-	jdbl(f, "host_ns_per_pkt", r->host_ns);
-	jdbl(f, "vcpu_ns_per_pkt", r->vcpu_ns);
-	jdbl(f, "floor_ns_per_pkt", r->floor_ns);
-	jdbl(f, "other_cpu", r->other_cpu);
+	for (size_t i = 0; i < ARRAY_SIZE(json_numbers); i++)
+		jdbl(f, json_numbers[i].key,
+		     *(const double *)((const char *)r + json_numbers[i].off));
 	fprintf(f, ",\"busy\":%s,\"beats_floor\":%s,\"batch\":%s%s%s", r->busy ? "true" : "false",
 		r->beats_floor ? "true" : "false", r->batch ? "\"" : "",
 		r->batch ? r->batch : "null", r->batch ? "\"" : "");
