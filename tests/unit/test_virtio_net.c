@@ -541,24 +541,20 @@ static void add_both_paths(TCase *tc)
 	tcase_add_test(tc, restart_and_stats);
 }
 
+/* batch=off's own: the stream backend (no batch). */
+static void device_own(TCase *tc)
+{
+	tcase_add_test(tc, stream_backend_moves_frames);
+}
+
+static void batch_own(TCase *tc)
+{
+	tcase_add_loop_test(tc, batch_in_doubt_keeps_memory, 0, 2);
+}
+
 static Suite *virtio_net_suite(void)
 {
-	Suite *s = suite_create("virtio_net");
-	TCase *tc = tcase_create("device");
-
-	tcase_set_timeout(tc, 30);
-	/* batch=off's own: the stream backend (no batch). */
-	tcase_add_test(tc, stream_backend_moves_frames);
-	add_both_paths(tc);
-	suite_add_tcase(s, tc);
-	/* The same with batch=on (the fake's batch ops). */
-	tc = tcase_create("batch");
-	tcase_set_timeout(tc, 30);
-	tcase_add_checked_fixture(tc, batch_on, batch_off);
-	tcase_add_loop_test(tc, batch_in_doubt_keeps_memory, 0, 2);
-	add_both_paths(tc);
-	suite_add_tcase(s, tc);
-	return s;
+	return vnet_suite("virtio_net", add_both_paths, device_own, batch_own);
 }
 
 LKVM_CHECK_MAIN(virtio_net_suite)

@@ -259,21 +259,10 @@ static void add_both_paths(TCase *tc)
 
 static Suite *virtio_net_ctrl_suite(void)
 {
-	Suite *s = suite_create("virtio_net_ctrl");
-	TCase *tc = tcase_create("device");
+	Suite *s = vnet_suite("virtio_net_ctrl", add_both_paths, NULL, NULL);
 	TCase *tap = tcase_create("tap");
-	const char *why;
+	const char *why = tap_unavailable();
 
-	tcase_set_timeout(tc, 30);
-	add_both_paths(tc);
-	suite_add_tcase(s, tc);
-	/* The same with batch=on (the fake's batch ops). */
-	tc = tcase_create("batch");
-	tcase_set_timeout(tc, 30);
-	tcase_add_checked_fixture(tc, batch_on, batch_off);
-	add_both_paths(tc);
-	suite_add_tcase(s, tc);
-	why = tap_unavailable();
 	if (why) {
 		lkvm_skip("test_virtio_net_ctrl", 1, "tap tests", why);
 	} else {

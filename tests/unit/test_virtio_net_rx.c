@@ -756,31 +756,27 @@ static void add_both_paths(TCase *tc)
 	tcase_add_test(tc, rx_backend_error_backs_off);
 }
 
-static Suite *virtio_net_rx_suite(void)
+/* batch=off's own: the buffers a frame did not need given back at once (batch=on holds them for
+ * the next frames). */
+static void device_own(TCase *tc)
 {
-	Suite *s = suite_create("virtio_net_rx");
-	TCase *tc = tcase_create("device");
-
-	tcase_set_timeout(tc, 30);
-	/* batch=off's own: the buffers a frame did not need given back at once (batch=on holds
-	 * them for the next frames). */
 	tcase_add_test(tc, rx_mergeable_spans_buffers);
-	add_both_paths(tc);
-	suite_add_tcase(s, tc);
-	/* The same with batch=on (the fake's batch ops). */
-	tc = tcase_create("batch");
-	tcase_set_timeout(tc, 30);
-	tcase_add_checked_fixture(tc, batch_on, batch_off);
-	/* Not here: rx_mergeable_spans_buffers (batch=off gives back at once the buffers a frame
-	 * did not need; batch=on holds them for the next frames: batch_rx_mergeable_spans). */
+}
+
+/* Not here: rx_mergeable_spans_buffers (batch=off gives back at once the buffers a frame did not
+ * need; batch=on holds them for the next frames: batch_rx_mergeable_spans). */
+static void batch_own(TCase *tc)
+{
 	tcase_add_test(tc, batch_rx_partial);
 	tcase_add_test(tc, batch_rx_ring_full);
 	tcase_add_test(tc, batch_rx_long_frame_in_middle);
 	tcase_add_test(tc, batch_rx_mergeable_spans);
 	tcase_add_loop_test(tc, batch_rx_release_out_of_order, 0, 2);
-	add_both_paths(tc);
-	suite_add_tcase(s, tc);
-	return s;
+}
+
+static Suite *virtio_net_rx_suite(void)
+{
+	return vnet_suite("virtio_net_rx", add_both_paths, device_own, batch_own);
 }
 
 LKVM_CHECK_MAIN(virtio_net_rx_suite)

@@ -578,25 +578,17 @@ static void add_both_paths(TCase *tc)
 	tcase_add_test(tc, poll_budget_adapts);
 }
 
-static Suite *virtio_net_tx_suite(void)
+static void batch_own(TCase *tc)
 {
-	Suite *s = suite_create("virtio_net_tx");
-	TCase *tc = tcase_create("device");
-
-	tcase_set_timeout(tc, 30);
-	add_both_paths(tc);
-	suite_add_tcase(s, tc);
-	/* The same with batch=on (the fake's batch ops). */
-	tc = tcase_create("batch");
-	tcase_set_timeout(tc, 30);
-	tcase_add_checked_fixture(tc, batch_on, batch_off);
 	tcase_add_test(tc, batch_tx_bad_chain_in_middle);
 	tcase_add_test(tc, batch_tx_ring_full);
 	tcase_add_test(tc, batch_stop_during_batch);
 	tcase_add_test(tc, batch_tx_refused_sends_each);
-	add_both_paths(tc);
-	suite_add_tcase(s, tc);
-	return s;
+}
+
+static Suite *virtio_net_tx_suite(void)
+{
+	return vnet_suite("virtio_net_tx", add_both_paths, NULL, batch_own);
 }
 
 LKVM_CHECK_MAIN(virtio_net_tx_suite)

@@ -285,3 +285,27 @@ struct stuck *stuck_new(const struct net_backend_ops *ops)
 	ck_assert_int_eq(write(s->be.tx_fd, &max, sizeof(max)), sizeof(max));
 	return s;
 }
+
+static TCase *vnet_case(Suite *s, const char *name, void (*own)(TCase *), void (*both)(TCase *))
+{
+	TCase *tc = tcase_create(name);
+
+	tcase_set_timeout(tc, 30);
+	if (own)
+		own(tc);
+	both(tc);
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
+Suite *vnet_suite(const char *name, void (*both)(TCase *), void (*device_own)(TCase *),
+		  void (*batch_own)(TCase *))
+{
+	Suite *s = suite_create(name);
+	TCase *batch;
+
+	vnet_case(s, "device", device_own, both);
+	batch = vnet_case(s, "batch", batch_own, both);
+	tcase_add_checked_fixture(batch, batch_on, batch_off);
+	return s;
+}

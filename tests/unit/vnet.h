@@ -9,6 +9,8 @@
 #include <linux/virtio_net.h>
 #include <linux/virtio_ring.h>
 
+#include <check.h>
+
 #include "vdriver.h"
 #include "wait.h"
 #include "lkvm/kvm.h"
@@ -90,5 +92,11 @@ ssize_t stuck_recv(struct net_backend *be, const struct iovec *iov, int n);
 void stuck_close(struct net_backend *be);
 /* A stuck backend of ops: its tx_fd an eventfd at its maximum, which is never writable. */
 struct stuck *stuck_new(const struct net_backend_ops *ops);
+
+/* The suite each test_virtio_net* file makes: case "device" (batch=off) and case "batch"
+ * (batch=on: the fake's batch ops), each with its own tests (device_own, batch_own: either may
+ * be NULL) and then the tests of both paths (both). */
+Suite *vnet_suite(const char *name, void (*both)(TCase *), void (*device_own)(TCase *),
+		  void (*batch_own)(TCase *));
 
 #endif
