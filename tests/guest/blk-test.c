@@ -4,14 +4,18 @@
 /*
  * Command line (lkvm -p):
  *   trans=pci|mmio     where the disk is (mmio: the first virtio-mmio window, 0xc0000000)
- *   blk=verify         read sectors 0..63 and check the host's pattern (byte i of sector s is
- *                      (s * 13 + i * 7 + 1) & 0xff), then write sectors 64..71 with
- *                      (s * 29 + i * 3 + 5) & 0xff and flush; "BLK-VERIFY-OK" at the end.
- *                      The device must not offer VIRTIO_BLK_F_RO.
- *   blk=ro             a read-only disk (lkvm -d IMAGE,ro): the device offers VIRTIO_BLK_F_RO,
- *                      sectors 0..63 read back as above, a write of sectors 64..71 completes
- *                      with VIRTIO_BLK_S_IOERR and sector 64 still holds the host's pattern;
- *                      "BLK-RO-OK" at the end
+ *   blk=verify blk.capacity=N
+ *                      the disk has N sectors (the host's image size); read sectors 0..63 and
+ *                      check the host's pattern (byte i of sector s is (s * 13 + i * 7 + 1) &
+ *                      0xff), then write sectors 64..71 with (s * 29 + i * 3 + 5) & 0xff and
+ *                      flush, and a read past the end fails. The device must not offer
+ *                      VIRTIO_BLK_F_RO. The guest asserts each (guest.h) and ends with status 0;
+ *                      "BLK-VERIFY-OK" is printed for the reader.
+ *   blk=ro blk.capacity=N
+ *                      a read-only disk (lkvm -d IMAGE,ro) of N sectors: the device offers
+ *                      VIRTIO_BLK_F_RO, sectors 0..63 read back as above, a write of sectors
+ *                      64..71 completes with VIRTIO_BLK_S_IOERR and sector 64 still holds the
+ *                      host's pattern (all asserted); "BLK-RO-OK" at the end
  *   blk=bench qd=N pattern=seq|rand secs=S
  *                      4 KiB reads at queue depth N for S seconds from CPL3; prints
  *                      "BENCH blk ... iops=..."
@@ -239,9 +243,20 @@ static u8 write_64(void)
 	return do_io(BLK_T_OUT, 64, 8 * SECTOR);
 }
 
+/* blk.capacity: the disk's size in sectors, which only the host knows. */
+static void check_capacity(void)
+{
+	u64 want = cmdline_u64("blk.capacity", 0);
+
+	if (!want)
+		GUEST_FAIL("no blk.capacity=SECTORS on the command line");
+	GUEST_ASSERT_EQ(B.capacity, want);
+	GUEST_ASSERT(B.capacity >= 72);
+}
+
 static void verify(void)
 {
-	GUEST_ASSERT(B.capacity >= 72);
+	check_capacity();
 	GUEST_ASSERT(!(B.offered & (1ull << BLK_F_RO)));
 	read_check(0, 64);
 	gprintf("GUEST blk-test: sectors 0-63 read back as the host wrote them\n");
@@ -256,7 +271,7 @@ static void read_only(void)
 {
 	u8 st;
 
-	GUEST_ASSERT(B.capacity >= 72);
+	check_capacity();
 	if (!(B.offered & (1ull << BLK_F_RO)))
 		GUEST_FAIL("a read-only disk without VIRTIO_BLK_F_RO (features 0x%llx)", B.offered);
 	read_check(0, 64);

@@ -6,16 +6,20 @@
  * Command line (lkvm -p): fault=link|resets|idle|none [resets=N]
  *   link    set up the NIC (VIRTIO_NET_F_STATUS), check the link is up, then poll the ISR
  *           (no MSI-X: a config change sets ISR bit 1) until a config-change interrupt
- *           shows the link down, sending a frame now and then; prints
- *           "net-faults: link down after config interrupt" and ends with DONE.
- *   resets  N times: reset the device, set it up again and post frames, without waiting
- *           for them: the next reset lands in the middle of the traffic (the host echoes
- *           every frame back). After 10 and after N resets, with traffic drained, it prints
+ *           shows the link down (a status of 0: no other bit with it), sending a frame now
+ *           and then; then frames sent must still complete; prints
+ *           "net-faults: link down after config interrupt" and ends with status 0.
+ *   resets  N times (N >= 10, on the command line: the host script chooses it): reset the
+ *           device, set it up again and post frames, without waiting for them: the next
+ *           reset lands in the middle of the traffic (the host echoes every frame back).
+ *           After 10 and after N resets, with traffic drained, it prints
  *           "net-faults: checkpoint K resets=I" and waits for a byte on the console so the
  *           host can count lkvm's fds, threads and memory at the same point twice. Then
- *           traffic must flow again: 96 frames out, their echoes back.
+ *           traffic must flow again: 96 frames out, their echoes back; status 0.
  *   idle    set up the NIC, print "net-faults: idle" and spin (the host stops lkvm).
- *   none    set up the NIC, exchange a few frames if a peer echoes, end with DONE.
+ *   none    set up the NIC, exchange a few frames if a peer echoes, end with status 0.
+ * Every check is the guest's own (GUEST_ASSERT, GUEST_FAIL: guest.h); the console's lines are
+ * for reading, and the checkpoint and idle lines for the host to wait on.
  * Set-up of PCI at CPL0, the rest at CPL3 (MMIO directly, console through the #GP path).
  */
 
@@ -158,8 +162,10 @@ static void run_link(void)
 			u16 st = link_status();
 
 			gprintf("GUEST net-faults: config interrupt, status=0x%x\n", st);
-			if (!(st & LINK_UP))
+			if (!(st & LINK_UP)) {
+				GUEST_ASSERT_EQ(st, 0); /* link down, and no announce with it */
 				break;
+			}
 		}
 		/* Keep sending: a dead tap must not stall the TX ring. */
 		if (now_ns() > next_tx) {
@@ -209,7 +215,12 @@ static void user_main(void *arg)
 	if (!strcmp(mode, "link")) {
 		run_link();
 	} else if (!strcmp(mode, "resets")) {
-		run_resets(cmdline_u64("resets", 1000));
+		u64 n = cmdline_u64("resets", 0);
+
+		if (n < 10)
+			GUEST_FAIL(
+				"fault=resets needs resets=N, N >= 10 (checkpoint 1 comes at 10)");
+		run_resets(n);
 	} else if (!strcmp(mode, "idle")) {
 		gprintf("GUEST net-faults: idle\n");
 		for (;;)

@@ -10,8 +10,11 @@
  * "held-file\n"; T/away (never shared) holds a copy of the canary, and the script moves
  * T/share/held there while the guest holds it (c_moved_out).
  * Every reply the device gives is searched for "LKVM-CANARY" (a read of the canary would
- * show it); the script checks the canary and T/outside unchanged, T/ro unchanged, and lkvm
- * alive at the end. Prints "GUEST p9: NAME ok (...)" per case and "GUEST p9: ALL OK (N cases)".
+ * show it); the script checks the canary and T/outside unchanged, T/ro unchanged, lkvm's
+ * counters, and lkvm alive at the end. Every case asserts what it expects (guest.h) and the
+ * guest that all NCASES ran: its status (0 through the exit port) is the result. Prints
+ * "GUEST p9: NAME ok (...)" per case and "GUEST p9: ALL OK (N cases)" for the reader, and
+ * "GUEST p9: N fids held, then ENFILE" for the script to hold against lkvm's fid limit.
  * Runs at CPL0, polling the queue (no interrupts).
  */
 
@@ -23,6 +26,7 @@
 #define VIRTIO_9P_MOUNT_TAG 0
 #define CANARY "LKVM-CANARY"
 #define NO_REPLY (-100000) /* call(): the device put itself in NEEDS_RESET instead */
+#define NCASES 15	   /* the ok()s of the cases guest_main runs */
 
 /* 9P2000.L message types and constants (Linux's include/net/9p/9p.h). */
 enum {
@@ -844,5 +848,6 @@ void guest_main(void)
 	c_bad_chains();
 	c_readonly();
 	c_fids();
+	GUEST_ASSERT_EQ(ncases, NCASES);
 	gprintf("GUEST p9: ALL OK (%d cases)\n", ncases);
 }

@@ -4,8 +4,9 @@
 # symlinks in the shares point at. The guest tries .., .. out of a directory it holds that this
 # script moves out of the share meanwhile, absolute and relative symlinks, over-long and
 # malformed names, huge counts and offsets, fid exhaustion, every change on the read-only share,
-# malformed messages and chains. Checked here: every case passed, lkvm ended normally
-# (also as the ASan build), the canary's text never reached the guest, the canary, the unshared
+# malformed messages and chains. The guest checks every case itself and reports one status
+# (tests/guest/lib/guest.h). Checked here: that status, lkvm ended normally (also as the ASan
+# build), the canary's text never reached the guest's console, the canary, the unshared
 # directory and the read-only share are unchanged, and lkvm's counters agree with the guest.
 # And lkvm stat, pause, resume and stop of a VM with a share on each transport; the device's thread
 # without capabilities and inside its seccomp filter; too many shares for the descriptor limit
@@ -17,7 +18,6 @@ SUMMARY_PREFIX=9p
 . "$(dirname "$0")/lib.sh"
 
 T=120
-NCASES=15
 REAL_LKVM=$LKVM
 ASAN_LKVM=$REPO_ROOT/build/asan/lkvm
 # lkvm's descriptor limit for these runs. Each of the two shares may hold what is left of it
@@ -70,7 +70,7 @@ fids_ok() {
 }
 
 t_hostile() {
-	local name=$1 bin=$2 tree before after ok malformed lim0 lim1
+	local name=$1 bin=$2 tree before after malformed lim0 lim1
 	need_lkvm "$bin" && need_guest p9-hostile && need_python && need_cmd prlimit test || return
 	tree=$(mktemp -d "$LOG_DIR/$name.XXXXXX")
 	make_tree "$tree"
@@ -81,17 +81,14 @@ t_hostile() {
 	# the canary, and share/moved tells the guest (which polls for it) that it has.
 	if ! wait_log "$VM_LOG" '^GUEST p9: holding held$' 60; then
 		end_vm
+		why_guest_failed
 		return 1
 	fi
 	mv "$tree/share/held" "$tree/away/held" && : >"$tree/share/moved"
 	end_vm
-	expect_status 0 || return
+	# Every case passed, and all of them ran: the guest's status says so.
+	expect_guest 0 || return
 	expect_no_output 'ERROR: [A-Za-z]+Sanitizer|runtime error:|SUMMARY: [A-Za-z]+Sanitizer' "a sanitizer report" || return
-	expect_no_output '^GUEST (FAIL|EXCEPTION)' "a guest failure" || return
-	ok=$(grep -c '^GUEST p9: [a-z-]* ok ' "$LAST_LOG")
-	[ "$ok" = $NCASES ] || { fail "$ok of $NCASES cases ok"; return; }
-	expect_output "^GUEST p9: ALL OK \\($NCASES cases\\)$" || return
-	expect_output '^GUEST DONE$' || return
 	! grep -qF "$TOKEN" "$LAST_LOG" || { fail "the canary's text reached the guest"; return; }
 	after=$(snapshot "$tree")
 	[ "$before" = "$after" ] || { fail "outside/ or ro/ changed: $(diff <(echo "$before") <(echo "$after") | head -n 4 | tr '\n' ' ')"; return; }
@@ -102,6 +99,8 @@ t_hostile() {
 		fail "--stats: fid limits $lim0, $lim1; expected equal, fitting $FD_LIMIT descriptors"
 		return
 	fi
+	# lkvm's bound is what the guest ran into (the guest checks the ENFILE, not the number:
+	# only the host knows it).
 	expect_output "^GUEST p9: $lim0 fids held, then ENFILE" "the guest held $lim0 fids, then ENFILE" || return
 	rm -rf "$tree"
 }

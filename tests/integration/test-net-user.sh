@@ -283,10 +283,8 @@ t_guest_link_down() {
 	[ -n "$passt" ] || { kill -KILL "$VM_PID"; fail "no passt child of lkvm"; return; }
 	kill -KILL "$passt"
 	end_vm
-	expect_status 0 || { why_guest_failed; return; }
-	expect_output '^GUEST net-faults: config interrupt, status=0x0$' "the guest seeing link down" || return
-	expect_output '^GUEST net-faults: link down after config interrupt, tx still completes$' || return
-	expect_output '^GUEST DONE$' || return
+	# The guest checks that it saw the link go down and that its frames still complete.
+	expect_guest 0 || return
 	[ "$(grep -c "virtio-net: passt pid $passt is gone .*link down" "$LAST_LOG")" = 1 ] ||
 		fail "not exactly one 'passt pid $passt is gone' line"
 }
