@@ -1,4 +1,5 @@
-/* CPU accounting for `lkvm bench net`: other processes' load from /proc/stat, and a VMM's threads' CPU from /proc/PID/task/N/stat (and its kernel vhost workers'), its vCPUs told apart by name. */
+/* CPU accounting for `lkvm bench net`: other processes' load from /proc/stat, and a VMM's threads' CPU in ns from /proc/PID/task/N/schedstat (and its kernel vhost workers'), its vCPUs told apart by name. */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +51,29 @@ int bench_parse_task_stat(const char *line, char *comm, size_t len, u64 *ticks)
 	return 0;
 }
 
+/*
+ * "RUN_NS WAIT_NS SLICES": the first field is the ns the task ran (the scheduler's
+ * sum_exec_runtime, as precise as the clock; stat's utime + stime are 1/CLK_TCK s ticks, so a
+ * thread that ran < 10 ms in a sample window reads 0 there). A number only: no sign, no
+ * blank before it, no overflow, and a separator or the end after it.
+ */
+int bench_parse_schedstat(const char *line, u64 *ns)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!isdigit((unsigned char)line[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(line, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (*end != '\0' && *end != ' ' && *end != '\n')
+		return -EINVAL;
+	*ns = v;
+	return 0;
+}
+
 static int read_small(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -77,22 +101,36 @@ static struct bench_thread *thread_slot(struct bench_threads *s, int tid)
 }
 
 /* Thread tid in dir (/proc/PID/task, or /proc for kernel workers) into s; with owner, only if
- * it is a kernel vhost worker of owner. */
+ * it is a kernel vhost worker of owner. Its CPU in ns from schedstat; in ticks from stat only
+ * where schedstat is missing (a kernel without CONFIG_SCHED_INFO). */
 static void sample_one(const char *dir, int tid, pid_t owner, struct bench_threads *s)
 {
 	char path[64], line[1024], comm[16];
 	struct bench_thread *t;
-	u64 ticks;
+	bool ticks = false;
+	u64 cpu, ns;
 
 	snprintf(path, sizeof(path), "%s/%d/stat", dir, tid);
 	if (read_small(path, line, sizeof(line)) ||
-	    bench_parse_task_stat(line, comm, sizeof(comm), &ticks))
+	    bench_parse_task_stat(line, comm, sizeof(comm), &cpu))
 		return; /* it ended between the listing and the read */
 	if (owner && !bench_vhost_worker(comm, owner))
 		return;
+	snprintf(path, sizeof(path), "%s/%d/schedstat", dir, tid);
+	if (read_small(path, line, sizeof(line))) {
+		if (!access("/proc/self/schedstat", F_OK))
+			return; /* this kernel has it: the thread ended after its stat */
+		ticks = true;	/* cpu stays stat's utime + stime */
+	} else if (bench_parse_schedstat(line, &ns)) {
+		ticks = true;
+	} else {
+		cpu = ns;
+	}
 	t = thread_slot(s, tid);
-	if (t && ticks >= t->ticks) {
+	/* A thread keeps its first unit: a difference across two units would mean nothing. */
+	if (t && (t->comm[0] == '\0' || t->ticks == ticks) && cpu >= t->cpu) {
 		memcpy(t->comm, comm, sizeof(t->comm));
+		t->cpu = cpu;
 		t->ticks = ticks;
 		t->kworker = owner != 0;
 	}
@@ -129,38 +167,50 @@ int bench_threads_sample(pid_t pid, struct bench_threads *s)
 	return ret;
 }
 
+/* Seconds of t's CPU since before (same unit: sample_one keeps a thread's first). */
+static double thread_s(const struct bench_thread *t, u64 before)
+{
+	u64 d = t->cpu - before;
+
+	return t->ticks ? (double)d / (double)sysconf(_SC_CLK_TCK) : (double)d / 1e9;
+}
+
 void bench_threads_cpu(const struct bench_threads *a, const struct bench_threads *b, double *host_s,
 		       double *vcpu_s)
 {
-	double hz = (double)sysconf(_SC_CLK_TCK);
-	u64 host = 0, vcpu = 0;
-
+	*host_s = *vcpu_s = 0;
 	for (int i = 0; i < b->n; i++) {
 		const struct bench_thread *t = &b->t[i];
 		u64 before = 0;
 
 		for (int j = 0; j < a->n; j++)
 			if (a->t[j].tid == t->tid)
-				before = a->t[j].ticks;
-		if (t->ticks < before)
+				before = a->t[j].cpu;
+		if (t->cpu < before)
 			continue;
 		if (bench_vcpu_thread(t->comm))
-			vcpu += t->ticks - before;
+			*vcpu_s += thread_s(t, before);
 		else
-			host += t->ticks - before;
+			*host_s += thread_s(t, before);
 	}
-	*host_s = (double)host / hz;
-	*vcpu_s = (double)vcpu / hz;
+}
+
+bool bench_threads_ticks(const struct bench_threads *s)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->t[i].ticks)
+			return true;
+	return false;
 }
 
 double bench_kworkers_cpu(const struct bench_threads *s)
 {
-	u64 ticks = 0;
+	double cpu = 0;
 
 	for (int i = 0; i < s->n; i++)
 		if (s->t[i].kworker)
-			ticks += s->t[i].ticks;
-	return (double)ticks / (double)sysconf(_SC_CLK_TCK);
+			cpu += thread_s(&s->t[i], 0);
+	return cpu;
 }
 
 int bench_parse_proc_stat(const char *line, u64 *busy)

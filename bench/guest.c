@@ -105,6 +105,7 @@ static void set_thread_cpu(struct bench_row *r, const struct cpu_watch *c)
 	bench_threads_cpu(&c->start, &c->now, &host, &vcpu);
 	r->host_ns = host * 1e9 / pk;
 	r->vcpu_ns = vcpu * 1e9 / pk;
+	r->cpu_ticks = bench_threads_ticks(&c->now);
 }
 
 /* The row's error from the VMM's output: the guest's failure, the VMM's, or its last word. */

@@ -56,12 +56,17 @@ static void print_header(FILE *out)
 /* What the table's marks mean, once, under it. */
 static void print_notes(FILE *out, const struct bench *b)
 {
-	bool busy = false, beats = false;
+	bool busy = false, beats = false, ticks = false;
 
 	for (int i = 0; i < b->nrows; i++) {
 		busy |= b->rows[i].busy;
 		beats |= b->rows[i].beats_floor;
+		ticks |= b->rows[i].cpu_ticks;
 	}
+	if (ticks)
+		fprintf(out,
+			"# host_ns: this kernel has no /proc/PID/task/TID/schedstat: threads' CPU "
+			"read in clock ticks (10 ms), so a short cell's host_ns may read 0\n");
 	if (busy)
 		fprintf(out,
 			"# *: other processes used more than %.2f cores while the row ran (other): taken on "
@@ -178,6 +183,7 @@ static void json_row(FILE *f, const struct bench_row *r)
 	for (size_t i = 0; i < ARRAY_SIZE(json_numbers); i++)
 		jdbl(f, json_numbers[i].key,
 		     *(const double *)((const char *)r + json_numbers[i].off));
+	fprintf(f, ",\"cpu_ticks\":%s", r->cpu_ticks ? "true" : "false");
 	fprintf(f, ",\"busy\":%s,\"beats_floor\":%s,\"batch\":%s%s%s", r->busy ? "true" : "false",
 		r->beats_floor ? "true" : "false", r->batch ? "\"" : "",
 		r->batch ? r->batch : "null", r->batch ? "\"" : "");

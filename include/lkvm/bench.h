@@ -35,6 +35,9 @@ struct bench_row {
 	double vcpu_ns;	  /* ns of the vCPU threads' CPU per packet, the same window */
 	double floor_ns;  /* cells: the floor's host_ns */
 	double kworker_s; /* CPU s of the VMM's kernel vhost workers: the VMM's, not "other" */
+	/* host_ns and vcpu_ns partly from clock ticks (no schedstat): 10 ms steps, a short cell's
+	 * few ms read 0 */
+	bool cpu_ticks;
 	unsigned long long guest_frames, lost, peer_frames, peer_drops;
 	unsigned long long tx_pkts, tx_drops, rx_pkts, rx_drops, tap_rx, tap_tx, tap_tx_drops;
 	unsigned long long kicks, trapped, irqs, exits, polls, poll_hits, poll_us, packets;
@@ -50,15 +53,17 @@ struct bench_row {
  * 100 processes): done at the samples that matter, the others re-read the workers found. */
 enum bench_kworkers { BENCH_KW_NONE, BENCH_KW_KNOWN, BENCH_KW_SCAN };
 
-/* A process's threads as /proc/PID/task/TID/stat last showed them. */
+/* A process's threads as /proc/PID/task/TID/stat (the name) and schedstat (the CPU) last showed
+ * them. */
 struct bench_threads {
 	enum bench_kworkers kworkers; /* set by the caller */
 	int n;
 	struct bench_thread {
 		int tid;
 		char comm[16];
-		u64 ticks;    /* utime + stime, clock ticks */
+		u64 cpu;      /* ns on a CPU (schedstat), or with ticks stat's utime + stime */
 		bool kworker; /* a kernel vhost worker of the VMM (host CPU, not another process's) */
+		bool ticks;   /* no schedstat: cpu in 1/CLK_TCK s ticks (10 ms) */
 	} t[BENCH_MAX_THREADS];
 };
 
@@ -68,12 +73,17 @@ bool bench_vcpu_thread(const char *comm);
 bool bench_vhost_worker(const char *comm, pid_t pid);
 /* One /proc/PID/task/TID/stat line: the name and utime + stime. 0 or -EINVAL. */
 int bench_parse_task_stat(const char *line, char *comm, size_t len, u64 *ticks);
+/* One /proc/PID/task/TID/schedstat line: its first field, ns the thread ran. 0, -EINVAL, or
+ * -ERANGE past u64. */
+int bench_parse_schedstat(const char *line, u64 *ns);
 /* Reads pid's threads into s (and its kernel vhost workers as s->kworkers says), keeping what
  * s had for threads that are gone. 0 or -errno. */
 int bench_threads_sample(pid_t pid, struct bench_threads *s);
 /* Seconds of CPU from a to b: the vCPU threads' and the others' (a thread new in b from 0). */
 void bench_threads_cpu(const struct bench_threads *a, const struct bench_threads *b, double *host_s,
 		       double *vcpu_s);
+/* Whether some thread in s was read in clock ticks (no schedstat). */
+bool bench_threads_ticks(const struct bench_threads *s);
 /* Seconds of CPU the kernel vhost workers in s used since they started (all of it the VMM's). */
 double bench_kworkers_cpu(const struct bench_threads *s);
 

@@ -1,4 +1,4 @@
-/* lkvm bench net's pieces without a VM: /proc parsing for its CPU accounting, vCPU thread names, and its charts (panels, bars, floors, colours). */
+/* lkvm bench net's pieces without a VM: /proc parsing for its CPU accounting (stat, schedstat), vCPU thread names, and its charts (panels, bars, floors, colours). */
 #include <check.h>
 #include <errno.h>
 #include <math.h>
@@ -30,6 +30,35 @@ START_TEST(task_stat_parses)
 			 -EINVAL);
 	ck_assert_int_eq(bench_parse_task_stat("no name here", comm, sizeof(comm), &ticks),
 			 -EINVAL);
+}
+END_TEST
+
+START_TEST(schedstat_parses)
+{
+	u64 ns = 77;
+
+	ck_assert_int_eq(bench_parse_schedstat("18053667 7244917 71\n", &ns), 0);
+	ck_assert_uint_eq(ns, 18053667);
+	ck_assert_int_eq(bench_parse_schedstat("0 0 0", &ns), 0);
+	ck_assert_uint_eq(ns, 0);
+	ck_assert_int_eq(bench_parse_schedstat("42", &ns), 0); /* the first field alone */
+	ck_assert_uint_eq(ns, 42);
+	ck_assert_int_eq(bench_parse_schedstat("18446744073709551615 0 0", &ns), 0);
+	ck_assert_uint_eq(ns, UINT64_MAX);
+	/* Hostile or odd: nothing is taken, ns keeps its value. */
+	ns = 77;
+	ck_assert_int_eq(bench_parse_schedstat("18446744073709551616 0 0", &ns), -ERANGE);
+	ck_assert_int_eq(bench_parse_schedstat("99999999999999999999999999999", &ns), -ERANGE);
+	ck_assert_int_eq(bench_parse_schedstat("", &ns), -EINVAL);
+	ck_assert_int_eq(bench_parse_schedstat("\n", &ns), -EINVAL);
+	ck_assert_int_eq(bench_parse_schedstat(" 5 0 0", &ns), -EINVAL);
+	ck_assert_int_eq(bench_parse_schedstat("-5 0 0", &ns), -EINVAL);
+	ck_assert_int_eq(bench_parse_schedstat("+5 0 0", &ns), -EINVAL);
+	ck_assert_int_eq(bench_parse_schedstat("12abc 0 0", &ns), -EINVAL);
+	ck_assert_int_eq(bench_parse_schedstat("0x10 0 0", &ns), -EINVAL);
+	ck_assert_int_eq(bench_parse_schedstat("garbage", &ns), -EINVAL);
+	ck_assert_int_eq(bench_parse_schedstat("1.5 0 0", &ns), -EINVAL);
+	ck_assert_uint_eq(ns, 77);
 }
 END_TEST
 
@@ -89,32 +118,55 @@ START_TEST(proc_stat_busy)
 }
 END_TEST
 
+/* A thread: its name and CPU, in ns or (ticks) clock ticks. */
+static struct bench_thread th(int tid, const char *comm, u64 cpu, bool kworker, bool ticks)
+{
+	struct bench_thread t = { .tid = tid, .cpu = cpu, .kworker = kworker, .ticks = ticks };
+
+	snprintf(t.comm, sizeof(t.comm), "%s", comm);
+	return t;
+}
+
 START_TEST(thread_cpu_split)
 {
 	struct bench_threads a = { 0 }, b = { 0 };
 	double host, vcpu, hz = (double)sysconf(_SC_CLK_TCK);
 
-	a.t[0] = (struct bench_thread){ 10, "lkvm-vcpu0", 100, false };
-	a.t[1] = (struct bench_thread){ 11, "lkvm-net-tx0", 40, false };
-	a.t[2] = (struct bench_thread){ 900, "vhost-9", 30, true };
+	a.t[0] = th(10, "lkvm-vcpu0", 100000, false, false);
+	a.t[1] = th(11, "lkvm-net-tx0", 40000, false, false);
+	a.t[2] = th(900, "vhost-9", 30, true, true);
 	a.n = 3;
 	b.n = 4;
-	b.t[0] = (struct bench_thread){ 10, "lkvm-vcpu0", 300, false };
-	b.t[1] = (struct bench_thread){ 11, "lkvm-net-tx0", 90, false };
-	b.t[2] = (struct bench_thread){ 12, "lkvm-net-rx0", 7, false }; /* new since a: from 0 */
-	/* The VMM's kernel vhost worker (a kernel thread before Linux 6.4): host CPU. */
-	b.t[3] = (struct bench_thread){ 900, "vhost-9", 130, true };
+	b.t[0] = th(10, "lkvm-vcpu0", 300000, false, false);
+	/* 50 us of host CPU: clock ticks (10 ms) would have read 0 (the bug this guards). */
+	b.t[1] = th(11, "lkvm-net-tx0", 90000, false, false);
+	b.t[2] = th(12, "lkvm-net-rx0", 7000, false, false); /* new since a: from 0 */
+	/* The VMM's kernel vhost worker (a kernel thread before Linux 6.4): host CPU; read in
+	 * ticks here (a kernel without schedstat), each thread in its own unit. */
+	b.t[3] = th(900, "vhost-9", 130, true, true);
 	bench_threads_cpu(&a, &b, &host, &vcpu);
-	ck_assert(fabs(vcpu - 200 / hz) < 1e-9);
-	ck_assert(fabs(host - 157 / hz) < 1e-9);
+	ck_assert(fabs(vcpu - 200e-6) < 1e-12);
+	ck_assert(fabs(host - (57e-6 + 100 / hz)) < 1e-12);
+	ck_assert(bench_threads_ticks(&b));
 	/* All of a worker's CPU is the VMM's: what bench_load_other leaves out of "other". */
 	ck_assert(fabs(bench_kworkers_cpu(&b) - 130 / hz) < 1e-9);
-	/* This process's own threads can be read (the sampler's path), with /proc's workers. */
+	b.t[3].ticks = false;
+	ck_assert(!bench_threads_ticks(&b));
+	ck_assert(fabs(bench_kworkers_cpu(&b) - 130e-9) < 1e-15);
+	/* This process's own threads can be read (the sampler's path), with /proc's workers. A
+	 * running thread's schedstat moves at a tick or when it sleeps (a fresh fork's reads 0
+	 * before either): sleep once. */
+	usleep(1000);
 	memset(&a, 0, sizeof(a));
 	a.kworkers = BENCH_KW_SCAN;
 	ck_assert_int_eq(bench_threads_sample(getpid(), &a), 0);
 	ck_assert_int_ge(a.n, 1);
 	ck_assert(fabs(bench_kworkers_cpu(&a)) < 1e-9); /* no vhost device: no worker */
+	/* This kernel has schedstat (Debian's too): ns, and a thread that ran shows it. */
+	if (!access("/proc/self/schedstat", F_OK)) {
+		ck_assert(!bench_threads_ticks(&a));
+		ck_assert_uint_gt(a.t[0].cpu, 0);
+	}
 }
 END_TEST
 
@@ -268,6 +320,7 @@ static Suite *bench_suite(void)
 	TCase *tc = tcase_create("bench");
 
 	tcase_add_test(tc, task_stat_parses);
+	tcase_add_test(tc, schedstat_parses);
 	tcase_add_test(tc, vcpu_threads_by_name);
 	tcase_add_test(tc, vhost_workers_by_name);
 	tcase_add_test(tc, vhost_mode_parses);
