@@ -21,7 +21,7 @@ LDLIBS += -pthread -lfdt -laio -lcap-ng -lseccomp $(URING_LIBS)
 
 ifeq ($(ASAN),1)
 BUILD := build/asan
-SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 CFLAGS += $(SAN)
 LDFLAGS += $(SAN)
 LKVM := $(BUILD)/lkvm
@@ -127,7 +127,7 @@ unit-build: $(UNIT_BINS)
 # test_fuzz_regress links them too (built with $(CC)) and replays tests/fuzz/regress/ and
 # the seed corpora through them; `make fuzz` builds each with clang's libFuzzer, ASan and
 # UBSan against the library sources and runs it for FUZZ_SECONDS from its corpus.
-FUZZ_TARGETS := virtqueue pci net boot opts p9 stream
+FUZZ_TARGETS := virtqueue pci net boot opts p9 stream bench
 FUZZ_SECONDS ?= 60
 FUZZ_OBJS := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz_%.o)
 $(BUILD)/tests/fuzz_%.o: tests/fuzz/fuzz_%.c
@@ -139,7 +139,7 @@ $(BUILD)/tests/test_fuzz_regress: $(BUILD)/tests/test_fuzz_regress.o $(FUZZ_OBJS
 
 FUZZ_DIR := build/fuzz
 FUZZ_CC := clang
-FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_SAN := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS := -O1 -g -std=gnu11 $(WARN) -Iinclude -Itests/fuzz -D_GNU_SOURCE -pthread $(FUZZ_SAN)
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/init/blob.o
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz-%)

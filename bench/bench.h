@@ -130,10 +130,7 @@ void bench_peer_stop(struct bench *b, struct peer_run *p, unsigned long long *fr
 
 /* ---- parsing (parse.c) ---- */
 
-/* The last line of out that starts with prefix, or NULL. */
-const char *bench_last_line(const char *out, const char *prefix);
-void bench_parse_stats(struct bench_row *r, const char *stats);
-void bench_parse_bench_line(struct bench_row *r, const char *bl, bool qemu);
+/* bench_last_line, bench_parse_stats, bench_parse_bench_line: in lkvm/bench.h (fuzz_bench). */
 
 /* ---- one boot of the guest (guest.c) ---- */
 

@@ -20,6 +20,15 @@ static double kv(const char *line, const char *key)
 	return p ? strtod(p + strlen(pat), NULL) : NAN;
 }
 
+/* A count after " key=": what the guest wrote, unless it is not a number from 0 to 2^63 (a
+ * double out of an integer's range converts to undefined behaviour); then 0. */
+static unsigned long long kv_count(const char *line, const char *key)
+{
+	double v = kv(line, key);
+
+	return v >= 0 && v < 0x1p63 ? (unsigned long long)v : 0;
+}
+
 /* A number field of the JSON object starting at obj (up to its first '}'). */
 static unsigned long long jnum(const char *obj, const char *key)
 {
@@ -84,27 +93,23 @@ void bench_parse_bench_line(struct bench_row *r, const char *bl, bool qemu)
 	snprintf(line, sizeof(line), "%.*s", (int)MIN(l, sizeof(line) - 1), bl);
 	r->secs = kv(line, "secs");
 	if (!strcmp(r->test, "tx") || !strcmp(r->test, "rx")) {
-		r->guest_frames = (unsigned long long)kv(line, "frames");
+		r->guest_frames = kv_count(line, "frames");
 		r->pps = kv(line, "pps");
 		r->mbps = kv(line, "mbps");
 	} else if (!strcmp(r->test, "rr")) {
-		r->guest_frames = (unsigned long long)kv(line, "transactions");
-		r->lost = (unsigned long long)kv(line, "lost");
+		r->guest_frames = kv_count(line, "transactions");
+		r->lost = kv_count(line, "lost");
 		r->tps = kv(line, "tps");
 		r->pps = 2 * r->tps;
 		r->mbps = 2 * r->tps * r->size * 8 / 1e6;
 		r->rtt_med_us = kv(line, "lat_median_ns") / 1000;
 		r->rtt_p99_us = kv(line, "lat_p99_ns") / 1000;
 	} else { /* notify */
-		r->guest_frames = (unsigned long long)kv(line, "notifies");
+		r->guest_frames = kv_count(line, "notifies");
 		r->pps = kv(line, "rate");
 	}
 	if (qemu) {
-		double gk = kv(line, "kicks");
-
-		r->kicks = !strcmp(r->test, "notify") ? r->guest_frames
-			   : isnan(gk)		      ? 0
-						      : (unsigned long long)gk;
+		r->kicks = !strcmp(r->test, "notify") ? r->guest_frames : kv_count(line, "kicks");
 		r->packets = !strcmp(r->test, "rr") ? 2 * r->guest_frames : r->guest_frames;
 	}
 }

@@ -43,6 +43,16 @@ struct bench_row {
 	unsigned long long kicks, trapped, irqs, exits, polls, poll_hits, poll_us, packets;
 };
 
+/* ---- what the guest and the VMM print (bench/parse.c): the guest's words are untrusted ---- */
+
+/* The last line of out that starts with prefix, or NULL. */
+const char *bench_last_line(const char *out, const char *prefix);
+/* lkvm's --stats=json line: the device counters into r (0 where absent). */
+void bench_parse_stats(struct bench_row *r, const char *stats);
+/* The guest's BENCH line (up to its newline) into r, as r->test says; a count the line does not
+ * give as a number from 0 to 2^63 reads 0. */
+void bench_parse_bench_line(struct bench_row *r, const char *bl, bool qemu);
+
 /* ---- CPU accounting (bench/cpu.c) ---- */
 
 #define BENCH_MAX_THREADS 64

@@ -266,6 +266,20 @@ write("opts", "help", args("--help"))
 write("opts", "netopt-direct", b"\x01" + b"mode=tap,tapif=averyveryverylongname,host_ip=300.1.2.3/33,guest_mac=01:00:5e:00:00:01")
 write("opts", "netopt-ip", b"\x01" + b"10.0.0.1/24")
 
+# ---- bench: u8 selector (& 7, mod 5: 0 BENCH line, bit 3 QEMU, bits 4-5 tx/rx/rr/notify; 1 stats; 2 task
+# stat; 3 schedstat; 4 /proc/stat), then the text ----
+write("bench", "line-tx", b"\x00" + b"BENCH tx size=64 secs=3.0 frames=2121000 pps=707000.0 mbps=362.0\n")
+write("bench", "line-rr-qemu", bytes([0x28]) + b"BENCH rr size=64 secs=3.0 transactions=90000 lost=0 tps=30000.0 "
+      b"lat_median_ns=30200 lat_p99_ns=61000 kicks=90000\n")
+write("bench", "line-notify-qemu", bytes([0x38]) + b"BENCH notify secs=1 notifies=38100 rate=38100.0\n")
+write("bench", "line-hostile", bytes([0x20]) + b"BENCH rr transactions=1e300 lost=-5 tps=nan lat_median_ns=inf\n")
+write("bench", "stats", b"\x01" + b'{"exits":{"total":1234},"queues":[{"name":"tx0","packets":10,"drops":0,"kicks":3,'
+      b'"trapped":0,"irqs":1,"polls":2,"poll_hits":1,"poll_us":5},{"name":"rx0","packets":9,"drops":1}]}')
+write("bench", "task-stat", b"\x02" + b"4242 (lkvm-net-tx0) S 1 2 3 0 -1 4194368 0 0 0 0 17 5 0 0 20 0 1 0 100 0 0\n")
+write("bench", "task-stat-paren", b"\x02" + b"4242 (a) b) (c) R 1 2 3 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 100 0 0\n")
+write("bench", "schedstat", b"\x03" + b"79227242 50487885 252\n")
+write("bench", "proc-stat", b"\x04" + b"cpu  10132153 290696 3084719 46828483 16683 0 25195 0 0 0\n")
+
 # ---- p9: u8 flags, then (u16 length, message) pairs; fid 0 is the attached root ----
 T = dict(statfs=8, lopen=12, lcreate=14, symlink=16, mknod=18, rename=20, readlink=22, getattr=24,
          setattr=26, xattrwalk=30, xattrcreate=32, readdir=40, fsync=50, lock=52, getlock=54, link=70,

@@ -14,9 +14,9 @@ static const struct {
 	const char *name;
 	int (*fn)(const uint8_t *data, size_t size);
 } targets[] = {
-	{ "virtqueue", fuzz_virtqueue }, { "pci", fuzz_pci },	{ "net", fuzz_net },
-	{ "boot", fuzz_boot },		 { "opts", fuzz_opts }, { "p9", fuzz_p9 },
-	{ "stream", fuzz_stream },
+	{ "virtqueue", fuzz_virtqueue }, { "pci", fuzz_pci },	  { "net", fuzz_net },
+	{ "boot", fuzz_boot },		 { "opts", fuzz_opts },	  { "p9", fuzz_p9 },
+	{ "stream", fuzz_stream },	 { "bench", fuzz_bench },
 };
 
 /* Feed every regular file in dir to fn; returns how many (-1 when dir is missing). */
