@@ -18,6 +18,9 @@
 #define BENCH_OFF_TEST 18  /* u32 */
 #define BENCH_OFF_SEQ 22   /* u64 */
 #define BENCH_OFF_PATTERN 30
+#define BENCH_OFF_T_WRITE 30
+#define BENCH_OFF_T_KICK 38
+#define BENCH_OFF_T_SEEN 46
 #define BENCH_FRAME_MIN 60
 #define BENCH_FRAME_MAX 1514
 
