@@ -213,6 +213,7 @@ enum {
 	K_BATCH,
 	K_TRANS,
 	K_VHOST,
+	K_TRACE,
 };
 static const struct opt net_keys[] = {
 	[K_MODE] = { "mode", 0, OPT_CHOICE, NET(mode), .choices = net_modes,
@@ -265,6 +266,10 @@ static const struct opt net_keys[] = {
 			      "/dev/vhost-net in the kernel (an error\n"
 			      "without it); auto: vhost where it opens,\n"
 			      "else lkvm's threads; off (default): lkvm's" },
+	[K_TRACE] = { "trace", 0, OPT_CHOICE, NET(trace), .choices = on_off,
+		      .help = "on: time each stage of a bench rr round\n"
+			      "trip from the stamps in its frames (group\n"
+			      "trace of --stats; pair 0); off (default)" },
 	{ .kind = OPT_END },
 };
 _Static_assert(ARRAY_SIZE(net_keys) <= 32, "net_parse_opts's seen bits hold every key");
@@ -315,7 +320,7 @@ static int check_tuning(const struct net_opts *o, unsigned seen, char *err, size
 	}
 	/* With vhost=on lkvm's TX and RX threads never run: their tuning would be ignored. */
 	if (o->vhost == NET_VHOST_ON) {
-		static const int lkvm_paths[] = { K_TX, K_TX_TIMER, K_POLL_US, K_BATCH };
+		static const int lkvm_paths[] = { K_TX, K_TX_TIMER, K_POLL_US, K_BATCH, K_TRACE };
 
 		for (size_t i = 0; i < ARRAY_SIZE(lkvm_paths); i++) {
 			if (seen & (1u << lkvm_paths[i])) {

@@ -36,7 +36,7 @@ enum net_vhost_mode { NET_VHOST_OFF, NET_VHOST_ON, NET_VHOST_AUTO, NET_VHOST_NR 
 
 /* What `-n mode=tap|user|none,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,socket=PATH,
  * ioeventfd=on|off,queues=N,tx=kick|timer|poll,tx_timer_us=N,poll_us=N,batch=on|off,trans=pci|mmio,
- * vhost=on|off|auto` says (kvmtool's names, plus the TX strategy, batching, passt's socket and
+ * vhost=on|off|auto,trace=on|off` says (kvmtool's names, plus the TX strategy, batching, passt's socket and
  * vhost). Unset strings are
  * empty. */
 struct net_opts {
@@ -58,6 +58,7 @@ struct net_opts {
 				   * call where the backend can (tap: io_uring) */
 	bool batch_set;		   /* batch= given (an unavailable batch=on is then a warning) */
 	enum net_vhost_mode vhost; /* default NET_VHOST_OFF; mode=tap only */
+	bool trace; /* trace=on: time the stages of bench rr round trips (virtio/net-trace.c) */
 };
 
 /* "kick", "timer", "poll" (for messages and stats); the same as -n tx='s choices. */

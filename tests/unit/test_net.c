@@ -48,6 +48,11 @@ START_TEST(test_opts_defaults)
 	ck_assert_uint_eq(o.tx_timer_us, NET_TX_TIMER_US_DEFAULT);
 	ck_assert_uint_eq(o.poll_us, NET_POLL_US_DEFAULT);
 	ck_assert_int_eq(o.vhost, NET_VHOST_OFF);
+	ck_assert(!o.trace);
+	ck_assert_int_eq(net_parse_opts("trace=on,batch=on", &o, err, sizeof(err)), 0);
+	ck_assert(o.trace);
+	ck_assert_int_eq(net_parse_opts("trace=off", &o, err, sizeof(err)), 0);
+	ck_assert(!o.trace);
 	/* vhost: on, off, auto; auto may fall back to lkvm's path, whose tuning then applies. */
 	ck_assert_int_eq(net_parse_opts("mode=tap,vhost=on,queues=2", &o, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.vhost, NET_VHOST_ON);
@@ -133,6 +138,8 @@ static const struct {
 	{ "mode=user,vhost=auto", "-n vhost=auto: only with mode=tap" },
 	{ "vhost=on,tx=poll", "-n tx: tunes lkvm's data path, which vhost=on does not use" },
 	{ "vhost=on,batch=on", "-n batch: tunes lkvm's data path" },
+	{ "vhost=on,trace=on", "-n trace: tunes lkvm's data path" },
+	{ "trace=yes", "-n trace" },
 	{ "vhost=on,tx=timer,tx_timer_us=10", "-n tx: tunes lkvm's data path" },
 	{ ",mode=tap", "empty item" },
 	{ "mode=tap,,queues=2", "empty item" },
