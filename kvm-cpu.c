@@ -90,6 +90,32 @@ bool kvm_cpu_tsc_stops_over_pause(struct kvm_cpu *vcpu)
 	return kvm_cpu_tsc_offset(vcpu, KVM_HAS_DEVICE_ATTR, &unused) == 0;
 }
 
+#define MSR_IA32_TSC 0x10
+
+int kvm_cpu_guest_tsc(struct kvm_cpu *vcpu, struct kvm_guest_tsc *out)
+{
+	union { /* kvm_msrs ends in a flexible array: room for one entry */
+		struct kvm_msrs h;
+		u8 room[sizeof(struct kvm_msrs) + sizeof(struct kvm_msr_entry)];
+	} m = { .h.nmsrs = 1 };
+	int khz = ioctl(vcpu->fd, KVM_GET_TSC_KHZ);
+	u64 t0, t1;
+
+	if (khz <= 0)
+		return khz < 0 ? -errno : -ENODEV;
+	*out = (struct kvm_guest_tsc){ .khz = (u64)khz };
+	if (!kvm_cpu_tsc_offset(vcpu, KVM_GET_DEVICE_ATTR, &out->offset))
+		return 0;
+	m.h.entries[0].index = MSR_IA32_TSC;
+	t0 = x86_host_tsc();
+	if (ioctl(vcpu->fd, KVM_GET_MSRS, &m) != 1)
+		return -EIO;
+	t1 = x86_host_tsc();
+	out->offset = m.h.entries[0].data - (t0 + (t1 - t0) / 2);
+	out->err_ns = (t1 - t0) / 2 * 1000000 / out->khz;
+	return 0;
+}
+
 static enum exit_action handle_io(struct kvm_cpu *vcpu)
 {
 	struct kvm_run *run = vcpu->run;

@@ -235,6 +235,26 @@ static int load_guest(struct run_state *st, const struct kvm_config *cfg, struct
 	return mptable_write(&kvm->mem, cfg->nr_cpus, err, errlen);
 }
 
+/* -n trace=on: the devices' stamps need the guest's TSC against the host's (kvm->guest_tsc,
+ * which they read when they start). Unknown, the trace counts every transaction bad. */
+static void read_guest_tsc(struct kvm *kvm, const struct kvm_config *cfg)
+{
+	int i, ret;
+
+	for (i = 0; i < cfg->nr_nets && !cfg->net[i].trace; i++)
+		;
+	if (i == cfg->nr_nets)
+		return;
+	ret = kvm_cpu_guest_tsc(kvm->cpus[0], &kvm->guest_tsc);
+	if (ret < 0)
+		pr_warn("-n trace=on: the guest's TSC is unknown (%s): no stage is timed",
+			strerror(-ret));
+	else
+		pr_debug("guest TSC: %llu kHz, offset %lld, within %llu ns",
+			 (unsigned long long)kvm->guest_tsc.khz, (long long)kvm->guest_tsc.offset,
+			 (unsigned long long)kvm->guest_tsc.err_ns);
+}
+
 /*
  * Descriptors a run opens after its set-up, beyond those open when the 9p shares' fid bounds
  * are settled (virtio_9p_fit_fids counts those): the control socket's clients
@@ -258,6 +278,8 @@ int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err,
 		ret = kvm_cpu_create(kvm, i, err, errlen);
 	if (!ret)
 		ret = kvm_cpu_setup_boot(kvm->cpus[0], &entry, err, errlen);
+	if (!ret)
+		read_guest_tsc(kvm, cfg);
 	/* Everything of the set-up is open: what is left of RLIMIT_NOFILE goes to the shares. */
 	if (!ret)
 		ret = virtio_9p_fit_fids(kvm, RUN_LATER_FDS, err, errlen);

@@ -57,6 +57,11 @@ void kvm_cpu_unpark_all(struct kvm *kvm);
 int kvm_cpu_tsc_offset(struct kvm_cpu *vcpu, unsigned long req, u64 *val);
 /* Whether a pause can keep this vCPU's TSC still (KVM offers KVM_VCPU_TSC_OFFSET on it). */
 bool kvm_cpu_tsc_stops_over_pause(struct kvm_cpu *vcpu);
+/* The guest's TSC against the host's, read from vcpu (kvm.h's struct kvm_guest_tsc): KVM_GET_TSC_KHZ
+ * and the offset attribute, or where KVM lacks it the guest's IA32_TSC (KVM_GET_MSRS) between
+ * two host TSC reads, the offset then within half that window. 0 or -errno. */
+struct kvm_guest_tsc;
+int kvm_cpu_guest_tsc(struct kvm_cpu *vcpu, struct kvm_guest_tsc *out) __must_check;
 /* The KVM exit reason's name ("io", "mmio", "hlt", ...) or NULL. */
 const char *kvm_exit_name(u32 reason);
 /* Append the vCPU's registers and last exit to a text buffer (lkvm debug). */

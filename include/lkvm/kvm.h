@@ -61,6 +61,13 @@ struct kvm {
 	struct kvm_cpu *cpus[LKVM_MAX_CPUS];
 
 	bool pvm_quirks; /* host needs instruction completions */
+	/* The guest's TSC as the host's threads see it: guest TSC = host TSC + offset, exact
+	 * (err_ns 0) where KVM reports the offset, else estimated within err_ns; khz 0: unknown.
+	 * Read from vCPU 0 before the guest runs, only when a NIC traces (-n trace=on:
+	 * kvm_run_setup); a pause shifts the real offset later (pause.c), this stays. */
+	struct kvm_guest_tsc {
+		u64 khz, offset, err_ns;
+	} guest_tsc;
 	atomic_ullong emu_hits[EMU_NR];
 
 	struct term *term;
