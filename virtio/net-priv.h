@@ -18,6 +18,7 @@
 #include <linux/virtio_net.h>
 
 #include "lkvm/net.h"
+#include "lkvm/net-trace.h"
 #include "lkvm/net-vhost.h"
 #include "lkvm/virtio.h"
 #include "lkvm/virtio-net.h"
@@ -57,6 +58,13 @@ struct net_worker {
 	 * buffers (struct net_tx, struct net_rx_batch). */
 	bool batch;
 	bool in_doubt; /* a batch call returned NET_BATCH_IN_DOUBT: see batch_in_doubt */
+	/* -n trace=on, pair 0's TX and RX only (else NULL: one predictable branch per pass and
+	 * frame): the stamps of the bench frame in hand (net-queue.c's trace_*). */
+	struct net_trace *trace;
+	u64 tr_pass;   /* host TSC when this drain pass began: T2 (TX), T4 (RX) */
+	u64 tr_seq;    /* RX: the echo in the guest's buffers, not yet published */
+	u64 tr_copied; /* RX: T5, when it was copied there */
+	bool tr_held;  /* RX: tr_seq waits for flush_pending (T6) */
 };
 
 /* ---- TX (net-tx.c) ---- */
@@ -210,6 +218,7 @@ struct virtio_net {
 	virtio_net_tx_hook tx_hook; /* tests: called between drain and re-enable */
 	void *tx_hook_arg;
 	struct ratelimit log_rl; /* messages a guest (or the host network) can repeat */
+	struct net_trace *trace; /* -n trace=on (else NULL): pair 0's round-trip stages */
 };
 
 static inline void stat_add(atomic_ullong *c, u64 v)
@@ -248,6 +257,17 @@ bool is_gone(const struct virtio_net *n);
 void batch_failed(struct net_worker *w, int err);
 void batch_in_doubt(struct net_worker *w);
 void keep_in_doubt(struct net_worker *w, void *a, void *b);
+
+/* -n trace=on: the stamps, taken only where w->trace is set (pair 0's TX and RX). A drain
+ * pass begins (T2, T4); a frame of the chain iov[0..cnt) was sent (T3, TX) or copied into
+ * the guest's buffers (T5, RX; T6 follows in flush_pending). Not bench frames: ignored. */
+static inline void trace_pass(struct net_worker *w)
+{
+	if (w->trace)
+		w->tr_pass = net_trace_now();
+}
+void trace_tx_sent(struct net_worker *w, const struct iovec *iov, int cnt);
+void trace_rx_copied(struct net_worker *w, const struct iovec *iov, int cnt);
 
 /* ---- each path's entry points, named only in net.c's thread table ---- */
 

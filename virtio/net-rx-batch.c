@@ -69,6 +69,8 @@ static void rx_frame_done(struct net_rx *rx, const struct rx_slot *s, int nbufs,
 	u16 nb = htole16((u16)nbufs);
 
 	iov_to(s->iov, s->niov, NUM_BUFFERS_OFF, &nb, sizeof(nb));
+	if (w->trace) /* T5: the frame is in the slot (its tail maybe in more buffers too) */
+		trace_rx_copied(w, s->iov, s->niov);
 	stat_add(&st->packets, 1);
 	stat_add(&st->bytes, got - HDR_LEN);
 }

@@ -121,6 +121,8 @@ static void rx_complete(struct net_rx *rx, u64 got)
 	int used = 0;
 	u16 nb;
 
+	if (w->trace) /* T5: the frame is in the held chains */
+		trace_rx_copied(w, rx->iov, rx->nheld_iov);
 	/* Buffers are filled in order: the frame spans as many chains as it needs. */
 	rem = got;
 	for (used = 0; used < rx->nheld && rem; used++)
@@ -308,6 +310,7 @@ static enum rx_wait rx_drain(struct net_rx *rx)
 	enum rx_wait next = RX_WAIT_FRAME;
 	int frames = 0;
 
+	trace_pass(w); /* T4 of the frames this pass reads */
 	while (path->more(rx, frames) && !leaving(w)) {
 		enum rx_step r = path->step(rx, &frames, &next);
 

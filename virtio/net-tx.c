@@ -38,6 +38,8 @@ static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq
 		r = be->ops->send(be, e->iov, e->out_num);
 
 		if (r >= 0) {
+			if (w->trace)
+				trace_tx_sent(w, e->iov, e->out_num);
 			stat_add(&st->packets, 1);
 			stat_add(&st->bytes, e->out_len - HDR_LEN);
 			return false;
@@ -74,6 +76,8 @@ static bool tx_batch_results(struct net_tx *t, int m)
 		}
 		t->txs[t->io_idx[k]] = TXS_DONE;
 		if (r >= 0) {
+			if (w->trace)
+				trace_tx_sent(w, e->iov, e->out_num);
 			stat_add(&st->packets, 1);
 			stat_add(&st->bytes, e->out_len - HDR_LEN);
 			continue;
@@ -356,9 +360,10 @@ static bool tx_drain(struct net_tx *t)
 
 	do {
 		vq_disable_notify(&q->vq);
-		do
+		do {
+			trace_pass(w); /* T2 of the chains this pass pops */
 			r = w->batch ? tx_pass_batch(t, &worked) : tx_pass(w, &worked);
-		while (r == TX_EMPTY && w->n->tx_mode == NET_TX_POLL && tx_poll(t));
+		} while (r == TX_EMPTY && w->n->tx_mode == NET_TX_POLL && tx_poll(t));
 		if (r != TX_EMPTY) {
 			stop = r == TX_STOP;
 			break;

@@ -155,6 +155,7 @@ static int worker_make(struct virtio_net *n, union net_thread *t, enum worker_ki
 	w->kind = kind;
 	w->qi = qi;
 	w->pair = pair;
+	w->trace = pair == 0 && kind != W_CTL ? n->trace : NULL; /* one echo in flight */
 	snprintf(w->qname, sizeof(w->qname), kind == W_CTL ? "%s" : "%s%d", net_paths[kind].qname,
 		 pair);
 	return worker_alloc(w);
@@ -193,6 +194,9 @@ static int start_workers_locked(struct virtio_net *n)
 	int data_pairs = (f & F(VIRTIO_NET_F_MQ)) ? n->pairs : 1;
 	int ret = 0;
 
+	if (n->trace) /* kvm_run_setup read it before the guest ran */
+		net_trace_set_clock(n->trace, n->kvm->guest_tsc.khz, n->kvm->guest_tsc.offset,
+				    n->kvm->guest_tsc.err_ns);
 	if (n->vhost)
 		ret = net_vhost_start(n->vhost, data_pairs);
 	for (int p = 0; p < data_pairs && !ret && !n->vhost; p++) {
@@ -454,6 +458,10 @@ static int net_alloc(struct kvm *kvm, const struct net_opts *o, struct net_backe
 		return -ENOMEM;
 	}
 	net_init(n, kvm, o, be, pairs);
+	if (o->trace && !(n->trace = net_trace_new())) {
+		errfmt(err, errlen, "virtio-net: out of memory");
+		ret = -ENOMEM;
+	}
 	for (int i = 0; i < 2 * pairs + 1 && ret >= 0; i++) {
 		ret = worker_init(&n->wk[i], kvm);
 		if (ret < 0)
@@ -528,6 +536,7 @@ void virtio_net_destroy(struct virtio_net *n)
 	close_backends(n->be, n->pairs);
 	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++)
 		worker_destroy(&n->wk[i]);
+	net_trace_free(n->trace);
 	pthread_mutex_destroy(&n->cfg_lock);
 	pthread_mutex_destroy(&n->run_lock);
 	for (int i = 0; i < NET_MAX_QUEUE_PAIRS; i++)
@@ -637,6 +646,8 @@ void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v)
 		}
 		pthread_mutex_unlock(&n->run_lock);
 	}
+	if (n->trace && !n->vhost)
+		net_trace_stats(n->trace, v);
 }
 
 /* ---- the NIC as an entry of the VM's device list ---- */

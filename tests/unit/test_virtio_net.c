@@ -6,7 +6,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
+/* Before vnet.h: its inline bench_frame_head has a local t, vnet.h a global one. */
+#include "lkvm/bench-frame.h"
 #include "capture.h"
 #include "check_main.h"
 #include "stats_fmt.h"
@@ -453,6 +456,82 @@ START_TEST(restart_and_stats)
 }
 END_TEST
 
+/* One rr transaction as net-bench's guest (trace=1) and the peer make it: bench frame seq
+ * with its stamps out on tx0 (the n-th chain), echoed back into rx0's buffer; returns the TSC
+ * when the guest saw the echo (G7). not_bench: an ordinary frame instead (EtherType 0x0800). */
+static u64 rr_once(u64 seq, u64 g_seen, u16 n, bool not_bench)
+{
+	static const u8 mac[6] = { 2 };
+	u64 tx = galloc(12 + BENCH_FRAME_MIN), g;
+	u8 *f = (u8 *)gp(tx) + 12, echo[12 + BENCH_FRAME_MIN];
+	ssize_t len = 0;
+
+	post(0, &(struct vd_buf){ galloc(2048), 2048, true }, 1);
+	vd_kick(t.vdev, 0);
+	memset(gp(tx), 0, 12 + BENCH_FRAME_MIN);
+	g = __rdtsc();
+	bench_frame_head(f, mac, BENCH_TEST_RR);
+	if (not_bench)
+		f[BENCH_OFF_ETHERTYPE] = 0x08;
+	memcpy(f + BENCH_OFF_SEQ, &seq, 8);
+	memcpy(f + BENCH_OFF_T_WRITE, &g, 8);
+	memcpy(f + BENCH_OFF_T_SEEN, &g_seen, 8);
+	g = __rdtsc();
+	memcpy(f + BENCH_OFF_T_KICK, &g, 8);
+	post(1, &(struct vd_buf){ tx, 12 + BENCH_FRAME_MIN, false }, 1);
+	vd_kick(t.vdev, 1);
+	ck_assert(wait_used(1, n));
+	ck_assert(WAIT_UNTIL(WAIT_MS, (len = net_fake_take(t.be[0], echo, sizeof(echo))) > 0));
+	ck_assert_int_eq(net_fake_inject(t.be[0], echo + 12, (size_t)len - 12), 0);
+	ck_assert(wait_used(0, n));
+	return __rdtsc();
+}
+
+/* The "trace" group's counter name, from the JSON line. */
+static u64 trace_counter(const char *name)
+{
+	char *buf = stats_fmt("net", t.n, net_visit, true), key[48], *p;
+	u64 v;
+
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	p = strstr(buf, "{\"name\":\"trace\",");
+	ck_assert_msg(p && strstr(p, key), "%s", buf);
+	v = strtoull(strstr(p, key) + strlen(key), NULL, 10);
+	free(buf);
+	return v;
+}
+
+/* -n trace=on: ten rr transactions (the test plays the guest and the peer) give nine timed
+ * ones (the last waits for its successor's G7), none bad, each stage measured; a frame that
+ * is no bench frame changes nothing. trace=off: no group "trace". */
+START_TEST(trace_round_trips)
+{
+	u64 seen = 0;
+	char *buf;
+
+	dev_create_opts(1, NULL, (struct net_opts){ .trace = true });
+	vd.kvm->guest_tsc = (struct kvm_guest_tsc){ .khz = 1000000 }; /* as kvm_run_setup would */
+	dev_start(BASE_FEATURES, 256);
+	rr_once(7, 0, 1, true);
+	for (u16 i = 0; i < 10; i++)
+		seen = rr_once(100 + i, seen, (u16)(i + 2), false);
+	ck_assert_uint_eq(trace_counter("transactions"), 9);
+	ck_assert_uint_eq(trace_counter("bad"), 0);
+	ck_assert_uint_eq(trace_counter("tsc_khz"), 1000000);
+	ck_assert_uint_gt(trace_counter("tx_p50_ns"), 0);
+	ck_assert_uint_gt(trace_counter("notice_p99_ns"), 0);
+	dev_destroy();
+
+	dev_create(1, NULL);
+	dev_start(BASE_FEATURES, 256);
+	rr_once(1, 0, 1, false);
+	buf = stats_fmt("net", t.n, net_visit, true);
+	ck_assert_ptr_null(strstr(buf, "trace"));
+	free(buf);
+	dev_destroy();
+}
+END_TEST
+
 /* ---- batch=on: a batch call in doubt ---- */
 
 /* A backend whose batch call fails with requests left in flight (NET_BATCH_IN_DOUBT, as tap-uring
@@ -539,6 +618,7 @@ static void add_both_paths(TCase *tc)
 	tcase_add_test(tc, features_negotiation);
 	tcase_add_test(tc, config_space);
 	tcase_add_test(tc, restart_and_stats);
+	tcase_add_test(tc, trace_round_trips);
 }
 
 /* batch=off's own: the stream backend (no batch). */
