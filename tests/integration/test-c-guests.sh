@@ -47,6 +47,21 @@ t_bench() {
 bench_in() {
 	net_bench_in "$@" lkvmcg0 || return
 	case $6 in *batch=on*) check_batch "$2" ;; esac
+	case $6 in *trace=on*) check_trace "$5" ;; esac
+}
+
+# -n trace=on (PEXTRA as given to the guest): the group "trace" is there with the guest's TSC
+# rate; transactions are timed only when the guest stamps its frames (trace=1), else none is
+# (what sits where the stamps go is the pattern, whose deltas are never in range).
+check_trace() {
+	local n khz
+	n=$(qstat trace transactions); khz=$(qstat trace tsc_khz)
+	[ -n "$n" ] && [ -n "$khz" ] || { fail "no trace group in --stats"; return; }
+	[ "$khz" -gt 0 ] || { fail "trace: tsc_khz 0 (the guest's TSC unknown)"; return; }
+	case " $1 " in
+	*" trace=1 "*) [ "$n" -gt 0 ] || fail "trace: no transaction timed" ;;
+	*) [ "$n" = 0 ] || fail "trace: $n transactions timed from a guest that wrote no stamps" ;;
+	esac
 }
 
 # -n batch=on was given: it was not refused (no fallback line), and the queue that carried the
@@ -95,6 +110,7 @@ run_test_serial net-bench-rx-64 t_bench rx blast 64
 run_test_serial net-bench-tx-64-batch t_bench tx count 64 "" ",batch=on"
 run_test_serial net-bench-rx-64-batch t_bench rx blast 64 "" ",batch=on"
 run_test_serial net-bench-rr-64-batch t_bench rr echo 64 "" ",batch=on"
+run_test_serial net-bench-rr-64-trace t_bench rr echo 64 "" ",trace=on"
 run_test_serial net-bench-tx-64-nobatch t_bench tx count 64 "" ",batch=off"
 run_test_serial net-bench-rx-64-nobatch t_bench rx blast 64 "" ",batch=off"
 finish_tests
