@@ -47,6 +47,9 @@ t_bench() {
 bench_in() {
 	net_bench_in "$@" lkvmcg0 || return
 	case $6 in *batch=on*) check_batch "$2" ;; esac
+	# trace=1: the stamps went out and came back inside every echo the guest checked
+	# byte-exact (bad=0), and its BENCH line says so for the host.
+	case $5 in *trace=1*) [ "$(kv trace "$BENCH_LINE")" = 1 ] || fail "no trace=1 in the BENCH line" ;; esac
 }
 
 # -n batch=on was given: it was not refused (no fallback line), and the queue that carried the
@@ -90,6 +93,8 @@ run_test_serial net-bench-tx-no-event-idx t_bench tx count 64 "event_idx=0"
 run_test_serial net-bench-tx-trapped t_bench tx count 64 "" ",ioeventfd=off"
 run_test_serial net-bench-rr-64 t_bench rr echo 64
 run_test_serial net-bench-rr-1514 t_bench rr echo 1514
+# The guest's TSC stamps in the frame (lkvm's -n trace=on reads them; without it they are bytes).
+run_test_serial net-bench-rr-64-trace t_bench rr echo 64 "trace=1"
 run_test_serial net-bench-rx-64 t_bench rx blast 64
 # Both data paths by name (the default is batch=off).
 run_test_serial net-bench-tx-64-batch t_bench tx count 64 "" ",batch=on"
