@@ -46,6 +46,9 @@ static struct bench_row *new_row(struct bench *b, const char *mode, const char *
 	r->secs = r->pps = r->mbps = r->rtt_med_us = r->rtt_p99_us = r->tps = r->ratio = r->cpu =
 		NAN;
 	r->other_cpu = r->host_ns = r->vcpu_ns = r->floor_ns = NAN;
+	r->trace_transactions = r->trace_clock_err_ns = NAN;
+	for (int s = 0; s < BENCH_NSTAGES; s++)
+		r->stage_p50[s] = r->stage_p99[s] = NAN;
 	return r;
 }
 
