@@ -22,9 +22,9 @@
 #define BENCH_OFF_TEST 18  /* u32 */
 #define BENCH_OFF_SEQ 22   /* u64 */
 #define BENCH_OFF_PATTERN 30
-#define BENCH_OFF_T_WRITE 30 /* u64, trace=1 only */
-#define BENCH_OFF_T_KICK 38  /* u64, trace=1 only */
-#define BENCH_OFF_T_SEEN 46  /* u64, trace=1 only; the pattern starts after it */
+#define BENCH_OFF_T_WRITE 30
+#define BENCH_OFF_T_KICK 38
+#define BENCH_OFF_T_SEEN 46
 #define BENCH_FRAME_MIN 60
 #define BENCH_FRAME_MAX 1514
 
