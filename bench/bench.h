@@ -91,6 +91,8 @@ int bench_set_defaults(struct bench_cfg *c, char *err, size_t errlen);
 /* After the options: 0, or 1 with the message printed. */
 int bench_find_programs(struct bench_cfg *c);
 int bench_batch_axis(struct bench_cfg *c);
+/* Whether this lkvm (which runs the cells) has -n NAME= (batch, trace). */
+bool bench_lkvm_has(const char *name);
 int bench_find_beside(const char *self, const char *rel, char *out, size_t len);
 
 /* ---- processes (proc.c) ---- */

@@ -277,11 +277,11 @@ int bench_find_programs(struct bench_cfg *c)
 	return 0;
 }
 
-/* Whether the lkvm that runs the cells (this binary) has -n batch=: from its own table. */
-static bool lkvm_has_batch(void)
+/* Whether the lkvm that runs the cells (this binary) has -n NAME=: from its own table. */
+bool bench_lkvm_has(const char *name)
 {
 	for (const struct opt *o = net_opt_set.opts; o->kind != OPT_END; o++)
-		if (!strcmp(o->name, "batch"))
+		if (!strcmp(o->name, name))
 			return true;
 	return false;
 }
@@ -289,7 +289,7 @@ static bool lkvm_has_batch(void)
 /* The batch axis: --batch's values, by default on and off where lkvm has them, else none. */
 int bench_batch_axis(struct bench_cfg *c)
 {
-	if (lkvm_has_batch()) {
+	if (bench_lkvm_has("batch")) {
 		if (!c->nbatch) {
 			c->batch[0] = 1;
 			c->batch[1] = 0;

@@ -45,6 +45,26 @@ static unsigned long long jnum(const char *obj, const char *key)
 	return strtoull(p + strlen(pat), NULL, 10);
 }
 
+/* A number field of the JSON object at obj (up to its first '}'), or NAN: absent, or not a
+ * number (null). */
+static double jval(const char *obj, const char *key)
+{
+	char pat[48], *num_end;
+	const char *end, *p;
+	double v;
+
+	if (!obj)
+		return NAN;
+	end = strchr(obj, '}');
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(obj, pat);
+	if (!p || (end && p > end))
+		return NAN;
+	p += strlen(pat);
+	v = strtod(p, &num_end);
+	return num_end == p ? NAN : v;
+}
+
 static const char *jqueue(const char *stats, const char *name)
 {
 	char pat[48];
@@ -64,6 +84,31 @@ const char *bench_last_line(const char *out, const char *prefix)
 	return best;
 }
 
+const char *const bench_stages[BENCH_NSTAGES] = { "write", "kick",    "tx",    "wire",
+						  "rx",	   "publish", "notice" };
+
+/* lkvm's "trace" group (-n trace=on): an object of its own ("trace":{...}) or a named one
+ * ({"name":"trace",...}); the stages stay NAN without it or without a transaction. */
+static void parse_trace(struct bench_row *r, const char *stats)
+{
+	const char *t = stats ? strstr(stats, "\"trace\":{") : NULL;
+	char key[40];
+
+	if (!t)
+		t = jqueue(stats, "trace");
+	r->trace_transactions = jval(t, "transactions");
+	r->trace_clock_err_ns = jval(t, "clock_err_ns");
+	for (int s = 0; s < BENCH_NSTAGES; s++) {
+		r->stage_p50[s] = r->stage_p99[s] = NAN;
+		if (!(r->trace_transactions > 0))
+			continue;
+		snprintf(key, sizeof(key), "%s_p50_ns", bench_stages[s]);
+		r->stage_p50[s] = jval(t, key);
+		snprintf(key, sizeof(key), "%s_p99_ns", bench_stages[s]);
+		r->stage_p99[s] = jval(t, key);
+	}
+}
+
 /* Fills the device counters of r from the --stats=json line. */
 void bench_parse_stats(struct bench_row *r, const char *stats)
 {
@@ -81,6 +126,7 @@ void bench_parse_stats(struct bench_row *r, const char *stats)
 	r->poll_hits = jnum(tx, "poll_hits");
 	r->poll_us = jnum(tx, "poll_us");
 	r->packets = r->tx_pkts + r->rx_pkts;
+	parse_trace(r, stats);
 }
 
 /* The guest's BENCH line into the row (under QEMU, which counts nothing for us, the notifies

@@ -115,6 +115,23 @@ static void print_row(FILE *out, const struct bench_row *r)
 		c[7], c[8], c[9], c[10], c[11], c[12], c[13]);
 }
 
+/* An rr row's breakdown under the table (lkvm -n trace=on): each stage's median, their sum
+ * against the RTT median the guest measured (the stages' medians add up to it only roughly). */
+static void print_stages(FILE *out, const struct bench_row *r)
+{
+	double sum = 0;
+
+	if (r->error[0] || !(r->trace_transactions > 0))
+		return;
+	fprintf(out, "# rr stages %s %u (p50 ns):", r->mode, r->size);
+	for (int s = 0; s < BENCH_NSTAGES; s++) {
+		fprintf(out, " %s %.0f", bench_stages[s], r->stage_p50[s]);
+		sum += r->stage_p50[s];
+	}
+	fprintf(out, " = %.0f vs RTT median %.0f (%.0f transactions, clock +-%.0f ns)\n", sum,
+		r->rtt_med_us * 1000, r->trace_transactions, r->trace_clock_err_ns);
+}
+
 /* The table on out: the host, why QEMU or vhost did not run, the rows, what the marks mean.
  * Returns how many rows failed. */
 int bench_print_table(FILE *out, const struct bench *b)
@@ -131,6 +148,8 @@ int bench_print_table(FILE *out, const struct bench *b)
 		failed += b->rows[i].error[0] != 0;
 	}
 	print_notes(out, b);
+	for (int i = 0; i < b->nrows; i++)
+		print_stages(out, &b->rows[i]);
 	return failed;
 }
 
@@ -166,6 +185,22 @@ static const struct {
 	{ "vcpu_ns_per_pkt", offsetof(struct bench_row, vcpu_ns) },
 	{ "floor_ns_per_pkt", offsetof(struct bench_row, floor_ns) },
 	{ "other_cpu", offsetof(struct bench_row, other_cpu) },
+#define STAGE(i, name)                                                            \
+	{ "stage_" name "_p50_ns", offsetof(struct bench_row, stage_p50[i]) },    \
+	{                                                                         \
+		"stage_" name "_p99_ns", offsetof(struct bench_row, stage_p99[i]) \
+	}
+	/* in bench_stages' order */
+	STAGE(0, "write"),
+	STAGE(1, "kick"),
+	STAGE(2, "tx"),
+	STAGE(3, "wire"),
+	STAGE(4, "rx"),
+	STAGE(5, "publish"),
+	STAGE(6, "notice"),
+#undef STAGE
+	{ "trace_transactions", offsetof(struct bench_row, trace_transactions) },
+	{ "trace_clock_err_ns", offsetof(struct bench_row, trace_clock_err_ns) },
 };
 
 /* One row as a JSON object (without the comma between rows). */

@@ -1,4 +1,4 @@
-/* The charts of `lkvm bench net` as SVG: one panel per test and size, lkvm's and QEMU's bars side by side per TX strategy, the floor as a line. */
+/* The charts of `lkvm bench net` as SVG: one panel per test and size, lkvm's and QEMU's bars side by side per TX strategy, the floor as a line; lkvm's traced round trips as stacked bars by stage. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +24,9 @@
 #define HEAD_H 78 /* the chart's title and legend */
 #define MAX_GROUPS 12
 #define MAX_BARS 4
+#define STAGE_HEAD_H 64	  /* the breakdown's title and its stages' legend */
+#define STAGE_ROW_H 26	  /* one traced rr row's stacked bar */
+#define STAGE_LABEL_W 150 /* its mode and size, left of the bar */
 
 /* The bars' series, in the order they stand in a group: one colour each. */
 enum series { S_LKVM, S_LKVM_NOBATCH, S_QEMU, S_NR };
@@ -332,13 +335,102 @@ static int layout(struct chart *c, unsigned *sizes, int max)
 	return ns;
 }
 
-/* Tests down (tx, rx, rr), frame sizes across. */
+/* The stages' colours, in bench_stages' order: the guest's steps warm, the host's threads cool. */
+static const char *const stage_colours[BENCH_NSTAGES] = { "#e6b422", "#d9534f", "#5b8ff9",
+							  "#7f7f7f", "#2ca02c", "#17becf",
+							  "#9467bd" };
+
+/* A row the breakdown shows: lkvm's rr with lkvm's trace group (-n trace=on). */
+static bool traced(const struct bench_row *r)
+{
+	return !r->error[0] && !r->floor && !r->qemu && !strcmp(r->test, "rr") &&
+	       r->trace_transactions > 0;
+}
+
+static int ntraced(const struct chart *c)
+{
+	int k = 0;
+
+	for (int i = 0; i < c->n; i++)
+		k += traced(&c->rows[i]);
+	return k;
+}
+
+/* One traced row's bar at y: its stages' medians end to end from x, then the RTT median the
+ * guest measured as a tick (the stages add up to it only roughly: medians of parts). */
+static void stage_bar(const struct chart *c, const struct bench_row *r, double x, double y,
+		      double scale)
+{
+	double sum = 0, rtt = r->rtt_med_us;
+	char a[32], b[32];
+
+	fprintf(c->f, "<text x=\"%d\" y=\"%.1f\">%s, %u B</text>\n", PAD_L, y + 14, r->mode,
+		r->size);
+	for (int s = 0; s < BENCH_NSTAGES; s++) {
+		double v = isnan(r->stage_p50[s]) ? 0 : r->stage_p50[s] / 1000;
+
+		fprintf(c->f,
+			"<rect class=\"stage\" data-mode=\"%s\" data-size=\"%u\" data-stage=\"%s\" "
+			"data-value=\"%.3f\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"18\" "
+			"fill=\"%s\"/>\n",
+			r->mode, r->size, bench_stages[s], v, x + sum * scale, y, v * scale,
+			stage_colours[s]);
+		sum += v;
+	}
+	if (!isnan(rtt))
+		fprintf(c->f,
+			"<line class=\"stage-rtt\" data-value=\"%.3f\" x1=\"%.1f\" y1=\"%.1f\" "
+			"x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" stroke-width=\"2\"/>\n",
+			rtt, x + rtt * scale, y - 3, x + rtt * scale, y + 21);
+	fmt_value(a, sizeof(a), sum);
+	fmt_value(b, sizeof(b), rtt);
+	fprintf(c->f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">%s us (RTT %s)</text>\n",
+		x + MAX(sum, isnan(rtt) ? 0 : rtt) * scale + 6, y + 14, a, b);
+}
+
+/* The breakdown under the panels from y across width: a stacked bar per traced row. */
+static void stages_section(const struct chart *c, double y, double width)
+{
+	double top = 0, x = PAD_L + STAGE_LABEL_W, lx = PAD_L, step;
+	int k = 0;
+
+	for (int i = 0; i < c->n; i++) {
+		const struct bench_row *r = &c->rows[i];
+		double sum = 0;
+
+		if (!traced(r))
+			continue;
+		for (int s = 0; s < BENCH_NSTAGES; s++)
+			sum += isnan(r->stage_p50[s]) ? 0 : r->stage_p50[s] / 1000;
+		top = MAX(top, MAX(sum, isnan(r->rtt_med_us) ? 0 : r->rtt_med_us));
+	}
+	top = nice_top(top * 1.05, &step);
+	fprintf(c->f,
+		"<g class=\"stages\"><text x=\"%d\" y=\"%.1f\" font-weight=\"bold\">rr by stage "
+		"(lkvm -n trace=on): medians, us; the tick: the guest's RTT median</text>\n",
+		PAD_L, y + 20);
+	for (int s = 0; s < BENCH_NSTAGES; s++) {
+		fprintf(c->f,
+			"<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>"
+			"<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+			lx, y + 33, stage_colours[s], lx + 20, y + 44, bench_stages[s]);
+		lx += 34 + 7 * (double)strlen(bench_stages[s]);
+	}
+	for (int i = 0; i < c->n; i++)
+		if (traced(&c->rows[i]))
+			stage_bar(c, &c->rows[i], x, y + STAGE_HEAD_H + STAGE_ROW_H * k++,
+				  (width - x - PAD_R - 90) / top);
+	fputs("</g>\n", c->f);
+}
+
+/* Tests down (tx, rx, rr), frame sizes across; the rates chart ends with the breakdown. */
 int bench_svg(FILE *f, const struct bench_row *rows, int n, unsigned secs, const char *host,
 	      bool cpu)
 {
 	struct chart c = { .f = f, .rows = rows, .n = n, .cpu = cpu };
 	unsigned sizes[16];
 	int ns = layout(&c, sizes, (int)ARRAY_SIZE(sizes)), nt = 0, row = 0;
+	int nst = cpu ? 0 : ntraced(&c);
 	bool busy = false;
 
 	for (int i = 0; i < n; i++)
@@ -348,7 +440,8 @@ int bench_svg(FILE *f, const struct bench_row *rows, int n, unsigned secs, const
 	fprintf(f,
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		"font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"11\">\n",
-		c.pw * MAX(ns, 1), HEAD_H + PANEL_H * MAX(nt, 1));
+		c.pw * MAX(ns, 1),
+		HEAD_H + PANEL_H * MAX(nt, 1) + (nst ? STAGE_HEAD_H + STAGE_ROW_H * nst + 10 : 0));
 	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
 	fprintf(f,
 		"<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">lkvm bench net: "
@@ -368,6 +461,9 @@ int bench_svg(FILE *f, const struct bench_row *rows, int n, unsigned secs, const
 			      HEAD_H + (double)PANEL_H * row);
 		row++;
 	}
+	if (nst)
+		stages_section(&c, HEAD_H + (double)PANEL_H * MAX(nt, 1),
+			       (double)c.pw * MAX(ns, 1));
 	fputs("</svg>\n", f);
 	return ferror(f) ? -EIO : 0;
 }

@@ -8,7 +8,11 @@
  * Ethernet frame (broadcast or the peer's MAC) of BENCH_FRAME_MIN to BENCH_FRAME_MAX bytes:
  *   0  destination MAC, 6  source MAC, 12 EtherType BENCH_ETHERTYPE (big-endian),
  *   14 BENCH_MAGIC, 18 the test (enum bench_frame_test), 22 a sequence number,
- *   30 a pattern derived from the sequence number (the guest checks rr's echoes against it).
+ *   30 a pattern derived from the sequence number (the guest checks rr's echoes against it);
+ *   in rr with the guest's trace=1, three guest TSC stamps come first and the pattern starts
+ *   at 54: 30 G0 (it started writing the frame), 38 G1 (right before its notify; 0 if it
+ *   will not notify), 46 G7 (it saw the previous transaction's echo; 0 for the first), for
+ *   lkvm's -n trace=on to break the round trip into stages.
  * Multi-byte fields after the EtherType are little-endian (the x86 guest writes them as-is).
  */
 #define BENCH_ETHERTYPE 0x88b5 /* IEEE local experimental: nothing else on the link uses it */

@@ -15,6 +15,11 @@
  * one (rr: RTT below 0.9x the floor's; tx, rx: more than 1/0.9x the floor's packet rate). */
 #define BENCH_FLOOR_NOISE 0.9
 
+/* The round trip's stages as lkvm's -n trace=on names them (its "trace" stats group), in order:
+ * write, kick, tx, wire, rx, publish, notice (docs: the frame's stamps in lkvm/bench-frame.h). */
+#define BENCH_NSTAGES 7
+extern const char *const bench_stages[BENCH_NSTAGES];
+
 /* One line of the table: a cell (mode x test x size) or a floor. NAN: not applicable. */
 struct bench_row {
 	char mode[32], test[8];
@@ -38,6 +43,11 @@ struct bench_row {
 	/* host_ns and vcpu_ns partly from clock ticks (no schedstat): 10 ms steps, a short cell's
 	 * few ms read 0 */
 	bool cpu_ticks;
+	/* lkvm's rr with -n trace=on: per stage (bench_stages) the median and p99 in ns, the
+	 * transactions that gave them and the clock's error bound; NAN without (QEMU, floors, tx,
+	 * rx, an lkvm with no trace=) */
+	double stage_p50[BENCH_NSTAGES], stage_p99[BENCH_NSTAGES];
+	double trace_transactions, trace_clock_err_ns;
 	unsigned long long guest_frames, lost, peer_frames, peer_drops;
 	unsigned long long tx_pkts, tx_drops, rx_pkts, rx_drops, tap_rx, tap_tx, tap_tx_drops;
 	unsigned long long kicks, trapped, irqs, exits, polls, poll_hits, poll_us, packets;
@@ -47,7 +57,8 @@ struct bench_row {
 
 /* The last line of out that starts with prefix, or NULL. */
 const char *bench_last_line(const char *out, const char *prefix);
-/* lkvm's --stats=json line: the device counters into r (0 where absent). */
+/* lkvm's --stats=json line: the device counters into r (0 where absent) and its "trace" group's
+ * stages (NAN where absent). */
 void bench_parse_stats(struct bench_row *r, const char *stats);
 /* The guest's BENCH line (up to its newline) into r, as r->test says; a count the line does not
  * give as a number from 0 to 2^63 reads 0. */

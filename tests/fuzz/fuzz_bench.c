@@ -11,7 +11,7 @@
  * 3 a schedstat line, 4 /proc/stat's first line. bench_last_line runs on every text. Checked:
  * no crash, no undefined behaviour (UBSan: a guest's "frames=1e300" once converted a double out
  * of range), a name that is NUL-terminated within its buffer, counts that are what a parse can
- * give. */
+ * give, no trace stage without a transaction. */
 static const char *const tests[] = { "tx", "rx", "rr", "notify" };
 
 static void bench_line(const char *text, unsigned sel)
@@ -48,6 +48,10 @@ int fuzz_bench(const uint8_t *data, size_t size)
 		memset(&r, 0, sizeof(r));
 		bench_parse_stats(&r, text);
 		FUZZ_ASSERT(r.packets == r.tx_pkts + r.rx_pkts);
+		/* No stage without a transaction lkvm aggregated. */
+		for (int i = 0; i < BENCH_NSTAGES; i++)
+			FUZZ_ASSERT(r.trace_transactions > 0 ||
+				    (isnan(r.stage_p50[i]) && isnan(r.stage_p99[i])));
 		break;
 	case 2:
 		memset(comm, 'x', sizeof(comm));

@@ -275,6 +275,16 @@ write("bench", "line-notify-qemu", bytes([0x38]) + b"BENCH notify secs=1 notifie
 write("bench", "line-hostile", bytes([0x20]) + b"BENCH rr transactions=1e300 lost=-5 tps=nan lat_median_ns=inf\n")
 write("bench", "stats", b"\x01" + b'{"exits":{"total":1234},"queues":[{"name":"tx0","packets":10,"drops":0,"kicks":3,'
       b'"trapped":0,"irqs":1,"polls":2,"poll_hits":1,"poll_us":5},{"name":"rx0","packets":9,"drops":1}]}')
+# lkvm's -n trace=on: the "trace" group as a named queue row and as an object of its own, and one
+# with values no parse should trust (inf, nan, out of range, no closing brace)
+write("bench", "stats-trace", b"\x01" + b'{"vcpu_exits":{"total":575},"nets":[{"nic":0,"queues":[{"name":"rx0",'
+      b'"packets":9,"drops":0},{"name":"tx0","packets":10,"kicks":3},{"name":"trace","transactions":9,"bad":0,'
+      b'"clock_err_ns":4,"tsc_khz":2596136,'
+      b'"write_p50_ns":100,"write_p99_ns":300,"kick_p50_ns":200,"kick_p99_ns":600,"tx_p50_ns":300,"tx_p99_ns":900,"wire_p50_ns":400,"wire_p99_ns":1200,"rx_p50_ns":500,"rx_p99_ns":1500,"publish_p50_ns":600,"publish_p99_ns":1800,"notice_p50_ns":700,"notice_p99_ns":2100}]}]}')
+write("bench", "stats-trace-group", b"\x01" + b'{"vcpu_exits":{"total":5},"trace":{"transactions":3,"kick_p50_ns":800},'
+      b'"wire_p50_ns":1}')
+write("bench", "stats-trace-hostile", b"\x01" + b'{"name":"trace","transactions":1e400,"clock_err_ns":-inf,'
+      b'"write_p50_ns":nan,"kick_p50_ns":0x1p99,"tx_p50_ns":"12","wire_p99_ns":')
 write("bench", "task-stat", b"\x02" + b"4242 (lkvm-net-tx0) S 1 2 3 0 -1 4194368 0 0 0 0 17 5 0 0 20 0 1 0 100 0 0\n")
 write("bench", "task-stat-paren", b"\x02" + b"4242 (a) b) (c) R 1 2 3 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 100 0 0\n")
 write("bench", "schedstat", b"\x03" + b"79227242 50487885 252\n")

@@ -4,13 +4,16 @@
 
 /*
  * Command line (lkvm -p): bench=tx|rr|rx|notify size=BYTES secs=SECONDS event_idx=0|1 resets=N
+ *   trace=0|1
  *   tx  sends frames of `size` bytes (Ethernet header included, 60-1514) as fast as the TX
  *       ring allows for `secs`, then waits for the device to consume the rest; with resets=N
  *       (0-16) the run is cut into N + 1 equal parts, and between two the device is reset and
  *       set up again once every chain posted came back (a device reset in the middle of
  *       traffic: every frame before it, and those after it, must get out);
  *   rr  sends one frame, waits for the host's echo (same bytes, MAC addresses swapped), repeats;
- *       per-transaction latency from RDTSC (rate from kvm-clock, see clock.c);
+ *       per-transaction latency from RDTSC (rate from kvm-clock, see clock.c); with trace=1
+ *       each frame carries three TSC stamps (lkvm/bench-frame.h) for lkvm's -n trace=on,
+ *       echoed back and checked like the rest;
  *   rx  counts the frames the host sends for `secs`;
  *   notify  writes the TX queue's notify register in a loop for `secs` with no chain posted:
  *       the bare cost of one notification (trapped exit or ioeventfd), the floor of a kick.
@@ -38,6 +41,7 @@ struct bench {
 	u64 secs;
 	u64 resets; /* tx: device resets in the middle of the run */
 	u64 want;   /* the features asked for, again after each reset */
+	bool trace; /* rr: the frame carries the guest's TSC stamps (trace=1) */
 	u8 mac[6];
 	u8 *txbuf, *rxbuf; /* QSIZE buffers of BUF_SIZE each */
 };
@@ -69,14 +73,25 @@ static void build_frame(u8 *buf)
 	bench_frame_head(f, B.mac, B.test);
 }
 
+_Static_assert(BENCH_OFF_T_SEEN + 8 <= BENCH_FRAME_MIN, "the trace stamps fit the smallest frame");
+
+/* The pattern after the sequence number; with trace=1 after the stamps, which it must not
+ * overwrite (the echo is checked byte-exact, stamps included). */
 static void set_seq(u8 *buf, u64 seq, bool pattern)
 {
 	u8 *f = buf + VNET_HDR_LEN;
 
 	memcpy(f + BENCH_OFF_SEQ, &seq, 8);
 	if (pattern)
-		for (u32 j = BENCH_OFF_PATTERN; j < B.size; j++)
+		for (u32 j = B.trace ? BENCH_OFF_T_SEEN + 8 : BENCH_OFF_PATTERN; j < B.size; j++)
 			f[j] = (u8)(seq * 7 + j);
+}
+
+/* trace=1: a TSC stamp into the frame at off (a BENCH_OFF_T_* field). */
+static void set_stamp(u8 *buf, u32 off, u64 tsc)
+{
+	if (B.trace)
+		memcpy(buf + VNET_HDR_LEN + off, &tsc, 8);
 }
 
 static u8 *txslot(u64 i)
@@ -249,6 +264,7 @@ static void run_rr(void)
 {
 	u64 *lat = galloc(MAX_SAMPLES * sizeof(u64), 8);
 	u64 n = 0, lost = 0, bad = 0, stray = 0, seq = 0, bytes = 0, t0, end, ns;
+	u64 seen = 0; /* trace: when the previous echo was seen (G7), 0 if it never came */
 	u64 timeout = ns_to_tsc(RR_TIMEOUT_NS);
 	u64 tx_free[QSIZE], ntx = 0;
 	char secs[32];
@@ -263,7 +279,7 @@ static void run_rr(void)
 	end = t0 + ns_to_tsc(B.secs * 1000000000ull);
 	while (rdtsc() < end && n < MAX_SAMPLES) {
 		void *tok;
-		u64 i, ts, te;
+		u64 i, ts, te, tw;
 		bool matched = false;
 
 		while ((tok = virtq_get(&B.tx, NULL)))
@@ -271,8 +287,14 @@ static void run_rr(void)
 		GUEST_ASSERT(ntx > 0);
 		i = tx_free[--ntx];
 		seq++;
+		tw = rdtsc();
 		set_seq(txslot(i), seq, true);
+		set_stamp(txslot(i), BENCH_OFF_T_WRITE, tw);
+		set_stamp(txslot(i), BENCH_OFF_T_SEEN, seen);
 		ts = rdtsc();
+		/* G1 before the chain is published, not after: from then on the device may copy the
+		 * frame (a polling TX thread does), and a later store would race with its read. */
+		set_stamp(txslot(i), BENCH_OFF_T_KICK, ts);
 		GUEST_ASSERT(post_tx(i));
 		virtq_kick(&B.tx);
 		for (;;) {
@@ -309,6 +331,7 @@ static void run_rr(void)
 			lat[n++] = te - ts;
 		else
 			lost++;
+		seen = matched ? te : 0;
 	}
 	ns = tsc_to_ns(rdtsc() - t0);
 	/* Every frame sent goes out before the count is printed, a lost transaction's too (no
@@ -323,10 +346,10 @@ static void run_rr(void)
 	GUEST_ASSERT(n > 0);
 	sort_u64(lat, n);
 	print_secs(secs, sizeof(secs), ns);
-	gprintf("BENCH test=rr size=%u transactions=%llu secs=%s tps=%llu lat_min_ns=%llu lat_median_ns=%llu lat_p99_ns=%llu lat_max_ns=%llu lost=%llu bad=%llu stray=%llu bytes=%llu kicks=%llu clock=%s\n",
+	gprintf("BENCH test=rr size=%u transactions=%llu secs=%s tps=%llu lat_min_ns=%llu lat_median_ns=%llu lat_p99_ns=%llu lat_max_ns=%llu lost=%llu bad=%llu stray=%llu bytes=%llu kicks=%llu clock=%s%s\n",
 		B.size, n, secs, per_sec(n, ns), tsc_to_ns(lat[0]), tsc_to_ns(lat[n / 2]),
 		tsc_to_ns(lat[n * 99 / 100]), tsc_to_ns(lat[n - 1]), lost, bad, stray, bytes,
-		B.tx.kicks, clock_source());
+		B.tx.kicks, clock_source(), B.trace ? " trace=1" : "");
 	GUEST_ASSERT_EQ(bad, 0);
 }
 
@@ -460,6 +483,10 @@ void guest_main(void)
 	B.resets = cmdline_u64("resets", 0);
 	if (B.resets > 16 || (B.resets && B.test != BENCH_TEST_TX))
 		GUEST_FAIL("resets=%llu: 0-16, and only with bench=tx", B.resets);
+	u64 trace = cmdline_u64("trace", 0);
+	if (trace > 1 || (trace && B.test != BENCH_TEST_RR))
+		GUEST_FAIL("trace=%llu: 0 or 1, and only with bench=rr", trace);
+	B.trace = trace;
 	if (B.size < BENCH_FRAME_MIN || B.size > BENCH_FRAME_MAX)
 		GUEST_FAIL("size=%u outside %u-%u", B.size, BENCH_FRAME_MIN, BENCH_FRAME_MAX);
 	if (B.secs < 1 || B.secs > 600)

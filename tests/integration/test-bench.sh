@@ -141,6 +141,14 @@ t_json() {
 	grep -q "\"host\":\"$(host_kind)\",\"emulated\":$([ "$(host_kind)" = emulated-svm ] && echo true || echo false)," "$JSON" ||
 		{ fail "JSON does not name the host $(host_kind)"; return; }
 	grep -q "^# host: $(host_kind)" "$LOG_DIR/bench.log" || { fail "the table does not name the host $(host_kind)"; return; }
+	# The rr breakdown's columns are in every row; only lkvm's rr rows (with -n trace=) may
+	# fill them: QEMU's, the floors' and tx and rx rows have none.
+	local n
+	n=$(grep -c '"mode"' "$JSON")
+	[ "$(grep -c '"stage_notice_p99_ns":[^,]*,"trace_transactions":' "$JSON")" = "$n" ] ||
+		{ fail "a JSON row without the stage columns"; return; }
+	grep '"mode"' "$JSON" | grep -v '"test":"rr",.*"vmm":"lkvm"' | grep -v '"trace_transactions":null,' &&
+		{ fail "a row other than lkvm's rr with trace figures"; return; }
 	if command -v python3 >/dev/null 2>&1; then
 		python3 -m json.tool "$JSON" >/dev/null 2>"$OUT/json.err" || fail "python3 cannot parse $JSON: $(head -c 200 "$OUT/json.err")"
 		return

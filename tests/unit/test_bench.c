@@ -1,4 +1,4 @@
-/* lkvm bench net's pieces without a VM: /proc parsing for its CPU accounting (stat, schedstat), vCPU thread names, and its charts (panels, bars, floors, colours). */
+/* lkvm bench net's pieces without a VM: /proc parsing for its CPU accounting (stat, schedstat), lkvm's stats line (the trace group), vCPU thread names, and its charts (panels, bars, floors, colours, the rr stages). */
 #include <check.h>
 #include <errno.h>
 #include <math.h>
@@ -314,6 +314,123 @@ START_TEST(chart_full_matrix)
 }
 END_TEST
 
+/* lkvm's traced rr rows (-n trace=on) get a stacked bar of their stages under the panels, with
+ * the RTT median as a tick; QEMU's rows, untraced rows and the CPU chart have none. */
+START_TEST(chart_stages)
+{
+	struct bench_row rows[] = {
+		row("floor/peer", "rr", true, false, NULL, NULL, NAN, 4.2, 2100),
+		row("ioeventfd", "rr", false, false, "kick, ioeventfd", "on", NAN, 33.3, 9000),
+		row("poll", "rr", false, false, "poll, ioeventfd", "on", NAN, 30.2, 13000),
+		row("qemu/bh", "rr", false, true, "kick, ioeventfd", NULL, NAN, 36.2, 9061),
+		row("ioeventfd", "tx", false, false, "kick, ioeventfd", "on", 700000, NAN, 1358),
+	};
+	static const double p50[BENCH_NSTAGES] = { 150, 9000, 2100, 6000, 1500, 90, 12000 };
+	char *svg, *cpu;
+
+	svg = chart(rows, ARRAY_SIZE(rows), false);
+	ck_assert_ptr_null(strstr(svg, "class=\"stages\"")); /* nothing traced: no section */
+	free(svg);
+	for (int s = 0; s < BENCH_NSTAGES; s++) {
+		rows[1].stage_p50[s] = p50[s];
+		rows[1].stage_p99[s] = 2 * p50[s];
+		rows[3].stage_p50[s] = p50[s]; /* QEMU's would-be figures: not shown */
+	}
+	rows[1].trace_transactions = 90000;
+	rows[3].trace_transactions = 90000;
+	rows[4].trace_transactions = 90000; /* a tx row: never a breakdown */
+	rows[2].trace_transactions = 0;	    /* poll traced, no transaction aggregated */
+	svg = chart(rows, ARRAY_SIZE(rows), false);
+	ck_assert_int_eq(count(svg, "class=\"stages\""), 1);
+	ck_assert_int_eq(count(svg, "class=\"stage\""), BENCH_NSTAGES);
+	ck_assert_int_eq(count(svg, "data-mode=\"ioeventfd\" data-size=\"64\" data-stage="),
+			 BENCH_NSTAGES);
+	ck_assert_ptr_nonnull(strstr(svg, "data-stage=\"wire\" data-value=\"6.000\""));
+	ck_assert_ptr_nonnull(strstr(svg, "data-stage=\"notice\" data-value=\"12.000\""));
+	ck_assert_ptr_nonnull(strstr(svg, "class=\"stage-rtt\" data-value=\"33.300\""));
+	ck_assert_ptr_nonnull(strstr(svg, "30.8 us (RTT 33.3)")); /* the stages' sum beside it */
+	ck_assert_ptr_null(strstr(svg, "data-mode=\"qemu/bh\" data-size"));
+	cpu = chart(rows, ARRAY_SIZE(rows), true);
+	ck_assert_ptr_null(strstr(cpu, "class=\"stages\""));
+	if (getenv("BENCH_STAGES_OUT")) { /* to look at: rsvg-convert -o x.png $BENCH_STAGES_OUT */
+		FILE *f = fopen(getenv("BENCH_STAGES_OUT"), "w");
+
+		ck_assert_ptr_nonnull(f);
+		fputs(svg, f);
+		fclose(f);
+	}
+	free(svg);
+	free(cpu);
+}
+END_TEST
+
+/* lkvm's --stats=json line as an rr cell gives it, with (trace) or without lkvm's "trace" group. */
+#define STATS_HEAD                                                                                         \
+	"{\"vcpu_exits\":{\"total\":575,\"io\":521},\"nets\":[{\"nic\":0,\"queues\":["                     \
+	"{\"name\":\"rx0\",\"kicks\":1,\"irqs\":12,\"packets\":43598,\"drops\":0,\"pkts_per_kick\":1.00}," \
+	"{\"name\":\"tx0\",\"kicks\":43450,\"packets\":43598,\"drops\":0,\"pkts_per_kick\":null}"
+#define STATS_TAIL "]}],\"disks\":[]}"
+
+START_TEST(stats_trace_group)
+{
+	struct bench_row r = { .size = 64 };
+
+	bench_parse_stats(
+		&r, STATS_HEAD
+		",{\"name\":\"trace\",\"transactions\":43597,\"bad\":1,\"clock_err_ns\":0,"
+		"\"tsc_khz\":2596136,\"write_p50_ns\":120,\"write_p99_ns\":300,"
+		"\"kick_p50_ns\":9000,\"kick_p99_ns\":15000,\"tx_p50_ns\":2100,"
+		"\"tx_p99_ns\":4000,\"wire_p50_ns\":6000,\"wire_p99_ns\":9000,"
+		"\"rx_p50_ns\":1500,\"rx_p99_ns\":2500,\"publish_p50_ns\":90,"
+		"\"publish_p99_ns\":200,\"notice_p50_ns\":400,\"notice_p99_ns\":"
+		"1200,\"pkts_per_kick\":null}" STATS_TAIL);
+	ck_assert_uint_eq(r.tx_pkts, 43598); /* the queues still read */
+	ck_assert_uint_eq(r.kicks, 43451);
+	ck_assert_double_eq(r.trace_transactions, 43597);
+	ck_assert_double_eq(r.trace_clock_err_ns, 0);
+	ck_assert_str_eq(bench_stages[0], "write");
+	ck_assert_str_eq(bench_stages[BENCH_NSTAGES - 1], "notice");
+	ck_assert_double_eq(r.stage_p50[0], 120);
+	ck_assert_double_eq(r.stage_p99[1], 15000);
+	ck_assert_double_eq(r.stage_p50[3], 6000);
+	ck_assert_double_eq(r.stage_p99[5], 200);
+	ck_assert_double_eq(r.stage_p50[6], 400);
+	ck_assert_double_eq(r.stage_p99[6], 1200);
+
+	/* The group as an object of its own ("trace":{...}) reads the same; a stage it lacks
+	 * reads NAN, not 0. */
+	bench_parse_stats(&r, "{\"vcpu_exits\":{\"total\":5},\"trace\":{\"transactions\":10,"
+			      "\"clock_err_ns\":7,\"kick_p50_ns\":800},\"wire_p50_ns\":99}");
+	ck_assert_double_eq(r.trace_transactions, 10);
+	ck_assert_double_eq(r.trace_clock_err_ns, 7);
+	ck_assert_double_eq(r.stage_p50[1], 800);
+	ck_assert(isnan(r.stage_p50[3])); /* past the group's '}': another object's */
+	ck_assert(isnan(r.stage_p99[1]));
+}
+END_TEST
+
+START_TEST(stats_no_trace_group)
+{
+	struct bench_row r = { .size = 64 };
+
+	bench_parse_stats(&r, STATS_HEAD STATS_TAIL);
+	ck_assert_uint_eq(r.rx_pkts, 43598);
+	ck_assert_uint_eq(r.exits, 575);
+	ck_assert(isnan(r.trace_transactions));
+	ck_assert(isnan(r.trace_clock_err_ns));
+	for (int s = 0; s < BENCH_NSTAGES; s++)
+		ck_assert(isnan(r.stage_p50[s]) && isnan(r.stage_p99[s]));
+
+	/* A group with no transaction aggregated (no echo came back) has no stages either. */
+	bench_parse_stats(&r, STATS_HEAD ",{\"name\":\"trace\",\"transactions\":0,"
+					 "\"kick_p50_ns\":0}" STATS_TAIL);
+	ck_assert_double_eq(r.trace_transactions, 0);
+	ck_assert(isnan(r.stage_p50[1]));
+	bench_parse_stats(&r, NULL);
+	ck_assert(isnan(r.trace_transactions) && isnan(r.stage_p50[0]));
+}
+END_TEST
+
 static Suite *bench_suite(void)
 {
 	Suite *s = suite_create("bench");
@@ -328,6 +445,9 @@ static Suite *bench_suite(void)
 	tcase_add_test(tc, thread_cpu_split);
 	tcase_add_test(tc, chart_panels_bars_floors);
 	tcase_add_test(tc, chart_full_matrix);
+	tcase_add_test(tc, chart_stages);
+	tcase_add_test(tc, stats_trace_group);
+	tcase_add_test(tc, stats_no_trace_group);
 	suite_add_tcase(s, tc);
 	return s;
 }
