@@ -62,6 +62,7 @@ struct net_worker {
 	 * frame): the stamps of the bench frame in hand (net-queue.c's trace_*). */
 	struct net_trace *trace;
 	u64 tr_pass;   /* host TSC when this drain pass began: T2 (TX), T4 (RX) */
+	u64 tr_send;   /* TX: T3, when the send call that took the frame began */
 	u64 tr_seq;    /* RX: the echo in the guest's buffers, not yet published */
 	u64 tr_copied; /* RX: T5, when it was copied there */
 	bool tr_held;  /* RX: tr_seq waits for flush_pending (T6) */
@@ -265,6 +266,13 @@ static inline void trace_pass(struct net_worker *w)
 {
 	if (w->trace)
 		w->tr_pass = net_trace_now();
+}
+/* T3 is taken before the send call, not after it returns: the echo can reach the RX thread
+ * while the write is still returning (a polling TX thread, a spinning peer), which made T4 < T3. */
+static inline void trace_send(struct net_worker *w)
+{
+	if (w->trace)
+		w->tr_send = net_trace_now();
 }
 void trace_tx_sent(struct net_worker *w, const struct iovec *iov, int cnt);
 void trace_rx_copied(struct net_worker *w, const struct iovec *iov, int cnt);

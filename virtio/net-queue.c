@@ -106,11 +106,10 @@ void flush_pending(struct net_worker *w)
 
 void trace_tx_sent(struct net_worker *w, const struct iovec *iov, int cnt)
 {
-	u64 t3 = net_trace_now();
 	struct net_trace_frame f;
 
 	if (net_trace_frame(iov, cnt, HDR_LEN, &f))
-		net_trace_tx(w->trace, &f, w->tr_pass, t3);
+		net_trace_tx(w->trace, &f, w->tr_pass, w->tr_send);
 }
 
 void trace_rx_copied(struct net_worker *w, const struct iovec *iov, int cnt)

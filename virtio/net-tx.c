@@ -35,6 +35,7 @@ static bool tx_one(struct net_worker *w, struct net_backend *be, const struct vq
 		ssize_t r;
 
 		stat_add(&st->calls, 1);
+		trace_send(w);
 		r = be->ops->send(be, e->iov, e->out_num);
 
 		if (r >= 0) {
@@ -118,6 +119,7 @@ static int tx_send_batch(struct net_tx *t, struct net_backend *be, int n)
 		ret = 0;
 		if (w->batch) {
 			stat_add(&st->calls, 1);
+			trace_send(w);
 			ret = be->ops->send_batch(be, t->io, m);
 			if (ret == NET_BATCH_IN_DOUBT) {
 				batch_in_doubt(w);
