@@ -9,7 +9,8 @@
 
 /* Input: an 8-byte header, then the first bytes of guest RAM (the rest is zero).
  *   u8 mode: bit 0 serve the control queue, else bit 3 RX, else TX; bit 1 two queue pairs
- *            with MQ, bit 2 the data queue of pair 1 (with bit 1), bits 4-5 rounds - 1;
+ *            with MQ, bit 2 the data queue of pair 1 (with bit 1), bits 4-5 rounds - 1,
+ *            bit 6 -n trace=on (bench frames' stamps read from TX chains and RX frames);
  *   u8 queue size log2 (mod 7: 1..64); u8 feature bits (0 EVENT_IDX, 1 INDIRECT_DESC,
  *   2 MRG_RXBUF, 3 CTRL_RX, 4 CSUM + HOST_TSO4/6); u8 RX frames the host sends before each
  *   round (bits 0-2: how many, bits 3-7: where in a list of sizes to start); u8 avail->idx
@@ -59,7 +60,7 @@ int fuzz_net(const uint8_t *data, size_t size)
 	int rounds = ((mode >> 4) & 3) + 1;
 	u16 qsize = (u16)(1u << (qlog % 7));
 	u64 f = features_from(fbits, mq);
-	struct net_opts o = { .mode = NET_MODE_FAKE, .queue_pairs = pairs };
+	struct net_opts o = { .mode = NET_MODE_FAKE, .queue_pairs = pairs, .trace = mode & 0x40 };
 	struct net_backend *be[NET_MAX_QUEUE_PAIRS] = { 0 }, *mine[NET_MAX_QUEUE_PAIRS];
 	struct virtio_device *vdev;
 	struct virtio_net *n;

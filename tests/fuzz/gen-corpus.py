@@ -113,6 +113,18 @@ net("tx-gso", 0, 3, 16, [0, 0, 0, 0], [[(gso + eth, False)], [(vnet_hdr, False)]
 net("tx-mq", 6, 3, 0, [0, 0, 0, 0], [[(vnet_hdr + eth, False)]])
 
 
+def bench_frame(seq):
+    """An rr bench frame (include/lkvm/bench-frame.h) with the guest's three TSC stamps."""
+    f = bytes.fromhex("ffffffffffff525400123456 88b5".replace(" ", ""))
+    f += struct.pack("<IIQQQQ", 0x42564B4C, 2, seq, 1000 * seq, 1000 * seq + 100, 1000 * seq - 900)
+    return f + bytes(64 - len(f))
+
+
+# -n trace=on: two transactions' frames, the second bringing the first's "seen" stamp.
+net("tx-trace", 0x40 | 0x10, 3, 0, [0, 0, 0, 0], [[(vnet_hdr + bench_frame(1), False)],
+                                                  [(vnet_hdr[:6], False), (vnet_hdr[6:] + bench_frame(2), False)]])
+
+
 def rx(name, fbits, frames, bufs, mode=8):
     """RX: `bufs` writable buffers of these sizes, one chain each; `frames` = the pad byte."""
     r = Ram(0x4000)
