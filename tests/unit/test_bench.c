@@ -9,6 +9,21 @@
 #include "check_main.h"
 #include "lkvm/bench.h"
 
+/* The chart into the file the environment variable env names, if it is set, to look at:
+ * rsvg-convert -o x.png FILE. */
+static void save_svg(const char *env, const char *svg)
+{
+	const char *path = getenv(env);
+	FILE *f;
+
+	if (!path)
+		return;
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(svg, f);
+	fclose(f);
+}
+
 START_TEST(task_stat_parses)
 {
 	char comm[16];
@@ -303,13 +318,7 @@ START_TEST(chart_full_matrix)
 	ck_assert_int_ge(atoi(w + 7), 64 + 92 + 5 * (3 * 46 + 30));
 	ck_assert_ptr_nonnull(strstr(svg, "width=\"44.0\"")); /* a bar: 46 px less its 2 px gap */
 	ck_assert_ptr_nonnull(strstr(svg, "*: taken while other processes kept the host busy"));
-	if (getenv("BENCH_SVG_OUT")) { /* to look at: rsvg-convert -o x.png $BENCH_SVG_OUT */
-		FILE *f = fopen(getenv("BENCH_SVG_OUT"), "w");
-
-		ck_assert_ptr_nonnull(f);
-		fputs(svg, f);
-		fclose(f);
-	}
+	save_svg("BENCH_SVG_OUT", svg);
 	free(svg);
 }
 END_TEST
@@ -352,13 +361,7 @@ START_TEST(chart_stages)
 	ck_assert_ptr_null(strstr(svg, "data-mode=\"qemu/bh\" data-size"));
 	cpu = chart(rows, ARRAY_SIZE(rows), true);
 	ck_assert_ptr_null(strstr(cpu, "class=\"stages\""));
-	if (getenv("BENCH_STAGES_OUT")) { /* to look at: rsvg-convert -o x.png $BENCH_STAGES_OUT */
-		FILE *f = fopen(getenv("BENCH_STAGES_OUT"), "w");
-
-		ck_assert_ptr_nonnull(f);
-		fputs(svg, f);
-		fclose(f);
-	}
+	save_svg("BENCH_STAGES_OUT", svg);
 	free(svg);
 	free(cpu);
 }
