@@ -64,6 +64,7 @@ struct net_worker {
 	u64 tr_pass;   /* host TSC when this drain pass began: T2 (TX), T4 (RX) */
 	u64 tr_send;   /* TX: T3, when the send call that took the frame began */
 	u64 tr_seq;    /* RX: the echo in the guest's buffers, not yet published */
+	u64 tr_read;   /* RX: its T4 (tr_pass when it was copied; a later frame restamps tr_pass) */
 	u64 tr_copied; /* RX: T5, when it was copied there */
 	bool tr_held;  /* RX: tr_seq waits for flush_pending (T6) */
 };
@@ -75,8 +76,9 @@ enum tx_state { TXS_SEND, TXS_DONE };
 
 struct net_tx {
 	struct net_worker w;
-	u64 poll_budget_ns; /* tx=poll: the next window's length (adapts, <= poll_max_ns) */
-	u64 poll_missed_at; /* tx=poll: start of the last window that ran out (0: none since) */
+	u64 poll_budget_ns;   /* tx=poll: the next window's length (adapts, <= poll_max_ns) */
+	u64 poll_missed_at;   /* tx=poll: start of the last window that ran out (0: none since) */
+	u64 poll_sleep_until; /* tx=poll: pause by sleeping until then (a yield was slow) */
 	/* batch=on: the chains of a batch, popped into elems. */
 	struct vq_elem *elems;
 	u8 *txs; /* enum tx_state per elems[i] */

@@ -96,7 +96,7 @@ void flush_pending(struct net_worker *w)
 	/* T6: the echo's used index is published now. Read before the store: read after it, a
 	 * guest polling the ring could see the index before the stamp (notice < 0). */
 	if (w->tr_held) {
-		net_trace_rx(w->trace, w->tr_seq, w->tr_pass, w->tr_copied, net_trace_now());
+		net_trace_rx(w->trace, w->tr_seq, w->tr_read, w->tr_copied, net_trace_now());
 		w->tr_held = false;
 	}
 	vq_flush(&q->vq, w->pending);
@@ -120,6 +120,7 @@ void trace_rx_copied(struct net_worker *w, const struct iovec *iov, int cnt)
 	if (!net_trace_frame(iov, cnt, HDR_LEN, &f))
 		return;
 	w->tr_seq = f.seq;
+	w->tr_read = w->tr_pass;
 	w->tr_copied = t5;
 	w->tr_held = true;
 }

@@ -314,8 +314,11 @@ static enum rx_wait rx_drain(struct net_rx *rx)
 	while (path->more(rx, frames) && !leaving(w)) {
 		enum rx_step r = path->step(rx, &frames, &next);
 
-		if (r == RX_STEP_NEXT)
+		if (r == RX_STEP_NEXT) {
+			trace_pass(
+				w); /* the next frame's T4: when it is looked for (see tx_pass) */
 			continue;
+		}
 		if (r == RX_STEP_DRY) {
 			flush_pending(w);
 			if (vq_enable_notify(vq)) {
