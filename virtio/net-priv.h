@@ -76,9 +76,9 @@ enum tx_state { TXS_SEND, TXS_DONE };
 
 struct net_tx {
 	struct net_worker w;
-	u64 poll_budget_ns;   /* tx=poll: the next window's length (adapts, <= poll_max_ns) */
-	u64 poll_missed_at;   /* tx=poll: start of the last window that ran out (0: none since) */
-	u64 poll_sleep_until; /* tx=poll: pause by sleeping until then (a yield was slow) */
+	u64 poll_budget_ns;	/* tx=poll: the next window's length (adapts, <= poll_max_ns) */
+	u64 poll_missed_at;	/* tx=poll: start of the last window that ran out (0: none since) */
+	u64 poll_backoff_until; /* tx=poll: no window before then (a yield was slow) */
 	/* batch=on: the chains of a batch, popped into elems. */
 	struct vq_elem *elems;
 	u8 *txs; /* enum tx_state per elems[i] */
@@ -215,9 +215,8 @@ struct virtio_net {
 
 	/* TX strategy (-n tx=...), fixed at creation. */
 	enum net_tx_mode tx_mode;
-	u64 tx_timer_ns;    /* tx=timer: how long notifications stay off after a notify */
-	u64 poll_max_ns;    /* tx=poll: upper bound of a poll window */
-	bool coarse_timers; /* the host's sleeps round up to its tick (no high-res timers) */
+	u64 tx_timer_ns;	    /* tx=timer: how long notifications stay off after a notify */
+	u64 poll_max_ns;	    /* tx=poll: upper bound of a poll window */
 	virtio_net_tx_hook tx_hook; /* tests: called between drain and re-enable */
 	void *tx_hook_arg;
 	struct ratelimit log_rl; /* messages a guest (or the host network) can repeat */
@@ -288,7 +287,6 @@ int net_tx_alloc(struct net_worker *w);
 void net_tx_free(struct net_worker *w);
 void net_tx_thread(void *arg);
 void net_tx_serve(struct net_worker *w);
-bool net_timers_coarse(void);
 
 int net_rx_alloc(struct net_worker *w);
 void net_rx_free(struct net_worker *w);

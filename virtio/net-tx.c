@@ -260,44 +260,23 @@ static bool tx_reenable(struct net_worker *w)
 /* Smallest poll window: below this a window costs more in clock reads than it can save. */
 #define POLL_MIN_NS 1000ull
 /*
- * The pause between two looks at the ring. A yield first: on an idle host the threads a
+ * Between two looks at the ring the thread yields its core. On an idle host the threads a
  * round trip needs next (net-peer woken by our write, the RX thread woken by the echo) are
- * woken onto the poller's core and a yield hands it to them at once, where a spinning poller
- * would keep it until the scheduler's next preemption check, and where a sleep costs the
- * host's timer wake-up (13-22 us on the PVM hosts whatever the length asked, measured with
+ * woken onto the poller's core, and a yield hands it to them at once, where a spinning poller
+ * would keep it until the scheduler's next preemption check and a sleep costs the host's
+ * timer wake-up (13-22 us on the PVM hosts whatever the length asked, measured with
  * clock_nanosleep: rr poll 30 us with 2 us sleeps, 19 us with yields). But a yield to a
- * thread that is busy, not woken (a vCPU sharing the core), returns only when that thread's
- * slice ends, milliseconds later (64-byte tx on a loaded host: 81 Kpps yielding, 341 Kpps
- * sleeping). So a yield that took NET_POLL_YIELD_SLOW_NS (no wake-up runs that long) switches
- * the thread to sleeping pauses for NET_POLL_SLEEP_SPAN_NS, then it tries a yield again: at
- * most one slice lost per span. Where the host has no high-resolution timers (clock_getres
- * coarser than POLL_COARSE_NS, e.g. highres=off, as in the emulated host) every sleep lasts a
- * whole tick (4 ms at HZ=250), longer than any window, and it always yields.
+ * thread that is busy, not woken (a vCPU, any other process sharing the core), returns only
+ * when that thread's slice ends, milliseconds later (64-byte tx on a loaded host: 81 Kpps
+ * yielding where 2 us sleeps gave 341 Kpps), and on such a host sleeping pauses lose to kicks
+ * too (rr with one busy process beside it: 53.6 us polling with sleeps, 43.0 us kicked). So a
+ * yield that took NET_POLL_YIELD_SLOW_NS (no woken thread runs that long) says the core is
+ * contended: the thread stops polling for NET_POLL_BACKOFF_NS, each drain ending as tx=kick's
+ * does, then tries again; at most one slice is lost per backoff.
  */
-#define POLL_PAUSE_NS 2000
-#define POLL_COARSE_NS 10000
-
-enum net_poll_pause virtio_net_poll_pause(u64 now, u64 sleep_until, bool coarse)
+u64 virtio_net_poll_yielded(u64 backoff_until, u64 start, u64 end)
 {
-	return coarse || now >= sleep_until ? NET_PAUSE_YIELD : NET_PAUSE_SLEEP;
-}
-
-u64 virtio_net_poll_yielded(u64 sleep_until, u64 start, u64 end)
-{
-	return end - start >= NET_POLL_YIELD_SLOW_NS ? end + NET_POLL_SLEEP_SPAN_NS : sleep_until;
-}
-
-/* One pause of a poll window at `now`; this thread's pacing only. */
-static void tx_poll_pause(struct net_tx *tx, u64 now)
-{
-	if (virtio_net_poll_pause(now, tx->poll_sleep_until, tx->w.n->coarse_timers) ==
-	    NET_PAUSE_SLEEP) {
-		clock_nanosleep(CLOCK_MONOTONIC, 0, &(struct timespec){ .tv_nsec = POLL_PAUSE_NS },
-				NULL);
-		return;
-	}
-	sched_yield();
-	tx->poll_sleep_until = virtio_net_poll_yielded(tx->poll_sleep_until, now, now_ns());
+	return end - start >= NET_POLL_YIELD_SLOW_NS ? end + NET_POLL_BACKOFF_NS : backoff_until;
 }
 
 u64 virtio_net_poll_budget(u64 budget, u64 max_ns, bool hit, u64 gap_ns)
@@ -311,18 +290,10 @@ u64 virtio_net_poll_budget(u64 budget, u64 max_ns, bool hit, u64 gap_ns)
 	return MAX(budget / 2, lo);
 }
 
-/* True when the host's sleeps cannot be shorter than POLL_COARSE_NS. */
-bool net_timers_coarse(void)
-{
-	struct timespec res;
-
-	return !clock_getres(CLOCK_MONOTONIC, &res) && (res.tv_sec || res.tv_nsec > POLL_COARSE_NS);
-}
-
 /*
  * tx=poll: with notifications still off, watch the avail ring for at most the current
- * budget, a bound in time, never in retries. Between looks the thread pauses
- * (tx_poll_pause): on a 2-core host a spinning device thread would take the vCPU's core.
+ * budget, a bound in time, never in retries. Between looks the thread yields (why: above
+ * virtio_net_poll_yielded); none while it backs off from a contended core.
  * The budget adapts like KVM's halt-polling (virtio_net_poll_budget): a window that found
  * a chain doubles it; for one that ran out, the next kick decides (tx_poll_kicked): a
  * kick within poll_max_ns of the window's start would have been caught by a longer
@@ -336,9 +307,11 @@ static bool tx_poll(struct net_tx *tx)
 	struct net_worker *w = &tx->w;
 	struct virtio_net *n = w->n;
 	struct virtio_queue *q = &n->vdev.q[w->qi];
-	u64 t0 = now_ns(), t = t0, budget = tx->poll_budget_ns;
-	bool found = false;
+	u64 t0 = now_ns(), t = t0, t0_yield, budget = tx->poll_budget_ns;
+	bool found = false, contended = false;
 
+	if (t0 < tx->poll_backoff_until)
+		return false;
 	stat_add(&q->stats.polls, 1);
 	while (!leaving(w)) {
 		if (vq_has_avail(&q->vq)) {
@@ -347,8 +320,15 @@ static bool tx_poll(struct net_tx *tx)
 		}
 		if (t - t0 >= budget)
 			break;
-		tx_poll_pause(tx, t);
+		sched_yield();
+		t0_yield = t;
 		t = now_ns();
+		tx->poll_backoff_until =
+			virtio_net_poll_yielded(tx->poll_backoff_until, t0_yield, t);
+		if (t < tx->poll_backoff_until) {
+			contended = true;
+			break;
+		}
 	}
 	t = now_ns();
 	stat_add(&q->stats.poll_ns, t - t0);
@@ -357,7 +337,8 @@ static bool tx_poll(struct net_tx *tx)
 		tx->poll_budget_ns = virtio_net_poll_budget(budget, n->poll_max_ns, true, 0);
 		tx->poll_missed_at = 0;
 	} else {
-		tx->poll_missed_at = t0;
+		/* A window cut short by a contended core says nothing of the guest's pace. */
+		tx->poll_missed_at = contended ? 0 : t0;
 	}
 	return found;
 }

@@ -413,7 +413,6 @@ static void net_init(struct virtio_net *n, struct kvm *kvm, const struct net_opt
 	n->tx_mode = o->tx_mode;
 	n->tx_timer_ns = 1000ull * (o->tx_timer_us ? o->tx_timer_us : NET_TX_TIMER_US_DEFAULT);
 	n->poll_max_ns = 1000ull * (o->poll_us ? o->poll_us : NET_POLL_US_DEFAULT);
-	n->coarse_timers = net_timers_coarse();
 	n->batch = o->batch;
 	for (int i = 0; i < pairs; i++)
 		n->batch &= be[i]->ops->send_batch && be[i]->ops->recv_batch;

@@ -66,19 +66,13 @@ void virtio_net_stats(struct virtio_net *n, struct stats_visitor *v);
  * have caught it), else halve. Pure, for the unit tests. */
 u64 virtio_net_poll_budget(u64 budget, u64 max_ns, bool hit, u64 gap_ns);
 
-/* How tx=poll waits between two looks at the ring (net-tx.c says why). */
-enum net_poll_pause { NET_PAUSE_YIELD, NET_PAUSE_SLEEP };
-
-/* The pause to take at `now` (ns): a yield, unless a slow yield set sleep_until past now or
- * the host's sleeps are coarse (then always a yield). Pure, for the unit tests. */
-enum net_poll_pause virtio_net_poll_pause(u64 now, u64 sleep_until, bool coarse);
-
-/* After a yield that began at `start` and returned at `end`: the new sleep_until. A yield
- * that took NET_POLL_YIELD_SLOW_NS or more gave the core to a busy thread for its whole
- * slice: sleep for the next NET_POLL_SLEEP_SPAN_NS, then try yielding again. Pure. */
-u64 virtio_net_poll_yielded(u64 sleep_until, u64 start, u64 end);
+/* tx=poll after a yield between two looks that began at `start` and returned at `end`: the
+ * new end of its backoff (no polling before then; 0 or past: none). A yield that took
+ * NET_POLL_YIELD_SLOW_NS or more gave the core to a busy thread for its whole slice: back off
+ * for NET_POLL_BACKOFF_NS from its end; a quicker one leaves backoff_until as it is. Pure. */
+u64 virtio_net_poll_yielded(u64 backoff_until, u64 start, u64 end);
 #define NET_POLL_YIELD_SLOW_NS 250000ull
-#define NET_POLL_SLEEP_SPAN_NS 100000000ull
+#define NET_POLL_BACKOFF_NS 100000000ull
 
 /* Pause support: park the device's threads (each finishes the frame it is on and touches
  * nothing more; chains still in the rings stay there), and let them go on. No-op when the

@@ -381,27 +381,21 @@ START_TEST(tx_race_no_chain_unseen)
 }
 END_TEST
 
-/* tx=poll's pause: yield while yields are quick; one that took a busy thread's slice switches
- * to sleeping pauses for a span, then yielding is tried again; coarse timers always yield. */
-START_TEST(poll_pause_paces)
+/* tx=poll's backoff: a quick yield (a woken thread ran for a few us) changes nothing; one that
+ * took a busy thread's slice stops polling for NET_POLL_BACKOFF_NS from its end; a quick one
+ * during a backoff leaves it as it is. */
+START_TEST(poll_backoff_on_slow_yield)
 {
-	const u64 t0 = 5000000000ull, slow = NET_POLL_YIELD_SLOW_NS, span = NET_POLL_SLEEP_SPAN_NS;
-	u64 until;
+	const u64 t0 = 5000000000ull, slow = NET_POLL_YIELD_SLOW_NS;
 
-	ck_assert_int_eq(virtio_net_poll_pause(t0, 0, false), NET_PAUSE_YIELD);
-	/* A yield that handed the core to a woken thread for a few us: keep yielding. */
 	ck_assert_uint_eq(virtio_net_poll_yielded(0, t0, t0 + 8000), 0);
 	ck_assert_uint_eq(virtio_net_poll_yielded(0, t0, t0 + slow - 1), 0);
-	/* One that waited out a busy thread's slice: sleep for the span from its end. */
-	until = virtio_net_poll_yielded(0, t0, t0 + slow);
-	ck_assert_uint_eq(until, t0 + slow + span);
-	ck_assert_int_eq(virtio_net_poll_pause(t0 + slow, until, false), NET_PAUSE_SLEEP);
-	ck_assert_int_eq(virtio_net_poll_pause(until - 1, until, false), NET_PAUSE_SLEEP);
-	ck_assert_int_eq(virtio_net_poll_pause(until, until, false), NET_PAUSE_YIELD);
-	/* Without high-resolution timers a sleep lasts a tick: always yield. */
-	ck_assert_int_eq(virtio_net_poll_pause(t0 + slow, until, true), NET_PAUSE_YIELD);
-	/* A quick yield leaves a running span alone. */
-	ck_assert_uint_eq(virtio_net_poll_yielded(until, until, until + 1000), until);
+	ck_assert_uint_eq(virtio_net_poll_yielded(0, t0, t0 + slow),
+			  t0 + slow + NET_POLL_BACKOFF_NS);
+	ck_assert_uint_eq(virtio_net_poll_yielded(t0 + 7, t0, t0 + 1000), t0 + 7);
+	/* The next slow one, after the backoff ended, starts a new one from its own end. */
+	ck_assert_uint_eq(virtio_net_poll_yielded(t0, t0 + 2 * slow, t0 + 4 * slow),
+			  t0 + 4 * slow + NET_POLL_BACKOFF_NS);
 }
 END_TEST
 
@@ -600,7 +594,7 @@ static void add_both_paths(TCase *tc)
 	tcase_add_loop_test(tc, tx_unkicked_chains_while_off, 0, (int)ARRAY_SIZE(mode_cases));
 	tcase_add_loop_test(tc, tx_race_no_chain_unseen, 0, (int)ARRAY_SIZE(mode_cases));
 	tcase_add_test(tc, poll_budget_adapts);
-	tcase_add_test(tc, poll_pause_paces);
+	tcase_add_test(tc, poll_backoff_on_slow_yield);
 }
 
 static void batch_own(TCase *tc)
