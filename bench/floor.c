@@ -217,10 +217,8 @@ static bool await_echo(int fd, const unsigned char *sent, unsigned size, u64 seq
 	return false;
 }
 
-/* One frame into the tap, net-peer echoes it, the thread polls until it is back: rr without a
- * VM. floor/peer's net-peer runs spin-echo (it polls without sleeping too): the wire's own
- * cost. floor/peer-echo's runs echo, as it does for the VMs' rr cells: a round trip then
- * pays net-peer's wake-up, which no VMM can take out of theirs. */
+/* One frame into the tap, net-peer echoes it (spin-echo: it polls without sleeping too), the
+ * thread polls until it is back: rr without a VM. */
 void bench_floor_peer_echo(struct bench *b, int fd, struct bench_row *r)
 {
 	unsigned char f[BENCH_FRAME_MAX];

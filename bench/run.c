@@ -133,12 +133,13 @@ static void run_notify_floor(struct bench *b, bool trap, int q)
 	bench_progress(b, notify_floor(b, trap, q));
 }
 
-/* A floor (row `name`) that runs in this process on the tap while net-peer runs in peer_mode. */
-static void run_host_floor(struct bench *b, const char *name, const char *test,
-			   const char *peer_mode, unsigned size,
+/* A floor that runs in this process on the tap while net-peer runs in peer_mode. */
+static void run_host_floor(struct bench *b, const char *test, const char *peer_mode, unsigned size,
 			   void (*fn)(struct bench *, int, struct bench_row *))
 {
-	struct bench_row *r = new_row(b, name, test, size, true);
+	static const char *const names[] = { "floor/tap", "floor/tap", "floor/peer" };
+	int which = !strcmp(test, "tx") ? 0 : !strcmp(test, "rx") ? 1 : 2;
+	struct bench_row *r = new_row(b, names[which], test, size, true);
 	struct bench_load l;
 	struct peer_run p;
 	char log[PATH_MAX];
@@ -321,7 +322,7 @@ static bool wants(const struct bench_cfg *c, int test)
 static void run_all(struct bench *b)
 {
 	const struct bench_cfg *c = &b->cfg;
-	int host_floors = (wants(c, T_TX) + wants(c, T_RX) + 2 * wants(c, T_RR)) * c->nsizes;
+	int host_floors = (wants(c, T_TX) + wants(c, T_RX) + wants(c, T_RR)) * c->nsizes;
 
 	int qemu_modes = 0;
 
@@ -337,19 +338,11 @@ static void run_all(struct bench *b)
 		qemu_modes = qemu_probe(b);
 	for (int s = 0; s < c->nsizes && !bench_interrupted; s++) {
 		if (wants(c, T_TX) && !bench_interrupted)
-			run_host_floor(b, "floor/tap", "tx", "count", c->sizes[s],
-				       bench_floor_tap_write);
+			run_host_floor(b, "tx", "count", c->sizes[s], bench_floor_tap_write);
 		if (wants(c, T_RX) && !bench_interrupted)
-			run_host_floor(b, "floor/tap", "rx", "blast", c->sizes[s],
-				       bench_floor_tap_read);
-		/* rr's floor (the first: x_floor and the charts' line), then the same thread
-		 * against the sleeping echo the VMs' rr cells get (the wire as they see it). */
+			run_host_floor(b, "rx", "blast", c->sizes[s], bench_floor_tap_read);
 		if (wants(c, T_RR) && !bench_interrupted)
-			run_host_floor(b, "floor/peer", "rr", "spin-echo", c->sizes[s],
-				       bench_floor_peer_echo);
-		if (wants(c, T_RR) && !bench_interrupted)
-			run_host_floor(b, "floor/peer-echo", "rr", bench_test_info[T_RR].peer,
-				       c->sizes[s], bench_floor_peer_echo);
+			run_host_floor(b, "rr", "spin-echo", c->sizes[s], bench_floor_peer_echo);
 	}
 	/* Tests outermost, then sizes, then modes: the modes to compare run back to back. */
 	for (int t = 0; t < c->ntests && !bench_interrupted; t++)

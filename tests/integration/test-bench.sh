@@ -21,7 +21,7 @@ if "$LKVM" run --help 2>/dev/null | grep -q ' batch='; then
 	LKVM_MODES=$MODES,$(sed 's|,|/nobatch,|g; s|$|/nobatch|' <<<"$MODES")
 fi
 CELLS=$(($(tr ',' '\n' <<<"$MODES" | wc -l) * 3 * BATCHES))
-FLOORS=6 # notify ioeventfd and trap, tap write, tap read, peer echo spinning and sleeping (one size)
+FLOORS=5 # notify ioeventfd and trap, tap write, tap read, peer echo (one size)
 # --qemu where QEMU is installed: its two notify floors and four modes per test, or one line
 # saying why it could not run (then no QEMU rows).
 QEMU_MODES="qemu/bh qemu/bh-trap qemu/timer qemu/timer-trap"
@@ -76,7 +76,7 @@ t_rows() {
 			[ "$n" = 1 ] || { fail "JSON has $n ok rows for $m $t $SIZES"; return; }
 		done
 	done
-	for m in floor/ioeventfd:notify floor/trap:notify floor/tap:tx floor/tap:rx floor/peer:rr floor/peer-echo:rr; do
+	for m in floor/ioeventfd:notify floor/trap:notify floor/tap:tx floor/tap:rx floor/peer:rr; do
 		n=$(rows "${m%:*}" "${m#*:}" | grep -c '"floor":true,"ok":true')
 		[ "$n" = 1 ] || { fail "JSON has $n ok rows for the floor $m"; return; }
 	done
@@ -190,11 +190,9 @@ t_rr_frames() {
 		[ "$rx" -ge "$n" ] || { fail "$m rr: device delivered $rx < $n echoes"; return; }
 		[ "$(jv rtt_median_us "$r" | cut -d. -f1)" != "" ] || { fail "$m rr: no RTT"; return; }
 	done
-	for m in floor/peer floor/peer-echo; do
-		r=$(rows $m rr)
-		[ "$(jv peer_frames "$r")" = $(($(jv guest_frames "$r") + $(jv lost "$r"))) ] ||
-			{ fail "$m: peer echoed $(jv peer_frames "$r"), $(jv guest_frames "$r") came back + $(jv lost "$r") lost"; return; }
-	done
+	r=$(rows floor/peer rr)
+	[ "$(jv peer_frames "$r")" = $(($(jv guest_frames "$r") + $(jv lost "$r"))) ] ||
+		fail "peer echo floor: peer echoed $(jv peer_frames "$r"), $(jv guest_frames "$r") came back + $(jv lost "$r") lost"
 }
 
 # rx: the device delivered exactly what the tap handed it; the guest counted no more than that;
