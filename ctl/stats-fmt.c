@@ -24,13 +24,18 @@ struct stats_col {
 		head, w, num, den, json \
 	}
 
+/* A device-wide group (not a queue): one line in the table, an object of its own in JSON. */
+struct stats_group {
+	const char *name;
+	/* its values that are levels, not counts: shown as they are ("*SUFFIX": any name ending so) */
+	const char *const *gauges;
+};
+
 struct stats_kind {
 	const char *name;	      /* "net": devices net0, net1, ... */
 	const char *array, *index;    /* JSON: "nets": [{"nic": 0, "queues": [...]}, ...] */
 	const struct stats_col *cols; /* the table's columns; JSON has every counter, then ratios */
-	const char *group;	      /* a device-wide group (not a queue), or NULL */
-	/* its values that are levels, not counts: shown as they are ("*SUFFIX": any name ending so) */
-	const char *const *gauges;
+	const struct stats_group *groups; /* ended by a NULL name; NULL: none */
 };
 
 static const struct stats_col net_cols[] = {
@@ -71,15 +76,36 @@ static const struct stats_col p9_cols[] = {
 static const char *const bounce_gauges[] = { "bytes", "peak", "limit", NULL };
 /* A NIC whose data rings vhost-net serves (no counters of those queues here). */
 static const char *const vhost_gauges[] = { "pairs", "running", "*_used_idx", NULL };
+/* -n trace=on's round-trip stages: the percentiles are of every transaction since the start
+ * (a histogram has no difference to show), so `lkvm stat --watch` shows them as they are. */
+static const char *const trace_gauges[] = { "tsc_khz", "clock_err_ns", "*_p50_ns", "*_p99_ns",
+					    NULL };
 static const char *const fid_gauges[] = { "in_use", "limit", "msize", NULL };
 
-static const struct stats_kind kinds[] = {
-	{ "net", "nets", "nic", net_cols, "vhost", vhost_gauges },
-	{ "disk", "disks", "disk", disk_cols, "bounce", bounce_gauges },
-	{ "console", "consoles", "console", console_cols, NULL, NULL },
-	{ "rng", "rngs", "rng", rng_cols, NULL, NULL },
-	{ "9p", "shares", "share", p9_cols, "fids", fid_gauges },
+static const struct stats_group net_groups[] = {
+	{ "vhost", vhost_gauges },
+	{ "trace", trace_gauges },
+	{ NULL, NULL },
 };
+static const struct stats_group disk_groups[] = { { "bounce", bounce_gauges }, { NULL, NULL } };
+static const struct stats_group p9_groups[] = { { "fids", fid_gauges }, { NULL, NULL } };
+
+static const struct stats_kind kinds[] = {
+	{ "net", "nets", "nic", net_cols, net_groups },
+	{ "disk", "disks", "disk", disk_cols, disk_groups },
+	{ "console", "consoles", "console", console_cols, NULL },
+	{ "rng", "rngs", "rng", rng_cols, NULL },
+	{ "9p", "shares", "share", p9_cols, p9_groups },
+};
+
+/* The device-wide group called name, or NULL when it is a queue. */
+static const struct stats_group *group_of(const struct stats_kind *kd, const char *name)
+{
+	for (const struct stats_group *g = kd->groups; g && g->name; g++)
+		if (!strcmp(g->name, name))
+			return g;
+	return NULL;
+}
 
 /* ---- reading flat counters ---- */
 
@@ -140,15 +166,15 @@ static u64 val(const struct ctl_kvs *cur, const struct ctl_kvs *prev, const char
 
 static bool is_gauge(const struct stats_kind *kd, const struct run *r, const char *counter)
 {
+	const struct stats_group *grp = group_of(kd, r->group);
 	size_t n = strlen(counter);
 
-	for (const char *const *g = kd->gauges; kd->group && g && *g; g++) {
+	for (const char *const *g = grp ? grp->gauges : NULL; g && *g; g++) {
 		/* "*SUFFIX": every counter ending in SUFFIX (one per queue: rx0_used_idx, ...). */
 		size_t sl = strlen(*g + 1);
-		bool match = **g == '*' ? n >= sl && !strcmp(counter + n - sl, *g + 1)
-					: !strcmp(counter, *g);
 
-		if (!strcmp(r->group, kd->group) && match)
+		if (**g == '*' ? n >= sl && !strcmp(counter + n - sl, *g + 1)
+			       : !strcmp(counter, *g))
 			return true;
 	}
 	return false;
@@ -237,7 +263,7 @@ static void table_kind(FILE *out, const struct stats_kind *kd, const struct ctl_
 		if (r.index != dev)
 			table_head(out, kd, r.index);
 		dev = r.index;
-		if (kd->group && !strcmp(r.group, kd->group))
+		if (group_of(kd, r.group))
 			table_group(out, kd, cur, prev, &r);
 		else
 			table_row(out, kd, cur, prev, &r);
@@ -314,7 +340,7 @@ static void json_kind(FILE *out, const struct stats_kind *kd, const struct ctl_k
 
 	fprintf(out, ",\"%s\":[", kd->array);
 	while (next_run(cur, &at, kd->name, &r)) {
-		bool group = kd->group && !strcmp(r.group, kd->group);
+		bool group = group_of(kd, r.group) != NULL;
 
 		if (r.index != dev) {
 			fprintf(out, "%s{\"%s\":%d,\"queues\":[",

@@ -333,12 +333,13 @@ qstat() {
 		grep -o "\"$2\":[0-9]*" | cut -d: -f2
 }
 
-# vhost_stat NAME: a value of the vhost group (pairs, running, rx0_used_idx, ...) from the last
-# --stats=json line of the last run's log.
-vhost_stat() {
-	grep '^{"vcpu_exits"' "$LAST_LOG" | tail -n 1 | grep -o '"vhost":{[^}]*' |
-		grep -o "\"$1\":[0-9]*" | cut -d: -f2
+# group_stat GROUP NAME: a value of a device-wide group (vhost: pairs, running, rx0_used_idx, ...;
+# trace: transactions, tsc_khz, ...) from the last --stats=json line of the last run's log.
+group_stat() {
+	grep '^{"vcpu_exits"' "$LAST_LOG" | tail -n 1 | grep -o "\"$1\":{[^}]*" |
+		grep -o "\"$2\":[0-9]*" | cut -d: -f2
 }
+vhost_stat() { group_stat vhost "$1"; }
 
 # udp_flows ADDR: 64 UDP datagrams from $NETNS to ADDR, each from a new source port, to ports
 # nobody listens on: flows a multiqueue tap spreads over its attached queues by their hash (the

@@ -58,7 +58,7 @@ bench_in() {
 # (what sits where the stamps go is the pattern, whose deltas are never in range).
 check_trace() {
 	local n khz
-	n=$(qstat trace transactions); khz=$(qstat trace tsc_khz)
+	n=$(group_stat trace transactions); khz=$(group_stat trace tsc_khz)
 	[ -n "$n" ] && [ -n "$khz" ] || { fail "no trace group in --stats"; return; }
 	[ "$khz" -gt 0 ] || { fail "trace: tsc_khz 0 (the guest's TSC unknown)"; return; }
 	case " $1 " in

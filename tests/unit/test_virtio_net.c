@@ -494,7 +494,7 @@ static u64 trace_counter(const char *name)
 	u64 v;
 
 	snprintf(key, sizeof(key), "\"%s\":", name);
-	p = strstr(buf, "{\"name\":\"trace\",");
+	p = strstr(buf, "\"trace\":{");
 	ck_assert_msg(p && strstr(p, key), "%s", buf);
 	v = strtoull(strstr(p, key) + strlen(key), NULL, 10);
 	free(buf);
