@@ -1,6 +1,8 @@
-/* `lkvm stop NAME...|--all`: ask VMs for an orderly shutdown and wait until each process is gone. */
+/* `lkvm stop NAME...|--all`: ask VMs for an orderly shutdown, all at once, and wait until each process is gone. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,6 +15,10 @@
 /* The reply to a stop is part of the wait the user asked for: never less than the other
  * commands' 10 s, more when --wait allows it (a VM on a loaded or emulated host answers late). */
 #define REPLY_MIN_MS 10000
+/* VMs asked at once: each stop waits mostly on its VM (the reply, then the process's exit),
+ * so a thread per VM makes 50 stops take about as long as the slowest, not their sum. The
+ * cap bounds the client's threads and fds for a host with thousands of VMs. */
+#define STOP_THREADS_MAX 64
 
 void stop_usage(FILE *out)
 {
@@ -22,6 +28,8 @@ void stop_usage(FILE *out)
 		"Ask each VM for an orderly shutdown (as SIGTERM would: vCPUs stopped, devices torn\n"
 		"down, the terminal restored) and wait until its lkvm process has exited. The run\n"
 		"then exits with status 3 (\"stopped by lkvm stop\"). A paused VM is stopped too.\n"
+		"Every VM named is asked at once (up to %d at a time) and a line is printed for\n"
+		"each as it stops.\n"
 		"\n"
 		"      --all        every VM lkvm list shows\n"
 		"      --wait SECS  how long to wait for each reply and exit (default %d; 0: do not\n"
@@ -29,7 +37,7 @@ void stop_usage(FILE *out)
 		"  -h, --help       this text\n"
 		"\n"
 		"Exit status: 0 every VM named stopped, 1 otherwise (no such VM, it did not exit in time).\n",
-		DEFAULT_WAIT_S);
+		STOP_THREADS_MAX, DEFAULT_WAIT_S);
 }
 
 /* Stop one VM and wait until its process is gone: ctl_wait_gone watches the process that
@@ -108,48 +116,100 @@ static int parse_args(int argc, char **argv, bool *all, int *wait_s, int *named)
 	return 0;
 }
 
-/* stop_named: stop_one for each VM named in argv. */
+/* The VMs of one `lkvm stop`, shared by its threads: each takes the next name. */
+struct stop_set {
+	const char *dir;
+	const char *const *names;
+	size_t n;
+	int wait_s;
+	bool skip_refused; /* --all: a socket nobody listens on is a stale one, not an error */
+	atomic_size_t next;
+	atomic_int rc;
+};
+
+static void *stop_worker(void *arg)
+{
+	struct stop_set *s = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&s->next, 1)) < s->n) {
+		char err[512];
+		int fd;
+
+		if (s->skip_refused) {
+			fd = ctl_cli_connect(s->dir, s->names[i], err, sizeof(err));
+			if (fd == -ECONNREFUSED)
+				continue;
+			if (fd < 0) {
+				pr_warn("%s", err);
+				continue;
+			}
+			close(fd);
+		}
+		if (stop_one(s->dir, s->names[i], s->wait_s))
+			atomic_store(&s->rc, 1);
+	}
+	return NULL;
+}
+
+/* Stop every VM of s together: STOP_THREADS_MAX threads at most, each taking names in turn
+ * (the calling thread is one of them, so a thread that cannot be made only slows it). */
+static int stop_set_run(struct stop_set *s)
+{
+	pthread_t t[STOP_THREADS_MAX - 1];
+	size_t nt = 0, want = MIN(s->n, (size_t)STOP_THREADS_MAX) - (s->n > 0);
+
+	while (nt < want && !pthread_create(&t[nt], NULL, stop_worker, s))
+		nt++;
+	stop_worker(s);
+	for (size_t i = 0; i < nt; i++)
+		pthread_join(t[i], NULL);
+	return atomic_load(&s->rc);
+}
+
+/* stop_named: every VM named in argv. */
 static int stop_named(int argc, char **argv, int wait_s)
 {
 	char dir[PATH_MAX];
-	int rc = 0;
+	const char **names = calloc((size_t)argc, sizeof(*names));
+	struct stop_set s = { .dir = dir, .wait_s = wait_s };
+	int rc;
 
+	if (!names) {
+		pr_err("stop: out of memory");
+		return 1;
+	}
 	if (ctl_runtime_dir(dir, sizeof(dir)) < 0) {
 		pr_err("the runtime directory's path is too long");
+		free(names);
 		return 1;
 	}
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--wait"))
 			i++;
 		else if (argv[i][0] != '-')
-			rc |= stop_one(dir, argv[i], wait_s);
+			names[s.n++] = argv[i];
 	}
+	s.names = names;
+	rc = stop_set_run(&s);
+	free(names);
 	return rc;
 }
 
-/* stop_all: stop_one for each VM that answers on its socket (a stale one is removed). */
+/* stop_all: every VM that answers on its socket (a stale one is removed). */
 static int stop_all(int wait_s)
 {
 	char dir[PATH_MAX];
 	char **names;
-	size_t n;
-	int rc = 0;
+	struct stop_set s = { .dir = dir, .wait_s = wait_s, .skip_refused = true };
+	int rc;
 
-	if (ctl_cli_names(dir, sizeof(dir), &names, &n))
+	if (ctl_cli_names(dir, sizeof(dir), &names, &s.n))
 		return 1;
-	for (size_t i = 0; i < n; i++) {
-		char err[512];
-		int fd = ctl_cli_connect(dir, names[i], err, sizeof(err));
-
-		if (fd >= 0) {
-			close(fd);
-			rc |= stop_one(dir, names[i], wait_s);
-		} else if (fd != -ECONNREFUSED) {
-			pr_warn("%s", err);
-		}
-	}
-	ctl_names_free(names, n);
-	if (!n)
+	s.names = (const char *const *)names;
+	rc = stop_set_run(&s);
+	ctl_names_free(names, s.n);
+	if (!s.n)
 		printf("no VM running\n");
 	return rc;
 }

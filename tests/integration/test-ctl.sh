@@ -313,6 +313,41 @@ t_stop_all() {
 	wait_exit "$b" 10 && [ "$EXIT_STATUS" = 3 ] || fail "b: exit ${EXIT_STATUS:-?}"
 }
 
+# ---- many VMs ----
+
+_density_listed() { [ "$("$LKVM" list 2>/dev/null | grep -c '^density-')" -ge "$1" ]; }
+
+# DENSITY (default 50) small VMs at once (the ticks guest, one line a second and halted between:
+# 64 MiB, 1 vCPU), then one `lkvm stop --all`: it says each one stopped, each exits 3, and nothing
+# of them is left (no socket or lock in the runtime directory, no process). No speed is asserted;
+# the stop's output (each VM's time) and its whole time are in ctl-density.log.
+t_density() {
+	own_dir
+	local n=${DENSITY:-50} i pids=() bad="" t0 left
+	for ((i = 0; i < n; i++)); do
+		"$LKVM" run -k "$GUEST_DIR/ticks.elf" -p tick_ms=1000 -m 64 --name density-$i \
+			--timeout $T </dev/null >"$LOG_DIR/ctl-density-$i.log" 2>&1 &
+		pids+=($!)
+		echo "$!" >>"$PIDS_FILE"
+	done
+	wait_until 120 _density_listed "$n" ||
+		{ fail "$("$LKVM" list 2>/dev/null | grep -c '^density-') of $n VMs answered in 120 s"; return; }
+	t0=$(date +%s%N)
+	ctl ctl-density stop --all
+	echo "stop --all of $n VMs: $((($(date +%s%N) - t0) / 1000000)) ms" >>"$LAST_LOG"
+	expect_status 0 || return
+	[ "$(grep -c '^density-[0-9]* stopped (pid ' "$LAST_LOG")" = "$n" ] ||
+		{ fail "stop --all said $(grep -c ' stopped ' "$LAST_LOG") of $n VMs stopped"; return; }
+	for ((i = 0; i < n; i++)); do
+		wait_exit "${pids[i]}" 10 || return
+		[ "$EXIT_STATUS" = 3 ] || bad+=" density-$i:$EXIT_STATUS"
+	done
+	[ -z "$bad" ] || { fail "exit statuses other than 3:$bad"; return; }
+	left=$(pgrep -f -- '--name density-' | tr '\n' ' ')
+	[ -z "$left" ] || { fail "processes left: $left"; return; }
+	rt_empty
+}
+
 # ---- the user who started it, and whose sockets are believed ----
 
 # rt_empty: the test's runtime directory holds nothing (no socket, no lock) once its VMs ended.
@@ -772,6 +807,7 @@ run_test kill-cleans t_kill_cleans
 run_test foreign-dir t_foreign_dir
 run_test fake-server t_fake_server
 run_test_serial many-stops t_many_stops
+run_test_serial density t_density
 run_test_serial pause-devices t_pause_devices
 run_test_serial pause-during-traffic t_pause_traffic
 run_test_serial pause-guest-clock t_pause_clock
