@@ -116,9 +116,11 @@ static int map_ram(struct kvm *kvm, u64 ram_mib, char *err, size_t errlen)
 
 int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t errlen)
 {
+	struct kvm_startup profile = kvm->startup; /* steps before the VM: reading the kernel */
 	int ret;
 
 	memset(kvm, 0, sizeof(*kvm));
+	kvm->startup = profile;
 	kvm->cfg = *cfg;
 	kvm->sys_fd = kvm->vm_fd = kvm->stop_fd = -1;
 	kvm->mem.base = MAP_FAILED;
@@ -134,6 +136,7 @@ int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t 
 	ret = check_kvm(kvm, err, errlen);
 	if (ret < 0)
 		goto fail;
+	kvm_mark(kvm, "open /dev/kvm");
 	do {
 		kvm->vm_fd = ioctl(kvm->sys_fd, KVM_CREATE_VM, 0);
 	} while (kvm->vm_fd < 0 && errno == EINTR);
@@ -142,14 +145,47 @@ int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t 
 		errfmt(err, errlen, "KVM_CREATE_VM: %s", strerror(errno));
 		goto fail;
 	}
+	kvm_mark(kvm, "KVM_CREATE_VM");
 	ret = x86_vm_init(kvm, err, errlen);
 	if (ret == 0)
 		ret = map_ram(kvm, cfg->ram_mib, err, errlen);
-	if (ret == 0)
+	if (ret == 0) {
+		kvm_mark(kvm, "guest RAM");
 		return 0;
+	}
 fail:
 	kvm_destroy(kvm);
 	return ret < 0 ? ret : -EINVAL;
+}
+
+void kvm_mark(struct kvm *kvm, const char *step)
+{
+	struct kvm_startup *s = &kvm->startup;
+
+	if (s->n < KVM_STARTUP_MAX) {
+		s->step[s->n] = step;
+		s->ns[s->n++] = now_ns();
+	}
+}
+
+void kvm_startup_format(const struct kvm *kvm, char *buf, size_t len)
+{
+	const struct kvm_startup *s = &kvm->startup;
+	u64 prev = kvm->start_ns, first = atomic_load(&kvm->first_insn_ns);
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < s->n && at < len; i++) {
+		/* A step marked before start_ns was set (none should be) counts from there. */
+		u64 t = MAX(s->ns[i], prev);
+
+		at += (size_t)snprintf(buf + at, len - at, "%s%s %.2f", i ? ", " : "", s->step[i],
+				       (double)(t - prev) / 1e6);
+		prev = t;
+	}
+	if (first && at < len)
+		snprintf(buf + at, len - at, "%sfirst guest instruction at %.2f ms",
+			 s->n ? "; " : "", (double)(first - kvm->start_ns) / 1e6);
 }
 
 void kvm_destroy(struct kvm *kvm)

@@ -189,9 +189,11 @@ static int make_vm(struct run_state *st, const struct kvm_config *cfg, char *err
 		pr_debug("PVM host quirks on: completing int3/clac/stac/fwait, adding \"%s\"",
 			 x86_pvm_kernel_params);
 	ret = kvm_run_add_devices(kvm, err, errlen);
-	if (ret < 0)
-		return ret;
-	return kvm_devs_init(kvm, err, errlen);
+	if (ret == 0)
+		ret = kvm_devs_init(kvm, err, errlen);
+	if (ret == 0)
+		kvm_mark(kvm, "devices");
+	return ret;
 }
 
 /* The kernel, initrd, command line and device tree in guest memory, and the MP table. */
@@ -270,14 +272,19 @@ int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err,
 	struct boot_entry entry;
 	int ret = load_images(st, cfg, err, errlen);
 
+	kvm_mark(kvm, "read kernel");
 	if (!ret)
 		ret = make_vm(st, cfg, err, errlen);
 	if (!ret)
 		ret = load_guest(st, cfg, &entry, err, errlen);
+	if (!ret)
+		kvm_mark(kvm, "load guest");
 	for (int i = 0; !ret && i < cfg->nr_cpus; i++)
 		ret = kvm_cpu_create(kvm, i, err, errlen);
-	if (!ret)
+	if (!ret) {
+		kvm_mark(kvm, "vCPUs");
 		ret = kvm_cpu_setup_boot(kvm->cpus[0], &entry, err, errlen);
+	}
 	if (!ret)
 		read_guest_tsc(kvm, cfg);
 	/* Everything of the set-up is open: what is left of RLIMIT_NOFILE goes to the shares. */

@@ -227,7 +227,7 @@ static const struct opt run_opts[] = {
 	  .bad = "give a file name",
 	  .help = "the serial console (the kernel's log) to FILE; with -- CMD\n"
 		  "it goes nowhere without this, to stderr with --debug" },
-	{ "debug", 0, OPT_FLAG, CFG(debug), .help = "more log lines, and boot timing" },
+	{ "debug", 0, OPT_FLAG, CFG(debug), .help = "more log lines, and the start-up profile" },
 	{ "help", 'h', OPT_HELP, .help = "this text" },
 	{ .kind = OPT_END },
 };
@@ -545,10 +545,13 @@ static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	if (ret == 0)
 		ret = term_start(&st->term);
 	/* Device threads that only main may create (without capabilities by now). */
+	kvm_mark(&st->kvm, "terminal, privileges");
 	if (ret == 0 && (ret = kvm_devs_start(&st->kvm, err, sizeof(err))) < 0)
 		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
+	kvm_mark(&st->kvm, "device threads");
 	for (int i = 0; ret == 0 && i < st->kvm.nr_cpus; i++)
 		ret = kvm_cpu_start(st->kvm.cpus[i]);
+	kvm_mark(&st->kvm, "vCPU threads");
 	if (ret == 0 && ctl && (ret = ctl_server_start(ctl)) < 0) {
 		pr_warn("control socket: cannot start its thread: %s", strerror(-ret));
 		ret = 0;
@@ -587,9 +590,12 @@ static int finish(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	else
 		pr_err("%s%s%s", cfg->name ? cfg->name : "", cfg->name ? ": " : "",
 		       st->kvm.exit_reason);
-	if (atomic_load(&st->kvm.first_insn_ns))
-		pr_debug("first guest instruction %.3f ms after lkvm run started",
-			 (double)(atomic_load(&st->kvm.first_insn_ns) - st->kvm.start_ns) / 1e6);
+	if (cfg->debug) {
+		char prof[1024];
+
+		kvm_startup_format(&st->kvm, prof, sizeof(prof));
+		pr_debug("start-up, ms each step took after lkvm run started: %s", prof);
+	}
 	report_completions(&st->kvm);
 	return status;
 }

@@ -23,7 +23,7 @@ run_case() { # run_case CASE ITER ARGS...
     t1=$(date +%s%N)
     local wall_ms=$(( (t1 - t0) / 1000000 ))
     local first own
-    first=$(sed -n 's/.*first guest instruction \([0-9.]*\) ms.*/\1/p' "$log" | tail -n1)
+    first=$(sed -n 's/.*first guest instruction \(at \)\{0,1\}\([0-9.]*\) ms.*/\2/p' "$log" | tail -n1)
     own=$(sed -n 's/.*lkvm itself \(-\?[0-9]*\) KiB.*/\1/p' "$log" | tail -n1)
     if [ "$c" != first-insn ] && ! grep -q "$last" "$log"; then
         echo "$c run $i did not reach '$last' (log: $log)" >&2

@@ -26,9 +26,11 @@ int x86_vm_init(struct kvm *kvm, char *err, size_t errlen)
 		errfmt(err, errlen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
 		return -errno;
 	}
+	kvm_mark(kvm, "KVM_CREATE_IRQCHIP");
 	if (ioctl(kvm->vm_fd, KVM_CREATE_PIT2, &pit) < 0) {
 		errfmt(err, errlen, "KVM_CREATE_PIT2: %s", strerror(errno));
 		return -errno;
 	}
+	kvm_mark(kvm, "KVM_CREATE_PIT2");
 	return 0;
 }

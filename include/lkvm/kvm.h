@@ -47,6 +47,14 @@ struct kvm_dev;
 /* Counters of the host-instruction completions (x86/emulate.c); see `--stats`. */
 enum emu_insn { EMU_INT3, EMU_CLAC, EMU_STAC, EMU_FWAIT, EMU_NR };
 
+/* lkvm run's set-up, step by step (`--debug` prints it): each step's name and when it ended. */
+#define KVM_STARTUP_MAX 20
+struct kvm_startup {
+	int n;
+	const char *step[KVM_STARTUP_MAX]; /* static strings */
+	u64 ns[KVM_STARTUP_MAX];
+};
+
 struct kvm {
 	int sys_fd;
 	int vm_fd;
@@ -102,6 +110,7 @@ struct kvm {
 
 	u64 start_ns; /* process start, for timing reports */
 	atomic_ullong first_insn_ns;
+	struct kvm_startup startup; /* lkvm run's set-up steps (kvm_mark) */
 
 	/* Parking vCPUs (pause, debug): park_req asks every started vCPU to wait in user space
 	 * on unpark_cond; each one counts itself in `parked` and signals park_cond. Usable
@@ -122,6 +131,12 @@ struct kvm {
 
 /* Open /dev/kvm, check the API, create the VM with in-kernel irqchip and PIT, map RAM.
  * Returns 0 or -errno with a one-line reason in err. */
+/* The start-up profile: a step of the set-up ended now. Main thread, before the vCPUs run;
+ * steps beyond KVM_STARTUP_MAX are dropped; kvm_create keeps those marked before it. kvm_startup_format writes the steps,
+ * each with its own time, and the first guest instruction's, in ms after start_ns. */
+void kvm_mark(struct kvm *kvm, const char *step);
+void kvm_startup_format(const struct kvm *kvm, char *buf, size_t len);
+
 int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err,
 	       size_t errlen) __must_check;
 /* Exits every registered device (kvm_devs_exit) in reverse order, then frees the vCPUs, guest

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -310,6 +311,33 @@ START_TEST(order_and_unwind)
 }
 END_TEST
 
+/* --debug's start-up profile: each step's own time (from the step before it, the first from the
+ * run's start), then the first guest instruction's since the start; kvm_mark keeps at most
+ * KVM_STARTUP_MAX steps and kvm_create keeps the steps marked before it. */
+START_TEST(startup_profile)
+{
+	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	char buf[512];
+
+	ck_assert_ptr_nonnull(kvm);
+	kvm->start_ns = 1000000;
+	kvm->startup = (struct kvm_startup){ 3,
+					     { "read kernel", "KVM_CREATE_VM", "guest RAM" },
+					     { 1500000, 1750000, 9750000 } };
+	atomic_store(&kvm->first_insn_ns, 12000000);
+	kvm_startup_format(kvm, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "read kernel 0.50, KVM_CREATE_VM 0.25, guest RAM 8.00; first guest "
+			      "instruction at 11.00 ms");
+	/* Never more than KVM_STARTUP_MAX steps; a short buffer is cut, not overrun. */
+	for (int i = 0; i < KVM_STARTUP_MAX + 5; i++)
+		kvm_mark(kvm, "step");
+	ck_assert_int_eq(kvm->startup.n, KVM_STARTUP_MAX);
+	kvm_startup_format(kvm, buf, 16);
+	ck_assert_uint_eq(strlen(buf), 15);
+	free(kvm);
+}
+END_TEST
+
 static Suite *vm_suite(void)
 {
 	Suite *s = suite_create("vm");
@@ -323,6 +351,7 @@ static Suite *vm_suite(void)
 	else
 		lkvm_skip("test_vm", 1, "many_vms_with_kvm", "no usable /dev/kvm");
 	tcase_add_test(tc, order_and_unwind);
+	tcase_add_test(tc, startup_profile);
 	suite_add_tcase(s, tc);
 	return s;
 }
