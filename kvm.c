@@ -122,7 +122,7 @@ int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t 
 	memset(kvm, 0, sizeof(*kvm));
 	kvm->startup = profile;
 	kvm->cfg = *cfg;
-	kvm->sys_fd = kvm->vm_fd = kvm->stop_fd = -1;
+	kvm->sys_fd = kvm->vm_fd = kvm->stop_fd = kvm->statm_fd = -1;
 	kvm->mem.base = MAP_FAILED;
 	io_bus_init(&kvm->pio);
 	io_bus_init(&kvm->mmio);
@@ -156,6 +156,54 @@ int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t 
 fail:
 	kvm_destroy(kvm);
 	return ret < 0 ? ret : -EINVAL;
+}
+
+/* Guest RAM's resident pages, a chunk of mincore at a time (a 64 GiB guest would want a 16 MiB
+ * vector in one go). */
+static u64 guest_resident_pages(const struct kvm *kvm)
+{
+	const size_t chunk = 1u << 16;
+	u64 pages = kvm->mem.ram_size / 4096, resident = 0;
+	unsigned char *vec = malloc(chunk);
+
+	for (u64 at = 0; vec && at < pages; at += chunk) {
+		size_t n = (size_t)MIN(chunk, pages - at);
+
+		if (mincore(kvm->mem.base + at * 4096, n * 4096, vec) < 0)
+			break;
+		for (size_t i = 0; i < n; i++)
+			resident += vec[i] & 1;
+	}
+	free(vec);
+	return resident;
+}
+
+int kvm_mem_usage(struct kvm *kvm, struct kvm_mem_usage *u)
+{
+	unsigned long long size, rss, shared;
+	long page_kib = sysconf(_SC_PAGESIZE) / 1024;
+	char line[128];
+	ssize_t n;
+
+	if (kvm->statm_fd < 0)
+		return -EBADF;
+	/* statm: size resident shared text lib data dt, in pages; "shared" is the resident
+	 * pages backed by files (and shared memory, which lkvm has none of). */
+	/* lseek and read, not pread (which the sandbox's main and ctl kinds do not have): the
+	 * offset is shared, but only the ctl thread reads here while the VM runs, and main only
+	 * after the ctl thread stopped (print_stats, report_memory). */
+	if (lseek(kvm->statm_fd, 0, SEEK_SET) != 0)
+		return -errno;
+	n = read(kvm->statm_fd, line, sizeof(line) - 1);
+	if (n <= 0)
+		return n < 0 ? -errno : -EIO;
+	line[n] = '\0';
+	if (sscanf(line, "%llu %llu %llu", &size, &rss, &shared) != 3)
+		return -EIO;
+	u->rss_kib = rss * (u64)page_kib;
+	u->files_kib = shared * (u64)page_kib;
+	u->guest_kib = kvm->mem.base == MAP_FAILED ? 0 : guest_resident_pages(kvm) * 4;
+	return 0;
 }
 
 void kvm_mark(struct kvm *kvm, const char *step)

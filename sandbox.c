@@ -208,10 +208,13 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * device threads parked and let go (eventfds, futexes: no thread is created); a
 		 * NIC's vhost rings detached with their indices saved, then restored and attached
 		 * again (virtio/net-vhost.c: only on lkvm's vhost fds, as for the vCPU).
-		 * debug: the parked vCPUs' registers. */
+		 * debug: the parked vCPUs' registers. stat: lkvm's memory, /proc/self/statm read
+		 * again from its start (lseek; the fd was opened before the filters and read is
+		 * limited to known fds) and guest RAM's resident pages (mincore). */
 		.calls = { SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(recvmsg), SCMP_SYS(sendto),
 			   SCMP_SYS(sendmsg), SCMP_SYS(fcntl), SCMP_SYS(geteuid), SCMP_SYS(getuid),
-			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown) },
+			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown),
+			   SCMP_SYS(lseek), SCMP_SYS(mincore) },
 		.ioctls = { KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_KVMCLOCK_CTRL, KVM_GET_REGS, KVM_GET_SREGS,
 			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE,
 			    VHOST_NET_SET_BACKEND, VHOST_GET_VRING_BASE, VHOST_SET_VRING_BASE },

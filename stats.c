@@ -39,6 +39,22 @@ void stats_flat_init(struct stats_flat *f, stats_put_fn put, void *arg)
 	f->arg = arg;
 }
 
+/* memory.*: lkvm's resident set, the guest RAM in it, and lkvm's own (the rest; private: less
+ * its binary's and libraries' pages, which every lkvm shares). Levels, not counts. */
+static void put_memory(struct kvm *kvm, stats_put_fn put, void *arg)
+{
+	struct kvm_mem_usage u;
+	u64 own;
+
+	if (kvm_mem_usage(kvm, &u) < 0)
+		return;
+	own = u.rss_kib > u.guest_kib ? u.rss_kib - u.guest_kib : 0;
+	put(arg, "memory.rss_kib", u.rss_kib);
+	put(arg, "memory.guest_kib", u.guest_kib);
+	put(arg, "memory.lkvm_kib", own);
+	put(arg, "memory.lkvm_private_kib", own > u.files_kib ? own - u.files_kib : 0);
+}
+
 void kvm_stats_collect(struct kvm *kvm, stats_put_fn put, void *arg)
 {
 	u64 io = 0, mmio = 0, total = 0, by[ARRAY_SIZE(((struct kvm_cpu *)0)->exits)] = { 0 };
@@ -68,6 +84,7 @@ void kvm_stats_collect(struct kvm *kvm, stats_put_fn put, void *arg)
 			snprintf(name, sizeof(name), "vcpu.exit.reason%zu", e);
 		put(arg, name, by[e]);
 	}
+	put_memory(kvm, put, arg);
 	stats_flat_init(&f, put, arg);
 	kvm_devs_stats(kvm, &f.v);
 }

@@ -375,32 +375,17 @@ static void print_stats(struct kvm *kvm)
 	ctl_kvs_free(&kvs);
 }
 
-/* lkvm's own footprint: resident set minus the guest RAM pages that are resident. The resident
- * set comes from /proc/self/statm through an fd opened before the sandbox (start): main's
- * filter lets it read only the fds it knows, and open nothing. */
-static void report_memory(struct kvm *kvm, int statm_fd)
+/* lkvm's own footprint at the end (--debug): what --stats and lkvm stat show as memory.* */
+static void report_memory(struct kvm *kvm)
 {
-	u64 pages = kvm->mem.ram_size / 4096, resident = 0;
-	unsigned long long size = 0, rss_pages = 0;
-	long page_kib = sysconf(_SC_PAGESIZE) / 1024;
-	unsigned char *vec = malloc(pages ? pages : 1);
-	char line[128];
-	ssize_t n = -1;
+	struct kvm_mem_usage u;
 
-	if (!vec)
+	if (kvm_mem_usage(kvm, &u) < 0)
 		return;
-	if (mincore(kvm->mem.base, kvm->mem.ram_size, vec) == 0)
-		for (u64 i = 0; i < pages; i++)
-			resident += vec[i] & 1;
-	free(vec);
-	if (statm_fd >= 0 && lseek(statm_fd, 0, SEEK_SET) == 0)
-		n = read(statm_fd, line, sizeof(line) - 1);
-	line[n > 0 ? n : 0] = '\0';
-	if (sscanf(line, "%llu %llu", &size, &rss_pages) != 2)
-		rss_pages = 0;
-	pr_debug("memory: RSS %llu KiB, guest RAM resident %llu KiB, lkvm itself %lld KiB",
-		 rss_pages * page_kib, (unsigned long long)resident * 4,
-		 (long long)(rss_pages * page_kib) - (long long)resident * 4);
+	pr_debug("memory: RSS %llu KiB, guest RAM resident %llu KiB, lkvm itself %lld KiB (%lld "
+		 "KiB of it its binary's and libraries' pages)",
+		 (unsigned long long)u.rss_kib, (unsigned long long)u.guest_kib,
+		 (long long)u.rss_kib - (long long)u.guest_kib, (long long)u.files_kib);
 }
 
 static void report_completions(struct kvm *kvm)
@@ -533,12 +518,10 @@ static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	run_cmd_term(st->cmd, &st->term);
 	/* Everything is open: from here on no thread needs privileges, and each kind of
 	 * thread confines itself to its system calls as it starts (sandbox.c). */
-	if (cfg->debug) {
-		st->statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-		if (st->statm_fd >= 0 && sandbox_allow_fd(st->statm_fd) < 0) {
-			close(st->statm_fd);
-			st->statm_fd = -1;
-		}
+	st->kvm.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (st->kvm.statm_fd >= 0 && sandbox_allow_fd(st->kvm.statm_fd) < 0) {
+		close(st->kvm.statm_fd);
+		st->kvm.statm_fd = -1;
 	}
 	if (ret == 0)
 		ret = drop_privileges(st, cfg);
@@ -574,7 +557,7 @@ static int finish(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	/* No more requests: the VM is going away (a pause in progress gave up above). */
 	ctl_server_stop(ctl);
 	if (cfg->debug)
-		report_memory(&st->kvm, st->statm_fd);
+		report_memory(&st->kvm);
 	if (cfg->stats != STATS_OFF)
 		print_stats(&st->kvm);
 	if (st->term_up)
@@ -611,7 +594,7 @@ static struct run_state *prepare(struct run_args *a)
 		pr_err("out of memory");
 		return NULL;
 	}
-	st->statm_fd = -1;
+	st->kvm.statm_fd = -1; /* kvm_create sets it again; until then nothing to close */
 	if (run_cmd_prepare(&a->cfg, &a->cmd, &st->cmd, err, sizeof(err)) < 0) {
 		pr_err("%s", err);
 		free(st);
@@ -666,9 +649,9 @@ int kvm_cmd_run(int argc, char **argv)
 	if (st && open_control(st, &a.cfg, name, sizeof(name), &ctl) == 0)
 		status = run_vm(st, &a.cfg, ctl, name, sig_fd, t0);
 	if (st) {
+		if (st->kvm.statm_fd >= 0)
+			close(st->kvm.statm_fd);
 		kvm_run_teardown(st);
-		if (st->statm_fd >= 0)
-			close(st->statm_fd);
 		run_cmd_free(st->cmd); /* after the VM: the kernel's log may be its descriptor */
 		free(st);
 	}

@@ -298,6 +298,13 @@ static void table_top(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs
 	}
 	if (any)
 		fputc('\n', out);
+	if (ctl_kv_get(cur, "memory.rss_kib"))
+		fprintf(out,
+			"memory: RSS %" PRIu64 " KiB: guest RAM %" PRIu64 " KiB, lkvm %" PRIu64
+			" KiB (%" PRIu64 " KiB not its binary's or libraries' pages)\n",
+			ctl_kv_u64(cur, "memory.rss_kib"), ctl_kv_u64(cur, "memory.guest_kib"),
+			ctl_kv_u64(cur, "memory.lkvm_kib"),
+			ctl_kv_u64(cur, "memory.lkvm_private_kib"));
 }
 
 /* ---- JSON ---- */
@@ -393,6 +400,14 @@ static void json_top(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs 
 		any = true;
 	}
 	fputs("}}", out);
+	/* Levels, never differences (--watch shows them as they are). */
+	if (ctl_kv_get(cur, "memory.rss_kib"))
+		fprintf(out,
+			",\"memory\":{\"rss_kib\":%" PRIu64 ",\"guest_kib\":%" PRIu64
+			",\"lkvm_kib\":%" PRIu64 ",\"lkvm_private_kib\":%" PRIu64 "}",
+			ctl_kv_u64(cur, "memory.rss_kib"), ctl_kv_u64(cur, "memory.guest_kib"),
+			ctl_kv_u64(cur, "memory.lkvm_kib"),
+			ctl_kv_u64(cur, "memory.lkvm_private_kib"));
 }
 
 void stats_print(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs *prev, double interval,

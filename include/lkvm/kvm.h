@@ -98,6 +98,9 @@ struct kvm {
 	atomic_int exit_status;
 	char exit_reason[256];
 	int stop_fd; /* eventfd */
+	/* /proc/self/statm, opened by the run before the sandbox (which lets threads read only
+	 * the fds they know and open nothing); -1: lkvm's memory is not reported. */
+	int statm_fd;
 
 	/* GSI allocator and MSI routes; irq_lock is usable zero-initialised (glibc's
 	 * PTHREAD_MUTEX_INITIALIZER is all zeroes, and kvm_create starts from memset 0). */
@@ -131,6 +134,14 @@ struct kvm {
 
 /* Open /dev/kvm, check the API, create the VM with in-kernel irqchip and PIT, map RAM.
  * Returns 0 or -errno with a one-line reason in err. */
+/* lkvm's memory in KiB: its resident set, of it the guest RAM pages that are resident and the
+ * pages of files (its binary and the shared libraries, shared with every other process that
+ * maps them). 0, or -errno (no statm_fd, unreadable). Any thread. */
+struct kvm_mem_usage {
+	u64 rss_kib, guest_kib, files_kib;
+};
+int kvm_mem_usage(struct kvm *kvm, struct kvm_mem_usage *u) __must_check;
+
 /* The start-up profile: a step of the set-up ended now. Main thread, before the vCPUs run;
  * steps beyond KVM_STARTUP_MAX are dropped; kvm_create keeps those marked before it. kvm_startup_format writes the steps,
  * each with its own time, and the first guest instruction's, in ms after start_ns. */

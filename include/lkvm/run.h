@@ -43,7 +43,6 @@ struct run_state {
 	struct run_cmd *cmd;
 	u8 *kernel, *initrd, *dtb; /* initrd: -i's file, or -- CMD's initramfs handed over */
 	size_t kernel_len, initrd_len, dtb_len;
-	int statm_fd; /* --debug: /proc/self/statm, opened before the sandbox (-1: none) */
 };
 
 /* The machine (machine.c): the files loaded, the VM made with the devices kvm->cfg asks for, the

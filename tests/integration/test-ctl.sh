@@ -90,12 +90,20 @@ t_running() {
 	expect_output "^$n: running, up " || return
 	expect_output "^vCPU exits: [1-9][0-9]* \(port I/O [1-9]" "vCPU exits with port I/O (the guest's banner)" || return
 	expect_output "by reason: .*io [1-9]" "exits by reason" || return
+	expect_output "^memory: RSS [1-9][0-9]* KiB: guest RAM [0-9]* KiB, lkvm [1-9]" "lkvm's memory" || return
 	ctl ctl-running-stat-json stat $n --json
 	[ "$(json_get "$LAST_LOG" "d['vcpu_exits']['io'] > 0 and d['vcpu_exits']['by_reason']['io'] == d['vcpu_exits']['io'] and d['state']")" = running ] ||
 		{ fail "stat --json: $(head -c 200 "$LAST_LOG")"; return; }
+	# lkvm's memory: the resident set is the guest's resident RAM and lkvm's own; its private
+	# part is less than its own (the binary and libraries are resident too).
+	[ "$(json_get "$LAST_LOG" "d['memory']['rss_kib'] == d['memory']['guest_kib'] + d['memory']['lkvm_kib'] and 0 < d['memory']['lkvm_private_kib'] < d['memory']['lkvm_kib']")" = True ] ||
+		{ fail "stat --json memory: $(grep -o '"memory":{[^}]*}' "$LAST_LOG")"; return; }
 	ctl ctl-running-watch stat $n --json --watch 0.2 --count 3
 	expect_status 0 || return
 	[ "$(grep -c '"interval_s"' "$LAST_LOG")" = 3 ] || { fail "stat --watch --count 3 printed $(grep -c interval_s "$LAST_LOG") intervals"; return; }
+	# --watch shows memory as it is, not as a change (it would be about 0 twice).
+	[ "$(grep -o '"rss_kib":[0-9]*' "$LAST_LOG" | cut -d: -f2 | sort -n | head -1)" -gt 1000 ] ||
+		{ fail "stat --watch: memory as a difference: $(grep -o '"memory":{[^}]*}' "$LAST_LOG" | head -1)"; return; }
 	ctl ctl-running-debug debug $n
 	expect_status 0 || return
 	expect_output "^vCPU 0:" && expect_output "^vCPU 1:" && expect_output "^ rip [0-9a-f]{16} " &&
