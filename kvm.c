@@ -1,6 +1,7 @@
 /* VM creation and teardown: /dev/kvm checks, the VM (its x86 parts in x86/vm.c), guest RAM, the stop request. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,31 @@ static int check_kvm(struct kvm *kvm, char *err, size_t errlen)
 	return 0;
 }
 
-/* Guest RAM: mapped, laid out around the PCI hole (gmem_init), given to KVM slot by slot. */
+/* Every RAM region given to KVM, slot by slot; the result in memslot_ret (and _err). */
+static void *memslots_thread(void *arg)
+{
+	struct kvm *kvm = arg;
+
+	for (int i = 0; i < kvm->mem.nr; i++) {
+		struct kvm_userspace_memory_region region = {
+			.slot = (u32)i,
+			.guest_phys_addr = kvm->mem.r[i].gpa,
+			.memory_size = kvm->mem.r[i].size,
+			.userspace_addr = (u64)(uintptr_t)kvm->mem.r[i].hva,
+		};
+
+		if (ioctl(kvm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
+			kvm->memslot_ret = -errno;
+			snprintf(kvm->memslot_err, sizeof(kvm->memslot_err),
+				 "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* Guest RAM: mapped, laid out around the PCI hole (gmem_init), given to KVM slot by slot on
+ * a thread of its own (kvm_ram_ready waits for it). */
 static int map_ram(struct kvm *kvm, u64 ram_mib, char *err, size_t errlen)
 {
 	u64 ram_size = ram_mib << 20;
@@ -97,21 +122,27 @@ static int map_ram(struct kvm *kvm, u64 ram_mib, char *err, size_t errlen)
 		return ret;
 	}
 	madvise(kvm->mem.base, ram_size, MADV_HUGEPAGE);
-	for (int i = 0; i < kvm->mem.nr; i++) {
-		struct kvm_userspace_memory_region region = {
-			.slot = (u32)i,
-			.guest_phys_addr = kvm->mem.r[i].gpa,
-			.memory_size = kvm->mem.r[i].size,
-			.userspace_addr = (u64)(uintptr_t)kvm->mem.r[i].hva,
-		};
-
-		if (ioctl(kvm->vm_fd, KVM_SET_USER_MEMORY_REGION, &region) < 0) {
-			ret = -errno;
-			errfmt(err, errlen, "KVM_SET_USER_MEMORY_REGION: %s", strerror(errno));
-			return ret;
-		}
+	/* Nothing reads guest RAM through KVM before a vCPU runs: the memslots can come later. */
+	if (pthread_create(&kvm->memslot_thread, NULL, memslots_thread, kvm) == 0) {
+		kvm->memslot_pending = true;
+		return 0;
 	}
-	return 0;
+	memslots_thread(kvm); /* no thread: here, as before */
+	if (kvm->memslot_ret < 0)
+		errfmt(err, errlen, "%s", kvm->memslot_err);
+	return kvm->memslot_ret;
+}
+
+int kvm_ram_ready(struct kvm *kvm, char *err, size_t errlen)
+{
+	if (kvm->memslot_pending) {
+		pthread_join(kvm->memslot_thread, NULL);
+		kvm->memslot_pending = false;
+		kvm_mark(kvm, "memslots (waited)");
+	}
+	if (kvm->memslot_ret < 0)
+		errfmt(err, errlen, "%s", kvm->memslot_err);
+	return kvm->memslot_ret;
 }
 
 int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err, size_t errlen)
@@ -238,6 +269,11 @@ void kvm_startup_format(const struct kvm *kvm, char *buf, size_t len)
 
 void kvm_destroy(struct kvm *kvm)
 {
+	char err[96];
+
+	/* The memslots' thread uses vm_fd and the regions: done before either goes. */
+	if (kvm_ram_ready(kvm, err, sizeof(err)) < 0)
+		pr_debug("%s", err);
 	kvm_devs_exit(kvm);
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		kvm_cpu_destroy(kvm->cpus[i]);

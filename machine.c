@@ -290,6 +290,9 @@ int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err,
 	/* Everything of the set-up is open: what is left of RLIMIT_NOFILE goes to the shares. */
 	if (!ret)
 		ret = virtio_9p_fit_fids(kvm, RUN_LATER_FDS, err, errlen);
+	/* Last: the memslots' thread had the whole set-up to finish in. */
+	if (!ret)
+		ret = kvm_ram_ready(kvm, err, errlen);
 	if (ret < 0)
 		return ret;
 	pr_debug("%s kernel at 0x%llx-0x%llx, entry 0x%llx%s",

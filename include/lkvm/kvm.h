@@ -114,6 +114,13 @@ struct kvm {
 	u64 start_ns; /* process start, for timing reports */
 	atomic_ullong first_insn_ns;
 	struct kvm_startup startup; /* lkvm run's set-up steps (kvm_mark) */
+	/* Guest RAM's memslots are given to KVM by a thread of their own while the machine is
+	 * built (KVM_SET_USER_MEMORY_REGION waits out an SRCU grace period: 4-9 ms on a PVM host,
+	 * whatever the size); kvm_ram_ready waits for it. */
+	pthread_t memslot_thread;
+	bool memslot_pending;
+	int memslot_ret;
+	char memslot_err[96];
 
 	/* Parking vCPUs (pause, debug): park_req asks every started vCPU to wait in user space
 	 * on unpark_cond; each one counts itself in `parked` and signals park_cond. Usable
@@ -147,6 +154,10 @@ int kvm_mem_usage(struct kvm *kvm, struct kvm_mem_usage *u) __must_check;
  * each with its own time, and the first guest instruction's, in ms after start_ns. */
 void kvm_mark(struct kvm *kvm, const char *step);
 void kvm_startup_format(const struct kvm *kvm, char *buf, size_t len);
+
+/* Guest RAM is KVM's: waits for the memslots' thread (kvm_create started it). Before any vCPU
+ * runs. 0, or its -errno with the reason in err. kvm_destroy waits too, if nobody did. */
+int kvm_ram_ready(struct kvm *kvm, char *err, size_t errlen) __must_check;
 
 int kvm_create(struct kvm *kvm, const struct kvm_config *cfg, char *err,
 	       size_t errlen) __must_check;
