@@ -455,14 +455,20 @@ def snap(sections, ram_pages=0, present=(), version=1, vcpus=2, fix=None):
 
 vm_sec = (3, 0, tlv(1, b"irqchip") + tlv(2, struct.pack("<Q", 1 << 20)) + tlv(3, b""))
 cpu_secs = [(4, i, tlv(1, struct.pack("<16Q", *range(i, i + 16)))) for i in range(2)]
-write("snap", "valid-nomem", snap([vm_sec] + cpu_secs))
-write("snap", "valid-mem", snap([vm_sec] + cpu_secs + [(5, 3, b"device")], 32, (0, 1, 20)))
-write("snap", "version-3", snap([vm_sec], version=3))
-write("snap", "truncated", snap([vm_sec] + cpu_secs, 16, (0, 3))[:5000])
-write("snap", "bad-records", snap([(3, 0, tlv(1, b"ok") + b"\x02\x00\xff\xff\x00\x00ab")]))
+# The first byte is the target's mode: 1 makes the target reseal every checksum before reading.
+def wsnap(name, data, mode=1):
+    write("snap", name, bytes([mode]) + bytes(data))
+
+
+wsnap("valid-nomem", snap([vm_sec] + cpu_secs))
+wsnap("valid-nomem-raw", snap([vm_sec] + cpu_secs), 0)
+wsnap("valid-mem", snap([vm_sec] + cpu_secs + [(5, 3, b"device")], 32, (0, 1, 20)))
+wsnap("version-3", snap([vm_sec], version=3))
+wsnap("truncated", snap([vm_sec] + cpu_secs, 16, (0, 3))[:5000])
+wsnap("bad-records", snap([(3, 0, tlv(1, b"ok") + b"\x02\x00\xff\xff\x00\x00ab")]))
 bad_crc = bytearray(snap([vm_sec] + cpu_secs))
 bad_crc[140] ^= 1
-write("snap", "bad-crc", bad_crc)
+wsnap("bad-crc", bad_crc, 0)
 
 
 def overlap(table, body):
@@ -475,5 +481,5 @@ def run_past_ram(table, body):
     m[4] = crc32c(body[m[2] - 128:m[2] - 128 + m[3]])
 
 
-write("snap", "overlap", snap([vm_sec] + cpu_secs, fix=overlap))
-write("snap", "run-past-ram", snap([vm_sec], 16, (0, 1, 2, 3), fix=run_past_ram))
+wsnap("overlap", snap([vm_sec] + cpu_secs, fix=overlap))
+wsnap("run-past-ram", snap([vm_sec], 16, (0, 1, 2, 3), fix=run_past_ram))
