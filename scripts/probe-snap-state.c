@@ -58,6 +58,8 @@ struct state {
 };
 
 static int kvm_fd, xsave_size;
+/* "user": the loop runs at CPL3, which a PVM host runs natively rather than emulated. */
+static int user_mode;
 
 enum item {
 	I_REGS,
@@ -113,7 +115,7 @@ static void on_alarm(int sig)
 	(void)sig;
 }
 
-/* Identity-mapped 2 MiB page, long mode, CPL0, RIP at the loop. */
+/* Identity-mapped 2 MiB page, long mode, CPL0 (or CPL3), RIP at the loop. */
 static void long_mode(struct vm *v)
 {
 	struct kvm_sregs s;
@@ -133,14 +135,21 @@ static void long_mode(struct vm *v)
 	static const unsigned char code[] = { 0x48, 0xff, 0xc0, 0x48, 0x89, 0x04, 0x25,
 					      0x00, 0x50, 0x00, 0x00, 0xeb, 0xf3 };
 
-	pml4[0] = 0x2000 | 3;
-	pdpt[0] = 0x3000 | 3;
-	pd[0] = 0x80 | 3; /* 2 MiB page */
+	unsigned u = user_mode ? 4 : 0; /* U/S: pages the loop may touch at CPL3 */
+
+	pml4[0] = 0x2000 | 3 | u;
+	pdpt[0] = 0x3000 | 3 | u;
+	pd[0] = 0x80 | 3 | u; /* 2 MiB page */
 	memcpy(v->ram + CODE, code, sizeof(code));
 	ioctl(v->cpu, KVM_GET_SREGS, &s);
 	ds.type = 3;
 	ds.selector = 16;
 	ds.l = 0;
+	if (user_mode) {
+		cs.dpl = ds.dpl = 3;
+		cs.selector = 0x33;
+		ds.selector = 0x2b;
+	}
 	s.cs = cs;
 	s.ds = s.es = s.fs = s.gs = s.ss = ds;
 	s.cr3 = 0x1000;
@@ -379,7 +388,7 @@ static int ran_on(struct vm *b, struct state *s, uint64_t tsc_a)
 	return ok;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART: KVM_RUN returns */
 	struct state *s = calloc(1, sizeof(*s));
@@ -387,6 +396,7 @@ int main(void)
 	uint64_t tsc_a;
 	int why, ok;
 
+	user_mode = argc > 1 && !strcmp(argv[1], "user");
 	sigaction(SIGALRM, &sa, NULL);
 	kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (kvm_fd < 0)
@@ -394,6 +404,7 @@ int main(void)
 	xsave_size = ioctl(kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_XSAVE2);
 	s->xsave = calloc(1, xsave_size > (int)sizeof(struct kvm_xsave) ? (size_t)xsave_size
 									: sizeof(struct kvm_xsave));
+	printf("guest loop at CPL%d\n", user_mode ? 3 : 0);
 	printf("KVM_CAP_XSAVE2 %d, SREGS2 %d, VCPU_ATTRIBUTES %d, ADJUST_CLOCK %d\n", xsave_size,
 	       ioctl(kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_SREGS2),
 	       ioctl(kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_VCPU_ATTRIBUTES),
