@@ -401,3 +401,85 @@ write("stream", "too-long", struct.pack("<H", 2) + rec(eth) + rec(eth, 65551))
 write("stream", "cut-mid-frame", struct.pack("<H", 5) + rec(eth)[:30])
 write("stream", "cut-mid-length", struct.pack("<H", 5) + rec(eth) + b"\0\0")
 write("stream", "garbage", struct.pack("<H", 11) + bytes((i * 37 + 11) & 0xff for i in range(300)))
+
+
+# ---- snap: a whole snapshot file (docs/snapshot.md has the layout) ----
+def crc32c(data, crc=0):
+    crc ^= 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82f63b78 & -(crc & 1))
+    return crc ^ 0xffffffff
+
+
+def tlv(tag, payload):
+    return struct.pack("<HI", tag, len(payload)) + payload
+
+
+def snap(sections, ram_pages=0, present=(), version=1, vcpus=2, fix=None):
+    """sections: (type, instance, bytes); present: page numbers of RAM holding a pattern."""
+    body, table, off = bytearray(), [], 128
+    def add(t, inst, data, align=8):
+        nonlocal off
+        pad = -off % align
+        body.extend(bytes(pad))
+        off += pad
+        table.append([t, inst, off, len(data), crc32c(data), 0])
+        body.extend(data)
+        off += len(data)
+    for t, inst, data in sections:
+        add(t, inst, data)
+    if ram_pages:
+        runs = []
+        for p in sorted(present):
+            if runs and p - (runs[-1][0] + runs[-1][1]) < 8:
+                runs[-1][1] = p + 1 - runs[-1][0]
+            else:
+                runs.append([p, 1])
+        data = b"".join(bytes([(p + i) & 0xff or 1]) * 4096 for r in runs for p in [r[0]] for i in range(r[1]))
+        add(2, 0, data, 4096)
+        add(1, 0, struct.pack("<IIQ", 4096, 0, len(runs)) + b"".join(struct.pack("<QQ", *r) for r in runs))
+    if fix:
+        fix(table, body)
+    pad = -off % 8
+    body.extend(bytes(pad))
+    off += pad
+    tbl = b"".join(struct.pack("<IIQQII", *e) for e in table)
+    hdr = struct.pack("<8sIIIIQQQII", b"LKVMSNAP", version, 128, 0, vcpus, max(ram_pages, 1) * 4096,
+                      off + len(tbl), off, len(table), 4096)
+    hdr += bytes(range(32)) + b"lkvm seed".ljust(32, b"\0") + struct.pack("<I", crc32c(tbl))
+    hdr += struct.pack("<I", crc32c(hdr))
+    return hdr + bytes(body) + tbl
+
+
+vm_sec = (3, 0, tlv(1, b"irqchip") + tlv(2, struct.pack("<Q", 1 << 20)) + tlv(3, b""))
+cpu_secs = [(4, i, tlv(1, struct.pack("<16Q", *range(i, i + 16)))) for i in range(2)]
+# The first byte is the target's mode: 1 makes the target reseal every checksum before reading.
+def wsnap(name, data, mode=1):
+    write("snap", name, bytes([mode]) + bytes(data))
+
+
+wsnap("valid-nomem", snap([vm_sec] + cpu_secs))
+wsnap("valid-nomem-raw", snap([vm_sec] + cpu_secs), 0)
+wsnap("valid-mem", snap([vm_sec] + cpu_secs + [(5, 3, b"device")], 32, (0, 1, 20)))
+wsnap("version-3", snap([vm_sec], version=3))
+wsnap("truncated", snap([vm_sec] + cpu_secs, 16, (0, 3))[:5000])
+wsnap("bad-records", snap([(3, 0, tlv(1, b"ok") + b"\x02\x00\xff\xff\x00\x00ab")]))
+bad_crc = bytearray(snap([vm_sec] + cpu_secs))
+bad_crc[140] ^= 1
+wsnap("bad-crc", bad_crc, 0)
+
+
+def overlap(table, body):
+    table[1][2] -= 8
+
+
+def run_past_ram(table, body):
+    m = table[-1]
+    struct.pack_into("<Q", body, m[2] - 128 + 16, 15)  # run 0 starts at the last page, 4 long
+    m[4] = crc32c(body[m[2] - 128:m[2] - 128 + m[3]])
+
+
+wsnap("overlap", snap([vm_sec] + cpu_secs, fix=overlap))
+wsnap("run-past-ram", snap([vm_sec], 16, (0, 1, 2, 3), fix=run_past_ram))
