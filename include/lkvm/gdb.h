@@ -90,6 +90,15 @@ int gdb_server_start(const char *addr, const struct gdb_target_ops *ops, void *c
  * it does not block; the server calls ops->stop_all before it answers gdb. */
 void gdb_server_notify_stop(struct gdb_server *s, const struct gdb_stop *st);
 
+/* What gdb did, for `lkvm stat`: counted by the server's thread, read from any thread. */
+struct gdb_server_stats {
+	u64 stops;	     /* stop replies sent (attach, Ctrl-C, breakpoints, steps, exit) */
+	u64 breakpoints_hit; /* of those, SIGTRAP ones: breakpoints, watchpoints, steps */
+	u64 packets;	     /* packets with a good checksum */
+	u64 bad_packets;     /* bad checksums, oversize packets: answered '-' */
+};
+void gdb_server_get_stats(struct gdb_server *s, struct gdb_server_stats *out);
+
 /* Close the client and the listener, end the thread, free s. */
 void gdb_server_stop(struct gdb_server *s);
 
