@@ -330,7 +330,8 @@ static enum gdb_after cmd_xfer(struct gdb_server *s, const struct gdb_cmd *c)
 		reply(s, "l");
 		return GDB_REPLY;
 	}
-	n = MIN(MIN(c->len, (u64)(s->xml_len - c->addr)), (u64)sizeof(s->reply) - 1);
+	/* No longer than the PacketSize we told gdb, 'm' or 'l' included. */
+	n = MIN(MIN(c->len, (u64)(s->xml_len - c->addr)), (u64)GDB_PACKET_MAX - 1);
 	s->reply[0] = c->addr + n < s->xml_len ? 'm' : 'l';
 	memcpy(s->reply + 1, s->xml + c->addr, n);
 	s->reply_len = 1 + n;
