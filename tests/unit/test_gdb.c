@@ -111,7 +111,7 @@ END_TEST
 /* '$', n bytes of 'a', '#', checksum. */
 static char *long_packet(size_t n, size_t *len)
 {
-	char *p = malloc(n + 4);
+	char *p = malloc(n + 5); /* snprintf's NUL after the checksum */
 	u8 sum = 0;
 
 	p[0] = '$';
