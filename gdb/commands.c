@@ -54,6 +54,13 @@ static int cur_thread(struct gdb_server *s, int chosen)
 	return s->last.thread > 0 ? s->last.thread : 1;
 }
 
+void gdb_count_stop(struct gdb_server *s, const struct gdb_stop *st)
+{
+	atomic_fetch_add(&s->stops, 1);
+	if (st->reason == GDB_STOP_TRAP || st->reason == GDB_STOP_WATCH)
+		atomic_fetch_add(&s->breakpoints_hit, 1);
+}
+
 void gdb_stop_reply(struct gdb_server *s, const struct gdb_stop *st)
 {
 	static const char *const watch[] = {
@@ -61,37 +68,21 @@ void gdb_stop_reply(struct gdb_server *s, const struct gdb_stop *st)
 	};
 	int t = st->thread > 0 ? st->thread : 1;
 
-	atomic_fetch_add(&s->stops, 1);
-	switch (st->reason) {
-	case GDB_STOP_EXITED:
+	if (st->reason == GDB_STOP_EXITED)
 		reply(s, "W%02x", (unsigned)st->exit_status & 0xff);
-		return;
-	case GDB_STOP_INTERRUPT:
+	else if (st->reason == GDB_STOP_INTERRUPT)
 		reply(s, "T02thread:%x;", t);
-		return;
-	case GDB_STOP_WATCH:
-		atomic_fetch_add(&s->breakpoints_hit, 1);
-		if (st->watch >= GDB_WP_WRITE && st->watch <= GDB_WP_ACCESS) {
-			reply(s, "T05%s:%" PRIx64 ";thread:%x;", watch[st->watch], st->watch_addr,
-			      t);
-			return;
-		}
+	else if (st->reason == GDB_STOP_WATCH && st->watch >= GDB_WP_WRITE &&
+		 st->watch <= GDB_WP_ACCESS)
+		reply(s, "T05%s:%" PRIx64 ";thread:%x;", watch[st->watch], st->watch_addr, t);
+	else
 		reply(s, "T05thread:%x;", t);
-		return;
-	default:
-		atomic_fetch_add(&s->breakpoints_hit, 1);
-		reply(s, "T05thread:%x;", t);
-	}
 }
 
+/* The stop was counted when it was first reported. */
 static enum gdb_after cmd_status(struct gdb_server *s, const struct gdb_cmd *c)
 {
-	/* The stop was counted when it was first reported. */
-	u64 stops = atomic_load(&s->stops), hits = atomic_load(&s->breakpoints_hit);
-
 	gdb_stop_reply(s, &s->last);
-	atomic_store(&s->stops, stops);
-	atomic_store(&s->breakpoints_hit, hits);
 	return GDB_REPLY;
 }
 
@@ -215,6 +206,7 @@ static enum gdb_after resume(struct gdb_server *s, const struct gdb_cmd *c, bool
 	 * instead of running a VM that is gone. */
 	if (gdb_take_pending(s, &st) && st.reason == GDB_STOP_EXITED) {
 		s->last = st;
+		gdb_count_stop(s, &st);
 		gdb_stop_reply(s, &st);
 		return GDB_REPLY;
 	}

@@ -50,8 +50,9 @@ enum gdb_after {
 
 /* Answer one parsed command (gdb/commands.c): fills s->reply. */
 enum gdb_after gdb_command(struct gdb_server *s, const struct gdb_cmd *cmd);
-/* A stop reply for st into s->reply, counted. */
+/* A stop reply for st into s->reply; counted (stops, breakpoints hit) once, when first reported. */
 void gdb_stop_reply(struct gdb_server *s, const struct gdb_stop *st);
+void gdb_count_stop(struct gdb_server *s, const struct gdb_stop *st);
 /* Take the pending stop, if any (under the lock). */
 bool gdb_take_pending(struct gdb_server *s, struct gdb_stop *st);
 

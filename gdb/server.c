@@ -78,6 +78,7 @@ static void report_stop(struct gdb_server *s, const struct gdb_stop *st)
 	s->running = false;
 	s->last = *st;
 	s->g_thread = s->c_thread = st->thread;
+	gdb_count_stop(s, st);
 	gdb_stop_reply(s, st);
 	send_reply(s);
 }
@@ -156,10 +157,8 @@ static void attach(struct gdb_server *s, int fd)
 	gdb_take_pending(s, &st);
 	s->last = st;
 	s->g_thread = s->c_thread = st.thread;
-	/* Counted now: '?' repeats it without counting. */
-	atomic_fetch_add(&s->stops, 1);
-	if (st.reason == GDB_STOP_TRAP || st.reason == GDB_STOP_WATCH)
-		atomic_fetch_add(&s->breakpoints_hit, 1);
+	/* Counted now: gdb hears of it through '?'. */
+	gdb_count_stop(s, &st);
 }
 
 static void accept_client(struct gdb_server *s)
