@@ -16,7 +16,7 @@ static const struct {
 } targets[] = {
 	{ "virtqueue", fuzz_virtqueue }, { "pci", fuzz_pci },	  { "net", fuzz_net },
 	{ "boot", fuzz_boot },		 { "opts", fuzz_opts },	  { "p9", fuzz_p9 },
-	{ "stream", fuzz_stream },	 { "bench", fuzz_bench },
+	{ "stream", fuzz_stream },	 { "bench", fuzz_bench }, { "gdb", fuzz_gdb },
 };
 
 /* Feed every regular file in dir to fn; returns how many (-1 when dir is missing). */
