@@ -77,6 +77,11 @@ static int complete(struct kvm_cpu *vcpu, int which, int len)
 	return 0;
 }
 
+int x86_reinject_int3(struct kvm_cpu *vcpu)
+{
+	return complete(vcpu, EMU_INT3, 1);
+}
+
 int x86_handle_internal_error(struct kvm_cpu *vcpu, char *why, size_t whylen)
 {
 	struct kvm *kvm = vcpu->kvm;
