@@ -103,51 +103,56 @@ START_TEST(page_walk)
 }
 END_TEST
 
+/* One vCPU's state with a value in every field the mapping moves. */
+static const struct kvm_regs kr = { .rax = 1,
+				    .rbx = 2,
+				    .rcx = 3,
+				    .rdx = 4,
+				    .rsi = 5,
+				    .rdi = 6,
+				    .rbp = 7,
+				    .rsp = 8,
+				    .r8 = 9,
+				    .r15 = 16,
+				    .rip = 0xffffffff81000000ull,
+				    .rflags = 0x246 };
+static const struct kvm_sregs ks = { .cr0 = 0x80050033,
+				     .cr3 = 0x1000,
+				     .cr4 = 0x20,
+				     .cr8 = 5,
+				     .efer = 0xd01,
+				     .cs.selector = 0x10,
+				     .ss.selector = 0x18,
+				     .gs.selector = 0x2b,
+				     .fs.base = 0x7000,
+				     .gs.base = 0xffff888000000000ull };
+static const struct kvm_fpu kf = { .fcw = 0x37f,
+				   .ftwx = 0x81,
+				   .mxcsr = 0x1f80,
+				   .last_ip = 0x1122334455ull,
+				   .xmm[3][0] = 0xaa,
+				   .fpr[7][9] = 0x40 };
+
 START_TEST(regs_round_trip)
 {
-	struct kvm_regs r = { .rax = 1,
-			      .rbx = 2,
-			      .rcx = 3,
-			      .rdx = 4,
-			      .rsi = 5,
-			      .rdi = 6,
-			      .rbp = 7,
-			      .rsp = 8,
-			      .r8 = 9,
-			      .r15 = 16,
-			      .rip = 0xffffffff81000000ull,
-			      .rflags = 0x246 };
-	struct kvm_sregs s = {
-		.cr0 = 0x80050033, .cr3 = 0x1000, .cr4 = 0x20, .cr8 = 5, .efer = 0xd01
-	};
-	struct kvm_fpu f = {
-		.fcw = 0x37f, .ftwx = 0x81, .mxcsr = 0x1f80, .last_ip = 0x1122334455ull
-	};
 	struct kvm_regs r2 = { 0 };
 	struct kvm_sregs s2 = { 0 };
 	struct kvm_fpu f2 = { 0 };
 	struct gdb_x86_regs g;
 	u64 kgs = 0;
 
-	s.cs.selector = 0x10;
-	s.ss.selector = 0x18;
-	s.gs.selector = 0x2b;
-	s.fs.base = 0x7000;
-	s.gs.base = 0xffff888000000000ull;
-	f.xmm[3][0] = 0xaa;
-	f.fpr[7][9] = 0x40;
-	gdb_regs_from_kvm(&r, &s, &f, 0x1234, &g);
+	gdb_regs_from_kvm(&kr, &ks, &kf, 0x1234, &g);
 	/* gdb's order: rax rbx rcx rdx rsi rdi rbp rsp r8..r15. */
 	ck_assert_uint_eq(g.gpr[4], 5);
 	ck_assert_uint_eq(g.gpr[5], 6);
 	ck_assert_uint_eq(g.gpr[7], 8);
 	ck_assert_uint_eq(g.gpr[15], 16);
-	ck_assert_uint_eq(g.rip, r.rip);
+	ck_assert_uint_eq(g.rip, kr.rip);
 	ck_assert_uint_eq(g.eflags, 0x246);
 	ck_assert_uint_eq(g.seg[0], 0x10);
 	ck_assert_uint_eq(g.seg[1], 0x18);
 	ck_assert_uint_eq(g.seg[5], 0x2b);
-	ck_assert_uint_eq(g.gs_base, s.gs.base);
+	ck_assert_uint_eq(g.gs_base, ks.gs.base);
 	ck_assert_uint_eq(g.k_gs_base, 0x1234);
 	ck_assert_uint_eq(g.cr8, 5);
 	ck_assert_uint_eq(g.efer, 0xd01);
@@ -157,12 +162,12 @@ START_TEST(regs_round_trip)
 	ck_assert_uint_eq(g.xmm[3][0], 0xaa);
 	ck_assert_uint_eq(g.st[7][9], 0x40);
 	gdb_regs_to_kvm(&g, &r2, &s2, &f2, &kgs);
-	ck_assert_mem_eq(&r2, &r, sizeof(r));
-	ck_assert_uint_eq(s2.gs.base, s.gs.base);
+	ck_assert_mem_eq(&r2, &kr, sizeof(kr));
+	ck_assert_uint_eq(s2.gs.base, ks.gs.base);
 	ck_assert_uint_eq(s2.cs.selector, 0x10);
-	ck_assert_uint_eq(s2.cr0, s.cr0);
+	ck_assert_uint_eq(s2.cr0, ks.cr0);
 	ck_assert_uint_eq(kgs, 0x1234);
-	ck_assert_mem_eq(&f2, &f, sizeof(f));
+	ck_assert_mem_eq(&f2, &kf, sizeof(kf));
 }
 END_TEST
 
