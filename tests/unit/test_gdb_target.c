@@ -422,7 +422,9 @@ static Suite *gdb_target_suite(void)
 	 * but steps anywhere): a skip there, never a pass. */
 	if (can_run_vm("vm_cpl3", &why) && (x86_host_is_pvm() || !(host_can() & CAN_SW)))
 		lkvm_skip("test_gdb_target", 1, "vm_cpl3",
-			  "this host's KVM fires no breakpoint or watchpoint at guest CPL3");
+			  x86_host_is_pvm()
+				  ? "this PVM host's KVM stops at nothing in guest CPL3 code"
+				  : "this host's KVM fires no breakpoint, only steps");
 	else if (!why)
 		tcase_add_test(tc, vm_cpl3);
 	suite_add_tcase(s, tc);
