@@ -79,7 +79,10 @@ static int complete(struct kvm_cpu *vcpu, int which, int len)
 
 int x86_reinject_int3(struct kvm_cpu *vcpu)
 {
-	return complete(vcpu, EMU_INT3, 1);
+	/* RIP stays on the int3: KVM delivers #BP as a software exception, past the instruction
+	 * by the length its exit recorded (as QEMU re-injects it), where complete() above moves
+	 * RIP itself because the emulator gave up before any exit had a length. */
+	return inject_bp(vcpu);
 }
 
 int x86_handle_internal_error(struct kvm_cpu *vcpu, char *why, size_t whylen)

@@ -76,7 +76,8 @@ int gdb_vm_supported(struct kvm *kvm, char *err, size_t errlen);
 int gdb_vm_create(struct kvm *kvm, bool wait, struct gdb_vm **out) __must_check;
 /* The server the stops go to (NULL: none; stops are only kept for gdb_vm_wait_stop). */
 void gdb_vm_set_server(struct gdb_vm *g, struct gdb_server *s);
-/* Debug state removed from every vCPU, kvm->gdb cleared, g freed. vCPUs stopped before. */
+/* kvm->gdb cleared, g freed; the vCPUs are stopped before and the VM goes after (its int3s
+ * and debug registers with it). */
 void gdb_vm_destroy(struct gdb_vm *g);
 /* The last stop a vCPU reported, waited for up to timeout_ms (tests; the server has its own
  * notification). 0, or -ETIMEDOUT. */
