@@ -105,6 +105,8 @@ $(BUILD)/tests/test_virtio_blk: LDFLAGS += -Wl,--wrap=io_submit
 # The CPUID tests answer lkvm's ioctls with a fake KVM (no /dev/kvm).
 $(BUILD)/tests/test_cpuid: LDFLAGS += -Wl,--wrap=ioctl
 
+# The gdb target's test boots tests/guest/gdb-target.c (built with the unit tests, order only).
+$(BUILD)/tests/test_gdb_target: | build/guests/gdb-target.elf
 # Small host-side programs the integration tests use.
 TOOLS := build/tools/udp-sink build/tools/net-peer build/tools/mkinitrd
 tools: $(TOOLS)

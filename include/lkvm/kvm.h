@@ -27,6 +27,7 @@ enum {
 };
 
 struct kvm_cpu;
+struct gdb_vm;
 
 /* GSI routing (x86/irq.c). KVM's routing table is per VM and KVM_SET_GSI_ROUTING
  * replaces all of it, so lkvm keeps the whole table: KVM's default routes for GSIs 0-23
@@ -118,6 +119,10 @@ struct kvm {
 	u64 clock_at_pause; /* KVM_GET_CLOCK at pause (kvm-clock ns) */
 	bool clock_saved;
 	u64 host_tsc_at_pause;
+
+	/* The gdb target (x86/gdb-target.c) when --gdb is on, else NULL: set before the vCPUs
+	 * start, cleared after they ended; the vCPUs' debug exits go to it. */
+	struct gdb_vm *gdb;
 };
 
 /* Open /dev/kvm, check the API, create the VM with in-kernel irqchip and PIT, map RAM.
