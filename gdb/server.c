@@ -91,8 +91,10 @@ static void on_wake(struct gdb_server *s)
 
 	eventfd_drain(s->wake_fd);
 	if (s->client_fd >= 0 && s->running && gdb_take_pending(s, &st)) {
-		/* One vCPU stopped by itself: all-stop stops the rest. */
-		stop_all(s);
+		/* One vCPU stopped by itself: all-stop stops the rest (an ended VM has none left
+		 * to stop: its vCPU threads are gone and a pause is refused). */
+		if (st.reason != GDB_STOP_EXITED)
+			stop_all(s);
 		report_stop(s, &st);
 	}
 }
@@ -284,6 +286,9 @@ static void *server_thread(void *arg)
 		if (s->client_fd >= 0 && s->broken)
 			drop_client(s, true);
 	}
+	/* The VM's end, notified just before gdb_server_stop, still reaches a waiting gdb even
+	 * when the quit was seen first. */
+	on_wake(s);
 	return NULL;
 }
 

@@ -17,6 +17,7 @@
 #define MSR_KERNEL_GS_BASE 0xc0000102
 #define PAGE_SIZE 4096ull
 #define STOP_TIMEOUT_MS 2000
+#define NO_ADDR (~0ull)
 
 /*
  * The stop handoff. A vCPU that takes a debug exit records the stop under `lock` (the first
@@ -37,6 +38,7 @@ struct gdb_vm {
 	bool have_stop;
 	struct gdb_stop stop;
 	bool stopped; /* the server's side: the VM is paused for gdb (server thread only) */
+	struct kvm_cpu *stepping_over; /* under lock: the vCPU stepping off a breakpoint */
 	struct gdb_dr dr;
 	struct gdb_sw_table sw;
 };
@@ -340,17 +342,21 @@ static int op_stop_all(void *ctx)
 	return 0;
 }
 
-/* The guest-debug flags for vCPU v, applied on every resume (they are per vCPU in KVM). */
-static int apply_debug(struct gdb_vm *g, struct kvm_cpu *v, bool step)
+/* The guest-debug flags for vCPU v, applied on every resume (they are per vCPU in KVM); an
+ * execution breakpoint at skip (NO_ADDR: none) is left out, so v can step off it. */
+static int apply_debug(struct gdb_vm *g, struct kvm_cpu *v, bool step, u64 skip)
 {
 	struct kvm_guest_debug d = { 0 };
+	struct gdb_dr dr = g->dr;
 	bool any_sw = false;
 
 	for (int i = 0; i < GDB_MAX_SW_BPS; i++)
 		any_sw |= g->sw.bp[i].used;
-	d.arch.debugreg[7] = gdb_dr7(&g->dr);
 	for (int i = 0; i < 4; i++)
-		d.arch.debugreg[i] = g->dr.used[i] ? g->dr.addr[i] : 0;
+		dr.used[i] &= !(dr.kind[i] == GDB_BP_HW && dr.addr[i] == skip);
+	d.arch.debugreg[7] = gdb_dr7(&dr);
+	for (int i = 0; i < 4; i++)
+		d.arch.debugreg[i] = dr.used[i] ? dr.addr[i] : 0;
 	if (any_sw)
 		d.control |= KVM_GUESTDBG_USE_SW_BP;
 	if (d.arch.debugreg[7])
@@ -362,31 +368,94 @@ static int apply_debug(struct gdb_vm *g, struct kvm_cpu *v, bool step)
 	return ioctl(v->fd, KVM_SET_GUEST_DEBUG, &d) < 0 ? -errno : 0;
 }
 
+/* v's RIP when one of gdb's execution breakpoints is there (it would fire again at once when
+ * v runs on: a debug-register breakpoint is a fault, before the instruction), else NO_ADDR. */
+static u64 on_hw_bp(struct gdb_vm *g, struct kvm_cpu *v)
+{
+	struct kvm_regs r;
+
+	if (ioctl(v->fd, KVM_GET_REGS, &r) < 0)
+		return NO_ADDR;
+	for (int i = 0; i < 4; i++)
+		if (g->dr.used[i] && g->dr.kind[i] == GDB_BP_HW && g->dr.addr[i] == r.rip)
+			return r.rip;
+	return NO_ADDR;
+}
+
+/* Step held vCPU v off the execution breakpoint at addr, as gdb stubs do (RF would do it too,
+ * but a PVM host ignores it): v alone runs one instruction with that breakpoint out, its step's
+ * debug exit holds it again without a stop (gdb_vm_debug_exit), and its flags are re-applied
+ * by the caller. The other vCPUs stay held. */
+static int step_over(struct gdb_vm *g, struct kvm_cpu *v, u64 addr)
+{
+	struct timespec dl;
+	int ret = apply_debug(g, v, true, addr);
+
+	if (ret < 0)
+		return ret;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += STOP_TIMEOUT_MS / 1000;
+	pthread_mutex_lock(&g->lock);
+	g->stepping_over = v;
+	pthread_mutex_unlock(&g->lock);
+	kvm_cpu_set_held(v, false);
+	pthread_mutex_lock(&g->lock);
+	while (g->stepping_over && ret == 0)
+		ret = -pthread_cond_clockwait(&g->cond, &g->lock, CLOCK_MONOTONIC, &dl);
+	ret = g->stepping_over ? -ETIMEDOUT : 0;
+	g->stepping_over = NULL;
+	pthread_mutex_unlock(&g->lock);
+	if (ret < 0)
+		kvm_cpu_set_held(v, true); /* parks at its next exit */
+	return ret;
+}
+
+/* The VM out of its pause, every vCPU still held (they park on held alone). */
+static int unpause_held(struct gdb_vm *g)
+{
+	char err[128];
+	int ret;
+
+	for (int i = 0; i < g->kvm->nr_cpus; i++)
+		kvm_cpu_set_held(g->kvm->cpus[i], true);
+	if (!g->stopped) /* --gdb-wait's first stop, before any stop_all */
+		return 0;
+	g->stopped = false;
+	ret = kvm_resume(g->kvm, err, sizeof(err));
+	return ret == -EALREADY ? 0 : ret;
+}
+
 static int op_resume(void *ctx, int step_thread)
 {
 	struct gdb_vm *g = ctx;
 	struct kvm *kvm = g->kvm;
-	char err[128];
 	int ret;
 
 	if (step_thread && !thread_vcpu(g, step_thread))
 		return -ESRCH;
-	for (int i = 0; i < kvm->nr_cpus; i++) {
-		ret = apply_debug(g, kvm->cpus[i], i + 1 == step_thread);
-		if (ret < 0)
-			return ret;
+	ret = unpause_held(g);
+	for (int i = 0; i < kvm->nr_cpus && ret == 0; i++) {
+		struct kvm_cpu *v = kvm->cpus[i];
+		u64 bp = on_hw_bp(g, v);
+
+		/* A stepped vCPU steps with its breakpoint out; a continued one steps off it. */
+		if (i + 1 == step_thread)
+			ret = apply_debug(g, v, true, bp);
+		else if (!step_thread && bp != NO_ADDR)
+			ret = step_over(g, v, bp);
+		if (ret == 0 && i + 1 != step_thread)
+			ret = apply_debug(g, v, false, NO_ADDR);
 	}
+	if (ret < 0)
+		return ret;
 	pthread_mutex_lock(&g->lock);
 	g->have_stop = false; /* the next vCPU's stop is the one to report */
 	pthread_mutex_unlock(&g->lock);
-	/* A step runs one vCPU: the others stay held after the unpark below. */
+	/* A step runs one vCPU: the others stay held. */
 	for (int i = 0; i < kvm->nr_cpus; i++)
-		kvm_cpu_set_held(kvm->cpus[i], step_thread && i + 1 != step_thread);
-	if (!g->stopped) /* --gdb-wait's first stop, before any stop_all */
-		return 0;
-	g->stopped = false;
-	ret = kvm_resume(kvm, err, sizeof(err));
-	return ret == -EALREADY ? 0 : ret;
+		if (!step_thread || i + 1 == step_thread)
+			kvm_cpu_set_held(kvm->cpus[i], false);
+	return 0;
 }
 
 static void op_detach(void *ctx)
@@ -431,6 +500,15 @@ bool gdb_vm_debug_exit(struct kvm_cpu *vcpu)
 
 	if (!g)
 		return false;
+	pthread_mutex_lock(&g->lock);
+	if (g->stepping_over == vcpu) { /* its step off a breakpoint: no stop (step_over) */
+		g->stepping_over = NULL;
+		pthread_cond_broadcast(&g->cond);
+		kvm_cpu_hold(vcpu);
+		pthread_mutex_unlock(&g->lock);
+		return true;
+	}
+	pthread_mutex_unlock(&g->lock);
 	if (a->exception == BP_VECTOR && !gdb_sw_find(&g->sw, a->pc)) {
 		/* The guest's own int3 (a kernel's self-test, its kprobes): give it back. */
 		return x86_reinject_int3(vcpu) == 0;

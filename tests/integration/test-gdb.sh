@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Drives Debian's gdb (batch mode) against lkvm run --gdb on tests/guest/gdb-target.c: a breakpoint with its arguments, stepi, finish, a watchpoint, continue to a clean exit; and the refusals (one error line, status 1).
+# shellcheck disable=SC2016 # $rdi, $pc and $N are gdb's, not the shell's
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
 SUMMARY_PREFIX=gdb
@@ -44,11 +45,18 @@ gdb_has() {
 	fail "gdb's output lacks ${2:-/$1/} (gdb log: $GDB_LOG)"
 }
 
-# shellcheck disable=SC2016 # $rdi, $pc and $N are gdb's, not the shell's
+# The emulated host's nested SVM fires no breakpoint (only steps): a skip, never a pass.
+no_bps_here() {
+	[ "$(host_kind)" = emulated-svm ] || return 1
+	skip "the emulated host's nested SVM fires no breakpoint, only steps (the probe of issue 30)"
+}
+
 # Break on the function (the 4th call: a=3, b=6), its arguments, one instruction, finish to the
-# caller, the global after three calls (0 + 3 + 6), then no breakpoint and on to a clean exit.
+# caller (it returned 3 + 6), the global after four calls (0 + 3 + 6 + 9), then no breakpoint
+# and on to a clean exit.
 t_break() {
 	local port
+	no_bps_here && return
 	port=$(port_of $BASHPID)
 	gdb_vm gdb-break "$port" -p "gdb.rounds=20 gdb.int3=1" || return
 	run_gdb gdb-break "$port" 'break gdb_target_fn if $rdi == 3' continue 'p/x $rdi' \
@@ -59,9 +67,43 @@ t_break() {
 	gdb_has '^\$2 = 0x6$' 'rsi = 6 (b)' || return
 	gdb_has '^\$3 = 1$' 'the stop at gdb_target_fn' || return
 	gdb_has '^\$4 = 1$' 'stepi moving on inside it' || return
-	gdb_has '^Run till exit' 'finish' || return
-	gdb_has '^\$5 = 9$' 'gdb_counter after three calls' || return
+	gdb_has '^0x[0-9a-f]+ in rounds ' 'finish back in the caller' || return
+	gdb_has '^Value returned is \$5 = 9$' "finish's return value (3 + 6)" || return
+	gdb_has '^\$6 = 18$' 'gdb_counter after four calls' || return
 	gdb_has 'exited normally' "the guest's clean exit, as gdb saw it" || return
+	expect_guest 0
+}
+
+# A hardware execution breakpoint (a debug register), hit by two calls in a row: continuing
+# from it reaches the next call (a=1), not the same one again; then on to a clean exit.
+t_hbreak() {
+	local port
+	no_bps_here && return
+	port=$(port_of $BASHPID)
+	gdb_vm gdb-hbreak "$port" -p "gdb.rounds=20" || return
+	run_gdb gdb-hbreak "$port" 'hbreak gdb_target_fn' continue 'p/x $rdi' continue 'p/x $rdi' \
+		delete continue
+	end_vm
+	gdb_has '^Hardware assisted breakpoint 1 at ' || return
+	gdb_has '^\$1 = 0x0$' 'the first call (a=0)' || return
+	gdb_has '^\$2 = 0x1$' 'the second call (a=1)' || return
+	gdb_has 'exited normally' || return
+	expect_guest 0
+}
+
+# What every host does, the emulated one too: held before the first instruction, stepi moves
+# the pc, gdb reads the global (0: nothing ran yet), continue to a clean exit.
+t_step() {
+	local port
+	port=$(port_of $BASHPID)
+	gdb_vm gdb-step "$port" -p "gdb.rounds=20" || return
+	run_gdb gdb-step "$port" 'p $pc == (long)_start' stepi stepi 'p $pc != (long)_start' \
+		'p gdb_counter' continue
+	end_vm
+	gdb_has '^\$1 = 1$' 'the stop before the first instruction' || return
+	gdb_has '^\$2 = 1$' 'stepi moving the pc' || return
+	gdb_has '^\$3 = 0$' 'gdb_counter read before any call' || return
+	gdb_has 'exited normally' || return
 	expect_guest 0
 }
 
@@ -69,8 +111,7 @@ t_break() {
 t_watch() {
 	local port
 	is_pvm_host && { skip "this PVM host's KVM fires no watchpoint (the probe of issue 30)"; return; }
-	[ "$(host_kind)" = emulated-svm ] &&
-		{ skip "the emulated host's nested SVM fires no debug-register breakpoint"; return; }
+	no_bps_here && return
 	port=$(port_of $BASHPID)
 	gdb_vm gdb-watch "$port" -p "gdb.rounds=20" || return
 	run_gdb gdb-watch "$port" 'watch gdb_counter' continue continue delete continue
@@ -109,6 +150,8 @@ t_port_in_use() {
 
 skip_unless_kvm
 run_test gdb-break t_break
+run_test gdb-hbreak t_hbreak
+run_test gdb-step t_step
 run_test gdb-watch t_watch
 run_test gdb-wait-alone t_wait_alone
 run_test gdb-bad-addr t_bad_addr

@@ -338,6 +338,7 @@ static void vm_hw_bp(struct gvm *v, u64 fn)
 {
 	struct gdb_x86_regs r;
 	struct gdb_stop st;
+	u64 a;
 
 	ck_assert_int_eq(gdb_vm_ops.set_bp(v->g, GDB_BP_HW, fn, 1), 0);
 	st = gvm_run(v, 0);
@@ -345,6 +346,14 @@ static void vm_hw_bp(struct gvm *v, u64 fn)
 	gvm_regs(v, &r);
 	ck_assert_uint_eq(r.rip, fn);
 	ck_assert_uint_eq(r.gpr[4], r.gpr[5] * 2); /* a call's (round, round * 2) */
+	a = r.gpr[5];
+	/* Resumed with the breakpoint still set (no step over it first, as gdb would): the next
+	 * call's stop, not the same instruction's again. */
+	st = gvm_run(v, 0);
+	ck_assert_int_eq(st.reason, GDB_STOP_TRAP);
+	gvm_regs(v, &r);
+	ck_assert_uint_eq(r.rip, fn);
+	ck_assert_uint_eq(r.gpr[5], a + 1);
 	ck_assert_int_eq(gdb_vm_ops.clear_bp(v->g, GDB_BP_HW, fn, 1), 0);
 }
 
