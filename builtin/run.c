@@ -559,6 +559,9 @@ static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl
 		ret = drop_privileges(st, cfg);
 	if (ret == 0)
 		ret = term_start(&st->term);
+	/* The gdb server's thread: without capabilities, before a vCPU runs (--gdb-wait). */
+	if (ret == 0 && (ret = gdb_vm_serve(&st->kvm, err, sizeof(err))) < 0)
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
 	/* Device threads that only main may create (without capabilities by now). */
 	if (ret == 0 && (ret = kvm_devs_start(&st->kvm, err, sizeof(err))) < 0)
 		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
@@ -646,7 +649,7 @@ static int start_gdb(struct run_state *st, const struct kvm_config *cfg, struct 
 	}
 	ret = gdb_vm_create(kvm, cfg->gdb_wait, &g);
 	if (ret == 0)
-		ret = gdb_server_start(cfg->gdb_addr, &gdb_vm_ops, g, srv, err, sizeof(err));
+		ret = gdb_server_listen(cfg->gdb_addr, &gdb_vm_ops, g, srv, err, sizeof(err));
 	if (ret < 0) {
 		pr_err("--gdb %s: %s", cfg->gdb_addr, err[0] ? err : strerror(-ret));
 		gdb_vm_destroy(kvm->gdb);

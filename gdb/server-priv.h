@@ -13,6 +13,8 @@ struct gdb_server {
 	int listen_fd, client_fd, wake_fd;
 	char unix_path[108]; /* "": a TCP listener; else the socket to remove at the end */
 	pthread_t thread;
+	bool thread_up; /* gdb_server_run started it */
+	bool keep_path; /* gdb_server_keep_path */
 
 	/* Set by notify_stop and stop (any thread), taken by the server's thread. */
 	pthread_mutex_t lock;

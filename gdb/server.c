@@ -268,6 +268,8 @@ static void *server_thread(void *arg)
 	struct gdb_server *s = arg;
 
 	pthread_setname_np(pthread_self(), "lkvm-gdb");
+	if (s->ops->thread_start && s->ops->thread_start(s->ctx) != 0)
+		return NULL;
 	while (!quitting(s)) {
 		struct pollfd p[3] = {
 			{ .fd = s->wake_fd, .events = POLLIN },
@@ -423,7 +425,7 @@ static void server_free(struct gdb_server *s)
 		close(s->client_fd);
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
-	if (s->unix_path[0])
+	if (s->unix_path[0] && !s->keep_path)
 		unlink(s->unix_path);
 	close(s->wake_fd);
 	free(s->xml);
@@ -444,8 +446,8 @@ static int start_thread(struct gdb_server *s)
 	return -ret;
 }
 
-int gdb_server_start(const char *addr, const struct gdb_target_ops *ops, void *ctx,
-		     struct gdb_server **out, char *err, size_t errlen)
+int gdb_server_listen(const char *addr, const struct gdb_target_ops *ops, void *ctx,
+		      struct gdb_server **out, char *err, size_t errlen)
 {
 	struct gdb_server *s = server_alloc(ops, ctx);
 	int ret;
@@ -462,17 +464,37 @@ int gdb_server_start(const char *addr, const struct gdb_target_ops *ops, void *c
 		ret = -errno;
 		errfmt(err, errlen, "gdb: cannot listen on %s: %s", addr, strerror(-ret));
 	}
-	if (!ret) {
-		ret = start_thread(s);
-		if (ret < 0)
-			errfmt(err, errlen, "gdb: cannot start its thread: %s", strerror(-ret));
-	}
 	if (ret < 0) {
 		server_free(s);
 		return ret;
 	}
 	*out = s;
 	return 0;
+}
+
+int gdb_server_run(struct gdb_server *s, char *err, size_t errlen)
+{
+	int ret = start_thread(s);
+
+	if (ret < 0)
+		errfmt(err, errlen, "gdb: cannot start its thread: %s", strerror(-ret));
+	s->thread_up = ret == 0;
+	return ret;
+}
+
+int gdb_server_start(const char *addr, const struct gdb_target_ops *ops, void *ctx,
+		     struct gdb_server **out, char *err, size_t errlen)
+{
+	int ret = gdb_server_listen(addr, ops, ctx, out, err, errlen);
+
+	if (ret == 0 && (ret = gdb_server_run(*out, err, errlen)) < 0)
+		server_free(*out);
+	return ret;
+}
+
+void gdb_server_keep_path(struct gdb_server *s)
+{
+	s->keep_path = true;
 }
 
 void gdb_server_stop(struct gdb_server *s)
@@ -484,6 +506,7 @@ void gdb_server_stop(struct gdb_server *s)
 	pthread_mutex_unlock(&s->lock);
 	if (eventfd_write(s->wake_fd, 1) < 0)
 		pr_err("gdb: cannot wake the server's thread"); /* cannot happen */
-	pthread_join(s->thread, NULL);
+	if (s->thread_up)
+		pthread_join(s->thread, NULL);
 	server_free(s);
 }

@@ -9,6 +9,7 @@
 #include "lkvm/gdb-target.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/x86.h"
 
 #define DB_VECTOR 1
@@ -25,7 +26,7 @@
  * breakpoint fires again when its vCPU runs on), holds itself (kvm_cpu_hold: it parks at its
  * loop's next check, counted as parked, and never re-enters the guest) and tells the server,
  * which cannot wait for all vCPUs from there. The server's stop_all then parks the others
- * (kvm_pause: the same park and clock freeze as `lkvm pause`). Everything else the ops do
+ * (kvm_pause_by: the same park and clock freeze as `lkvm pause`, owned by gdb). Everything else the ops do
  * happens while every vCPU is parked, so the tables below need no lock: the vCPUs read them
  * only while running, the server writes them only while none runs (the park's mutex orders
  * the two).
@@ -77,6 +78,17 @@ int gdb_vm_create(struct kvm *kvm, bool wait, struct gdb_vm **out)
 void gdb_vm_set_server(struct gdb_vm *g, struct gdb_server *s)
 {
 	g->server = s;
+}
+
+int gdb_vm_serve(struct kvm *kvm, char *err, size_t errlen)
+{
+	struct gdb_vm *g = kvm->gdb;
+
+	if (!g || !g->server)
+		return 0;
+	if (kvm->sandbox)
+		gdb_server_keep_path(g->server);
+	return gdb_server_run(g->server, err, errlen);
 }
 
 void gdb_vm_destroy(struct gdb_vm *g)
@@ -335,7 +347,7 @@ static int op_stop_all(void *ctx)
 
 	if (g->stopped)
 		return 0;
-	ret = kvm_pause(g->kvm, STOP_TIMEOUT_MS, err, sizeof(err));
+	ret = kvm_pause_by(g->kvm, PAUSE_GDB, STOP_TIMEOUT_MS, err, sizeof(err));
 	if (ret < 0)
 		return ret;
 	g->stopped = true;
@@ -421,7 +433,7 @@ static int unpause_held(struct gdb_vm *g)
 	if (!g->stopped) /* --gdb-wait's first stop, before any stop_all */
 		return 0;
 	g->stopped = false;
-	ret = kvm_resume(g->kvm, err, sizeof(err));
+	ret = kvm_resume_by(g->kvm, PAUSE_GDB, err, sizeof(err));
 	return ret == -EALREADY ? 0 : ret;
 }
 
@@ -477,6 +489,17 @@ static void op_kill(void *ctx)
 	/* Held or parked vCPUs wake on stopping once the run joins them (kvm_cpu_stop_all). */
 }
 
+/* The server's thread confines itself before it reads a byte from gdb. */
+static int op_thread_start(void *ctx)
+{
+	struct gdb_vm *g = ctx;
+	int ret = sandbox_enter(g->kvm, SB_GDB);
+
+	if (ret < 0)
+		kvm_request_exit(g->kvm, EXIT_LKVM_ERROR, "gdb: cannot enter the sandbox");
+	return ret;
+}
+
 const struct gdb_target_ops gdb_vm_ops = {
 	.nthreads = op_nthreads,
 	.stop_all = op_stop_all,
@@ -489,6 +512,7 @@ const struct gdb_target_ops gdb_vm_ops = {
 	.clear_bp = op_clear_bp,
 	.detach = op_detach,
 	.kill = op_kill,
+	.thread_start = op_thread_start,
 };
 
 bool gdb_vm_debug_exit(struct kvm_cpu *vcpu)

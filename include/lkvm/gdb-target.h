@@ -76,6 +76,10 @@ int gdb_vm_supported(struct kvm *kvm, char *err, size_t errlen);
 int gdb_vm_create(struct kvm *kvm, bool wait, struct gdb_vm **out) __must_check;
 /* The server the stops go to (NULL: none; stops are only kept for gdb_vm_wait_stop). */
 void gdb_vm_set_server(struct gdb_vm *g, struct gdb_server *s);
+/* Start the server's thread (kvm->gdb's, if any): once privileges are dropped, before the vCPUs
+ * start. It enters the sandbox's gdb kind; a unix socket's path stays behind a sandboxed main
+ * (no unlink there). 0, or -errno with err. */
+int gdb_vm_serve(struct kvm *kvm, char *err, size_t errlen) __must_check;
 /* kvm->gdb cleared, g freed; the vCPUs are stopped before and the VM goes after (its int3s
  * and debug registers with it). */
 void gdb_vm_destroy(struct gdb_vm *g);

@@ -74,6 +74,9 @@ struct gdb_target_ops {
 	void (*detach)(void *ctx);
 	/* gdb's k: end the VM. */
 	void (*kill)(void *ctx);
+	/* On the server's thread, first (NULL: nothing): the VM confines the thread (its sandbox
+	 * kind). Non-zero: the thread ends without serving (the VM has been told why). */
+	int (*thread_start)(void *ctx);
 };
 
 struct gdb_server;
@@ -85,6 +88,16 @@ struct gdb_server;
  */
 int gdb_server_start(const char *addr, const struct gdb_target_ops *ops, void *ctx,
 		     struct gdb_server **out, char *err, size_t errlen) __must_check;
+
+/* gdb_server_start in two steps, for a VM that binds its address early (its errors before the
+ * VM starts, the wake-up eventfd open before the sandbox scans the fds) and starts the thread
+ * once its privileges are dropped (a thread keeps the capabilities it was created with). */
+int gdb_server_listen(const char *addr, const struct gdb_target_ops *ops, void *ctx,
+		      struct gdb_server **out, char *err, size_t errlen) __must_check;
+int gdb_server_run(struct gdb_server *s, char *err, size_t errlen) __must_check;
+/* gdb_server_stop leaves a unix socket's path in place (its caller's sandbox has no unlink):
+ * stale, it is taken over by the next server on it. */
+void gdb_server_keep_path(struct gdb_server *s);
 
 /* The VM stopped by itself (a breakpoint, a step's end, the VM exited). Any thread (a vCPU's):
  * it does not block; the server calls ops->stop_all before it answers gdb. */

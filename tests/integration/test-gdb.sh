@@ -49,6 +49,7 @@ gdb_has() {
 no_bps_here() {
 	[ "$(host_kind)" = emulated-svm ] || return 1
 	skip "the emulated host's nested SVM fires no breakpoint, only steps (the probe of issue 30)"
+	return 0
 }
 
 # Break on the function (the 4th call: a=3, b=6), its arguments, one instruction, finish to the
@@ -107,6 +108,26 @@ t_step() {
 	expect_guest 0
 }
 
+# While gdb holds the VM stopped, lkvm resume and lkvm pause are refused (no vCPU runs under
+# gdb), the global has not moved, and gdb's continue still runs the guest to its clean exit.
+t_pause_owner() {
+	local port n=gdb-pause-owner
+	need_guest gdb-target || return
+	port=$(port_of $BASHPID)
+	VM_TIMEOUT=$T start_vm $n $n -k "$ELF" --gdb "$port" --gdb-wait -p "gdb.rounds=20" || return
+	wait_until 10 _listening_or_gone "$port" || true
+	run_gdb $n "$port" "shell $LKVM resume $n; echo resume-status=\$?" \
+		"shell $LKVM pause $n; echo pause-status=\$?" 'p gdb_counter' continue
+	end_vm
+	gdb_has "^lkvm: error: $n: gdb holds the VM stopped: continue or detach in gdb first$" \
+		"lkvm resume's refusal" || return
+	gdb_has '^resume-status=1$' || return
+	gdb_has '^pause-status=1$' "lkvm pause's refusal" || return
+	gdb_has '^\$1 = 0$' 'gdb_counter still 0' || return
+	gdb_has 'exited normally' || return
+	expect_guest 0
+}
+
 # A write watchpoint on the global (a debug register): fires on the store in the function.
 t_watch() {
 	local port
@@ -152,6 +173,7 @@ skip_unless_kvm
 run_test gdb-break t_break
 run_test gdb-hbreak t_hbreak
 run_test gdb-step t_step
+run_test gdb-pause-owner t_pause_owner
 run_test gdb-watch t_watch
 run_test gdb-wait-alone t_wait_alone
 run_test gdb-bad-addr t_bad_addr
