@@ -11,8 +11,18 @@ T=60 # lkvm --timeout
 
 # A port for this test's server: 127.0.0.1, from the test's own pid (tests run in parallel).
 port_of() { echo $((20000 + ($1 % 20000))); }
+# The server's address for a gdb case: that port, or in the emulated host, whose network has no
+# loopback up (gdb: "Network is unreachable"), a unix socket in its /tmp (the checkout is a 9p
+# share there, which holds no socket).
+gdb_addr() {
+	if [ "$(host_kind)" = emulated-svm ]; then
+		echo "unix:${TMPDIR:-/tmp}/lkvm-gdb-$1.sock"
+	else
+		port_of "$1"
+	fi
+}
 
-# gdb_vm NAME PORT [RUN ARGS...]: lkvm run --gdb PORT --gdb-wait on the guest in the background
+# gdb_vm NAME ADDR [RUN ARGS...]: lkvm run --gdb ADDR --gdb-wait on the guest in the background
 # (start_vm), waiting until the server listens.
 gdb_vm() {
 	local name=$1 port=$2
@@ -23,16 +33,23 @@ gdb_vm() {
 	_listening "$port" && return 0
 	fail "lkvm --gdb $port never listened ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"
 }
-_listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+_listening() {
+	case $1 in
+	unix:*) [ -S "${1#unix:}" ] ;;
+	*) ss -Hltn "sport = :$1" 2>/dev/null | grep -q . ;;
+	esac
+}
 _listening_or_gone() { _listening "$1" || gone "$VM_PID"; }
 
-# run_gdb LOG PORT GDB-COMMAND...: gdb -batch on the guest's ELF against PORT, each command
+# run_gdb LOG ADDR GDB-COMMAND...: gdb -batch on the guest's ELF against ADDR (gdb_addr), each command
 # an -ex; its output in $LOG_DIR/LOG.gdb.log (GDB_LOG).
 run_gdb() {
 	local log=$1 port=$2 args=()
 	shift 2
 	need_cmd gdb test || return
-	for c in "set pagination off" "set confirm off" "target remote 127.0.0.1:$port" "$@"; do
+	local target=127.0.0.1:$port
+	[[ $port == unix:* ]] && target=${port#unix:}
+	for c in "set pagination off" "set confirm off" "target remote $target" "$@"; do
 		args+=(-ex "$c")
 	done
 	GDB_LOG=$LOG_DIR/$log.gdb.log
@@ -58,7 +75,7 @@ no_bps_here() {
 t_break() {
 	local port
 	no_bps_here && return
-	port=$(port_of $BASHPID)
+	port=$(gdb_addr $BASHPID)
 	gdb_vm gdb-break "$port" -p "gdb.rounds=20 gdb.int3=1" || return
 	run_gdb gdb-break "$port" 'break gdb_target_fn if $rdi == 3' continue 'p/x $rdi' \
 		'p/x $rsi' 'p $pc == (long)gdb_target_fn' stepi 'p $pc > (long)gdb_target_fn' \
@@ -80,7 +97,7 @@ t_break() {
 t_hbreak() {
 	local port
 	no_bps_here && return
-	port=$(port_of $BASHPID)
+	port=$(gdb_addr $BASHPID)
 	gdb_vm gdb-hbreak "$port" -p "gdb.rounds=20" || return
 	run_gdb gdb-hbreak "$port" 'hbreak gdb_target_fn' continue 'p/x $rdi' continue 'p/x $rdi' \
 		delete continue
@@ -96,7 +113,7 @@ t_hbreak() {
 # the pc, gdb reads the global (0: nothing ran yet), continue to a clean exit.
 t_step() {
 	local port
-	port=$(port_of $BASHPID)
+	port=$(gdb_addr $BASHPID)
 	gdb_vm gdb-step "$port" -p "gdb.rounds=20" || return
 	run_gdb gdb-step "$port" 'p $pc == (long)_start' stepi stepi 'p $pc != (long)_start' \
 		'p gdb_counter' continue
@@ -113,7 +130,7 @@ t_step() {
 t_pause_owner() {
 	local port n=gdb-pause-owner
 	need_guest gdb-target || return
-	port=$(port_of $BASHPID)
+	port=$(gdb_addr $BASHPID)
 	VM_TIMEOUT=$T start_vm $n $n -k "$ELF" --gdb "$port" --gdb-wait -p "gdb.rounds=20" || return
 	wait_until 10 _listening_or_gone "$port" || true
 	run_gdb $n "$port" "shell $LKVM resume $n; echo resume-status=\$?" \
@@ -133,7 +150,7 @@ t_watch() {
 	local port
 	is_pvm_host && { skip "this PVM host's KVM fires no watchpoint (the probe of issue 30)"; return; }
 	no_bps_here && return
-	port=$(port_of $BASHPID)
+	port=$(gdb_addr $BASHPID)
 	gdb_vm gdb-watch "$port" -p "gdb.rounds=20" || return
 	run_gdb gdb-watch "$port" 'watch gdb_counter' continue continue delete continue
 	end_vm
