@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lkvm/boot.h"
+#include "lkvm/gdb-target.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/layout.h"
 #include "lkvm/kvm.h"
@@ -192,6 +193,9 @@ static enum exit_action handle_internal_error(struct kvm_cpu *vcpu)
 {
 	char why[256]; /* as long as kvm->exit_reason */
 
+	/* Before the completions: an int3 of gdb's is a stop, not the guest's #BP. */
+	if (gdb_vm_emulated_int3(vcpu))
+		return EXIT_CONTINUE;
 	if (x86_handle_internal_error(vcpu, why, sizeof(why)) == 0)
 		return EXIT_CONTINUE;
 	kvm_cpu_dump(vcpu);
@@ -205,6 +209,15 @@ static enum exit_action handle_fail_entry(struct kvm_cpu *vcpu)
 	       (unsigned long long)vcpu->run->fail_entry.hardware_entry_failure_reason);
 	kvm_cpu_dump(vcpu);
 	kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "vCPU %d could not enter the guest", vcpu->id);
+	return EXIT_STOP;
+}
+
+/* Only with gdb's guest debugging on: the vCPU holds itself, the stop goes to the server. */
+static enum exit_action handle_debug(struct kvm_cpu *vcpu)
+{
+	if (gdb_vm_debug_exit(vcpu))
+		return EXIT_CONTINUE;
+	kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "vCPU %d: debug exit without gdb", vcpu->id);
 	return EXIT_STOP;
 }
 
@@ -224,6 +237,7 @@ static const exit_handler_fn exit_handlers[] = {
 	[KVM_EXIT_SYSTEM_EVENT] = handle_system_event,
 	[KVM_EXIT_INTERNAL_ERROR] = handle_internal_error,
 	[KVM_EXIT_FAIL_ENTRY] = handle_fail_entry,
+	[KVM_EXIT_DEBUG] = handle_debug,
 };
 _Static_assert(ARRAY_SIZE(exit_handlers) <= ARRAY_SIZE(((struct kvm_cpu *)0)->exits),
 	       "exit counters must cover every handled reason");
@@ -282,7 +296,9 @@ static void vcpu_park(struct kvm_cpu *vcpu)
 	pthread_mutex_lock(&kvm->park_lock);
 	kvm->parked++;
 	pthread_cond_broadcast(&kvm->park_cond);
-	while (atomic_load(&kvm->park_req) && !atomic_load(&kvm->stopping))
+	/* held: cleared under park_lock by kvm_cpu_set_held, whose broadcast wakes this wait. */
+	while ((atomic_load(&kvm->park_req) || atomic_load(&vcpu->held)) &&
+	       !atomic_load(&kvm->stopping))
 		pthread_cond_wait(&kvm->unpark_cond, &kvm->park_lock);
 	kvm->parked--;
 	/* Cleared before the loop re-checks `stopping`: kvm_cpu_stop_all sets stopping before
@@ -313,7 +329,8 @@ static void *vcpu_thread(void *arg)
 	while (!atomic_load(&kvm->stopping)) {
 		u32 reason;
 
-		if (atomic_load(&kvm->park_req)) {
+		/* held: set by this thread (kvm_cpu_hold) or before it started. */
+		if (atomic_load(&kvm->park_req) || atomic_load(&vcpu->held)) {
 			vcpu_park(vcpu);
 			continue;
 		}
@@ -432,6 +449,23 @@ void kvm_cpu_unpark_all(struct kvm *kvm)
 {
 	pthread_mutex_lock(&kvm->park_lock);
 	atomic_store(&kvm->park_req, false);
+	pthread_cond_broadcast(&kvm->unpark_cond);
+	pthread_mutex_unlock(&kvm->park_lock);
+}
+
+void kvm_cpu_hold(struct kvm_cpu *vcpu)
+{
+	atomic_store(&vcpu->held, true);
+}
+
+void kvm_cpu_set_held(struct kvm_cpu *vcpu, bool held)
+{
+	struct kvm *kvm = vcpu->kvm;
+
+	/* Under park_lock, paired with vcpu_park's check of held before its wait: the vCPU
+	 * either sees the new value or is already waiting for this broadcast. */
+	pthread_mutex_lock(&kvm->park_lock);
+	atomic_store(&vcpu->held, held);
 	pthread_cond_broadcast(&kvm->unpark_cond);
 	pthread_mutex_unlock(&kvm->park_lock);
 }

@@ -64,15 +64,10 @@ static void thaw_clock(struct kvm *kvm)
 	kvm->clock_saved = false;
 }
 
-int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
+static int pause_locked(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
 {
-	int ret;
+	int ret = kvm_cpu_park_all(kvm, timeout_ms);
 
-	if (atomic_load(&kvm->paused)) {
-		errfmt(err, errlen, "already paused");
-		return -EALREADY;
-	}
-	ret = kvm_cpu_park_all(kvm, timeout_ms);
 	if (ret == -ESHUTDOWN)
 		errfmt(err, errlen, "the VM is stopping");
 	else if (ret == -ETIMEDOUT)
@@ -89,18 +84,59 @@ int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
 	return 0;
 }
 
-int kvm_resume(struct kvm *kvm, char *err, size_t errlen)
+int kvm_pause_by(struct kvm *kvm, enum kvm_pauser who, int timeout_ms, char *err, size_t errlen)
 {
+	int ret = 0;
+
+	pthread_mutex_lock(&kvm->pause_lock);
+	if (!atomic_load(&kvm->paused)) {
+		ret = pause_locked(kvm, timeout_ms, err, errlen);
+	} else if (kvm->pause_owner == PAUSE_CTL && who == PAUSE_GDB) {
+		/* gdb stops a VM lkvm pause stopped: its pause now, ended by gdb's continue. */
+	} else if (kvm->pause_owner == (int)who) {
+		errfmt(err, errlen, "already paused");
+		ret = -EALREADY;
+	} else {
+		errfmt(err, errlen, "gdb holds the VM stopped: continue or detach in gdb first");
+		ret = -EBUSY;
+	}
+	if (ret == 0)
+		kvm->pause_owner = who;
+	pthread_mutex_unlock(&kvm->pause_lock);
+	return ret;
+}
+
+int kvm_resume_by(struct kvm *kvm, enum kvm_pauser who, char *err, size_t errlen)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&kvm->pause_lock);
 	if (!atomic_load(&kvm->paused)) {
 		errfmt(err, errlen, "not paused");
-		return -EALREADY;
+		ret = -EALREADY;
+	} else if (kvm->pause_owner != (int)who) {
+		errfmt(err, errlen, "gdb holds the VM stopped: continue or detach in gdb first");
+		ret = -EBUSY;
+	} else {
+		thaw_clock(kvm);
+		kvm_devs_resume(kvm);
+		kvm->paused_total_ns += now_ns() - kvm->paused_since_ns;
+		kvm->pause_owner = 0;
+		atomic_store(&kvm->paused, false);
+		kvm_cpu_unpark_all(kvm);
 	}
-	thaw_clock(kvm);
-	kvm_devs_resume(kvm);
-	kvm->paused_total_ns += now_ns() - kvm->paused_since_ns;
-	atomic_store(&kvm->paused, false);
-	kvm_cpu_unpark_all(kvm);
-	return 0;
+	pthread_mutex_unlock(&kvm->pause_lock);
+	return ret;
+}
+
+int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
+{
+	return kvm_pause_by(kvm, PAUSE_CTL, timeout_ms, err, errlen);
+}
+
+int kvm_resume(struct kvm *kvm, char *err, size_t errlen)
+{
+	return kvm_resume_by(kvm, PAUSE_CTL, err, errlen);
 }
 
 char *kvm_debug_dump(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)

@@ -219,6 +219,24 @@ static const struct sb_kind kinds[SB_NR] = {
 			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE,
 			    VHOST_NET_SET_BACKEND, VHOST_GET_VRING_BASE, VHOST_SET_VRING_BASE },
 	},
+	[SB_GDB] = {
+		.name = "gdb",
+		/* The gdb server (gdb/server.c): one client at a time, accepted on the listener
+		 * bound before the sandbox, its packets read and answered (recvfrom/sendto reach
+		 * only sockets: the listener's clients); its wake-up is an eventfd the vCPUs write.
+		 * All-stop is a pause, as the control socket's (x86/gdb-target.c: kvm_pause and
+		 * kvm_resume: kvm-clock, the vCPUs' TSC offsets, the vCPUs signalled to park, vhost
+		 * rings detached and attached again). While every vCPU is parked: their registers,
+		 * FPU and KERNEL_GS_BASE read and written, guest addresses translated, and the
+		 * guest-debug flags (breakpoints, steps) set; gdb's memory reads and writes are
+		 * lkvm's own mapping of guest RAM. No file, no new socket, no thread. */
+		.calls = { SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(sendto) },
+		.ioctls = { KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_KVMCLOCK_CTRL, KVM_GET_DEVICE_ATTR,
+			    KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE, VHOST_NET_SET_BACKEND,
+			    VHOST_GET_VRING_BASE, VHOST_SET_VRING_BASE, KVM_GET_REGS, KVM_SET_REGS,
+			    KVM_GET_SREGS, KVM_SET_SREGS, KVM_GET_FPU, KVM_SET_FPU, KVM_GET_MSRS,
+			    KVM_SET_MSRS, KVM_TRANSLATE, KVM_SET_GUEST_DEBUG },
+	},
 };
 
 /*
@@ -732,6 +750,8 @@ static const struct sb_probe {
 		    "main's (9p has newfstatat only): main starts 9p before its filter" },
 	[SB_CTL] = { SCMP_SYS(ioctl), KVM_SET_GSI_ROUTING, "ioctl KVM_SET_GSI_ROUTING",
 		     "main's (teardown): main starts ctl before its filter" },
+	[SB_GDB] = { SCMP_SYS(ioctl), KVM_SET_GSI_ROUTING, "ioctl KVM_SET_GSI_ROUTING",
+		     "main's (teardown): main starts the gdb server before its filter" },
 };
 
 static bool allows(const struct allow *a, const struct sb_probe *p)

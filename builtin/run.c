@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lkvm/ctl.h"
+#include "lkvm/gdb-target.h"
 #include "lkvm/host-root.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
@@ -227,6 +228,14 @@ static const struct opt run_opts[] = {
 	  .bad = "give a file name",
 	  .help = "the serial console (the kernel's log) to FILE; with -- CMD\n"
 		  "it goes nowhere without this, to stderr with --debug" },
+	{ "gdb", 0, OPT_STR, CFG(gdb_addr), .arg = "ADDR",
+	  .bad = "give PORT, HOST:PORT or unix:PATH",
+	  .help = "serve gdb's remote protocol on ADDR: PORT (on 127.0.0.1),\n"
+		  "HOST:PORT or unix:PATH; gdb: target remote ADDR" },
+	{ "gdb-default", 's', OPT_FLAG, CFG(gdb_default),
+	  .help = "--gdb 1234 (127.0.0.1:1234), as QEMU's -s" },
+	{ "gdb-wait", 0, OPT_FLAG, CFG(gdb_wait),
+	  .help = "with --gdb: no guest instruction runs until gdb continues\n(QEMU's -S)" },
 	{ "debug", 0, OPT_FLAG, CFG(debug), .help = "more log lines, and the start-up profile" },
 	{ "help", 'h', OPT_HELP, .help = "this text" },
 	{ .kind = OPT_END },
@@ -316,6 +325,12 @@ int kvm_run_parse(int argc, char **argv, struct run_args *a, FILE *out, char *er
 		ret = -EINVAL;
 	if (!ret && !cfg->kernel_path && !cfg->host_root.on) {
 		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
+		ret = -EINVAL;
+	}
+	if (!ret && cfg->gdb_default && !cfg->gdb_addr)
+		cfg->gdb_addr = "127.0.0.1:1234";
+	if (!ret && cfg->gdb_wait && !cfg->gdb_addr) {
+		errfmt(err, errlen, "--gdb-wait needs --gdb ADDR (or -s)");
 		ret = -EINVAL;
 	}
 	if (!ret && count_mmio(cfg) > VIRTIO_MMIO_MAX_DEVS) {
@@ -527,6 +542,9 @@ static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl
 		ret = drop_privileges(st, cfg);
 	if (ret == 0)
 		ret = term_start(&st->term);
+	/* The gdb server's thread: without capabilities, before a vCPU runs (--gdb-wait). */
+	if (ret == 0 && (ret = gdb_vm_serve(&st->kvm, err, sizeof(err))) < 0)
+		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
 	/* Device threads that only main may create (without capabilities by now). */
 	kvm_mark(&st->kvm, "terminal, privileges");
 	if (ret == 0 && (ret = kvm_devs_start(&st->kvm, err, sizeof(err))) < 0)
@@ -605,25 +623,73 @@ static struct run_state *prepare(struct run_args *a)
 	return st;
 }
 
+/* --gdb: the target on the built VM and the server on its address, before any vCPU runs (with
+ * --gdb-wait they are held). 0, or -errno after the one error line. */
+static int start_gdb(struct run_state *st, const struct kvm_config *cfg, struct gdb_server **srv)
+{
+	struct kvm *kvm = &st->kvm;
+	struct gdb_vm *g;
+	char err[512] = "";
+	int ret = gdb_vm_supported(kvm, err, sizeof(err));
+
+	if (ret < 0) {
+		pr_err("--gdb: %s", err);
+		return ret;
+	}
+	ret = gdb_vm_create(kvm, cfg->gdb_wait, &g);
+	if (ret == 0)
+		ret = gdb_server_listen(cfg->gdb_addr, &gdb_vm_ops, g, srv, err, sizeof(err));
+	if (ret < 0) {
+		pr_err("--gdb %s: %s", cfg->gdb_addr, err[0] ? err : strerror(-ret));
+		gdb_vm_destroy(kvm->gdb);
+		return ret;
+	}
+	gdb_vm_set_server(g, *srv);
+	/* What the probe of issue 30 found a PVM host's KVM does: said once, at start. */
+	if (x86_host_is_pvm())
+		pr_warn("gdb: this PVM host stops at breakpoints and steps only in guest kernel mode (CPL0), and fires no watchpoint");
+	pr_info("gdb: listening on %s%s", cfg->gdb_addr,
+		cfg->gdb_wait ? "; the guest waits for gdb to continue" : "");
+	return 0;
+}
+
+/* The run ended: gdb hears the exit status, then the server and the target go (the vCPUs are
+ * stopped by then). */
+static void stop_gdb(struct kvm *kvm, struct gdb_server *srv, int status)
+{
+	struct gdb_stop st = { .reason = GDB_STOP_EXITED, .exit_status = status };
+
+	if (!srv)
+		return;
+	gdb_server_notify_stop(srv, &st);
+	gdb_server_stop(srv);
+	gdb_vm_destroy(kvm->gdb);
+}
+
 /* The machine built, started, waited for to its end; its exit status (EXIT_LKVM_ERROR when it
  * could not be built). kvm_run_teardown follows, whatever happened. */
 static int run_vm(struct run_state *st, const struct kvm_config *cfg, struct ctl_server *ctl,
 		  const char *name, int sig_fd, u64 t0)
 {
+	struct gdb_server *gdb = NULL;
 	char err[512] = "";
-	int ret = kvm_run_setup(st, cfg, err, sizeof(err));
+	int ret = kvm_run_setup(st, cfg, err, sizeof(err)), status;
 
 	st->kvm.start_ns = t0;
 	if (ret < 0) {
 		pr_err("%s", err);
 		return EXIT_LKVM_ERROR;
 	}
+	if (cfg->gdb_addr && start_gdb(st, cfg, &gdb) < 0)
+		return EXIT_LKVM_ERROR;
 	/* Once the VM is built, so a bad kernel still gets its one-line error and nothing else. */
 	if (ctl && !cfg->name && !cfg->host_root.on)
 		pr_info("VM name: %s (lkvm stat %s, lkvm stop %s)", name, name, name);
 	start(st, cfg, ctl);
 	wait_for_end(&st->kvm, sig_fd);
-	return finish(st, cfg, ctl);
+	status = finish(st, cfg, ctl);
+	stop_gdb(&st->kvm, gdb, status);
+	return status;
 }
 
 int kvm_cmd_run(int argc, char **argv)

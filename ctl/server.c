@@ -397,6 +397,7 @@ static bool handle(struct ctl_server *s, u16 type, struct ctl_msg *r)
 	struct kvm *kvm = s->kvm;
 	char err[256] = "";
 	char *text;
+	int ret;
 
 	switch (type) {
 	case CTL_INFO:
@@ -420,8 +421,11 @@ static bool handle(struct ctl_server *s, u16 type, struct ctl_msg *r)
 			add_info(s, r);
 		return false;
 	case CTL_RESUME:
-		if (kvm_resume(kvm, err, sizeof(err)) < 0)
-			reply_error(r, atomic_load(&kvm->paused) ? CTL_ERR_FAILED : CTL_ERR_STATE,
+		/* -EBUSY: gdb holds the VM (pause.c), a state as "not paused" is. */
+		if ((ret = kvm_resume(kvm, err, sizeof(err))) < 0)
+			reply_error(r,
+				    atomic_load(&kvm->paused) && ret != -EBUSY ? CTL_ERR_FAILED
+									       : CTL_ERR_STATE,
 				    "%s: %s", s->name, err);
 		else
 			add_info(s, r);

@@ -77,6 +77,14 @@ static int complete(struct kvm_cpu *vcpu, int which, int len)
 	return 0;
 }
 
+int x86_reinject_int3(struct kvm_cpu *vcpu)
+{
+	/* RIP stays on the int3: KVM delivers #BP as a software exception, past the instruction
+	 * by the length its exit recorded (as QEMU re-injects it), where complete() above moves
+	 * RIP itself because the emulator gave up before any exit had a length. */
+	return inject_bp(vcpu);
+}
+
 int x86_handle_internal_error(struct kvm_cpu *vcpu, char *why, size_t whylen)
 {
 	struct kvm *kvm = vcpu->kvm;

@@ -56,6 +56,11 @@ struct kvm_config {
 	bool sandbox;	  /* --sandbox=on (default): drop capabilities, seccomp per thread */
 	const char *user; /* --user USER: switch to it after set-up, or NULL */
 	struct host_root_cfg host_root;
+	/* --gdb ADDR (-s: 127.0.0.1:1234): the gdb server's address, or NULL; --gdb-wait: the
+	 * vCPUs wait for gdb before the first guest instruction. */
+	const char *gdb_addr;
+	bool gdb_default; /* -s given (kvm_run_parse turns it into gdb_addr) */
+	bool gdb_wait;
 };
 
 #endif

@@ -3,6 +3,7 @@
 #define LKVM_KVM_CPU_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <linux/kvm.h>
 
 #include "lkvm/util.h"
@@ -31,6 +32,9 @@ struct kvm_cpu {
 	/* TSC offset saved at pause (KVM_VCPU_TSC_OFFSET), when KVM has the attribute. */
 	bool tsc_offset_saved;
 	u64 tsc_offset;
+	/* Parked by itself until kvm_cpu_set_held clears it (a gdb stop, --gdb-wait): set by its
+	 * own thread (kvm_cpu_hold) or before it starts, cleared under park_lock. */
+	atomic_bool held;
 };
 
 static inline void kvm_cpu_count(u64 *c)
@@ -52,6 +56,11 @@ void kvm_cpu_stop_all(struct kvm *kvm);
  * parked). kvm_cpu_unpark_all releases them. */
 int kvm_cpu_park_all(struct kvm *kvm, int timeout_ms) __must_check;
 void kvm_cpu_unpark_all(struct kvm *kvm);
+/* Hold this vCPU: from its own thread (it parks at its loop's next check and stays parked,
+ * counted by kvm_cpu_park_all) or before kvm_cpu_start. kvm_cpu_set_held, from any thread,
+ * sets or clears it and wakes the vCPU to look again (it still waits for a park to end). */
+void kvm_cpu_hold(struct kvm_cpu *vcpu);
+void kvm_cpu_set_held(struct kvm_cpu *vcpu, bool held);
 /* The vCPU's TSC offset attribute (KVM_VCPU_TSC_OFFSET): req is KVM_HAS_DEVICE_ATTR,
  * KVM_GET_DEVICE_ATTR or KVM_SET_DEVICE_ATTR, val what is read or written. 0 or -errno. */
 int kvm_cpu_tsc_offset(struct kvm_cpu *vcpu, unsigned long req, u64 *val);

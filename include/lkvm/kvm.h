@@ -27,6 +27,7 @@ enum {
 };
 
 struct kvm_cpu;
+struct gdb_vm;
 
 /* GSI routing (x86/irq.c). KVM's routing table is per VM and KVM_SET_GSI_ROUTING
  * replaces all of it, so lkvm keeps the whole table: KVM's default routes for GSIs 0-23
@@ -131,12 +132,20 @@ struct kvm {
 	int parked;	       /* under park_lock */
 	atomic_int nr_started; /* vCPU threads started (they end only when stopping) */
 
-	/* Pause state, owned by the control thread (the only caller of kvm_pause/resume). */
+	/* Pause state: under pause_lock (zero-initialised is usable), for its two callers, the
+	 * control thread (lkvm pause/resume) and the gdb server (a gdb stop is a pause);
+	 * pause_owner says whose pause it is (enum kvm_pauser). */
+	pthread_mutex_t pause_lock;
+	int pause_owner;
 	atomic_bool paused;
 	u64 paused_since_ns, paused_total_ns;
 	u64 clock_at_pause; /* KVM_GET_CLOCK at pause (kvm-clock ns) */
 	bool clock_saved;
 	u64 host_tsc_at_pause;
+
+	/* The gdb target (x86/gdb-target.c) when --gdb is on, else NULL: set before the vCPUs
+	 * start, cleared after they ended; the vCPUs' debug exits go to it. */
+	struct gdb_vm *gdb;
 };
 
 /* Open /dev/kvm, check the API, create the VM with in-kernel irqchip and PIT, map RAM.
@@ -191,7 +200,14 @@ int kvm_gsi_route_msi(struct kvm *kvm, int gsi, u64 addr, u32 data) __must_check
  * clocks (kvm-clock through KVM_GET_CLOCK/KVM_SET_CLOCK, the TSC through each vCPU's TSC offset
  * where KVM offers KVM_VCPU_TSC_OFFSET, KVM_KVMCLOCK_CTRL so the guest's watchdogs know). Resume
  * undoes it in reverse. Both return 0, -EALREADY (already in that state), -ESHUTDOWN (the VM is
- * stopping), or -errno with err. Called by one thread only (the control thread). */
+ * stopping), -EBUSY (the other owner's pause), or -errno with err. kvm_pause and kvm_resume are
+ * the control thread's (PAUSE_CTL). A pause has one owner: only it resumes. gdb's stop of a VM
+ * lkvm pause paused takes that pause over (gdb's continue ends it); lkvm pause and resume while
+ * gdb holds the VM are refused, so no vCPU runs under gdb's feet. */
+enum kvm_pauser { PAUSE_CTL = 1, PAUSE_GDB };
+int kvm_pause_by(struct kvm *kvm, enum kvm_pauser who, int timeout_ms, char *err,
+		 size_t errlen) __must_check;
+int kvm_resume_by(struct kvm *kvm, enum kvm_pauser who, char *err, size_t errlen) __must_check;
 int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen) __must_check;
 int kvm_resume(struct kvm *kvm, char *err, size_t errlen) __must_check;
 /* Every vCPU's registers and last exit as text (vCPUs parked briefly unless paused). Returns a

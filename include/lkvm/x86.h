@@ -36,6 +36,10 @@ int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen) __must_check
  * the reason the run must end in why (the exit dispatch, kvm-cpu.c, ends it). */
 int x86_handle_internal_error(struct kvm_cpu *vcpu, char *why, size_t whylen) __must_check;
 
+/* The guest's own int3 that a debugger's #BP exit (KVM_EXIT_DEBUG) took, RIP still on it: #BP
+ * injected, which KVM delivers past the int3, as the guest would have had it. 0 or -errno. */
+int x86_reinject_int3(struct kvm_cpu *vcpu) __must_check;
+
 /* Pure decoder for tests: which completion (enum emu_insn) matches these bytes, or -1;
  * *len gets the instruction length. */
 int x86_emu_classify(const u8 *insn, size_t n, int *len);

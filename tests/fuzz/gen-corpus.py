@@ -483,3 +483,29 @@ def run_past_ram(table, body):
 
 wsnap("overlap", snap([vm_sec] + cpu_secs, fix=overlap))
 wsnap("run-past-ram", snap([vm_sec], 16, (0, 1, 2, 3), fix=run_past_ram))
+# ---- gdb: u8 chunk seed, then the bytes gdb sends (packets as gdb 13 sent them to lkvm) ----
+def pkt(payload):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    esc = b"".join(bytes([0x7d, c ^ 0x20]) if c in b"$#}*" else bytes([c]) for c in payload)
+    return b"$" + esc + b"#%02x" % (sum(esc) & 0xff)
+
+
+def gdb(name, seed, *items):
+    write("gdb", name, bytes([seed]) + b"".join(i if isinstance(i, bytes) else b"+" + pkt(i) for i in items))
+
+
+gdb("attach", 1, "qSupported:multiprocess+;swbreak+;hwbreak+;qRelocInsn+;fork-events+;vfork-events+;"
+    "exec-events+;vContSupported+;QThreadEvents+;no-resumed+;memory-tagging+;xmlRegisters=i386",
+    "vMustReplyEmpty", "QStartNoAckMode", "Hg0", "qXfer:features:read:target.xml:0,ffb",
+    "qXfer:features:read:target.xml:ffb,ffb", "qTStatus", "?", "qfThreadInfo", "qsThreadInfo",
+    "qAttached", "Hc-1", "g", "m100000,40", "D")
+gdb("break-continue", 7, "vCont?", "Z0,1010,1", "vCont;c", "g", "z0,1010,1", "vCont;s:2", "qC",
+    "Hg2", "p10", "P10=0010000000000000", "T2", "T3", "c", b"\x03", "s1000", "C05;1000", "S05")
+gdb("memory", 13, "m1000,4", "M1000,4:01020304", "X1000,0:", b"+" + pkt(b"X1004,4:$#}*"), b"+" + pkt(b"X1008,2:\x00\x03"),
+    "X1ffc,4:abcd", "m1ffc,8", "m0,1", "mffffffffffffffff,10", "M2000,1:zz")
+gdb("watch", 3, "Z2,1800,4", "Z3,1800,4", "Z4,1800,8", "Z1,1000,1", "vCont;c", "z2,1800,4", "z4,1800,8",
+    "z1,1000,1", "k")
+gdb("regs", 5, "G" + "00" * 600, "g", "p0", "p11", "p39", "p48", "P11=46020000", "Pff=00", "G0")
+gdb("garbage", 9, b"\x00\xff$g#00$", b"}" * 40, pkt("m" + "f" * 40 + ",1"), b"-", b"+",
+    b"$" + b"a" * 5000 + b"#00", pkt("vCont;s:1;c;t"), pkt("qXfer:features:read:target.xml:fffffffffffffff0,ffffff"))

@@ -16,8 +16,9 @@ T=20
 declare -A THREAD_OF=(
 	[main]="" [vcpu]=lkvm-vcpu0 [console]=lkvm-console [net-rx]=lkvm-net-rx0 [net-tx]=lkvm-net-tx0
 	[net-ctl]=lkvm-net-ctl [blk]=lkvm-blk [virtio-console]=lkvm-vcon [rng]=lkvm-rng [ctl]=lkvm-ctl [9p]=lkvm-9p
+	[gdb]=lkvm-gdb
 )
-KINDS="main vcpu console net-rx net-tx net-ctl blk virtio-console rng ctl 9p"
+KINDS="main vcpu console net-rx net-tx net-ctl blk virtio-console rng ctl 9p gdb"
 # Kinds in sandbox.c's table that no lkvm option starts yet: each reports a skip until one does.
 UNSTARTED=""
 # Kinds another script's guest starts: net-irq needs /dev/vhost-net (test-vhost.sh's sandbox test).
@@ -79,7 +80,8 @@ t_violate_signal() {
 
 # with_devices FUNC [ARGS...]: runs FUNC in a new network namespace with DEVICES set to lkvm run
 # arguments that give the devices guest every kind of device thread: a NIC on a tap (rx, tx and
-# control queues), a disk, a virtio-console and virtio-rng; and LKVM_WRAP putting lkvm there.
+# control queues), a disk, a virtio-console and virtio-rng, and the gdb server (-s: its port in
+# the namespace's own loopback); and LKVM_WRAP putting lkvm there.
 with_devices() {
 	skip_unless_net || return
 	need_guest devices || return
@@ -87,7 +89,7 @@ with_devices() {
 	local share=$LOG_DIR/sandbox-$_T_NAME.share
 	rm -f "$img" && truncate -s 1M "$img" && mkdir -p "$share"
 	DEVICES=(-k "$ELF" -n mode=tap,tapif=lkvmsb0,script=none -d "$img" --console virtio --rng
-		--share "$share")
+		--share "$share" -s)
 	in_netns "$@"
 }
 

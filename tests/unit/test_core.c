@@ -271,6 +271,29 @@ START_TEST(run_options_cmd)
 }
 END_TEST
 
+/* --gdb ADDR, -s (QEMU's 127.0.0.1:1234) and --gdb-wait, which needs one of them. */
+START_TEST(run_options_gdb)
+{
+	struct run_args a = { 0 };
+	char err[256];
+
+	ck_assert_int_eq(parse(&a, err, 3, "run", "-k", "bz"), 0);
+	ck_assert_ptr_null(a.cfg.gdb_addr);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "-s", "--gdb-wait"), 0);
+	ck_assert_str_eq(a.cfg.gdb_addr, "127.0.0.1:1234");
+	ck_assert(a.cfg.gdb_wait);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "--gdb", "unix:/run/g.sock"), 0);
+	ck_assert_str_eq(a.cfg.gdb_addr, "unix:/run/g.sock");
+	ck_assert(!a.cfg.gdb_wait);
+	/* An address given wins over -s, in either order. */
+	ck_assert_int_eq(parse(&a, err, 6, "run", "-k", "bz", "-s", "--gdb", "4444"), 0);
+	ck_assert_str_eq(a.cfg.gdb_addr, "4444");
+	ck_assert_int_eq(parse(&a, err, 4, "run", "-k", "bz", "--gdb-wait"), -EINVAL);
+	ck_assert_str_eq(err, "--gdb-wait needs --gdb ADDR (or -s)");
+	kvm_config_free(&a.cfg);
+}
+END_TEST
+
 START_TEST(cmdline_building)
 {
 	struct kvm_config cfg = { .cmdline = "root=/dev/vda" };
@@ -439,6 +462,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, run_options_good);
 	tcase_add_test(tc, run_options_bad);
 	tcase_add_test(tc, run_options_cmd);
+	tcase_add_test(tc, run_options_gdb);
 	tcase_add_test(tc, cmdline_building);
 	tcase_add_test(tc, emulation_decoder);
 	tcase_add_test(tc, console_match_across_writes);

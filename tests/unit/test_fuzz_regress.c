@@ -14,9 +14,16 @@ static const struct {
 	const char *name;
 	int (*fn)(const uint8_t *data, size_t size);
 } targets[] = {
-	{ "virtqueue", fuzz_virtqueue }, { "pci", fuzz_pci },	  { "net", fuzz_net },
-	{ "boot", fuzz_boot },		 { "opts", fuzz_opts },	  { "p9", fuzz_p9 },
-	{ "stream", fuzz_stream },	 { "bench", fuzz_bench }, { "snap", fuzz_snap },
+	{ "virtqueue", fuzz_virtqueue },
+	{ "pci", fuzz_pci },
+	{ "net", fuzz_net },
+	{ "boot", fuzz_boot },
+	{ "opts", fuzz_opts },
+	{ "p9", fuzz_p9 },
+	{ "stream", fuzz_stream },
+	{ "bench", fuzz_bench },
+	{ "snap", fuzz_snap },
+	{ "gdb", fuzz_gdb },
 };
 
 /* Feed every regular file in dir to fn; returns how many (-1 when dir is missing). */

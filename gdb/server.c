@@ -1,0 +1,512 @@
+/* The gdb server: its listening socket, the thread that serves one client at a time, and the VM's stops (all-stop). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "server-priv.h"
+
+/* A reply gdb does not take within this long: the client is stuck or hostile; drop it. */
+#define SEND_TIMEOUT_MS 5000
+
+/* ---- sending ---- */
+
+static void send_bytes(struct gdb_server *s, const char *buf, size_t len)
+{
+	while (len && !s->broken) {
+		struct pollfd p = { .fd = s->client_fd, .events = POLLOUT };
+		ssize_t n = send(s->client_fd, buf, len, MSG_NOSIGNAL);
+
+		if (n > 0) {
+			buf += n;
+			len -= (size_t)n;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && errno == EAGAIN) {
+			if (poll(&p, 1, SEND_TIMEOUT_MS) <= 0)
+				s->broken = true;
+		} else {
+			s->broken = true;
+		}
+	}
+}
+
+/* s->reply, framed; kept for a resend when gdb answers '-'. */
+static void send_reply(struct gdb_server *s)
+{
+	s->frame_len = gdb_frame(s->reply, s->reply_len, s->frame, sizeof(s->frame));
+	send_bytes(s, s->frame, s->frame_len);
+}
+
+/* ---- stops ---- */
+
+bool gdb_take_pending(struct gdb_server *s, struct gdb_stop *st)
+{
+	bool had;
+
+	pthread_mutex_lock(&s->lock);
+	had = s->has_pending;
+	if (had)
+		*st = s->pending;
+	s->has_pending = false;
+	pthread_mutex_unlock(&s->lock);
+	return had;
+}
+
+static void stop_all(struct gdb_server *s)
+{
+	int ret = s->ops->stop_all(s->ctx);
+
+	if (ret < 0)
+		pr_warn_rl(&s->rl, "gdb: cannot stop the VM: %s", strerror(-ret));
+}
+
+/* The VM stopped (every vCPU is stopped by now), gdb is told, and the stopped thread is the
+ * one later commands act on. */
+static void report_stop(struct gdb_server *s, const struct gdb_stop *st)
+{
+	s->running = false;
+	s->last = *st;
+	s->g_thread = s->c_thread = st->thread;
+	gdb_count_stop(s, st);
+	gdb_stop_reply(s, st);
+	send_reply(s);
+}
+
+/* Wake-up: a stop to report, if gdb is waiting for one; else it waits, pending, for the
+ * attach (which reports it) or the next resume (which drops it, or reports the VM's end). */
+static void on_wake(struct gdb_server *s)
+{
+	struct gdb_stop st;
+
+	eventfd_drain(s->wake_fd);
+	if (s->client_fd >= 0 && s->running && gdb_take_pending(s, &st)) {
+		/* One vCPU stopped by itself: all-stop stops the rest (an ended VM has none left
+		 * to stop: its vCPU threads are gone and a pause is refused). */
+		if (st.reason != GDB_STOP_EXITED)
+			stop_all(s);
+		report_stop(s, &st);
+	}
+}
+
+/* gdb's Ctrl-C while the VM runs. A stop the VM reported meanwhile is the better answer. */
+static void on_interrupt(struct gdb_server *s)
+{
+	struct gdb_stop st = { .reason = GDB_STOP_INTERRUPT, .thread = s->last.thread };
+
+	if (!s->running)
+		return;
+	stop_all(s);
+	gdb_take_pending(s, &st);
+	report_stop(s, &st);
+}
+
+void gdb_server_notify_stop(struct gdb_server *s, const struct gdb_stop *st)
+{
+	pthread_mutex_lock(&s->lock);
+	/* All-stop reports one stop: the first, unless the VM has ended since. */
+	if (!s->has_pending || st->reason == GDB_STOP_EXITED) {
+		s->pending = *st;
+		s->has_pending = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (eventfd_write(s->wake_fd, 1) < 0)
+		pr_err("gdb: cannot wake the server's thread"); /* cannot happen */
+}
+
+void gdb_server_get_stats(struct gdb_server *s, struct gdb_server_stats *out)
+{
+	out->stops = atomic_load(&s->stops);
+	out->breakpoints_hit = atomic_load(&s->breakpoints_hit);
+	out->packets = atomic_load(&s->packets);
+	out->bad_packets = atomic_load(&s->bad_packets);
+}
+
+/* ---- the client ---- */
+
+/* The client is gone (D, k, or it vanished: then it is a detach, so the VM runs on). */
+static void drop_client(struct gdb_server *s, bool detach)
+{
+	if (detach)
+		s->ops->detach(s->ctx);
+	close(s->client_fd);
+	s->client_fd = -1;
+	s->running = false;
+	s->broken = false;
+}
+
+/* A client attached: the VM stops, and what stopped it is what '?' will answer. */
+static void attach(struct gdb_server *s, int fd)
+{
+	struct gdb_stop st = { .reason = GDB_STOP_INTERRUPT, .thread = 1 };
+
+	s->client_fd = fd;
+	gdb_rx_init(&s->rx);
+	s->no_ack = false;
+	s->frame_len = 0;
+	s->next_info = 0;
+	stop_all(s);
+	gdb_take_pending(s, &st);
+	s->last = st;
+	s->g_thread = s->c_thread = st.thread;
+	/* Counted now: gdb hears of it through '?'. */
+	gdb_count_stop(s, &st);
+}
+
+static void accept_client(struct gdb_server *s)
+{
+	int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd < 0)
+		return;
+	if (s->client_fd >= 0) {
+		/* One gdb at a time: the second is closed at once. */
+		pr_info_rl(&s->rl, "gdb: refused a second client (one is attached)");
+		close(fd);
+		return;
+	}
+	attach(s, fd);
+}
+
+/* One good packet: acked, parsed, answered. Returns false when the client is to go. */
+static bool on_packet(struct gdb_server *s)
+{
+	struct gdb_cmd cmd;
+	enum gdb_after after;
+
+	atomic_fetch_add(&s->packets, 1);
+	if (!s->no_ack)
+		send_bytes(s, "+", 1);
+	if (s->running) {
+		/* All-stop: gdb waits for the stop and sends only its Ctrl-C meanwhile. */
+		pr_info_rl(&s->rl, "gdb: a packet while the VM runs: ignored");
+		return true;
+	}
+	gdb_parse(s->rx.buf, s->rx.len, &cmd);
+	after = gdb_command(s, &cmd);
+	if (after == GDB_REPLY || after == GDB_REPLY_CLOSE)
+		send_reply(s);
+	if (after == GDB_CLOSE || after == GDB_REPLY_CLOSE) {
+		drop_client(s, false);
+		return false;
+	}
+	return true;
+}
+
+static bool on_event(struct gdb_server *s, enum gdb_rx_event ev)
+{
+	switch (ev) {
+	case GDB_RX_PACKET:
+		return on_packet(s);
+	case GDB_RX_BAD:
+		atomic_fetch_add(&s->bad_packets, 1);
+		pr_info_rl(&s->rl, "gdb: a bad packet (checksum, or over %d bytes)",
+			   GDB_PACKET_MAX);
+		if (!s->no_ack)
+			send_bytes(s, "-", 1);
+		return true;
+	case GDB_RX_NAK:
+		if (!s->no_ack && s->frame_len)
+			send_bytes(s, s->frame, s->frame_len);
+		return true;
+	case GDB_RX_INTERRUPT:
+		on_interrupt(s);
+		return true;
+	default:
+		return true;
+	}
+}
+
+/* What the client sent, in one bounded read; its end (or an error) is a detach. */
+static void on_client(struct gdb_server *s)
+{
+	u8 in[4096];
+	ssize_t n = recv(s->client_fd, in, sizeof(in), 0);
+	size_t off = 0;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		drop_client(s, true);
+		return;
+	}
+	while (off < (size_t)n) {
+		enum gdb_rx_event ev;
+
+		off += gdb_rx_feed(&s->rx, in + off, (size_t)n - off, &ev);
+		if (!on_event(s, ev))
+			return;
+		if (s->broken) {
+			drop_client(s, true);
+			return;
+		}
+	}
+}
+
+static bool quitting(struct gdb_server *s)
+{
+	bool q;
+
+	pthread_mutex_lock(&s->lock);
+	q = s->quit;
+	pthread_mutex_unlock(&s->lock);
+	return q;
+}
+
+static void *server_thread(void *arg)
+{
+	struct gdb_server *s = arg;
+
+	pthread_setname_np(pthread_self(), "lkvm-gdb");
+	if (s->ops->thread_start && s->ops->thread_start(s->ctx) != 0)
+		return NULL;
+	while (!quitting(s)) {
+		struct pollfd p[3] = {
+			{ .fd = s->wake_fd, .events = POLLIN },
+			{ .fd = s->listen_fd, .events = POLLIN },
+			{ .fd = s->client_fd, .events = POLLIN },
+		};
+
+		if (poll(p, s->client_fd >= 0 ? 3 : 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			on_wake(s);
+		if (s->client_fd >= 0 && p[2].revents)
+			on_client(s);
+		if (p[1].revents)
+			accept_client(s);
+		if (s->client_fd >= 0 && s->broken)
+			drop_client(s, true);
+	}
+	/* The VM's end, notified just before gdb_server_stop, still reaches a waiting gdb even
+	 * when the quit was seen first. */
+	on_wake(s);
+	return NULL;
+}
+
+/* ---- the address ---- */
+
+static int listen_unix(struct gdb_server *s, const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	mode_t old;
+	int ret;
+
+	if (!*path || strlen(path) >= sizeof(sa.sun_path) || strlen(path) >= sizeof(s->unix_path)) {
+		errfmt(err, errlen, "gdb: bad unix socket path '%s'", path);
+		return -EINVAL;
+	}
+	strcpy(sa.sun_path, path);
+	if (lstat(path, &st) == 0) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int live = fd >= 0 && S_ISSOCK(st.st_mode) &&
+			   (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+			    errno != ECONNREFUSED);
+
+		if (fd >= 0)
+			close(fd);
+		if (!S_ISSOCK(st.st_mode) || live) {
+			errfmt(err, errlen, "gdb: %s exists%s", path,
+			       S_ISSOCK(st.st_mode) ? " and is in use" : " and is not a socket");
+			return -EADDRINUSE;
+		}
+		unlink(path); /* a stale socket: nobody listens */
+	}
+	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s->listen_fd < 0)
+		return -errno;
+	old = umask(0177); /* born 0600, as the control socket is */
+	ret = bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (ret < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "gdb: cannot listen on %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	strcpy(s->unix_path, path);
+	return chmod(path, 0600) < 0 ? -errno : 0;
+}
+
+/* "PORT" (loopback) or "HOST:PORT" ("[v6]:PORT" too) into host and port. */
+static int split_host_port(const char *addr, char *host, size_t hostlen, char *port, size_t portlen)
+{
+	const char *colon = strrchr(addr, ':'), *p = colon ? colon + 1 : addr;
+	size_t hl = colon ? (size_t)(colon - addr) : 0;
+	char *end;
+	unsigned long v;
+
+	if (!colon) {
+		snprintf(host, hostlen, "127.0.0.1");
+	} else {
+		if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
+			addr++;
+			hl -= 2;
+		}
+		if (!hl || hl >= hostlen)
+			return -EINVAL;
+		memcpy(host, addr, hl);
+		host[hl] = '\0';
+	}
+	errno = 0;
+	v = strtoul(p, &end, 10);
+	if (!*p || *p == '-' || *p == '+' || *end || errno || v == 0 || v > 65535 ||
+	    strlen(p) >= portlen)
+		return -EINVAL;
+	snprintf(port, portlen, "%lu", v);
+	return 0;
+}
+
+static int listen_tcp(struct gdb_server *s, const char *addr, char *err, size_t errlen)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *ai;
+	char host[256], port[8];
+	int one = 1, ret;
+
+	if (split_host_port(addr, host, sizeof(host), port, sizeof(port)) < 0 ||
+	    getaddrinfo(host, port, &hints, &ai) != 0) {
+		errfmt(err, errlen, "gdb: bad address '%s' (PORT, HOST:PORT or unix:PATH)", addr);
+		return -EINVAL;
+	}
+	s->listen_fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	ret = s->listen_fd < 0 ? -errno : 0;
+	/* A gdb port left in TIME_WAIT by the last session is free to take again. */
+	if (!ret && setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+		ret = -errno;
+	if (!ret && bind(s->listen_fd, ai->ai_addr, ai->ai_addrlen) < 0)
+		ret = -errno;
+	freeaddrinfo(ai);
+	if (ret < 0)
+		errfmt(err, errlen, "gdb: cannot listen on %s:%s: %s", host, port, strerror(-ret));
+	return ret;
+}
+
+static struct gdb_server *server_alloc(const struct gdb_target_ops *ops, void *ctx)
+{
+	struct gdb_server *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->ops = ops;
+	s->ctx = ctx;
+	s->listen_fd = s->client_fd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->xml_len = gdb_target_xml(NULL, 0);
+	s->xml = malloc(s->xml_len + 1);
+	if (s->wake_fd < 0 || !s->xml) {
+		if (s->wake_fd >= 0)
+			close(s->wake_fd);
+		free(s->xml);
+		pthread_mutex_destroy(&s->lock);
+		free(s);
+		return NULL;
+	}
+	gdb_target_xml(s->xml, s->xml_len + 1);
+	return s;
+}
+
+static void server_free(struct gdb_server *s)
+{
+	if (s->client_fd >= 0)
+		close(s->client_fd);
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	if (s->unix_path[0] && !s->keep_path)
+		unlink(s->unix_path);
+	close(s->wake_fd);
+	free(s->xml);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static int start_thread(struct gdb_server *s)
+{
+	sigset_t all, old;
+	int ret;
+
+	/* Signals stay with the threads that expect them (main's signalfd, vCPU kicks). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	ret = pthread_create(&s->thread, NULL, server_thread, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -ret;
+}
+
+int gdb_server_listen(const char *addr, const struct gdb_target_ops *ops, void *ctx,
+		      struct gdb_server **out, char *err, size_t errlen)
+{
+	struct gdb_server *s = server_alloc(ops, ctx);
+	int ret;
+
+	if (!s) {
+		errfmt(err, errlen, "gdb: out of memory or descriptors");
+		return -ENOMEM;
+	}
+	if (!strncmp(addr, "unix:", 5))
+		ret = listen_unix(s, addr + 5, err, errlen);
+	else
+		ret = listen_tcp(s, addr, err, errlen);
+	if (!ret && listen(s->listen_fd, 1) < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "gdb: cannot listen on %s: %s", addr, strerror(-ret));
+	}
+	if (ret < 0) {
+		server_free(s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+int gdb_server_run(struct gdb_server *s, char *err, size_t errlen)
+{
+	int ret = start_thread(s);
+
+	if (ret < 0)
+		errfmt(err, errlen, "gdb: cannot start its thread: %s", strerror(-ret));
+	s->thread_up = ret == 0;
+	return ret;
+}
+
+int gdb_server_start(const char *addr, const struct gdb_target_ops *ops, void *ctx,
+		     struct gdb_server **out, char *err, size_t errlen)
+{
+	int ret = gdb_server_listen(addr, ops, ctx, out, err, errlen);
+
+	if (ret == 0 && (ret = gdb_server_run(*out, err, errlen)) < 0)
+		server_free(*out);
+	return ret;
+}
+
+void gdb_server_keep_path(struct gdb_server *s)
+{
+	s->keep_path = true;
+}
+
+void gdb_server_stop(struct gdb_server *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->quit = true;
+	pthread_mutex_unlock(&s->lock);
+	if (eventfd_write(s->wake_fd, 1) < 0)
+		pr_err("gdb: cannot wake the server's thread"); /* cannot happen */
+	if (s->thread_up)
+		pthread_join(s->thread, NULL);
+	server_free(s);
+}
