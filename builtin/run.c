@@ -545,8 +545,8 @@ static void start(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	/* The gdb server's thread: without capabilities, before a vCPU runs (--gdb-wait). */
 	if (ret == 0 && (ret = gdb_vm_serve(&st->kvm, err, sizeof(err))) < 0)
 		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
+	kvm_mark(&st->kvm, "terminal, privileges, gdb");
 	/* Device threads that only main may create (without capabilities by now). */
-	kvm_mark(&st->kvm, "terminal, privileges");
 	if (ret == 0 && (ret = kvm_devs_start(&st->kvm, err, sizeof(err))) < 0)
 		kvm_request_exit(&st->kvm, EXIT_LKVM_ERROR, "%s", err);
 	kvm_mark(&st->kvm, "device threads");
