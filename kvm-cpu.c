@@ -410,13 +410,7 @@ int kvm_cpu_park_all(struct kvm *kvm, int timeout_ms)
 	struct timespec dl;
 	int ret = 0, want;
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	deadline_after_ms(&dl, timeout_ms);
 	pthread_mutex_lock(&kvm->park_lock);
 	if (atomic_load(&kvm->park_req)) {
 		pthread_mutex_unlock(&kvm->park_lock);

@@ -757,16 +757,10 @@ static void *server_thread(void *arg)
 
 int ctl_server_start(struct ctl_server *s)
 {
-	sigset_t all, old;
-	int ret;
+	int ret = thread_start_nosig(&s->thread, server_thread, s);
 
-	/* Signals stay with the threads that expect them (the main loop's signalfd, vCPU kicks). */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	ret = pthread_create(&s->thread, NULL, server_thread, s);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret)
-		return -ret;
+	if (ret < 0)
+		return ret;
 	s->started = true;
 	return 0;
 }

@@ -9,17 +9,6 @@ enum { RX_IDLE, RX_DATA, RX_ESC, RX_SUM1, RX_SUM2 };
 #define GDB_ESCAPE_XOR 0x20
 #define GDB_CTRL_C 0x03
 
-static int hex_val(u8 c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 void gdb_hex_encode(const u8 *in, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -33,7 +22,7 @@ void gdb_hex_encode(const u8 *in, size_t n, char *out)
 bool gdb_hex_decode(const char *in, size_t n, u8 *out)
 {
 	for (size_t i = 0; i < n; i++) {
-		int hi = hex_val((u8)in[2 * i]), lo = hex_val((u8)in[2 * i + 1]);
+		int hi = hex_digit((u8)in[2 * i]), lo = hex_digit((u8)in[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return false;
@@ -87,7 +76,7 @@ static enum gdb_rx_event rx_idle(struct gdb_rx *rx, u8 c)
 /* The second checksum digit ends the packet: good, or answered '-'. */
 static enum gdb_rx_event rx_end(struct gdb_rx *rx, u8 c)
 {
-	int v = hex_val(c);
+	int v = hex_digit(c);
 
 	rx->state = RX_IDLE;
 	if (v < 0 || rx->want == 0xff || rx->overflow || (u8)(rx->want << 4 | v) != rx->sum)
@@ -124,7 +113,7 @@ static enum gdb_rx_event rx_byte(struct gdb_rx *rx, u8 c)
 		rx->state = RX_DATA;
 		return GDB_RX_NONE;
 	case RX_SUM1:
-		v = hex_val(c);
+		v = hex_digit(c);
 		/* 0xff marks a bad first digit (a real high digit is at most 0xf). */
 		rx->want = v < 0 ? 0xff : (u8)v;
 		rx->state = RX_SUM2;
@@ -198,7 +187,7 @@ static bool take_hex(struct cur *c, u64 *out)
 	u64 v = 0;
 	int d;
 
-	while (!at_end(c) && (d = hex_val((u8)*c->p)) >= 0) {
+	while (!at_end(c) && (d = hex_digit((u8)*c->p)) >= 0) {
 		if (v >> 60)
 			return false;
 		v = v << 4 | (u64)d;

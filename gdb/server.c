@@ -435,15 +435,7 @@ static void server_free(struct gdb_server *s)
 
 static int start_thread(struct gdb_server *s)
 {
-	sigset_t all, old;
-	int ret;
-
-	/* Signals stay with the threads that expect them (main's signalfd, vCPU kicks). */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	ret = pthread_create(&s->thread, NULL, server_thread, s);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -ret;
+	return thread_start_nosig(&s->thread, server_thread, s);
 }
 
 int gdb_server_listen(const char *addr, const struct gdb_target_ops *ops, void *ctx,

@@ -11,17 +11,6 @@
 
 static const u8 default_mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static bool is_digit(char c)
 {
 	return c >= '0' && c <= '9';
@@ -36,7 +25,7 @@ int net_parse_mac(const char *s, u8 mac[6])
 		return -EINVAL;
 	for (int i = 0; i < 6; i++) {
 		const char *p = s + 3 * i;
-		int hi = hexval(p[0]), lo = hexval(p[1]);
+		int hi = hex_digit(p[0]), lo = hex_digit(p[1]);
 
 		if (hi < 0 || lo < 0 || (i < 5 && p[2] != ':'))
 			return -EINVAL;

@@ -106,13 +106,7 @@ int gdb_vm_wait_stop(struct gdb_vm *g, struct gdb_stop *st, int timeout_ms)
 	struct timespec dl;
 	int ret = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	deadline_after_ms(&dl, timeout_ms);
 	pthread_mutex_lock(&g->lock);
 	while (!g->have_stop && ret == 0)
 		ret = pthread_cond_clockwait(&g->cond, &g->lock, CLOCK_MONOTONIC, &dl);

@@ -4,7 +4,9 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <time.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,6 +75,25 @@ int read_file(const char *path, u8 **data, size_t *len) __must_check;
 
 /* Monotonic clock in nanoseconds. */
 u64 now_ns(void);
+
+/* CLOCK_MONOTONIC's time ms milliseconds from now into *ts (for pthread_cond_clockwait). */
+void deadline_after_ms(struct timespec *ts, int ms);
+
+/* Start a thread with every signal blocked in it: signals stay with the threads that expect
+ * them (main's signalfd, the vCPUs' kicks). 0 or -errno. */
+int thread_start_nosig(pthread_t *t, void *(*fn)(void *), void *arg) __must_check;
+
+/* A hex digit's value, or -1. */
+static inline int hex_digit(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
 
 /* Write all of buf to fd, retrying short writes and EINTR. Returns the bytes written, less
  * than len only when fd failed (or reported no progress). */
