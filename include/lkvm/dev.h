@@ -9,6 +9,9 @@
 struct kvm;
 struct kvm_dev;
 struct stats_visitor;
+struct snap_rec_buf;
+struct snap_writer;
+struct snap_reader;
 
 /* Lower runs first: buses before the devices on them. Equal priorities keep the order
  * of registration. */
@@ -42,6 +45,18 @@ struct kvm_dev_ops {
 	 * net0, net1, ... in --stats and lkvm stat). */
 	void (*stats)(struct kvm_dev *d, struct stats_visitor *v);
 	const char *stats_name;
+	/*
+	 * Snapshot (issue 31, docs/snapshot.md). save: the VM is paused (quiesce done, vCPUs
+	 * parked); append the device's guest-visible state as records (tags >= DEV_SNAP_TAG_MIN;
+	 * lower ones are the walker's) to b. NULL save: this device cannot be saved, and a
+	 * snapshot of a VM that has it is refused, naming it. load: on a device that has just
+	 * been through init (same options), before start and before any vCPU runs; sec/len is
+	 * its whole section (snap_rec_get finds its records; every field read is checked, the
+	 * file is hostile). Both 0, or -errno with a one-line reason in err (without the
+	 * device's name: the walker adds it).
+	 */
+	int (*save)(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen);
+	int (*load)(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen);
 	/* Undo a successful init. */
 	void (*exit)(struct kvm *kvm, struct kvm_dev *d);
 };
@@ -75,6 +90,22 @@ void kvm_devs_stats(struct kvm *kvm, struct stats_visitor *v);
 /* Exit every device that is up, in reverse order, and free the list. kvm_destroy calls
  * it after the vCPUs stopped. */
 void kvm_devs_exit(struct kvm *kvm);
+/*
+ * Snapshot walkers (dev-snap.c). Every device that is up gets one SNAP_SEC_DEVICE section,
+ * instance = its place in the list, starting with the walker's records: its name
+ * (DEV_SNAP_TAG_NAME) and index (DEV_SNAP_TAG_INDEX), which a restore compares with the
+ * device at the same place (the machine must be built with the same devices).
+ */
+#define DEV_SNAP_TAG_NAME 1
+#define DEV_SNAP_TAG_INDEX 2
+#define DEV_SNAP_TAG_MIN 16
+/* 0 when every device has a save op, else -EOPNOTSUPP and "DEVICE: cannot be saved". */
+int kvm_devs_can_save(struct kvm *kvm, char *err, size_t errlen) __must_check;
+int kvm_devs_save(struct kvm *kvm, struct snap_writer *w, char *err, size_t errlen) __must_check;
+/* Every device's section, checked against the list (same count, names, indices; no device
+ * section left over), then each load op in list order. */
+int kvm_devs_load(struct kvm *kvm, const struct snap_reader *r, char *err,
+		  size_t errlen) __must_check;
 /* The n-th device (0-based) named `name` that is up, or NULL. */
 struct kvm_dev *kvm_dev_find(struct kvm *kvm, const char *name, int n);
 
