@@ -37,9 +37,11 @@ enum ctl_type {
 	                 * open until the process exits (EOF tells the client it is gone) */
 	CTL_PAUSE = 3,
 	CTL_RESUME = 4,
-	CTL_STAT = 5,  /* counters, flat: vcpu.exits.total, net0.tx0.packets, ... */
-	CTL_DEBUG = 6, /* one string field "text": every vCPU's registers and last exit */
-	CTL_TYPE_MAX = 6,
+	CTL_STAT = 5,	  /* counters, flat: vcpu.exits.total, net0.tx0.packets, ... */
+	CTL_DEBUG = 6,	  /* one string field "text": every vCPU's registers and last exit */
+	CTL_SNAPSHOT = 7, /* issue 31: the VM's state written to a file (docs/snapshot.md) */
+	CTL_GDB = 8,	  /* issue 30: a gdb server in the running VM (lkvm debug NAME --gdb) */
+	CTL_TYPE_MAX = 8,
 };
 
 enum ctl_status {
