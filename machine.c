@@ -16,12 +16,14 @@
 #include "lkvm/layout.h"
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
+#include "lkvm/snap.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-9p.h"
 #include "lkvm/virtio-blk.h"
 #include "lkvm/virtio-console.h"
 #include "lkvm/virtio-mmio.h"
 #include "lkvm/virtio-net.h"
+#include "lkvm/vm-snap.h"
 #include "lkvm/x86.h"
 
 static const char base_kernel_params[] = BASE_KERNEL_PARAMS;
@@ -266,7 +268,29 @@ static void read_guest_tsc(struct kvm *kvm, const struct kvm_config *cfg)
  */
 #define RUN_LATER_FDS (CTL_SERVER_RUN_FDS + 1 + 1 + 8)
 
-int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen)
+/* --restore: the machine built from the snapshot's options, then its state instead of a boot.
+ * The reader is closed once done: guest RAM keeps its mappings of the file. */
+static int restore_setup(struct run_state *st, const struct kvm_config *cfg, char *err,
+			 size_t errlen)
+{
+	struct kvm *kvm = &st->kvm;
+	int ret = make_vm(st, cfg, err, errlen);
+
+	for (int i = 0; !ret && i < cfg->nr_cpus; i++)
+		ret = kvm_cpu_create(kvm, i, err, errlen);
+	if (!ret) {
+		kvm_mark(kvm, "vCPUs");
+		ret = kvm_restore(kvm, st->snap, err, errlen);
+	}
+	if (!ret)
+		kvm_mark(kvm, "restore");
+	snap_close(st->snap);
+	st->snap = NULL;
+	return ret;
+}
+
+/* A boot: the files read, the VM built, the kernel loaded, the boot vCPU at its entry. */
+static int boot_setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen)
 {
 	struct kvm *kvm = &st->kvm;
 	struct boot_entry entry;
@@ -286,6 +310,20 @@ int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err,
 		ret = kvm_cpu_setup_boot(kvm->cpus[0], &entry, err, errlen);
 	}
 	if (!ret)
+		pr_debug("%s kernel at 0x%llx-0x%llx, entry 0x%llx%s",
+			 entry.kind == BOOT_KIND_PVH ? "PVH" : "bzImage",
+			 (unsigned long long)entry.kernel_start,
+			 (unsigned long long)entry.kernel_end, (unsigned long long)entry.rip,
+			 entry.initrd_size ? ", with initrd" : "");
+	return ret;
+}
+
+int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err, size_t errlen)
+{
+	struct kvm *kvm = &st->kvm;
+	int ret = st->snap ? restore_setup(st, cfg, err, errlen) : boot_setup(st, cfg, err, errlen);
+
+	if (!ret)
 		read_guest_tsc(kvm, cfg);
 	/* Everything of the set-up is open: what is left of RLIMIT_NOFILE goes to the shares. */
 	if (!ret)
@@ -293,13 +331,7 @@ int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err,
 	/* Last: the memslots' thread had the whole set-up to finish in. */
 	if (!ret)
 		ret = kvm_ram_ready(kvm, err, errlen);
-	if (ret < 0)
-		return ret;
-	pr_debug("%s kernel at 0x%llx-0x%llx, entry 0x%llx%s",
-		 entry.kind == BOOT_KIND_PVH ? "PVH" : "bzImage",
-		 (unsigned long long)entry.kernel_start, (unsigned long long)entry.kernel_end,
-		 (unsigned long long)entry.rip, entry.initrd_size ? ", with initrd" : "");
-	return 0;
+	return ret;
 }
 
 void kvm_run_teardown(struct run_state *st)
@@ -317,4 +349,7 @@ void kvm_run_teardown(struct run_state *st)
 	free(st->kernel);
 	free(st->initrd);
 	free(st->dtb);
+	if (st->snap)
+		snap_close(st->snap);
+	st->snap = NULL;
 }

@@ -221,6 +221,43 @@ int opt_parse_argv(const struct opt_set *s, int argc, char **argv, void *base, F
 	return 0;
 }
 
+/* A long option as getopt_long takes it: the exact name, else the one name it begins. */
+static const struct opt *by_long(const struct opt_set *s, const char *w, size_t len)
+{
+	const struct opt *found = NULL;
+	int n = 0;
+
+	for (const struct opt *o = s->opts; o->kind != OPT_END; o++) {
+		if (!strncmp(o->name, w, len) && strlen(o->name) == len)
+			return o;
+		if (!strncmp(o->name, w, len)) {
+			found = o;
+			n++;
+		}
+	}
+	return n == 1 ? found : NULL;
+}
+
+const struct opt *opt_argv_unit(const struct opt_set *s, int argc, char **argv, int at, int *nwords)
+{
+	const char *w = argv[at];
+	const struct opt *o;
+
+	*nwords = 1;
+	if (w[0] != '-' || !w[1] || !strcmp(w, "--"))
+		return NULL;
+	if (w[1] == '-') {
+		o = by_long(s, w + 2, strcspn(w + 2, "="));
+		if (o && has_value(o) && !o->optional && !strchr(w, '=') && at + 1 < argc)
+			*nwords = 2;
+		return o;
+	}
+	o = by_short(s, w[1]);
+	if (o && has_value(o) && !w[2] && at + 1 < argc)
+		*nwords = 2;
+	return o;
+}
+
 static int find_key(const struct opt_set *s, const char *k, size_t len)
 {
 	for (int i = 0; s->opts[i].kind != OPT_END; i++)

@@ -37,7 +37,7 @@
  */
 
 #define MAX_CALLS 48
-#define MAX_IOCTLS 24
+#define MAX_IOCTLS 32
 
 struct sb_kind {
 	const char *name;
@@ -210,14 +210,22 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * again (virtio/net-vhost.c: only on lkvm's vhost fds, as for the vCPU).
 		 * debug: the parked vCPUs' registers. stat: lkvm's memory, /proc/self/statm read
 		 * again from its start (lseek; the fd was opened before the filters and read is
-		 * limited to known fds) and guest RAM's resident pages (mincore). */
+		 * limited to known fds) and guest RAM's resident pages (mincore). snapshot: the
+		 * file comes with the request (recvmsg's SCM_RIGHTS: lkvm opens nothing), is
+		 * written with pwrite and its size read with lseek; the paused VM's state read
+		 * with the KVM_GET_* of each vCPU and of the VM (and KVM_CHECK_EXTENSION and the
+		 * MSR list, on /dev/kvm's fd, to know what to read). */
 		.calls = { SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(recvmsg), SCMP_SYS(sendto),
 			   SCMP_SYS(sendmsg), SCMP_SYS(fcntl), SCMP_SYS(geteuid), SCMP_SYS(getuid),
 			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown),
-			   SCMP_SYS(lseek), SCMP_SYS(mincore) },
+			   SCMP_SYS(lseek), SCMP_SYS(mincore), SCMP_SYS(pwrite64) },
 		.ioctls = { KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_KVMCLOCK_CTRL, KVM_GET_REGS, KVM_GET_SREGS,
 			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE,
-			    VHOST_NET_SET_BACKEND, VHOST_GET_VRING_BASE, VHOST_SET_VRING_BASE },
+			    VHOST_NET_SET_BACKEND, VHOST_GET_VRING_BASE, VHOST_SET_VRING_BASE,
+			    KVM_GET_SREGS2, KVM_GET_FPU, KVM_GET_XSAVE, KVM_GET_XSAVE2, KVM_GET_XCRS,
+			    KVM_GET_MSRS, KVM_GET_LAPIC, KVM_GET_MP_STATE, KVM_GET_DEBUGREGS,
+			    KVM_GET_IRQCHIP, KVM_GET_PIT2, KVM_GET_CPUID2, KVM_CHECK_EXTENSION,
+			    KVM_GET_MSR_INDEX_LIST },
 	},
 	[SB_GDB] = {
 		.name = "gdb",

@@ -16,6 +16,8 @@ const struct lkvm_cmd lkvm_commands[] = {
 	{ "stat", "a running VM's exit and queue counters (--json, --watch SECS)", cmd_stat,
 	  stat_usage },
 	{ "debug", "a running VM's vCPU registers and last exits", cmd_debug, debug_usage },
+	{ "snapshot", "write a running VM's whole state to a file (lkvm run --restore FILE)",
+	  cmd_snapshot, snapshot_usage },
 	{ "bench", "measure virtio-net per TX strategy (lkvm bench net --help)", cmd_bench,
 	  bench_usage },
 	{ "help", "show this text, or a command's help (lkvm help run)", cmd_help, NULL },

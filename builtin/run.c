@@ -18,6 +18,8 @@
 #include "lkvm/kvm.h"
 #include "lkvm/opt.h"
 #include "lkvm/run.h"
+#include "lkvm/snap.h"
+#include "lkvm/vm-snap.h"
 #include "lkvm/run-cmd.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/stats.h"
@@ -174,7 +176,8 @@ static const struct opt run_opts[] = {
 	{ "name", 0, OPT_FN, .fn = opt_name, .arg = "NAME",
 	  .help = "this VM's name for lkvm list/stop/pause/resume/stat/debug\n"
 		  "(1-64 of A-Z a-z 0-9 . _ -; default guest-PID, printed at start);\n"
-		  "a second VM of the same name exits with 1" },
+		  "a second VM of the same name exits with 1",
+	  .process = true },
 	{ "console", 0, OPT_CHOICE, CFG(console_virtio), .choices = console_choices,
 	  .help = "the console: the 8250 UART (ttyS0, default), or\n"
 		  "virtio-console (hvc0: console=hvc0 is added, terminal\n"
@@ -182,9 +185,9 @@ static const struct opt run_opts[] = {
 	{ "rng", 0, OPT_FLAG, CFG(rng), .help = "a virtio-rng device fed from getrandom(2)" },
 	{ "timeout", 0, OPT_UINT, CFG(timeout_s), .min = 1, .max = MAX_TIMEOUT_S, .arg = "SECS",
 	  .bad = "give whole seconds from",
-	  .help = "stop the guest after SECS seconds and exit with 124" },
+	  .help = "stop the guest after SECS seconds and exit with 124", .process = true },
 	{ "exit-on", 0, OPT_STR, CFG(exit_on), .arg = "TEXT", .bad = "the text must not be empty",
-	  .help = "exit with 0 as soon as the console prints TEXT" },
+	  .help = "exit with 0 as soon as the console prints TEXT", .process = true },
 	{ "quirks", 0, OPT_CHOICE, CFG(quirks), .choices = quirks_choices, .arg = "MODE",
 	  .help = "auto (default): complete what the host cannot emulate\n"
 		  "when /sys/module/kvm_pvm exists; pvm: always; none: never" },
@@ -208,36 +211,49 @@ static const struct opt run_opts[] = {
 		  "virtio_mmio.device= on its command line and in the DTB)" },
 	{ "dump-dtb", 0, OPT_STR, CFG(dump_dtb), .arg = "FILE", .bad = "give a file name",
 	  .help = "write the machine's flattened device tree to FILE (also\n"
-		  "given to a bzImage guest as setup_data SETUP_DTB)" },
+		  "given to a bzImage guest as setup_data SETUP_DTB)",
+	  .process = true },
 	{ "stats", 0, OPT_FN, .optional = true, .fn = opt_stats, .arg = "table|json",
 	  .help = "print exit and per-queue counters (kicks, trapped,\n"
 		  "irqs, packets, drops; polls, poll_hits, poll_us for\n"
 		  "tx=poll; each disk's requests, bytes, errors) to stderr\n"
-		  "at the end, and on SIGUSR2" },
+		  "at the end, and on SIGUSR2",
+	  .process = true },
 	{ "sandbox", 0, OPT_CHOICE, CFG(sandbox), .choices = on_off,
 	  .help = "on (default): once set up, drop every capability and confine\n"
 		  "each thread kind to its system calls (seccomp); a forbidden\n"
-		  "call stops lkvm with 159 and names the thread" },
+		  "call stops lkvm with 159 and names the thread",
+	  .process = true },
 	{ "user", 0, OPT_STR, CFG(user), .max = 64, .arg = "USER",
 	  .bad = "give a user name or uid (1 to 64 characters)",
 	  .help = "after set-up run as USER (a name or a uid), without\n"
 		  "supplementary groups; with -- CMD run as root the default\n"
 		  "is sudo's user (SUDO_UID) with its groups, else nobody\n"
-		  "(--user root serves root's files)" },
+		  "(--user root serves root's files)",
+	  .process = true },
 	{ "console-log", 0, OPT_STR, OPT_AT(struct run_args, cmd.console_log), .arg = "FILE",
 	  .bad = "give a file name",
 	  .help = "the serial console (the kernel's log) to FILE; with -- CMD\n"
-		  "it goes nowhere without this, to stderr with --debug" },
+		  "it goes nowhere without this, to stderr with --debug",
+	  .process = true },
 	{ "gdb", 0, OPT_STR, CFG(gdb_addr), .arg = "ADDR",
 	  .bad = "give PORT, HOST:PORT or unix:PATH",
 	  .help = "serve gdb's remote protocol on ADDR: PORT (on 127.0.0.1),\n"
-		  "HOST:PORT or unix:PATH; gdb: target remote ADDR" },
+		  "HOST:PORT or unix:PATH; gdb: target remote ADDR",
+	  .process = true },
 	{ "gdb-default", 's', OPT_FLAG, CFG(gdb_default),
-	  .help = "--gdb 1234 (127.0.0.1:1234), as QEMU's -s" },
+	  .help = "--gdb 1234 (127.0.0.1:1234), as QEMU's -s", .process = true },
 	{ "gdb-wait", 0, OPT_FLAG, CFG(gdb_wait),
-	  .help = "with --gdb: no guest instruction runs until gdb continues\n(QEMU's -S)" },
-	{ "debug", 0, OPT_FLAG, CFG(debug), .help = "more log lines, and the start-up profile" },
-	{ "help", 'h', OPT_HELP, .help = "this text" },
+	  .help = "with --gdb: no guest instruction runs until gdb continues\n(QEMU's -S)",
+	  .process = true },
+	{ "restore", 0, OPT_STR, CFG(restore_path), .arg = "FILE", .bad = "give a snapshot file",
+	  .process = true,
+	  .help = "start from a snapshot (lkvm snapshot) instead of booting:\n"
+		  "the machine is the saved one's (its options; those given\n"
+		  "here replace them), the guest goes on where it was" },
+	{ "debug", 0, OPT_FLAG, CFG(debug), .help = "more log lines, and the start-up profile",
+	  .process = true },
+	{ "help", 'h', OPT_HELP, .help = "this text", .process = true },
 	{ .kind = OPT_END },
 };
 
@@ -692,26 +708,80 @@ static int run_vm(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	return status;
 }
 
+/* --restore FILE: the snapshot opened and checked, and argv merged with its saved options (the
+ * run's argv then). 0, or -errno after the error line. */
+static int open_restore(const char *path, int *argc, char ***argv, struct restore_args *r)
+{
+	char err[512] = "";
+	int ret = snap_open(&r->snap, path, 0, err, sizeof(err));
+
+	if (ret == 0)
+		ret = run_restore_args(*argc, *argv, r->snap, &r->argv, &r->argc, &r->saved,
+				       &r->nsaved, err, sizeof(err));
+	if (ret < 0) {
+		pr_err("--restore: %s", err[0] ? err : strerror(-ret));
+		return ret;
+	}
+	*argc = r->argc;
+	*argv = r->argv;
+	return 0;
+}
+
+static void close_restore(struct restore_args *r)
+{
+	if (r->snap)
+		snap_close(r->snap);
+	kvm_snapshot_argv_free(r->saved, r->nsaved);
+	free(r->argv);
+}
+
+/* Parsed (and with --restore, merged with the snapshot's options first). 0, 1 after help, or
+ * EXIT_LKVM_ERROR after the error line. */
+static int parse(int argc, char **argv, struct run_args *a, struct restore_args *r)
+{
+	char err[512] = "";
+	const char *path = run_restore_path(argc, argv);
+	int ret = path ? open_restore(path, &argc, &argv, r) : 0;
+
+	if (ret < 0)
+		return EXIT_LKVM_ERROR;
+	ret = kvm_run_parse(argc, argv, a, stdout, err, sizeof(err));
+	if (ret == 1)
+		return 1;
+	if (ret < 0) {
+		pr_err("%s", err);
+		return EXIT_LKVM_ERROR;
+	}
+	a->argc = argc - 1;
+	a->argv = argv + 1;
+	return 0;
+}
+
 int kvm_cmd_run(int argc, char **argv)
 {
+	struct restore_args r = { 0 };
 	struct run_state *st;
 	u64 t0 = now_ns();
 	struct run_args a;
 	struct ctl_server *ctl = NULL;
-	char err[512] = "", name[72];
+	char name[72];
 	int sig_fd, ret, status = EXIT_LKVM_ERROR;
 
-	ret = kvm_run_parse(argc, argv, &a, stdout, err, sizeof(err));
-	if (ret == 1)
-		return 0;
-	if (ret < 0) {
-		pr_err("%s", err);
-		return EXIT_LKVM_ERROR;
+	ret = parse(argc, argv, &a, &r);
+	if (ret) {
+		close_restore(&r);
+		return ret == 1 ? 0 : ret;
 	}
 	if (a.cfg.debug)
 		lkvm_set_log_level(LOG_DEBUG);
 	sig_fd = block_signals();
 	st = prepare(&a);
+	if (st) {
+		st->snap = r.snap; /* the set-up closes it */
+		r.snap = NULL;
+		st->kvm.run_argv = a.argv;
+		st->kvm.run_argc = a.argc;
+	}
 	if (st && open_control(st, &a.cfg, name, sizeof(name), &ctl) == 0)
 		status = run_vm(st, &a.cfg, ctl, name, sig_fd, t0);
 	if (st) {
@@ -722,6 +792,7 @@ int kvm_cmd_run(int argc, char **argv)
 		free(st);
 	}
 	kvm_config_free(&a.cfg);
+	close_restore(&r);
 	if (sig_fd >= 0)
 		close(sig_fd);
 	/* Last, so a waiting `lkvm stop` returns only once the VM is gone. */

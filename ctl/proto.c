@@ -262,6 +262,41 @@ int ctl_send(int fd, const struct ctl_msg *m)
 	return ret;
 }
 
+int ctl_send_fd(int sock, const struct ctl_msg *m, int fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctrl;
+	struct ctl_hdr h = m->hdr;
+	u8 hb[CTL_HDR_LEN];
+	struct iovec iov = { hb, sizeof(hb) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctrl.buf,
+			     .msg_controllen = sizeof(ctrl.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	ssize_t n;
+
+	if (m->oom || m->len > CTL_MAX_REQUEST)
+		return -EMSGSIZE;
+	h.len = (u32)m->len;
+	ctl_hdr_encode(&h, hb);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	/* The descriptor rides on the header's bytes: the server reads them with recvmsg. */
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n < sizeof(hb) && write_all(sock, hb + n, sizeof(hb) - (size_t)n) < 0)
+		return -EIO;
+	return m->len ? write_all(sock, m->buf, m->len) : 0;
+}
+
 /* Read exactly len bytes; *got tells how many arrived (for EOF-before-anything vs mid-message). */
 static int read_full(int fd, u8 *p, size_t len, int timeout_ms, size_t *got)
 {

@@ -26,6 +26,7 @@
 #include "lkvm/kvm.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/stats.h"
+#include "lkvm/vm-snap.h"
 
 #define MAX_CONNS 8    /* clients served at once; more wait in the listen backlog */
 #define MAX_WAITERS 16 /* `lkvm stop` clients waiting for the process to end */
@@ -41,7 +42,8 @@ _Static_assert(CTL_SERVER_RUN_FDS >= MAX_CONNS + MAX_WAITERS + 1,
 	       "the descriptors the server opens while it runs (clients, waiters, one turned away)");
 
 struct conn {
-	int fd; /* -1: free */
+	int fd;	       /* -1: free */
+	int passed_fd; /* a descriptor the request came with (SCM_RIGHTS), or -1 */
 	u8 buf[CTL_HDR_LEN + CTL_MAX_REQUEST];
 	size_t got;
 	u64 deadline;
@@ -279,7 +281,7 @@ int ctl_server_create(struct kvm *kvm, const char *name, uid_t owner, struct ctl
 	s->cleaner = -1;
 	s->listen_fd = s->lock_fd = s->wake_fd = s->cleaner_fd = s->spare_fd = -1;
 	for (int i = 0; i < MAX_CONNS; i++)
-		s->conn[i].fd = -1;
+		s->conn[i].fd = s->conn[i].passed_fd = -1;
 	s->log_budget = LOG_BUDGET;
 	s->start_realtime = (u64)time(NULL);
 	snprintf(s->name, sizeof(s->name), "%s", name);
@@ -392,7 +394,45 @@ static void add_stats(struct ctl_server *s, struct ctl_msg *r)
 
 /* Fill r (already initialised as the reply) for request type. Returns true when the
  * connection should be kept until the process exits (a stop). */
-static bool handle(struct ctl_server *s, u16 type, struct ctl_msg *r)
+static void drop_passed(struct conn *c)
+{
+	if (c->passed_fd >= 0)
+		close(c->passed_fd);
+	c->passed_fd = -1;
+}
+
+/* lkvm snapshot: the file came with the request; "stop" (u64, optional) ends the VM after. */
+static void snapshot_request(struct ctl_server *s, struct conn *c, struct ctl_msg *r)
+{
+	struct kvm_snap_result res;
+	struct ctl_field stop = { .u = 0 };
+	char err[384] = "";
+	u32 len = (u32)(c->got - CTL_HDR_LEN);
+	int ret;
+
+	if (c->passed_fd < 0) {
+		reply_error(r, CTL_ERR_PROTO,
+			    "%s: a snapshot request comes with its file's descriptor", s->name);
+		return;
+	}
+	(void)ctl_find(c->buf + CTL_HDR_LEN, len, "stop", CTL_F_U64, &stop);
+	ret = kvm_snapshot(s->kvm, c->passed_fd, stop.u != 0, &res, err, sizeof(err));
+	drop_passed(c);
+	if (ret < 0) {
+		reply_error(r,
+			    ret == -EOPNOTSUPP || ret == -EBUSY || atomic_load(&s->kvm->stopping)
+				    ? CTL_ERR_STATE
+				    : CTL_ERR_FAILED,
+			    "%s: %s", s->name, err);
+		return;
+	}
+	add_info(s, r);
+	ctl_add_u64(r, "pause_ns", res.pause_ns);
+	ctl_add_u64(r, "save_ns", res.save_ns);
+	ctl_add_u64(r, "bytes", res.bytes);
+}
+
+static bool handle(struct ctl_server *s, struct conn *c, u16 type, struct ctl_msg *r)
 {
 	struct kvm *kvm = s->kvm;
 	char err[256] = "";
@@ -441,6 +481,9 @@ static bool handle(struct ctl_server *s, u16 type, struct ctl_msg *r)
 		ctl_add_strn(r, "text", text, MIN(strlen(text), (size_t)CTL_STR_MAX));
 		free(text);
 		return false;
+	case CTL_SNAPSHOT:
+		snapshot_request(s, c, r);
+		return false;
 	default:
 		reply_error(r, CTL_ERR_TYPE, "unknown request type %u (this lkvm knows 1 to %d)",
 			    type, CTL_TYPE_MAX);
@@ -461,6 +504,7 @@ static void close_conn(struct conn *c)
 {
 	u8 junk[4096];
 
+	drop_passed(c);
 	/* Closing a UNIX socket with unread bytes resets the connection, and the client would
 	 * lose our reply: read off what a misbehaving client sent beyond its request first. */
 	for (int i = 0; c->fd >= 0 && i < 16 && recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT) > 0;
@@ -478,6 +522,7 @@ static void finish(struct ctl_server *s, struct conn *c, struct ctl_msg *r, bool
 	struct timeval tv = { .tv_sec = SEND_TIMEOUT_S };
 	int fl = fcntl(c->fd, F_GETFL);
 
+	drop_passed(c);
 	if (fl >= 0)
 		fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
 	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -522,6 +567,41 @@ static bool header_refused(struct ctl_server *s, const struct ctl_hdr *h, int re
 	return false;
 }
 
+/* recv of what the request still lacks, keeping the first descriptor that comes with it
+ * (lkvm snapshot's file); any other is closed at once, so a client cannot make the server
+ * hold descriptors. */
+static ssize_t recv_passing(struct conn *c, size_t want)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} ctrl;
+	struct iovec iov = { c->buf + c->got, want - c->got };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctrl.buf,
+			     .msg_controllen = sizeof(ctrl.buf) };
+	ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	for (struct cmsghdr *cm = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm;
+	     cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t nfd = cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS
+				     ? (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int)
+				     : 0;
+
+		for (size_t i = 0; i < nfd; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (c->passed_fd < 0)
+				c->passed_fd = fd;
+			else
+				close(fd);
+		}
+	}
+	return n;
+}
+
 /* Read what is there; answer once a whole request arrived, or an error as soon as the header is bad. */
 static void serve(struct ctl_server *s, struct conn *c)
 {
@@ -536,7 +616,7 @@ static void serve(struct ctl_server *s, struct conn *c)
 	if (c->got >= CTL_HDR_LEN && ctl_hdr_decode(c->buf, CTL_MAX_REQUEST, &h) == 0)
 		want += h.len;
 
-	n = recv(c->fd, c->buf + c->got, want - c->got, MSG_DONTWAIT);
+	n = recv_passing(c, want);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
@@ -563,7 +643,7 @@ static void serve(struct ctl_server *s, struct conn *c)
 		finish(s, c, &r, false);
 		return;
 	}
-	finish(s, c, &r, handle(s, h.type, &r));
+	finish(s, c, &r, handle(s, c, h.type, &r));
 }
 
 /* The user who started the VM, also after --user switched lkvm to another uid: the socket

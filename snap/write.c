@@ -11,8 +11,8 @@
 
 struct snap_writer {
 	int fd;
-	char *path, *tmp;
-	u64 off; /* where the next section goes */
+	char *path, *tmp; /* tmp NULL: the caller's fd (snap_writer_open_fd) */
+	u64 off;	  /* where the next section goes */
 	struct snap_disk_header hdr;
 	struct snap_disk_section *secs;
 	u32 nr, cap;
@@ -28,6 +28,20 @@ static int fail(struct snap_writer *w, int err, const char *what)
 			 strerror(-err));
 	}
 	return w->err;
+}
+
+static void start(struct snap_writer *w, const struct snap_machine *m)
+{
+	memcpy(w->hdr.magic, SNAP_MAGIC, 8);
+	w->hdr.version = SNAP_VERSION;
+	w->hdr.header_len = SNAP_HEADER_LEN;
+	w->hdr.nr_vcpus = m->nr_vcpus;
+	w->hdr.ram_bytes = m->ram_bytes;
+	w->hdr.page_size = SNAP_PAGE_SIZE;
+	memcpy(w->hdr.cpuid_digest, m->cpuid_digest, SNAP_DIGEST_LEN);
+	snprintf(w->hdr.lkvm_version, SNAP_VERSION_LEN, "%.*s", SNAP_VERSION_LEN - 1,
+		 m->lkvm_version);
+	w->off = SNAP_HEADER_LEN;
 }
 
 int snap_writer_open(struct snap_writer **wp, const char *path, const struct snap_machine *m,
@@ -54,16 +68,23 @@ int snap_writer_open(struct snap_writer **wp, const char *path, const struct sna
 		free(w);
 		return e;
 	}
-	memcpy(w->hdr.magic, SNAP_MAGIC, 8);
-	w->hdr.version = SNAP_VERSION;
-	w->hdr.header_len = SNAP_HEADER_LEN;
-	w->hdr.nr_vcpus = m->nr_vcpus;
-	w->hdr.ram_bytes = m->ram_bytes;
-	w->hdr.page_size = SNAP_PAGE_SIZE;
-	memcpy(w->hdr.cpuid_digest, m->cpuid_digest, SNAP_DIGEST_LEN);
-	snprintf(w->hdr.lkvm_version, SNAP_VERSION_LEN, "%.*s", SNAP_VERSION_LEN - 1,
-		 m->lkvm_version);
-	w->off = SNAP_HEADER_LEN;
+	start(w, m);
+	*wp = w;
+	return 0;
+}
+
+int snap_writer_open_fd(struct snap_writer **wp, int fd, const char *name,
+			const struct snap_machine *m, char *err, size_t errlen)
+{
+	struct snap_writer *w = calloc(1, sizeof(*w));
+
+	if (!w || !(w->path = strdup(name))) {
+		free(w);
+		errfmt(err, errlen, "snapshot %s: out of memory", name);
+		return -ENOMEM;
+	}
+	w->fd = fd;
+	start(w, m);
 	*wp = w;
 	return 0;
 }
@@ -244,7 +265,7 @@ int snap_add_memory(struct snap_writer *w, const void *ram, u64 size)
 
 static void writer_free(struct snap_writer *w)
 {
-	if (w->fd >= 0)
+	if (w->fd >= 0 && w->tmp)
 		close(w->fd);
 	free(w->secs);
 	free(w->tmp);
@@ -254,7 +275,8 @@ static void writer_free(struct snap_writer *w)
 
 void snap_writer_abort(struct snap_writer *w)
 {
-	unlink(w->tmp);
+	if (w->tmp)
+		unlink(w->tmp);
 	writer_free(w);
 }
 
@@ -292,6 +314,8 @@ static int write_tail(struct snap_writer *w)
 		r = pwrite_all(w->fd, &w->hdr, sizeof(w->hdr), 0);
 	if (r)
 		return fail(w, r, "write");
+	if (!w->tmp)
+		return 0; /* the caller's file: it syncs and names it */
 	if (fsync(w->fd))
 		return fail(w, -errno, "fsync");
 	if (rename(w->tmp, w->path))
@@ -312,7 +336,8 @@ int snap_writer_finish(struct snap_writer *w, char *err, size_t errlen)
 		errfmt(err, errlen, "%s", w->msg);
 		/* After a failed rename the temporary file is still there; after a good one,
 		 * unlink finds nothing under the temporary name. */
-		unlink(w->tmp);
+		if (w->tmp)
+			unlink(w->tmp);
 	}
 	writer_free(w);
 	return r;

@@ -34,6 +34,8 @@ void resume_usage(FILE *out);
 int cmd_stat(int argc, char **argv);
 void stat_usage(FILE *out);
 int cmd_debug(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+void snapshot_usage(FILE *out);
 void debug_usage(FILE *out);
 
 #ifndef LKVM_VERSION

@@ -109,6 +109,9 @@ int ctl_find(const u8 *p, size_t len, const char *name, enum ctl_field_kind kind
  * ctl_hdr_decode/ctl_payload_check return. On success m owns a payload of m->len bytes. */
 int ctl_send(int fd, const struct ctl_msg *m) __must_check;
 int ctl_recv(int fd, struct ctl_msg *m, u32 max, int timeout_ms) __must_check;
+/* As ctl_send for a request, with descriptor fd passed along (SCM_RIGHTS) on its first bytes:
+ * the server keeps the first one a request brings (lkvm snapshot's file). */
+int ctl_send_fd(int sock, const struct ctl_msg *m, int fd) __must_check;
 
 /* ---- names and the runtime directory ---- */
 

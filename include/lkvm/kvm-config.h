@@ -61,6 +61,7 @@ struct kvm_config {
 	const char *gdb_addr;
 	bool gdb_default; /* -s given (kvm_run_parse turns it into gdb_addr) */
 	bool gdb_wait;
+	const char *restore_path; /* --restore FILE (builtin/run-restore.c) */
 };
 
 #endif

@@ -38,6 +38,9 @@ struct opt {
 	const char *bad;  /* why a value is refused, after "NAME 'VALUE': " (see opt.c) */
 	const struct opt_set *keys;   /* help only: the keys of this option's value (-n, -d) */
 	void (*more_help)(FILE *out); /* lines printed after the help (lists of names) */
+	/* lkvm run: the process's, not the machine's (--name, --gdb, --timeout, ...): a snapshot
+	 * does not carry it to the restored VM, which takes its own. */
+	bool process;
 };
 
 /* Where a field is: .off/.size for a target, .given for its "given" bool. */
@@ -71,6 +74,10 @@ struct opt_set {
 
 /* Parse argv (argv[0] is the command) into base. 0; 1 after printing the usage to out
  * (--help); -EINVAL with a one-line message in err. */
+/* The option argv[at] is (NULL: not an option, or "--"), and in *nwords how many words it takes
+ * there (1, or 2 with its value in the next word), as opt_parse_argv would read it. */
+const struct opt *opt_argv_unit(const struct opt_set *s, int argc, char **argv, int at,
+				int *nwords);
 int opt_parse_argv(const struct opt_set *s, int argc, char **argv, void *base, FILE *out, char *err,
 		   size_t errlen) __must_check;
 /* Parse a KEY=VALUE,... list (lenient sets: also bare flags) into base. whole: the option's

@@ -19,6 +19,17 @@ extern const struct opt_set run_opt_set;
 struct run_args {
 	struct kvm_config cfg;
 	struct run_cmd_opts cmd;
+	/* The options after "run" as parsed (with --restore: merged with the snapshot's), kept
+	 * for a snapshot of this VM. */
+	char **argv;
+	int argc;
+};
+
+/* --restore's snapshot and the merged argv, owned by lkvm run until it ends. */
+struct restore_args {
+	struct snap_reader *snap;
+	char **argv, **saved;
+	int argc, nsaved;
 };
 
 /* Parse `lkvm run` arguments (argv[0] is "run"). Returns 0, 1 when help was asked for
@@ -33,6 +44,8 @@ void kvm_run_usage(FILE *out);
 #define BASE_KERNEL_PARAMS \
 	"console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pci=conf1 i8042.noaux"
 
+struct snap_reader;
+
 /* Everything the run owns, so one function can undo whatever part was built. */
 struct run_state {
 	struct kvm kvm;
@@ -43,6 +56,10 @@ struct run_state {
 	struct run_cmd *cmd;
 	u8 *kernel, *initrd, *dtb; /* initrd: -i's file, or -- CMD's initramfs handed over */
 	size_t kernel_len, initrd_len, dtb_len;
+	/* --restore FILE: the snapshot, opened and checked before the VM is built (its options
+	 * are the machine's); the set-up restores from it instead of loading a kernel, then
+	 * closes it (guest RAM stays mapped from the file). */
+	struct snap_reader *snap;
 };
 
 /* The machine (machine.c): the files loaded, the VM made with the devices kvm->cfg asks for, the
@@ -60,6 +77,14 @@ int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf,
  * i8042, RTC, pvpanic, each -n NIC; NET_MODE_FAKE NICs get fake backends, for tests);
  * kvm_devs_init then builds them and kvm_destroy removes them. 0 or -errno. */
 int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen) __must_check;
+
+/* lkvm run --restore (builtin/run-restore.c): argv merged with the snapshot's saved options
+ * into *out (its words point into argv and into *saved, which the caller frees with
+ * kvm_snapshot_argv_free after the run; *out with free). 0 or -errno with err. */
+/* --restore's FILE in a run's argv (options only), or NULL. */
+const char *run_restore_path(int argc, char **argv);
+int run_restore_args(int argc, char **argv, struct snap_reader *r, char ***out, int *outc,
+		     char ***saved, int *nsaved, char *err, size_t errlen) __must_check;
 
 /* Run a VM to its end; returns the process exit status (EXIT_*). */
 int kvm_cmd_run(int argc, char **argv);

@@ -44,6 +44,11 @@ const char *snap_sec_name(u32 type);
 struct snap_writer;
 int snap_writer_open(struct snap_writer **wp, const char *path, const struct snap_machine *m,
 		     char *err, size_t errlen) __must_check;
+/* As snap_writer_open, into fd (empty, at offset 0; not closed) that the caller created: finish
+ * writes the table and header and nothing more (no fsync, no rename: the caller's). name is for
+ * messages. */
+int snap_writer_open_fd(struct snap_writer **wp, int fd, const char *name,
+			const struct snap_machine *m, char *err, size_t errlen) __must_check;
 int snap_add(struct snap_writer *w, u32 type, u32 instance, const void *buf, size_t len);
 int snap_add_iov(struct snap_writer *w, u32 type, u32 instance, const struct iovec *iov,
 		 int iovcnt);

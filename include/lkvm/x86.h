@@ -40,6 +40,23 @@ int x86_handle_internal_error(struct kvm_cpu *vcpu, char *why, size_t whylen) __
  * injected, which KVM delivers past the int3, as the guest would have had it. 0 or -errno. */
 int x86_reinject_int3(struct kvm_cpu *vcpu) __must_check;
 
+/*
+ * Snapshot (x86/snap.c): a parked vCPU's whole state as records of its section, and the VM's
+ * irqchip, PIT and kvm-clock (as the pause froze it) as records of the VM section; loads in
+ * KVM's order on a fresh VM. 0, or -errno with a one-line reason (-EINVAL: the snapshot's
+ * record is missing or malformed). The digest is of vCPU 0's CPUID table (SNAP_DIGEST_LEN).
+ */
+struct snap_rec_buf;
+int x86_snap_save_vcpu(struct kvm_cpu *v, struct snap_rec_buf *b, char *err,
+		       size_t errlen) __must_check;
+int x86_snap_load_vcpu(struct kvm_cpu *v, const void *sec, size_t len, char *err,
+		       size_t errlen) __must_check;
+int x86_snap_save_vm(struct kvm *kvm, struct snap_rec_buf *b, char *err,
+		     size_t errlen) __must_check;
+int x86_snap_load_vm(struct kvm *kvm, const void *sec, size_t len, char *err,
+		     size_t errlen) __must_check;
+int x86_snap_cpuid_digest(struct kvm_cpu *v, u8 *out) __must_check;
+
 /* Pure decoder for tests: which completion (enum emu_insn) matches these bytes, or -1;
  * *len gets the instruction length. */
 int x86_emu_classify(const u8 *insn, size_t n, int *len);
