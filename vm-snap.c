@@ -29,17 +29,17 @@ static void put_argv(struct kvm *kvm, struct snap_rec_buf *b)
 	size_t len = 0, at = 0;
 	char *buf;
 
-	for (int i = 0; i < kvm->run_argc; i++)
-		len += strlen(kvm->run_argv[i]) + 1;
+	for (int i = 0; i < kvm->cfg.argc; i++)
+		len += strlen(kvm->cfg.argv[i]) + 1;
 	buf = malloc(len + 1);
 	if (!buf) {
 		b->err = b->err ? b->err : -ENOMEM;
 		return;
 	}
-	for (int i = 0; i < kvm->run_argc; i++) {
-		size_t n = strlen(kvm->run_argv[i]) + 1;
+	for (int i = 0; i < kvm->cfg.argc; i++) {
+		size_t n = strlen(kvm->cfg.argv[i]) + 1;
 
-		memcpy(buf + at, kvm->run_argv[i], n);
+		memcpy(buf + at, kvm->cfg.argv[i], n);
 		at += n;
 	}
 	snap_rec_put(b, VM_REC_ARGV, buf, len);
@@ -115,7 +115,8 @@ int kvm_snapshot(struct kvm *kvm, int fd, bool stop, struct kvm_snap_result *res
 	ret = write_file(kvm, fd, res, err, errlen);
 	res->save_ns = now_ns() - t0 - res->pause_ns;
 	if (ret == 0 && stop) {
-		kvm_request_exit(kvm, EXIT_STOPPED, "stopped after a snapshot (lkvm snapshot --stop)");
+		kvm_request_exit(kvm, EXIT_STOPPED,
+				 "stopped after a snapshot (lkvm snapshot --stop)");
 		return 0;
 	}
 	if (!was_paused) {
@@ -207,7 +208,8 @@ static int check_known(const struct snap_reader *r, char *err, size_t errlen)
 
 		snap_section_at(r, i, &type, &instance);
 		if (type < SNAP_SEC_MEM_MAP || type > SNAP_SEC_DEVICE) {
-			errfmt(err, errlen, "the snapshot has a section of type %u this lkvm does not know",
+			errfmt(err, errlen,
+			       "the snapshot has a section of type %u this lkvm does not know",
 			       type);
 			return -EINVAL;
 		}

@@ -105,7 +105,9 @@ const char *run_restore_path(int argc, char **argv)
 		if (!o && (!strcmp(argv[i], "--") || argv[i][0] != '-'))
 			break;
 		if (o && !strcmp(o->name, "restore"))
-			return n == 2 ? argv[i + 1] : strchr(argv[i], '=') ? strchr(argv[i], '=') + 1 : NULL;
+			return n == 2		      ? argv[i + 1]
+			       : strchr(argv[i], '=') ? strchr(argv[i], '=') + 1
+						      : NULL;
 	}
 	return NULL;
 }

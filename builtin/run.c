@@ -736,7 +736,7 @@ static void close_restore(struct restore_args *r)
 }
 
 /* Parsed (and with --restore, merged with the snapshot's options first). 0, 1 after help, or
- * EXIT_LKVM_ERROR after the error line. */
+ * -1 after the error line. */
 static int parse(int argc, char **argv, struct run_args *a, struct restore_args *r)
 {
 	char err[512] = "";
@@ -744,16 +744,16 @@ static int parse(int argc, char **argv, struct run_args *a, struct restore_args 
 	int ret = path ? open_restore(path, &argc, &argv, r) : 0;
 
 	if (ret < 0)
-		return EXIT_LKVM_ERROR;
+		return -1;
 	ret = kvm_run_parse(argc, argv, a, stdout, err, sizeof(err));
 	if (ret == 1)
 		return 1;
 	if (ret < 0) {
 		pr_err("%s", err);
-		return EXIT_LKVM_ERROR;
+		return -1;
 	}
-	a->argc = argc - 1;
-	a->argv = argv + 1;
+	a->cfg.argc = argc - 1;
+	a->cfg.argv = argv + 1;
 	return 0;
 }
 
@@ -770,7 +770,7 @@ int kvm_cmd_run(int argc, char **argv)
 	ret = parse(argc, argv, &a, &r);
 	if (ret) {
 		close_restore(&r);
-		return ret == 1 ? 0 : ret;
+		return ret == 1 ? 0 : EXIT_LKVM_ERROR;
 	}
 	if (a.cfg.debug)
 		lkvm_set_log_level(LOG_DEBUG);
@@ -779,8 +779,6 @@ int kvm_cmd_run(int argc, char **argv)
 	if (st) {
 		st->snap = r.snap; /* the set-up closes it */
 		r.snap = NULL;
-		st->kvm.run_argv = a.argv;
-		st->kvm.run_argc = a.argc;
 	}
 	if (st && open_control(st, &a.cfg, name, sizeof(name), &ctl) == 0)
 		status = run_vm(st, &a.cfg, ctl, name, sig_fd, t0);

@@ -89,7 +89,7 @@ static int request(int sock, const char *name, int file_fd, bool stop, struct ct
 	ret = ctl_kvs_decode(&reply, kv);
 	if (ret == 0 && reply.hdr.status != CTL_OK) {
 		pr_err("%s", *ctl_kv_str(kv, "error") ? ctl_kv_str(kv, "error")
-						     : "the VM refused the snapshot");
+						      : "the VM refused the snapshot");
 		ctl_kvs_free(kv);
 		ret = -EREMOTEIO;
 	} else if (ret < 0) {
@@ -127,13 +127,14 @@ static int snapshot(const char *dir, const char *name, const char *path, bool st
 		unlink(tmp);
 	close(fd);
 	if (rc == 0) {
-		printf("%s: snapshot %s (%.1f MiB; paused in %.1f ms, written in %.1f ms)%s\n", name,
-		       path, ctl_kv_u64(&kv, "bytes") / 1048576.0,
+		printf("%s: snapshot %s (%.1f MiB; paused in %.1f ms, written in %.1f ms)%s\n",
+		       name, path, ctl_kv_u64(&kv, "bytes") / 1048576.0,
 		       ctl_kv_u64(&kv, "pause_ns") / 1e6, ctl_kv_u64(&kv, "save_ns") / 1e6,
 		       stop ? "; stopped" : "");
 		ctl_kvs_free(&kv);
 		if (stop && ctl_wait_gone(sock, pidfd, STOP_WAIT_MS) < 0) {
-			pr_err("%s: saved, but did not exit within %d s", name, STOP_WAIT_MS / 1000);
+			pr_err("%s: saved, but did not exit within %d s", name,
+			       STOP_WAIT_MS / 1000);
 			rc = 1;
 		}
 	}

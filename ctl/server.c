@@ -700,7 +700,7 @@ static void accept_one(struct ctl_server *s)
 		fd = accept_starved(s, errno);
 	if (fd < 0)
 		return;
-	tmp = (struct conn){ .fd = fd };
+	tmp = (struct conn){ .fd = fd, .passed_fd = -1 };
 	/* The socket is 0600 in a 0700 directory; this also turns away root and anyone who was
 	 * handed an open connection. */
 	if (!peer_allowed(s, fd)) {
@@ -723,6 +723,7 @@ static void accept_one(struct ctl_server *s)
 		return;
 	}
 	s->conn[slot] = (struct conn){ .fd = fd,
+				       .passed_fd = -1,
 				       .deadline = now_ns() + CTL_REQUEST_TIMEOUT_MS * 1000000ull };
 }
 

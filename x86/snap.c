@@ -231,8 +231,8 @@ static int load_msrs(struct kvm_cpu *v, const void *sec, size_t len, char *err, 
 	u32 rlen, n;
 	int r;
 
-	if (find_rec(sec, len, VCPU_REC_MSRS, (const void **)&e, &rlen) < 0 ||
-	    rlen % sizeof(*e) || rlen / sizeof(*e) > MAX_MSRS) {
+	if (find_rec(sec, len, VCPU_REC_MSRS, (const void **)&e, &rlen) < 0 || rlen % sizeof(*e) ||
+	    rlen / sizeof(*e) > MAX_MSRS) {
 		errfmt(err, errlen, "vCPU %d: MSRs missing or malformed in the snapshot", v->id);
 		return -EINVAL;
 	}
@@ -402,8 +402,7 @@ int x86_snap_cpuid_digest(struct kvm_cpu *v, u8 *out)
 		return e;
 	}
 	for (u32 i = 0; i < SNAP_DIGEST_LEN / 4; i++) {
-		u32 crc = snap_crc32c(i * 0x9e3779b9u,
-				      c->entries, c->nent * sizeof(c->entries[0]));
+		u32 crc = snap_crc32c(i * 0x9e3779b9u, c->entries, c->nent * sizeof(c->entries[0]));
 
 		memcpy(out + 4 * i, &crc, 4);
 	}

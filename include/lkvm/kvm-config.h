@@ -62,6 +62,10 @@ struct kvm_config {
 	bool gdb_default; /* -s given (kvm_run_parse turns it into gdb_addr) */
 	bool gdb_wait;
 	const char *restore_path; /* --restore FILE (builtin/run-restore.c) */
+	/* The options after "run" as parsed (with --restore: merged with the snapshot's), kept
+	 * in a snapshot of this VM so that a restore builds the same machine. */
+	char **argv;
+	int argc;
 };
 
 #endif

@@ -112,11 +112,6 @@ struct kvm {
 	 * run once privileges are dropped, before any thread starts. */
 	bool sandbox;
 
-	/* lkvm run's options (argv after "run"; a restored VM's: the snapshot's merged with its
-	 * own), kept in a snapshot so a restore builds the same machine. */
-	char **run_argv;
-	int run_argc;
-
 	u64 start_ns; /* process start, for timing reports */
 	atomic_ullong first_insn_ns;
 	struct kvm_startup startup; /* lkvm run's set-up steps (kvm_mark) */

@@ -19,10 +19,6 @@ extern const struct opt_set run_opt_set;
 struct run_args {
 	struct kvm_config cfg;
 	struct run_cmd_opts cmd;
-	/* The options after "run" as parsed (with --restore: merged with the snapshot's), kept
-	 * for a snapshot of this VM. */
-	char **argv;
-	int argc;
 };
 
 /* --restore's snapshot and the merged argv, owned by lkvm run until it ends. */

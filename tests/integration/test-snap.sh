@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# lkvm snapshot and lkvm run --restore (issue 31): a counting guest saved mid-sequence and restored twice at once goes on with the exact sequence and continuous clocks; bad snapshots and devices that cannot be saved are refused in one line.
+set -u
+# shellcheck disable=SC2034 # read by lib.sh
+SUMMARY_PREFIX=snap
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+T=60         # lkvm --timeout
+TICK_MS=100  # the ticks guest's period: each line's kvm-clock reading is TICK_MS after the last
+GAP_S=1      # how long the saved VM lies in its file before it is restored (see t_sequence)
+PIDS_FILE=$LOG_DIR/snap.pids # start_vm's: lib.sh kills them when the script ends
+: >"$PIDS_FILE"
+
+# ticks_vm NAME LOG [ARGS...]: the ticks guest (tests/guest/ticks.c) in the background.
+ticks_vm() {
+	local name=$1 log=$2
+	shift 2
+	need_guest ticks || return
+	VM_TIMEOUT=$T start_vm "$name" "$log" -k "$ELF" -m 64 -p "tick_ms=$TICK_MS" "$@"
+}
+
+# snap_of NAME FILE LOG [ARGS...]: lkvm snapshot, which must succeed.
+snap_of() {
+	local name=$1 file=$2 log=$3
+	shift 3
+	ctl "$log" snapshot "$name" "$file" "$@"
+	expect_status 0 || return
+	expect_output "^$name: snapshot $file \(" "the snapshot's line"
+}
+
+# check_sequence SAVED-LOG RESTORED-LOG [HZ-LOG]: the restored guest's lines go on from the saved
+# guest's last one: the TICK numbers with no gap and no repeat, kvm-clock and TSC never back and
+# never jumping (each tick TICK_MS after the one before, give or take a loaded host's delay,
+# however long the VM lay in its file). A line cut by the snapshot is finished by the restored
+# guest. HZ-LOG: the log with the guest's first line (its TSC's rate), when SAVED-LOG is itself a
+# restored one's. On a PVM host the TSC is the host's whatever KVM is told (no per-vCPU offset:
+# the pause tests' pause-guest-tsc), so there it only must not go back.
+check_sequence() {
+	local tsc_still=1
+	is_pvm_host && tsc_still=0
+	"$PY" - "$1" "$2" "$TICK_MS" "${3:-$1}" "$tsc_still" <<'EOF'
+import re, sys
+saved, restored, tick_ms = open(sys.argv[1]).read(), open(sys.argv[2]).read(), int(sys.argv[3])
+tsc_still = sys.argv[5] == "1"
+keep = lambda t: "".join(l for l in t.splitlines(True) if not l.startswith("lkvm"))
+text = keep(saved) + keep(restored)
+hz = int(re.search(r"tsc_hz=(\d+)", open(sys.argv[4]).read()).group(1))
+ticks = [tuple(map(int, m)) for m in re.findall(r"TICK n=(\d+) kvmclock_ns=(\d+) tsc=(\d+)", text)]
+last_saved = len(re.findall(r"TICK n=\d+ kvmclock_ns=\d+ tsc=\d+", keep(saved)))
+if last_saved < 2 or len(ticks) < last_saved + 3:
+    sys.exit("too few ticks: %d saved, %d after the restore" % (last_saved, len(ticks) - last_saved))
+for i in range(1, len(ticks)):
+    (n0, ns0, tsc0), (n1, ns1, tsc1) = ticks[i - 1], ticks[i]
+    where = "around the restore" if i == last_saved else "at tick %d" % n1
+    if n1 != n0 + 1:
+        sys.exit("tick %d after tick %d %s: a number lost or repeated" % (n1, n0, where))
+    dns, dtsc_ms = (ns1 - ns0) / 1e6, (tsc1 - tsc0) * 1e3 / hz
+    # A tick starts once kvm-clock passed the last one's reading + TICK_MS: less is a clock
+    # gone wrong; 3 periods more is a jump (the time in the file, 1 s, would show whole).
+    if not (tick_ms * 0.99 <= dns < tick_ms * 4) or not (0 < dtsc_ms < (tick_ms * 4 if tsc_still else 1e9)):
+        sys.exit("kvm-clock +%.1f ms, TSC +%.1f ms %s (each tick is %d ms)" % (dns, dtsc_ms, where, tick_ms))
+print("%d ticks saved, %d after the restore, kvm-clock%s continuous across it" % (last_saved, len(ticks) - last_saved, " and the TSC" if tsc_still else ""))
+EOF
+}
+
+# Saved mid-sequence and stopped, then restored twice at once: each copy goes on with the exact
+# sequence from where the saved one stopped, with its clocks continuous.
+t_sequence() {
+	local snap=$LOG_DIR/seq.snap pids=() i rc=0
+	ticks_vm snap-seq snap-seq-saved -c 2 || return
+	local saved_log=$VM_LOG saved_pid=$VM_PID
+	wait_log "$saved_log" 'TICK n=5 ' 20 || return
+	snap_of snap-seq "$snap" snap-seq-snapshot --stop || return
+	wait_exit "$saved_pid" 20 || return
+	[ "$EXIT_STATUS" = 3 ] || { fail "the saved VM exited with $EXIT_STATUS, expected 3 (stopped)"; return; }
+	# A gap the clocks must not show: time passes while the VM is only a file (a deliberate
+	# wait, not one for an event).
+	sleep "$GAP_S"
+	for i in 1 2; do
+		VM_TIMEOUT=$T start_vm snap-seq-r$i snap-seq-r$i --restore "$snap" --debug
+		pids+=("$VM_PID")
+	done
+	for i in 1 2; do
+		VM_PID=${pids[$((i - 1))]}
+		wait_log "$LOG_DIR/snap-seq-r$i.log" 'TICK n=12 ' 20 || rc=1
+	done
+	for i in 1 2; do ctl snap-seq-stop-r$i stop "snap-seq-r$i"; done
+	[ "$rc" = 0 ] || return
+	for i in 1 2; do
+		check_sequence "$saved_log" "$LOG_DIR/snap-seq-r$i.log" >"$LOG_DIR/snap-seq-check-r$i.log" 2>&1 ||
+			{ fail "restored copy $i: $(tail -n 1 "$LOG_DIR/snap-seq-check-r$i.log")"; return; }
+		# The restore's time to the guest's first instruction, for the record.
+		grep -o 'first guest instruction at [0-9.]* ms' "$LOG_DIR/snap-seq-r$i.log" >&2
+	done
+}
+
+# A restored VM is one like any other: listed, paused and resumed, snapshotted again and that
+# snapshot restored; a snapshot of a paused VM leaves it paused.
+t_again() {
+	local snap1=$LOG_DIR/again1.snap snap2=$LOG_DIR/again2.snap
+	ticks_vm snap-again snap-again || return
+	wait_log "$VM_LOG" 'TICK n=2 ' 20 || return
+	snap_of snap-again "$snap1" snap-again-snap1 --stop || return
+	wait_exit "$VM_PID" 20 || return
+	VM_TIMEOUT=$T start_vm snap-again2 snap-again2 --restore "$snap1"
+	wait_log "$VM_LOG" 'TICK n=5 ' 20 || return
+	ctl snap-again-pause pause snap-again2 && expect_status 0 || return
+	snap_of snap-again2 "$snap2" snap-again-snap2 || return
+	ctl snap-again-list list
+	expect_output '^snap-again2 +[0-9]+ +paused ' 'the VM still paused after its snapshot' || return
+	ctl snap-again-stop stop snap-again2
+	VM_TIMEOUT=$T start_vm snap-again3 snap-again3 --restore "$snap2"
+	wait_log "$VM_LOG" 'TICK n=10 ' 20 || return
+	ctl snap-again-stop3 stop snap-again3
+	check_sequence "$LOG_DIR/snap-again2.log" "$VM_LOG" "$LOG_DIR/snap-again.log" >"$LOG_DIR/snap-again-check.log" 2>&1 ||
+		fail "the second restore: $(tail -n 1 "$LOG_DIR/snap-again-check.log")"
+}
+
+# One saved VM for the bad-file cases.
+make_bad_base() {
+	BASE=$LOG_DIR/bad-base.snap
+	ticks_vm snap-bad snap-bad || return
+	wait_log "$VM_LOG" 'TICK n=1 ' 20 || return
+	snap_of snap-bad "$BASE" snap-bad-snap --stop || return
+	wait_exit "$VM_PID" 20
+}
+
+# bad_restore LOG FILE REGEX [ARGS...]: lkvm run --restore FILE: status 1, one error line.
+bad_restore() {
+	local log=$1 file=$2 re=$3
+	shift 3
+	run_lkvm "$log" 1 -- run --restore "$file" --timeout 10 "$@" || return
+	one_error_line "$re"
+}
+
+# Truncated, a flipped byte, another format version, more vCPUs than saved, no such file, not a
+# snapshot: one line each, status 1, no crash.
+t_bad() {
+	local f=$LOG_DIR/bad
+	make_bad_base || return
+	head -c $(($(stat -c %s "$BASE") - 100)) "$BASE" >"$f-trunc.snap"
+	bad_restore snap-bad-trunc "$f-trunc.snap" '--restore: snapshot .*truncated at byte .*' || return
+	cp "$BASE" "$f-flip.snap"
+	printf '\xff' | dd of="$f-flip.snap" bs=1 seek=200 conv=notrunc status=none
+	bad_restore snap-bad-flip "$f-flip.snap" '--restore: snapshot .*(checksum|CRC).*' || return
+	cp "$BASE" "$f-version.snap"
+	printf '\x07' | dd of="$f-version.snap" bs=1 seek=8 conv=notrunc status=none
+	bad_restore snap-bad-version "$f-version.snap" '--restore: snapshot .*format version 7.*' || return
+	bad_restore snap-bad-cpus "$BASE" '.*has 1 vCPUs?, this machine 2.*' -c 2 || return
+	bad_restore snap-bad-missing "$f-nosuch.snap" '--restore: .*No such file or directory.*' || return
+	head -c 4096 /dev/zero >"$f-zero.snap"
+	bad_restore snap-bad-zero "$f-zero.snap" '--restore: snapshot .*not an lkvm snapshot.*'
+}
+
+# A device that cannot be saved (a 9p share) refuses the snapshot, naming it, and the VM runs on;
+# nothing is left where the file would have been.
+t_refuse() {
+	local snap=$LOG_DIR/refused.snap dir=$LOG_DIR/refuse-share
+	mkdir -p "$dir"
+	ticks_vm snap-refuse snap-refuse --share "$dir" || return
+	wait_log "$VM_LOG" 'TICK n=1 ' 20 || return
+	ctl snap-refuse-snap snapshot snap-refuse "$snap"
+	expect_status 1 || return
+	one_error_line 'snap-refuse: virtio-9p 0: cannot be saved.*' || return
+	[ ! -e "$snap" ] && ! compgen -G "$snap.tmp-*" >/dev/null ||
+		{ fail "a file was left at $snap"; return; }
+	wait_log "$VM_LOG" 'TICK n=4 ' 20 || return
+	ctl snap-refuse-stop stop snap-refuse
+}
+
+skip_unless_kvm
+run_test snap-sequence t_sequence
+run_test snap-again t_again
+run_test snap-bad t_bad
+run_test snap-refuse t_refuse
+finish_tests
