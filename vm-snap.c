@@ -134,46 +134,20 @@ int kvm_snapshot_argv(const struct snap_reader *r, char ***argv, int *argc, char
 		      size_t errlen)
 {
 	const void *sec;
-	const char *data;
 	size_t len;
-	u32 rlen;
-	int n = 0;
-	struct snap_rec_iter it;
-	u16 tag;
+	int ret = snap_section(r, SNAP_SEC_VM, 0, &sec, &len);
 
-	*argv = NULL;
-	*argc = 0;
-	if (snap_section(r, SNAP_SEC_VM, 0, &sec, &len) < 0)
-		goto bad;
-	it = (struct snap_rec_iter){ sec, len };
-	while (snap_rec_next(&it, &tag, (const void **)&data, &rlen) == 1 && tag != VM_REC_ARGV)
-		;
-	if (tag != VM_REC_ARGV || !rlen || rlen > MAX_ARGV_BYTES || data[rlen - 1])
-		goto bad;
-	for (u32 i = 0; i < rlen; i++)
-		n += !data[i];
-	*argv = calloc((size_t)n + 1, sizeof(char *));
-	if (!*argv)
-		return -ENOMEM;
-	for (u32 i = 0; i < rlen; i += (u32)strlen(data + i) + 1) {
-		(*argv)[*argc] = strdup(data + i);
-		if (!(*argv)[(*argc)++]) {
-			kvm_snapshot_argv_free(*argv, *argc);
-			*argv = NULL;
-			return -ENOMEM;
-		}
-	}
-	return 0;
-bad:
-	errfmt(err, errlen, "the snapshot's VM section has no valid record of the run's options");
-	return -EINVAL;
+	if (ret == 0)
+		ret = snap_rec_words(sec, len, VM_REC_ARGV, MAX_ARGV_BYTES, argv, argc);
+	if (ret == -EBADMSG || ret == -ENOENT)
+		errfmt(err, errlen,
+		       "the snapshot's VM section has no valid record of the run's options");
+	return ret == -ENOENT ? -EINVAL : ret == -EBADMSG ? -EINVAL : ret;
 }
 
 void kvm_snapshot_argv_free(char **argv, int argc)
 {
-	for (int i = 0; argv && i < argc; i++)
-		free(argv[i]);
-	free(argv);
+	snap_words_free(argv, argc);
 }
 
 static int load_sections(struct kvm *kvm, const struct snap_reader *r, char *err, size_t errlen)

@@ -86,3 +86,47 @@ int snap_rec_get(const void *sec, size_t sec_len, u16 tag, void *out, size_t len
 	memcpy(out, found, len);
 	return 0;
 }
+
+int snap_rec_words(const void *sec, size_t sec_len, u16 tag, size_t max, char ***words, int *n)
+{
+	struct snap_rec_iter it = { sec, sec_len };
+	const char *d = NULL;
+	const void *p;
+	u32 len = 0, count = 0;
+	u16 t;
+	int r;
+
+	*words = NULL;
+	*n = 0;
+	while ((r = snap_rec_next(&it, &t, &p, &len)) > 0 && t != tag)
+		;
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return -ENOENT;
+	d = p;
+	if (!len || len > max || d[len - 1])
+		return -EBADMSG;
+	for (u32 i = 0; i < len; i++)
+		count += !d[i];
+	*words = calloc((size_t)count + 1, sizeof(char *));
+	if (!*words)
+		return -ENOMEM;
+	for (u32 i = 0; i < len; i += (u32)strlen(d + i) + 1) {
+		(*words)[*n] = strdup(d + i);
+		if (!(*words)[(*n)++]) {
+			snap_words_free(*words, *n);
+			*words = NULL;
+			*n = 0;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void snap_words_free(char **words, int n)
+{
+	for (int i = 0; words && i < n; i++)
+		free(words[i]);
+	free(words);
+}

@@ -87,17 +87,22 @@ static int save_msrs(struct kvm_cpu *v, struct snap_rec_buf *b, char *err, size_
 		free(idx);
 		return -ENOMEM;
 	}
+	/* One at a time, so that one KVM lists but cannot read is left out, not the rest. */
 	for (u32 i = 0; i < n; i++) {
-		struct {
+		union {
 			struct kvm_msrs h;
-			struct kvm_msr_entry e;
-		} one = { .h.nmsrs = 1, .e.index = idx[i] };
+			u8 room[sizeof(struct kvm_msrs) + sizeof(struct kvm_msr_entry)];
+		} one;
+		struct kvm_msr_entry *e = one.h.entries;
 
+		memset(&one, 0, sizeof(one));
+		one.h.nmsrs = 1;
+		e->index = idx[i];
 		if (ioctl(v->fd, KVM_GET_MSRS, &one) != 1)
 			continue;
-		if (one.e.index == MSR_IA32_TSC && v->tsc_offset_saved)
-			one.e.data = v->kvm->host_tsc_at_pause + v->tsc_offset;
-		m->entries[got++] = one.e;
+		if (e->index == MSR_IA32_TSC && v->tsc_offset_saved)
+			e->data = v->kvm->host_tsc_at_pause + v->tsc_offset;
+		m->entries[got++] = *e;
 	}
 	snap_rec_put(b, VCPU_REC_MSRS, m->entries, got * sizeof(m->entries[0]));
 	free(m);

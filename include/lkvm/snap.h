@@ -116,4 +116,11 @@ int snap_rec_next(struct snap_rec_iter *it, u16 *tag, const void **data, u32 *le
  * len or the section is malformed. */
 int snap_rec_get(const void *sec, size_t sec_len, u16 tag, void *out, size_t len) __must_check;
 
+/* Record tag (the first) as NUL-terminated words, at most max bytes: a NULL-terminated array of
+ * *n copies (snap_words_free). -ENOENT absent, -EBADMSG empty, too long, not NUL-terminated or
+ * a malformed section, -ENOMEM. */
+int snap_rec_words(const void *sec, size_t sec_len, u16 tag, size_t max, char ***words,
+		   int *n) __must_check;
+void snap_words_free(char **words, int n);
+
 #endif

@@ -110,6 +110,17 @@ int fuzz_snap(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(e == 0 || (e == -ENOENT && type == SNAP_SEC_MEM_DATA));
 		if (!e)
 			walk_records(d, len);
+		if (!e && type == SNAP_SEC_VM) {
+			char **words;
+			int n;
+
+			/* The run's options (vm-snap.c's tag 64): words within the record. */
+			if (snap_rec_words(d, len, 64, 65536, &words, &n) == 0) {
+				for (int w = 0; w < n; w++)
+					FUZZ_ASSERT(words[w] && strlen(words[w]) < len);
+				snap_words_free(words, n);
+			}
+		}
 	}
 	map_and_read(r);
 	snap_close(r);

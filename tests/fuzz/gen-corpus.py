@@ -453,7 +453,10 @@ def snap(sections, ram_pages=0, present=(), version=1, vcpus=2, fix=None):
     return hdr + bytes(body) + tbl
 
 
-vm_sec = (3, 0, tlv(1, b"irqchip") + tlv(2, struct.pack("<Q", 1 << 20)) + tlv(3, b""))
+# The VM section as vm-snap.c writes it: the x86 records, then tag 64, the run's options as
+# NUL-terminated words.
+vm_sec = (3, 0, tlv(1, b"irqchip") + tlv(2, struct.pack("<Q", 1 << 20)) + tlv(3, b"")
+          + tlv(64, b"-k\0guest.elf\0-m\064\0--name\0x\0"))
 cpu_secs = [(4, i, tlv(1, struct.pack("<16Q", *range(i, i + 16)))) for i in range(2)]
 # The first byte is the target's mode: 1 makes the target reseal every checksum before reading.
 def wsnap(name, data, mode=1):
