@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/virtio_blk.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <linux/virtio_mmio.h>
@@ -12,6 +13,7 @@
 #include "wait.h"
 #include "lkvm/kvm.h"
 #include "lkvm/snap.h"
+#include "lkvm/virtio-blk.h"
 #include "lkvm/virtio-console.h"
 #include "lkvm/virtio-mmio.h"
 
@@ -376,13 +378,13 @@ static struct virtio_console *console_new(void)
 }
 
 /* The kick and interrupt eventfds a transport would have made at init. */
-static void fds_new(struct virtio_device *vdev, struct vd_fds *f)
+static void fds_new(struct virtio_device *vdev, struct vd_fds *f, int n)
 {
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < n; i++) {
 		vdev->q[i].kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		vdev->q[i].irq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	}
-	vd_fds_save(f, vdev, 2);
+	vd_fds_save(f, vdev, n);
 }
 
 static u64 irqs_sent(int fd)
@@ -452,7 +454,7 @@ START_TEST(test_console_restore)
 	console_saved(&b, dq);
 	c = console_new();
 	v = virtio_console_vdev(c);
-	fds_new(v, &fds);
+	fds_new(v, &fds, 2);
 	ck_assert_msg(virtio_console_load(c, b.buf, b.len, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_uint_eq(v->q[1].vq.last_avail, 2);
 	ck_assert_uint_eq(v->q[1].vq.used_idx, 1);
@@ -499,7 +501,7 @@ START_TEST(test_console_hostile)
 
 			if (tag >= VIRTIO_SNAP_TAG_DEV && delta == 0)
 				continue; /* the device's: dropped, shorter or longer */
-			fds_new(virtio_console_vdev(c), &fds);
+			fds_new(virtio_console_vdev(c), &fds, 2);
 			mutate(&good, &bad,
 			       &(struct mutation){ .which = i, .drop = !delta, .delta = delta });
 			ret = virtio_console_load(c, bad.buf, bad.len, err, sizeof(err));
@@ -518,6 +520,97 @@ START_TEST(test_console_hostile)
 }
 END_TEST
 
+/* ---- the disk: its image checked, its queue going on ---- */
+
+/* An image of `sectors` sectors in /tmp, its path in path (the caller unlinks it). */
+static int image_new(u64 sectors, char *path)
+{
+	int fd;
+
+	strcpy(path, "/tmp/lkvm-snap-blk-XXXXXX");
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)(sectors * 512)), 0);
+	return fd;
+}
+
+static struct virtio_blk *disk_new(const char *path)
+{
+	struct blk_opts opts = { .io = BLK_IO_SYNC, .no_direct = true };
+	struct virtio_blk *b;
+	char err[256] = "";
+
+	snprintf(opts.path, sizeof(opts.path), "%s", path);
+	ck_assert_msg(virtio_blk_create_bare(vd.kvm, &opts, &b, err, sizeof(err)) == 0, "%s", err);
+	return b;
+}
+
+/* A request: header at 0x100000 + 0x10000 * i, 512 bytes of data after it, the status byte
+ * after that; kicked. */
+static void blk_req(struct virtio_blk *b, struct vd_queue *dq, int i, u32 type, u64 sector)
+{
+	u64 at = 0x100000 + 0x10000 * (u64)i;
+	struct virtio_blk_outhdr h = { .type = type, .sector = sector };
+	struct vd_buf bufs[] = { { at, sizeof(h), false },
+				 { at + 0x1000, 512, type == VIRTIO_BLK_T_IN },
+				 { at + 0x2000, 1, true } };
+
+	memcpy(gp(at), &h, sizeof(h));
+	vd_post(dq, bufs, 3);
+	vd_kick(virtio_blk_vdev(b), 0);
+}
+
+START_TEST(test_blk_restore)
+{
+	struct snap_rec_buf rb = { 0 };
+	char path[64], other[64], err[256] = "";
+	int fd = image_new(64, path), ofd = image_new(65, other);
+	struct virtio_blk *a, *b, *c;
+	struct vd_queue dq;
+	struct vd_fds fds;
+
+	vd_vm_new(RAM_SIZE, 0);
+	a = disk_new(path);
+	vd_queue_up(virtio_blk_vdev(a), 0, &dq, QBASE(0), QSIZE, false);
+	virtio_blk_vdev(a)->driver_features = VERSION_1;
+	atomic_store(&virtio_blk_vdev(a)->features, VERSION_1);
+	vd_driver_ok(virtio_blk_vdev(a));
+	memset(gp(0x101000), 'w', 512);
+	blk_req(a, &dq, 0, VIRTIO_BLK_T_OUT, 3);
+	ck_assert(vd_wait_used(&dq, 1, WAIT_MS));
+	virtio_blk_quiesce(a);
+	ck_assert_int_eq(virtio_blk_save(a, &rb, err, sizeof(err)), 0);
+	vd_fds_save(&fds, virtio_blk_vdev(a), 1);
+	virtio_blk_destroy(a);
+	vd_fds_close(&fds);
+	/* Another image (one sector more): refused, naming it. */
+	c = disk_new(other);
+	ck_assert_int_eq(virtio_blk_load(c, rb.buf, rb.len, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, other) &&
+			      strstr(err, "is not the snapshot's (size 33280, was 32768)"),
+		      "%s", err);
+	virtio_blk_destroy(c);
+	/* The same: the next request completes with the next index and reads what A wrote. */
+	b = disk_new(path);
+	fds_new(virtio_blk_vdev(b), &fds, 1);
+	ck_assert_msg(virtio_blk_load(b, rb.buf, rb.len, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(virtio_snap_start(virtio_blk_vdev(b)), 0);
+	blk_req(b, &dq, 1, VIRTIO_BLK_T_IN, 3);
+	ck_assert(vd_wait_used(&dq, 2, WAIT_MS));
+	ck_assert_uint_eq(*(u8 *)gp(0x112000), VIRTIO_BLK_S_OK);
+	ck_assert_mem_eq(gp(0x111000), gp(0x101000), 512);
+	ck_assert(WAIT_UNTIL(WAIT_MS, irqs_sent(fds.irq[0]) > 0));
+	virtio_blk_destroy(b);
+	vd_fds_close(&fds);
+	snap_rec_free(&rb);
+	close(fd);
+	close(ofd);
+	unlink(path);
+	unlink(other);
+	vd_vm_free();
+}
+END_TEST
+
 static Suite *snap_suite(void)
 {
 	Suite *s = suite_create("virtio-snap");
@@ -528,6 +621,7 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, test_hostile);
 	tcase_add_test(tc, test_console_restore);
 	tcase_add_test(tc, test_console_hostile);
+	tcase_add_test(tc, test_blk_restore);
 	suite_add_tcase(s, tc);
 	return s;
 }
