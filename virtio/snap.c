@@ -248,7 +248,7 @@ static int load_queues(struct virtio_device *vdev, const void *sec, size_t len, 
 
 	for (int qi = 0; qi < vdev->nr_queues; qi++) {
 		struct snap_queue s;
-		char what[16];
+		char what[24];
 		int ret;
 
 		snprintf(what, sizeof(what), "queue %d", qi);
