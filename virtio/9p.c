@@ -484,6 +484,10 @@ static void p9_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	virtio_9p_destroy(d->priv);
 }
 
+/* No save op: a snapshot of a VM with a share is refused. The guest's open fids name host
+ * files by descriptor; saving them means recording each fid's path beneath the share and
+ * reopening it at restore (with an error when it is gone), which is not done yet: open fids
+ * cannot be saved yet. */
 static const struct kvm_dev_ops p9_dev_ops = {
 	.name = "virtio-9p",
 	.prio = DEV_PRIO_VIRTIO,

@@ -16,6 +16,7 @@
 #include "lkvm/dev.h"
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 #include "lkvm/stats.h"
 #include "lkvm/virtio-blk.h"
 #include "lkvm/worker.h"
@@ -64,7 +65,8 @@ struct virtio_blk {
 	bool ro, direct;
 	u32 dio_align; /* O_DIRECT buffer and length alignment */
 	enum blk_io io;
-	u64 size; /* image bytes exposed (whole sectors) */
+	u64 size;	     /* image bytes exposed (whole sectors) */
+	char path[PATH_MAX]; /* as -d gave it (a snapshot records it) */
 	struct virtio_blk_config cfg;
 	char id[VIRTIO_BLK_ID_BYTES];
 
@@ -726,6 +728,7 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 	}
 	b->kvm = kvm;
 	b->ro = o->ro;
+	memcpy(b->path, o->path, sizeof(b->path));
 	b->io = o->io;
 	b->aio_efd = -1;
 	open_image(b, o);
@@ -893,15 +896,99 @@ static void blk_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
 	virtio_blk_stats(d->priv, v);
 }
 
+/* ---- snapshot ---- */
+
+/* The image by its size and path (the new process opened it from its own -d options at init).
+ * A quiesced disk holds no request in flight (settle completed them); one waiting for bounce
+ * memory had nothing of it done: it is given back at load (vq_unpop) and taken again after
+ * start, so it is done exactly once. */
+struct blk_snap {
+	u64 size;
+	u8 ro, waiting;
+	u8 pad[6];
+};
+_Static_assert(sizeof(struct blk_snap) == 16, "blk_snap has a hole");
+
+int virtio_blk_save(struct virtio_blk *b, struct snap_rec_buf *rb, char *err, size_t errlen)
+{
+	struct blk_snap s;
+
+	memset(&s, 0, sizeof(s));
+	s.size = b->size;
+	s.ro = b->ro;
+	s.waiting = b->waiting != NULL;
+	snap_rec_put(rb, BLK_SNAP_TAG_STATE, &s, sizeof(s));
+	snap_rec_put(rb, BLK_SNAP_TAG_PATH, b->path, strlen(b->path));
+	return virtio_snap_save(&b->vdev, rb, err, errlen);
+}
+
+static int blk_snap_check(struct virtio_blk *b, const void *sec, size_t len, char *err,
+			  size_t errlen)
+{
+	struct blk_snap s;
+	int ret = virtio_snap_get(sec, len, BLK_SNAP_TAG_STATE, &s, sizeof(s), "virtio-blk", err,
+				  errlen);
+
+	if (ret < 0)
+		return ret;
+	if (s.size != b->size || s.ro != b->ro) {
+		/* Another path with the same size is taken: a copy of the image (a clone's). */
+		errfmt(err, errlen, "%s is not the snapshot's (size %llu%s, was %llu%s)", b->path,
+		       (unsigned long long)b->size, b->ro ? ", read-only" : "",
+		       (unsigned long long)s.size, s.ro ? ", read-only" : "");
+		return -EINVAL;
+	}
+	if (s.waiting > 1)
+		errfmt(err, errlen, "virtio-blk: state out of range");
+	return s.waiting > 1 ? -EINVAL : s.waiting;
+}
+
+int virtio_blk_load(struct virtio_blk *b, const void *sec, size_t len, char *err, size_t errlen)
+{
+	struct virtqueue *vq = &rq(b)->vq;
+	int waiting = blk_snap_check(b, sec, len, err, errlen), ret;
+
+	ret = waiting < 0 ? waiting : virtio_snap_load(&b->vdev, sec, len, err, errlen);
+	if (ret < 0)
+		return ret;
+	/* Every chain taken was used, but the one waiting, which goes back to the ring. */
+	if ((u16)(vq->last_avail - vq->used_idx) != (u16)waiting || (waiting && !vq->ready)) {
+		errfmt(err, errlen, "virtio-blk: %u requests in flight in a quiesced disk",
+		       (u16)(vq->last_avail - vq->used_idx));
+		virtio_device_reset(&b->vdev);
+		return -EINVAL;
+	}
+	vq_unpop(vq, (u16)waiting);
+	return 0;
+}
+
+static int blk_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	return virtio_blk_save(d->priv, b, err, errlen);
+}
+
+static int blk_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen)
+{
+	return virtio_blk_load(d->priv, sec, len, err, errlen);
+}
+
+static int blk_dev_start(struct kvm_dev *d)
+{
+	return virtio_snap_start(&((struct virtio_blk *)d->priv)->vdev);
+}
+
 static const struct kvm_dev_ops blk_dev_ops = {
 	.name = "virtio-blk",
 	.prio = DEV_PRIO_VIRTIO,
 	.init = blk_dev_init,
+	.start = blk_dev_start,
 	.quiesce = blk_dev_quiesce,
 	.resume = blk_dev_resume,
 	.reset = blk_dev_reset,
 	.stats = blk_dev_stats,
 	.stats_name = "disk",
+	.save = blk_dev_save,
+	.load = blk_dev_load,
 	.exit = blk_dev_exit,
 };
 

@@ -12,6 +12,7 @@
 #include "lkvm/dev.h"
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-console.h"
 #include "lkvm/worker.h"
@@ -378,15 +379,126 @@ static void con_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
 	virtio_console_stats(d->priv, v);
 }
 
+/* ---- snapshot ---- */
+
+/* The console's own state: the transmit chain cut short by the pause (its head and how much
+ * of it reached the terminal: the rest goes out after restore, nothing twice), and terminal
+ * input the guest has not taken yet (VIRTIO_SNAP_TAG_DEV + 1, in_len bytes in order). The
+ * receive queue holds no chain: each is filled and pushed as it is popped. */
+struct con_snap {
+	u64 tx_off;
+	u32 in_len;
+	u16 tx_head;
+	u8 tx_busy;
+	u8 pad;
+};
+_Static_assert(sizeof(struct con_snap) == 16, "con_snap has a hole");
+#define CON_TAG_STATE VIRTIO_SNAP_TAG_DEV
+#define CON_TAG_INPUT (VIRTIO_SNAP_TAG_DEV + 1)
+
+int virtio_console_save(struct virtio_console *c, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	struct con_snap s;
+	u8 in[IN_BUF];
+
+	memset(&s, 0, sizeof(s));
+	s.tx_busy = c->tx_busy;
+	if (c->tx_busy) {
+		s.tx_head = c->tx_elem->head;
+		s.tx_off = c->tx_off;
+	}
+	pthread_mutex_lock(&c->in_lock);
+	s.in_len = (u32)c->in_len;
+	for (size_t i = 0; i < c->in_len; i++)
+		in[i] = c->in[(c->in_head + i) % IN_BUF];
+	pthread_mutex_unlock(&c->in_lock);
+	snap_rec_put(b, CON_TAG_STATE, &s, sizeof(s));
+	if (s.in_len)
+		snap_rec_put(b, CON_TAG_INPUT, in, s.in_len);
+	return virtio_snap_save(&c->vdev, b, err, errlen);
+}
+
+/* The chain in flight, popped again from the restored ring: the one the old process held
+ * (its last popped, not yet used), with output left in it. */
+static int tx_repop(struct virtio_console *c, const struct con_snap *s, char *err, size_t errlen)
+{
+	struct virtqueue *vq = &c->vdev.q[TXQ].vq;
+
+	if (vq->ready && (u16)(vq->last_avail - vq->used_idx) == 1) {
+		vq_unpop(vq, 1);
+		if (vq_pop(vq, c->tx_elem) == 1 && c->tx_elem->head == s->tx_head &&
+		    s->tx_off < c->tx_elem->out_len) {
+			c->tx_busy = true;
+			c->tx_off = s->tx_off;
+			return 0;
+		}
+	}
+	errfmt(err, errlen, "the output chain in flight is not in the ring");
+	return -EINVAL;
+}
+
+int virtio_console_load(struct virtio_console *c, const void *sec, size_t len, char *err,
+			size_t errlen)
+{
+	struct con_snap s;
+	int ret = virtio_snap_get(sec, len, CON_TAG_STATE, &s, sizeof(s), "virtio-console", err,
+				  errlen);
+
+	if (ret == 0 && (s.tx_busy > 1 || s.in_len > IN_BUF)) {
+		errfmt(err, errlen, "virtio-console: state out of range");
+		ret = -EINVAL;
+	}
+	if (ret == 0 && s.in_len)
+		ret = virtio_snap_get(sec, len, CON_TAG_INPUT, c->in, s.in_len,
+				      "virtio-console input", err, errlen);
+	if (ret == 0)
+		ret = virtio_snap_load(&c->vdev, sec, len, err, errlen);
+	if (ret == 0 && s.tx_busy)
+		ret = tx_repop(c, &s, err, errlen);
+	if (ret < 0) {
+		s.in_len = 0;
+		virtio_device_reset(&c->vdev);
+	}
+	pthread_mutex_lock(&c->in_lock);
+	c->in_head = 0;
+	c->in_len = s.in_len;
+	pthread_mutex_unlock(&c->in_lock);
+	return ret;
+}
+
+void virtio_console_start(struct virtio_console *c)
+{
+	virtio_snap_start(&c->vdev);
+}
+
+static int con_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	return virtio_console_save(d->priv, b, err, errlen);
+}
+
+static int con_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen)
+{
+	return virtio_console_load(d->priv, sec, len, err, errlen);
+}
+
+static int con_dev_start(struct kvm_dev *d)
+{
+	virtio_console_start(d->priv);
+	return 0;
+}
+
 static const struct kvm_dev_ops con_dev_ops = {
 	.name = "virtio-console",
 	.prio = DEV_PRIO_VIRTIO,
 	.init = con_dev_init,
+	.start = con_dev_start,
 	.quiesce = con_dev_quiesce,
 	.resume = con_dev_resume,
 	.reset = con_dev_reset,
 	.stats = con_dev_stats,
 	.stats_name = "console",
+	.save = con_dev_save,
+	.load = con_dev_load,
 	.exit = con_dev_exit,
 };
 

@@ -10,6 +10,7 @@
 
 #include "lkvm/fdt.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 #include "lkvm/virtio-mmio.h"
 
 #define VM_MAGIC 0x74726976 /* "virt" */
@@ -226,12 +227,48 @@ static int vm_fdt_node(void *fdt, void *opaque)
 	return fdt_end_node(fdt);
 }
 
+/* ---- Snapshot: the window's place (its registers are the core's, its ISR included) ---- */
+
+struct vm_snap {
+	u64 base;
+	u32 irq, slot;
+};
+_Static_assert(sizeof(struct vm_snap) == 16, "vm_snap has a hole");
+
+static void vm_save(struct virtio_device *vdev, struct snap_rec_buf *b)
+{
+	struct virtio_mmio *vm = vdev->transport;
+	struct vm_snap s = { .base = vm->base, .irq = vm->irq, .slot = (u32)vm->slot };
+
+	snap_rec_put(b, VIRTIO_SNAP_TAG_TRANSPORT, &s, sizeof(s));
+}
+
+/* The same slot, so the guest's device tree and command line still name this window. The
+ * irqfd was bound at init and the IRQ is an edge: nothing else to re-arm. */
+static int vm_load(struct virtio_device *vdev, const void *sec, size_t len, char *err,
+		   size_t errlen)
+{
+	struct virtio_mmio *vm = vdev->transport;
+	struct vm_snap s;
+	int ret = virtio_snap_get(sec, len, VIRTIO_SNAP_TAG_TRANSPORT, &s, sizeof(s), "virtio-mmio",
+				  err, errlen);
+
+	if (ret == 0 && (s.base != vm->base || s.irq != vm->irq || s.slot != (u32)vm->slot)) {
+		errfmt(err, errlen, "virtio-mmio slot %d at 0x%llx, the snapshot's %u at 0x%llx",
+		       vm->slot, (unsigned long long)vm->base, s.slot, (unsigned long long)s.base);
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
 static const struct virtio_transport_ops vm_tops = {
 	.name = "mmio",
 	.signal_isr = vm_signal,
 	.doorbells = vm_doorbells,
 	.release = vm_release,
 	.destroy = virtio_mmio_destroy,
+	.save = vm_save,
+	.load = vm_load,
 };
 
 /* The slot's interrupt: an eventfd, bound with KVM_IRQFD where there is a VM. */

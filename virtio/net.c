@@ -736,6 +736,11 @@ static void net_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
 	virtio_net_stats(d->priv, v);
 }
 
+/* No save op yet: a snapshot of a VM with a NIC is refused. Saving it completely needs the RX
+ * threads' held buffers (chains popped while waiting for a frame, mergeable ones written in
+ * part), the control queue's state (rx mode, queue pairs, MAC), the backend mode checked
+ * against the new process's -n options, and in vhost mode the rings' indices from vhost-net;
+ * the core and transport records (virtio_snap_save) are ready for it. */
 static const struct kvm_dev_ops net_dev_ops = {
 	.name = "virtio-net",
 	.prio = DEV_PRIO_VIRTIO,

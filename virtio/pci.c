@@ -10,6 +10,7 @@
 #include "lkvm/boot.h"
 #include "lkvm/kvm.h"
 #include "lkvm/pci.h"
+#include "lkvm/snap.h"
 #include "lkvm/virtio-pci.h"
 
 #define VP_VENDOR 0x1af4
@@ -655,6 +656,117 @@ static void vp_release(struct virtio_device *vdev)
 	}
 }
 
+/* ---- Snapshot: the common config's vectors, MSI-X table, pending bits and enables ---- */
+
+/* The PCI configuration space (BARs, the MSI-X capability's control word, the pci-cfg window)
+ * is the bus's to save; this transport's copy of MSI-X enable and function mask is saved
+ * here too, so the vectors can be re-armed whatever order the bus restores in. */
+struct vp_snap_vec {
+	u32 addr_lo, addr_hi, data, ctrl;
+	u32 pending; /* masked with a signal counted (the PBA bit) */
+};
+
+struct vp_snap {
+	u32 nvec;
+	u16 msix_config;
+	u8 slot, msix_enabled, func_mask;
+	u8 pad[3];
+	u16 qvec[VIRTIO_MAX_QUEUES];
+	u8 pad2[(VIRTIO_MAX_QUEUES & 1) * 2];
+	struct vp_snap_vec vec[VP_MAX_VECTORS];
+};
+_Static_assert(sizeof(struct vp_snap) == 12 + 2 * VIRTIO_MAX_QUEUES + (VIRTIO_MAX_QUEUES & 1) * 2 +
+						 20 * VP_MAX_VECTORS,
+	       "vp_snap has a hole");
+
+static void vp_save(struct virtio_device *vdev, struct snap_rec_buf *b)
+{
+	struct virtio_pci *vp = vdev->transport;
+	struct vp_snap s;
+
+	memset(&s, 0, sizeof(s));
+	s.nvec = (u32)vp->nvec;
+	s.msix_config = vp->msix_config;
+	s.slot = vp->pci.slot;
+	s.msix_enabled = vp->msix_enabled;
+	s.func_mask = vp->func_mask;
+	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++)
+		s.qvec[i] = vp->qvec[i];
+	for (int v = 0; v < vp->nvec; v++) {
+		const struct vp_vector *e = &vp->vec[v];
+
+		s.vec[v] = (struct vp_snap_vec){ e->addr_lo, e->addr_hi, e->data, e->ctrl,
+						 vec_pending(vp, v) };
+	}
+	snap_rec_put(b, VIRTIO_SNAP_TAG_TRANSPORT, &s, sizeof(s));
+}
+
+static bool vector_ok(const struct virtio_pci *vp, u16 v)
+{
+	return v == VIRTIO_MSI_NO_VECTOR || v < vp->nvec;
+}
+
+static int vp_snap_check(struct virtio_pci *vp, const struct vp_snap *s, char *err, size_t errlen)
+{
+	bool ok = s->msix_enabled <= 1 && s->func_mask <= 1 && vector_ok(vp, s->msix_config);
+
+	if (s->nvec != (u32)vp->nvec || s->slot != vp->pci.slot) {
+		errfmt(err, errlen, "PCI slot %u with %d vectors, the snapshot's %u with %u",
+		       vp->pci.slot, vp->nvec, s->slot, s->nvec);
+		return -EINVAL;
+	}
+	for (int i = 0; i < VIRTIO_MAX_QUEUES; i++)
+		ok &= i < vp->vdev->nr_queues ? vector_ok(vp, s->qvec[i])
+					      : s->qvec[i] == VIRTIO_MSI_NO_VECTOR;
+	for (int v = 0; v < vp->nvec; v++) {
+		const struct vp_snap_vec *e = &s->vec[v];
+		bool active = s->msix_enabled && !s->func_mask && !(e->ctrl & MSIX_ENTRY_MASKED);
+
+		ok &= !(e->ctrl & ~(u32)MSIX_ENTRY_MASKED) && e->pending <= 1 &&
+		      !(active && e->pending);
+	}
+	if (!ok)
+		errfmt(err, errlen, "MSI-X vectors or their state out of range");
+	return ok ? 0 : -EINVAL;
+}
+
+/* The registers back, then what their writes armed: each vector's route and irqfd (a pending
+ * one signalled in its eventfd, for the PBA and for delivery at unmask), the queues' eventfds,
+ * the INTx level the ISR implies. */
+static int vp_load(struct virtio_device *vdev, const void *sec, size_t len, char *err,
+		   size_t errlen)
+{
+	struct virtio_pci *vp = vdev->transport;
+	struct vp_snap s;
+	u64 one = 1;
+	int ret = virtio_snap_get(sec, len, VIRTIO_SNAP_TAG_TRANSPORT, &s, sizeof(s), "virtio-pci",
+				  err, errlen);
+
+	if (ret == 0)
+		ret = vp_snap_check(vp, &s, err, errlen);
+	if (ret < 0)
+		return ret;
+	vp->msix_config = s.msix_config;
+	memcpy(vp->qvec, s.qvec, sizeof(vp->qvec));
+	__atomic_store_n(&vp->msix_enabled, s.msix_enabled != 0, __ATOMIC_RELEASE);
+	vp->func_mask = s.func_mask;
+	for (int v = 0; v < vp->nvec; v++) {
+		struct vp_vector *e = &vp->vec[v];
+
+		e->addr_lo = s.vec[v].addr_lo;
+		e->addr_hi = s.vec[v].addr_hi;
+		e->data = s.vec[v].data;
+		e->ctrl = s.vec[v].ctrl;
+		eventfd_drain(e->efd);
+		if (s.vec[v].pending && write(e->efd, &one, sizeof(one)) < 0)
+			return -errno;
+		vec_update(vp, v);
+	}
+	update_irq_fds(vp);
+	intx_set(vp, !vp->msix_enabled && atomic_load(&vdev->isr));
+	return 0;
+}
+
 static const struct virtio_transport_ops vp_tops = {
 	.name = "pci",
 	.signal_isr = vp_intx_notify,
@@ -662,6 +774,8 @@ static const struct virtio_transport_ops vp_tops = {
 	.reset = vp_reset,
 	.release = vp_release,
 	.destroy = virtio_pci_destroy,
+	.save = vp_save,
+	.load = vp_load,
 };
 
 /* One eventfd per vector, and a GSI for its MSI route where there is a VM. */

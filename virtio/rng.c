@@ -219,15 +219,35 @@ static void rng_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
 	virtio_rng_stats(d->priv, v);
 }
 
+/* The device has no state of its own: every chain it pops it fills and pushes before it looks
+ * at stop or a pause, so the core's records are all of it. */
+static int rng_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	return virtio_snap_save(&((struct virtio_rng *)d->priv)->vdev, b, err, errlen);
+}
+
+static int rng_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen)
+{
+	return virtio_snap_load(&((struct virtio_rng *)d->priv)->vdev, sec, len, err, errlen);
+}
+
+static int rng_dev_start(struct kvm_dev *d)
+{
+	return virtio_snap_start(&((struct virtio_rng *)d->priv)->vdev);
+}
+
 static const struct kvm_dev_ops rng_dev_ops = {
 	.name = "virtio-rng",
 	.prio = DEV_PRIO_VIRTIO,
 	.init = rng_dev_init,
+	.start = rng_dev_start,
 	.quiesce = rng_dev_quiesce,
 	.resume = rng_dev_resume,
 	.reset = rng_dev_reset,
 	.stats = rng_dev_stats,
 	.stats_name = "rng",
+	.save = rng_dev_save,
+	.load = rng_dev_load,
 	.exit = rng_dev_exit,
 };
 

@@ -27,6 +27,14 @@ void virtio_console_destroy(struct virtio_console *c);
  * in its buffer); nothing reaches the guest, no interrupt, until resume. */
 void virtio_console_quiesce(struct virtio_console *c);
 void virtio_console_resume(struct virtio_console *c);
+/* Snapshot (the VM paused): its state and the core's as records, and back on a console just
+ * created with the same options (0 or -EINVAL with a reason; a failed load leaves it reset);
+ * start runs it if it was running (virtio_snap_start). */
+int virtio_console_save(struct virtio_console *c, struct snap_rec_buf *b, char *err,
+			size_t errlen) __must_check;
+int virtio_console_load(struct virtio_console *c, const void *sec, size_t len, char *err,
+			size_t errlen) __must_check;
+void virtio_console_start(struct virtio_console *c);
 /* Counters of its queues (groups rx and tx): kicks, trapped, irqs, packets (chains), bytes. */
 void virtio_console_stats(struct virtio_console *c, struct stats_visitor *v);
 /* Add hvc0 to kvm's device list ("virtio-console", stats kind "console"), on

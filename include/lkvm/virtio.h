@@ -13,6 +13,7 @@
 #include "lkvm/virtqueue.h"
 
 struct kvm;
+struct snap_rec_buf;
 struct stats_visitor;
 struct virtio_device;
 
@@ -95,6 +96,13 @@ struct virtio_transport_ops {
 	void (*release)(struct virtio_device *vdev);
 	/* Unplug, then virtio_transport_exit, then free the transport's state. */
 	void (*destroy)(struct virtio_device *vdev);
+	/* Snapshot (virtio/snap.c), vdev->lock held. save: the transport's own registers as
+	 * its record (VIRTIO_SNAP_TAG_TRANSPORT). load: after the core's state is back, before
+	 * the ioeventfds and the device's start: check the record, take its registers and
+	 * re-arm what their writes armed (vectors, routes, irqfds). 0 or -EINVAL and a reason. */
+	void (*save)(struct virtio_device *vdev, struct snap_rec_buf *b);
+	int (*load)(struct virtio_device *vdev, const void *sec, size_t len, char *err,
+		    size_t errlen);
 };
 
 struct virtio_device {
@@ -121,6 +129,7 @@ struct virtio_device {
 	void *transport;
 	int config_irq_fd;		/* eventfd for config-change interrupts, or -1: ISR +
 	                              * tops->signal_isr */
+	bool snap_start;		/* restored running: virtio_snap_start starts it */
 	atomic_bool needs_reset_logged; /* once per reset cycle ... */
 	struct ratelimit log_rl;	/* ... and rate-limited: a guest may loop resets */
 };
@@ -231,5 +240,35 @@ bool virtio_driver_ok(struct virtio_device *vdev);
 void virtio_reset(struct virtio_device *vdev);
 /* The same, taking vdev->lock (the device list's reset); no-op when not initialised. */
 void virtio_device_reset(struct virtio_device *vdev);
+
+/*
+ * ---- Snapshot (issue 31, virtio/snap.c) ----
+ * A virtio device's section holds the core's records (status, features, selectors, ISR,
+ * config generation; one per queue: set-up registers and the ring walker's indices), the
+ * transport's, then the device's own from VIRTIO_SNAP_TAG_DEV on. The device's save op
+ * (the VM paused, its threads parked) calls virtio_snap_save first; its load op calls
+ * virtio_snap_load on the device just initialised from the same options, then reads its
+ * own records; its kvm_dev start op calls virtio_snap_start, which starts the threads of a
+ * device that was running (they must not run before the vCPUs' and irqchip's state is back).
+ */
+#define VIRTIO_SNAP_TAG_CORE 16
+#define VIRTIO_SNAP_TAG_QUEUE 17 /* + the queue's index */
+#define VIRTIO_SNAP_TAG_TRANSPORT (VIRTIO_SNAP_TAG_QUEUE + VIRTIO_MAX_QUEUES)
+#define VIRTIO_SNAP_TAG_DEV 48
+_Static_assert(VIRTIO_SNAP_TAG_TRANSPORT < VIRTIO_SNAP_TAG_DEV, "virtio snapshot tags overlap");
+/* 0, or -errno (-ENOMEM) and a reason. */
+int virtio_snap_save(struct virtio_device *vdev, struct snap_rec_buf *b, char *err,
+		     size_t errlen) __must_check;
+/* 0, or -EINVAL and a one-line reason (the device is then as init left it, but for the queue
+ * rings, which a reset undoes: the caller fails the restore anyway). */
+int virtio_snap_load(struct virtio_device *vdev, const void *sec, size_t len, char *err,
+		     size_t errlen) __must_check;
+/* After every device's load: a restored running device gets a kick on each ready queue (chains
+ * posted before the snapshot are looked at) and ops->start. 0; no-op otherwise. */
+int virtio_snap_start(struct virtio_device *vdev);
+/* A device's own record of tag (>= VIRTIO_SNAP_TAG_DEV) into out, exactly len bytes: 0, or
+ * -EINVAL with "NAME: record missing or of the wrong size" in err. */
+int virtio_snap_get(const void *sec, size_t sec_len, u16 tag, void *out, size_t len,
+		    const char *name, char *err, size_t errlen) __must_check;
 
 #endif

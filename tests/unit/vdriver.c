@@ -83,6 +83,9 @@ void vd_queue_up(struct virtio_device *vdev, int qi, struct vd_queue *d, u64 bas
 			 0);
 	q->size = size;
 	q->enabled = true;
+	q->desc = base;
+	q->driver = base + VD_AVAIL_OFF;
+	q->device = base + VD_USED_OFF;
 	q->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	q->irq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	ck_assert_int_ge(q->kick_fd, 0);
