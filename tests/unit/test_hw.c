@@ -1,10 +1,13 @@
 /* Unit tests of the small legacy devices: RTC/CMOS, i8042 and reset ports, pvpanic (ISA and PCI). */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "lkvm/dev.h"
+#include "lkvm/exitport.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/layout.h"
@@ -465,6 +468,70 @@ START_TEST(test_pvpanic_snap)
 }
 END_TEST
 
+static int no_irq(struct kvm *kvm, u32 irq, int level)
+{
+	return 0;
+}
+
+/* The legacy machine as the run builds it (the bus first, then the legacy devices), every
+ * device on the list. */
+static struct kvm *legacy_vm(void)
+{
+	struct kvm *kvm = vm_new(false);
+	char err[128];
+
+	ck_assert_int_eq(pci_bus_add(kvm), 0);
+	ck_assert_int_eq(serial8250_add(kvm), 0);
+	ck_assert_int_eq(rtc_add(kvm), 0);
+	ck_assert_int_eq(i8042_add(kvm), 0);
+	ck_assert_int_eq(pvpanic_add(kvm), 0);
+	ck_assert_int_eq(exitport_add(kvm), 0);
+	ck_assert_msg(kvm_devs_init(kvm, err, sizeof(err)) == 0, "%s", err);
+	serial8250_set_hooks(kvm_dev_find(kvm, "uart", 0)->priv, no_irq, NULL);
+	return kvm;
+}
+
+/* Through the device list's walkers and a snapshot file: every legacy device has a save op,
+ * and B built with the same devices comes back as A was (pvpanic's BAR moved by the guest
+ * included: the bus loads before the devices on it). */
+START_TEST(test_legacy_machine_snap)
+{
+	struct snap_machine m = { .nr_vcpus = 1, .ram_bytes = 4096 };
+	struct kvm *a = legacy_vm(), *b = legacy_vm();
+	char path[] = "/tmp/lkvm-test-hw-XXXXXX", err[256] = "";
+	struct snap_writer *w;
+	struct snap_reader *r;
+	u8 d = 0;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	pci_cfg_write(a->pci, 1, 0x10, 4, 0xe0000000u); /* pvpanic's BAR, moved */
+	outb(a, 0x3f8 + 7, 0x5a);			/* UART scratch */
+	outb(a, 0x70, 0x40);
+	outb(a, 0x71, 0x99);
+	outb(a, 0x64, 0xaa);
+	ck_assert_int_eq(kvm_devs_can_save(a, err, sizeof(err)), 0);
+	ck_assert_int_eq(snap_writer_open(&w, path, &m, err, sizeof(err)), 0);
+	ck_assert_msg(kvm_devs_save(a, w, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(snap_writer_finish(w, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(snap_open(&r, path, 0, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(kvm_devs_load(b, r, err, sizeof(err)) == 0, "%s", err);
+	snap_close(r);
+	unlink(path);
+	ck_assert_uint_eq(pci_cfg_read(b->pci, 1, 0x10, 4), 0xe0000000u);
+	ck_assert(io_bus_dispatch(&b->mmio, NULL, 0xe0000000u, &d, 1, false));
+	ck_assert_uint_eq(d, 0x03);
+	ck_assert_uint_eq(inb(b, 0x3f8 + 7), 0x5a);
+	ck_assert_uint_eq(cmos(b, 0x40), 0x99);
+	ck_assert_uint_eq(inb(b, 0x60), 0x55);
+	kvm_devs_exit(a);
+	kvm_devs_exit(b);
+	vm_free(a);
+	vm_free(b);
+}
+END_TEST
+
 static Suite *hw_suite(void)
 {
 	Suite *s = suite_create("hw");
@@ -483,6 +550,7 @@ static Suite *hw_suite(void)
 	tcase_add_test(pv, test_pvpanic_pci);
 	tcase_add_test(pv, test_destroy_order);
 	tcase_add_test(pv, test_pvpanic_snap);
+	tcase_add_test(pv, test_legacy_machine_snap);
 	suite_add_tcase(s, rtc);
 	suite_add_tcase(s, kbd);
 	suite_add_tcase(s, pv);
