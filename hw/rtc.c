@@ -242,8 +242,8 @@ static int rtc_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *er
 	}
 	if (v.index >= CMOS_SIZE || memcmp(v.reserved, zero, sizeof(zero)) ||
 	    (v.ram[RTC_REG_A] & 0x80)) {
-		errfmt(err, errlen, "index %#x, reserved bytes or register A's read-only UIP bit",
-		       v.index);
+		errfmt(err, errlen,
+		       "index %#x, reserved bytes or register A's UIP bit out of range", v.index);
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&r->lock);
