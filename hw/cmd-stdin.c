@@ -154,6 +154,10 @@ static void stdin_dev_resume(struct kvm_dev *d)
 	worker_resume(&((struct cmd_stdin *)d->priv)->worker);
 }
 
+/* No save op (issue 31): a snapshot of a VM with it is refused. What it holds is the old
+ * process's stdin: bytes read from it and not yet in the console (the thread's buffer),
+ * whether its end was sent, and init's ready report; a restored command would read another
+ * process's stdin from an unknown point, so nothing of it can be restored exactly. */
 static const struct kvm_dev_ops stdin_dev_ops = {
 	.name = "cmd-stdin",
 	.prio = DEV_PRIO_VIRTIO, /* after the consoles it feeds */

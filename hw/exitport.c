@@ -11,6 +11,7 @@
 #include "lkvm/initcfg.h"
 #include "lkvm/io.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 
 struct exitport {
 	struct kvm *kvm;
@@ -114,10 +115,61 @@ static void exitport_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	free(e);
 }
 
+/*
+ * Snapshot (issue 31): the latch, the bytes of a word the guest has begun to write (one
+ * outb of /dev/port's four, say), as one record. A VM whose guest has already reported its
+ * end (kind set) is ending: it is not saved, as a restore would run a guest past its end
+ * with nobody to take its status. The stdin-ready callback is the new process's (its
+ * cmd-stdin registers it at init).
+ */
+#define EXITPORT_SNAP_TAG DEV_SNAP_TAG_MIN
+
+struct exitport_snap {
+	u8 latch[LKVM_EXIT_PORT_LEN];
+	u8 reserved[8 - LKVM_EXIT_PORT_LEN];
+};
+_Static_assert(sizeof(struct exitport_snap) == 8, "exitport_snap has no holes");
+
+static int exitport_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	struct exitport *e = d->priv;
+	struct exitport_snap v = { 0 };
+
+	if (atomic_load(&e->kind)) {
+		errfmt(err, errlen, "the guest has already reported its end");
+		return -EBUSY;
+	}
+	pthread_mutex_lock(&e->lock);
+	memcpy(v.latch, e->latch, sizeof(v.latch));
+	pthread_mutex_unlock(&e->lock);
+	snap_rec_put(b, EXITPORT_SNAP_TAG, &v, sizeof(v));
+	return 0;
+}
+
+static int exitport_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err,
+			     size_t errlen)
+{
+	static const u8 zero[sizeof(((struct exitport_snap *)0)->reserved)];
+	struct exitport *e = d->priv;
+	struct exitport_snap v;
+
+	if (snap_rec_get(sec, len, EXITPORT_SNAP_TAG, &v, sizeof(v)) < 0 ||
+	    memcmp(v.reserved, zero, sizeof(zero))) {
+		errfmt(err, errlen, "the latch record is missing or malformed");
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&e->lock);
+	memcpy(e->latch, v.latch, sizeof(e->latch));
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
 static const struct kvm_dev_ops exitport_dev_ops = {
 	.name = "lkvm-exit",
 	.prio = DEV_PRIO_LEGACY,
 	.init = exitport_dev_init,
+	.save = exitport_dev_save,
+	.load = exitport_dev_load,
 	.exit = exitport_dev_exit,
 };
 

@@ -7,6 +7,7 @@
 #include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 
 #define I8042_DATA_PORT 0x60
 #define I8042_CMD_PORT 0x64
@@ -236,11 +237,69 @@ static void i8042_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	free(c);
 }
 
+/* Snapshot (issue 31): the controller's bytes as one record. Ports 0x92 and 0xCF9 keep no
+ * state (they only ask for a reset); own_cf9 follows from the options. */
+#define I8042_SNAP_TAG DEV_SNAP_TAG_MIN
+
+struct i8042_snap {
+	u8 ctr, pending, out, out_full;
+	u8 reserved[4];
+};
+_Static_assert(sizeof(struct i8042_snap) == 8, "i8042_snap has no holes");
+
+static int i8042_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	struct i8042 *c = d->priv;
+	struct i8042_snap v = { 0 };
+
+	pthread_mutex_lock(&c->lock);
+	v.ctr = c->ctr;
+	v.pending = c->pending;
+	v.out = c->out;
+	v.out_full = c->out_full;
+	pthread_mutex_unlock(&c->lock);
+	snap_rec_put(b, I8042_SNAP_TAG, &v, sizeof(v));
+	return 0;
+}
+
+/* A command waiting for its parameter is one of those command_locked leaves pending. */
+static bool pending_ok(u8 cmd)
+{
+	return cmd == 0 || cmd == CMD_WRITE_CTR || cmd == CMD_WRITE_OUTPORT ||
+	       cmd == CMD_AUX_LOOP || cmd == CMD_AUX_WRITE;
+}
+
+static int i8042_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen)
+{
+	struct i8042 *c = d->priv;
+	struct i8042_snap v;
+
+	if (snap_rec_get(sec, len, I8042_SNAP_TAG, &v, sizeof(v)) < 0) {
+		errfmt(err, errlen, "the controller's record is missing or malformed");
+		return -EINVAL;
+	}
+	if (!pending_ok(v.pending) || v.out_full > 1 ||
+	    (v.reserved[0] | v.reserved[1] | v.reserved[2] | v.reserved[3])) {
+		errfmt(err, errlen, "pending command %#x, output-full flag %u or reserved bytes",
+		       v.pending, v.out_full);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&c->lock);
+	c->ctr = v.ctr;
+	c->pending = v.pending;
+	c->out = v.out;
+	c->out_full = v.out_full;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
 /* After the PCI bus (a bus comes first), which owns 0xCF8-0xCFB and forwards 0xCF9. */
 static const struct kvm_dev_ops i8042_dev_ops = {
 	.name = "i8042",
 	.prio = DEV_PRIO_LEGACY,
 	.init = i8042_dev_init,
+	.save = i8042_dev_save,
+	.load = i8042_dev_load,
 	.exit = i8042_dev_exit,
 };
 

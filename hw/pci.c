@@ -8,6 +8,7 @@
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/pci.h"
+#include "lkvm/snap.h"
 
 #define CF8_ENABLE 0x80000000u
 /* Bits of 0xCF8 that hold state: enable, bus, device, function, dword register. */
@@ -452,11 +453,194 @@ void pci_device_unregister(struct pci_device *dev)
 	pthread_mutex_unlock(&bus->lock);
 }
 
+/*
+ * ---- Snapshot (issue 31) ----
+ * The bus's record: the address latch and which slots hold a function; then one record per
+ * function: its whole configuration space as the guest left it (command, BARs as programmed,
+ * interrupt line, the writable bytes of its capabilities). At load the bytes a guest cannot
+ * write must be the device's own (the same device in the same slot) and each BAR must hold
+ * what bar_write can leave there; then every BAR is unmapped, the bytes are put back and the
+ * BARs mapped again through the path a guest write takes (bars_update, bar_moved hooks), all
+ * before the devices' own loads, which see the saved layout.
+ */
+#define PCI_SNAP_TAG_BUS DEV_SNAP_TAG_MIN
+#define PCI_SNAP_TAG_FN (DEV_SNAP_TAG_MIN + 1)
+
+struct pci_bus_snap {
+	u32 cf8;
+	u32 slots; /* bit s: a function in slot s */
+};
+
+struct pci_fn_snap {
+	u8 slot;
+	u8 reserved[3];
+	u8 cfg[PCI_CFG_SPACE_SIZE];
+};
+_Static_assert(sizeof(struct pci_fn_snap) == 4 + PCI_CFG_SPACE_SIZE, "pci_fn_snap has no holes");
+_Static_assert(PCI_MAX_SLOTS <= 32, "the slot mask is a u32");
+
+static u32 slot_mask_locked(const struct pci_bus *bus)
+{
+	u32 m = 0;
+
+	for (int s = 0; s < PCI_MAX_SLOTS; s++)
+		if (bus->slots[s])
+			m |= 1u << s;
+	return m;
+}
+
+void pci_bus_save(struct pci_bus *bus, struct snap_rec_buf *b)
+{
+	struct pci_bus_snap hdr = { 0 };
+	struct pci_fn_snap f;
+
+	pthread_mutex_lock(&bus->lock);
+	hdr.cf8 = bus->cf8;
+	hdr.slots = slot_mask_locked(bus);
+	snap_rec_put(b, PCI_SNAP_TAG_BUS, &hdr, sizeof(hdr));
+	for (int s = 0; s < PCI_MAX_SLOTS; s++) {
+		if (!bus->slots[s])
+			continue;
+		memset(&f, 0, sizeof(f));
+		f.slot = (u8)s;
+		memcpy(f.cfg, bus->slots[s]->cfg, sizeof(f.cfg));
+		snap_rec_put(b, PCI_SNAP_TAG_FN, &f, sizeof(f));
+	}
+	pthread_mutex_unlock(&bus->lock);
+}
+
+/* The next function record: 1, 0 at the end, -EINVAL for a malformed one (why says). */
+static int fn_next(struct snap_rec_iter *it, struct pci_fn_snap *f, const char **why)
+{
+	const void *data;
+	u32 len;
+	u16 tag;
+	int ret;
+
+	while ((ret = snap_rec_next(it, &tag, &data, &len)) == 1) {
+		if (tag != PCI_SNAP_TAG_FN)
+			continue;
+		if (len != sizeof(*f)) {
+			*why = "a function record of the wrong size";
+			return -EINVAL;
+		}
+		memcpy(f, data, sizeof(*f));
+		return 1;
+	}
+	*why = "a record runs past the section's end";
+	return ret < 0 ? -EINVAL : 0;
+}
+
+/* What a guest could not have changed is the device's own; each BAR as bar_write leaves it. */
+static const char *fn_check(const struct pci_device *dev, const struct pci_fn_snap *f)
+{
+	if (f->reserved[0] | f->reserved[1] | f->reserved[2])
+		return "reserved bytes are not zero";
+	for (int off = 0; off < PCI_CFG_SPACE_SIZE; off++) {
+		if (off >= PCI_BASE_ADDRESS_0 && off < BAR_END)
+			continue;
+		if ((f->cfg[off] ^ dev->cfg[off]) & ~dev->wmask[off])
+			return "read-only configuration bytes differ (another device?)";
+	}
+	for (int i = 0; i < PCI_NUM_BARS; i++) {
+		u32 v = cfg_get(f->cfg, (u16)(PCI_BASE_ADDRESS_0 + 4 * i), 4);
+		u32 size = dev->bar[i].size;
+
+		if (v != (size ? ((v & ~(size - 1)) | PCI_BAR_MEM_TYPE_32) : 0))
+			return "a BAR holds bits its size or type does not allow";
+	}
+	return NULL;
+}
+
+/* Every function record checked, each occupied slot's once, before anything changes. */
+static int fns_check_locked(struct pci_bus *bus, const void *sec, size_t len, char *err,
+			    size_t errlen)
+{
+	struct snap_rec_iter it = { sec, len };
+	struct pci_fn_snap f;
+	const char *why = NULL;
+	u32 seen = 0, want = slot_mask_locked(bus);
+	int ret;
+
+	while ((ret = fn_next(&it, &f, &why)) == 1) {
+		if (f.slot >= PCI_MAX_SLOTS || !(want & (1u << f.slot)) || (seen & (1u << f.slot)))
+			why = "a function record for a slot this machine has not, or twice";
+		else
+			why = fn_check(bus->slots[f.slot], &f);
+		if (why) {
+			errfmt(err, errlen, "slot %u: %s", f.slot, why);
+			return -EINVAL;
+		}
+		seen |= 1u << f.slot;
+	}
+	if (ret < 0) {
+		errfmt(err, errlen, "%s", why);
+		return ret;
+	}
+	if (seen != want) {
+		errfmt(err, errlen, "slot %d: not in the snapshot", __builtin_ctz(want & ~seen));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The checked records put back: BARs off everywhere first, so that no BAR collides for a
+ * moment with one not yet moved, then the bytes, then the BARs on as decode says. */
+static void fns_apply_locked(struct pci_bus *bus, const void *sec, size_t len)
+{
+	struct snap_rec_iter it = { sec, len };
+	struct pci_fn_snap f;
+	const char *why;
+
+	for (int s = 0; s < PCI_MAX_SLOTS; s++)
+		for (int i = 0; bus->slots[s] && i < PCI_NUM_BARS; i++)
+			bar_unmap(bus, bus->slots[s], i);
+	/* The bytes a guest cannot write are equal already (fn_check): a copy is exact. */
+	while (fn_next(&it, &f, &why) == 1)
+		memcpy(bus->slots[f.slot]->cfg, f.cfg, sizeof(f.cfg));
+	for (int s = 0; s < PCI_MAX_SLOTS; s++)
+		if (bus->slots[s])
+			bars_update(bus, bus->slots[s]);
+}
+
+int pci_bus_load(struct pci_bus *bus, const void *sec, size_t len, char *err, size_t errlen)
+{
+	struct pci_bus_snap hdr;
+	int ret;
+
+	if (snap_rec_get(sec, len, PCI_SNAP_TAG_BUS, &hdr, sizeof(hdr)) < 0) {
+		errfmt(err, errlen,
+		       "the bus record is missing, or a record runs past the section's end");
+		return -EINVAL;
+	}
+	if (hdr.cf8 & ~CF8_MASK) {
+		errfmt(err, errlen, "config address %#x has bits the latch does not keep", hdr.cf8);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&bus->lock);
+	ret = hdr.slots == slot_mask_locked(bus) ? 0 : -EINVAL;
+	if (ret)
+		errfmt(err, errlen,
+		       "functions in slots %#x, this machine %#x (start it with the same devices)",
+		       hdr.slots, slot_mask_locked(bus));
+	if (!ret)
+		ret = fns_check_locked(bus, sec, len, err, errlen);
+	if (!ret) {
+		bus->cf8 = hdr.cf8;
+		fns_apply_locked(bus, sec, len);
+	}
+	pthread_mutex_unlock(&bus->lock);
+	return ret;
+}
+
 /* ---- the bus as an entry of the VM's device list ---- */
 
 static int pci_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
-	return pci_bus_create(kvm);
+	int ret = pci_bus_create(kvm);
+
+	d->priv = kvm->pci; /* for the snapshot ops */
+	return ret;
 }
 
 static void pci_dev_exit(struct kvm *kvm, struct kvm_dev *d)
@@ -464,10 +648,23 @@ static void pci_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	pci_bus_destroy(kvm);
 }
 
+static int pci_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	pci_bus_save(d->priv, b);
+	return 0;
+}
+
+static int pci_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen)
+{
+	return pci_bus_load(d->priv, sec, len, err, errlen);
+}
+
 static const struct kvm_dev_ops pci_dev_ops = {
 	.name = "pci",
 	.prio = DEV_PRIO_BUS,
 	.init = pci_dev_init,
+	.save = pci_dev_save,
+	.load = pci_dev_load,
 	.exit = pci_dev_exit,
 };
 

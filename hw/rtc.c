@@ -8,6 +8,7 @@
 #include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 
 #define RTC_INDEX_PORT 0x70
 #define RTC_DATA_PORT 0x71
@@ -40,6 +41,30 @@ struct rtc {
 	u8 index;
 	u8 ram[CMOS_SIZE]; /* also holds A and B; the clock registers are computed */
 };
+
+/* The registers the clock computes at each read; writes to them are ignored. */
+static bool is_clock_reg(u8 reg)
+{
+	switch (reg) {
+	case RTC_SECONDS:
+	case RTC_MINUTES:
+	case RTC_HOURS:
+	case RTC_DAY_OF_WEEK:
+	case RTC_DAY_OF_MONTH:
+	case RTC_MONTH:
+	case RTC_YEAR:
+	case RTC_CENTURY:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Bytes of ram a guest write can change: not the clock, not the read-only C and D. */
+static bool cmos_writable(u8 reg)
+{
+	return !is_clock_reg(reg) && reg != RTC_REG_C && reg != RTC_REG_D;
+}
 
 static u8 encode(const struct rtc *r, int v)
 {
@@ -89,7 +114,7 @@ static bool clock_read_locked(const struct rtc *r, u8 reg, u8 *out)
 		*out = encode(r, (tm.tm_year + 1900) / 100);
 		return true;
 	default:
-		return false;
+		return false; /* not a clock register (is_clock_reg) */
 	}
 }
 
@@ -111,21 +136,11 @@ static u8 data_read_locked(struct rtc *r)
 
 static void data_write_locked(struct rtc *r, u8 v)
 {
-	u8 dummy;
-
-	if (clock_read_locked(r, r->index, &dummy))
-		return;
-	switch (r->index) {
-	case RTC_REG_A:
-		r->ram[RTC_REG_A] = v & 0x7f; /* UIP is read-only */
-		break;
-	case RTC_REG_C:
-	case RTC_REG_D:
-		break; /* read-only */
-	default:
-		r->ram[r->index] = v;
-		break;
-	}
+	if (!cmos_writable(r->index))
+		return; /* the clock is the host's, C and D are read-only */
+	if (r->index == RTC_REG_A)
+		v &= 0x7f; /* UIP is read-only */
+	r->ram[r->index] = v;
 }
 
 static void rtc_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write, void *opaque)
@@ -176,10 +191,82 @@ static void rtc_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	free(r);
 }
 
+/*
+ * Snapshot (issue 31): the index register and the CMOS bytes, one record. The time is not
+ * saved: it is the host's, read at each access, so a restored guest reads the time of the
+ * restore (as after a suspend). The NMI-disable bit (bit 7 of a 0x70 write) is not kept by
+ * this RTC (no NMI source to mask), so there is nothing of it to save.
+ */
+#define RTC_SNAP_TAG DEV_SNAP_TAG_MIN
+
+struct rtc_snap {
+	u8 index;
+	u8 reserved[7];
+	u8 ram[CMOS_SIZE];
+};
+_Static_assert(sizeof(struct rtc_snap) == 8 + CMOS_SIZE, "rtc_snap has no holes");
+
+static int rtc_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	struct rtc *r = d->priv;
+	struct rtc_snap v = { 0 };
+
+	pthread_mutex_lock(&r->lock);
+	v.index = r->index;
+	memcpy(v.ram, r->ram, sizeof(v.ram));
+	pthread_mutex_unlock(&r->lock);
+	snap_rec_put(b, RTC_SNAP_TAG, &v, sizeof(v));
+	return 0;
+}
+
+/* The first byte the guest cannot write (clock, C, D) that is not as at power-on, or -1:
+ * the live code never changes them, so a file that does is not ours. */
+static int fixed_byte_changed(const struct rtc *r, const u8 *ram)
+{
+	for (int i = 0; i < CMOS_SIZE; i++)
+		if (!cmos_writable((u8)i) && ram[i] != r->ram[i])
+			return i;
+	return -1;
+}
+
+static int rtc_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen)
+{
+	static const u8 zero[sizeof(((struct rtc_snap *)0)->reserved)];
+	struct rtc *r = d->priv;
+	struct rtc_snap v;
+	int bad;
+
+	if (snap_rec_get(sec, len, RTC_SNAP_TAG, &v, sizeof(v)) < 0) {
+		errfmt(err, errlen, "the CMOS record is missing or malformed");
+		return -EINVAL;
+	}
+	if (v.index >= CMOS_SIZE || memcmp(v.reserved, zero, sizeof(zero)) ||
+	    (v.ram[RTC_REG_A] & 0x80)) {
+		errfmt(err, errlen,
+		       "index %#x, reserved bytes or register A's UIP bit out of range", v.index);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&r->lock);
+	bad = fixed_byte_changed(r, v.ram);
+	if (bad < 0) {
+		r->index = v.index;
+		memcpy(r->ram, v.ram, sizeof(r->ram));
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (bad >= 0) {
+		errfmt(err, errlen, "CMOS byte %#x is not the guest's to write and was changed",
+		       bad);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static const struct kvm_dev_ops rtc_dev_ops = {
 	.name = "rtc",
 	.prio = DEV_PRIO_LEGACY,
 	.init = rtc_dev_init,
+	.save = rtc_dev_save,
+	.load = rtc_dev_load,
 	.exit = rtc_dev_exit,
 };
 

@@ -7,6 +7,7 @@
 #include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 #include "lkvm/term.h"
 
 /* Register offsets; DLAB (LCR bit 7) turns 0/1 into the divisor latch. */
@@ -33,6 +34,7 @@ enum {
 
 #define FCR_ENABLE 0x01
 #define FCR_CLEAR_RX 0x02
+#define FCR_KEPT 0xc9 /* enable, DMA mode and the trigger level; the reset bits self-clear */
 
 #define LCR_DLAB 0x80
 
@@ -163,7 +165,7 @@ static bool write_locked(struct serial8250 *s, unsigned reg, u8 v, u8 *tx)
 		if (v & FCR_CLEAR_RX)
 			s->rx_head = s->rx_count = 0;
 		/* Keep enable and the trigger level; the reset bits are self-clearing. */
-		s->fcr = v & 0xc9;
+		s->fcr = v & FCR_KEPT;
 		break;
 	case UART_LCR:
 		s->lcr = v;
@@ -305,6 +307,93 @@ void serial8250_destroy(struct serial8250 *s)
 	free(s);
 }
 
+/* ---- Snapshot (issue 31): one record, the registers and the receive FIFO ---- */
+
+#define UART_SNAP_TAG DEV_SNAP_TAG_MIN
+
+/* Bytes only, so no padding can carry garbage; the FIFO oldest byte first, zeros after
+ * rx_count. The interrupt line is not saved: it follows from the rest (update_irq_locked).
+ * The terminal's input not yet in the FIFO is the host's and stays behind. */
+struct uart_snap {
+	u8 ier, lcr, mcr, scr, dll, dlm, fcr, lsr_err;
+	u8 thre_pending, rx_count, reserved[6];
+	u8 rx[SERIAL_RX_FIFO_SIZE];
+};
+_Static_assert(sizeof(struct uart_snap) == 16 + SERIAL_RX_FIFO_SIZE, "uart_snap has no holes");
+
+void serial8250_save(struct serial8250 *s, struct snap_rec_buf *b)
+{
+	struct uart_snap v;
+
+	pthread_mutex_lock(&s->lock);
+	/* The members not named here (reserved, the FIFO) start as zeros. */
+	v = (struct uart_snap){ .ier = s->ier,
+				.lcr = s->lcr,
+				.mcr = s->mcr,
+				.scr = s->scr,
+				.dll = s->dll,
+				.dlm = s->dlm,
+				.fcr = s->fcr,
+				.lsr_err = s->lsr_err,
+				.thre_pending = s->thre_pending,
+				.rx_count = (u8)s->rx_count };
+	for (unsigned i = 0; i < s->rx_count; i++)
+		v.rx[i] = s->rx[(s->rx_head + i) % SERIAL_RX_FIFO_SIZE];
+	pthread_mutex_unlock(&s->lock);
+	snap_rec_put(b, UART_SNAP_TAG, &v, sizeof(v));
+}
+
+/* What the register writes can leave behind, and nothing else. */
+static const char *uart_snap_check(const struct uart_snap *v)
+{
+	static const u8 zero[sizeof(v->reserved)];
+
+	if (v->ier & ~IER_MASK)
+		return "IER has bits a 16550A does not keep";
+	if (v->mcr & ~MCR_MASK)
+		return "MCR has bits a 16550A does not keep";
+	if (v->fcr & ~FCR_KEPT)
+		return "FCR has self-clearing bits set";
+	if (v->lsr_err & ~LSR_OE)
+		return "LSR error bits other than overrun";
+	if (v->thre_pending > 1)
+		return "THR-empty pending is neither 0 nor 1";
+	if (v->rx_count > SERIAL_RX_FIFO_SIZE)
+		return "the receive FIFO holds more than 64 bytes";
+	if (memcmp(v->reserved, zero, sizeof(zero)))
+		return "reserved bytes are not zero";
+	return NULL;
+}
+
+int serial8250_load(struct serial8250 *s, const void *sec, size_t len, char *err, size_t errlen)
+{
+	struct uart_snap v;
+	const char *why;
+
+	if (snap_rec_get(sec, len, UART_SNAP_TAG, &v, sizeof(v)) < 0) {
+		errfmt(err, errlen, "the UART's register record is missing or malformed");
+		return -EINVAL;
+	}
+	why = uart_snap_check(&v);
+	if (why) {
+		errfmt(err, errlen, "%s", why);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->ier = v.ier, s->lcr = v.lcr, s->mcr = v.mcr, s->scr = v.scr;
+	s->dll = v.dll, s->dlm = v.dlm, s->fcr = v.fcr, s->lsr_err = v.lsr_err;
+	s->thre_pending = v.thre_pending;
+	s->rx_head = 0;
+	s->rx_count = v.rx_count;
+	memcpy(s->rx, v.rx, sizeof(s->rx));
+	/* The line as the live code drives it: an edge to the irqchip when the restored
+	 * conditions pend (the new process's source starts low), so the IOAPIC and PIC
+	 * see the level the saved VM held. */
+	update_irq_locked(s);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
 /* ---- COM1 as an entry of the VM's device list ---- */
 
 static size_t uart_input(void *dev, const u8 *buf, size_t n)
@@ -337,12 +426,25 @@ static void uart_dev_resume(struct kvm_dev *d)
 	serial8250_freeze(d->priv, false);
 }
 
+static int uart_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	serial8250_save(d->priv, b);
+	return 0;
+}
+
+static int uart_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen)
+{
+	return serial8250_load(d->priv, sec, len, err, errlen);
+}
+
 static const struct kvm_dev_ops uart_dev_ops = {
 	.name = "uart",
 	.prio = DEV_PRIO_LEGACY,
 	.init = uart_dev_init,
 	.quiesce = uart_dev_quiesce,
 	.resume = uart_dev_resume,
+	.save = uart_dev_save,
+	.load = uart_dev_load,
 	.exit = uart_dev_exit,
 };
 

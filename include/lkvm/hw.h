@@ -6,6 +6,7 @@
 
 struct kvm;
 struct serial8250;
+struct snap_rec_buf;
 
 /* Standard PC COM1. */
 #define SERIAL_COM1_BASE 0x3f8
@@ -30,6 +31,13 @@ size_t serial8250_receive(struct serial8250 *s, const u8 *buf, size_t n);
 /* A paused VM's UART takes no input (the terminal keeps it and tries again), so it raises
  * no interrupt; unfrozen, it takes input again. */
 void serial8250_freeze(struct serial8250 *s, bool frozen);
+
+/* Snapshot (issue 31): the registers and the receive FIFO as one record (the device list's
+ * "uart" save/load ops call these). Load checks every field (-EINVAL and a one-line reason
+ * in err) and then raises the interrupt line if the restored state asks for it. */
+void serial8250_save(struct serial8250 *s, struct snap_rec_buf *b);
+int serial8250_load(struct serial8250 *s, const void *sec, size_t len, char *err,
+		    size_t errlen) __must_check;
 
 /* Where the UART sends its interrupt and its transmitted bytes. Defaults: kvm_irq_line
  * and term_output; tests swap them to observe the device without a VM. NULL restores

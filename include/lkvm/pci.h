@@ -8,6 +8,7 @@
 #include "lkvm/util.h"
 
 struct kvm;
+struct snap_rec_buf;
 
 #define PCI_MAX_SLOTS 32
 #define PCI_CFG_SPACE_SIZE 256
@@ -116,6 +117,19 @@ int pci_bus_create(struct kvm *kvm) __must_check;
 void pci_bus_destroy(struct kvm *kvm);
 /* Add the bus to kvm's device list ("pci", built before every other device). 0 or -ENOMEM. */
 int pci_bus_add(struct kvm *kvm) __must_check;
+
+/*
+ * Snapshot (issue 31; the "pci" device's save/load ops call these). Save: the address latch
+ * and every function's configuration space. Load (on a bus built with the same devices, in
+ * the same slots): checks every record (-EINVAL and a one-line reason in err; nothing is
+ * changed then), puts the bytes back and maps the BARs where they were, calling bar_moved
+ * as a guest's write would. It does not call cfg_read/cfg_write: a device whose hooks give
+ * meaning to its bytes (virtio-pci's MSI-X control) applies them in its own load op, which
+ * runs after the bus's and finds its dev->cfg as the guest left it.
+ */
+void pci_bus_save(struct pci_bus *bus, struct snap_rec_buf *b);
+int pci_bus_load(struct pci_bus *bus, const void *sec, size_t len, char *err,
+		 size_t errlen) __must_check;
 
 /* Place dev in the next free slot (1..31), assign BAR addresses (size-aligned, from the
  * MMIO window), write INTA and its interrupt line (MPTABLE_PCI_PIN(slot)), enable memory

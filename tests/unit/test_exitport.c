@@ -7,6 +7,7 @@
 #include "lkvm/exitport.h"
 #include "lkvm/initcfg.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 
 /* cmd: the VM runs -- CMD (the reports are its command's) rather than a test guest. */
 static struct kvm *vm_new_as(bool cmd)
@@ -215,6 +216,59 @@ START_TEST(test_stdin_ready)
 }
 END_TEST
 
+static int snap_save(struct kvm *kvm, struct snap_rec_buf *b, char *err)
+{
+	struct kvm_dev *d = kvm_dev_find(kvm, "lkvm-exit", 0);
+
+	*b = (struct snap_rec_buf){ 0 };
+	err[0] = '\0';
+	return d->ops->save(d, b, err, 128);
+}
+
+static int snap_load(struct kvm *kvm, const void *sec, size_t len, char *err)
+{
+	struct kvm_dev *d = kvm_dev_find(kvm, "lkvm-exit", 0);
+
+	err[0] = '\0';
+	return d->ops->load(d, sec, len, err, 128);
+}
+
+/* A word half written when the snapshot is taken is finished by the restored guest: its
+ * last byte ends B's run with the whole word's status. */
+START_TEST(test_snap_latch)
+{
+	u32 word = LKVM_EXIT_WORD(LKVM_EXIT_EXITED, 42, 0);
+	u8 bytes[4] = { (u8)word, (u8)(word >> 8), (u8)(word >> 16), (u8)(word >> 24) };
+	struct kvm *a = vm_new(), *b = vm_new();
+	struct snap_rec_buf rb;
+	char err[128];
+
+	for (u32 off = 0; off < 3; off++)
+		ck_assert(
+			io_bus_dispatch(&a->pio, NULL, LKVM_EXIT_PORT + off, bytes + off, 1, true));
+	ck_assert_int_eq(snap_save(a, &rb, err), 0);
+	ck_assert_msg(snap_load(b, rb.buf, rb.len, err) == 0, "%s", err);
+	ck_assert(io_bus_dispatch(&b->pio, NULL, LKVM_EXIT_PORT + 3, bytes + 3, 1, true));
+	ck_assert(atomic_load(&b->stopping));
+	ck_assert_int_eq(atomic_load(&b->exit_status), 42);
+
+	/* Hostile: reserved bytes, the record cut, gone. */
+	rb.buf[rb.len - 1] = 1;
+	ck_assert_int_eq(snap_load(b, rb.buf, rb.len, err), -EINVAL);
+	ck_assert(err[0] && !strchr(err, '\n'));
+	ck_assert_int_eq(snap_load(b, rb.buf, rb.len - 1, err), -EINVAL);
+	ck_assert_int_eq(snap_load(b, NULL, 0, err), -EINVAL);
+	snap_rec_free(&rb);
+
+	/* A guest that has reported its end is not saved. */
+	ck_assert_int_eq(snap_save(b, &rb, err), -EBUSY);
+	ck_assert_str_eq(err, "the guest has already reported its end");
+	snap_rec_free(&rb);
+	vm_free(a);
+	vm_free(b);
+}
+END_TEST
+
 static Suite *exitport_suite(void)
 {
 	Suite *s = suite_create("exitport");
@@ -227,6 +281,7 @@ static Suite *exitport_suite(void)
 	tcase_add_test(tc, test_init_failed);
 	tcase_add_test(tc, test_ignored);
 	tcase_add_test(tc, test_stdin_ready);
+	tcase_add_test(tc, test_snap_latch);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,13 +1,18 @@
 /* Unit tests of the small legacy devices: RTC/CMOS, i8042 and reset ports, pvpanic (ISA and PCI). */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "lkvm/dev.h"
+#include "lkvm/exitport.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
 #include "lkvm/layout.h"
 #include "lkvm/pci.h"
+#include "lkvm/snap.h"
 
 static struct kvm *vm_new(bool with_pci)
 {
@@ -294,6 +299,239 @@ START_TEST(test_destroy_order)
 }
 END_TEST
 
+/* ---- Snapshot ops (issue 31) ---- */
+
+/* The device's section as the walker builds it: its name and index, then its save op. */
+static void dev_save(struct kvm *kvm, const char *name, struct snap_rec_buf *b)
+{
+	struct kvm_dev *d = kvm_dev_find(kvm, name, 0);
+	char err[128] = "";
+	u32 index = 0;
+
+	ck_assert_ptr_nonnull(d);
+	*b = (struct snap_rec_buf){ 0 };
+	snap_rec_put(b, DEV_SNAP_TAG_NAME, name, strlen(name));
+	snap_rec_put(b, DEV_SNAP_TAG_INDEX, &index, sizeof(index));
+	ck_assert_msg(d->ops->save(d, b, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(b->err, 0);
+}
+
+static int dev_load(struct kvm *kvm, const char *name, const void *sec, size_t len, char *err,
+		    size_t errlen)
+{
+	struct kvm_dev *d = kvm_dev_find(kvm, name, 0);
+
+	ck_assert_ptr_nonnull(d);
+	err[0] = '\0';
+	return d->ops->load(d, sec, len, err, errlen);
+}
+
+/* Where the data of the first record of tag starts in b. */
+static size_t rec_off(const struct snap_rec_buf *b, u16 tag)
+{
+	struct snap_rec_iter it = { b->buf, b->len };
+	const void *data;
+	u16 t;
+	u32 len;
+
+	while (snap_rec_next(&it, &t, &data, &len) == 1)
+		if (t == tag)
+			return (size_t)((const u8 *)data - b->buf);
+	ck_abort_msg("no record %u", tag);
+	return 0;
+}
+
+struct patch {
+	unsigned off;
+	u8 v;
+};
+
+/* Each patch of the device's record (and the record cut short, and gone) is refused
+ * with one line, on a fresh device. */
+static void expect_refusals(int (*add)(struct kvm *kvm), const char *name,
+			    const struct snap_rec_buf *good, const struct patch *p, size_t n)
+{
+	size_t at = rec_off(good, DEV_SNAP_TAG_MIN);
+	u8 copy[512];
+	char err[128];
+
+	ck_assert_uint_le(good->len, sizeof(copy));
+	for (size_t i = 0; i <= n + 2; i++) {
+		struct kvm *kvm = vm_new(false);
+		size_t len = good->len;
+
+		up(kvm, add);
+		memcpy(copy, good->buf, good->len);
+		if (i < n)
+			copy[at + p[i].off] = p[i].v;
+		else if (i == n)
+			len--; /* the record runs past the section's end */
+		else if (i == n + 1)
+			len = at - 6; /* the device's record is missing */
+		else
+			len = 0;
+		ck_assert_msg(dev_load(kvm, name, copy, len, err, sizeof(err)) == -EINVAL,
+			      "case %zu loaded", i);
+		ck_assert_msg(err[0] && !strchr(err, '\n'), "case %zu: '%s'", i, err);
+		kvm_devs_exit(kvm);
+		vm_free(kvm);
+	}
+}
+
+/* RTC: B takes A's index, mode and RAM bytes; the clock still reads the host's time. */
+START_TEST(test_rtc_snap)
+{
+	static const struct patch bad[] = {
+		{ 0, 0x80 },	 { 3, 1 },	     { 8 + 0x0a, 0xa6 }, { 8 + 0x00, 0x12 },
+		{ 8 + 0x0c, 1 }, { 8 + 0x0d, 0x80 }, { 8 + 0x32, 0x19 },
+	};
+	struct kvm *a = vm_new(false), *b = vm_new(false);
+	struct snap_rec_buf rb;
+	char err[128];
+
+	up(a, rtc_add);
+	up(b, rtc_add);
+	outb(a, 0x70, 0x0b);
+	outb(a, 0x71, 0x06); /* binary, 24h */
+	for (u8 i = 0x0e; i < 0x80; i++) {
+		outb(a, 0x70, i);
+		outb(a, 0x71, (u8)(i * 7));
+	}
+	outb(a, 0x70, 0x3f);
+	dev_save(a, "rtc", &rb);
+	ck_assert_msg(dev_load(b, "rtc", rb.buf, rb.len, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(inb(b, 0x70), 0x3f);
+	ck_assert_uint_eq(inb(b, 0x71), inb(a, 0x71));
+	for (u8 i = 0x0a; i < 0x80; i++)
+		if (i != 0x32)
+			ck_assert_uint_eq(cmos(b, i), cmos(a, i));
+	ck_assert_uint_eq(cmos(b, 0x32), 20); /* binary century, from the host's clock */
+	expect_refusals(rtc_add, "rtc", &rb, bad, ARRAY_SIZE(bad));
+	snap_rec_free(&rb);
+	kvm_devs_exit(a);
+	kvm_devs_exit(b);
+	vm_free(a);
+	vm_free(b);
+}
+END_TEST
+
+/* i8042: a written CTR, a reply waiting in the output buffer, a command waiting for its
+ * parameter: B answers and takes the parameter as A does. */
+START_TEST(test_i8042_snap)
+{
+	static const struct patch bad[] = { { 1, 0x20 }, { 1, 0xaa }, { 3, 2 }, { 4, 1 }, { 7, 1 } };
+	struct kvm *a = vm_new(false), *b = vm_new(false);
+	struct snap_rec_buf rb;
+	char err[128];
+
+	up(a, i8042_add);
+	up(b, i8042_add);
+	outb(a, 0x64, 0x60);
+	outb(a, 0x60, 0x47);
+	outb(a, 0x64, 0xaa); /* 0x55 waits in the output buffer */
+	outb(a, 0x64, 0x60); /* and a CTR write waits for its byte */
+	dev_save(a, "i8042", &rb);
+	ck_assert_msg(dev_load(b, "i8042", rb.buf, rb.len, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(inb(b, 0x64), inb(a, 0x64));
+	ck_assert_uint_eq(inb(b, 0x64) & 0x01, 0x01);
+	ck_assert_uint_eq(inb(b, 0x60), 0x55);
+	ck_assert_uint_eq(inb(b, 0x64), inb(a, 0x64) & ~0x01);
+	outb(b, 0x60, 0x61);
+	outb(b, 0x64, 0x20);
+	ck_assert_uint_eq(inb(b, 0x60), 0x61);
+	ck_assert(!atomic_load(&b->stopping));
+	expect_refusals(i8042_add, "i8042", &rb, bad, ARRAY_SIZE(bad));
+	snap_rec_free(&rb);
+	kvm_devs_exit(a);
+	kvm_devs_exit(b);
+	vm_free(a);
+	vm_free(b);
+}
+END_TEST
+
+/* pvpanic keeps nothing of the guest's: its section is the walker's records only, and
+ * loading it leaves the port as it was. */
+START_TEST(test_pvpanic_snap)
+{
+	struct kvm *kvm = vm_new(false);
+	struct snap_rec_buf rb;
+	char err[128];
+
+	up(kvm, pvpanic_add);
+	dev_save(kvm, "pvpanic", &rb);
+	ck_assert_uint_eq(rb.len, 6 + strlen("pvpanic") + 6 + 4);
+	ck_assert_int_eq(dev_load(kvm, "pvpanic", rb.buf, rb.len, err, sizeof(err)), 0);
+	ck_assert_uint_eq(inb(kvm, PVPANIC_PORT), 0x03);
+	snap_rec_free(&rb);
+	kvm_devs_exit(kvm);
+	vm_free(kvm);
+}
+END_TEST
+
+static int no_irq(struct kvm *kvm, u32 irq, int level)
+{
+	return 0;
+}
+
+/* The legacy machine as the run builds it (the bus first, then the legacy devices), every
+ * device on the list. */
+static struct kvm *legacy_vm(void)
+{
+	struct kvm *kvm = vm_new(false);
+	char err[128];
+
+	ck_assert_int_eq(pci_bus_add(kvm), 0);
+	ck_assert_int_eq(serial8250_add(kvm), 0);
+	ck_assert_int_eq(rtc_add(kvm), 0);
+	ck_assert_int_eq(i8042_add(kvm), 0);
+	ck_assert_int_eq(pvpanic_add(kvm), 0);
+	ck_assert_int_eq(exitport_add(kvm), 0);
+	ck_assert_msg(kvm_devs_init(kvm, err, sizeof(err)) == 0, "%s", err);
+	serial8250_set_hooks(kvm_dev_find(kvm, "uart", 0)->priv, no_irq, NULL);
+	return kvm;
+}
+
+/* Through the device list's walkers and a snapshot file: every legacy device has a save op,
+ * and B built with the same devices comes back as A was (pvpanic's BAR moved by the guest
+ * included: the bus loads before the devices on it). */
+START_TEST(test_legacy_machine_snap)
+{
+	struct snap_machine m = { .nr_vcpus = 1, .ram_bytes = 4096 };
+	struct kvm *a = legacy_vm(), *b = legacy_vm();
+	char path[] = "/tmp/lkvm-test-hw-XXXXXX", err[256] = "";
+	struct snap_writer *w;
+	struct snap_reader *r;
+	u8 d = 0;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	pci_cfg_write(a->pci, 1, 0x10, 4, 0xe0000000u); /* pvpanic's BAR, moved */
+	outb(a, 0x3f8 + 7, 0x5a);			/* UART scratch */
+	outb(a, 0x70, 0x40);
+	outb(a, 0x71, 0x99);
+	outb(a, 0x64, 0xaa);
+	ck_assert_int_eq(kvm_devs_can_save(a, err, sizeof(err)), 0);
+	ck_assert_int_eq(snap_writer_open(&w, path, &m, err, sizeof(err)), 0);
+	ck_assert_msg(kvm_devs_save(a, w, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(snap_writer_finish(w, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(snap_open(&r, path, 0, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(kvm_devs_load(b, r, err, sizeof(err)) == 0, "%s", err);
+	snap_close(r);
+	unlink(path);
+	ck_assert_uint_eq(pci_cfg_read(b->pci, 1, 0x10, 4), 0xe0000000u);
+	ck_assert(io_bus_dispatch(&b->mmio, NULL, 0xe0000000u, &d, 1, false));
+	ck_assert_uint_eq(d, 0x03);
+	ck_assert_uint_eq(inb(b, 0x3f8 + 7), 0x5a);
+	ck_assert_uint_eq(cmos(b, 0x40), 0x99);
+	ck_assert_uint_eq(inb(b, 0x60), 0x55);
+	kvm_devs_exit(a);
+	kvm_devs_exit(b);
+	vm_free(a);
+	vm_free(b);
+}
+END_TEST
+
 static Suite *hw_suite(void)
 {
 	Suite *s = suite_create("hw");
@@ -303,12 +541,16 @@ static Suite *hw_suite(void)
 
 	tcase_add_test(rtc, test_rtc_time_bcd);
 	tcase_add_test(rtc, test_rtc_binary_and_ram);
+	tcase_add_test(rtc, test_rtc_snap);
 	tcase_add_test(kbd, test_i8042_probe_answers);
 	tcase_add_test(kbd, test_i8042_reset);
 	tcase_add_test(kbd, test_reset_ports);
+	tcase_add_test(kbd, test_i8042_snap);
 	tcase_add_test(pv, test_pvpanic_port);
 	tcase_add_test(pv, test_pvpanic_pci);
 	tcase_add_test(pv, test_destroy_order);
+	tcase_add_test(pv, test_pvpanic_snap);
+	tcase_add_test(pv, test_legacy_machine_snap);
 	suite_add_tcase(s, rtc);
 	suite_add_tcase(s, kbd);
 	suite_add_tcase(s, pv);

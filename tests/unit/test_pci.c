@@ -7,6 +7,7 @@
 #include "lkvm/boot.h"
 #include "lkvm/kvm.h"
 #include "lkvm/pci.h"
+#include "lkvm/snap.h"
 
 struct tdev {
 	struct pci_device pci;
@@ -407,6 +408,168 @@ START_TEST(test_bar_collision_log_bounded)
 }
 END_TEST
 
+/* ---- Snapshot (issue 31) ---- */
+
+struct snapvm {
+	struct kvm *kvm;
+	struct tdev d1, d2;
+};
+
+static void snapvm_new(struct snapvm *v)
+{
+	v->kvm = vm_new();
+	tdev_init(&v->d1, 0x1000, 0x100);
+	tdev_init(&v->d2, 0x1000, 0x100);
+	ck_assert_int_eq(pci_device_register(v->kvm, &v->d1.pci), 1);
+	ck_assert_int_eq(pci_device_register(v->kvm, &v->d2.pci), 2);
+}
+
+static void snapvm_free(struct snapvm *v)
+{
+	pci_device_unregister(&v->d1.pci);
+	pci_device_unregister(&v->d2.pci);
+	vm_free(v->kvm);
+}
+
+/* A: the two functions' BAR 0 swapped (through a third address, decode on: at no moment
+ * may two overlap), slot 2's BAR 2 moved and its decode off, slot 1's interrupt line and
+ * capability byte written, the host bridge's latency timer, and the latch left on slot 1. */
+static u32 drive_bus(struct snapvm *v, u32 *bar0_1, u32 *bar0_2)
+{
+	struct kvm *kvm = v->kvm;
+
+	*bar0_1 = conf1_read(kvm, 1, 0x10, 4);
+	*bar0_2 = conf1_read(kvm, 2, 0x10, 4);
+	conf1_write(kvm, 2, 0x10, 4, 0xe0000000u);
+	conf1_write(kvm, 1, 0x10, 4, *bar0_2);
+	conf1_write(kvm, 2, 0x10, 4, *bar0_1);
+	conf1_write(kvm, 2, 0x18, 4, 0xe0001000u);
+	conf1_write(kvm, 2, PCI_COMMAND, 2, PCI_COMMAND_MASTER);
+	conf1_write(kvm, 1, PCI_INTERRUPT_LINE, 1, 0x0b);
+	conf1_write(kvm, 1, 0x44, 1, 0x77);
+	conf1_write(kvm, 0, PCI_LATENCY_TIMER, 1, 0x40);
+	port_io(kvm, 0xcf8, 4, true, 0x80000800u | 0x3c);
+	return 0x80000800u | 0x3c;
+}
+
+START_TEST(test_snap_round_trip)
+{
+	struct snapvm a, b;
+	struct snap_rec_buf rb = { 0 };
+	char err[128] = "";
+	u32 latch, bar0_1, bar0_2;
+	bool hit;
+
+	snapvm_new(&a);
+	snapvm_new(&b);
+	latch = drive_bus(&a, &bar0_1, &bar0_2);
+	pci_bus_save(a.kvm->pci, &rb);
+	ck_assert_int_eq(rb.err, 0);
+	ck_assert_msg(pci_bus_load(b.kvm->pci, rb.buf, rb.len, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(port_io(b.kvm, 0xcf8, 4, false, 0), latch);
+	ck_assert_uint_eq(port_io(b.kvm, 0xcfc, 1, false, 0), 0x0b); /* the latch's register */
+	for (u8 slot = 0; slot < 4; slot++)
+		for (u16 off = 0; off < PCI_CFG_SPACE_SIZE; off += 4)
+			ck_assert_uint_eq(pci_cfg_read(b.kvm->pci, slot, off, 4),
+					  pci_cfg_read(a.kvm->pci, slot, off, 4));
+	/* The BARs are where A's are: slot 1 answers at slot 2's old address, slot 2's BARs
+	 * are off until the guest turns decode on, and then at their saved addresses. */
+	b.d1.accesses = b.d2.accesses = 0;
+	ck_assert_uint_eq(mmio_read(b.kvm, bar0_2 + 8, &hit), 0x42);
+	ck_assert(hit);
+	ck_assert_int_eq(b.d1.accesses, 1);
+	ck_assert_uint_eq(b.d1.last_off, 8);
+	mmio_read(b.kvm, bar0_1, &hit);
+	ck_assert(!hit);
+	ck_assert_int_eq(b.kvm->mmio.nr, a.kvm->mmio.nr);
+	conf1_write(b.kvm, 2, PCI_COMMAND, 2, PCI_COMMAND_MEMORY);
+	mmio_read(b.kvm, bar0_1 + 4, &hit);
+	ck_assert(hit);
+	mmio_read(b.kvm, 0xe0001000u + 0xf0, &hit);
+	ck_assert(hit);
+	ck_assert_int_eq(b.d2.accesses, 2);
+	ck_assert_int_eq(b.d1.hook_writes, 0); /* bytes put back, no device hook called */
+	snap_rec_free(&rb);
+	snapvm_free(&a);
+	snapvm_free(&b);
+}
+END_TEST
+
+/* Offsets in the section (bus record, then one per slot: 6 + 8, then 6 + 260 each). */
+#define BUS_AT 6
+#define FN_AT(n) (6 + 8 + 6 + (n) * (6 + 260))
+
+/* Each patch (offset in the section, byte) is refused with one line, and the bus is left
+ * as it was: the functions' BARs where registration put them. */
+static void expect_refused(const u8 *good, size_t len, size_t off, u8 v)
+{
+	struct snapvm b;
+	u8 copy[2048];
+	char err[128] = "";
+	bool hit;
+	u32 bar0 = 0;
+
+	ck_assert_uint_le(len, sizeof(copy));
+	memcpy(copy, good, len);
+	if (off < len)
+		copy[off] = v;
+	else
+		len = off - len; /* cut: off - len bytes kept */
+	snapvm_new(&b);
+	bar0 = pci_cfg_read(b.kvm->pci, 1, 0x10, 4);
+	ck_assert_msg(pci_bus_load(b.kvm->pci, copy, len, err, sizeof(err)) == -EINVAL,
+		      "patch at %zu loaded", off);
+	ck_assert_msg(err[0] && !strchr(err, '\n'), "'%s'", err);
+	ck_assert_uint_eq(pci_cfg_read(b.kvm->pci, 1, 0x10, 4), bar0);
+	mmio_read(b.kvm, bar0, &hit);
+	ck_assert(hit);
+	ck_assert_uint_eq(port_io(b.kvm, 0xcf8, 4, false, 0), 0);
+	snapvm_free(&b);
+}
+
+START_TEST(test_snap_hostile)
+{
+	static const struct {
+		size_t off;
+		u8 v;
+	} bad[] = {
+		{ BUS_AT + 0, 0x01 },		      /* latch bits it does not keep */
+		{ BUS_AT + 4, 0x03 },		      /* slot mask: slot 2 missing */
+		{ BUS_AT + 4, 0x0f },		      /* slot 3 that this machine has not */
+		{ FN_AT(1) + 0, 2 },		      /* slot 1's record says slot 2: twice */
+		{ FN_AT(1) + 0, 9 },		      /* an empty slot */
+		{ FN_AT(1) + 0, 200 },		      /* no such slot */
+		{ FN_AT(1) + 1, 1 },		      /* reserved */
+		{ FN_AT(1) + 4 + PCI_VENDOR_ID, 0 },  /* another device */
+		{ FN_AT(1) + 4 + PCI_COMMAND, 0x01 }, /* I/O decode: not writable */
+		{ FN_AT(1) + 4 + 0x45, 1 },	      /* read-only capability byte */
+		{ FN_AT(1) + 4 + 0x10, 0x01 },	      /* BAR 0: an I/O BAR's type bit */
+		{ FN_AT(1) + 4 + 0x11, 0x01 },	      /* BAR 0: below its 4 KiB size */
+		{ FN_AT(1) + 4 + 0x14, 0x10 },	      /* BAR 1: unused, must be 0 */
+		{ FN_AT(2) + 4 + 0x18, 0x40 },	      /* BAR 2: below its 256-byte size */
+		{ FN_AT(2) - 6, 0x00 },		      /* slot 2's record's tag: not a function */
+		{ FN_AT(2) - 4, 0x00 },		      /* slot 2's record 4 bytes short */
+	};
+	struct snapvm a;
+	struct snap_rec_buf rb = { 0 };
+	u32 b1, b2;
+
+	snapvm_new(&a);
+	drive_bus(&a, &b1, &b2);
+	pci_bus_save(a.kvm->pci, &rb);
+	ck_assert_uint_eq(rb.len, FN_AT(3) - 6);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		expect_refused(rb.buf, rb.len, bad[i].off, bad[i].v);
+	/* Cut: mid-record, before slot 2's record, before any function's, nothing. */
+	expect_refused(rb.buf, rb.len, rb.len + rb.len - 1, 0);
+	expect_refused(rb.buf, rb.len, rb.len + FN_AT(2) - 6, 0);
+	expect_refused(rb.buf, rb.len, rb.len + FN_AT(0) - 6, 0);
+	expect_refused(rb.buf, rb.len, rb.len, 0);
+	snap_rec_free(&rb);
+	snapvm_free(&a);
+}
+END_TEST
+
 static Suite *pci_suite(void)
 {
 	Suite *s = suite_create("pci");
@@ -420,6 +583,8 @@ static Suite *pci_suite(void)
 	tcase_add_test(tc, test_bar_collision);
 	tcase_add_test(tc, test_bar_collision_leaves_no_address);
 	tcase_add_test(tc, test_bar_collision_log_bounded);
+	tcase_add_test(tc, test_snap_round_trip);
+	tcase_add_test(tc, test_snap_hostile);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,10 +1,13 @@
 /* Unit tests of the 16550A UART: transmit, interrupt logic, loopback, DLAB, RX FIFO. */
+#include <errno.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "check_main.h"
+#include "lkvm/dev.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 
 #define BASE 0x3f8
 #define IRQ 4
@@ -231,6 +234,124 @@ START_TEST(test_ports_and_destroy)
 }
 END_TEST
 
+/* A: divisor, line settings, FIFO on, both interrupts enabled, a full receive FIFO that
+ * has wrapped around its end (from slot 60), an overrun pending: the line is up. */
+static void drive_busy(struct tvm *t)
+{
+	u8 buf[SERIAL_RX_FIFO_SIZE];
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (u8)(0x80 + i);
+	outb(t, 3, 0x83);
+	outb(t, 0, 0x03);
+	outb(t, 1, 0x01);
+	outb(t, 3, 0x1b);
+	outb(t, 2, 0x81);
+	outb(t, 4, 0x0b);
+	outb(t, 7, 0x5c);
+	ck_assert_uint_eq(serial8250_receive(t->s, buf, sizeof(buf)), SERIAL_RX_FIFO_SIZE);
+	for (int i = 0; i < 60; i++)
+		ck_assert_uint_eq(inb(t, 0), (u8)(0x80 + i));
+	ck_assert_uint_eq(serial8250_receive(t->s, buf, sizeof(buf)), 60);
+	outb(t, 4, 0x1b); /* loopback: a byte into the full FIFO is an overrun */
+	outb(t, 0, 'L');
+	outb(t, 4, 0x0b);
+	outb(t, 1, 0x03);
+	ck_assert_int_eq(t->levels[t->nr_levels - 1], 1);
+}
+
+static void save(struct tvm *t, struct snap_rec_buf *b)
+{
+	*b = (struct snap_rec_buf){ 0 };
+	serial8250_save(t->s, b);
+	ck_assert_int_eq(b->err, 0);
+}
+
+/* B, loaded from A's record, raises the line once and then reads as A does: every register,
+ * the FIFO's bytes in order, the interrupts as they are acknowledged. */
+START_TEST(test_snap_round_trip)
+{
+	struct tvm *a = tvm_new(), *b = tvm_new();
+	struct snap_rec_buf rb;
+	char err[128] = "";
+	static const u8 regs[] = { 1, 2, 3, 4, 6, 7, 5 };
+
+	drive_busy(a);
+	save(a, &rb);
+	ck_assert_msg(serial8250_load(b->s, rb.buf, rb.len, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(b->nr_levels, 1);
+	ck_assert_int_eq(b->levels[0], 1);
+	a->nr_levels = b->nr_levels = 0;
+	ck_assert_uint_eq(inb(a, 5), 0x63); /* data ready, overrun, THR empty */
+	ck_assert_uint_eq(inb(b, 5), 0x63);
+	for (size_t i = 0; i < sizeof(regs); i++)
+		ck_assert_uint_eq(inb(b, regs[i]), inb(a, regs[i]));
+	outb(a, 3, 0x9b);
+	outb(b, 3, 0x9b);
+	ck_assert_uint_eq(inb(b, 0), 0x03); /* DLL */
+	ck_assert_uint_eq(inb(b, 1), 0x01); /* DLM */
+	outb(a, 3, 0x1b);
+	outb(b, 3, 0x1b);
+	for (int i = 0; i < SERIAL_RX_FIFO_SIZE + 2; i++) {
+		ck_assert_uint_eq(inb(b, 2), inb(a, 2));
+		ck_assert_uint_eq(inb(b, 5), inb(a, 5));
+		ck_assert_uint_eq(inb(b, 0), inb(a, 0));
+	}
+	ck_assert_uint_eq(b->nr_levels, a->nr_levels);
+	ck_assert_mem_eq(b->levels, a->levels, sizeof(a->levels[0]) * (size_t)a->nr_levels);
+	ck_assert_int_eq(b->levels[b->nr_levels - 1], 0);
+	ck_assert_uint_eq(b->out_len, 0);
+	snap_rec_free(&rb);
+	tvm_free(a);
+	tvm_free(b);
+}
+END_TEST
+
+static void expect_refused(const void *sec, size_t len)
+{
+	struct tvm *t = tvm_new();
+	char err[128] = "";
+
+	ck_assert_int_eq(serial8250_load(t->s, sec, len, err, sizeof(err)), -EINVAL);
+	ck_assert(err[0] != '\0' && !strchr(err, '\n'));
+	ck_assert_int_eq(t->nr_levels, 0); /* nothing applied */
+	ck_assert_uint_eq(inb(t, 1), 0);
+	tvm_free(t);
+}
+
+/* The record after its 6-byte header: ier lcr mcr scr dll dlm fcr lsr_err thre rx_count
+ * reserved[6] rx[64]. */
+START_TEST(test_snap_hostile)
+{
+	static const struct {
+		unsigned off;
+		u8 v;
+	} bad[] = { { 0, 0x10 }, { 2, 0x20 }, { 6, 0x02 }, { 7, 0x01 },
+		    { 8, 2 },	 { 9, 65 },   { 10, 1 },   { 15, 0x80 } };
+	struct tvm *a = tvm_new();
+	struct snap_rec_buf rb, longer = { 0 };
+	u8 copy[256];
+
+	drive_busy(a);
+	save(a, &rb);
+	ck_assert_uint_le(rb.len, sizeof(copy));
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		memcpy(copy, rb.buf, rb.len);
+		copy[6 + bad[i].off] = bad[i].v;
+		expect_refused(copy, rb.len);
+	}
+	expect_refused(NULL, 0); /* missing */
+	for (size_t cut = 1; cut < rb.len; cut += 7)
+		expect_refused(rb.buf, rb.len - cut); /* truncated */
+	memset(copy, 0, sizeof(copy));
+	snap_rec_put(&longer, DEV_SNAP_TAG_MIN, copy, rb.len - 6 + 1);
+	expect_refused(longer.buf, longer.len); /* a record one byte too long */
+	snap_rec_free(&longer);
+	snap_rec_free(&rb);
+	tvm_free(a);
+}
+END_TEST
+
 static Suite *serial_suite(void)
 {
 	Suite *s = suite_create("serial");
@@ -243,6 +364,8 @@ static Suite *serial_suite(void)
 	tcase_add_test(tc, test_frozen_takes_nothing);
 	tcase_add_test(tc, test_dlab);
 	tcase_add_test(tc, test_ports_and_destroy);
+	tcase_add_test(tc, test_snap_round_trip);
+	tcase_add_test(tc, test_snap_hostile);
 	suite_add_tcase(s, tc);
 	return s;
 }
