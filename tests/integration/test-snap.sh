@@ -11,6 +11,7 @@ TICK_MS=100  # the ticks guest's period: each line's kvm-clock reading is TICK_M
 GAP_S=1      # how long the saved VM lies in its file before it is restored (see t_sequence)
 PIDS_FILE=$LOG_DIR/snap.pids # start_vm's: lib.sh kills them when the script ends
 : >"$PIDS_FILE"
+rm -f "$LOG_DIR"/*.snap "$LOG_DIR"/*.snap.tmp-* # an earlier run's: every file here is made anew
 
 # ticks_vm NAME LOG [ARGS...]: the ticks guest (tests/guest/ticks.c) in the background.
 ticks_vm() {
