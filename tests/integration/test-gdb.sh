@@ -239,10 +239,14 @@ t_linux() {
 	VM_TIMEOUT=$LINUX_T start_vm - gdb-linux -k "$G/bzImage" -m 256 -c 2 --gdb "$port" --gdb-wait \
 		-p "nokaslr root=/dev/vda rootwait" --exit-on "$LINUX_LAST_STAGE"
 	wait_until 30 _listening_or_gone "$port" || true
-	_listening "$port" || { fail "lkvm --gdb $port never listened ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"; return; }
+	if ! _listening "$port"; then
+		kill "$VM_PID" 2>/dev/null
+		fail "lkvm --gdb $port never listened ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"
+		return
+	fi
 	gdb_start gdb-linux "$port" "$G/vmlinux" 'hbreak start_kernel' continue 'shell date +gdb-t2=%s.%N' \
 		bt 'info registers rip' 'p/x (long)&start_kernel' 'info threads' 'p *(unsigned long *)&jiffies' \
-		delete continue 'p *(unsigned long *)&jiffies' detach
+		delete continue 'p *(unsigned long *)&jiffies' detach || { kill "$VM_PID"; return 1; }
 	# Ctrl-C only once the guest runs (gdb is in its second continue): its console says so.
 	wait_until "$LINUX_T" _cpus_up_or_gone
 	if ! grep -q "$LINUX_CPUS_UP" "$VM_LOG"; then
