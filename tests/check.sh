@@ -132,8 +132,9 @@ stage net-user $kvm kernel net-user 'NET_USER_TESTS=kernel scripts/kvm-host.sh -
 stage blk $kvm kernel blk 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-blk.sh'
 stage c-guests $kvm - c-guests 'scripts/kvm-host.sh --timeout 900 -- tests/integration/test-c-guests.sh'
 stage ctl $kvm - ctl 'scripts/kvm-host.sh --timeout 900 -- tests/integration/test-ctl.sh'
-# Debian's gdb against lkvm run --gdb on a C guest: breakpoints, steps, the exit; the refusals.
-stage gdb $kvm - gdb 'scripts/kvm-host.sh --timeout 300 -- tests/integration/test-gdb.sh'
+# Debian's gdb against lkvm run --gdb on a C guest: breakpoints, steps, the exit; the refusals; and
+# one session on the Linux guest (one boot: why it waits for the kernel's build).
+stage gdb $kvm kernel gdb 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-gdb.sh'
 stage sandbox $kvm - sandbox 'scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh'
 # The console as a user meets it: typed input, Ctrl-a, keys while paused, the terminal restored.
 stage console $kvm - console 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-console.sh'

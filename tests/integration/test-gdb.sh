@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Drives Debian's gdb (batch mode) against lkvm run --gdb on tests/guest/gdb-target.c: a breakpoint with its arguments, stepi, finish, a watchpoint, continue to a clean exit; and the refusals (one error line, status 1).
+# Drives Debian's gdb (batch mode) against lkvm run --gdb on tests/guest/gdb-target.c: a breakpoint with its arguments, stepi, finish, a watchpoint, continue to a clean exit; and the refusals (one error line, status 1); and one session on the project's Linux guest (start_kernel, threads, jiffies, Ctrl-C, detach).
 # shellcheck disable=SC2016 # $rdi, $pc and $N are gdb's, not the shell's
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
@@ -186,6 +186,105 @@ t_port_in_use() {
 	one_error_line "--gdb $port: .*"
 }
 
+# --- the project's Linux guest (one boot serves every check) --------------------------------------
+
+LINUX_T=${LINUX_TIMEOUT:-600} # a bzImage boot on a loaded PVM host (test-linux.sh's bound)
+# test-linux.sh's last boot stage: no disk comes, the kernel waits for it (as far as a PVM host goes).
+LINUX_LAST_STAGE="Waiting for root device /dev/vda"
+
+LINUX_CPUS_UP="smp: Brought up 1 node, 2 CPUs"
+_cpus_up_or_gone() { grep -q "$LINUX_CPUS_UP" "$VM_LOG" || gone "$VM_PID" || gone "$GDB_PID"; }
+
+# gdb_start LOG ADDR FILE GDB-COMMAND...: run_gdb's session on FILE's symbols, in the background
+# (GDB_PID: timeout(1)'s, which hands a SIGINT on to gdb: Ctrl-C, which gdb relays as the 0x03
+# interrupt); its output in $LOG_DIR/LOG.gdb.log (GDB_LOG).
+gdb_start() {
+	local log=$1 port=$2 file=$3 args=()
+	shift 3
+	need_cmd gdb test || return
+	local target=127.0.0.1:$port
+	[[ $port == unix:* ]] && target=${port#unix:}
+	for c in "set pagination off" "set confirm off" "shell date +gdb-t0=%s.%N" "target remote $target" \
+		"shell date +gdb-t1=%s.%N" "$@"; do
+		args+=(-ex "$c")
+	done
+	GDB_LOG=$LOG_DIR/$log.gdb.log
+	timeout "$LINUX_T" gdb -batch -nx "$file" "${args[@]}" >"$GDB_LOG" 2>&1 &
+	GDB_PID=$!
+}
+
+# gdb_val REGEX: the first line of gdb's output matching REGEX, with sed's \1 of it.
+gdb_val() { sed -nE "0,/$1/s/$1/\1/p" "$GDB_LOG"; }
+
+# gdb_times: the time from `target remote` to the first stop (--gdb-wait's, before the first
+# instruction) and to the stop at start_kernel (the decompressor ran meanwhile), from the dates
+# the session printed, appended to gdb's log.
+gdb_times() {
+	local t0 t1 t2
+	t0=$(gdb_val '^gdb-t0=([0-9.]+)$') t1=$(gdb_val '^gdb-t1=([0-9.]+)$') t2=$(gdb_val '^gdb-t2=([0-9.]+)$')
+	awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { printf "time: target remote to the first stop %.3f s, to start_kernel %.3f s\n", b - a, c - a }' \
+		>>"$GDB_LOG"
+}
+
+# The kernel held before its first instruction on 2 vCPUs: a hardware breakpoint at start_kernel
+# (its text is not yet where vmlinux says, so no int3), bt, rip, both vCPUs as gdb threads,
+# jiffies; on until the console shows both CPUs up, where Ctrl-C stops the running guest: jiffies
+# moved; detach, and the kernel runs on to its last boot stage (lkvm's --exit-on: reached before
+# the Ctrl-C, lkvm would have ended under gdb).
+t_linux() {
+	local port
+	no_bps_here && return
+	need_kernel bzImage vmlinux || return
+	port=$(gdb_addr $BASHPID)
+	VM_TIMEOUT=$LINUX_T start_vm - gdb-linux -k "$G/bzImage" -m 256 -c 2 --gdb "$port" --gdb-wait \
+		-p "nokaslr root=/dev/vda rootwait" --exit-on "$LINUX_LAST_STAGE"
+	wait_until 30 _listening_or_gone "$port" || true
+	if ! _listening "$port"; then
+		kill "$VM_PID" 2>/dev/null
+		fail "lkvm --gdb $port never listened ($(tail -n 2 "$VM_LOG" | tr '\n' ' '))"
+		return
+	fi
+	gdb_start gdb-linux "$port" "$G/vmlinux" 'hbreak start_kernel' continue 'shell date +gdb-t2=%s.%N' \
+		bt 'info registers rip' 'p/x (long)&start_kernel' 'info threads' 'p *(unsigned long *)&jiffies' \
+		delete continue 'p *(unsigned long *)&jiffies' detach || { kill "$VM_PID"; return 1; }
+	# Ctrl-C only once the guest runs (gdb is in its second continue): its console says so.
+	wait_until "$LINUX_T" _cpus_up_or_gone
+	if ! grep -q "$LINUX_CPUS_UP" "$VM_LOG"; then
+		kill "$GDB_PID" "$VM_PID" 2>/dev/null
+		fail "no '$LINUX_CPUS_UP' on the console (gdb log: $GDB_LOG; $(tail -n 1 "$VM_LOG"))"
+		return
+	fi
+	kill -INT "$GDB_PID"
+	wait_exit "$GDB_PID" 120 || { kill "$VM_PID" 2>/dev/null; return 1; }
+	end_vm
+	gdb_times
+	linux_gdb_checks || return
+	expect_status 0 || return
+	expect_output "$LINUX_LAST_STAGE" "the last boot stage, after the detach"
+}
+
+# What t_linux's gdb session printed.
+linux_gdb_checks() {
+	local rip addr j1 j2 threads
+	gdb_has '^Hardware assisted breakpoint 1 at ' || return
+	gdb_has 'hit Breakpoint 1, 0x[0-9a-f]+ in start_kernel \(\)' 'the stop at start_kernel' || return
+	gdb_has '^#0 +0x[0-9a-f]+ in start_kernel \(\)$' "bt's frame #0 in start_kernel" || return
+	rip=$(gdb_val '^rip +(0x[0-9a-f]+) .*') addr=$(gdb_val '^\$1 = (0x[0-9a-f]+)$')
+	if [ -z "$rip" ] || [ "$rip" != "$addr" ]; then
+		fail "info registers rip: '$rip', start_kernel is at '$addr' (gdb log: $GDB_LOG)"
+		return
+	fi
+	threads=$(sed -n '/^  Id  *Target Id/,/^\$/p' "$GDB_LOG" | grep -cE '^[* ] +[0-9]+ +Thread ')
+	[ "$threads" = 2 ] || { fail "info threads: $threads threads, not 2 (-c 2; gdb log: $GDB_LOG)"; return; }
+	j1=$(gdb_val '^\$2 = ([0-9]+)$') j2=$(gdb_val '^\$3 = ([0-9]+)$')
+	if [ -z "$j1" ] || [ -z "$j2" ] || [ "$j2" -le "$j1" ]; then
+		fail "jiffies did not move: '$j1' at start_kernel, '$j2' after the Ctrl-C (gdb log: $GDB_LOG)"
+		return
+	fi
+	gdb_has 'received signal SIGINT, Interrupt' "Ctrl-C's stop" || return
+	gdb_has '^\[Inferior 1 \(Remote target\) detached\]$' 'the detach'
+}
+
 skip_unless_kvm
 run_test gdb-break t_break
 run_test gdb-hbreak t_hbreak
@@ -195,4 +294,5 @@ run_test gdb-watch t_watch
 run_test gdb-wait-alone t_wait_alone
 run_test gdb-bad-addr t_bad_addr
 run_test gdb-port-in-use t_port_in_use
+run_test gdb-linux t_linux
 finish_tests
