@@ -170,7 +170,43 @@ t_refuse() {
 	ctl snap-refuse-stop stop snap-refuse
 }
 
+LINUX_T=${LINUX_TIMEOUT:-600} # a kernel boot on a loaded PVM host (test-linux.sh's bound)
+ROOTDELAY=3                   # s the kernel sleeps before it looks for its root (and panics)
+LINUX_GAP_S=8                 # the saved kernel lies this long in its file (see t_linux)
+
+# kernel_stamp REGEX LOG: the printk time (s) of the first console line matching REGEX.
+kernel_stamp() { sed -nE "0,/^\[ *([0-9]+\.[0-9]+)\] .*$1/s/^\[ *([0-9]+\.[0-9]+)\] .*/\1/p" "$2"; }
+
+# The Linux guest (2 vCPUs, 256 MiB, PVH vmlinux) saved while its kernel sleeps ROOTDELAY s
+# before mounting a root, stopped, restored LINUX_GAP_S s later: the restored kernel's own
+# timers end the sleep, its console goes on (it panics for want of a root: pvpanic, status 2),
+# and its clock shows the sleep as ROOTDELAY s, not ROOTDELAY + the time in the file. The
+# restore's time to the first instruction goes to the log.
+t_linux() {
+	local snap=$LOG_DIR/linux.snap t1 t2
+	need_kernel vmlinux || return
+	VM_TIMEOUT=$LINUX_T start_vm snap-linux snap-linux-saved -k "$G/vmlinux" -m 256 -c 2 \
+		-p "rootdelay=$ROOTDELAY"
+	local saved_log=$VM_LOG
+	wait_log "$saved_log" "Waiting $ROOTDELAY sec before mounting root device" "$LINUX_T" || return
+	snap_of snap-linux "$snap" snap-linux-snapshot --stop || return
+	grep -o '(.*)' "$LAST_LOG" >&2
+	wait_exit "$VM_PID" 30 || return
+	sleep "$LINUX_GAP_S" # the time in the file (a deliberate wait, not one for an event)
+	VM_TIMEOUT=$LINUX_T start_vm snap-linux-r snap-linux-restored --restore "$snap" --debug
+	end_vm
+	expect_status 2 || return
+	expect_output "Kernel panic - not syncing: VFS: Unable to mount root fs" "the restored kernel's panic" || return
+	grep -o 'first guest instruction at [0-9.]* ms' "$VM_LOG" >&2
+	t1=$(kernel_stamp "Waiting $ROOTDELAY sec before mounting" "$saved_log")
+	t2=$(kernel_stamp "Kernel panic - not syncing" "$VM_LOG")
+	awk -v a="$t1" -v b="$t2" -v d="$ROOTDELAY" -v g="$LINUX_GAP_S" 'BEGIN { exit !(a != "" && b != "" && b - a >= d && b - a < g) }' ||
+		{ fail "the kernel's clock: the sleep began at [$t1], the panic after it at [$t2] (${ROOTDELAY} s asleep, ${LINUX_GAP_S} s in the file)"; return; }
+	echo "kernel clock: asleep at [$t1], panic at [$t2]" >&2
+}
+
 skip_unless_kvm
+run_test snap-linux t_linux
 run_test snap-sequence t_sequence
 run_test snap-again t_again
 run_test snap-bad t_bad
