@@ -209,6 +209,10 @@ int kvm_restore(struct kvm *kvm, const struct snap_reader *r, char *err, size_t 
 		return ret;
 	}
 	ret = snap_map_memory(r, kvm->mem.base, kvm->mem.ram_size, err, errlen);
+	/* The vCPUs' paravirtual MSRs (PV EOI, steal time, kvm-clock) name guest pages that KVM
+	 * looks up as they are set: the memslots must be in place first. */
+	if (ret == 0)
+		ret = kvm_ram_ready(kvm, err, errlen);
 	if (ret == 0)
 		ret = load_sections(kvm, r, err, errlen);
 	return ret;

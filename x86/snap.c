@@ -260,8 +260,10 @@ static int load_msrs(struct kvm_cpu *v, const void *sec, size_t len, char *err, 
 	return 0;
 }
 
-/* In the order KVM needs: special registers (with the APIC base) before the LAPIC, the MSRs
- * after XSAVE, the events and MP state after the LAPIC they refer to. */
+/* In the order KVM needs: special registers (with the APIC base) before the LAPIC; the MSRs
+ * after XSAVE and after the LAPIC (KVM takes IA32_TSC_DEADLINE only from a LAPIC whose timer
+ * is in TSC-deadline mode, and KVM_SET_LAPIC cancels the timer: the other way round a vCPU
+ * asleep on its deadline timer never wakes); the events and MP state last. */
 int x86_snap_load_vcpu(struct kvm_cpu *v, const void *sec, size_t len, char *err, size_t errlen)
 {
 	union {
@@ -291,9 +293,9 @@ int x86_snap_load_vcpu(struct kvm_cpu *v, const void *sec, size_t len, char *err
 	if (!ret)
 		ret = SET_REC(VCPU_REC_XCRS, KVM_SET_XCRS, u.xcrs);
 	if (!ret)
-		ret = load_msrs(v, sec, len, err, errlen);
-	if (!ret)
 		ret = SET_REC(VCPU_REC_LAPIC, KVM_SET_LAPIC, u.lapic);
+	if (!ret)
+		ret = load_msrs(v, sec, len, err, errlen);
 	if (!ret)
 		ret = SET_REC(VCPU_REC_EVENTS, KVM_SET_VCPU_EVENTS, u.events);
 	if (!ret)
