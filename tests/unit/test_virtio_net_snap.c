@@ -216,6 +216,46 @@ START_TEST(nic_restore_mq)
 }
 END_TEST
 
+/* A held buffer that was not the last popped (batch=on, rx_slots_release) comes back to the
+ * guest as used with length 0 at load, with the next used index; nothing is unpopped. */
+START_TEST(nic_load_used_zero)
+{
+	struct snap_rec_buf b = { 0 }, z = { 0 };
+	struct snap_rec_iter it;
+	char err[256] = "";
+	const void *data;
+	u32 len;
+	u16 tag, held;
+
+	nic_a_traffic(&b, &held);
+	it = (struct snap_rec_iter){ b.buf, b.len };
+	while (snap_rec_next(&it, &tag, &data, &len) == 1) {
+		u8 r[140];
+
+		if (tag != TAG_RX) {
+			snap_rec_put(&z, tag, data, len);
+			continue;
+		}
+		ck_assert_uint_eq(len, sizeof(r));
+		memcpy(r, data, len);
+		memcpy(r + RX_UNPOP, &(u16){ 0 }, 2);
+		memcpy(r + RX_NZERO, &(u16){ 1 }, 2);
+		memcpy(r + RX_ZERO, &held, 2);
+		snap_rec_put(&z, tag, r, len);
+	}
+	nic_b(1);
+	ck_assert_msg(virtio_net_load(t.n, z.buf, z.len, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(t.vdev->q[0].vq.last_avail, 2);
+	ck_assert_uint_eq(used_idx(0), 2);
+	ck_assert_uint_eq(t.q[0].used->ring[1].id, held);
+	ck_assert_uint_eq(t.q[0].used->ring[1].len, 0);
+	virtio_net_start(t.n);
+	snap_rec_free(&z);
+	snap_rec_free(&b);
+	dev_destroy();
+}
+END_TEST
+
 /* ---- hostile sections ---- */
 
 /* A copy of in with record `which` dropped (drop) or its length changed by -delta, and the
@@ -382,6 +422,7 @@ static void add_both_paths(TCase *tc)
 {
 	tcase_add_test(tc, nic_restore);
 	tcase_add_test(tc, nic_restore_mq);
+	tcase_add_test(tc, nic_load_used_zero);
 	tcase_add_test(tc, nic_hostile);
 }
 
