@@ -33,13 +33,13 @@ static void nic_up(int pairs, u64 feats)
 	t.vdev->driver_features = t.vdev->features;
 }
 
-/* Pause A as lkvm pause does, save it into b, and destroy it; the VM and its rings stay. */
+/* Save A, paused as lkvm pause does (virtio_net_quiesce), into b, and destroy it; the VM and
+ * its rings stay. */
 static void nic_save_gone(struct snap_rec_buf *b)
 {
 	char err[256] = "";
 	struct vd_fds fds;
 
-	virtio_net_quiesce(t.n);
 	ck_assert_msg(virtio_net_save(t.n, b, err, sizeof(err)) == 0, "%s", err);
 	vd_fds_save(&fds, t.vdev, t.nq);
 	virtio_net_destroy(t.n);
@@ -108,8 +108,9 @@ static void nic_a_traffic(struct snap_rec_buf *b, u16 *held)
 		fill_pattern(big, sizeof(big), 7);
 		ck_assert_int_eq(net_fake_inject(t.be[0], big, sizeof(big)), 0);
 	}
-	ck_assert(WAIT_UNTIL(WAIT_MS, t.vdev->q[0].vq.last_avail == 2));
 	ck_assert(wait_thread_idle("lkvm-net-rx0"));
+	virtio_net_quiesce(t.n);
+	ck_assert_uint_eq(t.vdev->q[0].vq.last_avail, 2); /* the 1024-byte buffer held */
 	ck_assert_uint_eq(used_idx(0), 1);
 	a_batched = fake_batches(false) > 0;
 	nic_save_gone(b);
@@ -193,6 +194,7 @@ START_TEST(nic_restore_mq)
 	ck_assert_uint_eq(ctl(4, pairs2, sizeof(pairs2)), VIRTIO_NET_OK);
 	ck_assert_uint_eq(ctl(4, mac, sizeof(mac)), VIRTIO_NET_OK);
 	ck_assert_uint_eq(ctl(4, promisc, sizeof(promisc)), VIRTIO_NET_OK);
+	virtio_net_quiesce(t.n);
 	nic_save_gone(&b);
 	nic_b(2);
 	ck_assert(!net_fake_enabled(t.be[1])); /* as made: pair 0 alone */
