@@ -267,8 +267,15 @@ static int give_back(struct virtio_net *n, const struct net_snap *s, const struc
 		errfmt(err, errlen, "%u pairs receiving without VIRTIO_NET_F_MQ", s->curr_pairs);
 		return -EINVAL;
 	}
-	for (int p = 0; p < n->pairs && !ret; p++)
+	for (int p = 0; p < n->pairs && !ret; p++) {
+		/* Without MQ queue 2 is the control queue: no pair but 0 receives. */
+		if (p && !(atomic_load(&n->vdev.features) & F(VIRTIO_NET_F_MQ)) &&
+		    (rx[p].unpop || rx[p].nzero || rx[p].lost)) {
+			errfmt(err, errlen, "rx%d: buffers held without VIRTIO_NET_F_MQ", p);
+			return -EINVAL;
+		}
 		ret = check_rx(n, p, &rx[p], err, errlen);
+	}
 	/* The save's rule: what was in flight is exactly what the records hand back. */
 	if (!ret && check_in_flight(n, rx, err, errlen) < 0)
 		ret = -EINVAL;
@@ -277,7 +284,7 @@ static int give_back(struct virtio_net *n, const struct net_snap *s, const struc
 	for (int p = 0; p < n->pairs; p++) {
 		struct virtio_queue *q = &n->vdev.q[2 * p];
 
-		if (!q->vq.ready)
+		if (!q->vq.ready || (p && !(atomic_load(&n->vdev.features) & F(VIRTIO_NET_F_MQ))))
 			continue;
 		vq_unpop(&q->vq, rx[p].unpop);
 		for (int i = 0; i < rx[p].nzero; i++)
