@@ -9,6 +9,7 @@
  *               backend going away, batch calls failing)
  * virtio/net-tx.c: guest to backend; virtio/net-rx.c and net-rx-batch.c: backend to guest
  *               (batch=off and batch=on); virtio/net-ctrl.c: the control queue
+ * virtio/net-snap.c: the device's records in a snapshot, its held RX buffers given back
  * A path calls no other path: what they share is here, in net-queue.c or in net.c.
  */
 
@@ -184,6 +185,7 @@ struct virtio_net {
 	struct virtio_device vdev;
 	struct kvm *kvm;
 	int pairs;
+	enum net_mode mode; /* -n mode=: a snapshot's backend must be of the same */
 	struct net_backend *be[NET_MAX_QUEUE_PAIRS];
 
 	/* Config space: written by the control thread (MAC_ADDR_SET), read by vCPUs. */
@@ -201,6 +203,7 @@ struct virtio_net {
 	bool mrg_rxbuf;
 	bool batch;	       /* -n batch=on and every backend has the batch ops */
 	atomic_int curr_pairs; /* pairs that receive: 1 at start and reset, then VQ_PAIRS_SET */
+	int restore_pairs;     /* loaded from a snapshot: the next start's curr_pairs (0: 1) */
 	/* Pair p's backend queue is in the host's steering (set_active_pairs). Changed under
 	 * rx_gate[p], which pair p's RX thread holds while it drains. */
 	bool attached[NET_MAX_QUEUE_PAIRS];
@@ -298,6 +301,8 @@ void net_ctl_serve(struct net_worker *w);
 
 /* net.c, for the control queue's VQ_PAIRS_SET. */
 int set_active_pairs(struct virtio_net *n, int pairs);
+/* net.c: "tap", "passt", "fake" ("?" for another value). */
+const char *net_mode_str(int mode);
 
 /* ---- between net-rx.c and net-rx-batch.c ---- */
 

@@ -285,7 +285,9 @@ static int net_start(struct virtio_device *vdev)
 			goto out;
 		}
 	}
-	ret = set_active_pairs(n, 1);
+	/* A restored NIC receives on the pairs it did (virtio_net_load), others on pair 0 alone. */
+	ret = set_active_pairs(n, n->restore_pairs ? n->restore_pairs : 1);
+	n->restore_pairs = 0;
 	if (!ret)
 		ret = start_workers_locked(n);
 out:
@@ -410,6 +412,7 @@ static void net_init(struct virtio_net *n, struct kvm *kvm, const struct net_opt
 
 	n->kvm = kvm;
 	n->pairs = pairs;
+	n->mode = o->mode;
 	n->tx_mode = o->tx_mode;
 	n->tx_timer_ns = 1000ull * (o->tx_timer_us ? o->tx_timer_us : NET_TX_TIMER_US_DEFAULT);
 	n->poll_max_ns = 1000ull * (o->poll_us ? o->poll_us : NET_POLL_US_DEFAULT);
@@ -664,6 +667,13 @@ static const char *const net_mode_name[] = {
 	[NET_MODE_FAKE] = "fake",
 };
 
+const char *net_mode_str(int mode)
+{
+	if (mode < 0 || (unsigned)mode >= ARRAY_SIZE(net_mode_name) || !net_mode_name[mode])
+		return "?";
+	return net_mode_name[mode];
+}
+
 /* Its backends (a tap, passt, or fake ones for tests), then the device. */
 static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
@@ -701,12 +711,8 @@ static int net_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t er
 	if (ret < 0)
 		return ret;
 	pr_debug("virtio-net %d over %s on %s %s, %s, tx=%s%s", d->index,
-		 virtio_trans_name(o.trans),
-		 (unsigned)o.mode < ARRAY_SIZE(net_mode_name) && net_mode_name[o.mode]
-			 ? net_mode_name[o.mode]
-			 : "?",
-		 ifname, o.ioeventfd ? "ioeventfd" : "trapped notifies",
-		 net_tx_mode_name(o.tx_mode),
+		 virtio_trans_name(o.trans), net_mode_str(o.mode), ifname,
+		 o.ioeventfd ? "ioeventfd" : "trapped notifies", net_tx_mode_name(o.tx_mode),
 		 virtio_net_has_vhost(d->priv) ? ", data rings in vhost-net" : "");
 	return 0;
 }
@@ -736,20 +742,35 @@ static void net_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
 	virtio_net_stats(d->priv, v);
 }
 
-/* No save op yet: a snapshot of a VM with a NIC is refused. Saving it completely needs the RX
- * threads' held buffers (chains popped while waiting for a frame, mergeable ones written in
- * part), the control queue's state (rx mode, queue pairs, MAC), the backend mode checked
- * against the new process's -n options, and in vhost mode the rings' indices from vhost-net;
- * the core and transport records (virtio_snap_save) are ready for it. */
+static int net_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	return virtio_net_save(d->priv, b, err, errlen);
+}
+
+static int net_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen)
+{
+	return virtio_net_load(d->priv, sec, len, err, errlen);
+}
+
+static int net_dev_start(struct kvm_dev *d)
+{
+	virtio_net_start(d->priv);
+	return 0;
+}
+
+/* save refuses a NIC whose data rings are vhost-net's (virtio_net_save). */
 static const struct kvm_dev_ops net_dev_ops = {
 	.name = "virtio-net",
 	.prio = DEV_PRIO_VIRTIO,
 	.init = net_dev_init,
+	.start = net_dev_start,
 	.quiesce = net_dev_quiesce,
 	.resume = net_dev_resume,
 	.reset = net_dev_reset,
 	.stats = net_dev_stats,
 	.stats_name = "net",
+	.save = net_dev_save,
+	.load = net_dev_load,
 	.exit = net_dev_exit,
 };
 

@@ -6,6 +6,7 @@
 #include "lkvm/virtio.h"
 
 struct kvm;
+struct snap_rec_buf;
 struct stats_visitor;
 struct virtio_net;
 
@@ -79,6 +80,21 @@ u64 virtio_net_poll_yielded(u64 backoff_until, u64 start, u64 end);
  * device is not running. */
 void virtio_net_quiesce(struct virtio_net *n);
 void virtio_net_resume(struct virtio_net *n);
+
+/*
+ * Snapshot (issue 31, virtio/net-snap.c). save, the device quiesced: the MAC, rx mode, queue
+ * pairs receiving, backend mode, each RX thread's held buffers, then the virtio core's
+ * records; -EOPNOTSUPP for a NIC on vhost-net, -EBUSY when a queue has chains in flight its
+ * threads do not account for. load, on a NIC just made from the same options (the new
+ * process's backend, of the same mode): every field checked (-EINVAL and a reason, the NIC
+ * left reset), the held buffers given back to their rings. start: virtio_snap_start (its
+ * threads, on the pairs that received).
+ */
+int virtio_net_save(struct virtio_net *n, struct snap_rec_buf *b, char *err,
+		    size_t errlen) __must_check;
+int virtio_net_load(struct virtio_net *n, const void *sec, size_t len, char *err,
+		    size_t errlen) __must_check;
+void virtio_net_start(struct virtio_net *n);
 
 /* Add a NIC to kvm's device list ("virtio-net", stats kind "net"): at init its backends
  * (a tap, or fake ones for NET_MODE_FAKE) and the device on o->trans (else

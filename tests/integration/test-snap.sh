@@ -205,10 +205,50 @@ t_linux() {
 	echo "kernel clock: asleep at [$t1], panic at [$t2]" >&2
 }
 
+# A NIC on a tap saved in the middle of net-bench's echoes (rr against net-peer) and stopped, then
+# restored with the tap given again: the transactions go on (at least 20 more frames through the
+# tap), every echo carries the bytes sent, at most the one in flight at the snapshot is lost, and
+# the guest's count agrees with the peer's (each frame out was echoed once).
+t_net() {
+	skip_unless_net || return
+	need_guest net-bench || return
+	in_netns t_net_in
+}
+
+t_net_in() {
+	local snap=$LOG_DIR/net.snap tap=lkvmsnap0 saved_pid before after b pf n lost
+	local nic="mode=tap,tapif=$tap,script=none"
+	tap_up "$tap" || return
+	peer_start snap-net echo "$tap" $((T + 10)) 128 || return
+	VM_TIMEOUT=$T start_vm snap-net snap-net-saved -k "$ELF" -m 64 -n "$nic" -p "bench=rr size=128 secs=4"
+	saved_pid=$VM_PID
+	if ! wait_until 20 tap_rx_above "$tap" 200; then
+		peer_stop
+		fail "fewer than 200 frames from the guest before the snapshot"
+		return
+	fi
+	snap_of snap-net "$snap" snap-net-snapshot --stop && wait_exit "$saved_pid" 20 || { peer_stop; return; }
+	before=$(tap_stat "$tap" rx_packets)
+	VM_TIMEOUT=$T start_vm snap-net-r snap-net-restored --restore "$snap" -n "$nic"
+	end_vm
+	peer_stop
+	expect_status 0 || return
+	b=$(grep '^BENCH ' "$LAST_LOG") pf=$(kv frames "$(grep '^PEER ' "$PEER_LOG")")
+	n=$(kv transactions "$b") lost=$(kv lost "$b")
+	[ -n "$n" ] && [ -n "$pf" ] || { fail "no BENCH line or PEER line"; return; }
+	[ "$(kv bad "$b")" = 0 ] || { fail "$(kv bad "$b") echoes differ from what was sent"; return; }
+	[ "$lost" -le 1 ] || { fail "$lost transactions lost (at most the one in flight)"; return; }
+	[ "$pf" = $((n + lost)) ] || { fail "peer echoed $pf frames for $n transactions + $lost lost"; return; }
+	after=$(($(tap_stat "$tap" rx_packets) - before))
+	[ "$after" -ge 20 ] || { fail "$after frames from the guest after the restore (20 wanted)"; return; }
+	echo "$n transactions, $after after the restore, $lost lost" >&2
+}
+
 skip_unless_kvm
 run_test snap-linux t_linux
 run_test snap-sequence t_sequence
 run_test snap-again t_again
 run_test snap-bad t_bad
 run_test snap-refuse t_refuse
+run_test snap-net t_net
 finish_tests
