@@ -135,6 +135,9 @@ stage ctl $kvm - ctl 'scripts/kvm-host.sh --timeout 900 -- tests/integration/tes
 # Debian's gdb against lkvm run --gdb on a C guest: breakpoints, steps, the exit; the refusals; and
 # one session on the Linux guest (one boot: why it waits for the kernel's build).
 stage gdb $kvm kernel gdb 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-gdb.sh'
+# lkvm snapshot and run --restore: a counting guest restored twice at once, the Linux guest (one
+# boot: why it waits for the kernel's build), a NIC mid-traffic, bad files.
+stage snap $kvm kernel snap 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-snap.sh'
 stage sandbox $kvm - sandbox 'scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh'
 # The console as a user meets it: typed input, Ctrl-a, keys while paused, the terminal restored.
 stage console $kvm - console 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-console.sh'

@@ -175,7 +175,7 @@ ROOTDELAY=3                   # s the kernel sleeps before it looks for its root
 LINUX_GAP_S=8                 # the saved kernel lies this long in its file (see t_linux)
 
 # kernel_stamp REGEX LOG: the printk time (s) of the first console line matching REGEX.
-kernel_stamp() { sed -nE "0,/^\[ *([0-9]+\.[0-9]+)\] .*$1/s/^\[ *([0-9]+\.[0-9]+)\] .*/\1/p" "$2"; }
+kernel_stamp() { grep -m1 -E "^\[ *[0-9]+\.[0-9]+\] .*$1" "$2" | sed -E 's/^\[ *([0-9]+\.[0-9]+)\].*/\1/'; }
 
 # The Linux guest (2 vCPUs, 256 MiB, PVH vmlinux) saved while its kernel sleeps ROOTDELAY s
 # before mounting a root, stopped, restored LINUX_GAP_S s later: the restored kernel's own
