@@ -67,10 +67,12 @@ for ((i = 0; i < CLONES; i++)); do
 	until "$LKVM" stat c$i >/dev/null 2>&1; do sleep 0.1; done
 done
 sleep 2 # let each clone's kernel run a while (its timers, its idle loop) before the reading
-python3 - <<'EOF'
-import subprocess
+# The VMs' own pids, from lkvm list (each lkvm has a small clean-up process beside it).
+"$LKVM" list | awk 'NR > 1 && $1 ~ /^c[0-9]+$/ { print $2 }' >"$WORK/clones.pid"
+python3 - "$WORK/clones.pid" <<'EOF'
+import sys
 rows = []
-for pid in subprocess.run(["pgrep", "-f", "lkvm run --restore"], capture_output=True, text=True).stdout.split():
+for pid in open(sys.argv[1]).read().split():
     try:
         f = dict(l.split(":", 1) for l in open("/proc/%s/smaps_rollup" % pid).read().splitlines()[1:])
     except OSError:
