@@ -154,6 +154,7 @@ static int load_sections(struct kvm *kvm, const struct snap_reader *r, char *err
 {
 	const void *sec;
 	size_t len;
+	u64 host_tsc = x86_host_tsc();
 	int ret = 0;
 
 	for (int i = 0; !ret && i < kvm->nr_cpus; i++) {
@@ -161,7 +162,7 @@ static int load_sections(struct kvm *kvm, const struct snap_reader *r, char *err
 			errfmt(err, errlen, "vCPU %d is not in the snapshot", i);
 			return -EINVAL;
 		}
-		ret = x86_snap_load_vcpu(kvm->cpus[i], sec, len, err, errlen);
+		ret = x86_snap_load_vcpu(kvm->cpus[i], sec, len, host_tsc, err, errlen);
 	}
 	if (!ret && snap_section(r, SNAP_SEC_VM, 0, &sec, &len) < 0) {
 		errfmt(err, errlen, "the snapshot has no VM section");

@@ -260,11 +260,37 @@ static int load_msrs(struct kvm_cpu *v, const void *sec, size_t len, char *err, 
 	return 0;
 }
 
+/*
+ * The guest's TSC goes on from its value at the pause: every vCPU's offset from one host TSC
+ * reading (host_tsc), so the vCPUs stay in step. Writing IA32_TSC alone is not enough: KVM
+ * takes a host write within a second of the last one (the vCPU's creation wrote 0) as meant to
+ * match it and keeps the old offset, so a guest saved in its first second would restart its
+ * TSC from 0 under its kvm-clock page (which then stands still). Where KVM lacks the offset
+ * attribute the MSR's value stands. A PVM host's guest reads the host's TSC whatever is set.
+ */
+static void set_tsc(struct kvm_cpu *v, const void *sec, size_t len, u64 host_tsc)
+{
+	const struct kvm_msr_entry *e;
+	u32 rlen;
+
+	if (find_rec(sec, len, VCPU_REC_MSRS, (const void **)&e, &rlen) < 0)
+		return;
+	for (u32 i = 0; i < rlen / sizeof(*e); i++) {
+		u64 off = e[i].data - host_tsc;
+
+		if (e[i].index == MSR_IA32_TSC &&
+		    kvm_cpu_tsc_offset(v, KVM_SET_DEVICE_ATTR, &off) < 0)
+			pr_debug("restore: vCPU %d's TSC offset: %s (the MSR's value stands)",
+				 v->id, strerror(errno));
+	}
+}
+
 /* In the order KVM needs: special registers (with the APIC base) before the LAPIC; the MSRs
  * after XSAVE and after the LAPIC (KVM takes IA32_TSC_DEADLINE only from a LAPIC whose timer
  * is in TSC-deadline mode, and KVM_SET_LAPIC cancels the timer: the other way round a vCPU
  * asleep on its deadline timer never wakes); the events and MP state last. */
-int x86_snap_load_vcpu(struct kvm_cpu *v, const void *sec, size_t len, char *err, size_t errlen)
+int x86_snap_load_vcpu(struct kvm_cpu *v, const void *sec, size_t len, u64 host_tsc, char *err,
+		       size_t errlen)
 {
 	union {
 		struct kvm_regs regs;
@@ -296,6 +322,8 @@ int x86_snap_load_vcpu(struct kvm_cpu *v, const void *sec, size_t len, char *err
 		ret = SET_REC(VCPU_REC_LAPIC, KVM_SET_LAPIC, u.lapic);
 	if (!ret)
 		ret = load_msrs(v, sec, len, err, errlen);
+	if (!ret)
+		set_tsc(v, sec, len, host_tsc);
 	if (!ret)
 		ret = SET_REC(VCPU_REC_EVENTS, KVM_SET_VCPU_EVENTS, u.events);
 	if (!ret)

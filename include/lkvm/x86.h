@@ -49,7 +49,8 @@ int x86_reinject_int3(struct kvm_cpu *vcpu) __must_check;
 struct snap_rec_buf;
 int x86_snap_save_vcpu(struct kvm_cpu *v, struct snap_rec_buf *b, char *err,
 		       size_t errlen) __must_check;
-int x86_snap_load_vcpu(struct kvm_cpu *v, const void *sec, size_t len, char *err,
+/* host_tsc: one reading for every vCPU of the VM, their TSCs' common origin. */
+int x86_snap_load_vcpu(struct kvm_cpu *v, const void *sec, size_t len, u64 host_tsc, char *err,
 		       size_t errlen) __must_check;
 int x86_snap_save_vm(struct kvm *kvm, struct snap_rec_buf *b, char *err,
 		     size_t errlen) __must_check;

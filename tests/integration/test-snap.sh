@@ -173,6 +173,12 @@ t_refuse() {
 LINUX_T=${LINUX_TIMEOUT:-600} # a kernel boot on a loaded PVM host (test-linux.sh's bound)
 ROOTDELAY=3                   # s the kernel sleeps before it looks for its root (and panics)
 LINUX_GAP_S=8                 # the saved kernel lies this long in its file (see t_linux)
+# The emulated host takes seconds to notice the kernel's line and snapshot it: a longer sleep,
+# and a gap longer than it, so that a clock that jumped by the gap still shows.
+if [ "$(host_kind)" = emulated-svm ]; then
+	ROOTDELAY=12
+	LINUX_GAP_S=20
+fi
 
 # kernel_stamp REGEX LOG: the printk time (s) of the first console line matching REGEX.
 kernel_stamp() { grep -m1 -E "^\[ *[0-9]+\.[0-9]+\] .*$1" "$2" | sed -E 's/^\[ *([0-9]+\.[0-9]+)\].*/\1/'; }

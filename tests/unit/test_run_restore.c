@@ -62,13 +62,18 @@ static char *merged(const char *saved, size_t slen, int argc, char **argv)
 START_TEST(machine_saved_process_new)
 {
 	char *argv[] = { "run", "--restore", "F", "--name", "new", "-n", "mode=tap,tapif=t9" };
-	char *m = merged(SAVED("-k\0g.elf\0-m\0" "64\0--name\0old\0-n\0mode=tap,tapif=t0\0--timeout\0" "5\0"
-			       "-p\0tick_ms=1\0--stats=json\0-c\0" "2\0"),
+	char *m = merged(SAVED("-k\0g.elf\0-m\0"
+			       "64\0--name\0old\0-n\0mode=tap,tapif=t0\0--timeout\0"
+			       "5\0"
+			       "-p\0tick_ms=1\0--stats=json\0-c\0"
+			       "2\0"),
 			 7, argv);
 
 	/* -k, -m, -p, -c are the machine's; --name, --timeout, --stats the old process's; the NIC
 	 * given again replaces the saved one. */
-	ck_assert_str_eq(m, "run -k g.elf -m 64 -p tick_ms=1 -c 2 --restore F --name new -n mode=tap,tapif=t9");
+	ck_assert_str_eq(
+		m,
+		"run -k g.elf -m 64 -p tick_ms=1 -c 2 --restore F --name new -n mode=tap,tapif=t9");
 	free(m);
 }
 END_TEST
@@ -76,8 +81,9 @@ END_TEST
 START_TEST(spellings)
 {
 	char *argv[] = { "run", "--restore=F", "--mem=128" };
-	char *m = merged(SAVED("--kernel=g.elf\0--mem=64\0--name=old\0-kg2.elf\0--gdb\0:1\0--rng\0"), 3,
-			 argv);
+	char *m =
+		merged(SAVED("--kernel=g.elf\0--mem=64\0--name=old\0-kg2.elf\0--gdb\0:1\0--rng\0"),
+		       3, argv);
 
 	/* --opt=V, -kV and --gdb's value word are each one option; a later -m wins over the saved one. */
 	ck_assert_str_eq(m, "run --kernel=g.elf -kg2.elf --rng --restore=F --mem=128");
@@ -89,12 +95,16 @@ START_TEST(command_words)
 {
 	char *keep[] = { "run", "--restore", "F" };
 	char *mine[] = { "run", "--restore", "F", "--", "ls", "-l" };
-	char *m = merged(SAVED("-m\0" "64\0--\0echo\0--name\0"), 3, keep);
+	char *m = merged(SAVED("-m\0"
+			       "64\0--\0echo\0--name\0"),
+			 3, keep);
 
 	/* After "--" nothing is an option: the saved command's words are kept whole. */
 	ck_assert_str_eq(m, "run -m 64 --restore F -- echo --name");
 	free(m);
-	m = merged(SAVED("-m\0" "64\0--\0echo\0hi\0"), 6, mine);
+	m = merged(SAVED("-m\0"
+			 "64\0--\0echo\0hi\0"),
+		   6, mine);
 	ck_assert_str_eq(m, "run -m 64 --restore F -- ls -l");
 	free(m);
 }
@@ -123,14 +133,19 @@ START_TEST(bad_records)
 	const struct {
 		const char *w;
 		size_t len;
-	} bad[] = { { NULL, 0 }, { "", 0 }, { "-m\0" "64", 5 } };
+	} bad[] = { { NULL, 0 },
+		    { "", 0 },
+		    { "-m\0"
+		      "64",
+		      5 } };
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		r = snapshot_with(bad[i].w, bad[i].len);
 		err[0] = 0;
 		ck_assert_int_eq(run_restore_args(3, argv, r, &m, &mc, &s, &sc, err, sizeof(err)),
 				 -EINVAL);
-		ck_assert_str_eq(err, "the snapshot's VM section has no valid record of the run's options");
+		ck_assert_str_eq(
+			err, "the snapshot's VM section has no valid record of the run's options");
 		snap_close(r);
 	}
 }
