@@ -279,6 +279,27 @@ t_attach_exit() {
 	[ "$EXIT_STATUS" = 3 ] || fail "exit status $EXIT_STATUS after lkvm stop, not 3"
 }
 
+# gdb vanishes (killed) while attached with lkvm debug: lkvm debug ends with 0 and the VM runs on
+# (the server detaches it: breakpoints out, its pause ended).
+t_attach_vanish() {
+	local n=gdb-attach-vanish addr last
+	need_guest ticks || return
+	addr=$(gdb_addr $BASHPID)
+	VM_TIMEOUT=$T start_vm $n $n -k "$ELF" -p tick_ms=50
+	wait_vm $n || return
+	debug_gdb $n "$addr" gdb-attach-vanish-debug || return
+	# shellcheck disable=SC2016 # gdb's shell expands $PPID: gdb itself
+	run_gdb $n "$addr" 'p $pc != 0' 'shell kill -KILL $PPID'
+	gdb_has '^\$1 = 1$' 'the pc read' || return
+	wait_exit "$DEBUG_PID" 10 || return
+	[ "$EXIT_STATUS" = 0 ] || { LAST_LOG=$DEBUG_LOG; fail "lkvm debug ended with $EXIT_STATUS"; return; }
+	last=$(grep -Eo '^TICK n=[0-9]+' "$VM_LOG" | tail -n 1)
+	wait_log "$VM_LOG" "^TICK n=$((${last#TICK n=} + 3)) " ||
+		{ fail "the guest stopped ticking after gdb vanished"; return; }
+	ctl $n-stop stop $n
+	wait_exit "$VM_PID" 10
+}
+
 # Refusals, one line and status 1 each: no such VM; a VM that serves gdb itself (run --gdb).
 t_attach_refused() {
 	local n=gdb-attach-run addr
@@ -300,7 +321,7 @@ t_unix_gone() {
 	local n=gdb-unix-gone sock=${TMPDIR:-/tmp}/lkvm-gdb-gone-$BASHPID.sock
 	need_guest gdb-target || return
 	rm -f "$sock"
-	gdb_vm - "unix:$sock" -p "gdb.rounds=20" || return
+	gdb_vm $n "unix:$sock" -p "gdb.rounds=20" || return
 	run_gdb $n "unix:$sock" continue
 	end_vm
 	gdb_has 'exited normally' || return
@@ -325,6 +346,7 @@ run_test gdb-bad-addr t_bad_addr
 run_test gdb-port-in-use t_port_in_use
 run_test gdb-attach t_attach
 run_test gdb-attach-exit t_attach_exit
+run_test gdb-attach-vanish t_attach_vanish
 run_test gdb-attach-refused t_attach_refused
 run_test gdb-unix-gone t_unix_gone
 finish_tests
