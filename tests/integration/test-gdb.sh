@@ -195,7 +195,8 @@ t_port_in_use() {
 # $LOG_DIR/LOG.log: DEBUG_LOG), waiting until it listens.
 debug_gdb() {
 	DEBUG_LOG=$LOG_DIR/$3.log
-	timeout -s KILL $T "$LKVM" debug "$1" --gdb "$2" </dev/null >"$DEBUG_LOG" 2>&1 &
+	# Not under timeout(1): DEBUG_PID is lkvm's own, which wait_exit and the script's end kill.
+	"$LKVM" debug "$1" --gdb "$2" </dev/null >"$DEBUG_LOG" 2>&1 &
 	DEBUG_PID=$!
 	echo "$DEBUG_PID" >>"$PIDS_FILE"
 	wait_until 10 _listening_or_debug_gone "$2" || true
