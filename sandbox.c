@@ -214,7 +214,14 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * file comes with the request (recvmsg's SCM_RIGHTS: lkvm opens nothing), is
 		 * written with pwrite and its size read with lseek; the paused VM's state read
 		 * with the KVM_GET_* of each vCPU and of the VM (and KVM_CHECK_EXTENSION and the
-		 * MSR list, on /dev/kvm's fd, to know what to read). */
+		 * MSR list, on /dev/kvm's fd, to know what to read).
+		 * `lkvm debug NAME --gdb` (CTL_GDB): whether KVM can debug guests
+		 * (KVM_CHECK_EXTENSION, a question), and the gdb server's thread for that client,
+		 * which only this thread can start once the VM runs (main confines itself with no
+		 * clone, and a thread made for every VM in advance would cost the VMs nobody
+		 * debugs): so this kind spawns gdb's, and its filter also holds gdb's list (the
+		 * stopped vCPUs' state and guest-debug flags). The thread exists while its client
+		 * is connected; the control thread joins it at the next attach or the run's end. */
 		.calls = { SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(recvmsg), SCMP_SYS(sendto),
 			   SCMP_SYS(sendmsg), SCMP_SYS(fcntl), SCMP_SYS(geteuid), SCMP_SYS(getuid),
 			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown),
@@ -226,6 +233,7 @@ static const struct sb_kind kinds[SB_NR] = {
 			    KVM_GET_MSRS, KVM_GET_LAPIC, KVM_GET_MP_STATE, KVM_GET_DEBUGREGS,
 			    KVM_GET_IRQCHIP, KVM_GET_PIT2, KVM_GET_CPUID2, KVM_CHECK_EXTENSION,
 			    KVM_GET_MSR_INDEX_LIST },
+		.spawns = SPAWNS(SB_GDB),
 	},
 	[SB_GDB] = {
 		.name = "gdb",
@@ -237,8 +245,11 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * rings detached and attached again). While every vCPU is parked: their registers,
 		 * FPU and KERNEL_GS_BASE read and written, guest addresses translated, and the
 		 * guest-debug flags (breakpoints, steps) set; gdb's memory reads and writes are
-		 * lkvm's own mapping of guest RAM. No file, no new socket, no thread. */
-		.calls = { SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(sendto) },
+		 * lkvm's own mapping of guest RAM. No file, no new socket, no thread.
+		 * set_robust_list and rseq: the thread's own start in glibc, under the control
+		 * thread's filter when that thread starts it (lkvm debug --gdb). */
+		.calls = { SCMP_SYS(accept4), SCMP_SYS(recvfrom), SCMP_SYS(sendto),
+			   SCMP_SYS(set_robust_list), SCMP_SYS(rseq) },
 		.ioctls = { KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_KVMCLOCK_CTRL, KVM_GET_DEVICE_ATTR,
 			    KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE, VHOST_NET_SET_BACKEND,
 			    VHOST_GET_VRING_BASE, VHOST_SET_VRING_BASE, KVM_GET_REGS, KVM_SET_REGS,
@@ -758,8 +769,9 @@ static const struct sb_probe {
 		    "main's (9p has newfstatat only): main starts 9p before its filter" },
 	[SB_CTL] = { SCMP_SYS(ioctl), KVM_SET_GSI_ROUTING, "ioctl KVM_SET_GSI_ROUTING",
 		     "main's (teardown): main starts ctl before its filter" },
-	[SB_GDB] = { SCMP_SYS(ioctl), KVM_SET_GSI_ROUTING, "ioctl KVM_SET_GSI_ROUTING",
-		     "main's (teardown): main starts the gdb server before its filter" },
+	[SB_GDB] = { SCMP_SYS(ioctl), KVM_GET_VCPU_EVENTS, "ioctl KVM_GET_VCPU_EVENTS",
+		     "ctl's (lkvm debug's registers): ctl starts lkvm debug --gdb's server, main "
+		     "--gdb's before its filter" },
 };
 
 static bool allows(const struct allow *a, const struct sb_probe *p)

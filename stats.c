@@ -1,8 +1,9 @@
-/* Counters collected: the visitor devices report through, turned into flat names, and a VM's counters (its vCPUs' exits and every device's); ctl/stats-fmt.c formats them. */
+/* Counters collected: the visitor devices report through, turned into flat names, and a VM's counters (its vCPUs' exits, gdb's and every device's); ctl/stats-fmt.c formats them. */
 #include <stdio.h>
 #include <string.h>
 
 #include "lkvm/dev.h"
+#include "lkvm/gdb-target.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
 #include "lkvm/stats.h"
@@ -85,6 +86,7 @@ void kvm_stats_collect(struct kvm *kvm, stats_put_fn put, void *arg)
 		put(arg, name, by[e]);
 	}
 	put_memory(kvm, put, arg);
+	gdb_vm_stats(kvm, put, arg);
 	stats_flat_init(&f, put, arg);
 	kvm_devs_stats(kvm, &f.v);
 }

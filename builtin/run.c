@@ -669,19 +669,6 @@ static int start_gdb(struct run_state *st, const struct kvm_config *cfg, struct 
 	return 0;
 }
 
-/* The run ended: gdb hears the exit status, then the server and the target go (the vCPUs are
- * stopped by then). */
-static void stop_gdb(struct kvm *kvm, struct gdb_server *srv, int status)
-{
-	struct gdb_stop st = { .reason = GDB_STOP_EXITED, .exit_status = status };
-
-	if (!srv)
-		return;
-	gdb_server_notify_stop(srv, &st);
-	gdb_server_stop(srv);
-	gdb_vm_destroy(kvm->gdb);
-}
-
 /* The machine built, started, waited for to its end; its exit status (EXIT_LKVM_ERROR when it
  * could not be built). kvm_run_teardown follows, whatever happened. */
 static int run_vm(struct run_state *st, const struct kvm_config *cfg, struct ctl_server *ctl,
@@ -704,7 +691,9 @@ static int run_vm(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	start(st, cfg, ctl);
 	wait_for_end(&st->kvm, sig_fd);
 	status = finish(st, cfg, ctl);
-	stop_gdb(&st->kvm, gdb, status);
+	/* gdb hears the exit status, then its server and target go: --gdb's, or an attached one's
+	 * (lkvm debug --gdb); the vCPUs and the control thread are stopped by then. */
+	gdb_vm_end(&st->kvm, status);
 	return status;
 }
 

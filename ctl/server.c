@@ -1,4 +1,4 @@
-/* The per-VM control socket: name lock, listening socket, and a thread that answers list/stop/pause/resume/stat/debug. */
+/* The per-VM control socket: name lock, listening socket, and a thread that answers list/stop/pause/resume/stat/debug (and hands a gdb client to the VM's gdb server). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,6 +22,7 @@
 
 #include "lkvm/builtin.h"
 #include "lkvm/ctl.h"
+#include "lkvm/gdb-target.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
 #include "lkvm/sandbox.h"
@@ -38,8 +39,9 @@
  * for this long before accept is tried again (it stays readable: polling it would spin). */
 #define ACCEPT_BACKOFF_MS 100
 #define STARVED_LOG_S 60 /* "out of descriptors" logged at most once per this */
-_Static_assert(CTL_SERVER_RUN_FDS >= MAX_CONNS + MAX_WAITERS + 1,
-	       "the descriptors the server opens while it runs (clients, waiters, one turned away)");
+_Static_assert(CTL_SERVER_RUN_FDS >= MAX_CONNS + MAX_WAITERS + 1 + 1,
+	       "the descriptors the server opens while it runs (clients, waiters, one turned away, "
+	       "gdb's copy of its client)");
 
 struct conn {
 	int fd;	       /* -1: free */
@@ -58,6 +60,10 @@ struct ctl_server {
 	pid_t cleaner;	/* the cleanup helper, or -1 */
 	int cleaner_fd; /* our end of its pipe: closing it tells it to clean up */
 	int listen_fd, lock_fd, wake_fd;
+	/* An eventfd for an attached gdb server's wake-ups (serve_gdb), opened with the others:
+	 * once the VM runs, no thread may make one, and the sandbox lets threads read and write
+	 * only the eventfds open when it started. */
+	int gdb_wake_fd;
 	/*
 	 * A descriptor held in reserve (a copy of wake_fd, never polled) for when lkvm is out of
 	 * them (a guest's 9p fids can fill the table): given up to accept one client, so that
@@ -239,7 +245,7 @@ static int spawn_cleaner(struct ctl_server *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* open_wake_fds: the eventfd that wakes the server's thread and the spare descriptor (its copy). */
+/* open_wake_fds: the eventfd that wakes the server's thread, the spare descriptor (its copy), and gdb's. */
 static int open_wake_fds(struct ctl_server *s, char *err, size_t errlen)
 {
 	int ret;
@@ -254,6 +260,12 @@ static int open_wake_fds(struct ctl_server *s, char *err, size_t errlen)
 	if (s->spare_fd < 0) {
 		ret = -errno;
 		errfmt(err, errlen, "cannot keep a spare descriptor: %s", strerror(errno));
+		return ret;
+	}
+	s->gdb_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->gdb_wake_fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "eventfd: %s", strerror(errno));
 		return ret;
 	}
 	return 0;
@@ -279,7 +291,7 @@ int ctl_server_create(struct kvm *kvm, const char *name, uid_t owner, struct ctl
 	s->kvm = kvm;
 	s->owner = owner;
 	s->cleaner = -1;
-	s->listen_fd = s->lock_fd = s->wake_fd = s->cleaner_fd = s->spare_fd = -1;
+	s->listen_fd = s->lock_fd = s->wake_fd = s->cleaner_fd = s->spare_fd = s->gdb_wake_fd = -1;
 	for (int i = 0; i < MAX_CONNS; i++)
 		s->conn[i].fd = s->conn[i].passed_fd = -1;
 	s->log_budget = LOG_BUDGET;
@@ -602,6 +614,33 @@ static ssize_t recv_passing(struct conn *c, size_t want)
 	return n;
 }
 
+/*
+ * CTL_GDB (`lkvm debug NAME --gdb`): the connection becomes a gdb client of the VM. The gdb
+ * server serves a copy of it (gdb_vm_attach, which says why on this thread); the reply goes
+ * first, then this thread's copy is closed without reading (close_conn would eat gdb's bytes,
+ * and the socket stays open in the server's copy). A refusal is answered as any error.
+ */
+static void serve_gdb(struct ctl_server *s, struct conn *c, struct ctl_msg *r)
+{
+	char err[256] = "";
+	int ret = gdb_vm_attach(s->kvm, c->fd, s->gdb_wake_fd, err, sizeof(err));
+
+	if (ret < 0) {
+		reply_error(r, ret == -EBUSY ? CTL_ERR_STATE : CTL_ERR_FAILED, "%s: %s", s->name,
+			    err);
+		finish(s, c, r, false);
+		return;
+	}
+	ctl_add_str(r, "name", s->name);
+	/* Nonblocking, as accepted: a reply this small fits the empty socket's buffer. */
+	if (ctl_send(c->fd, r) < 0)
+		note_bad(s, "a gdb client left before its reply (its session ends with it)");
+	ctl_msg_free(r);
+	close(c->fd);
+	c->fd = -1;
+	c->got = 0;
+}
+
 /* Read what is there; answer once a whole request arrived, or an error as soon as the header is bad. */
 static void serve(struct ctl_server *s, struct conn *c)
 {
@@ -641,6 +680,10 @@ static void serve(struct ctl_server *s, struct conn *c)
 		reply_error(&r, CTL_ERR_PROTO,
 			    "malformed payload (fields truncated or of unknown kind)");
 		finish(s, c, &r, false);
+		return;
+	}
+	if (h.type == CTL_GDB) {
+		serve_gdb(s, c, &r);
 		return;
 	}
 	finish(s, c, &r, handle(s, c, h.type, &r));
@@ -881,6 +924,8 @@ void ctl_server_destroy(struct ctl_server *s)
 		close(s->wake_fd);
 	if (s->spare_fd >= 0)
 		close(s->spare_fd);
+	if (s->gdb_wake_fd >= 0)
+		close(s->gdb_wake_fd);
 	/* Last: `lkvm stop` clients see EOF only once everything above is done. */
 	for (int i = 0; i < s->nwaiters; i++)
 		close(s->waiters[i]);

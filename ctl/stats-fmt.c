@@ -270,6 +270,30 @@ static void table_kind(FILE *out, const struct stats_kind *kd, const struct ctl_
 	}
 }
 
+/* gdb's counters (gdb.COUNTER), there once the VM has had a gdb server: a VM-wide group, as a
+ * device-wide one is shown ("gdb: stops 2, breakpoints_hit 1, ..." in the table, "gdb":{...} in
+ * JSON). Counts: --watch shows their changes. */
+static void put_gdb(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs *prev, bool json)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < cur->n; i++) {
+		const char *n = cur->v[i].name;
+
+		if (cur->v[i].is_str || strncmp(n, "gdb.", 4))
+			continue;
+		if (json)
+			fprintf(out, "%s\"%s\":%" PRIu64, any ? "," : ",\"gdb\":{", n + 4,
+				val(cur, prev, n, false));
+		else
+			fprintf(out, "%s %s %" PRIu64, any ? "," : "gdb:", n + 4,
+				val(cur, prev, n, false));
+		any = true;
+	}
+	if (any)
+		fputs(json ? "}" : "\n", out);
+}
+
 static void table_top(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs *prev,
 		      double interval)
 {
@@ -305,6 +329,7 @@ static void table_top(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs
 			ctl_kv_u64(cur, "memory.rss_kib"), ctl_kv_u64(cur, "memory.guest_kib"),
 			ctl_kv_u64(cur, "memory.lkvm_kib"),
 			ctl_kv_u64(cur, "memory.lkvm_private_kib"));
+	put_gdb(out, cur, prev, false);
 }
 
 /* ---- JSON ---- */
@@ -408,6 +433,7 @@ static void json_top(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs 
 			ctl_kv_u64(cur, "memory.rss_kib"), ctl_kv_u64(cur, "memory.guest_kib"),
 			ctl_kv_u64(cur, "memory.lkvm_kib"),
 			ctl_kv_u64(cur, "memory.lkvm_private_kib"));
+	put_gdb(out, cur, prev, true);
 }
 
 void stats_print(FILE *out, const struct ctl_kvs *cur, const struct ctl_kvs *prev, double interval,

@@ -216,6 +216,8 @@ static enum gdb_after resume(struct gdb_server *s, const struct gdb_cmd *c, bool
 		s->running = false;
 		return reply_err(s, ret);
 	}
+	if (step)
+		atomic_fetch_add(&s->steps, 1);
 	return GDB_NO_REPLY;
 }
 

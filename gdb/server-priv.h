@@ -11,10 +11,16 @@ struct gdb_server {
 	const struct gdb_target_ops *ops;
 	void *ctx;
 	int listen_fd, client_fd, wake_fd;
+	bool own_wake;	     /* wake_fd is ours to close (attach_fd: the caller's, reused) */
 	char unix_path[108]; /* "": a TCP listener; else the socket to remove at the end */
 	pthread_t thread;
 	bool thread_up; /* gdb_server_run started it */
-	bool keep_path; /* gdb_server_keep_path */
+	/* unix_path's remover (spawn_remover): the child and our end of its pipe, or -1. */
+	pid_t remover;
+	int remover_fd;
+	/* gdb_server_attach_fd: no listener, one client; the thread ends when it goes. */
+	bool one_shot;
+	atomic_bool ended; /* the thread has ended (gdb_server_ended) */
 
 	/* Set by notify_stop and stop (any thread), taken by the server's thread. */
 	pthread_mutex_t lock;
@@ -22,6 +28,7 @@ struct gdb_server {
 	struct gdb_stop pending;
 
 	/* The session: the server's thread alone touches these. */
+	bool session; /* the VM was stopped for this client (attach_fd: at its first byte) */
 	struct gdb_rx rx;
 	bool no_ack;	      /* QStartNoAckMode: no '+'/'-' either way from now on */
 	bool running;	      /* resumed: only a stop or gdb's Ctrl-C comes next */
@@ -39,7 +46,7 @@ struct gdb_server {
 	u8 mem[GDB_PACKET_MAX]; /* m, M: the guest's bytes */
 	struct ratelimit rl;	/* client-triggered messages */
 
-	atomic_ullong stops, breakpoints_hit, packets, bad_packets;
+	atomic_ullong stops, breakpoints_hit, steps, packets, bad_packets, clients;
 };
 
 /* What a command handler leaves the session to do. */

@@ -9,10 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #include "server-priv.h"
 
@@ -128,33 +132,54 @@ void gdb_server_get_stats(struct gdb_server *s, struct gdb_server_stats *out)
 {
 	out->stops = atomic_load(&s->stops);
 	out->breakpoints_hit = atomic_load(&s->breakpoints_hit);
+	out->steps = atomic_load(&s->steps);
 	out->packets = atomic_load(&s->packets);
 	out->bad_packets = atomic_load(&s->bad_packets);
+	out->clients = atomic_load(&s->clients);
 }
 
 /* ---- the client ---- */
 
-/* The client is gone (D, k, or it vanished: then it is a detach, so the VM runs on). */
+/* The client is gone (D, k, or it vanished: then it is a detach, so the VM runs on). A client
+ * that vanished while the VM ran is detached from a stopped VM, as the ops want. An attach_fd
+ * server has served its one client: its thread ends. */
 static void drop_client(struct gdb_server *s, bool detach)
 {
-	if (detach)
+	if (detach && s->session) {
+		if (s->running)
+			stop_all(s);
 		s->ops->detach(s->ctx);
+	}
 	close(s->client_fd);
 	s->client_fd = -1;
 	s->running = false;
 	s->broken = false;
+	s->session = false;
+	if (s->one_shot) {
+		pthread_mutex_lock(&s->lock);
+		s->quit = true;
+		pthread_mutex_unlock(&s->lock);
+	}
 }
 
-/* A client attached: the VM stops, and what stopped it is what '?' will answer. */
-static void attach(struct gdb_server *s, int fd)
+/* A client connected: nothing of its session yet. */
+static void client_init(struct gdb_server *s, int fd)
 {
-	struct gdb_stop st = { .reason = GDB_STOP_INTERRUPT, .thread = 1 };
-
 	s->client_fd = fd;
 	gdb_rx_init(&s->rx);
 	s->no_ack = false;
 	s->frame_len = 0;
 	s->next_info = 0;
+	s->session = false;
+}
+
+/* The client's session begins: the VM stops, and what stopped it is what '?' will answer. */
+static void session_begin(struct gdb_server *s)
+{
+	struct gdb_stop st = { .reason = GDB_STOP_INTERRUPT, .thread = 1 };
+
+	s->session = true;
+	atomic_fetch_add(&s->clients, 1);
 	stop_all(s);
 	gdb_take_pending(s, &st);
 	s->last = st;
@@ -175,7 +200,8 @@ static void accept_client(struct gdb_server *s)
 		close(fd);
 		return;
 	}
-	attach(s, fd);
+	client_init(s, fd);
+	session_begin(s);
 }
 
 /* One good packet: acked, parsed, answered. Returns false when the client is to go. */
@@ -240,6 +266,8 @@ static void on_client(struct gdb_server *s)
 		drop_client(s, true);
 		return;
 	}
+	if (!s->session)
+		session_begin(s); /* attach_fd: gdb's first byte */
 	while (off < (size_t)n) {
 		enum gdb_rx_event ev;
 
@@ -291,19 +319,20 @@ static void *server_thread(void *arg)
 	/* The VM's end, notified just before gdb_server_stop, still reaches a waiting gdb even
 	 * when the quit was seen first. */
 	on_wake(s);
+	atomic_store(&s->ended, true);
 	return NULL;
 }
 
 /* ---- the address ---- */
 
-static int listen_unix(struct gdb_server *s, const char *path, char *err, size_t errlen)
+static int listen_unix(int *fd_out, char *path_out, const char *path, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	mode_t old;
 	int ret;
 
-	if (!*path || strlen(path) >= sizeof(sa.sun_path) || strlen(path) >= sizeof(s->unix_path)) {
+	if (!*path || strlen(path) >= sizeof(sa.sun_path)) {
 		errfmt(err, errlen, "gdb: bad unix socket path '%s'", path);
 		return -EINVAL;
 	}
@@ -323,18 +352,18 @@ static int listen_unix(struct gdb_server *s, const char *path, char *err, size_t
 		}
 		unlink(path); /* a stale socket: nobody listens */
 	}
-	s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s->listen_fd < 0)
+	*fd_out = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (*fd_out < 0)
 		return -errno;
 	old = umask(0177); /* born 0600, as the control socket is */
-	ret = bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+	ret = bind(*fd_out, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
 	if (ret < 0) {
 		ret = -errno;
 		errfmt(err, errlen, "gdb: cannot listen on %s: %s", path, strerror(-ret));
 		return ret;
 	}
-	strcpy(s->unix_path, path);
+	strcpy(path_out, path);
 	return chmod(path, 0600) < 0 ? -errno : 0;
 }
 
@@ -367,7 +396,7 @@ static int split_host_port(const char *addr, char *host, size_t hostlen, char *p
 	return 0;
 }
 
-static int listen_tcp(struct gdb_server *s, const char *addr, char *err, size_t errlen)
+static int listen_tcp(int *fd, const char *addr, char *err, size_t errlen)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC,
 				  .ai_socktype = SOCK_STREAM,
@@ -381,12 +410,12 @@ static int listen_tcp(struct gdb_server *s, const char *addr, char *err, size_t 
 		errfmt(err, errlen, "gdb: bad address '%s' (PORT, HOST:PORT or unix:PATH)", addr);
 		return -EINVAL;
 	}
-	s->listen_fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	ret = s->listen_fd < 0 ? -errno : 0;
+	*fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	ret = *fd < 0 ? -errno : 0;
 	/* A gdb port left in TIME_WAIT by the last session is free to take again. */
-	if (!ret && setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+	if (!ret && setsockopt(*fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
 		ret = -errno;
-	if (!ret && bind(s->listen_fd, ai->ai_addr, ai->ai_addrlen) < 0)
+	if (!ret && bind(*fd, ai->ai_addr, ai->ai_addrlen) < 0)
 		ret = -errno;
 	freeaddrinfo(ai);
 	if (ret < 0)
@@ -394,7 +423,8 @@ static int listen_tcp(struct gdb_server *s, const char *addr, char *err, size_t 
 	return ret;
 }
 
-static struct gdb_server *server_alloc(const struct gdb_target_ops *ops, void *ctx)
+/* wake_fd < 0: an eventfd of its own. */
+static struct gdb_server *server_alloc(const struct gdb_target_ops *ops, void *ctx, int wake_fd)
 {
 	struct gdb_server *s = calloc(1, sizeof(*s));
 
@@ -402,13 +432,15 @@ static struct gdb_server *server_alloc(const struct gdb_target_ops *ops, void *c
 		return NULL;
 	s->ops = ops;
 	s->ctx = ctx;
-	s->listen_fd = s->client_fd = -1;
+	s->listen_fd = s->client_fd = s->remover_fd = -1;
+	s->remover = -1;
 	pthread_mutex_init(&s->lock, NULL);
-	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->own_wake = wake_fd < 0;
+	s->wake_fd = s->own_wake ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : wake_fd;
 	s->xml_len = gdb_target_xml(NULL, 0);
 	s->xml = malloc(s->xml_len + 1);
 	if (s->wake_fd < 0 || !s->xml) {
-		if (s->wake_fd >= 0)
+		if (s->wake_fd >= 0 && s->own_wake)
 			close(s->wake_fd);
 		free(s->xml);
 		pthread_mutex_destroy(&s->lock);
@@ -419,15 +451,80 @@ static struct gdb_server *server_alloc(const struct gdb_target_ops *ops, void *c
 	return s;
 }
 
+/*
+ * A unix socket's path outlives the chance of lkvm's main thread to remove it: its sandbox
+ * allows no unlink, and after --user the directory may not be lkvm's to write any more. So, as
+ * the control socket's cleanup helper does (ctl/server.c), a child forked at listen time, while
+ * lkvm is still whoever started it, removes the path once lkvm lets go of it: EOF on a pipe
+ * whose only write end lkvm holds (closed by server_free, or by the kernel when lkvm dies,
+ * SIGKILL included). It removes the path only while it is still the socket bound here (its
+ * device and inode): a server that took the path over since keeps it. It keeps no other fd, no
+ * capability, no signal but SIGKILL, and makes only system calls (a fork of a threaded process).
+ */
+static void __attribute__((noreturn)) remover_main(const char *path, dev_t dev, ino_t ino, int fd)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = { 0 };
+	struct stat st;
+	sigset_t all;
+	char b[16];
+
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, NULL);
+	prctl(PR_SET_NAME, "lkvm-gdb-rm");
+	if (fd > 0)
+		syscall(SYS_close_range, 0u, (unsigned)fd - 1, 0u);
+	syscall(SYS_close_range, (unsigned)fd + 1, ~0u, 0u);
+	syscall(SYS_capset, &hdr, none);
+	while (read(fd, b, sizeof(b)) > 0)
+		; /* blocked signals cannot interrupt it; any byte is ignored */
+	if (lstat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino)
+		unlink(path);
+	_exit(0);
+}
+
+static int spawn_remover(struct gdb_server *s, char *err, size_t errlen)
+{
+	struct stat st;
+	int p[2];
+
+	if (lstat(s->unix_path, &st) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+		errfmt(err, errlen, "gdb: %s: %s", s->unix_path, strerror(errno));
+		return -errno;
+	}
+	s->remover = fork();
+	if (s->remover < 0) {
+		int e = errno;
+
+		close(p[0]);
+		close(p[1]);
+		errfmt(err, errlen, "gdb: cannot start the remover of %s: %s", s->unix_path,
+		       strerror(e));
+		return -e;
+	}
+	if (s->remover == 0)
+		remover_main(s->unix_path, st.st_dev, st.st_ino, p[0]);
+	close(p[0]);
+	s->remover_fd = p[1];
+	return 0;
+}
+
 static void server_free(struct gdb_server *s)
 {
 	if (s->client_fd >= 0)
 		close(s->client_fd);
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
-	if (s->unix_path[0] && !s->keep_path)
-		unlink(s->unix_path);
-	close(s->wake_fd);
+	if (s->remover_fd >= 0) {
+		/* Its child removes the path and exits (remover_main). */
+		close(s->remover_fd);
+		while (waitpid(s->remover, NULL, 0) < 0 && errno == EINTR)
+			;
+	} else if (s->unix_path[0]) {
+		unlink(s->unix_path); /* the remover did not start: not yet sandboxed */
+	}
+	if (s->own_wake)
+		close(s->wake_fd);
 	free(s->xml);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -438,24 +535,44 @@ static int start_thread(struct gdb_server *s)
 	return thread_start_nosig(&s->thread, server_thread, s);
 }
 
+int gdb_listen_addr(const char *addr, int *fd, char *path, char *err, size_t errlen)
+{
+	int ret;
+
+	*fd = -1;
+	path[0] = '\0';
+	if (!strncmp(addr, "unix:", 5))
+		ret = listen_unix(fd, path, addr + 5, err, errlen);
+	else
+		ret = listen_tcp(fd, addr, err, errlen);
+	if (!ret && listen(*fd, 1) < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "gdb: cannot listen on %s: %s", addr, strerror(-ret));
+	}
+	if (ret < 0) {
+		if (*fd >= 0)
+			close(*fd);
+		if (path[0])
+			unlink(path);
+		*fd = -1;
+		path[0] = '\0';
+	}
+	return ret;
+}
+
 int gdb_server_listen(const char *addr, const struct gdb_target_ops *ops, void *ctx,
 		      struct gdb_server **out, char *err, size_t errlen)
 {
-	struct gdb_server *s = server_alloc(ops, ctx);
+	struct gdb_server *s = server_alloc(ops, ctx, -1);
 	int ret;
 
 	if (!s) {
 		errfmt(err, errlen, "gdb: out of memory or descriptors");
 		return -ENOMEM;
 	}
-	if (!strncmp(addr, "unix:", 5))
-		ret = listen_unix(s, addr + 5, err, errlen);
-	else
-		ret = listen_tcp(s, addr, err, errlen);
-	if (!ret && listen(s->listen_fd, 1) < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "gdb: cannot listen on %s: %s", addr, strerror(-ret));
-	}
+	ret = gdb_listen_addr(addr, &s->listen_fd, s->unix_path, err, errlen);
+	if (ret == 0 && s->unix_path[0])
+		ret = spawn_remover(s, err, errlen);
 	if (ret < 0) {
 		server_free(s);
 		return ret;
@@ -484,9 +601,35 @@ int gdb_server_start(const char *addr, const struct gdb_target_ops *ops, void *c
 	return ret;
 }
 
-void gdb_server_keep_path(struct gdb_server *s)
+int gdb_server_attach_fd(int fd, int wake_fd, const struct gdb_target_ops *ops, void *ctx,
+			 struct gdb_server **out, char *err, size_t errlen)
 {
-	s->keep_path = true;
+	struct gdb_server *s = server_alloc(ops, ctx, wake_fd);
+	int fl = fcntl(fd, F_GETFL), ret;
+
+	if (!s) {
+		close(fd);
+		errfmt(err, errlen, "gdb: out of memory or descriptors");
+		return -ENOMEM;
+	}
+	/* The server's sends poll for room; its reads follow poll. */
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	s->one_shot = true;
+	eventfd_drain(s->wake_fd); /* the last session's wake-ups */
+	client_init(s, fd);
+	ret = gdb_server_run(s, err, errlen);
+	if (ret < 0) {
+		server_free(s); /* fd with it */
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+bool gdb_server_ended(struct gdb_server *s)
+{
+	return atomic_load(&s->ended);
 }
 
 void gdb_server_stop(struct gdb_server *s)

@@ -1,5 +1,6 @@
 /* lkvm's vCPUs as a gdb target: registers, memory at guest virtual addresses, breakpoints in guest memory and debug registers, steps, and the stop handoff from a vCPU to the server. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +34,13 @@
  */
 struct gdb_vm {
 	struct kvm *kvm;
+	/* Under lock: the server stops go to; attached: it serves `lkvm debug NAME --gdb` (one
+	 * client, then its thread ends), else it is run's --gdb. past: the counters of attached
+	 * servers gone (gdb_vm_stats adds the live one's). */
 	struct gdb_server *server;
-	pthread_mutex_t lock; /* the stop record */
+	bool attached;
+	struct gdb_server_stats past;
+	pthread_mutex_t lock; /* the stop record, and the server above */
 	pthread_cond_t cond;  /* a stop was recorded (gdb_vm_wait_stop) */
 	bool have_stop;
 	struct gdb_stop stop;
@@ -70,14 +76,18 @@ int gdb_vm_create(struct kvm *kvm, bool wait, struct gdb_vm **out)
 		g->have_stop = true;
 		g->stop = (struct gdb_stop){ .reason = GDB_STOP_TRAP, .thread = 1 };
 	}
-	kvm->gdb = g;
+	/* Published to the vCPUs (their debug exits read it), which may run already: a gdb
+	 * attached to a running VM (gdb_vm_attach). */
+	__atomic_store_n(&kvm->gdb, g, __ATOMIC_RELEASE);
 	*out = g;
 	return 0;
 }
 
 void gdb_vm_set_server(struct gdb_vm *g, struct gdb_server *s)
 {
+	pthread_mutex_lock(&g->lock);
 	g->server = s;
+	pthread_mutex_unlock(&g->lock);
 }
 
 int gdb_vm_serve(struct kvm *kvm, char *err, size_t errlen)
@@ -86,8 +96,6 @@ int gdb_vm_serve(struct kvm *kvm, char *err, size_t errlen)
 
 	if (!g || !g->server)
 		return 0;
-	if (kvm->sandbox)
-		gdb_server_keep_path(g->server);
 	return gdb_server_run(g->server, err, errlen);
 }
 
@@ -120,9 +128,13 @@ int gdb_vm_wait_stop(struct gdb_vm *g, struct gdb_stop *st, int timeout_ms)
 /* On the vCPU's thread: record the stop, hold this vCPU, tell the server (see the top). */
 static void stop_here(struct gdb_vm *g, struct kvm_cpu *vcpu, const struct gdb_stop *st)
 {
+	struct gdb_server *server;
 	bool first;
 
 	pthread_mutex_lock(&g->lock);
+	/* Only a session's breakpoints and steps stop a vCPU, and its server goes only after the
+	 * session ended with every vCPU parked: server stays valid past the unlock. */
+	server = g->server;
 	first = !g->have_stop;
 	if (first) {
 		g->have_stop = true;
@@ -131,8 +143,8 @@ static void stop_here(struct gdb_vm *g, struct kvm_cpu *vcpu, const struct gdb_s
 	}
 	pthread_mutex_unlock(&g->lock);
 	kvm_cpu_hold(vcpu);
-	if (first && g->server)
-		gdb_server_notify_stop(g->server, st);
+	if (first && server)
+		gdb_server_notify_stop(server, st);
 }
 
 static struct kvm_cpu *thread_vcpu(struct gdb_vm *g, int thread)
@@ -511,7 +523,7 @@ const struct gdb_target_ops gdb_vm_ops = {
 
 bool gdb_vm_debug_exit(struct kvm_cpu *vcpu)
 {
-	struct gdb_vm *g = vcpu->kvm->gdb;
+	struct gdb_vm *g = __atomic_load_n(&vcpu->kvm->gdb, __ATOMIC_ACQUIRE);
 	const struct kvm_debug_exit_arch *a = &vcpu->run->debug.arch;
 	struct gdb_stop st = { .reason = GDB_STOP_TRAP, .thread = vcpu->id + 1 };
 	int n;
@@ -543,7 +555,7 @@ bool gdb_vm_debug_exit(struct kvm_cpu *vcpu)
 
 bool gdb_vm_emulated_int3(struct kvm_cpu *vcpu)
 {
-	struct gdb_vm *g = vcpu->kvm->gdb;
+	struct gdb_vm *g = __atomic_load_n(&vcpu->kvm->gdb, __ATOMIC_ACQUIRE);
 	const struct kvm_run *run = vcpu->run;
 	struct gdb_stop st = { .reason = GDB_STOP_TRAP, .thread = vcpu->id + 1 };
 	struct kvm_regs r;
@@ -558,4 +570,112 @@ bool gdb_vm_emulated_int3(struct kvm_cpu *vcpu)
 		return false;
 	stop_here(g, vcpu, &st);
 	return true;
+}
+
+/* ---- attached to a running VM (`lkvm debug NAME --gdb`) ---- */
+
+static void stats_add(struct gdb_server_stats *to, const struct gdb_server_stats *a)
+{
+	to->stops += a->stops;
+	to->breakpoints_hit += a->breakpoints_hit;
+	to->steps += a->steps;
+	to->packets += a->packets;
+	to->bad_packets += a->bad_packets;
+	to->clients += a->clients;
+}
+
+/* The server of an attach whose client has gone: its counters kept, its thread joined (it has
+ * ended). -EBUSY with err while a gdb is served. Control thread. */
+static int reap(struct gdb_vm *g, char *err, size_t errlen)
+{
+	struct gdb_server_stats st;
+	struct gdb_server *s;
+
+	pthread_mutex_lock(&g->lock);
+	s = g->server;
+	if (s && (!g->attached || !gdb_server_ended(s))) {
+		pthread_mutex_unlock(&g->lock);
+		errfmt(err, errlen, "gdb: %s: one gdb at a time",
+		       g->attached ? "another gdb is attached (lkvm debug --gdb)"
+				   : "this VM serves gdb on its own address (lkvm run --gdb)");
+		return -EBUSY;
+	}
+	if (s) {
+		gdb_server_get_stats(s, &st);
+		stats_add(&g->past, &st);
+	}
+	g->server = NULL;
+	pthread_mutex_unlock(&g->lock);
+	gdb_server_stop(s);
+	return 0;
+}
+
+/*
+ * The control thread's, and why there: the VM's threads are sandboxed by now, and the only one
+ * that takes a request is the control thread, whose filter (sandbox.c) may create threads of
+ * the gdb kind for this. The server serves a copy of the client's connection (fd stays the
+ * caller's, to answer on and close); its thread exists only while that client is connected,
+ * and the VM stops only at gdb's first byte (lkvm debug relays gdb's connection onto it). The
+ * target stays for the VM's life once made (it is small; the vCPUs may hold a pointer to it).
+ */
+int gdb_vm_attach(struct kvm *kvm, int fd, int wake_fd, char *err, size_t errlen)
+{
+	struct gdb_vm *g = __atomic_load_n(&kvm->gdb, __ATOMIC_ACQUIRE);
+	struct gdb_server *s;
+	int ret = gdb_vm_supported(kvm, err, errlen);
+
+	if (ret == 0 && g)
+		ret = reap(g, err, errlen);
+	if (ret == 0 && !g && (ret = gdb_vm_create(kvm, false, &g)) < 0)
+		errfmt(err, errlen, "gdb: %s", strerror(-ret));
+	if (ret < 0)
+		return ret;
+	fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "gdb: %s", strerror(-ret));
+		return ret;
+	}
+	ret = gdb_server_attach_fd(fd, wake_fd, &gdb_vm_ops, g, &s, err, errlen);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&g->lock);
+	g->server = s;
+	g->attached = true;
+	pthread_mutex_unlock(&g->lock);
+	return 0;
+}
+
+void gdb_vm_stats(struct kvm *kvm, stats_put_fn put, void *arg)
+{
+	struct gdb_vm *g = __atomic_load_n(&kvm->gdb, __ATOMIC_ACQUIRE);
+	struct gdb_server_stats st = { 0 };
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->lock);
+	if (g->server)
+		gdb_server_get_stats(g->server, &st);
+	stats_add(&st, &g->past);
+	pthread_mutex_unlock(&g->lock);
+	put(arg, "gdb.stops", st.stops);
+	put(arg, "gdb.breakpoints_hit", st.breakpoints_hit);
+	put(arg, "gdb.steps", st.steps);
+	put(arg, "gdb.packets", st.packets);
+	put(arg, "gdb.bad_packets", st.bad_packets);
+	put(arg, "gdb.clients", st.clients);
+}
+
+void gdb_vm_end(struct kvm *kvm, int status)
+{
+	struct gdb_stop st = { .reason = GDB_STOP_EXITED, .exit_status = status };
+	struct gdb_vm *g = kvm->gdb;
+
+	if (!g)
+		return;
+	if (g->server) {
+		gdb_server_notify_stop(g->server, &st);
+		gdb_server_stop(g->server);
+	}
+	gdb_vm_destroy(g);
 }

@@ -27,9 +27,10 @@
 #define CTL_REPLY 0x8000
 #define CTL_REQUEST_TIMEOUT_MS 2000 /* a client sends its whole request within this of connecting */
 /* Descriptors the server may open while it runs, beyond those it holds from its creation on: 8
- * clients served at once, 16 `lkvm stop` clients waiting for the end, one turned away busy
- * (ctl/server.c checks its own numbers against this). */
-#define CTL_SERVER_RUN_FDS 25
+ * clients served at once, 16 `lkvm stop` clients waiting for the end, one turned away busy, and
+ * the attached gdb server's copy of its client (ctl/server.c checks its own numbers against
+ * this). */
+#define CTL_SERVER_RUN_FDS 26
 
 enum ctl_type {
 	CTL_INFO = 1, /* name, pid, state, vcpus, ram_mib, uptime_ns, ... (lkvm list) */
@@ -40,7 +41,8 @@ enum ctl_type {
 	CTL_STAT = 5,	  /* counters, flat: vcpu.exits.total, net0.tx0.packets, ... */
 	CTL_DEBUG = 6,	  /* one string field "text": every vCPU's registers and last exit */
 	CTL_SNAPSHOT = 7, /* issue 31: the VM's state written to a file (docs/snapshot.md) */
-	CTL_GDB = 8,	  /* issue 30: a gdb server in the running VM (lkvm debug NAME --gdb) */
+	CTL_GDB = 8,	  /* lkvm debug NAME --gdb: after the reply ("name") the connection is a
+			   * gdb client of the VM's gdb server (remote protocol bytes both ways) */
 	CTL_TYPE_MAX = 8,
 };
 

@@ -6,6 +6,7 @@
 
 #include "lkvm/gdb.h"
 #include "lkvm/mem.h"
+#include "lkvm/stats.h"
 
 struct kvm;
 struct kvm_cpu;
@@ -77,9 +78,20 @@ int gdb_vm_create(struct kvm *kvm, bool wait, struct gdb_vm **out) __must_check;
 /* The server the stops go to (NULL: none; stops are only kept for gdb_vm_wait_stop). */
 void gdb_vm_set_server(struct gdb_vm *g, struct gdb_server *s);
 /* Start the server's thread (kvm->gdb's, if any): once privileges are dropped, before the vCPUs
- * start. It enters the sandbox's gdb kind; a unix socket's path stays behind a sandboxed main
- * (no unlink there). 0, or -errno with err. */
+ * start. It enters the sandbox's gdb kind. 0, or -errno with err. */
 int gdb_vm_serve(struct kvm *kvm, char *err, size_t errlen) __must_check;
+/* `lkvm debug NAME --gdb` (CTL_GDB, on the control thread): a gdb server for the client on fd
+ * (a copy of it; fd stays the caller's), in the running VM, the target made if there is none;
+ * wake_fd: the caller's eventfd for the server's wake-ups (gdb_server_attach_fd).
+ * -EOPNOTSUPP (the host cannot debug guests), -EBUSY (a gdb is served already: one at a time),
+ * or another -errno, each with err. */
+int gdb_vm_attach(struct kvm *kvm, int fd, int wake_fd, char *err, size_t errlen) __must_check;
+/* gdb's counters (gdb.stops, gdb.breakpoints_hit, gdb.steps, gdb.packets, gdb.bad_packets,
+ * gdb.clients) of every server this VM had, once it had one; nothing before. Any thread. */
+void gdb_vm_stats(struct kvm *kvm, stats_put_fn put, void *arg);
+/* The run ended (the vCPUs and the control thread are stopped): a gdb still connected hears
+ * the exit status, the server goes, then the target (kvm->gdb, if any). */
+void gdb_vm_end(struct kvm *kvm, int status);
 /* kvm->gdb cleared, g freed; the vCPUs are stopped before and the VM goes after (its int3s
  * and debug registers with it). */
 void gdb_vm_destroy(struct gdb_vm *g);

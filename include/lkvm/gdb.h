@@ -95,9 +95,21 @@ int gdb_server_start(const char *addr, const struct gdb_target_ops *ops, void *c
 int gdb_server_listen(const char *addr, const struct gdb_target_ops *ops, void *ctx,
 		      struct gdb_server **out, char *err, size_t errlen) __must_check;
 int gdb_server_run(struct gdb_server *s, char *err, size_t errlen) __must_check;
-/* gdb_server_stop leaves a unix socket's path in place (its caller's sandbox has no unlink):
- * stale, it is taken over by the next server on it. */
-void gdb_server_keep_path(struct gdb_server *s);
+/* A server for one client already connected (fd, which it owns from now on): no listener. The
+ * VM is stopped at the client's first byte, not before (`lkvm debug NAME --gdb`: the connection
+ * is made before gdb is), and the thread ends once the client is gone (gdb_server_ended), the VM
+ * running on. wake_fd: a nonblocking eventfd for its wake-ups, the caller's (kept open, and
+ * reused by the next such server: a sandboxed VM opens none once running). 0, or -errno with
+ * err (fd is closed then too). */
+int gdb_server_attach_fd(int fd, int wake_fd, const struct gdb_target_ops *ops, void *ctx,
+			 struct gdb_server **out, char *err, size_t errlen) __must_check;
+/* The thread has ended (an attach_fd server's client went): gdb_server_stop only frees. */
+bool gdb_server_ended(struct gdb_server *s);
+
+/* Listen on addr as gdb_server_listen does (the same forms, a unix socket created 0600): *fd,
+ * and in path (at least 108 bytes) a unix socket's path ("" for TCP), which the caller removes.
+ * For a listener of lkvm's own that is not a server (`lkvm debug --gdb`). 0 or -errno with err. */
+int gdb_listen_addr(const char *addr, int *fd, char *path, char *err, size_t errlen) __must_check;
 
 /* The VM stopped by itself (a breakpoint, a step's end, the VM exited). Any thread (a vCPU's):
  * it does not block; the server calls ops->stop_all before it answers gdb. */
@@ -107,12 +119,16 @@ void gdb_server_notify_stop(struct gdb_server *s, const struct gdb_stop *st);
 struct gdb_server_stats {
 	u64 stops;	     /* stop replies sent (attach, Ctrl-C, breakpoints, steps, exit) */
 	u64 breakpoints_hit; /* of those, SIGTRAP ones: breakpoints, watchpoints, steps */
+	u64 steps;	     /* single steps asked for (s, S, vCont;s) */
 	u64 packets;	     /* packets with a good checksum */
 	u64 bad_packets;     /* bad checksums, oversize packets: answered '-' */
+	u64 clients;	     /* clients served (sessions) */
 };
 void gdb_server_get_stats(struct gdb_server *s, struct gdb_server_stats *out);
 
-/* Close the client and the listener, end the thread, free s. */
+/* Close the client and the listener, end the thread, free s. A unix socket's path goes too: at
+ * once, or through the child that gdb_server_listen forked for it (it outlives a sandbox with no
+ * unlink, a --user switch and a SIGKILL of lkvm). */
 void gdb_server_stop(struct gdb_server *s);
 
 #endif

@@ -22,7 +22,8 @@ struct stats_visitor {
 /*
  * The flat form, as the control socket carries it and the formatter reads it: one value
  * per name, "KINDn.GROUP.COUNTER" (net0.tx0.packets, disk0.bounce.peak) for devices,
- * vcpu.exits.{total,io,mmio} and vcpu.exit.REASON for the vCPUs, and for lkvm stat name,
+ * vcpu.exits.{total,io,mmio} and vcpu.exit.REASON for the vCPUs, gdb.COUNTER once the VM has
+ * had a gdb server (gdb-target.h: gdb_vm_stats), and for lkvm stat name,
  * state, uptime_ns and guest_clock_ns. put() is called once per value, in order.
  */
 typedef void (*stats_put_fn)(void *arg, const char *name, u64 value);

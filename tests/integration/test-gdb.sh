@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Drives Debian's gdb (batch mode) against lkvm run --gdb on tests/guest/gdb-target.c: a breakpoint with its arguments, stepi, finish, a watchpoint, continue to a clean exit; and the refusals (one error line, status 1); and one session on the project's Linux guest (start_kernel, threads, jiffies, Ctrl-C, detach).
+# Drives Debian's gdb (batch mode) against lkvm run --gdb on tests/guest/gdb-target.c: a breakpoint with its arguments, stepi, finish, a watchpoint, continue to a clean exit; lkvm debug NAME --gdb on a running VM; the refusals (one error line, status 1); and one session on the project's Linux guest (start_kernel, threads, jiffies, Ctrl-C, detach).
 # shellcheck disable=SC2016 # $rdi, $pc and $N are gdb's, not the shell's
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
@@ -8,6 +8,11 @@ SUMMARY_PREFIX=gdb
 . "$(dirname "$0")/lib.sh"
 
 T=60 # lkvm --timeout
+# start_vm's and lkvm debug's: lib.sh kills them when the script ends (a failed attach test's VM
+# would run on to its --timeout).
+PIDS_FILE=$(mktemp /tmp/lkvm-gdb-pids.XXXXXX)
+# shellcheck disable=SC2016 # expanded when the script ends
+at_exit 'rm -f "$PIDS_FILE"'
 
 # A port for this test's server: 127.0.0.1, from the test's own pid (tests run in parallel).
 port_of() { echo $((20000 + ($1 % 20000))); }
@@ -284,6 +289,149 @@ linux_gdb_checks() {
 	fi
 	gdb_has 'received signal SIGINT, Interrupt' "Ctrl-C's stop" || return
 	gdb_has '^\[Inferior 1 \(Remote target\) detached\]$' 'the detach'
+# debug_gdb NAME ADDR LOG: lkvm debug NAME --gdb ADDR in the background (DEBUG_PID, its output in
+# $LOG_DIR/LOG.log: DEBUG_LOG), waiting until it listens.
+debug_gdb() {
+	DEBUG_LOG=$LOG_DIR/$3.log
+	# Not under timeout(1): DEBUG_PID is lkvm's own, which wait_exit and the script's end kill.
+	"$LKVM" debug "$1" --gdb "$2" </dev/null >"$DEBUG_LOG" 2>&1 &
+	DEBUG_PID=$!
+	echo "$DEBUG_PID" >>"$PIDS_FILE"
+	wait_until 10 _listening_or_debug_gone "$2" || true
+	_listening "$2" && return 0
+	LAST_LOG=$DEBUG_LOG
+	fail "lkvm debug --gdb $2 never listened ($(tr '\n' ' ' <"$DEBUG_LOG"))"
+}
+_listening_or_debug_gone() { _listening "$1" || gone "$DEBUG_PID"; }
+
+# clock_continuous LOG: the ticks guest's kvm-clock between consecutive TICK lines of LOG (every
+# 50 ms of its clock) never jumped by 500 ms or more, and no tick number is missing: a stop that
+# lasted longer (gdb's) was a pause, as lkvm pause's is. Says what it found otherwise.
+clock_continuous() {
+	"$PY" - "$1" <<'EOF2'
+import re, sys
+t = [(int(n), int(ns)) for n, ns in
+     re.findall(r'^TICK n=(\d+) kvmclock_ns=(\d+) ', open(sys.argv[1], errors='replace').read(), re.M)]
+for (n1, g1), (n2, g2) in zip(t, t[1:]):
+    if n2 != n1 + 1 or g2 - g1 >= 500_000_000:
+        print(f"ticks {n1} -> {n2}: kvm-clock {g1} -> {g2} ns")
+        sys.exit(1)
+EOF2
+}
+
+# lkvm debug NAME --gdb on a running VM (the ticks guest, a line every 50 ms of its kvm-clock):
+# gdb reads a global and a register, steps once, holds the VM over a second, and a second attach
+# meanwhile is refused (one line, status 1); after gdb detaches lkvm debug ends with 0, the guest
+# ticks on, its clock continuous over the stop, and lkvm stat counts gdb's stops (the attach and
+# the step), the step, one client and no bad packet.
+t_attach() {
+	local n=gdb-attach addr addr2 last second=$LOG_DIR/gdb-attach-second.log
+	need_guest ticks || return
+	addr=$(gdb_addr $BASHPID)
+	addr2=$(gdb_addr $((BASHPID + 1)))
+	VM_TIMEOUT=$T start_vm $n $n -k "$ELF" -p tick_ms=50
+	wait_vm $n || return
+	wait_log "$VM_LOG" '^TICK n=3 ' || return
+	debug_gdb $n "$addr" gdb-attach-debug || return
+	grep -q "^gdb: listening on $addr (VM $n); the VM runs until gdb stops it$" "$DEBUG_LOG" ||
+		{ LAST_LOG=$DEBUG_LOG; fail "lkvm debug's listening line"; return; }
+	run_gdb $n "$addr" 'p prev_ns > 0' 'p $pc != 0' stepi 'shell sleep 1' \
+		"shell $LKVM debug $n --gdb $addr2 >$second 2>&1; echo second-status=\$?" detach
+	wait_exit "$DEBUG_PID" 10 || return
+	[ "$EXIT_STATUS" = 0 ] || { LAST_LOG=$DEBUG_LOG; fail "lkvm debug ended with $EXIT_STATUS"; return; }
+	gdb_has '^\$1 = 1$' 'prev_ns, a global of the guest, read' || return
+	gdb_has '^\$2 = 1$' 'the pc read' || return
+	gdb_has '^second-status=1$' "the second attach's status" || return
+	LAST_LOG=$second
+	one_error_line "$n: gdb: another gdb is attached \(lkvm debug --gdb\): one gdb at a time" || return
+	last=$(grep -Eo '^TICK n=[0-9]+' "$VM_LOG" | tail -n 1)
+	wait_log "$VM_LOG" "^TICK n=$((${last#TICK n=} + 3)) " ||
+		{ fail "the guest stopped ticking after gdb detached"; return; }
+	local why
+	why=$(clock_continuous "$VM_LOG") || { LAST_LOG=$VM_LOG; fail "not continuous: $why"; return; }
+	local st
+	st=$(stat_val $n "' '.join(str(d['gdb'][k]) for k in ('stops', 'breakpoints_hit', 'steps', 'clients', 'bad_packets')), d['gdb']['packets'] > 10")
+	[ "$st" = "2 1 1 1 0 True" ] ||
+		{ fail "lkvm stat's gdb counters (stops, breakpoints_hit, steps, clients, bad_packets; packets > 10): $st, expected 2 1 1 1 0 True"; return; }
+	[[ $addr != unix:* ]] || [ ! -e "${addr#unix:}" ] || { fail "lkvm debug left ${addr#unix:} behind"; return; }
+	ctl $n-stop stop $n
+	wait_exit "$VM_PID" 10 || return
+	LAST_LOG=$VM_LOG
+	[ "$EXIT_STATUS" = 3 ] || fail "exit status $EXIT_STATUS after lkvm stop, not 3"
+}
+
+# The VM ends (lkvm stop) while gdb, attached with lkvm debug, waits in continue: gdb hears the
+# exit status (3) and lkvm debug ends with 0.
+t_attach_exit() {
+	local n=gdb-attach-exit addr
+	need_guest ticks || return
+	addr=$(gdb_addr $BASHPID)
+	VM_TIMEOUT=$T start_vm $n $n -k "$ELF" -p tick_ms=50
+	wait_vm $n || return
+	debug_gdb $n "$addr" gdb-attach-exit-debug || return
+	run_gdb $n "$addr" "shell (sleep 1; $LKVM stop $n) >/dev/null 2>&1 &" continue
+	wait_exit "$DEBUG_PID" 10 || return
+	[ "$EXIT_STATUS" = 0 ] || { LAST_LOG=$DEBUG_LOG; fail "lkvm debug ended with $EXIT_STATUS"; return; }
+	gdb_has 'exited with code 03' "the VM's end (status 3), as gdb saw it" || return
+	wait_exit "$VM_PID" 10 || return
+	LAST_LOG=$VM_LOG
+	[ "$EXIT_STATUS" = 3 ] || fail "exit status $EXIT_STATUS after lkvm stop, not 3"
+}
+
+# gdb vanishes (killed) while attached with lkvm debug: lkvm debug ends with 0 and the VM runs on
+# (the server detaches it: breakpoints out, its pause ended).
+t_attach_vanish() {
+	local n=gdb-attach-vanish addr last
+	need_guest ticks || return
+	addr=$(gdb_addr $BASHPID)
+	VM_TIMEOUT=$T start_vm $n $n -k "$ELF" -p tick_ms=50
+	wait_vm $n || return
+	debug_gdb $n "$addr" gdb-attach-vanish-debug || return
+	# shellcheck disable=SC2016 # gdb's shell expands $PPID: gdb itself
+	run_gdb $n "$addr" 'p $pc != 0' 'shell kill -KILL $PPID'
+	gdb_has '^\$1 = 1$' 'the pc read' || return
+	wait_exit "$DEBUG_PID" 10 || return
+	[ "$EXIT_STATUS" = 0 ] || { LAST_LOG=$DEBUG_LOG; fail "lkvm debug ended with $EXIT_STATUS"; return; }
+	last=$(grep -Eo '^TICK n=[0-9]+' "$VM_LOG" | tail -n 1)
+	wait_log "$VM_LOG" "^TICK n=$((${last#TICK n=} + 3)) " ||
+		{ fail "the guest stopped ticking after gdb vanished"; return; }
+	ctl $n-stop stop $n
+	wait_exit "$VM_PID" 10
+}
+
+# Refusals, one line and status 1 each: no such VM; a VM that serves gdb itself (run --gdb).
+t_attach_refused() {
+	local n=gdb-attach-run addr
+	need_guest ticks || return
+	addr=$(gdb_addr $BASHPID)
+	run_lkvm gdb-attach-novm 1 -- debug gdb-no-such-vm --gdb "$addr" || return
+	one_error_line "no VM named 'gdb-no-such-vm' .*" || return
+	VM_TIMEOUT=$T start_vm $n $n -k "$ELF" -p tick_ms=50 --gdb "$addr"
+	wait_vm $n || return
+	run_lkvm gdb-attach-run-debug 1 -- debug $n --gdb "$(gdb_addr $((BASHPID + 1)))" || return
+	one_error_line "$n: gdb: this VM serves gdb on its own address \(lkvm run --gdb\): one gdb at a time" || return
+	ctl $n-stop stop $n
+	wait_exit "$VM_PID" 10
+}
+
+# --gdb unix:PATH under the sandbox: the socket is gone after the run (main may not unlink: a
+# child forked at listen time removes it), after a gdb session as after none.
+t_unix_gone() {
+	local n=gdb-unix-gone sock=${TMPDIR:-/tmp}/lkvm-gdb-gone-$BASHPID.sock
+	need_guest gdb-target || return
+	rm -f "$sock"
+	gdb_vm $n "unix:$sock" -p "gdb.rounds=20" || return
+	run_gdb $n "unix:$sock" continue
+	end_vm
+	gdb_has 'exited normally' || return
+	expect_guest 0 || return
+	[ ! -e "$sock" ] || { fail "$sock left behind after the run"; return; }
+	VM_TIMEOUT=$T start_vm $n $n -k "$GUEST_DIR/ticks.elf" --gdb "unix:$sock"
+	wait_vm $n || return
+	[ -S "$sock" ] || { fail "no socket $sock while the VM runs"; return; }
+	ctl $n-stop stop $n
+	wait_exit "$VM_PID" 10 || return
+	[ ! -e "$sock" ] || fail "$sock left behind after lkvm stop"
 }
 
 skip_unless_kvm
@@ -296,4 +444,9 @@ run_test gdb-wait-alone t_wait_alone
 run_test gdb-bad-addr t_bad_addr
 run_test gdb-port-in-use t_port_in_use
 run_test gdb-linux t_linux
+run_test gdb-attach t_attach
+run_test gdb-attach-exit t_attach_exit
+run_test gdb-attach-vanish t_attach_vanish
+run_test gdb-attach-refused t_attach_refused
+run_test gdb-unix-gone t_unix_gone
 finish_tests
