@@ -289,6 +289,8 @@ linux_gdb_checks() {
 	fi
 	gdb_has 'received signal SIGINT, Interrupt' "Ctrl-C's stop" || return
 	gdb_has '^\[Inferior 1 \(Remote target\) detached\]$' 'the detach'
+}
+
 # debug_gdb NAME ADDR LOG: lkvm debug NAME --gdb ADDR in the background (DEBUG_PID, its output in
 # $LOG_DIR/LOG.log: DEBUG_LOG), waiting until it listens.
 debug_gdb() {
