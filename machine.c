@@ -284,6 +284,9 @@ static int restore_setup(struct run_state *st, const struct kvm_config *cfg, cha
 	}
 	if (!ret)
 		kvm_mark(kvm, "restore");
+	/* What the probe of issue 31 found (docs/snapshot.md): said once, at the restore. */
+	if (!ret && x86_host_is_pvm())
+		pr_info("restore: this PVM host's guests read the host's TSC: the guest's TSC ran on while the VM was a file (kvm-clock did not)");
 	snap_close(st->snap);
 	st->snap = NULL;
 	return ret;
