@@ -6,6 +6,7 @@
 
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 #include "lkvm/x86.h"
 
 #define CPUID_1_ECX_TSC_DEADLINE (1U << 24)
@@ -68,6 +69,16 @@ static void adjust_entry(const struct kvm_cpu *vcpu, struct kvm_cpuid_entry2 *e,
 	}
 }
 
+void x86_cpuid_digest(const struct kvm_cpuid_entry2 *e, u32 n, u8 *out)
+{
+	/* 8 CRC32Cs of different seeds: it says only "the same table or not". */
+	for (u32 i = 0; i < 8; i++) {
+		u32 crc = snap_crc32c(i * 0x9e3779b9u, e, n * sizeof(*e));
+
+		memcpy(out + 4 * i, &crc, 4);
+	}
+}
+
 int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
 {
 	struct kvm *kvm = vcpu->kvm;
@@ -98,6 +109,8 @@ int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen)
 	if (!have_sig)
 		pr_debug(
 			"host reports no KVM signature leaf; the guest will not see KVM PV features");
+	if (vcpu->id == 0)
+		x86_cpuid_digest(c->entries, c->nent, kvm->cpuid_digest);
 	if (ioctl(vcpu->fd, KVM_SET_CPUID2, c) < 0) {
 		ret = -errno;
 		errfmt(err, errlen, "KVM_SET_CPUID2: %s", strerror(errno));

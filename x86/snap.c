@@ -419,28 +419,3 @@ int x86_snap_load_vm(struct kvm *kvm, const void *sec, size_t len, char *err, si
 	}
 	return 0;
 }
-
-/* A digest of vCPU 0's CPUID table as KVM holds it: 8 CRC32Cs with different seeds. It says
- * only "the same features or not". */
-int x86_snap_cpuid_digest(struct kvm_cpu *v, u8 *out)
-{
-	u32 n = 256;
-	struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + n * sizeof(c->entries[0]));
-
-	if (!c)
-		return -ENOMEM;
-	c->nent = n;
-	if (ioctl(v->fd, KVM_GET_CPUID2, c) < 0) {
-		int e = -errno;
-
-		free(c);
-		return e;
-	}
-	for (u32 i = 0; i < SNAP_DIGEST_LEN / 4; i++) {
-		u32 crc = snap_crc32c(i * 0x9e3779b9u, c->entries, c->nent * sizeof(c->entries[0]));
-
-		memcpy(out + 4 * i, &crc, 4);
-	}
-	free(c);
-	return 0;
-}

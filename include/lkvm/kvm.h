@@ -70,6 +70,10 @@ struct kvm {
 	struct kvm_cpu *cpus[LKVM_MAX_CPUS];
 
 	bool pvm_quirks; /* host needs instruction completions */
+	/* A digest of the CPUID table lkvm gave vCPU 0 (x86_setup_cpuid), which a snapshot records
+	 * and a restore compares: KVM's own copy (KVM_GET_CPUID2) changes as the guest runs
+	 * (OSXSAVE, XSAVE sizes), so it is taken from what lkvm set. */
+	u8 cpuid_digest[32];
 	/* The guest's TSC as the host's threads see it: guest TSC = host TSC + offset, exact
 	 * (err_ns 0) where KVM reports the offset, else estimated within err_ns; khz 0: unknown.
 	 * Read from vCPU 0 before the guest runs, only when a NIC traces (-n trace=on:

@@ -28,6 +28,10 @@ bool x86_host_is_pvm(void);
 /* Guest kernel parameters that keep a guest off what a PVM host cannot run. */
 extern const char x86_pvm_kernel_params[];
 
+/* The digest of a CPUID table that a snapshot records (32 bytes; kvm->cpuid_digest). */
+struct kvm_cpuid_entry2;
+void x86_cpuid_digest(const struct kvm_cpuid_entry2 *e, u32 n, u8 *out);
+
 /* Give the vCPU its CPUID table (supported leaves, topology, hypervisor leaves). */
 int x86_setup_cpuid(struct kvm_cpu *vcpu, char *err, size_t errlen) __must_check;
 
@@ -44,7 +48,7 @@ int x86_reinject_int3(struct kvm_cpu *vcpu) __must_check;
  * Snapshot (x86/snap.c): a parked vCPU's whole state as records of its section, and the VM's
  * irqchip, PIT and kvm-clock (as the pause froze it) as records of the VM section; loads in
  * KVM's order on a fresh VM. 0, or -errno with a one-line reason (-EINVAL: the snapshot's
- * record is missing or malformed). The digest is of vCPU 0's CPUID table (SNAP_DIGEST_LEN).
+ * record is missing or malformed).
  */
 struct snap_rec_buf;
 int x86_snap_save_vcpu(struct kvm_cpu *v, struct snap_rec_buf *b, char *err,
@@ -56,7 +60,6 @@ int x86_snap_save_vm(struct kvm *kvm, struct snap_rec_buf *b, char *err,
 		     size_t errlen) __must_check;
 int x86_snap_load_vm(struct kvm *kvm, const void *sec, size_t len, char *err,
 		     size_t errlen) __must_check;
-int x86_snap_cpuid_digest(struct kvm_cpu *v, u8 *out) __must_check;
 
 /* Pure decoder for tests: which completion (enum emu_insn) matches these bytes, or -1;
  * *len gets the instruction length. */
