@@ -16,11 +16,13 @@
 
 #include "lkvm/iov.h"
 #include "lkvm/p9.h"
+#include "9p-priv.h"
 
 /*
  * How the share is kept closed (the guest is hostile):
- * - A fid holds an O_PATH descriptor of what it names, never a path: a rename elsewhere
- *   cannot make it name something else, and nothing is ever looked up from the host's "/".
+ * - A fid holds an O_PATH descriptor of what it names, and is never reached by a path: a
+ *   rename elsewhere cannot make it name something else, and nothing is ever looked up from
+ *   the host's "/" (the path kept beside it is a snapshot's record, 9p-priv.h).
  * - Every name a guest sends is one component: 1..NAME_MAX bytes, no '/', no NUL, never
  *   "." and ".." only where a walk allows it. Each is looked up relative to its directory's
  *   descriptor by openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) or
@@ -52,7 +54,6 @@
 #define P9_IOHDR (P9_HDR_SIZE + 4) /* Rread/Rreaddir: header + count[4] */
 #define P9_TWRITE_FIXED 16	   /* Twrite: fid[4] offset[8] count[4], then the data */
 #define P9_QID_SIZE 13
-#define P9_QID_DEVS 255 /* host devices given their own qid.path prefix */
 #define P9_QID_INO_BITS 48
 #define P9_UP_MAX 4096 /* directory levels a ".." check climbs before refusing */
 
@@ -64,43 +65,6 @@
 #define P9_RGETATTR_SIZE (8 + P9_QID_SIZE + 3 * 4 + 15 * 8)
 #define P9_RSTATFS_SIZE (2 * 4 + 6 * 8 + 4)
 #define P9_RGETLOCK_FIXED (1 + 8 + 8 + 4 + 2)
-
-enum fid_kind { FID_FREE, FID_FILE, FID_XATTR };
-
-/* What a fid names: an O_PATH descriptor and what fstat said of it when the fid was made. */
-struct p9_node {
-	int fd;
-	u32 mode; /* the file type bits never change for one inode */
-	dev_t dev;
-	ino_t ino;
-	bool opaque; /* root of a kernel-interface mount: stat only */
-};
-
-struct p9_fid {
-	u32 id;
-	u8 kind;
-	int ofd; /* opened by Tlopen/Tlcreate, -1 when not */
-	struct p9_node node;
-};
-
-struct p9_server {
-	int root_fd;
-	int proc_fd; /* /proc/self/fd: reopens an O_PATH descriptor for I/O */
-	struct p9_node root;
-	bool readonly;
-	u32 max_msize, msize; /* msize 0: no Tversion yet */
-	u32 max_fids;
-	/* fids: open addressing, linear probing, nslots a power of two, at most half full */
-	struct p9_fid *fids;
-	u32 nslots, nfids, seed;
-	dev_t devs[P9_QID_DEVS];
-	u32 ndevs;
-	u8 *tbuf;		      /* the request body, copied once */
-	u8 *rbuf;		      /* the reply, built here (max_msize bytes) */
-	u8 *dbuf;		      /* getdents64 output (max_msize bytes) */
-	struct iovec iov[P9_MAX_IOV]; /* Tread/Twrite data, as a slice of the transport's buffers */
-	struct p9_stats st;
-};
 
 /* One request being answered. */
 struct p9_call {
@@ -124,11 +88,6 @@ struct p9_qid {
 	u32 version;
 	u64 path;
 };
-
-static int neg_errno(void)
-{
-	return errno > 0 && errno < 4096 ? -errno : -EIO;
-}
 
 /* ---- message decoding and encoding ---- */
 
@@ -316,7 +275,7 @@ static void qid_of(struct p9_server *s, const struct stat *st, struct p9_qid *q)
 
 /* ---- host descriptors ---- */
 
-static int fd_stat(int fd, struct stat *st)
+int p9_fd_stat(int fd, struct stat *st)
 {
 	return fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? neg_errno() : 0;
 }
@@ -401,7 +360,7 @@ static bool beneath_root(const struct p9_server *s, int fd, const struct stat *s
 		if (dfd != fd)
 			close(dfd);
 		dfd = ufd;
-		if (ufd < 0 || fd_stat(ufd, &up) < 0)
+		if (ufd < 0 || p9_fd_stat(ufd, &up) < 0)
 			break;
 		if (up.st_dev == cur.st_dev && up.st_ino == cur.st_ino)
 			break; /* the host's top, and the share's root was not on the way */
@@ -413,8 +372,8 @@ static bool beneath_root(const struct p9_server *s, int fd, const struct stat *s
 }
 
 /* One walk step from `from` by `name` (a validated component, or ".."). */
-static int walk_one(struct p9_server *s, const struct p9_node *from, const char *name,
-		    struct p9_node *to, struct stat *st)
+int p9_walk_one(struct p9_server *s, const struct p9_node *from, const char *name,
+		struct p9_node *to, struct stat *st)
 {
 	bool up = !strcmp(name, "..");
 	int fd, ret;
@@ -429,7 +388,7 @@ static int walk_one(struct p9_server *s, const struct p9_node *from, const char 
 		fd = p9_open_beneath(from->fd, name, O_PATH, 0);
 	if (fd < 0)
 		return up ? neg_errno() : fd;
-	ret = fd_stat(fd, st);
+	ret = p9_fd_stat(fd, st);
 	if (!ret && up && !beneath_root(s, fd, st))
 		ret = -EACCES;
 	if (ret) {
@@ -464,7 +423,7 @@ static int open_io(struct p9_server *s, int dfd, const char *name, int flags)
  * its /proc/self/fd magic link (the only way to reopen an O_PATH descriptor; it names the
  * same inode, whatever happened to its path). Nothing else is opened.
  */
-static int node_open(struct p9_server *s, const struct p9_node *n, int flags)
+int p9_node_open(struct p9_server *s, const struct p9_node *n, int flags)
 {
 	char name[16];
 
@@ -498,7 +457,7 @@ static u32 fid_slot(const struct p9_server *s, u32 id)
 	return h & (s->nslots - 1);
 }
 
-static struct p9_fid *fid_find(struct p9_server *s, u32 id)
+struct p9_fid *p9_fid_find(struct p9_server *s, u32 id)
 {
 	if (!s->nslots)
 		return NULL;
@@ -544,19 +503,20 @@ static int fid_room(const struct p9_server *s)
 	return s->nfids < s->max_fids ? 0 : -ENFILE;
 }
 
-/* Add fid `id` (not in the table) naming n (whose descriptor it takes over). Pointers into
- * the table are stale afterwards. */
-static int fid_add(struct p9_server *s, u32 id, enum fid_kind kind, const struct p9_node *n)
+/* 9p-priv.h. */
+int p9_fid_add(struct p9_server *s, u32 id, enum fid_kind kind, const struct p9_node *n, char *path)
 {
 	struct p9_fid *f;
 	int ret = fid_room(s);
 
 	if (!ret && 2 * ((u64)s->nfids + 1) > s->nslots)
 		ret = fid_grow(s);
-	if (ret)
+	if (ret) {
+		free(path);
 		return ret;
+	}
 	f = fid_place(s, id);
-	*f = (struct p9_fid){ .id = id, .kind = kind, .ofd = -1, .node = *n };
+	*f = (struct p9_fid){ .id = id, .kind = kind, .ofd = -1, .node = *n, .path = path };
 	s->nfids++;
 	return 0;
 }
@@ -568,6 +528,8 @@ static void fid_close(struct p9_fid *f)
 	if (f->ofd >= 0)
 		close(f->ofd);
 	f->node.fd = f->ofd = -1;
+	free(f->path);
+	f->path = NULL;
 }
 
 /* Clunk f. Pointers into the table are stale afterwards. */
@@ -594,7 +556,7 @@ static void fid_del(struct p9_server *s, struct p9_fid *f)
 	s->nfids--;
 }
 
-static void fid_clear(struct p9_server *s)
+void p9_fid_clear(struct p9_server *s)
 {
 	for (u32 i = 0; i < s->nslots; i++)
 		if (s->fids[i].kind != FID_FREE)
@@ -615,7 +577,7 @@ enum fid_want {
  * no such fid, -EACCES for an opaque one). */
 static struct p9_fid *fid_req(struct p9_call *c, u32 id, enum fid_want want, int *err)
 {
-	struct p9_fid *f = parse_error(c) ? NULL : fid_find(c->s, id);
+	struct p9_fid *f = parse_error(c) ? NULL : p9_fid_find(c->s, id);
 
 	*err = parse_error(c) ? parse_error(c) : -EBADF;
 	if (!f || (want != FID_ANY && f->kind != FID_FILE))
@@ -630,7 +592,7 @@ static struct p9_fid *fid_req(struct p9_call *c, u32 id, enum fid_want want, int
 /* A new fid number must be free (the fid being walked from excepted). */
 static int newfid_ok(struct p9_server *s, u32 id)
 {
-	if (id == P9_NOFID || fid_find(s, id))
+	if (id == P9_NOFID || p9_fid_find(s, id))
 		return -EINVAL;
 	return fid_room(s);
 }
@@ -661,7 +623,7 @@ static int op_version(struct p9_call *c)
 	if (msize < P9_MSIZE_MIN)
 		return -EINVAL;
 	/* A new session: whatever the old one held goes. */
-	fid_clear(s);
+	p9_fid_clear(s);
 	msize = MIN(msize, s->max_msize);
 	if (len == strlen(P9_VERSION_L) && !memcmp(v, P9_VERSION_L, len)) {
 		s->msize = msize;
@@ -698,9 +660,9 @@ static int op_attach(struct p9_call *c)
 	n.fd = fcntl(s->root_fd, F_DUPFD_CLOEXEC, 0);
 	if (n.fd < 0)
 		return neg_errno();
-	ret = fd_stat(n.fd, &st);
+	ret = p9_fd_stat(n.fd, &st);
 	if (!ret)
-		ret = fid_add(s, fid, FID_FILE, &n);
+		ret = p9_fid_add(s, fid, FID_FILE, &n, strdup(""));
 	if (ret) {
 		close(n.fd);
 		return ret;
@@ -711,21 +673,24 @@ static int op_attach(struct p9_call *c)
 }
 
 /* walk_bind: newfid (fid itself when they are equal) names cur, the node a whole walk from f
- * reached (a copy of f's own when no name was walked: empty). */
+ * by n names reached (a copy of f's own when no name was walked). */
 static int walk_bind(struct p9_server *s, struct p9_fid *f, u32 fid, u32 newfid,
-		     struct p9_node *cur, bool empty)
+		     struct p9_node *cur, const char (*names)[NAME_MAX + 1], int n)
 {
+	char *path;
 	int ret;
 
-	if (empty)
+	if (!n)
 		cur->fd = fcntl(f->node.fd, F_DUPFD_CLOEXEC, 0);
 	if (cur->fd < 0)
 		return neg_errno();
+	path = p9_path_walk(f->path, names, n);
 	if (newfid == fid) {
 		fid_close(f);
 		f->node = *cur;
+		f->path = path;
 	} else {
-		ret = fid_add(s, newfid, FID_FILE, cur);
+		ret = p9_fid_add(s, newfid, FID_FILE, cur, path);
 		if (ret) {
 			close(cur->fd);
 			return ret;
@@ -761,7 +726,7 @@ static int op_walk(struct p9_call *c)
 		return ret;
 	cur = f->node;
 	for (i = 0; i < nwname; i++) {
-		ret = walk_one(s, &cur, names[i], &next, &st);
+		ret = p9_walk_one(s, &cur, names[i], &next, &st);
 		if (ret)
 			break;
 		if (cur.fd != f->node.fd)
@@ -775,7 +740,7 @@ static int op_walk(struct p9_call *c)
 		/* Partly walked: say how far, newfid is not made. */
 		close(cur.fd);
 	} else {
-		ret = walk_bind(s, f, fid, newfid, &cur, !nwname);
+		ret = walk_bind(s, f, fid, newfid, &cur, names, nwname);
 		if (ret)
 			return ret;
 	}
@@ -800,7 +765,7 @@ static const struct {
 
 /* Host flags for p9 open flags, or -errno (EROFS on a read-only share for anything that
  * writes). */
-static int host_open_flags(struct p9_server *s, u32 p9)
+int p9_host_open_flags(struct p9_server *s, u32 p9)
 {
 	static const int acc[] = { O_RDONLY, O_WRONLY, O_RDWR };
 	int host;
@@ -830,14 +795,15 @@ static int op_lopen(struct p9_call *c)
 		return ret;
 	if (f->ofd >= 0)
 		return -EINVAL; /* already open */
-	host = host_open_flags(s, flags);
+	host = p9_host_open_flags(s, flags);
 	if (host < 0)
 		return host;
-	ret = node_open(s, &f->node, host);
+	ret = p9_node_open(s, &f->node, host);
 	if (ret < 0)
 		return ret;
 	f->ofd = ret;
-	ret = fd_stat(f->ofd, &st);
+	f->oflags = flags & P9_FID_REOPEN_FLAGS;
+	ret = p9_fd_stat(f->ofd, &st);
 	if (ret)
 		return ret;
 	qid_of(s, &st, &q);
@@ -872,12 +838,28 @@ static int fix_mode(struct p9_server *s, int fd, const struct stat *st, u32 mode
 	return fchmodat(s->proc_fd, name, want, 0) < 0 ? neg_errno() : 0;
 }
 
+/* Tlcreate done: directory fid f now names the new file `name` (its O_PATH descriptor pfd,
+ * open as fd with Tlcreate's flags). */
+static void created_open(struct p9_server *s, struct p9_fid *f, int pfd, int fd,
+			 const struct stat *st, u32 flags, const char (*name)[NAME_MAX + 1])
+{
+	struct p9_node dir = f->node;
+	char *path = p9_path_walk(f->path, name, 1);
+
+	close(dir.fd);
+	node_set(s, &f->node, pfd, st, &dir);
+	f->ofd = fd;
+	f->oflags = flags & P9_FID_REOPEN_FLAGS & ~P9_DOTL_DIRECTORY;
+	free(f->path);
+	f->path = path;
+}
+
 static int op_lcreate(struct p9_call *c)
 {
 	struct p9_server *s = c->s;
 	u32 dfid = get32(c), flags, mode;
 	char name[NAME_MAX + 1];
-	struct p9_node n, dir;
+	struct p9_node n;
 	struct p9_fid *f;
 	struct p9_qid q;
 	struct stat st;
@@ -892,7 +874,7 @@ static int op_lcreate(struct p9_call *c)
 		return ret;
 	if (f->ofd >= 0)
 		return -EINVAL;
-	host = host_open_flags(s, flags);
+	host = p9_host_open_flags(s, flags);
 	if (host < 0)
 		return host;
 	host &= ~O_DIRECTORY;
@@ -900,18 +882,18 @@ static int op_lcreate(struct p9_call *c)
 	fd = p9_open_beneath(f->node.fd, name, (u64)host | O_CREAT | O_EXCL, mode);
 	if (fd == -EEXIST && !(flags & P9_DOTL_EXCL)) {
 		/* open(O_CREAT) of a file that appeared meanwhile: open it, if it is a file. */
-		ret = walk_one(s, &f->node, name, &n, &st);
+		ret = p9_walk_one(s, &f->node, name, &n, &st);
 		if (ret)
 			return ret;
-		fd = S_ISDIR(n.mode) ? -EISDIR : node_open(s, &n, host);
+		fd = S_ISDIR(n.mode) ? -EISDIR : p9_node_open(s, &n, host);
 		close(n.fd);
 		if (fd < 0)
 			return fd;
-		ret = fd_stat(fd, &st);
+		ret = p9_fd_stat(fd, &st);
 	} else {
 		if (fd < 0)
 			return fd;
-		ret = fd_stat(fd, &st);
+		ret = p9_fd_stat(fd, &st);
 		if (!ret)
 			ret = fix_mode(s, fd, &st, mode);
 	}
@@ -922,11 +904,7 @@ static int op_lcreate(struct p9_call *c)
 		close(fd);
 		return ret;
 	}
-	/* The fid now names the new file, open. */
-	dir = f->node;
-	close(dir.fd);
-	node_set(s, &f->node, pfd, &st, &dir);
-	f->ofd = fd;
+	created_open(s, f, pfd, fd, &st, flags, &name);
 	qid_of(s, &st, &q);
 	put_qid(c, &q);
 	put32(c, 0);
@@ -942,7 +920,7 @@ static int created(struct p9_call *c, int dfd, const char *name, s64 mode)
 
 	if (fd < 0)
 		return fd;
-	ret = fd_stat(fd, &st);
+	ret = p9_fd_stat(fd, &st);
 	if (!ret && mode >= 0)
 		ret = fix_mode(c->s, fd, &st, (u32)mode);
 	close(fd);
@@ -1060,7 +1038,7 @@ static int op_unlinkat(struct p9_call *c)
 static int op_renameat(struct p9_call *c)
 {
 	u32 ofid = get32(c), nfid;
-	char oname[NAME_MAX + 1], nname[NAME_MAX + 1];
+	char oname[NAME_MAX + 1], nname[NAME_MAX + 1], *from, *to;
 	struct p9_fid *o, *n;
 	int ret;
 
@@ -1071,11 +1049,18 @@ static int op_renameat(struct p9_call *c)
 	n = o ? fid_req(c, nfid, FID_INSIDE, &ret) : NULL;
 	if (!n)
 		return ret;
-	return renameat(o->node.fd, oname, n->node.fd, nname) < 0 ? neg_errno() : 0;
+	if (renameat(o->node.fd, oname, n->node.fd, nname) < 0)
+		return neg_errno();
+	from = p9_path_walk(o->path, &oname, 1);
+	to = p9_path_walk(n->path, &nname, 1);
+	p9_paths_renamed(c->s, from, to);
+	free(from);
+	free(to);
+	return 0;
 }
 
 /*
- * Trename and Tremove name a file by its fid, and a fid holds no path: both answer
+ * Trename and Tremove name a file by its fid, and a fid goes by no path: both answer
  * EOPNOTSUPP, on which Linux's client uses Trenameat and Tunlinkat (it tries those first
  * anyway). Tremove still clunks the fid, as 9P requires even when the removal fails.
  */
@@ -1124,7 +1109,7 @@ static int op_getattr(struct p9_call *c)
 	f = fid_req(c, fid, FID_NAMING, &ret);
 	if (!f)
 		return ret;
-	ret = fd_stat(f->node.fd, &st);
+	ret = p9_fd_stat(f->node.fd, &st);
 	if (ret)
 		return ret;
 	qid_of(c->s, &st, &q);
@@ -1173,7 +1158,7 @@ static int truncate_node(struct p9_server *s, struct p9_fid *f, u64 size)
 	/* An open descriptor with write access does it; otherwise open one for the purpose. */
 	if (f->ofd >= 0 && (fcntl(f->ofd, F_GETFL) & O_ACCMODE) != O_RDONLY)
 		return ftruncate(f->ofd, (off_t)size) < 0 ? neg_errno() : 0;
-	fd = node_open(s, &f->node, O_WRONLY);
+	fd = p9_node_open(s, &f->node, O_WRONLY);
 	if (fd < 0)
 		return fd;
 	if (ftruncate(fd, (off_t)size) < 0)
@@ -1243,7 +1228,7 @@ static int op_readlink(struct p9_call *c)
 		return -EINVAL;
 	/* A link's size is its target's length: the room is known before reading it (which
 	 * moves the link's atime). One changed meanwhile is caught by put_str all the same. */
-	ret = fd_stat(f->node.fd, &st);
+	ret = p9_fd_stat(f->node.fd, &st);
 	if (ret)
 		return ret;
 	if (st.st_size >= PATH_MAX)
@@ -1485,7 +1470,7 @@ static int op_xattrwalk(struct p9_call *c)
 		return -ENODATA;
 	ret = newfid_ok(s, newfid);
 	if (!ret)
-		ret = fid_add(s, newfid, FID_XATTR, &n);
+		ret = p9_fid_add(s, newfid, FID_XATTR, &n, NULL);
 	if (ret)
 		return ret;
 	put64(c, 0);
@@ -1677,7 +1662,7 @@ ssize_t p9_server_handle(struct p9_server *s, const struct iovec *req, int req_c
 
 void p9_server_reset(struct p9_server *s)
 {
-	fid_clear(s);
+	p9_fid_clear(s);
 	s->msize = 0;
 }
 
@@ -1698,7 +1683,7 @@ void p9_server_close(struct p9_server *s)
 {
 	if (!s)
 		return;
-	fid_clear(s);
+	p9_fid_clear(s);
 	if (s->root_fd >= 0)
 		close(s->root_fd);
 	if (s->proc_fd >= 0)
@@ -1717,7 +1702,7 @@ static int open_facilities(struct p9_server *s, const char *root, char *err, siz
 	int fd;
 
 	s->root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (s->root_fd < 0 || fd_stat(s->root_fd, &st) < 0) {
+	if (s->root_fd < 0 || p9_fd_stat(s->root_fd, &st) < 0) {
 		errfmt(err, errlen, "9p share %s: %s", root, strerror(errno));
 		return neg_errno();
 	}

@@ -437,6 +437,36 @@ void virtio_9p_stats(struct virtio_9p *p, struct stats_visitor *v)
 	v->counter(v, "msize", atomic_load_explicit(&p->msize, memory_order_relaxed));
 }
 
+/* ---- snapshot ---- */
+
+/* The server's records (9p-snap.c) after the core's. */
+#define P9_TAG_SERVER VIRTIO_SNAP_TAG_DEV
+
+int virtio_9p_save(struct virtio_9p *p, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	/* Quiesced: the thread is parked between two drains, no request half answered. */
+	int ret = p9_server_save(p->srv, P9_TAG_SERVER, b, err, errlen);
+
+	return ret ? ret : virtio_snap_save(&p->vdev, b, err, errlen);
+}
+
+int virtio_9p_load(struct virtio_9p *p, const void *sec, size_t len, char *err, size_t errlen)
+{
+	int ret = virtio_snap_load(&p->vdev, sec, len, err, errlen);
+
+	if (ret < 0)
+		return ret;
+	ret = p9_server_load(p->srv, P9_TAG_SERVER, sec, len, err, errlen);
+	if (ret < 0) {
+		/* Back to power-on, as virtio_snap_load leaves a device it refuses. */
+		virtio_device_reset(&p->vdev);
+		p->vdev.snap_start = false;
+		return ret;
+	}
+	mirror_stats(p);
+	return 0;
+}
+
 /* ---- the share as an entry of the VM's device list ---- */
 
 static const struct kvm_dev_ops p9_dev_ops;
@@ -453,10 +483,13 @@ static int p9_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t err
 	return virtio_9p_create(kvm, d->arg, false, 0, (struct virtio_9p **)&d->priv, err, errlen);
 }
 
-/* From the main thread, after the capabilities were dropped and before the vCPUs run. */
+/* From the main thread, after the capabilities were dropped and before the vCPUs run. A
+ * restored device serves its queue from here on (virtio_snap_start: once the thread runs). */
 static int p9_dev_start(struct kvm_dev *d)
 {
-	return virtio_9p_run(d->priv);
+	int ret = virtio_9p_run(d->priv);
+
+	return ret ? ret : virtio_snap_start(&((struct virtio_9p *)d->priv)->vdev);
 }
 
 static void p9_dev_quiesce(struct kvm_dev *d)
@@ -484,10 +517,18 @@ static void p9_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	virtio_9p_destroy(d->priv);
 }
 
-/* No save op: a snapshot of a VM with a share is refused. The guest's open fids name host
- * files by descriptor; saving them means recording each fid's path beneath the share and
- * reopening it at restore (with an error when it is gone), which is not done yet: open fids
- * cannot be saved yet. */
+static int p9_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	return virtio_9p_save(d->priv, b, err, errlen);
+}
+
+static int p9_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen)
+{
+	return virtio_9p_load(d->priv, sec, len, err, errlen);
+}
+
+/* In a snapshot: the virtio core's records and the server's (each fid by its path beneath the
+ * share, reopened at restore from the same --share, or the host's / again for run -- CMD). */
 static const struct kvm_dev_ops p9_dev_ops = {
 	.name = "virtio-9p",
 	.prio = DEV_PRIO_VIRTIO,
@@ -499,6 +540,8 @@ static const struct kvm_dev_ops p9_dev_ops = {
 	.stats = p9_dev_stats,
 	.stats_name = "9p",
 	.exit = p9_dev_exit,
+	.save = p9_dev_save,
+	.load = p9_dev_load,
 };
 
 int virtio_9p_fit_fids(struct kvm *kvm, u32 later, char *err, size_t errlen)

@@ -179,6 +179,26 @@ void p9_server_reset(struct p9_server *s);
 
 void p9_server_stats(const struct p9_server *s, struct p9_stats *st);
 
+/*
+ * Snapshot (virtio/9p-snap.c): the session (msize) and every fid as records of tags tag ..
+ * tag + P9_SNAP_TAGS - 1, each fid by its path beneath the share, its kind, whether it is
+ * open and with which flags. Save: the server answers nothing meanwhile (its thread parked);
+ * refused (-EOPNOTSUPP, the fid and why in err) for an xattr fid, a fid whose path is not
+ * known (longer than PATH_MAX - 1) and one whose file was removed from the share (open or
+ * not: its path names nothing, or another file). Load, on a server that has answered
+ * nothing: every fid's path walked beneath the root as Twalk walks it and, if it was open,
+ * opened again with its flags (never truncating); a path gone is "fid N's path 'a/b' is gone
+ * from the share (ENOENT)", another kind or (on the same share) another inode refused too.
+ * Every field is checked as a guest's request would be: -EINVAL with a one-line reason, the
+ * server left with no fid.
+ */
+#define P9_SNAP_TAGS 3
+struct snap_rec_buf;
+int p9_server_save(struct p9_server *s, u16 tag, struct snap_rec_buf *b, char *err,
+		   size_t errlen) __must_check;
+int p9_server_load(struct p9_server *s, u16 tag, const void *sec, size_t len, char *err,
+		   size_t errlen) __must_check;
+
 /* The server's one lookup of a guest's name, exposed for tests: name opened beneath the
  * directory dfd with openat2 (flags | O_NOFOLLOW | O_CLOEXEC, mode for O_CREAT), never
  * leaving it (absolute names and ".." past dfd: -EXDEV) and following no symlink (-ELOOP;

@@ -109,6 +109,19 @@ void virtio_9p_quiesce(struct virtio_9p *p);
 void virtio_9p_resume(struct virtio_9p *p);
 /* Stop the thread, detach, close every fid and the share. NULL is fine. */
 void virtio_9p_destroy(struct virtio_9p *p);
+/*
+ * Snapshot: save (the VM paused: the thread parked) the core's records and the server's
+ * (p9_server_save: refused for an xattr fid or a file removed from the share); load, on a
+ * device just created from the same share: the core's state, then every fid walked to and
+ * reopened (p9_server_load), else -EINVAL with the reason in err and the device reset. The
+ * restored device serves its queue once virtio_snap_start(virtio_9p_vdev(p)) is called
+ * after virtio_9p_run (the device list's start op does both).
+ */
+struct snap_rec_buf;
+int virtio_9p_save(struct virtio_9p *p, struct snap_rec_buf *b, char *err,
+		   size_t errlen) __must_check;
+int virtio_9p_load(struct virtio_9p *p, const void *sec, size_t len, char *err,
+		   size_t errlen) __must_check;
 /* Counters: group req0 (kicks, trapped, irqs, requests, bytes of file data read and written,
  * errors: requests answered with Rlerror, read_bytes, write_bytes, malformed: chains that
  * put the device in NEEDS_RESET), then group fids (in_use, limit, msize: levels). */

@@ -22,6 +22,7 @@
 #include "lkvm/kvm.h"
 #include "lkvm/run.h"
 #include "lkvm/sandbox.h"
+#include "lkvm/snap.h"
 #include "lkvm/virtio-9p.h"
 #include "lkvm/virtio-mmio.h"
 
@@ -448,6 +449,91 @@ START_TEST(pause_answers_nothing)
 }
 END_TEST
 
+/* ---- snapshot ---- */
+
+/* Device A with fid 2 open on "file", a Tread of it (offset 7) posted and kicked while paused,
+ * saved into b and destroyed (guest RAM stays as A left it). */
+static void a_saved(struct snap_rec_buf *b)
+{
+	char buf[16], err[384] = "";
+
+	driver_up();
+	session();
+	ck_assert_int_eq(walk_to(2, "file"), 0);
+	ck_assert_int_eq(t_lopen(2, 0, NULL), 0);
+	ck_assert_int_eq(t_read(2, 0, 5, buf, sizeof(buf)), 5);
+	virtio_9p_quiesce(t.p);
+	begin_io(P9_TREAD, 2, 7, 64);
+	for (int i = 0; i < 4; i++)
+		tm[i] = (u8)(tm_len >> (8 * i));
+	memcpy(gp(REQ_GPA), tm, tm_len);
+	post(REQ_GPA, (u32)tm_len, RESP_GPA, 4096);
+	notify();
+	ck_assert(HOLDS_FOR(50, used_idx() == 5)); /* version, attach, walk, open, read */
+	ck_assert_msg(virtio_9p_save(t.p, b, err, sizeof(err)) == 0, "%s", err);
+	virtio_9p_destroy(t.p);
+	t.p = NULL;
+}
+
+/* Device B loads A's section on the same share: nothing moves before start; started, the
+ * request posted before the snapshot is answered with the next index and an interrupt, and
+ * the session goes on (fid 2 still open, the fid count, msize). */
+START_TEST(restored_device_goes_on)
+{
+	struct virtio_mmio_slot slots[VIRTIO_MMIO_MAX_DEVS];
+	struct snap_rec_buf b = { 0 };
+	struct vring_used_elem *e;
+	char buf[16], err[384] = "";
+	struct p9_share sh;
+	const u8 *reply;
+
+	a_saved(&b);
+	share_of(&sh, false);
+	ck_assert_int_eq(virtio_9p_create(vd.kvm, &sh, false, 0, &t.p, err, sizeof(err)), 0);
+	t.vdev = virtio_9p_vdev(t.p);
+	ck_assert_int_eq(virtio_mmio_slots(vd.kvm, slots), 1);
+	t.base = slots[0].addr;
+	ck_assert_msg(virtio_9p_load(t.p, b.buf, b.len, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(counter("fids.in_use"), 2);
+	ck_assert_uint_eq(counter("fids.msize"), MSIZE);
+	ck_assert_int_eq(virtio_9p_run(t.p), 0);
+	ck_assert(HOLDS_FOR(50, used_idx() == 5));
+	ck_assert_int_eq(virtio_snap_start(t.vdev), 0);
+	ck_assert(WAIT_UNTIL(WAIT_MS, used_idx() == 6));
+	e = &t.q.used->ring[5];
+	reply = gp(RESP_GPA);
+	ck_assert_uint_eq(e->len, P9_HDR_SIZE + 4 + 6);
+	ck_assert_uint_eq(reply[4], P9_TREAD + 1);
+	ck_assert_int_eq(memcmp(reply + P9_HDR_SIZE + 4, "world\n", 6), 0);
+	ck_assert(WAIT_UNTIL(WAIT_MS, rd(VIRTIO_MMIO_INTERRUPT_STATUS) & 1));
+	ck_assert_int_eq(t_read(2, 0, 5, buf, sizeof(buf)), 5);
+	ck_assert_int_eq(memcmp(buf, "hello", 5), 0);
+	ck_assert_int_eq(t_clunk(2), 0);
+	ck_assert_uint_eq(counter("fids.in_use"), 1);
+	snap_rec_free(&b);
+}
+END_TEST
+
+/* The file A's fid had open is gone when B loads: refused in one line, B at power-on. */
+START_TEST(restore_refused_when_gone)
+{
+	struct snap_rec_buf b = { 0 };
+	char err[384] = "";
+	struct p9_share sh;
+
+	a_saved(&b);
+	ck_assert_int_eq(unlink(in_share("file")), 0);
+	share_of(&sh, false);
+	ck_assert_int_eq(virtio_9p_create(vd.kvm, &sh, false, 0, &t.p, err, sizeof(err)), 0);
+	t.vdev = virtio_9p_vdev(t.p);
+	ck_assert_int_eq(virtio_9p_load(t.p, b.buf, b.len, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "fid 2's path 'file' is gone from the share (ENOENT)");
+	ck_assert_uint_eq(counter("fids.in_use"), 0);
+	ck_assert_uint_eq(rd(VIRTIO_MMIO_STATUS), 0);
+	snap_rec_free(&b);
+}
+END_TEST
+
 /* A device whose thread is paused is still reset at once (the reset waits for nothing the
  * paused thread holds), and answers after resume. */
 START_TEST(reset_while_paused)
@@ -739,6 +825,8 @@ static Suite *virtio_9p_suite(void)
 	tcase_add_test(dev, malformed_chain_then_reset);
 	tcase_add_test(dev, pause_answers_nothing);
 	tcase_add_test(dev, reset_while_paused);
+	tcase_add_test(dev, restored_device_goes_on);
+	tcase_add_test(dev, restore_refused_when_gone);
 	tcase_add_test(bare, stop_and_pause_with_endless_driver);
 	tcase_set_timeout(bare, 60); /* under the sanitizers */
 	tcase_add_checked_fixture(opt, tree_up, tree_down);
