@@ -101,6 +101,8 @@ fi
 stage userspace $us kernel userspace,blk "scripts/kvm-host.sh $us_host --timeout 1500 -- bash -c 'rc=0; tests/integration/test-userspace.sh || rc=1; BLK_TESTS=userspace tests/integration/test-blk.sh || rc=1; exit \$rc'"
 # User-mode networking through passt with guest user space (DHCP, a file fetched, the TCP rate
 # against a tap) where that runs.
+# run -- sh saved at its prompt and restored: guest user space (test-snap.sh's snap-shell).
+stage snap-us $us kernel snap-us "SNAP_TESTS=userspace SUMMARY_PREFIX=snap-us scripts/kvm-host.sh $us_host --timeout 900 -- tests/integration/test-snap.sh"
 stage net-user-us $us kernel net-user-us "NET_USER_TESTS=userspace SUMMARY_PREFIX=net-user-us scripts/kvm-host.sh $us_host --timeout 1500 -- tests/integration/test-net-user.sh"
 # ThreadSanitizer: the unit tests, then lkvm moving traffic with ioeventfd and with trapped notifies
 # (one test at a time).
@@ -137,7 +139,7 @@ stage ctl $kvm - ctl 'scripts/kvm-host.sh --timeout 900 -- tests/integration/tes
 stage gdb $kvm kernel gdb 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-gdb.sh'
 # lkvm snapshot and run --restore: a counting guest restored twice at once, the Linux guest (one
 # boot: why it waits for the kernel's build), a NIC mid-traffic, bad files.
-stage snap $kvm kernel snap 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-snap.sh'
+stage snap $kvm kernel snap 'SNAP_TESTS=kernel scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-snap.sh'
 stage sandbox $kvm - sandbox 'scripts/kvm-host.sh --timeout 600 -- tests/integration/test-sandbox.sh'
 # The console as a user meets it: typed input, Ctrl-a, keys while paused, the terminal restored.
 stage console $kvm - console 'scripts/kvm-host.sh --timeout 1500 -- tests/integration/test-console.sh'

@@ -2,7 +2,7 @@
 # lkvm snapshot and lkvm run --restore (issue 31): a counting guest saved mid-sequence and restored twice at once goes on with the exact sequence and continuous clocks; bad snapshots and devices that cannot be saved are refused in one line.
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
-SUMMARY_PREFIX=snap
+SUMMARY_PREFIX=${SUMMARY_PREFIX:-snap}
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -17,7 +17,6 @@ if [ "$(host_kind)" = emulated-svm ]; then
 fi
 PIDS_FILE=$LOG_DIR/snap.pids # start_vm's: lib.sh kills them when the script ends
 : >"$PIDS_FILE"
-rm -f "$LOG_DIR"/*.snap "$LOG_DIR"/*.snap.tmp-* # an earlier run's: every file here is made anew
 
 # last_tick LOG: the number of the last whole TICK line in LOG.
 last_tick() { grep -oE '^TICK n=[0-9]+ kvmclock_ns=[0-9]+ tsc=[0-9]+$' "$1" | tail -n 1 | sed -E 's/TICK n=([0-9]+) .*/\1/'; }
@@ -265,11 +264,46 @@ t_net_in() {
 	echo "$n transactions, $after after the restore, $lost lost" >&2
 }
 
+# run -- sh, its stdin a FIFO: saved at the shell's prompt (after a first command's output),
+# stopped, restored with a new stdin: a command typed there prints and its status is lkvm's.
+# Guest user space: the emulated host (a skip on a PVM host). FIFOs in /tmp: the emulated
+# host's checkout is a 9p share, which holds none.
+t_shell() {
+	local snap=$LOG_DIR/shell.snap in1 in2 out1=$LOG_DIR/snap-shell-saved.out out2=$LOG_DIR/snap-shell-restored.out pid
+	skip_unless_userspace || return
+	need_kernel bzImage || return
+	in1=$(mktemp -u "${TMPDIR:-/tmp}/lkvm-snap-in1.XXXXXX") in2=$(mktemp -u "${TMPDIR:-/tmp}/lkvm-snap-in2.XXXXXX")
+	mkfifo "$in1" "$in2" || { fail "mkfifo in ${TMPDIR:-/tmp}"; return; }
+	at_exit "rm -f '$in1' '$in2'"
+	timeout -s KILL $T "$LKVM" run -k "$G/bzImage" --name snap-shell -- sh <"$in1" >"$out1" 2>"$LOG_DIR/snap-shell-saved.err" &
+	pid=$!
+	exec 7>"$in1"
+	echo 'echo ready-$((40 + 2))' >&7
+	VM_PID=$pid wait_log "$out1" '^ready-42$' $T || { exec 7>&-; return; }
+	snap_of snap-shell "$snap" snap-shell-snapshot --stop || { exec 7>&-; return; }
+	exec 7>&-
+	wait "$pid"
+	timeout -s KILL $T "$LKVM" run --restore "$snap" --name snap-shell-r <"$in2" >"$out2" 2>"$LOG_DIR/snap-shell-restored.err" &
+	pid=$!
+	echo 'echo after-$((6 * 7)); exit 5' >"$in2"
+	wait "$pid"
+	LAST_STATUS=$? LAST_LOG=$LOG_DIR/snap-shell-restored.err
+	expect_status 5 || return
+	grep -qx 'after-42' "$out2" || fail "the restored shell's output lacks after-42: $(head -c 200 "$out2" | tr '\n' '|')"
+}
+
 skip_unless_kvm
-run_test snap-linux t_linux
-run_test snap-sequence t_sequence
-run_test snap-again t_again
-run_test snap-bad t_bad
-run_test snap-share t_share
-run_test snap-net t_net
+# SNAP_TESTS (make check's two stages): userspace, the one that runs guest user space (where it
+# runs: the emulated host on a PVM host); kernel, the others; unset, all.
+if [ "${SNAP_TESTS:-all}" != kernel ]; then
+	run_test snap-shell t_shell
+fi
+if [ "${SNAP_TESTS:-all}" != userspace ]; then
+	run_test snap-linux t_linux
+	run_test snap-sequence t_sequence
+	run_test snap-again t_again
+	run_test snap-bad t_bad
+	run_test snap-share t_share
+	run_test snap-net t_net
+fi
 finish_tests
