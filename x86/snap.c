@@ -37,6 +37,19 @@ enum {
 	VM_REC_PIT2 = 5,
 };
 
+/* Room for any one of the fixed-size records, read or written one at a time. */
+union vcpu_state {
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct kvm_sregs2 sregs2;
+	struct kvm_fpu fpu;
+	struct kvm_xcrs xcrs;
+	struct kvm_lapic_state lapic;
+	struct kvm_vcpu_events events;
+	struct kvm_mp_state mp;
+	struct kvm_debugregs dregs;
+};
+
 #define MSR_IA32_TSC 0x10
 #define MAX_MSRS 1024
 #define XSAVE_MIN 4096 /* struct kvm_xsave: the legacy area and header, without XSAVE2 */
@@ -126,17 +139,7 @@ static int get_rec(struct kvm_cpu *v, struct snap_rec_buf *b, u16 tag, unsigned 
 
 int x86_snap_save_vcpu(struct kvm_cpu *v, struct snap_rec_buf *b, char *err, size_t errlen)
 {
-	union {
-		struct kvm_regs regs;
-		struct kvm_sregs sregs;
-		struct kvm_sregs2 sregs2;
-		struct kvm_fpu fpu;
-		struct kvm_xcrs xcrs;
-		struct kvm_lapic_state lapic;
-		struct kvm_vcpu_events events;
-		struct kvm_mp_state mp;
-		struct kvm_debugregs dregs;
-	} u;
+	union vcpu_state u;
 	int xs = xsave_size(v->kvm), ret;
 	void *xsave;
 
@@ -292,17 +295,7 @@ static void set_tsc(struct kvm_cpu *v, const void *sec, size_t len, u64 host_tsc
 int x86_snap_load_vcpu(struct kvm_cpu *v, const void *sec, size_t len, u64 host_tsc, char *err,
 		       size_t errlen)
 {
-	union {
-		struct kvm_regs regs;
-		struct kvm_sregs sregs;
-		struct kvm_sregs2 sregs2;
-		struct kvm_fpu fpu;
-		struct kvm_xcrs xcrs;
-		struct kvm_lapic_state lapic;
-		struct kvm_vcpu_events events;
-		struct kvm_mp_state mp;
-		struct kvm_debugregs dregs;
-	} u;
+	union vcpu_state u;
 	int ret;
 
 	memset(&u, 0, sizeof(u));
