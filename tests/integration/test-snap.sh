@@ -130,6 +130,20 @@ t_again() {
 		fail "the second restore: $(tail -n 1 "$LOG_DIR/snap-again-check.log")"
 }
 
+# A disk saved by path: gone at the restore, or of another size, refused in one line.
+t_disk() {
+	local img=$LOG_DIR/snap-disk.img snap=$LOG_DIR/disk.snap
+	rm -f "$img" && truncate -s 1M "$img" || { fail "cannot make $img"; return; }
+	ticks_vm snap-disk snap-disk -d "$img" || return
+	wait_log "$VM_LOG" 'TICK n=1 ' 20 || return
+	snap_of snap-disk "$snap" snap-disk-snap --stop || return
+	wait_exit "$VM_PID" 20 || return
+	truncate -s 2M "$img"
+	bad_restore snap-disk-resized "$snap" ".*is not the snapshot's.*" || return
+	rm -f "$img"
+	bad_restore snap-disk-gone "$snap" ".*snap-disk\.img.*No such file or directory.*"
+}
+
 # One saved VM for the bad-file cases.
 make_bad_base() {
 	BASE=$LOG_DIR/bad-base.snap
@@ -303,6 +317,7 @@ if [ "${SNAP_TESTS:-all}" != userspace ]; then
 	run_test snap-sequence t_sequence
 	run_test snap-again t_again
 	run_test snap-bad t_bad
+	run_test snap-disk t_disk
 	run_test snap-share t_share
 	run_test snap-net t_net
 fi
