@@ -234,17 +234,18 @@ static int load_xsave(struct kvm_cpu *v, const void *sec, size_t len, char *err,
 /* All MSRs at once; where KVM takes fewer, the first it refused is named. */
 static int load_msrs(struct kvm_cpu *v, const void *sec, size_t len, char *err, size_t errlen)
 {
-	const struct kvm_msr_entry *e;
+	const size_t esz = sizeof(struct kvm_msr_entry);
+	const void *e;
 	struct kvm_msrs *m;
 	u32 rlen, n;
 	int r;
 
-	if (find_rec(sec, len, VCPU_REC_MSRS, (const void **)&e, &rlen) < 0 || rlen % sizeof(*e) ||
-	    rlen / sizeof(*e) > MAX_MSRS) {
+	if (find_rec(sec, len, VCPU_REC_MSRS, &e, &rlen) < 0 || rlen % esz ||
+	    rlen / esz > MAX_MSRS) {
 		errfmt(err, errlen, "vCPU %d: MSRs missing or malformed in the snapshot", v->id);
 		return -EINVAL;
 	}
-	n = rlen / sizeof(*e);
+	n = (u32)(rlen / esz);
 	m = calloc(1, sizeof(*m) + rlen + 1);
 	if (!m)
 		return -ENOMEM;
@@ -273,16 +274,19 @@ static int load_msrs(struct kvm_cpu *v, const void *sec, size_t len, char *err, 
  */
 static void set_tsc(struct kvm_cpu *v, const void *sec, size_t len, u64 host_tsc)
 {
-	const struct kvm_msr_entry *e;
+	const u8 *p;
 	u32 rlen;
 
-	if (find_rec(sec, len, VCPU_REC_MSRS, (const void **)&e, &rlen) < 0)
+	if (find_rec(sec, len, VCPU_REC_MSRS, (const void **)&p, &rlen) < 0)
 		return;
-	for (u32 i = 0; i < rlen / sizeof(*e); i++) {
-		u64 off = e[i].data - host_tsc;
+	/* Records are packed: each entry copied out, not read in place (alignment). */
+	for (u32 i = 0; i < rlen / sizeof(struct kvm_msr_entry); i++) {
+		struct kvm_msr_entry e;
+		u64 off;
 
-		if (e[i].index == MSR_IA32_TSC &&
-		    kvm_cpu_tsc_offset(v, KVM_SET_DEVICE_ATTR, &off) < 0)
+		memcpy(&e, p + i * sizeof(e), sizeof(e));
+		off = e.data - host_tsc;
+		if (e.index == MSR_IA32_TSC && kvm_cpu_tsc_offset(v, KVM_SET_DEVICE_ATTR, &off) < 0)
 			pr_debug("restore: vCPU %d's TSC offset: %s (the MSR's value stands)",
 				 v->id, strerror(errno));
 	}
