@@ -52,12 +52,31 @@ check_sequence() {
 import re, sys
 saved, restored, tick_ms = open(sys.argv[1]).read(), open(sys.argv[2]).read(), int(sys.argv[3])
 tsc_still, jump_ms = sys.argv[5] == "1", int(sys.argv[6])
-# lkvm's own lines, which may follow a line the guest had not finished (the snapshot cut it).
-keep = lambda t: re.sub(r"lkvm: [^\n]*\n", "", t)
-text = keep(saved) + keep(restored)
+LINE = re.compile(r"TICK n=(\d+) kvmclock_ns=(\d+) tsc=(\d+)")
+def guest_lines(t):
+    """The guest's lines; one lkvm's own line cut (no newline from the guest) ends with None."""
+    out = []
+    for l in t.split("\n"):
+        i = l.find("lkvm: ")
+        if i < 0:
+            out.append(l)
+        elif i > 0:
+            out += [l[:i], None]
+    return out
+def ticks_of(lines):
+    return [tuple(map(int, m.groups())) for l in lines if l is not None for m in [LINE.fullmatch(l)] if m]
+s_lines, r_lines = guest_lines(saved), [l for l in guest_lines(restored) if l != ""]
+# The line the snapshot cut: its start in the saved log, its end the restored guest's first.
+if None in s_lines and r_lines and r_lines[0] is not None:
+    cut = s_lines.index(None)
+    s_lines = s_lines[:cut - 1] + [s_lines[cut - 1] + r_lines[0]]
+    r_lines = r_lines[1:]
+# A line lkvm's stop cut at the end of the restored log is no tick.
+if None in r_lines:
+    r_lines = r_lines[:r_lines.index(None) - 1]
 hz = int(re.search(r"tsc_hz=(\d+)", open(sys.argv[4]).read()).group(1))
-ticks = [tuple(map(int, m)) for m in re.findall(r"TICK n=(\d+) kvmclock_ns=(\d+) tsc=(\d+)", text)]
-last_saved = len(re.findall(r"TICK n=\d+ kvmclock_ns=\d+ tsc=\d+", keep(saved)))
+ticks = ticks_of(s_lines) + ticks_of(r_lines)
+last_saved = len(ticks_of(guest_lines(saved)))
 if last_saved < 2 or len(ticks) < last_saved + 3:
     sys.exit("too few ticks: %d saved, %d after the restore" % (last_saved, len(ticks) - last_saved))
 for i in range(1, len(ticks)):
