@@ -289,6 +289,24 @@ static void note_exit(struct kvm_cpu *vcpu, u32 reason)
 
 /* Wait in user space while a park is requested (pause, debug). KVM_RUN was left with any
  * pending I/O completed, so the registers are whole. */
+/*
+ * KVM finishes an I/O or MMIO instruction (a read's value in place, RIP past it) only in the
+ * next KVM_RUN. A vCPU about to park right after handling such an exit makes that KVM_RUN with
+ * immediate_exit set, which completes it and returns at once without entering the guest: the
+ * state a parked vCPU shows (lkvm debug, gdb, a snapshot) is then past the instruction, and a
+ * restored guest does not run it again (a UART byte printed twice was how it showed).
+ */
+static void complete_pending_io(struct kvm_cpu *vcpu)
+{
+	if (!vcpu->io_pending)
+		return;
+	vcpu->io_pending = false;
+	vcpu->run->immediate_exit = 1;
+	if (ioctl(vcpu->fd, KVM_RUN, 0) == 0 || (errno != EINTR && errno != EAGAIN))
+		pr_debug("vCPU %d: completing its I/O before parking: KVM_RUN returned %s",
+			 vcpu->id, errno ? strerror(errno) : "0");
+}
+
 static void vcpu_park(struct kvm_cpu *vcpu)
 {
 	struct kvm *kvm = vcpu->kvm;
@@ -331,6 +349,7 @@ static void *vcpu_thread(void *arg)
 
 		/* held: set by this thread (kvm_cpu_hold) or before it started. */
 		if (atomic_load(&kvm->park_req) || atomic_load(&vcpu->held)) {
+			complete_pending_io(vcpu);
 			vcpu_park(vcpu);
 			continue;
 		}
@@ -358,6 +377,7 @@ static void *vcpu_thread(void *arg)
 		}
 		if (exit_handlers[reason](vcpu) == EXIT_STOP)
 			break;
+		vcpu->io_pending = reason == KVM_EXIT_IO || reason == KVM_EXIT_MMIO;
 	}
 	return NULL;
 }

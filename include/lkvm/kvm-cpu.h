@@ -29,6 +29,9 @@ struct kvm_cpu {
 	u32 last_exit_len;
 	bool last_exit_write;
 	u64 last_exit_ns;
+	/* The last exit was an I/O or MMIO one that the next KVM_RUN completes (kvm-cpu.c's
+	 * complete_pending_io); the vCPU thread's own. */
+	bool io_pending;
 	/* TSC offset saved at pause (KVM_VCPU_TSC_OFFSET), when KVM has the attribute. */
 	bool tsc_offset_saved;
 	u64 tsc_offset;
