@@ -50,18 +50,25 @@ check_sequence() {
 	is_pvm_host && tsc_still=0
 	"$PY" - "$1" "$2" "$TICK_MS" "${3:-$1}" "$tsc_still" "$JUMP_MS" <<'EOF'
 import re, sys
-saved, restored, tick_ms = open(sys.argv[1]).read(), open(sys.argv[2]).read(), int(sys.argv[3])
+# newline="": lkvm's "\r\n" before its own line is how a cut line is told (no translation).
+saved, restored = (open(f, newline="").read() for f in sys.argv[1:3])
+tick_ms = int(sys.argv[3])
 tsc_still, jump_ms = sys.argv[5] == "1", int(sys.argv[6])
 LINE = re.compile(r"TICK n=(\d+) kvmclock_ns=(\d+) tsc=(\d+)")
 def guest_lines(t):
-    """The guest's lines; one lkvm's own line cut (no newline from the guest) ends with None."""
+    """The guest's lines; one that lkvm's own line cut (lkvm ends it with "\\r\\n", or writes
+    straight after it) is followed by None."""
     out = []
     for l in t.split("\n"):
         i = l.find("lkvm: ")
-        if i < 0:
-            out.append(l)
-        elif i > 0:
+        if i == 0:
+            continue
+        if i > 0:
             out += [l[:i], None]
+        elif l.endswith("\r"):
+            out += [l[:-1], None]
+        else:
+            out.append(l)
     return out
 def ticks_of(lines):
     return [tuple(map(int, m.groups())) for l in lines if l is not None for m in [LINE.fullmatch(l)] if m]
