@@ -129,6 +129,18 @@ int kvm_resume_by(struct kvm *kvm, enum kvm_pauser who, char *err, size_t errlen
 	return ret;
 }
 
+u64 kvm_paused_ns(struct kvm *kvm)
+{
+	u64 ns;
+
+	pthread_mutex_lock(&kvm->pause_lock);
+	ns = kvm->paused_total_ns;
+	if (atomic_load(&kvm->paused))
+		ns += now_ns() - kvm->paused_since_ns;
+	pthread_mutex_unlock(&kvm->pause_lock);
+	return ns;
+}
+
 int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen)
 {
 	return kvm_pause_by(kvm, PAUSE_CTL, timeout_ms, err, errlen);

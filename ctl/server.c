@@ -360,10 +360,8 @@ static void reply_error(struct ctl_msg *r, u32 status, const char *fmt, ...)
 static void add_info(struct ctl_server *s, struct ctl_msg *r)
 {
 	struct kvm *kvm = s->kvm;
-	u64 paused = kvm->paused_total_ns;
+	u64 paused = kvm_paused_ns(kvm);
 
-	if (atomic_load(&kvm->paused))
-		paused += now_ns() - kvm->paused_since_ns;
 	ctl_add_str(r, "name", s->name);
 	ctl_add_u64(r, "pid", (u64)getpid());
 	ctl_add_str(r, "state", state_name(kvm));

@@ -214,6 +214,8 @@ int kvm_pause_by(struct kvm *kvm, enum kvm_pauser who, int timeout_ms, char *err
 int kvm_resume_by(struct kvm *kvm, enum kvm_pauser who, char *err, size_t errlen) __must_check;
 int kvm_pause(struct kvm *kvm, int timeout_ms, char *err, size_t errlen) __must_check;
 int kvm_resume(struct kvm *kvm, char *err, size_t errlen) __must_check;
+/* Nanoseconds spent paused so far, the current pause included (read under pause_lock: any thread). */
+u64 kvm_paused_ns(struct kvm *kvm);
 /* Every vCPU's registers and last exit as text (vCPUs parked briefly unless paused). Returns a
  * malloc'd string, or NULL with err. */
 char *kvm_debug_dump(struct kvm *kvm, int timeout_ms, char *err, size_t errlen);
