@@ -287,6 +287,14 @@ static void note_exit(struct kvm_cpu *vcpu, u32 reason)
 	}
 }
 
+/* immediate_exit is one byte of the kvm_run page that a kicker (a pause, gdb, a stop: any thread)
+ * and the vCPU itself both write, and KVM reads at KVM_RUN's entry: relaxed atomic stores, the
+ * order coming from park_lock and the kick's signal as the comments at each store say. */
+static void set_immediate_exit(struct kvm_cpu *vcpu, u8 v)
+{
+	__atomic_store_n(&vcpu->run->immediate_exit, v, __ATOMIC_RELAXED);
+}
+
 /* Wait in user space while a park is requested (pause, debug). KVM_RUN was left with any
  * pending I/O completed, so the registers are whole. */
 /*
@@ -301,7 +309,7 @@ static void complete_pending_io(struct kvm_cpu *vcpu)
 	if (!vcpu->io_pending)
 		return;
 	vcpu->io_pending = false;
-	vcpu->run->immediate_exit = 1;
+	set_immediate_exit(vcpu, 1);
 	if (ioctl(vcpu->fd, KVM_RUN, 0) == 0 || (errno != EINTR && errno != EAGAIN))
 		pr_debug("vCPU %d: completing its I/O before parking: KVM_RUN returned %s",
 			 vcpu->id, errno ? strerror(errno) : "0");
@@ -322,7 +330,7 @@ static void vcpu_park(struct kvm_cpu *vcpu)
 	/* Cleared before the loop re-checks `stopping`: kvm_cpu_stop_all sets stopping before
 	 * immediate_exit, so a stop racing with this is never lost. */
 	if (!atomic_load(&kvm->stopping))
-		vcpu->run->immediate_exit = 0;
+		set_immediate_exit(vcpu, 0);
 	pthread_mutex_unlock(&kvm->park_lock);
 }
 
@@ -405,7 +413,7 @@ int kvm_cpu_start(struct kvm_cpu *vcpu)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret)
 		return -ret;
-	vcpu->started = true;
+	atomic_store(&vcpu->started, true);
 	atomic_fetch_add(&vcpu->kvm->nr_started, 1);
 	return 0;
 }
@@ -416,11 +424,11 @@ static void kick_all_locked(struct kvm *kvm)
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		struct kvm_cpu *vcpu = kvm->cpus[i];
 
-		if (!vcpu || !vcpu->started)
+		if (!vcpu || !atomic_load(&vcpu->started))
 			continue;
 		/* immediate_exit covers a kick that lands between the loop's stop check and
 		 * KVM_RUN; the signal covers a vCPU already inside KVM_RUN. */
-		vcpu->run->immediate_exit = 1;
+		set_immediate_exit(vcpu, 1);
 		pthread_kill(vcpu->thread, SIG_VCPU_KICK);
 	}
 }
@@ -496,9 +504,9 @@ void kvm_cpu_stop_all(struct kvm *kvm)
 	for (int i = 0; i < kvm->nr_cpus; i++) {
 		struct kvm_cpu *vcpu = kvm->cpus[i];
 
-		if (!vcpu || !vcpu->started)
+		if (!vcpu || !atomic_load(&vcpu->started))
 			continue;
 		pthread_join(vcpu->thread, NULL);
-		vcpu->started = false;
+		atomic_store(&vcpu->started, false);
 	}
 }

@@ -17,7 +17,9 @@ struct kvm_cpu {
 	int fd;
 	struct kvm_run *run;
 	pthread_t thread;
-	bool started;
+	/* Written by the thread that starts and joins the vCPUs, read by whoever kicks them
+	 * (a pause, gdb) under park_lock, which the writer does not hold: atomic. */
+	atomic_bool started;
 	/* Per-vCPU exit counters, by KVM exit reason. Written only by the vCPU thread, read
 	 * by --stats on SIGUSR2 while it runs: both sides use relaxed atomics
 	 * (kvm_cpu_count), a plain load + store on x86, no locked instruction. */
