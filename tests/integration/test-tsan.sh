@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # lkvm built with ThreadSanitizer (make TSAN=1: build/tsan/lkvm) moving traffic both ways: the
 # net-bench guest's request/response run against net-peer on a tap, once with ioeventfd and once
-# with trapped notifies. Any TSan report fails the run (exit 66) and the test.
+# with trapped notifies; and a 2-vCPU guest paused, dumped and resumed over and over while it does
+# port I/O. Any TSan report fails the run (exit 66) and the test.
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
 SUMMARY_PREFIX=tsan
@@ -70,7 +71,32 @@ t_rr() {
 	in_netns rr_run "$@"
 }
 
+# Pauses of a guest whose vCPUs keep exiting for port I/O (the ticks guest's UART lines): the
+# control thread kicks the vCPUs (immediate_exit, the started flags) while they complete their
+# I/O before parking, and reads the paused time that pause and resume write. --sandbox=off: a
+# TSan report opens /proc/self/maps, which the sandbox would stop (159) before it is printed.
+t_pause() {
+	need_lkvm "$REAL_LKVM" || return
+	need_guest ticks || return
+	local n=tsan-pause-$$ i
+	VM_TIMEOUT=$T start_vm $n tsan-pause -k "$GUEST_DIR/ticks.elf" -c 2 -m 64 -p tick_ms=5 --sandbox=off
+	wait_vm $n || return
+	wait_log "$VM_LOG" '^TICK n=' 30 || return
+	for ((i = 0; i < 6; i++)); do
+		ctl tsan-pause-ctl pause $n && expect_status 0 || return
+		ctl tsan-pause-ctl stat $n && expect_status 0 || return
+		ctl tsan-pause-ctl debug $n && expect_status 0 || return
+		ctl tsan-pause-ctl resume $n && expect_status 0 || return
+		ctl tsan-pause-ctl list && expect_status 0 || return
+	done
+	ctl tsan-pause-ctl stop $n && expect_status 0 || return
+	end_vm
+	expect_no_output 'WARNING: ThreadSanitizer' "a ThreadSanitizer report" || return
+	expect_status 3
+}
+
 skip_unless_kvm
+run_test_serial tsan-pause t_pause
 run_test_serial tsan-net-ioeventfd t_rr tsan-net-ioeventfd ""
 run_test_serial tsan-net-trapped t_rr tsan-net-trapped ",ioeventfd=off"
 finish_tests
