@@ -167,8 +167,9 @@ t_timeout() {
 }
 
 # The guest resetting before init's report (the command rebooted it): 125, and the reason.
+# --root: rebooting takes root in the guest (the command runs as nobody here otherwise).
 t_reset() {
-	cmd_run run-reset 125 -- busybox reboot -f || return
+	cmd_run run-reset 125 --root -- busybox reboot -f || return
 	expect_output "the guest ended \(guest reset \(i8042\)\) without the command's status" \
 		"lkvm's reason"
 }
