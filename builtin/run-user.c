@@ -59,8 +59,9 @@ static int guest_groups(const struct sandbox_user *u, bool own, struct initcfg *
 		n = getgroups(INITCFG_MAX_GROUPS, groups);
 	}
 	if (n < 0) {
-		errfmt(err, errlen, "user %s is in more than %d groups, the most the command can get",
-		       u->name, INITCFG_MAX_GROUPS);
+		errfmt(err, errlen,
+		       "user %s is in more than %d groups, the most the command can get", u->name,
+		       INITCFG_MAX_GROUPS);
 		return -E2BIG;
 	}
 	for (int i = 0; i < n; i++)
@@ -87,6 +88,7 @@ int run_cmd_guest_user(const struct run_cmd_creds *c, const char *user, bool roo
 		own = true;
 		u.uid = geteuid();
 		u.gid = getegid();
+		snprintf(u.name, sizeof(u.name), "%u", (unsigned)u.uid); /* for messages */
 	}
 	if (ret)
 		return ret;

@@ -320,7 +320,16 @@ START_TEST(run_options_vng)
 	ck_assert_str_eq(
 		err,
 		"--rw: lkvm keeps the guest's writes to / in its tmpfs overlay; give --share DIR (or --rwdir DIR) for a host directory the command writes to");
-	/* The plain machine without a root (the panic's hint): not with -i, -d, root= or --. */
+	kvm_config_free(&a.cfg);
+}
+END_TEST
+
+/* The plain machine without a root (the panic's hint): not with -i, -d, root= or --. */
+START_TEST(run_root_missing)
+{
+	struct run_args a = { 0 };
+	char err[256];
+
 	ck_assert_int_eq(parse(&a, err, 3, "run", "-k", "bz"), 0);
 	ck_assert(run_cmd_root_missing(&a.cfg));
 	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "-p", "quiet rootwait"), 0);
@@ -530,6 +539,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, run_options_cmd);
 	tcase_add_test(tc, run_options_gdb);
 	tcase_add_test(tc, run_options_vng);
+	tcase_add_test(tc, run_root_missing);
 	tcase_add_test(tc, cmdline_building);
 	tcase_add_test(tc, emulation_decoder);
 	tcase_add_test(tc, console_match_across_writes);
