@@ -35,9 +35,29 @@ int run_cmd_trailing(void *base, int argc, char **argv, char *err, size_t errlen
 {
 	struct run_cmd_opts *o = &((struct run_args *)base)->cmd;
 
+	if (o->exec_argv[0] && argc) {
+		errfmt(err, errlen, "--exec CMD and -- CMD: give the command once");
+		return -EINVAL;
+	}
 	o->dashdash = true;
+	if (o->exec_argv[0])
+		return 0;
 	o->argc = argc;
 	o->argv = argv;
+	return 0;
+}
+
+int run_cmd_exec(const struct opt *opt, const char *v, void *base, char *err, size_t errlen)
+{
+	struct run_cmd_opts *o = &((struct run_args *)base)->cmd;
+
+	o->exec_argv[0] = "sh";
+	o->exec_argv[1] = "-c";
+	o->exec_argv[2] = (char *)v;
+	o->exec_argv[3] = NULL;
+	o->dashdash = true;
+	o->argc = 3;
+	o->argv = o->exec_argv;
 	return 0;
 }
 
@@ -46,6 +66,15 @@ int run_cmd_check(struct kvm_config *cfg, const struct run_cmd_opts *cmd, char *
 	bool on = cmd->dashdash || (!cfg->kernel_path && !cfg->initrd_path && !cfg->nr_disks);
 
 	cfg->host_root.on = on;
+	if (cmd->rw) {
+		errfmt(err, errlen,
+		       "--rw: lkvm keeps the guest's writes to / in its tmpfs overlay; give --share DIR (or --rwdir DIR) for a host directory the command writes to");
+		return -EINVAL;
+	}
+	if (cmd->root && !on) {
+		errfmt(err, errlen, "--root is for -- CMD (the command runs as root in the guest)");
+		return -EINVAL;
+	}
 	if (!on)
 		return 0;
 	if (cfg->initrd_path) {
@@ -170,8 +199,8 @@ static int find_kernel(struct run_cmd *rc, struct kvm_config *cfg, char *err, si
 
 /* ---- the initramfs ---- */
 
-/* Init's configuration: CMD, the user's environment and directory, the host's root, the
- * shares, CMD's consoles; initrd_make adds the modules its kernel needs. */
+/* Init's configuration: CMD, its user, the user's environment and directory, the host's root,
+ * the shares, CMD's consoles; initrd_make adds the modules its kernel needs. */
 static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
 		       const struct run_cmd_opts *cmd, char *err, size_t errlen)
 {
@@ -185,6 +214,8 @@ static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
 		.stderr_dev = hr->stderr_own ? "/dev/hvc1" : "/dev/hvc0",
 		.tty = hr->tty ? INITCFG_TTY : INITCFG_RAW,
 	};
+	static const struct run_cmd_pw pw = { getpwuid, getpwnam };
+	static struct run_cmd_guest guest; /* large; ic.envp points into it */
 	char cwd[PATH_MAX];
 	struct winsize ws;
 	int ret;
@@ -192,6 +223,11 @@ static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
 	ic.envp = initrd_env_filter(environ, &ic.envc);
 	if (!ic.envp)
 		return -ENOMEM;
+	ret = run_cmd_guest_user(&rc->creds, cfg->user, cmd->root, &pw, &ic, &guest, err, errlen);
+	if (ret) {
+		free(ic.envp);
+		return ret;
+	}
 	if (getcwd(cwd, sizeof(cwd)))
 		ic.cwd = cwd;
 	if (hr->tty && !ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_row && ws.ws_col) {
@@ -321,4 +357,20 @@ int run_cmd_end(struct kvm *kvm, int status, bool *quiet)
 			why);
 	}
 	return status;
+}
+
+bool run_cmd_root_missing(const struct kvm_config *cfg)
+{
+	const char *p = cfg->cmdline;
+
+	if (cfg->host_root.on || cfg->initrd_path || cfg->nr_disks || cfg->restore_path)
+		return false;
+	/* root= as a word of -p (the defaults name none). */
+	while (p && *p) {
+		p += strspn(p, " ");
+		if (!strncmp(p, "root=", 5))
+			return false;
+		p += strcspn(p, " ");
+	}
+	return true;
 }

@@ -67,8 +67,8 @@ static int opt_mem(const struct opt *o, const char *v, void *base, char *err, si
 
 	if (parse_mem(v, &cfg->ram_mib) == 0)
 		return 0;
-	errfmt(err, errlen, "--mem '%s': give the size in MiB (1 to %llu), e.g. -m 256 or -m 2G", v,
-	       (unsigned long long)MAX_RAM_MIB);
+	errfmt(err, errlen, "--%s '%s': give the size in MiB (1 to %llu), e.g. -m 256 or -m 2G",
+	       o->name, v, (unsigned long long)MAX_RAM_MIB);
 	return -EINVAL;
 }
 
@@ -131,6 +131,25 @@ static int opt_share(const struct opt *o, const char *v, void *base, char *err, 
 		return -ENOMEM;
 	}
 	return p9_share_parse(cfg->shares, v, err, errlen);
+}
+
+/* --rwdir DIR (vng's): --share DIR, read-write at the same path; --share's own syntax
+ * (GUESTDIR, options) is --share's. */
+static int opt_rwdir(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	if (!*v || strpbrk(v, ",:")) {
+		errfmt(err, errlen,
+		       "--rwdir '%s': give a directory without ',' or ':' (--share HOSTDIR:GUESTDIR,OPTION takes those)",
+		       v);
+		return -EINVAL;
+	}
+	return opt_share(o, v, base, err, errlen);
+}
+
+/* --net user (vng's): -n mode=user; anything else is -n's OPTS. */
+static int opt_net_alias(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	return opt_net(o, strcmp(v, "user") ? v : "mode=user", base, err, errlen);
 }
 
 static int opt_stats(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
@@ -229,7 +248,8 @@ static const struct opt run_opts[] = {
 	  .help = "after set-up run as USER (a name or a uid), without\n"
 		  "supplementary groups; with -- CMD run as root the default\n"
 		  "is sudo's user (SUDO_UID) with its groups, else nobody\n"
-		  "(--user root serves root's files)",
+		  "(--user root serves root's files); with -- CMD the command\n"
+		  "runs as that user in the guest too (else as lkvm's own)",
 	  .process = true },
 	{ "console-log", 0, OPT_STR, OPT_AT(struct run_args, cmd.console_log), .arg = "FILE",
 	  .bad = "give a file name",
@@ -253,6 +273,21 @@ static const struct opt run_opts[] = {
 		  "here replace them), the guest goes on where it was" },
 	{ "debug", 0, OPT_FLAG, CFG(debug), .help = "more log lines, and the start-up profile",
 	  .process = true },
+	{ "root", 0, OPT_FLAG, OPT_AT(struct run_args, cmd.root),
+	  .help = "with -- CMD: the command runs as root in the guest; by default\n"
+		  "it runs as the user whose credentials serve the files (--user)" },
+	/* virtme-ng's spellings, where they mean what lkvm's options do. */
+	{ "memory", 0, OPT_FN, .fn = opt_mem, .arg = "MIB", .help = "= --mem (vng's spelling)" },
+	{ "append", 0, OPT_STR, CFG(cmdline), .arg = "TEXT", .help = "= --params" },
+	{ "exec", 0, OPT_FN, .fn = run_cmd_exec, .arg = "CMD", .help = "= -- sh -c CMD" },
+	{ "rwdir", 0, OPT_FN, .fn = opt_rwdir, .arg = "DIR",
+	  .help = "= --share DIR (read-write, at the same path)" },
+	{ "net", 0, OPT_FN, .fn = opt_net_alias, .arg = "user|OPTS",
+	  .help = "user: = -n mode=user; OPTS: = -n OPTS" },
+	{ "verbose", 'v', OPT_FLAG, CFG(debug),
+	  .help = "= --debug (with -- CMD: the kernel's log on stderr)", .process = true },
+	{ "rw", 0, OPT_FLAG, OPT_AT(struct run_args, cmd.rw),
+	  .help = "refused: the guest's writes to / stay in its overlay\n(give --share DIR or --rwdir DIR)" },
 	{ "help", 'h', OPT_HELP, .help = "this text", .process = true },
 	{ .kind = OPT_END },
 };
@@ -280,7 +315,8 @@ void kvm_run_usage(FILE *out)
 		"Boot a Linux kernel (bzImage, or an ELF vmlinux with a PVH note) with a serial console.\n"
 		"With -- CMD (or with none of -k, -i, -d): run CMD (nothing after --: $SHELL, else\n"
 		"/bin/sh) in the kernel on the host's files: / over virtio-9p, read-only, under a\n"
-		"tmpfs the command writes to, in the current directory, with the user's environment;\n"
+		"tmpfs the command writes to, in the current directory, as the user whose credentials\n"
+		"serve the files (--root: as root), with the user's environment;\n"
 		"CMD's stdout and stderr are lkvm's, stdin is forwarded, lkvm exits with CMD's status.\n"
 		"Without -k the kernel is ./bzImage, ./arch/x86/boot/bzImage,\n"
 		"../../arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r), the first there; a modular\n"
@@ -607,6 +643,10 @@ static int finish(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	else
 		pr_err("%s%s%s", cfg->name ? cfg->name : "", cfg->name ? ": " : "",
 		       st->kvm.exit_reason);
+	/* Only at a panic: a plain machine without a root is a real use until it panics. */
+	if (status == EXIT_GUEST_PANIC && run_cmd_root_missing(cfg))
+		pr_info("hint: no root given (no -i, -d or root=): \"lkvm run -k %s --\" gives a shell on the host's files",
+			cfg->kernel_path);
 	if (cfg->debug) {
 		char prof[1024];
 

@@ -48,6 +48,21 @@ static bool abs_path_ok(const char *s)
 	return str_ok(s) && s[0] == '/';
 }
 
+/* (uid_t)-1 and (gid_t)-1 mean "unchanged" to setuid and setgid: never an id. */
+#define MAX_ID 0xfffffffeUL
+
+static int check_user(const struct initcfg *c)
+{
+	if (c->nr_groups > INITCFG_MAX_GROUPS || (c->nr_groups && !c->user))
+		return -EINVAL;
+	if (c->user && (c->uid > MAX_ID || c->gid > MAX_ID))
+		return -EINVAL;
+	for (size_t i = 0; i < c->nr_groups; i++)
+		if (c->groups[i] > MAX_ID)
+			return -EINVAL;
+	return 0;
+}
+
 int initcfg_check(const struct initcfg *c)
 {
 	for (size_t i = 0; i < c->argc; i++)
@@ -85,7 +100,7 @@ int initcfg_check(const struct initcfg *c)
 		return -EINVAL;
 	if (c->exit_port > 0xffff - (LKVM_EXIT_PORT_LEN - 1))
 		return -EINVAL;
-	return 0;
+	return check_user(c);
 }
 
 /* ---- decoding: a table of keys, each with its field count and what it sets ---- */
@@ -193,6 +208,28 @@ static int key_msize(struct dec *d, const char *const *f)
 	return 0;
 }
 
+static int key_user(struct dec *d, const char *const *f)
+{
+	unsigned long uid, gid;
+
+	if (parse_uint(f[0], MAX_ID, &uid) || parse_uint(f[1], MAX_ID, &gid))
+		return -EINVAL;
+	d->c->user = true;
+	d->c->uid = (uint32_t)uid;
+	d->c->gid = (uint32_t)gid;
+	return 0;
+}
+
+static int key_group(struct dec *d, const char *const *f)
+{
+	unsigned long gid;
+
+	if (parse_uint(f[0], MAX_ID, &gid) || d->c->nr_groups == INITCFG_MAX_GROUPS)
+		return -EINVAL;
+	d->c->groups[d->c->nr_groups++] = (uint32_t)gid;
+	return 0;
+}
+
 #define MAX_FIELDS 3
 static const struct {
 	const char *key;
@@ -210,6 +247,8 @@ static const struct {
 	{ "winsize", 2, false, key_winsize },
 	{ "exit-port", 1, false, key_exit_port },
 	{ "msize", 1, false, key_msize },
+	{ "user", 2, false, key_user },
+	{ "group", 1, true, key_group },
 };
 
 /* The next string at *pos (the buffer ends with a NUL, checked by the caller). */
@@ -412,6 +451,15 @@ static void put_body(struct enc *e, const struct initcfg *c)
 	if (c->msize) {
 		put(e, "msize");
 		put_uint(e, c->msize);
+	}
+	if (c->user) {
+		put(e, "user");
+		put_uint(e, c->uid);
+		put_uint(e, c->gid);
+	}
+	for (size_t i = 0; i < c->nr_groups; i++) {
+		put(e, "group");
+		put_uint(e, c->groups[i]);
 	}
 }
 

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include "lkvm/initcfg.h"
+#include "user.h"
 
 /* linux/module.h, which musl's headers do not bring: the kernel decompresses the file. */
 #define MODULE_INIT_COMPRESSED_FILE 4
@@ -337,6 +338,7 @@ static char **make_env(const char *cwd, bool shell)
 static void __attribute__((noreturn))
 exec_cmd(const struct consoles *con, int in, char **argv, char **env)
 {
+	const char *what = "";
 	int e;
 
 	setsid();
@@ -345,6 +347,14 @@ exec_cmd(const struct consoles *con, int in, char **argv, char **env)
 		ioctl(con->io, TIOCSCTTY, 1);
 	if (dup2(in, 0) < 0 || dup2(con->io, 1) < 0 || dup2(con->err, 2) < 0)
 		_exit(126);
+	/* After the mounts and the terminal (TIOCSCTTY needs root), before the exec. */
+	e = user_enter(&cfg, (const int[]){ 0, 1, 2 }, 3, &what);
+	if (e) {
+		log_fd = 2;
+		msg("cannot run the command as uid %u: %s: %s", (unsigned)cfg.uid, what,
+		    strerror(-e));
+		_exit(126);
+	}
 	environ = env;
 	execvp(argv[0], argv);
 	e = errno;

@@ -27,6 +27,9 @@
  *   "winsize" ROWS COLS              the console's size (optional)
  *   "exit-port" PORT                 I/O port of lkvm's exit device (decimal)
  *   "msize" BYTES                    9p msize (decimal)
+ *   "user" UID GID                   CMD's user and group (decimal; optional: none, root),
+ *                                    set after the mounts, just before CMD is started
+ *   "group" GID                      one of CMD's supplementary groups (with "user" only)
  * Every field is at most INITCFG_MAX_STRING bytes; the file at most INITCFG_MAX_SIZE. "root"
  * is required; the others have the defaults below. Nothing is optional in the format itself:
  * an unknown key, a missing field or a bad value makes the whole file invalid (a new field
@@ -43,6 +46,7 @@
 #define INITCFG_MAX_STRING (128u << 10) /* Linux's MAX_ARG_STRLEN */
 #define INITCFG_MAX_SHARES 32
 #define INITCFG_MAX_MODULES 256
+#define INITCFG_MAX_GROUPS 1024
 
 #define INITCFG_DEFAULT_STDIO "/dev/hvc0"
 #define INITCFG_DEFAULT_STDERR "/dev/hvc1"
@@ -75,6 +79,11 @@ struct initcfg {
 	unsigned rows, cols; /* 0: not given */
 	uint16_t exit_port;  /* 0: LKVM_EXIT_PORT */
 	uint32_t msize;	     /* 0: INITCFG_DEFAULT_MSIZE */
+	/* CMD's credentials (init/user.c): !user keeps init's, root's. */
+	bool user;
+	uint32_t uid, gid;
+	uint32_t groups[INITCFG_MAX_GROUPS]; /* supplementary groups */
+	size_t nr_groups;
 };
 
 /* Checks what the format allows (absolute paths, non-empty tags, NAME=VALUE entries, string

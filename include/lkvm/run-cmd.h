@@ -4,11 +4,13 @@
 
 #include <pwd.h>
 
+#include "lkvm/initcfg.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/util.h"
 
 struct kvm;
 struct kvm_config;
+struct opt;
 struct term;
 
 /*
@@ -24,12 +26,18 @@ struct run_cmd_opts {
 	int argc;      /* CMD's words (0: the shell) */
 	char **argv;
 	const char *console_log; /* --console-log FILE: the serial console (kernel log) to FILE */
+	bool root;	    /* --root: CMD runs as root in the guest (the files served as before) */
+	bool rw;	    /* --rw (vng's): refused, the root's writes stay in the guest */
+	char *exec_argv[4]; /* --exec CMD: sh -c CMD (argv points here) */
 };
 
-/* opt_set.trailing of `lkvm run` (base: its struct run_args): the words after `--`. 0. */
+/* opt_set.trailing of `lkvm run` (base: its struct run_args): the words after `--`. 0, or
+ * -EINVAL with err when --exec gave CMD already. */
 int run_cmd_trailing(void *base, int argc, char **argv, char *err, size_t errlen);
-/* Decides cfg->host_root.on and checks what cannot go with it (-i, --console virtio). 0 or
- * -EINVAL with err. Parsing only: nothing is opened. */
+/* --exec CMD (vng's spelling): as `-- sh -c CMD`. 0. */
+int run_cmd_exec(const struct opt *o, const char *v, void *base, char *err, size_t errlen);
+/* Decides cfg->host_root.on and checks what cannot go with it (-i, --console virtio, --rw;
+ * --root without it). 0 or -EINVAL with err. Parsing only: nothing is opened. */
 int run_cmd_check(struct kvm_config *cfg, const struct run_cmd_opts *cmd, char *err,
 		  size_t errlen) __must_check;
 
@@ -72,6 +80,24 @@ int run_cmd_creds(uid_t euid, const char *user, const struct run_cmd_sudo *sudo,
 		  const struct run_cmd_pw *pw, struct run_cmd_creds *c, char *err,
 		  size_t errlen) __must_check;
 
+/* The guest user's environment lines, which ic->envp points to (kept while it is used). */
+struct run_cmd_guest {
+	char home[4096 + 8], user[80], logname[80];
+};
+
+/*
+ * The user CMD runs as in the guest (builtin/run-user.c), into ic->user, uid, gid and groups:
+ * root with --root (`root`), else the one whose credentials serve the host's files: c's user
+ * (sudo's, with its groups; nobody, without), --user's (`user`, without groups, as lkvm
+ * becomes it), else lkvm's own (euid, egid, its groups). uid 0 leaves ic->user false (init
+ * is root already). A guest user other than lkvm's own gets its passwd entry's HOME, USER and
+ * LOGNAME in ic->envp (malloc'd, realloc'd here; the lines are in g). 0, -ENOENT (--user
+ * unknown), -E2BIG (more than INITCFG_MAX_GROUPS groups) with err, or -ENOMEM.
+ */
+int run_cmd_guest_user(const struct run_cmd_creds *c, const char *user, bool root,
+		       const struct run_cmd_pw *pw, struct initcfg *ic, struct run_cmd_guest *g,
+		       char *err, size_t errlen) __must_check;
+
 struct run_cmd;
 
 /*
@@ -98,5 +124,8 @@ int run_cmd_end(struct kvm *kvm, int status, bool *quiet);
  * NULL: --user's or none. NULL for rc NULL. */
 const struct sandbox_user *run_cmd_user(const struct run_cmd *rc);
 void run_cmd_free(struct run_cmd *rc);
+/* The plain machine without a root: no -- CMD, -i, -d, --restore or root= in -p (a Linux
+ * kernel can only panic for want of one; lkvm run then says how to get a shell). */
+bool run_cmd_root_missing(const struct kvm_config *cfg);
 
 #endif

@@ -51,7 +51,10 @@ t_panic() {
 	need_kernel vmlinux || return
 	run_lkvm linux-panic 2 -- run -k "$G/vmlinux" -m 256 --timeout $T || return
 	expect_output "Kernel panic - not syncing" "the kernel's panic message" || return
-	expect_output "guest panicked" "lkvm's panic report"
+	expect_output "guest panicked" "lkvm's panic report" || return
+	# One line after it says how to get a shell (no -i, -d or root= was given).
+	[ "$(grep -c "^lkvm: hint: no root given (no -i, -d or root=): \"lkvm run -k $G/vmlinux --\" gives a shell on the host's files" "$LAST_LOG")" = 1 ] ||
+		fail "not one line with the hint: $(grep -v '^\[' "$LAST_LOG" | tail -3 | tr '\n' '|')"
 }
 
 t_timeout() {

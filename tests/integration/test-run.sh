@@ -167,8 +167,12 @@ t_timeout() {
 }
 
 # The guest resetting before init's report (the command rebooted it): 125, and the reason.
+# --root: rebooting takes root in the guest (the command runs as lkvm's chosen user otherwise,
+# and `reboot` fails with 1), while the files are still served with that user's credentials:
+# /etc/shadow stays closed (else 9).
 t_reset() {
-	cmd_run run-reset 125 -- busybox reboot -f || return
+	cmd_run run-reset 125 --root -- sh -c 'if cat /etc/shadow >/dev/null 2>&1; then exit 9; fi
+		exec busybox reboot -f' || return
 	expect_output "the guest ended \(guest reset \(i8042\)\) without the command's status" \
 		"lkvm's reason"
 }
@@ -271,14 +275,15 @@ with_creds_dir() {
 # says so: it reads the file open to all, not root's; with --user root it reads root's.
 t_creds_nobody() {
 	unset SUDO_UID SUDO_GID SUDO_USER
-	cmd_run run-creds-nobody 1 -- sh -c 'cat "$1/open" && cat "$1/canary"' sh "$CREDS_DIR" || return
-	[ "$(cat "$LOG_DIR/run-creds-nobody.out")" = open-data ] ||
+	cmd_run run-creds-nobody 1 -- sh -c 'cat "$1/open" && id -u && cat "$1/canary"' sh "$CREDS_DIR" || return
+	# The command runs as nobody too (id -u).
+	[ "$(cat "$LOG_DIR/run-creds-nobody.out")" = "$(printf 'open-data\n%s' "$(id -u nobody)")" ] ||
 		{ fail "the command printed '$(head -c 100 "$LOG_DIR/run-creds-nobody.out")'"; return; }
 	expect_output "canary.*Permission denied" "the guest's refusal of root's file" || return
 	[ "$(grep -c "as user nobody (--user root: as root)" "$LAST_LOG")" = 1 ] ||
 		{ fail "not one line saying nobody serves the files: $(head -c 300 "$LAST_LOG" | tr '\n' '|')"; return; }
-	cmd_run run-creds-root 0 --user root -- cat "$CREDS_DIR/canary" || return
-	[ "$(cat "$LOG_DIR/run-creds-root.out")" = root-secret ] ||
+	cmd_run run-creds-root 0 --user root -- sh -c 'cat "$1/canary" && id -u' sh "$CREDS_DIR" || return
+	[ "$(cat "$LOG_DIR/run-creds-root.out")" = "$(printf 'root-secret\n0')" ] ||
 		{ fail "with --user root the command printed '$(head -c 100 "$LOG_DIR/run-creds-root.out")'"; return; }
 	[ ! -s "$LAST_LOG" ] || fail "lkvm printed something with --user root: $(head -c 200 "$LAST_LOG")"
 }
@@ -317,16 +322,52 @@ t_creds_sudo() {
 	SUDO_UID=$u SUDO_GID=$u SUDO_USER=lkvm-run-creds timeout -s KILL $((T + GUARD_SLACK)) \
 		unshare -m sh -c 'mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/group" /etc/group &&
 		shift && exec "$@"' sh "$d" "$LKVM" run -k "$G/bzImage" --timeout "$T" --share "$d/rw:/mnt/rw" -- \
-		sh -c 'cat "$1/user-only" "$1/group-only" && echo out >/mnt/rw/out && cat "$1/canary"' sh "$d" \
+		sh -c 'cat "$1/user-only" "$1/group-only" && echo out >/mnt/rw/out &&
+		echo "$(id -u) $(id -g) $(id -G) $HOME $USER $LOGNAME" && cat "$1/canary"' sh "$d" \
 		</dev/null >"$LOG_DIR/run-creds-sudo.out" 2>"$LAST_LOG"
 	LAST_STATUS=$?
 	expect_status 1 || return
-	[ "$(cat "$LOG_DIR/run-creds-sudo.out")" = "$(printf 'user-data\ngroup-data')" ] ||
+	# The command runs as that user, with its groups and its passwd entry's HOME.
+	[ "$(cat "$LOG_DIR/run-creds-sudo.out")" = "$(printf 'user-data\ngroup-data\n%s' \
+		"$u $u $u $g /nonexistent lkvm-run-creds lkvm-run-creds")" ] ||
 		{ fail "the command printed '$(head -c 100 "$LOG_DIR/run-creds-sudo.out")'"; return; }
 	expect_output "canary.*Permission denied" "the guest's refusal of root's file" || return
 	expect_no_output "as user nobody" || return
 	[ "$(stat -c %u:%g "$d/rw/out" 2>&1)" = "$u:$u" ] ||
 		fail "the file written to the share is $(stat -c %u:%g "$d/rw/out" 2>&1)'s, not $u:$u's"
+}
+
+# A non-root lkvm (user nobody through as-user.sh, in CREDS_DIR's copies): the command runs as
+# that user (uid, gid, groups; lkvm's own HOME), what it writes in its directory (a --share) is
+# that user's on the host, a write to its own file outside a share is copied up into the
+# overlay, /tmp and a reopened /dev/stdout work (--root: run-reset).
+t_user() {
+	skip_unless_userspace || return
+	need_kernel || return
+	local d=$CREDS_DIR u out
+	u=$(id -u nobody 2>/dev/null) || { skip "no user nobody"; return; }
+	copy_for_others "$d/bin" "$LKVM" "$G/bzImage" || return
+	if ! { mkdir -p "$d/kvm-node" "$d/cwd" "$d/own" && mkdir -m 700 "$d/rt" &&
+		echo host >"$d/own/file" && chown -R "$u:$u" "$d/cwd" "$d/own" "$d/rt"; }; then
+		fail "cannot make the user's files in $d"
+		return
+	fi
+	LAST_LOG=$LOG_DIR/run-user.err
+	(cd "$d/cwd" && HOME=/lkvm-test-home timeout -s KILL $((T + GUARD_SLACK)) \
+		"$REPO_ROOT/tests/integration/as-user.sh" "$d/kvm-node" "$u" env LKVM_RUNTIME_DIR="$d/rt" \
+		"$d/bin/${LKVM##*/}" run -k "$d/bin/bzImage" --timeout "$T" --share "$d/cwd" -- \
+		sh -c 'echo "$(id -u) $(id -g) $(id -G) $HOME" && echo guest >new &&
+		echo more >>"$1/own/file" && cat "$1/own/file" && echo tmp >/tmp/lkvm-run-user &&
+		cat /tmp/lkvm-run-user && echo reopened >/dev/stdout' sh "$d" \
+		</dev/null >"$LOG_DIR/run-user.out" 2>"$LAST_LOG")
+	LAST_STATUS=$?
+	expect_status 0 || return
+	out=$(printf '%s\nhost\nmore\ntmp\nreopened' "$u $u $u /lkvm-test-home")
+	[ "$(cat "$LOG_DIR/run-user.out")" = "$out" ] ||
+		{ fail "the command printed '$(head -c 300 "$LOG_DIR/run-user.out" | tr '\n' '|')'"; return; }
+	[ "$(stat -c %u:%g "$d/cwd/new" 2>&1)" = "$u:$u" ] ||
+		{ fail "the file written to the share is $(stat -c %u:%g "$d/cwd/new" 2>&1)'s, not $u:$u's"; return; }
+	[ "$(cat "$d/own/file")" = host ] || fail "the overlay's copy-up reached the host"
 }
 
 # A SUDO_UID that is not a number: one line, before anything is built.
@@ -345,13 +386,13 @@ t_pvm() {
 }
 
 # RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
-RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p creds-nobody creds-sudo creds-bad-sudo}
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p creds-nobody creds-sudo creds-bad-sudo user}
 skip_unless_kvm
 for name in $RUN_TESTS; do
 	case $name in
 	status-*) run_test "run-$name" t_status "${name#status-}" ;;
 	pvm-refusal) run_test run-pvm-refusal t_pvm ;;
-	creds-nobody | creds-sudo) run_test "run-$name" with_creds_dir "t_${name//-/_}" ;;
+	creds-nobody | creds-sudo | user) run_test "run-$name" with_creds_dir "t_${name//-/_}" ;;
 	creds-bad-sudo) run_test "run-$name" t_creds_bad_sudo ;;
 	root-write | not-found | init-failed) run_test "run-$name" "t_${name//-/_}" ;;
 	signal | stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p)

@@ -11,6 +11,7 @@
 #include "lkvm/kvm.h"
 #include "lkvm/run.h"
 #include "lkvm/term.h"
+#include "lkvm/virtio-9p.h"
 #include "lkvm/x86.h"
 
 struct hits {
@@ -271,6 +272,80 @@ START_TEST(run_options_cmd)
 }
 END_TEST
 
+/* virtme-ng's spellings (the same options under its names), --root and --rw. */
+START_TEST(run_options_vng)
+{
+	struct run_args a = { 0 };
+	char err[256];
+
+	ck_assert_int_eq(parse(&a, err, 15, "run", "-k", "bz", "--memory", "1G", "--append",
+			       "loglevel=8", "--cpus", "2", "-v", "--net", "user", "--net",
+			       "mode=tap,tapif=t0", "--root"),
+			 -EINVAL); /* --root without -- CMD */
+	ck_assert_str_eq(err, "--root is for -- CMD (the command runs as root in the guest)");
+	ck_assert_int_eq(parse(&a, err, 16, "run", "-k", "bz", "--memory", "1G", "--append",
+			       "loglevel=8", "--cpus", "2", "-v", "--net", "user", "--net",
+			       "mode=tap,tapif=t0", "--root", "--"),
+			 0);
+	ck_assert_uint_eq(a.cfg.ram_mib, 1024);
+	ck_assert_str_eq(a.cfg.cmdline, "loglevel=8");
+	ck_assert_int_eq(a.cfg.nr_cpus, 2);
+	ck_assert(a.cfg.debug && a.cmd.root && a.cfg.host_root.on);
+	ck_assert_int_eq(a.cfg.nr_nets, 2);
+	ck_assert_int_eq(a.cfg.net[0].mode, NET_MODE_USER);
+	ck_assert_int_eq(a.cfg.net[1].mode, NET_MODE_TAP);
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "--memory", "0"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "--memory '0'"));
+	/* --exec CMD is -- sh -c CMD, and not both. */
+	ck_assert_int_eq(parse(&a, err, 3, "run", "--exec", "echo $HOME; id"), 0);
+	ck_assert(a.cfg.host_root.on && a.cmd.dashdash);
+	ck_assert_int_eq(a.cmd.argc, 3);
+	ck_assert_str_eq(a.cmd.argv[0], "sh");
+	ck_assert_str_eq(a.cmd.argv[1], "-c");
+	ck_assert_str_eq(a.cmd.argv[2], "echo $HOME; id");
+	ck_assert_ptr_null(a.cmd.argv[3]);
+	ck_assert_int_eq(parse(&a, err, 6, "run", "-k", "bz", "--exec", "true", "--"), 0);
+	ck_assert_int_eq(a.cmd.argc, 3);
+	ck_assert_int_eq(parse(&a, err, 6, "run", "--exec", "true", "--", "ls"), -EINVAL);
+	ck_assert_str_eq(err, "--exec CMD and -- CMD: give the command once");
+	/* --rwdir DIR: a read-write share at the same path; --share's own syntax is refused. */
+	ck_assert_int_eq(parse(&a, err, 4, "run", "--rwdir", "/tmp", "--"), 0);
+	ck_assert_str_eq(p9_share_get(a.cfg.shares, 0)->guest_dir, "/tmp");
+	ck_assert(!p9_share_get(a.cfg.shares, 0)->ro);
+	ck_assert_int_eq(parse(&a, err, 3, "run", "--rwdir", "/tmp,ro"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "--rwdir '/tmp,ro': give a directory without"));
+	ck_assert_int_eq(parse(&a, err, 3, "run", "--rwdir", "/tmp:/mnt"), -EINVAL);
+	/* --rw: one line naming --share. */
+	ck_assert_int_eq(parse(&a, err, 3, "run", "--rw", "--"), -EINVAL);
+	ck_assert_str_eq(
+		err,
+		"--rw: lkvm keeps the guest's writes to / in its tmpfs overlay; give --share DIR (or --rwdir DIR) for a host directory the command writes to");
+	kvm_config_free(&a.cfg);
+}
+END_TEST
+
+/* The plain machine without a root (the panic's hint): not with -i, -d, root= or --. */
+START_TEST(run_root_missing)
+{
+	struct run_args a = { 0 };
+	char err[256];
+
+	ck_assert_int_eq(parse(&a, err, 3, "run", "-k", "bz"), 0);
+	ck_assert(run_cmd_root_missing(&a.cfg));
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "-p", "quiet rootwait"), 0);
+	ck_assert(run_cmd_root_missing(&a.cfg));
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "-p", "quiet root=/dev/vda"), 0);
+	ck_assert(!run_cmd_root_missing(&a.cfg));
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "-i", "rd"), 0);
+	ck_assert(!run_cmd_root_missing(&a.cfg));
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "-d", "a.img"), 0);
+	ck_assert(!run_cmd_root_missing(&a.cfg));
+	ck_assert_int_eq(parse(&a, err, 4, "run", "-k", "bz", "--"), 0);
+	ck_assert(!run_cmd_root_missing(&a.cfg));
+	kvm_config_free(&a.cfg);
+}
+END_TEST
+
 /* --gdb ADDR, -s (QEMU's 127.0.0.1:1234) and --gdb-wait, which needs one of them. */
 START_TEST(run_options_gdb)
 {
@@ -463,6 +538,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, run_options_bad);
 	tcase_add_test(tc, run_options_cmd);
 	tcase_add_test(tc, run_options_gdb);
+	tcase_add_test(tc, run_options_vng);
+	tcase_add_test(tc, run_root_missing);
 	tcase_add_test(tc, cmdline_building);
 	tcase_add_test(tc, emulation_decoder);
 	tcase_add_test(tc, console_match_across_writes);

@@ -28,12 +28,18 @@ static struct initcfg full_cfg(void)
 		.cols = 132,
 		.exit_port = 0x508,
 		.msize = 262144,
+		.user = true,
+		.uid = 1000,
+		.gid = 100,
+		.nr_groups = 2,
 	};
 
 	c.shares[0] = (struct initcfg_share){ "data", "/data", false };
 	c.shares[1] = (struct initcfg_share){ "ref", "/srv/ref dir", true };
 	c.modules[0] = "/lkvm/modules/00-virtio_pci.ko";
 	c.modules[1] = "/lkvm/modules/01-9p.ko.xz";
+	c.groups[0] = 27;
+	c.groups[1] = 4294967294u; /* the largest id */
 	return c;
 }
 
@@ -73,6 +79,12 @@ static void assert_same(const struct initcfg *a, const struct initcfg *b)
 	ck_assert_uint_eq(a->cols, b->cols);
 	ck_assert_uint_eq(a->exit_port, b->exit_port);
 	ck_assert_uint_eq(a->msize, b->msize);
+	ck_assert_int_eq(a->user, b->user);
+	ck_assert_uint_eq(a->uid, b->uid);
+	ck_assert_uint_eq(a->gid, b->gid);
+	ck_assert_uint_eq(a->nr_groups, b->nr_groups);
+	for (size_t i = 0; i < a->nr_groups; i++)
+		ck_assert_uint_eq(a->groups[i], b->groups[i]);
 }
 
 START_TEST(test_round_trip_full)
@@ -114,6 +126,8 @@ START_TEST(test_round_trip_minimal)
 	ck_assert_ptr_null(out.stdio_dev);
 	ck_assert_int_eq(out.tty, INITCFG_TTY);
 	ck_assert_uint_eq(out.exit_port, 0);
+	ck_assert(!out.user);
+	ck_assert_uint_eq(out.nr_groups, 0);
 	initcfg_free(&out);
 	free(buf);
 }
@@ -284,6 +298,24 @@ START_TEST(test_bad_bodies)
 		       "cwd\0") }, /* missing field: file ends */
 		{ BODY("root\0initramfs\0\0"
 		       "cwd\0/a\0cwd\0/b\0") }, /* a single value twice */
+		{ BODY("root\0initramfs\0\0"
+		       "group\0"
+		       "5\0") }, /* groups without a user */
+		{ BODY("root\0initramfs\0\0"
+		       "user\0"
+		       "4294967295\0"
+		       "0\0") }, /* (uid_t)-1: "unchanged" to setuid */
+		{ BODY("root\0initramfs\0\0"
+		       "user\0"
+		       "0\0"
+		       "-1\0") },
+		{ BODY("root\0initramfs\0\0"
+		       "user\0"
+		       "1\0"
+		       "1\0"
+		       "user\0"
+		       "2\0"
+		       "2\0") }, /* two users */
 	};
 
 	ck_assert_int_eq(decode_body(BODY("root\0initramfs\0\0"
@@ -292,6 +324,13 @@ START_TEST(test_bad_bodies)
 			 0);
 	ck_assert_int_eq(decode_body(BODY("root\09p-overlay\0/dev/root\0"
 					  "arg\0\0")),
+			 0);
+	ck_assert_int_eq(decode_body(BODY("root\0initramfs\0\0"
+					  "group\0"
+					  "0\0"
+					  "user\0"
+					  "0\0"
+					  "0\0")),
 			 0);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		ck_assert_msg(decode_body(bad[i].body, bad[i].len) == -EINVAL,
@@ -363,6 +402,15 @@ START_TEST(test_encoder_refuses_invalid)
 	ck_assert_int_eq(initcfg_encode(&c, &buf, &len), -EINVAL);
 	c = full_cfg();
 	c.exit_port = 0xfffd;
+	ck_assert_int_eq(initcfg_encode(&c, &buf, &len), -EINVAL);
+	c = full_cfg();
+	c.user = false; /* groups need a user */
+	ck_assert_int_eq(initcfg_encode(&c, &buf, &len), -EINVAL);
+	c = full_cfg();
+	c.nr_groups = INITCFG_MAX_GROUPS + 1;
+	ck_assert_int_eq(initcfg_encode(&c, &buf, &len), -EINVAL);
+	c = full_cfg();
+	c.gid = 0xffffffffu;
 	ck_assert_int_eq(initcfg_encode(&c, &buf, &len), -EINVAL);
 }
 END_TEST

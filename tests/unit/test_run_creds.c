@@ -1,6 +1,7 @@
 /* Unit tests of whose credentials serve the host's files to `lkvm run -- CMD` (run_cmd_creds), on a passwd table of their own. */
 #include <errno.h>
 #include <pwd.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check_main.h"
@@ -8,11 +9,11 @@
 
 /* The table the look-ups see: root, a user with two names (alice, alias), nobody. */
 static struct passwd table[] = {
-	{ .pw_name = "root", .pw_uid = 0, .pw_gid = 0 },
-	{ .pw_name = "alice", .pw_uid = 1000, .pw_gid = 1000 },
+	{ .pw_name = "root", .pw_uid = 0, .pw_gid = 0, .pw_dir = "/root" },
+	{ .pw_name = "alice", .pw_uid = 1000, .pw_gid = 1000, .pw_dir = "/home/alice" },
 	{ .pw_name = "alias", .pw_uid = 1000, .pw_gid = 1000 },
 	{ .pw_name = "bob", .pw_uid = 1001, .pw_gid = 100 },
-	{ .pw_name = "nobody", .pw_uid = 65534, .pw_gid = 65533 },
+	{ .pw_name = "nobody", .pw_uid = 65534, .pw_gid = 65533, .pw_dir = "/nonexistent" },
 };
 static bool no_nobody; /* the table without nobody */
 
@@ -146,6 +147,52 @@ START_TEST(sudo_garbage_refused)
 }
 END_TEST
 
+/* The guest user (run_cmd_guest_user) for creds c, on an environment of root's. */
+static void guest(const struct run_cmd_creds *c, const char *user, bool root, struct initcfg *ic,
+		  struct run_cmd_guest *g)
+{
+	static char *env[] = { "HOME=/root", "PATH=/bin", "USER=root" };
+
+	memset(ic, 0, sizeof(*ic));
+	ic->envp = calloc(4, sizeof(*ic->envp));
+	ck_assert_ptr_nonnull(ic->envp);
+	memcpy(ic->envp, env, sizeof(env));
+	ic->envc = 3;
+	ck_assert_int_eq(run_cmd_guest_user(c, user, root, &pw, ic, g, err, sizeof(err)), 0);
+	ck_assert_ptr_null(ic->envp[ic->envc]);
+}
+
+/* The command's user is the one serving the files; its passwd entry gives HOME, USER, LOGNAME
+ * (replaced in place, else added); --root, and a uid 0, leave init's root. */
+START_TEST(guest_user)
+{
+	struct run_cmd_creds c;
+	struct run_cmd_guest g;
+	struct initcfg ic;
+
+	ck_assert_int_eq(creds(0, NULL, NULL, NULL, NULL, &c), 0); /* nobody */
+	guest(&c, NULL, false, &ic, &g);
+	ck_assert(ic.user && ic.uid == 65534 && ic.gid == 65533 && ic.nr_groups == 0);
+	ck_assert_uint_eq(ic.envc, 4);
+	ck_assert_str_eq(ic.envp[0], "HOME=/nonexistent");
+	ck_assert_str_eq(ic.envp[1], "PATH=/bin");
+	ck_assert_str_eq(ic.envp[2], "USER=nobody");
+	ck_assert_str_eq(ic.envp[3], "LOGNAME=nobody");
+	free(ic.envp);
+	guest(&c, NULL, true, &ic, &g); /* --root: root in the guest, root's HOME */
+	ck_assert(!ic.user && ic.nr_groups == 0);
+	ck_assert_str_eq(ic.envp[0], "HOME=/root");
+	ck_assert_str_eq(ic.envp[3], "LOGNAME=root");
+	free(ic.envp);
+	ck_assert_int_eq(creds(0, NULL, "1000", NULL, "alice", &c), 0); /* sudo */
+	guest(&c, NULL, false, &ic, &g);
+	ck_assert(ic.user && ic.uid == 1000 && ic.gid == 1000);
+	ck_assert_str_eq(ic.envp[0], "HOME=/home/alice");
+	ck_assert_str_eq(ic.envp[2], "USER=alice");
+	free(ic.envp);
+}
+END_TEST
+
 static Suite *run_creds_suite(void)
 {
 	Suite *s = suite_create("run_creds");
@@ -156,6 +203,7 @@ static Suite *run_creds_suite(void)
 	tcase_add_test(tc, sudo_user);
 	tcase_add_test(tc, root_alone_is_nobody);
 	tcase_add_test(tc, sudo_garbage_refused);
+	tcase_add_test(tc, guest_user);
 	suite_add_tcase(s, tc);
 	return s;
 }
