@@ -21,8 +21,9 @@ const char *host_root_kernel_params(const struct kvm_config *cfg)
 static void cmd_output(struct kvm *kvm, int fd, const u8 *buf, size_t len)
 {
 	if (write_full(fd, buf, len) < len && errno == EPIPE)
-		kvm_request_exit(kvm, 128 + SIGPIPE, "the command's %s was closed (SIGPIPE)",
-				 fd == STDOUT_FILENO ? "stdout" : "stderr");
+		kvm_request_end(kvm, KVM_END_CLOSED, 128 + SIGPIPE,
+				"the command's %s was closed (SIGPIPE)",
+				fd == STDOUT_FILENO ? "stdout" : "stderr");
 }
 
 static void cmd_stdout(struct kvm *kvm, const u8 *buf, size_t len)

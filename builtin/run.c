@@ -21,6 +21,7 @@
 #include "lkvm/snap.h"
 #include "lkvm/vm-snap.h"
 #include "lkvm/run-cmd.h"
+#include "lkvm/run-status.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/stats.h"
 #include "lkvm/stats-fmt.h"
@@ -235,6 +236,13 @@ static const struct opt run_opts[] = {
 	  .bad = "give a file name",
 	  .help = "the serial console (the kernel's log) to FILE; with -- CMD\n"
 		  "it goes nowhere without this, to stderr with --debug",
+	  .process = true },
+	{ "status-file", 0, OPT_STR, OPT_AT(struct run_args, status_file), .arg = "FILE",
+	  .bad = "give a file name",
+	  .help = "at the end write how the run ended to FILE, key=value lines:\n"
+		  "ended=command|init|panic|timeout|error|stop|signal|reboot|\n"
+		  "poweroff|exit-on|quit|closed|sandbox|assert, command_status=N\n"
+		  "(CMD's own), status=N (lkvm's exit status), ... (docs/run.md)",
 	  .process = true },
 	{ "gdb", 0, OPT_STR, CFG(gdb_addr), .arg = "ADDR",
 	  .bad = "give PORT, HOST:PORT or unix:PATH",
@@ -468,8 +476,9 @@ static void wait_for_end(struct kvm *kvm, int sig_fd)
 				continue;
 			}
 			/* The shell's convention, so a stop by signal is never taken for success. */
-			kvm_request_exit(kvm, 128 + (int)si.ssi_signo, "stopped by signal %u (%s)",
-					 si.ssi_signo, strsignal((int)si.ssi_signo));
+			kvm_request_end(kvm, KVM_END_SIGNAL, 128 + (int)si.ssi_signo,
+					"stopped by signal %u (%s)", si.ssi_signo,
+					strsignal((int)si.ssi_signo));
 		}
 	}
 }
@@ -746,6 +755,30 @@ static int parse(int argc, char **argv, struct run_args *a, struct restore_args 
 	return 0;
 }
 
+/* --status-file FILE opened, first after parsing: every end from here on is recorded. 0, or -1
+ * after the error line (the configuration freed). */
+static int open_status(struct run_args *a)
+{
+	char err[512] = "";
+
+	if (!a->status_file || run_status_open(a->status_file, err, sizeof(err)) == 0)
+		return 0;
+	pr_err("%s", err);
+	kvm_config_free(&a->cfg);
+	return -1;
+}
+
+/* --status-file's record (no-op without it), before the VM is torn down; st NULL: it never
+ * got built (an error, said). */
+static void end_status(struct run_state *st, int status)
+{
+	struct run_status s = { .by = KVM_END_ERROR, .status = status, .command_status = -1 };
+
+	if (st)
+		run_status_collect(&s, &st->kvm, status);
+	run_status_close(&s);
+}
+
 int kvm_cmd_run(int argc, char **argv)
 {
 	struct restore_args r = { 0 };
@@ -757,6 +790,8 @@ int kvm_cmd_run(int argc, char **argv)
 	int sig_fd, ret, status = EXIT_LKVM_ERROR;
 
 	ret = parse(argc, argv, &a, &r);
+	if (ret == 0 && open_status(&a) < 0)
+		ret = -1;
 	if (ret) {
 		close_restore(&r);
 		return ret == 1 ? 0 : EXIT_LKVM_ERROR;
@@ -771,6 +806,7 @@ int kvm_cmd_run(int argc, char **argv)
 	}
 	if (st && open_control(st, &a.cfg, name, sizeof(name), &ctl) == 0)
 		status = run_vm(st, &a.cfg, ctl, name, sig_fd, t0);
+	end_status(st, status);
 	if (st) {
 		if (st->kvm.statm_fd >= 0)
 			close(st->kvm.statm_fd);

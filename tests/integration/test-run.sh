@@ -45,19 +45,33 @@ same() {
 	fail "$3 differs from $2 ($(stat -c %s "$1") bytes, want $(stat -c %s "$2"); $(cmp "$1" "$2" 2>&1 | head -c 200))"
 }
 
+# status_file FILE WANT: --status-file's FILE begins with the lines WANT (printf's format).
+status_file() {
+	local want
+	want=$(printf '%b' "$2")
+	[ "$(head -n "$(printf '%s\n' "$want" | wc -l)" "$1" 2>&1)" = "$want" ] ||
+		fail "--status-file wrote '$(head -c 200 "$1" 2>&1)', want '$want...'"
+}
+
 t_status() {
-	cmd_run "run-status-$1" "$1" --user root -- sh -c "exit $1" || return
+	cmd_run "run-status-$1" "$1" --user root --status-file "$LOG_DIR/run-status-$1.status" -- \
+		sh -c "exit $1" || return
 	# CMD's own status: lkvm adds nothing to CMD's output.
 	if [ -s "$LOG_DIR/run-status-$1.out" ] || [ -s "$LAST_LOG" ]; then
 		fail "lkvm or the kernel printed something: $(head -c 200 "$LAST_LOG" "$LOG_DIR/run-status-$1.out")"
+		return
 	fi
+	# Who ended it, for a script: CMD, whatever its status (a failing make's 2 is not a panic).
+	status_file "$LOG_DIR/run-status-$1.status" "ended=command\ncommand_status=$1\nstatus=$1\n"
 }
 
 # Killed by a signal: the shell's 128 + N.
 t_signal() {
-	cmd_run run-signal 137 -- sh -c 'echo killing; kill -9 $$' || return
+	cmd_run run-signal 137 --status-file "$LOG_DIR/run-signal.status" -- \
+		sh -c 'echo killing; kill -9 $$' || return
 	[ "$(cat "$LOG_DIR/run-signal.out")" = killing ] ||
-		fail "the command printed '$(head -c 100 "$LOG_DIR/run-signal.out")'"
+		{ fail "the command printed '$(head -c 100 "$LOG_DIR/run-signal.out")'"; return; }
+	status_file "$LOG_DIR/run-signal.status" "ended=command\ncommand_status=137\ncommand_signal=9\n"
 }
 
 # A command that is not there: the shell's 127, and init says why on the command's stderr.
@@ -154,23 +168,27 @@ t_shell() {
 # A kernel panic (no init to run: rdinit= names none) is 2, not "no status"; the kernel's log,
 # quiet or not, is in --console-log's file (written from the vCPU threads, in their sandbox).
 t_panic() {
-	cmd_run run-panic 2 --console-log "$LOG_DIR/run-panic.console" -p rdinit=/no-such-init -- true ||
-		return
+	cmd_run run-panic 2 --console-log "$LOG_DIR/run-panic.console" -p rdinit=/no-such-init \
+		--status-file "$LOG_DIR/run-panic.status" -- true || return
 	expect_output "guest panicked" "lkvm's report of the panic" || return
+	status_file "$LOG_DIR/run-panic.status" "ended=panic\nstatus=2\n" || return
 	grep -q "Kernel panic" "$LOG_DIR/run-panic.console" ||
 		fail "no 'Kernel panic' in --console-log's file ($(tail -c 200 "$LOG_DIR/run-panic.console" 2>&1))"
 }
 
 t_timeout() {
-	cmd_run run-timeout 124 --timeout 30 -- sleep 1000 || return
-	expect_output "timeout: 30 s passed" "lkvm's report of the timeout"
+	cmd_run run-timeout 124 --timeout 30 --status-file "$LOG_DIR/run-timeout.status" -- sleep 1000 ||
+		return
+	expect_output "timeout: 30 s passed" "lkvm's report of the timeout" || return
+	status_file "$LOG_DIR/run-timeout.status" "ended=timeout\nstatus=124\n"
 }
 
 # The guest resetting before init's report (the command rebooted it): 125, and the reason.
 t_reset() {
-	cmd_run run-reset 125 -- busybox reboot -f || return
+	cmd_run run-reset 125 --status-file "$LOG_DIR/run-reset.status" -- busybox reboot -f || return
 	expect_output "the guest ended \(guest reset \(i8042\)\) without the command's status" \
-		"lkvm's reason"
+		"lkvm's reason" || return
+	status_file "$LOG_DIR/run-reset.status" "ended=reboot\nstatus=125\n"
 }
 
 # A closed stdout ends the run as it ends a host command: SIGPIPE's 141 (yes never stops).
