@@ -244,6 +244,11 @@ static const struct opt run_opts[] = {
 		  "poweroff|exit-on|quit|closed|sandbox|assert, command_status=N\n"
 		  "(CMD's own), status=N (lkvm's exit status), ... (docs/run.md)",
 	  .process = true },
+	{ "modules", 0, OPT_STR, OPT_AT(struct run_args, cmd.modules), .arg = "DIR",
+	  .bad = "give a directory",
+	  .help = "with -- CMD: the kernel's modules from DIR (a lib/modules/RELEASE\n"
+		  "directory); default: its build tree, else <root>/lib/modules/RELEASE\n"
+		  "beside <root>/boot/KERNEL, else /lib/modules/RELEASE" },
 	{ "gdb", 0, OPT_STR, CFG(gdb_addr), .arg = "ADDR",
 	  .bad = "give PORT, HOST:PORT or unix:PATH",
 	  .help = "serve gdb's remote protocol on ADDR: PORT (on 127.0.0.1),\n"
@@ -292,7 +297,8 @@ void kvm_run_usage(FILE *out)
 		"CMD's stdout and stderr are lkvm's, stdin is forwarded, lkvm exits with CMD's status.\n"
 		"Without -k the kernel is ./bzImage, ./arch/x86/boot/bzImage,\n"
 		"../../arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r), the first there; a modular\n"
-		"kernel's virtio, 9p and overlay modules come from its tree or /lib/modules.\n"
+		"kernel's virtio, 9p and overlay modules come from its tree, <root>/lib/modules\n"
+		"beside <root>/boot/KERNEL or /lib/modules (--modules DIR: from DIR).\n"
 		"\n");
 	opt_usage(out, &run_opt_set);
 	fprintf(out,

@@ -24,6 +24,7 @@ struct run_cmd_opts {
 	int argc;      /* CMD's words (0: the shell) */
 	char **argv;
 	const char *console_log; /* --console-log FILE: the serial console (kernel log) to FILE */
+	const char *modules;	 /* --modules DIR: the kernel's module directory (initrd.h) */
 };
 
 /* opt_set.trailing of `lkvm run` (base: its struct run_args): the words after `--`. 0. */

@@ -251,19 +251,40 @@ t_debian() {
 		fail "uname -r in the guest printed '$(head -c 100 "$LOG_DIR/run-debian.out")'"
 }
 
-# The same kernel without its modules (an empty /lib/modules/RELEASE): no 9p, and the run says
-# which options the kernel lacks, with 125.
+# The same kernel without its modules (an empty /lib/modules/RELEASE, and a link to it outside
+# its package's boot/, so none beside it): no 9p, and the run says which options the kernel
+# lacks, with 125.
 t_no9p() {
 	debian_kernel || return
 	LAST_LOG=$LOG_DIR/run-no9p.err
+	ln -sf "$DEBIAN_BOOT/vmlinuz-$(uname -r)" "$WORK/vmlinuz-$(uname -r)"
 	timeout -s KILL $((T + GUARD_SLACK)) unshare -m sh -c 'mount -t tmpfs tmpfs "/lib/modules/$1" &&
-		shift && exec "$@"' sh "$(uname -r)" "$LKVM" run -k "$DEBIAN_BOOT/vmlinuz-$(uname -r)" \
+		shift && exec "$@"' sh "$(uname -r)" "$LKVM" run -k "$WORK/vmlinuz-$(uname -r)" \
 		-m 512 --timeout "$T" -- echo should-not-run </dev/null >"$LOG_DIR/run-no9p.out" 2>"$LAST_LOG"
 	LAST_STATUS=$?
 	expect_status 125 || return
 	expect_output "guest init failed mounting the 9p root and its overlay: No such device \(the kernel needs CONFIG_9P_FS" \
 		"lkvm's report of what the kernel lacks" || return
 	[ ! -s "$LOG_DIR/run-no9p.out" ] || fail "the command ran: $(head -c 100 "$LOG_DIR/run-no9p.out")"
+}
+
+# The same kernel where its package was unpacked (<root>/boot/vmlinuz-R), with the host's
+# /lib/modules/R hidden (as in no9p): its modules come from <root>/lib/modules/R beside it, as
+# vng finds them, without a bind mount; --modules naming no module directory is one line.
+t_modules() {
+	debian_kernel || return
+	run_lkvm run-modules-bad 1 -- run --user root -k "$DEBIAN_BOOT/vmlinuz-$(uname -r)" --modules "$DEBIAN_BOOT" \
+		-- true || return
+	one_error_line "--modules '$DEBIAN_BOOT': no modules.dep or modules.order in it \(give a lib/modules/RELEASE directory\)" ||
+		return
+	LAST_LOG=$LOG_DIR/run-modules.err
+	timeout -s KILL $((T + GUARD_SLACK)) unshare -m sh -c 'mount -t tmpfs tmpfs "/lib/modules/$1" &&
+		shift && exec "$@"' sh "$(uname -r)" "$LKVM" run -k "$DEBIAN_BOOT/vmlinuz-$(uname -r)" \
+		-m 512 --timeout "$T" -- uname -r </dev/null >"$LOG_DIR/run-modules.out" 2>"$LAST_LOG"
+	LAST_STATUS=$?
+	expect_status 0 || return
+	[ "$(cat "$LOG_DIR/run-modules.out")" = "$(uname -r)" ] ||
+		fail "uname -r in the guest printed '$(head -c 100 "$LOG_DIR/run-modules.out")'"
 }
 
 # ---- whose credentials serve the host's files (builtin/run-cmd.c: run_cmd_creds) ----
@@ -363,7 +384,7 @@ t_pvm() {
 }
 
 # RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
-RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p creds-nobody creds-sudo creds-bad-sudo}
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p modules creds-nobody creds-sudo creds-bad-sudo}
 skip_unless_kvm
 for name in $RUN_TESTS; do
 	case $name in
@@ -372,7 +393,7 @@ for name in $RUN_TESTS; do
 	creds-nobody | creds-sudo) run_test "run-$name" with_creds_dir "t_${name//-/_}" ;;
 	creds-bad-sudo) run_test "run-$name" t_creds_bad_sudo ;;
 	root-write | not-found | init-failed) run_test "run-$name" "t_${name//-/_}" ;;
-	signal | stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p)
+	signal | stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p | modules)
 		run_test "run-$name" "t_$name" ;;
 	*) echo "test-run.sh: unknown test '$name' in RUN_TESTS" >&2; exit 2 ;;
 	esac
