@@ -12,7 +12,10 @@ const char *host_root_kernel_params(const struct kvm_config *cfg)
 {
 	if (!cfg->host_root.on)
 		return "";
-	return cfg->debug ? "panic=-1" : "quiet panic=-1";
+	/* A log someone keeps (--console-log, --debug's stderr) is the whole log: the console
+	 * prints every level (ignore_loglevel), where it otherwise prints only errors. */
+	return cfg->debug || cfg->host_root.full_log ? "ignore_loglevel panic=-1"
+						     : "quiet panic=-1";
 }
 
 /* ---- CMD's consoles ---- */

@@ -269,6 +269,7 @@ int run_cmd_prepare(struct kvm_config *cfg, const struct run_cmd_opts *cmd, stru
 		ret = open_log(rc, cfg, cmd->console_log, err, errlen);
 	if (!ret && rc->on) {
 		console_modes(&cfg->host_root);
+		cfg->host_root.full_log = cmd->console_log != NULL;
 		ret = find_kernel(rc, cfg, err, errlen);
 		if (!ret)
 			ret = make_initrd(rc, cfg, cmd, err, errlen);

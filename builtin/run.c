@@ -235,7 +235,8 @@ static const struct opt run_opts[] = {
 	{ "console-log", 0, OPT_STR, OPT_AT(struct run_args, cmd.console_log), .arg = "FILE",
 	  .bad = "give a file name",
 	  .help = "the serial console (the kernel's log) to FILE; with -- CMD\n"
-		  "it goes nowhere without this, to stderr with --debug",
+		  "the whole log (ignore_loglevel, not quiet), which goes\n"
+		  "nowhere without this, to stderr with --debug",
 	  .process = true },
 	{ "status-file", 0, OPT_STR, OPT_AT(struct run_args, status_file), .arg = "FILE",
 	  .bad = "give a file name",

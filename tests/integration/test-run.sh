@@ -165,15 +165,18 @@ t_shell() {
 	expect_status 0
 }
 
-# A kernel panic (no init to run: rdinit= names none) is 2, not "no status"; the kernel's log,
-# quiet or not, is in --console-log's file (written from the vCPU threads, in their sandbox).
+# A kernel panic (no init to run: rdinit= names none) is 2, not "no status"; the kernel's whole
+# log, every level (KERN_INFO's "Memory:" line too, which a quiet console leaves out), is in
+# --console-log's file (written from the vCPU threads, in their sandbox).
 t_panic() {
 	cmd_run run-panic 2 --console-log "$LOG_DIR/run-panic.console" -p rdinit=/no-such-init \
 		--status-file "$LOG_DIR/run-panic.status" -- true || return
 	expect_output "guest panicked" "lkvm's report of the panic" || return
 	status_file "$LOG_DIR/run-panic.status" "ended=panic\nstatus=2\n" || return
 	grep -q "Kernel panic" "$LOG_DIR/run-panic.console" ||
-		fail "no 'Kernel panic' in --console-log's file ($(tail -c 200 "$LOG_DIR/run-panic.console" 2>&1))"
+		{ fail "no 'Kernel panic' in --console-log's file ($(tail -c 200 "$LOG_DIR/run-panic.console" 2>&1))"; return; }
+	grep -q "\] Memory: [0-9]*K/[0-9]*K available" "$LOG_DIR/run-panic.console" ||
+		fail "--console-log's file is not the whole log: no KERN_INFO 'Memory: ...K available' line ($(wc -l <"$LOG_DIR/run-panic.console") lines)"
 }
 
 t_timeout() {
