@@ -12,7 +12,10 @@ const char *host_root_kernel_params(const struct kvm_config *cfg)
 {
 	if (!cfg->host_root.on)
 		return "";
-	return cfg->debug ? "panic=-1" : "quiet panic=-1";
+	/* A log someone keeps (--console-log, --debug's stderr) is the whole log: the console
+	 * prints every level (ignore_loglevel), where it otherwise prints only errors. */
+	return cfg->debug || cfg->host_root.full_log ? "ignore_loglevel panic=-1"
+						     : "quiet panic=-1";
 }
 
 /* ---- CMD's consoles ---- */
@@ -21,8 +24,9 @@ const char *host_root_kernel_params(const struct kvm_config *cfg)
 static void cmd_output(struct kvm *kvm, int fd, const u8 *buf, size_t len)
 {
 	if (write_full(fd, buf, len) < len && errno == EPIPE)
-		kvm_request_exit(kvm, 128 + SIGPIPE, "the command's %s was closed (SIGPIPE)",
-				 fd == STDOUT_FILENO ? "stdout" : "stderr");
+		kvm_request_end(kvm, KVM_END_CLOSED, 128 + SIGPIPE,
+				"the command's %s was closed (SIGPIPE)",
+				fd == STDOUT_FILENO ? "stdout" : "stderr");
 }
 
 static void cmd_stdout(struct kvm *kvm, const u8 *buf, size_t len)

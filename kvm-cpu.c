@@ -164,8 +164,8 @@ static enum exit_action handle_mmio(struct kvm_cpu *vcpu)
 static enum exit_action handle_shutdown(struct kvm_cpu *vcpu)
 {
 	/* A triple fault: what Linux falls back to for reboot. */
-	kvm_request_exit(vcpu->kvm, vcpu->kvm->guest_end_status,
-			 "guest reset (triple fault on vCPU %d)", vcpu->id);
+	kvm_request_end(vcpu->kvm, KVM_END_REBOOT, vcpu->kvm->guest_end_status,
+			"guest reset (triple fault on vCPU %d)", vcpu->id);
 	return EXIT_STOP;
 }
 
@@ -173,10 +173,12 @@ static enum exit_action handle_system_event(struct kvm_cpu *vcpu)
 {
 	switch (vcpu->run->system_event.type) {
 	case KVM_SYSTEM_EVENT_SHUTDOWN:
-		kvm_request_exit(vcpu->kvm, vcpu->kvm->guest_end_status, "guest powered off");
+		kvm_request_end(vcpu->kvm, KVM_END_POWEROFF, vcpu->kvm->guest_end_status,
+				"guest powered off");
 		break;
 	case KVM_SYSTEM_EVENT_RESET:
-		kvm_request_exit(vcpu->kvm, vcpu->kvm->guest_end_status, "guest reset");
+		kvm_request_end(vcpu->kvm, KVM_END_REBOOT, vcpu->kvm->guest_end_status,
+				"guest reset");
 		break;
 	case KVM_SYSTEM_EVENT_CRASH:
 		kvm_request_exit(vcpu->kvm, EXIT_GUEST_PANIC, "guest crashed");

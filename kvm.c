@@ -338,17 +338,34 @@ int kvm_irqfd(struct kvm *kvm, int fd, u32 gsi, bool assign)
 	return ioctl(kvm->vm_fd, KVM_IRQFD, &req) < 0 ? -errno : 0;
 }
 
-void kvm_request_exit(struct kvm *kvm, int status, const char *fmt, ...)
+/* The kind a status tells alone; the others are said by their callers (kvm_request_end). */
+static enum kvm_end end_of_status(int status)
+{
+	switch (status) {
+	case EXIT_LKVM_ERROR:
+		return KVM_END_ERROR;
+	case EXIT_GUEST_PANIC:
+		return KVM_END_PANIC;
+	case EXIT_STOPPED:
+		return KVM_END_STOP;
+	case EXIT_GUEST_ASSERT:
+		return KVM_END_ASSERT;
+	case EXIT_TIMEOUT:
+		return KVM_END_TIMEOUT;
+	default:
+		return KVM_END_OTHER;
+	}
+}
+
+static void request_end(struct kvm *kvm, enum kvm_end by, int status, const char *fmt, va_list ap)
 {
 	bool expected = false;
-	va_list ap;
 
 	if (!atomic_compare_exchange_strong(&kvm->stopping, &expected, true))
 		return;
 	atomic_store(&kvm->exit_status, status);
-	va_start(ap, fmt);
+	kvm->exit_by = by;
 	vsnprintf(kvm->exit_reason, sizeof(kvm->exit_reason), fmt, ap);
-	va_end(ap);
 	if (kvm->stop_fd >= 0) {
 		u64 one = 1;
 
@@ -356,4 +373,22 @@ void kvm_request_exit(struct kvm *kvm, int status, const char *fmt, ...)
 			/* The counter cannot overflow from one write; nothing to do. */
 		}
 	}
+}
+
+void kvm_request_exit(struct kvm *kvm, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	request_end(kvm, end_of_status(status), status, fmt, ap);
+	va_end(ap);
+}
+
+void kvm_request_end(struct kvm *kvm, enum kvm_end by, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	request_end(kvm, by, status, fmt, ap);
+	va_end(ap);
 }

@@ -455,10 +455,16 @@ static size_t put_uint(char *buf, size_t at, size_t cap, unsigned long v)
  * layer above (term.c, the terminal), read in the handler; an atomic pointer, so reading it
  * is async-signal-safe. */
 static void (*restore_hook)(void);
+static void (*exit_hook)(void); /* sandbox_set_exit_hook's, the same way */
 
 void sandbox_set_restore_hook(void (*fn)(void))
 {
 	__atomic_store_n(&restore_hook, fn, __ATOMIC_RELEASE);
+}
+
+void sandbox_set_exit_hook(void (*fn)(void))
+{
+	__atomic_store_n(&exit_hook, fn, __ATOMIC_RELEASE);
 }
 
 /* Async-signal-safe: write(2), the restore hook (term.c puts the terminal back with an ioctl
@@ -479,6 +485,9 @@ static void sigsys_handler(int sig, siginfo_t *si, void *uc)
 	if (write(STDERR_FILENO, msg, n) < 0) {
 		/* nowhere left to report */
 	}
+	if (restore)
+		restore();
+	restore = __atomic_load_n(&exit_hook, __ATOMIC_ACQUIRE);
 	if (restore)
 		restore();
 	_exit(128 + SIGSYS);

@@ -109,8 +109,8 @@ static size_t filter_escapes(struct term *t, const u8 *in, size_t n, u8 *out)
 		if (t->escape_pending) {
 			t->escape_pending = false;
 			if (c == 'x') {
-				kvm_request_exit(t->kvm, EXIT_GUEST_OK,
-						 "stopped from the console (Ctrl-a x)");
+				kvm_request_end(t->kvm, KVM_END_QUIT, EXIT_GUEST_OK,
+						"stopped from the console (Ctrl-a x)");
 				return o;
 			}
 			out[o++] = TERM_ESCAPE;
@@ -271,5 +271,6 @@ void term_output(struct kvm *kvm, const u8 *buf, size_t len)
 	if (t)
 		pthread_mutex_unlock(&t->out_lock);
 	if (hit)
-		kvm_request_exit(kvm, EXIT_GUEST_OK, "console printed \"%s\"", kvm->cfg.exit_on);
+		kvm_request_end(kvm, KVM_END_EXIT_ON, EXIT_GUEST_OK, "console printed \"%s\"",
+				kvm->cfg.exit_on);
 }

@@ -81,6 +81,11 @@ int run_cmd_check(struct kvm_config *cfg, const struct run_cmd_opts *cmd, char *
 		errfmt(err, errlen, "-i and -- CMD: lkvm makes the initramfs of -- CMD itself");
 		return -EINVAL;
 	}
+	if (cmd->modules && !on) {
+		errfmt(err, errlen,
+		       "--modules without -- CMD: lkvm puts modules only in the initramfs it makes for -- CMD");
+		return -EINVAL;
+	}
 	if (cfg->console_virtio) {
 		errfmt(err, errlen,
 		       "--console virtio and -- CMD: the command's consoles are virtio consoles already, the kernel's stays on ttyS0");
@@ -237,8 +242,9 @@ static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
 	for (const struct p9_share *s; ic.nr_shares < INITCFG_MAX_SHARES &&
 				       (s = p9_share_get(cfg->shares, (int)ic.nr_shares));)
 		ic.shares[ic.nr_shares++] = (struct initcfg_share){ s->tag, s->guest_dir, s->ro };
-	ret = initrd_make(&ic, cfg->kernel_path, cfg->virtio_trans == VIRTIO_TRANS_MMIO,
-			  &rc->initrd, &rc->initrd_len, err, errlen);
+	ret = initrd_make(&ic, cfg->kernel_path, cmd->modules,
+			  cfg->virtio_trans == VIRTIO_TRANS_MMIO, &rc->initrd, &rc->initrd_len, err,
+			  errlen);
 	free(ic.envp);
 	return ret;
 }
@@ -299,6 +305,7 @@ int run_cmd_prepare(struct kvm_config *cfg, const struct run_cmd_opts *cmd, stru
 		ret = open_log(rc, cfg, cmd->console_log, err, errlen);
 	if (!ret && rc->on) {
 		console_modes(&cfg->host_root);
+		cfg->host_root.full_log = cmd->console_log != NULL;
 		ret = find_kernel(rc, cfg, err, errlen);
 		if (!ret)
 			ret = make_initrd(rc, cfg, cmd, err, errlen);

@@ -21,6 +21,7 @@
 #include "lkvm/snap.h"
 #include "lkvm/vm-snap.h"
 #include "lkvm/run-cmd.h"
+#include "lkvm/run-status.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/stats.h"
 #include "lkvm/stats-fmt.h"
@@ -254,8 +255,21 @@ static const struct opt run_opts[] = {
 	{ "console-log", 0, OPT_STR, OPT_AT(struct run_args, cmd.console_log), .arg = "FILE",
 	  .bad = "give a file name",
 	  .help = "the serial console (the kernel's log) to FILE; with -- CMD\n"
-		  "it goes nowhere without this, to stderr with --debug",
+		  "the whole log (ignore_loglevel, not quiet), which goes\n"
+		  "nowhere without this, to stderr with --debug",
 	  .process = true },
+	{ "status-file", 0, OPT_STR, OPT_AT(struct run_args, status_file), .arg = "FILE",
+	  .bad = "give a file name",
+	  .help = "at the end write how the run ended to FILE, key=value lines:\n"
+		  "ended=command|init|panic|timeout|error|stop|signal|reboot|\n"
+		  "poweroff|exit-on|quit|closed|sandbox|assert, command_status=N\n"
+		  "(CMD's own), status=N (lkvm's exit status), ... (docs/run.md)",
+	  .process = true },
+	{ "modules", 0, OPT_STR, OPT_AT(struct run_args, cmd.modules), .arg = "DIR",
+	  .bad = "give a directory",
+	  .help = "with -- CMD: the kernel's modules from DIR (a lib/modules/RELEASE\n"
+		  "directory); default: its build tree, else <root>/lib/modules/RELEASE\n"
+		  "beside <root>/boot/KERNEL, else /lib/modules/RELEASE" },
 	{ "gdb", 0, OPT_STR, CFG(gdb_addr), .arg = "ADDR",
 	  .bad = "give PORT, HOST:PORT or unix:PATH",
 	  .help = "serve gdb's remote protocol on ADDR: PORT (on 127.0.0.1),\n"
@@ -320,7 +334,8 @@ void kvm_run_usage(FILE *out)
 		"CMD's stdout and stderr are lkvm's, stdin is forwarded, lkvm exits with CMD's status.\n"
 		"Without -k the kernel is ./bzImage, ./arch/x86/boot/bzImage,\n"
 		"../../arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r), the first there; a modular\n"
-		"kernel's virtio, 9p and overlay modules come from its tree or /lib/modules.\n"
+		"kernel's virtio, 9p and overlay modules come from its tree, <root>/lib/modules\n"
+		"beside <root>/boot/KERNEL or /lib/modules (--modules DIR: from DIR).\n"
 		"\n");
 	opt_usage(out, &run_opt_set);
 	fprintf(out,
@@ -504,8 +519,9 @@ static void wait_for_end(struct kvm *kvm, int sig_fd)
 				continue;
 			}
 			/* The shell's convention, so a stop by signal is never taken for success. */
-			kvm_request_exit(kvm, 128 + (int)si.ssi_signo, "stopped by signal %u (%s)",
-					 si.ssi_signo, strsignal((int)si.ssi_signo));
+			kvm_request_end(kvm, KVM_END_SIGNAL, 128 + (int)si.ssi_signo,
+					"stopped by signal %u (%s)", si.ssi_signo,
+					strsignal((int)si.ssi_signo));
 		}
 	}
 }
@@ -786,6 +802,30 @@ static int parse(int argc, char **argv, struct run_args *a, struct restore_args 
 	return 0;
 }
 
+/* --status-file FILE opened, first after parsing: every end from here on is recorded. 0, or -1
+ * after the error line (the configuration freed). */
+static int open_status(struct run_args *a)
+{
+	char err[512] = "";
+
+	if (!a->status_file || run_status_open(a->status_file, err, sizeof(err)) == 0)
+		return 0;
+	pr_err("%s", err);
+	kvm_config_free(&a->cfg);
+	return -1;
+}
+
+/* --status-file's record (no-op without it), before the VM is torn down; st NULL: it never
+ * got built (an error, said). */
+static void end_status(struct run_state *st, int status)
+{
+	struct run_status s = { .by = KVM_END_ERROR, .status = status, .command_status = -1 };
+
+	if (st)
+		run_status_collect(&s, &st->kvm, status);
+	run_status_close(&s);
+}
+
 int kvm_cmd_run(int argc, char **argv)
 {
 	struct restore_args r = { 0 };
@@ -797,6 +837,8 @@ int kvm_cmd_run(int argc, char **argv)
 	int sig_fd, ret, status = EXIT_LKVM_ERROR;
 
 	ret = parse(argc, argv, &a, &r);
+	if (ret == 0 && open_status(&a) < 0)
+		ret = -1;
 	if (ret) {
 		close_restore(&r);
 		return ret == 1 ? 0 : EXIT_LKVM_ERROR;
@@ -811,6 +853,7 @@ int kvm_cmd_run(int argc, char **argv)
 	}
 	if (st && open_control(st, &a.cfg, name, sizeof(name), &ctl) == 0)
 		status = run_vm(st, &a.cfg, ctl, name, sig_fd, t0);
+	end_status(st, status);
 	if (st) {
 		if (st->kvm.statm_fd >= 0)
 			close(st->kvm.statm_fd);

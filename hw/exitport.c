@@ -33,19 +33,21 @@ static void exitport_report(struct exitport *e, u32 word)
 			e->ready(e->ready_arg);
 		return; /* not an end */
 	} else if (kind == LKVM_EXIT_EXITED && !detail) {
-		kvm_request_exit(e->kvm, (int)value, "%s exited with %u (lkvm-exit)",
-				 e->kvm->cfg.host_root.on ? "command" : "guest", value);
+		kvm_request_end(e->kvm, KVM_END_COMMAND, (int)value,
+				"%s exited with %u (lkvm-exit)",
+				e->kvm->cfg.host_root.on ? "command" : "guest", value);
 	} else if (kind == LKVM_EXIT_SIGNALED && !detail && value && value < 128) {
 		const char *name = sigabbrev_np((int)value); /* strsignal is not thread-safe */
 
-		kvm_request_exit(e->kvm, 128 + (int)value, "command killed by signal %u (SIG%s)",
-				 value, name ? name : "?");
+		kvm_request_end(e->kvm, KVM_END_COMMAND, 128 + (int)value,
+				"command killed by signal %u (SIG%s)", value, name ? name : "?");
 	} else if (kind == LKVM_EXIT_INIT_FAILED && stage) {
 		const char *hint = initcfg_stage_hint(value, (int)detail);
 
-		kvm_request_exit(e->kvm, EXIT_GUEST_NO_STATUS, "guest init failed %s: %s%s%s%s",
-				 stage, detail ? strerror((int)detail) : "no error code",
-				 *hint ? " (" : "", hint, *hint ? ")" : "");
+		kvm_request_end(e->kvm, KVM_END_INIT, EXIT_GUEST_NO_STATUS,
+				"guest init failed %s: %s%s%s%s", stage,
+				detail ? strerror((int)detail) : "no error code", *hint ? " (" : "",
+				hint, *hint ? ")" : "");
 	} else if (kind == LKVM_EXIT_GUEST_ASSERT && !value) {
 		/* Only a number: the guest's own words stay on its console. */
 		kvm_request_exit(e->kvm, EXIT_GUEST_ASSERT,

@@ -56,7 +56,8 @@ void hw_reset_control_write(struct kvm *kvm, u8 val)
 {
 	/* Bit 2 starts the reset (bit 1 only picks hard/soft, bit 3 full reset). */
 	if (val & 0x04)
-		kvm_request_exit(kvm, kvm->guest_end_status, "guest reset (port 0xcf9)");
+		kvm_request_end(kvm, KVM_END_REBOOT, kvm->guest_end_status,
+				"guest reset (port 0xcf9)");
 }
 
 static void reply_locked(struct i8042 *c, u8 v)
@@ -109,7 +110,8 @@ static void command_locked(struct i8042 *c, u8 cmd)
 		reply_locked(c, OUTPORT_RESET_N | 0x02 /* A20 on */);
 		break;
 	case CMD_PULSE_RESET:
-		kvm_request_exit(c->kvm, c->kvm->guest_end_status, "guest reset (i8042)");
+		kvm_request_end(c->kvm, KVM_END_REBOOT, c->kvm->guest_end_status,
+				"guest reset (i8042)");
 		break;
 	default:
 		/* 0xF0-0xFF pulse output lines: only bit 0 (reset) matters, 0xFE above. */
@@ -128,8 +130,8 @@ static void data_write_locked(struct i8042 *c, u8 v)
 		break;
 	case CMD_WRITE_OUTPORT:
 		if (!(v & OUTPORT_RESET_N))
-			kvm_request_exit(c->kvm, c->kvm->guest_end_status,
-					 "guest reset (i8042 output port)");
+			kvm_request_end(c->kvm, KVM_END_REBOOT, c->kvm->guest_end_status,
+					"guest reset (i8042 output port)");
 		break;
 	case CMD_AUX_LOOP:
 		/* A controller echoes this; answering something else tells Linux to go on
@@ -172,7 +174,8 @@ static void port92_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is
 		return;
 	}
 	if (data[0] & 0x01)
-		kvm_request_exit(c->kvm, c->kvm->guest_end_status, "guest reset (port 0x92)");
+		kvm_request_end(c->kvm, KVM_END_REBOOT, c->kvm->guest_end_status,
+				"guest reset (port 0x92)");
 }
 
 static void cf9_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool is_write, void *opaque)

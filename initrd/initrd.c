@@ -170,12 +170,12 @@ char **initrd_env_filter(char *const *env, size_t *n)
 	return out;
 }
 
-int initrd_make(const struct initcfg *cfg, const char *kernel_path, bool mmio, u8 **data,
-		size_t *len, char *err, size_t errlen)
+int initrd_make(const struct initcfg *cfg, const char *kernel_path, const char *moddir, bool mmio,
+		u8 **data, size_t *len, char *err, size_t errlen)
 {
 	struct kmod_list mods = { 0 };
 	struct cpio c = { 0 };
-	int ret = kmod_for_kernel(kernel_path, mmio, &mods, err, errlen);
+	int ret = kmod_for_kernel(kernel_path, moddir, mmio, &mods, err, errlen);
 
 	if (!ret)
 		ret = initrd_build(&c, cfg, &mods, err, errlen);

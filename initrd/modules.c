@@ -488,25 +488,67 @@ int kmod_dir_find(const char *tree, const char *libmod, const char *release, cha
 	return is_dir(dir) ? 0 : -ENOENT;
 }
 
+int kmod_beside(const char *kernel_path, char *libmod, size_t len)
+{
+	const char *slash = strrchr(kernel_path, '/'), *dir;
+	int n;
+
+	if (!slash)
+		return -ENOENT;
+	for (dir = slash; dir > kernel_path && dir[-1] != '/'; dir--)
+		;
+	if (slash - dir != 4 || strncmp(dir, "boot", 4))
+		return -ENOENT;
+	n = snprintf(libmod, len, "%.*slib/modules", (int)(dir - kernel_path), kernel_path);
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Where the modules of kernel_path (of `release`) are: --modules' DIR (moddir) as it is;
+ * else its build tree, then <root>/lib/modules/RELEASE beside <root>/boot/KERNEL (an
+ * unpacked package: that kernel's own, where the host's /lib/modules may hold another build
+ * of the same release), then /lib/modules/RELEASE. 0, or -ENOENT: none. */
+static int find_dir(const char *kernel_path, const char *moddir, const char *release, char *dir,
+		    size_t len)
+{
+	char tree[PATH_MAX], beside[PATH_MAX];
+	int n;
+
+	if (moddir) {
+		n = snprintf(dir, len, "%s", moddir);
+		return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+	}
+	kernel_tree(kernel_path, tree, sizeof(tree));
+	if (!kmod_beside(kernel_path, beside, sizeof(beside)) &&
+	    !kmod_dir_find(tree, beside, release, dir, len))
+		return 0;
+	return kmod_dir_find(tree, NULL, release, dir, len);
+}
+
 /* The modules the guest needs when the kernel has them as modules (a distribution kernel, a
  * tree after `make modules`); none when no module directory of its release exists (the
  * kernel then has to have everything built in, as the project's guest kernel does). */
-int kmod_for_kernel(const char *kernel_path, bool mmio, struct kmod_list *mods, char *err,
-		    size_t errlen)
+int kmod_for_kernel(const char *kernel_path, const char *moddir, bool mmio, struct kmod_list *mods,
+		    char *err, size_t errlen)
 {
 	/* pvpanic_pci where there is one, so a panic ends the run with 2 (panic=-1 alone would
 	 * make it a reset, 125). */
 	static const char *const names[] = { INITRD_MODULES_9P_ROOT, "?pvpanic_pci",
 					     "virtio_mmio" };
-	char release[256], tree[PATH_MAX], dir[PATH_MAX];
+	char release[256], dir[PATH_MAX];
 	/* virtio_mmio only when a device of ours is on it. */
 	size_t n = ARRAY_SIZE(names) - !mmio;
 	int ret;
 
-	if (kernel_release(kernel_path, release, sizeof(release)))
+	if (moddir && !is_dir(moddir)) {
+		errfmt(err, errlen,
+		       "--modules '%s': not a directory (give a lib/modules/RELEASE one)", moddir);
+		return -ENOTDIR;
+	}
+	if (kernel_release(kernel_path, release, sizeof(release)) && !moddir)
 		return 0; /* no release in it: nothing to look up (a freestanding kernel) */
-	kernel_tree(kernel_path, tree, sizeof(tree));
-	ret = kmod_dir_find(tree, NULL, release, dir, sizeof(dir));
+	ret = find_dir(kernel_path, moddir, release, dir, sizeof(dir));
 	if (ret) {
 		pr_debug(
 			"kernel %s: no module directory, assuming 9p, virtio and overlay are built in",
@@ -514,6 +556,12 @@ int kmod_for_kernel(const char *kernel_path, bool mmio, struct kmod_list *mods, 
 		return 0;
 	}
 	ret = kmod_resolve(dir, names, n, mods, err, errlen);
+	if (ret == -ENOENT && moddir) {
+		errfmt(err, errlen,
+		       "--modules '%s': no modules.dep or modules.order in it (give a lib/modules/RELEASE directory)",
+		       moddir);
+		return ret;
+	}
 	if (ret == -ENOENT) {
 		pr_debug(
 			"kernel %s: no modules.dep or modules.order in %s, assuming 9p, virtio and overlay are built in",

@@ -11,7 +11,8 @@ struct kvm_config;
 #define HOST_ROOT_TAG "lkvm-root"
 
 /* Kernel parameters host-root mode adds after lkvm's own ("" when off): the kernel's log
- * stays on ttyS0 (quiet unless --debug) and a panic reboots, ending the run. */
+ * stays on ttyS0 (quiet; every level with --debug or --console-log: host_root.full_log) and a
+ * panic reboots, ending the run. */
 const char *host_root_kernel_params(const struct kvm_config *cfg);
 
 /* Registers what host-root mode adds to the machine (cfg->host_root): the exit port, the

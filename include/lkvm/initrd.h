@@ -52,10 +52,11 @@ int initrd_build(struct cpio *c, const struct initcfg *cfg, const struct kmod_li
 		 size_t errlen) __must_check;
 
 /* The whole initramfs of `run -- CMD` for the kernel at kernel_path: initrd_build's archive
- * with the modules that kernel needs (kmod_for_kernel; mmio: its devices are on virtio-mmio),
+ * with the modules that kernel needs (kmod_for_kernel: from moddir when not NULL; mmio: its
+ * devices are on virtio-mmio),
  * finished. *data (malloc'd, the caller frees it) and *len, or -errno with err. */
-int initrd_make(const struct initcfg *cfg, const char *kernel_path, bool mmio, u8 **data,
-		size_t *len, char *err, size_t errlen) __must_check;
+int initrd_make(const struct initcfg *cfg, const char *kernel_path, const char *moddir, bool mmio,
+		u8 **data, size_t *len, char *err, size_t errlen) __must_check;
 
 /* The guest program itself (init/lkvm-init.c, linked into lkvm by init/blob.S). */
 extern const u8 lkvm_init_start[], lkvm_init_end[];
@@ -111,11 +112,19 @@ int kmod_dir_find(const char *tree, const char *libmod, const char *release, cha
 int kmod_resolve(const char *dir, const char *const *names, size_t n, struct kmod_list *out,
 		 char *err, size_t errlen) __must_check;
 
+/* The module root beside a packaged kernel: for KERNEL_PATH <root>/boot/FILE,
+ * <root>/lib/modules (as virtme-ng looks; "/lib/modules" for /boot/FILE) into libmod. 0,
+ * -ENOENT (not in a directory named boot), -ENAMETOOLONG. */
+int kmod_beside(const char *kernel_path, char *libmod, size_t len) __must_check;
+
 /* The modules `run -- CMD` needs (INITRD_MODULES_9P_ROOT, pvpanic_pci where there is one,
- * virtio_mmio when mmio) for the kernel at kernel_path, from its build tree or /lib/modules
- * (kmod_dir_find, kmod_resolve): none when it has no release or no module directory (it then
- * has to have them built in; a debug line says so). 0 or -errno with err. */
-int kmod_for_kernel(const char *kernel_path, bool mmio, struct kmod_list *mods, char *err,
-		    size_t errlen) __must_check;
+ * virtio_mmio when mmio) for the kernel at kernel_path: from moddir (--modules DIR; not a
+ * directory, or without modules.dep and modules.order: -ENOTDIR or -ENOENT with err), else
+ * from its build tree, <root>/lib/modules/RELEASE beside <root>/boot/KERNEL (kmod_beside) or
+ * /lib/modules/RELEASE, in that order (kmod_dir_find, kmod_resolve): none when it has no
+ * release or no module directory (it then has to have them built in; a debug line says so).
+ * 0 or -errno with err. */
+int kmod_for_kernel(const char *kernel_path, const char *moddir, bool mmio, struct kmod_list *mods,
+		    char *err, size_t errlen) __must_check;
 
 #endif

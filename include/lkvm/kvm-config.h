@@ -23,6 +23,7 @@ struct host_root_cfg {
 			    * terminal, if any, is left as it is (term.c reads nothing) */
 	bool stderr_own;   /* CMD's stderr has its own console (hvc1): not a tty, or
 			    * lkvm's stderr is not that terminal */
+	bool full_log;	   /* --console-log FILE: the whole kernel log, whatever its levels */
 };
 
 struct kvm_config {

@@ -26,6 +26,27 @@ enum {
 		125, /* lkvm's guest init could not run the command (git bisect's "skip") */
 };
 
+/* Who ended the run (--status-file's ended=, builtin/run-status.c): kvm_request_end says it;
+ * kvm_request_exit takes it from a status that tells it alone (1, 2, 3, 4, 124). */
+enum kvm_end {
+	KVM_END_OTHER,	  /* a status that does not tell, given without its kind */
+	KVM_END_COMMAND,  /* CMD (or a test guest) reported its status through the exit port */
+	KVM_END_INIT,	  /* lkvm's init could not run CMD (125) */
+	KVM_END_ASSERT,	  /* a test guest's assertion failed (4) */
+	KVM_END_PANIC,	  /* the guest panicked (2) */
+	KVM_END_TIMEOUT,  /* --timeout (124) */
+	KVM_END_ERROR,	  /* lkvm's own error (1) */
+	KVM_END_STOP,	  /* lkvm stop, a snapshot's stop, gdb's kill (3) */
+	KVM_END_SIGNAL,	  /* a signal to lkvm (128+N) */
+	KVM_END_REBOOT,	  /* the guest reset itself (i8042, port 0x92 or 0xcf9, triple fault) */
+	KVM_END_POWEROFF, /* the guest powered off */
+	KVM_END_EXIT_ON,  /* --exit-on's text was printed */
+	KVM_END_QUIT,	  /* Ctrl-a x */
+	KVM_END_CLOSED,	  /* CMD's stdout or stderr was closed on the host (141) */
+	KVM_END_SANDBOX,  /* the sandbox stopped a forbidden system call (159; no request) */
+	KVM_END_NR
+};
+
 struct kvm_cpu;
 struct gdb_vm;
 
@@ -101,6 +122,7 @@ struct kvm {
 	/* Ending the run: the first kvm_request_exit wins; stop_fd wakes the main thread. */
 	atomic_bool stopping;
 	atomic_int exit_status;
+	int exit_by; /* enum kvm_end: set with exit_reason, by the request that won */
 	char exit_reason[256];
 	int stop_fd; /* eventfd */
 	/* /proc/self/statm, opened by the run before the sandbox (which lets threads read only
@@ -222,5 +244,8 @@ char *kvm_debug_dump(struct kvm *kvm, int timeout_ms, char *err, size_t errlen);
 
 /* Ask the run to end with `status`; only the first request counts. Thread-safe. */
 void kvm_request_exit(struct kvm *kvm, int status, const char *fmt, ...) __printf(3, 4);
+/* The same, saying who ended it where the status alone does not (enum kvm_end). */
+void kvm_request_end(struct kvm *kvm, enum kvm_end by, int status, const char *fmt, ...)
+	__printf(4, 5);
 
 #endif

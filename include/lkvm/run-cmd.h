@@ -29,6 +29,7 @@ struct run_cmd_opts {
 	bool root;	    /* --root: CMD runs as root in the guest (the files served as before) */
 	bool rw;	    /* --rw (vng's): refused, the root's writes stay in the guest */
 	char *exec_argv[4]; /* --exec CMD: sh -c CMD (argv points here) */
+	const char *modules; /* --modules DIR: the kernel's module directory (initrd.h) */
 };
 
 /* opt_set.trailing of `lkvm run` (base: its struct run_args): the words after `--`. 0, or

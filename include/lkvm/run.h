@@ -19,6 +19,7 @@ extern const struct opt_set run_opt_set;
 struct run_args {
 	struct kvm_config cfg;
 	struct run_cmd_opts cmd;
+	const char *status_file; /* --status-file FILE (run-status.h), any run */
 };
 
 /* --restore's snapshot and the merged argv, owned by lkvm run until it ends. */

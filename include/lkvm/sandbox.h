@@ -56,6 +56,9 @@ int sandbox_drop_privileges(const struct sandbox_user *user, char *err, size_t e
  * thread that broke its filter and under that filter: async-signal-safe, and only with
  * system calls every allow-list has. The last one set wins; NULL clears it. */
 void sandbox_set_restore_hook(void (*fn)(void));
+/* A function the SIGSYS handler calls after the restore hook, just before _exit, under the
+ * same rules (lkvm run's --status-file record, builtin/run-status.c). NULL clears it. */
+void sandbox_set_exit_hook(void (*fn)(void));
 
 /* Install the calling thread's seccomp filter for `kind` when kvm->sandbox is on (no-op
  * otherwise, and with kvm NULL). Filters stack: a thread created later inherits this

@@ -45,19 +45,33 @@ same() {
 	fail "$3 differs from $2 ($(stat -c %s "$1") bytes, want $(stat -c %s "$2"); $(cmp "$1" "$2" 2>&1 | head -c 200))"
 }
 
+# status_file FILE WANT: --status-file's FILE begins with the lines WANT (printf's format).
+status_file() {
+	local want
+	want=$(printf '%b' "$2")
+	[ "$(head -n "$(printf '%s\n' "$want" | wc -l)" "$1" 2>&1)" = "$want" ] ||
+		fail "--status-file wrote '$(head -c 200 "$1" 2>&1)', want '$want...'"
+}
+
 t_status() {
-	cmd_run "run-status-$1" "$1" --user root -- sh -c "exit $1" || return
+	cmd_run "run-status-$1" "$1" --user root --status-file "$LOG_DIR/run-status-$1.status" -- \
+		sh -c "exit $1" || return
 	# CMD's own status: lkvm adds nothing to CMD's output.
 	if [ -s "$LOG_DIR/run-status-$1.out" ] || [ -s "$LAST_LOG" ]; then
 		fail "lkvm or the kernel printed something: $(head -c 200 "$LAST_LOG" "$LOG_DIR/run-status-$1.out")"
+		return
 	fi
+	# Who ended it, for a script: CMD, whatever its status (a failing make's 2 is not a panic).
+	status_file "$LOG_DIR/run-status-$1.status" "ended=command\ncommand_status=$1\nstatus=$1\n"
 }
 
 # Killed by a signal: the shell's 128 + N.
 t_signal() {
-	cmd_run run-signal 137 -- sh -c 'echo killing; kill -9 $$' || return
+	cmd_run run-signal 137 --status-file "$LOG_DIR/run-signal.status" -- \
+		sh -c 'echo killing; kill -9 $$' || return
 	[ "$(cat "$LOG_DIR/run-signal.out")" = killing ] ||
-		fail "the command printed '$(head -c 100 "$LOG_DIR/run-signal.out")'"
+		{ fail "the command printed '$(head -c 100 "$LOG_DIR/run-signal.out")'"; return; }
+	status_file "$LOG_DIR/run-signal.status" "ended=command\ncommand_status=137\ncommand_signal=9\n"
 }
 
 # A command that is not there: the shell's 127, and init says why on the command's stderr.
@@ -151,19 +165,25 @@ t_shell() {
 	expect_status 0
 }
 
-# A kernel panic (no init to run: rdinit= names none) is 2, not "no status"; the kernel's log,
-# quiet or not, is in --console-log's file (written from the vCPU threads, in their sandbox).
+# A kernel panic (no init to run: rdinit= names none) is 2, not "no status"; the kernel's whole
+# log, every level (KERN_INFO's "Memory:" line too, which a quiet console leaves out), is in
+# --console-log's file (written from the vCPU threads, in their sandbox).
 t_panic() {
-	cmd_run run-panic 2 --console-log "$LOG_DIR/run-panic.console" -p rdinit=/no-such-init -- true ||
-		return
+	cmd_run run-panic 2 --console-log "$LOG_DIR/run-panic.console" -p rdinit=/no-such-init \
+		--status-file "$LOG_DIR/run-panic.status" -- true || return
 	expect_output "guest panicked" "lkvm's report of the panic" || return
+	status_file "$LOG_DIR/run-panic.status" "ended=panic\nstatus=2\n" || return
 	grep -q "Kernel panic" "$LOG_DIR/run-panic.console" ||
-		fail "no 'Kernel panic' in --console-log's file ($(tail -c 200 "$LOG_DIR/run-panic.console" 2>&1))"
+		{ fail "no 'Kernel panic' in --console-log's file ($(tail -c 200 "$LOG_DIR/run-panic.console" 2>&1))"; return; }
+	grep -q "\] Memory: [0-9]*K/[0-9]*K available" "$LOG_DIR/run-panic.console" ||
+		fail "--console-log's file is not the whole log: no KERN_INFO 'Memory: ...K available' line ($(wc -l <"$LOG_DIR/run-panic.console") lines)"
 }
 
 t_timeout() {
-	cmd_run run-timeout 124 --timeout 30 -- sleep 1000 || return
-	expect_output "timeout: 30 s passed" "lkvm's report of the timeout"
+	cmd_run run-timeout 124 --timeout 30 --status-file "$LOG_DIR/run-timeout.status" -- sleep 1000 ||
+		return
+	expect_output "timeout: 30 s passed" "lkvm's report of the timeout" || return
+	status_file "$LOG_DIR/run-timeout.status" "ended=timeout\nstatus=124\n"
 }
 
 # The guest resetting before init's report (the command rebooted it): 125, and the reason.
@@ -171,10 +191,11 @@ t_timeout() {
 # and `reboot` fails with 1), while the files are still served with that user's credentials:
 # /etc/shadow stays closed (else 9).
 t_reset() {
-	cmd_run run-reset 125 --root -- sh -c 'if cat /etc/shadow >/dev/null 2>&1; then exit 9; fi
+	cmd_run run-reset 125 --root --status-file "$LOG_DIR/run-reset.status" -- sh -c 'if cat /etc/shadow >/dev/null 2>&1; then exit 9; fi
 		exec busybox reboot -f' || return
 	expect_output "the guest ended \(guest reset \(i8042\)\) without the command's status" \
-		"lkvm's reason"
+		"lkvm's reason" || return
+	status_file "$LOG_DIR/run-reset.status" "ended=reboot\nstatus=125\n"
 }
 
 # A closed stdout ends the run as it ends a host command: SIGPIPE's 141 (yes never stops).
@@ -237,19 +258,40 @@ t_debian() {
 		fail "uname -r in the guest printed '$(head -c 100 "$LOG_DIR/run-debian.out")'"
 }
 
-# The same kernel without its modules (an empty /lib/modules/RELEASE): no 9p, and the run says
-# which options the kernel lacks, with 125.
+# The same kernel without its modules (an empty /lib/modules/RELEASE, and a link to it outside
+# its package's boot/, so none beside it): no 9p, and the run says which options the kernel
+# lacks, with 125.
 t_no9p() {
 	debian_kernel || return
 	LAST_LOG=$LOG_DIR/run-no9p.err
+	ln -sf "$DEBIAN_BOOT/vmlinuz-$(uname -r)" "$WORK/vmlinuz-$(uname -r)"
 	timeout -s KILL $((T + GUARD_SLACK)) unshare -m sh -c 'mount -t tmpfs tmpfs "/lib/modules/$1" &&
-		shift && exec "$@"' sh "$(uname -r)" "$LKVM" run -k "$DEBIAN_BOOT/vmlinuz-$(uname -r)" \
+		shift && exec "$@"' sh "$(uname -r)" "$LKVM" run -k "$WORK/vmlinuz-$(uname -r)" \
 		-m 512 --timeout "$T" -- echo should-not-run </dev/null >"$LOG_DIR/run-no9p.out" 2>"$LAST_LOG"
 	LAST_STATUS=$?
 	expect_status 125 || return
 	expect_output "guest init failed mounting the 9p root and its overlay: No such device \(the kernel needs CONFIG_9P_FS" \
 		"lkvm's report of what the kernel lacks" || return
 	[ ! -s "$LOG_DIR/run-no9p.out" ] || fail "the command ran: $(head -c 100 "$LOG_DIR/run-no9p.out")"
+}
+
+# The same kernel where its package was unpacked (<root>/boot/vmlinuz-R), with the host's
+# /lib/modules/R hidden (as in no9p): its modules come from <root>/lib/modules/R beside it, as
+# vng finds them, without a bind mount; --modules naming no module directory is one line.
+t_modules() {
+	debian_kernel || return
+	run_lkvm run-modules-bad 1 -- run --user root -k "$DEBIAN_BOOT/vmlinuz-$(uname -r)" --modules "$DEBIAN_BOOT" \
+		-- true || return
+	one_error_line "--modules '$DEBIAN_BOOT': no modules.dep or modules.order in it \(give a lib/modules/RELEASE directory\)" ||
+		return
+	LAST_LOG=$LOG_DIR/run-modules.err
+	timeout -s KILL $((T + GUARD_SLACK)) unshare -m sh -c 'mount -t tmpfs tmpfs "/lib/modules/$1" &&
+		shift && exec "$@"' sh "$(uname -r)" "$LKVM" run -k "$DEBIAN_BOOT/vmlinuz-$(uname -r)" \
+		-m 512 --timeout "$T" -- uname -r </dev/null >"$LOG_DIR/run-modules.out" 2>"$LAST_LOG"
+	LAST_STATUS=$?
+	expect_status 0 || return
+	[ "$(cat "$LOG_DIR/run-modules.out")" = "$(uname -r)" ] ||
+		fail "uname -r in the guest printed '$(head -c 100 "$LOG_DIR/run-modules.out")'"
 }
 
 # ---- whose credentials serve the host's files (builtin/run-cmd.c: run_cmd_creds) ----
@@ -386,7 +428,7 @@ t_pvm() {
 }
 
 # RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
-RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p creds-nobody creds-sudo creds-bad-sudo user}
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p modules creds-nobody creds-sudo creds-bad-sudo user}
 skip_unless_kvm
 for name in $RUN_TESTS; do
 	case $name in
@@ -395,7 +437,7 @@ for name in $RUN_TESTS; do
 	creds-nobody | creds-sudo | user) run_test "run-$name" with_creds_dir "t_${name//-/_}" ;;
 	creds-bad-sudo) run_test "run-$name" t_creds_bad_sudo ;;
 	root-write | not-found | init-failed) run_test "run-$name" "t_${name//-/_}" ;;
-	signal | stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p)
+	signal | stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p | modules)
 		run_test "run-$name" "t_$name" ;;
 	*) echo "test-run.sh: unknown test '$name' in RUN_TESTS" >&2; exit 2 ;;
 	esac

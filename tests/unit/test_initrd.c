@@ -639,6 +639,59 @@ START_TEST(test_modules_debian)
 }
 END_TEST
 
+/* kmod_beside: <root>/lib/modules for <root>/boot/FILE, nothing for a kernel elsewhere. */
+START_TEST(test_modules_beside_path)
+{
+	char d[64];
+
+	ck_assert_int_eq(kmod_beside("x/kernel/boot/vmlinuz-6.1", d, sizeof(d)), 0);
+	ck_assert_str_eq(d, "x/kernel/lib/modules");
+	ck_assert_int_eq(kmod_beside("/boot/vmlinuz-6.1", d, sizeof(d)), 0);
+	ck_assert_str_eq(d, "/lib/modules");
+	ck_assert_int_eq(kmod_beside("boot/bzImage", d, sizeof(d)), 0);
+	ck_assert_str_eq(d, "lib/modules");
+	ck_assert_int_eq(kmod_beside("x/reboot/vmlinuz", d, sizeof(d)), -ENOENT);
+	ck_assert_int_eq(kmod_beside("x/boot", d, sizeof(d)), -ENOENT);
+	ck_assert_int_eq(kmod_beside("vmlinuz", d, sizeof(d)), -ENOENT);
+	ck_assert_int_eq(kmod_beside("/a/very/long/root/boot/vmlinuz", d, 8), -ENAMETOOLONG);
+}
+END_TEST
+
+/* The Debian kernel unpacked under build/kvm-host/kernel: its modules come from beside it
+ * (this machine has no /lib/modules of its release, and would come after); --modules names
+ * them too, and a DIR that is no module directory is refused with its reason. */
+START_TEST(test_modules_beside_debian)
+{
+	const char *root = "build/kvm-host/kernel";
+	char kernel[512], moddir[512], err[256] = "";
+	struct kmod_list l = { 0 };
+	glob_t g;
+
+	ck_assert_int_eq(glob("build/kvm-host/kernel/boot/vmlinuz-*", 0, NULL, &g), 0);
+	snprintf(kernel, sizeof(kernel), "%s", g.gl_pathv[0]);
+	globfree(&g);
+	ck_assert_msg(kmod_for_kernel(kernel, NULL, false, &l, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_gt(l.n, 4);
+	ck_assert_msg(!strncmp(l.v[0].path, root, strlen(root)), "%s", l.v[0].path);
+	kmod_list_free(&l);
+
+	snprintf(moddir, sizeof(moddir), "%s/lib/modules/%s", root,
+		 strrchr(kernel, '/') + strlen("/vmlinuz-"));
+	ck_assert_msg(kmod_for_kernel(kernel, moddir, false, &l, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_gt(l.n, 4);
+	kmod_list_free(&l);
+
+	ck_assert_int_eq(kmod_for_kernel(kernel, "/no/such/dir", false, &l, err, sizeof(err)),
+			 -ENOTDIR);
+	ck_assert_str_eq(
+		err, "--modules '/no/such/dir': not a directory (give a lib/modules/RELEASE one)");
+	ck_assert_int_eq(kmod_for_kernel(kernel, root, false, &l, err, sizeof(err)), -ENOENT);
+	ck_assert_str_eq(
+		err,
+		"--modules 'build/kvm-host/kernel': no modules.dep or modules.order in it (give a lib/modules/RELEASE directory)");
+}
+END_TEST
+
 static Suite *initrd_suite(void)
 {
 	Suite *s = suite_create("initrd");
@@ -654,15 +707,17 @@ static Suite *initrd_suite(void)
 	tcase_add_test(tc, test_kernel_release_synthetic);
 	tcase_add_test(tc, test_modules_dep);
 	tcase_add_test(tc, test_modules_tree);
+	tcase_add_test(tc, test_modules_beside_path);
 	if (!stat("build/guest/bzImage", &st) &&
 	    !stat("build/guest/linux/include/config/kernel.release", &st))
 		tcase_add_test(tc, test_kernel_release_guest);
 	else
 		lkvm_skip("test_initrd", 1, "the release of build/guest/bzImage",
 			  "no guest kernel built yet");
-	if (!stat("build/kvm-host/kernel/lib/modules", &st))
+	if (!stat("build/kvm-host/kernel/lib/modules", &st)) {
 		tcase_add_test(tc, test_modules_debian);
-	else
+		tcase_add_test(tc, test_modules_beside_debian);
+	} else
 		lkvm_skip("test_initrd", 1, "module closure of the emulated host's Debian kernel",
 			  "build/kvm-host/kernel not unpacked yet (scripts/kvm-host.sh does it)");
 	tcase_set_timeout(tc, 60);
