@@ -1,5 +1,6 @@
 /* The /lkvm/config codec (lkvm encodes, its guest init decodes) and init's stage names. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ static const char *const root_names[] = {
 };
 static const char *const tty_names[] = { [INITCFG_TTY] = "tty", [INITCFG_RAW] = "raw" };
 static const char *const ro_names[] = { "rw", "ro" }; /* indexed by share.ro */
+static const char *const nic_names[] = { [INITCFG_NIC_UP] = "up", [INITCFG_NIC_DHCP] = "dhcp" };
 
 static int name_index(const char *const *names, size_t n, const char *s)
 {
@@ -85,6 +87,11 @@ int initcfg_check(const struct initcfg *c)
 		return -EINVAL;
 	if (c->exit_port > 0xffff - (LKVM_EXIT_PORT_LEN - 1))
 		return -EINVAL;
+	if (c->nr_nics > INITCFG_MAX_NICS)
+		return -EINVAL;
+	for (size_t i = 0; i < c->nr_nics; i++)
+		if ((unsigned)c->nics[i].how >= NELEM(nic_names))
+			return -EINVAL;
 	return 0;
 }
 
@@ -193,6 +200,39 @@ static int key_msize(struct dec *d, const char *const *f)
 	return 0;
 }
 
+static int hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	return -1;
+}
+
+/* "aa:bb:cc:dd:ee:ff", lower case, exactly (what put_mac writes). */
+static int parse_mac(const char *s, uint8_t mac[6])
+{
+	for (int i = 0; i < 6; i++, s += 3) {
+		int hi = hex_digit(s[0]), lo = hi < 0 ? -1 : hex_digit(s[1]);
+
+		if (lo < 0 || s[2] != (i == 5 ? '\0' : ':'))
+			return -EINVAL;
+		mac[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+static int key_nic(struct dec *d, const char *const *f)
+{
+	int how = name_index(nic_names, NELEM(nic_names), f[1]);
+	struct initcfg *c = d->c;
+
+	if (how < 0 || c->nr_nics == INITCFG_MAX_NICS || parse_mac(f[0], c->nics[c->nr_nics].mac))
+		return -EINVAL;
+	c->nics[c->nr_nics++].how = (enum initcfg_nic_how)how;
+	return 0;
+}
+
 #define MAX_FIELDS 3
 static const struct {
 	const char *key;
@@ -210,6 +250,7 @@ static const struct {
 	{ "winsize", 2, false, key_winsize },
 	{ "exit-port", 1, false, key_exit_port },
 	{ "msize", 1, false, key_msize },
+	{ "nic", 2, true, key_nic },
 };
 
 /* The next string at *pos (the buffer ends with a NUL, checked by the caller). */
@@ -412,6 +453,16 @@ static void put_body(struct enc *e, const struct initcfg *c)
 	if (c->msize) {
 		put(e, "msize");
 		put_uint(e, c->msize);
+	}
+	for (size_t i = 0; i < c->nr_nics; i++) {
+		const uint8_t *m = c->nics[i].mac;
+		char mac[18];
+
+		snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3],
+			 m[4], m[5]);
+		put(e, "nic");
+		put(e, mac);
+		put(e, nic_names[c->nics[i].how]);
 	}
 }
 

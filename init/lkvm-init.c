@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include "lkvm/initcfg.h"
+#include "net.h"
 
 /* linux/module.h, which musl's headers do not bring: the kernel decompresses the file. */
 #define MODULE_INIT_COMPRESSED_FILE 4
@@ -474,5 +475,7 @@ int main(void)
 		if (chdir(cwd))
 			fail(LKVM_STAGE_MOUNT, errno, "/");
 	}
+	/* After the root (its /etc gets resolv.conf) and the consoles (its lines reach stderr). */
+	init_net(&cfg, msg);
 	finish(run(&con, cwd));
 }

@@ -27,6 +27,9 @@
  *   "winsize" ROWS COLS              the console's size (optional)
  *   "exit-port" PORT                 I/O port of lkvm's exit device (decimal)
  *   "msize" BYTES                    9p msize (decimal)
+ *   "nic" MAC up|dhcp                a NIC (aa:bb:cc:dd:ee:ff) init brings up, and with dhcp
+ *                                    configures from a DHCP lease (init/net.c); lo is always
+ *                                    brought up
  * Every field is at most INITCFG_MAX_STRING bytes; the file at most INITCFG_MAX_SIZE. "root"
  * is required; the others have the defaults below. Nothing is optional in the format itself:
  * an unknown key, a missing field or a bad value makes the whole file invalid (a new field
@@ -43,6 +46,7 @@
 #define INITCFG_MAX_STRING (128u << 10) /* Linux's MAX_ARG_STRLEN */
 #define INITCFG_MAX_SHARES 32
 #define INITCFG_MAX_MODULES 256
+#define INITCFG_MAX_NICS 8
 
 #define INITCFG_DEFAULT_STDIO "/dev/hvc0"
 #define INITCFG_DEFAULT_STDERR "/dev/hvc1"
@@ -50,6 +54,12 @@
 
 enum initcfg_root { INITCFG_ROOT_INITRAMFS, INITCFG_ROOT_9P_OVERLAY };
 enum initcfg_tty { INITCFG_TTY, INITCFG_RAW };
+enum initcfg_nic_how { INITCFG_NIC_UP, INITCFG_NIC_DHCP };
+
+struct initcfg_nic {
+	uint8_t mac[6];
+	enum initcfg_nic_how how;
+};
 
 struct initcfg_share {
 	const char *tag;
@@ -75,6 +85,8 @@ struct initcfg {
 	unsigned rows, cols; /* 0: not given */
 	uint16_t exit_port;  /* 0: LKVM_EXIT_PORT */
 	uint32_t msize;	     /* 0: INITCFG_DEFAULT_MSIZE */
+	struct initcfg_nic nics[INITCFG_MAX_NICS];
+	size_t nr_nics;
 };
 
 /* Checks what the format allows (absolute paths, non-empty tags, NAME=VALUE entries, string
