@@ -112,10 +112,10 @@ int kmod_resolve(const char *dir, const char *const *names, size_t n, struct kmo
 		 char *err, size_t errlen) __must_check;
 
 /* The modules `run -- CMD` needs (INITRD_MODULES_9P_ROOT, pvpanic_pci where there is one,
- * virtio_mmio when mmio) for the kernel at kernel_path, from its build tree or /lib/modules
+ * virtio_mmio when mmio, virtio_net where there is one when net) for the kernel at kernel_path, from its build tree or /lib/modules
  * (kmod_dir_find, kmod_resolve): none when it has no release or no module directory (it then
  * has to have them built in; a debug line says so). 0 or -errno with err. */
-int kmod_for_kernel(const char *kernel_path, bool mmio, struct kmod_list *mods, char *err,
+int kmod_for_kernel(const char *kernel_path, bool mmio, bool net, struct kmod_list *mods, char *err,
 		    size_t errlen) __must_check;
 
 #endif
