@@ -350,13 +350,22 @@ static int start_wait(struct passt_start *st, pid_t pid, int pidfd, char *err, s
 {
 	struct pollfd pf[2] = { { .fd = pidfd, .events = POLLIN },
 				{ .fd = st->fifo_fd, .events = POLLIN } };
-	char why[512];
+	char why[512], c;
 	siginfo_t si = { 0 };
 	int r;
 
 	do
 		r = poll(pf, 2, READY_WAIT_MS);
 	while (r < 0 && errno == EINTR);
+	/* Its pid there: set up, even if it is gone already (that is the link's end, later). The
+	 * FIFO closed empty: passt is leaving; its exit is waited for below. */
+	if (r > 0 && (pf[1].revents & (POLLIN | POLLHUP))) {
+		if (read(st->fifo_fd, &c, 1) == 1)
+			return 0;
+		do
+			r = poll(pf, 1, READY_WAIT_MS);
+		while (r < 0 && errno == EINTR);
+	}
 	if (r == 0)
 		pr_warn("passt (pid %d) not ready after %d ms: going on", (int)pid, READY_WAIT_MS);
 	if (r <= 0 || !(pf[0].revents & POLLIN))
