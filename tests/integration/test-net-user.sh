@@ -133,6 +133,10 @@ passt_child() {
 # uid_of PID: the real uid the process runs as.
 uid_of() { awk '/^Uid:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
+# What a stand-in passt runs to say it is set up, as passt does: its pid into its --pid file.
+# shellcheck disable=SC2016 # for the stand-in's shell
+READY_SH='while [ $# -gt 1 ] && [ "$1" != --pid ]; do shift; done; echo $$ >"$2"'
+
 # ---- (1) a non-root user, no tap, no namespace of its own: netconsole through lkvm's passt ----
 
 # as_nobody: lkvm and passt as user nobody, no tap, no namespace of its own: sets AS_UID, AS_USER
@@ -320,7 +324,9 @@ t_exit_paths() {
 	# A "passt" that does not leave when its socket closes (it never reads it): lkvm kills it
 	# through its pidfd at teardown, from main's sandbox (pidfd_send_signal, waitid), and reaps it.
 	mkdir -p "$WORK/stuck-bin"
-	printf '#!/bin/sh\nexec sleep %d\n' $((T + 60)) >"$WORK/stuck-bin/passt"
+	# Each says it is set up first, as passt does (its pid into --pid, lkvm's FIFO): else lkvm
+	# waits 10 s for it before the guest runs.
+	printf '#!/bin/sh\n%s\nexec sleep %d\n' "$READY_SH" $((T + 60)) >"$WORK/stuck-bin/passt"
 	chmod 755 "$WORK/stuck-bin/passt"
 	# shellcheck disable=SC2034 # read by run_lkvm
 	local LKVM_WRAP="env PATH=$WORK/stuck-bin:$PATH"
@@ -335,8 +341,8 @@ t_exit_paths() {
 		echo "exit-paths: no stuck passt as nobody (needs root and setpriv)" >&2
 		return
 	fi
-	printf '#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups sleep %d\n' \
-		$((T + 60)) >"$WORK/stuck-bin/passt"
+	printf '#!/bin/sh\n%s\nexec setpriv --reuid=65534 --regid=65534 --clear-groups sleep %d\n' \
+		"$READY_SH" $((T + 60)) >"$WORK/stuck-bin/passt"
 	run_lkvm "net-user-$_T_NAME-stuck-nobody" 124 -- run --debug -k "$G/vmlinux" -m 256 -n mode=user --timeout 3
 	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$LAST_LOG" | head -n 1)
 	[ -z "$p" ] || kill -KILL "$p" 2>/dev/null # ours to end: lkvm left it
