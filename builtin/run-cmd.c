@@ -17,6 +17,7 @@
 #include "lkvm/sandbox.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-9p.h"
+#include "lkvm/virtio-net.h"
 #include "lkvm/x86.h"
 
 extern char **environ;
@@ -204,6 +205,29 @@ static int find_kernel(struct run_cmd *rc, struct kvm_config *cfg, char *err, si
 
 /* ---- the initramfs ---- */
 
+/* Each NIC for init, by the MAC the device gets (virtio_net_add's default: the base MAC plus
+ * the NIC's index among those made): passt's (mode=user) configured by DHCP, a tap's only up. */
+static void add_nics(struct initcfg *ic, const struct kvm_config *cfg)
+{
+	static const u8 base[6] = VIRTIO_NET_DEFAULT_MAC;
+	int index = 0;
+
+	for (int i = 0; i < cfg->nr_nets && ic->nr_nics < INITCFG_MAX_NICS; i++) {
+		const struct net_opts *o = &cfg->net[i];
+		struct initcfg_nic *n = &ic->nics[ic->nr_nics++];
+
+		if (o->mode == NET_MODE_NONE) {
+			ic->nr_nics--;
+			continue;
+		}
+		memcpy(n->mac, o->mac_set ? o->guest_mac : base, 6);
+		if (!o->mac_set)
+			n->mac[5] = (u8)(n->mac[5] + index);
+		index++;
+		n->how = o->mode == NET_MODE_USER ? INITCFG_NIC_DHCP : INITCFG_NIC_UP;
+	}
+}
+
 /* Init's configuration: CMD, its user, the user's environment and directory, the host's root,
  * the shares, CMD's consoles; initrd_make adds the modules its kernel needs. */
 static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
@@ -242,6 +266,7 @@ static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
 	for (const struct p9_share *s; ic.nr_shares < INITCFG_MAX_SHARES &&
 				       (s = p9_share_get(cfg->shares, (int)ic.nr_shares));)
 		ic.shares[ic.nr_shares++] = (struct initcfg_share){ s->tag, s->guest_dir, s->ro };
+	add_nics(&ic, cfg);
 	ret = initrd_make(&ic, cfg->kernel_path, cmd->modules,
 			  cfg->virtio_trans == VIRTIO_TRANS_MMIO, &rc->initrd, &rc->initrd_len, err,
 			  errlen);

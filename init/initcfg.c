@@ -1,5 +1,6 @@
 /* The /lkvm/config codec (lkvm encodes, its guest init decodes) and init's stage names. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ static const char *const root_names[] = {
 };
 static const char *const tty_names[] = { [INITCFG_TTY] = "tty", [INITCFG_RAW] = "raw" };
 static const char *const ro_names[] = { "rw", "ro" }; /* indexed by share.ro */
+static const char *const nic_names[] = { [INITCFG_NIC_UP] = "up", [INITCFG_NIC_DHCP] = "dhcp" };
 
 static int name_index(const char *const *names, size_t n, const char *s)
 {
@@ -100,6 +102,11 @@ int initcfg_check(const struct initcfg *c)
 		return -EINVAL;
 	if (c->exit_port > 0xffff - (LKVM_EXIT_PORT_LEN - 1))
 		return -EINVAL;
+	if (c->nr_nics > INITCFG_MAX_NICS)
+		return -EINVAL;
+	for (size_t i = 0; i < c->nr_nics; i++)
+		if ((unsigned)c->nics[i].how >= NELEM(nic_names))
+			return -EINVAL;
 	return check_user(c);
 }
 
@@ -230,6 +237,39 @@ static int key_group(struct dec *d, const char *const *f)
 	return 0;
 }
 
+static int hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	return -1;
+}
+
+/* "aa:bb:cc:dd:ee:ff", lower case, exactly (what put_mac writes). */
+static int parse_mac(const char *s, uint8_t mac[6])
+{
+	for (int i = 0; i < 6; i++, s += 3) {
+		int hi = hex_digit(s[0]), lo = hi < 0 ? -1 : hex_digit(s[1]);
+
+		if (lo < 0 || s[2] != (i == 5 ? '\0' : ':'))
+			return -EINVAL;
+		mac[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+static int key_nic(struct dec *d, const char *const *f)
+{
+	int how = name_index(nic_names, NELEM(nic_names), f[1]);
+	struct initcfg *c = d->c;
+
+	if (how < 0 || c->nr_nics == INITCFG_MAX_NICS || parse_mac(f[0], c->nics[c->nr_nics].mac))
+		return -EINVAL;
+	c->nics[c->nr_nics++].how = (enum initcfg_nic_how)how;
+	return 0;
+}
+
 #define MAX_FIELDS 3
 static const struct {
 	const char *key;
@@ -249,6 +289,7 @@ static const struct {
 	{ "msize", 1, false, key_msize },
 	{ "user", 2, false, key_user },
 	{ "group", 1, true, key_group },
+	{ "nic", 2, true, key_nic },
 };
 
 /* The next string at *pos (the buffer ends with a NUL, checked by the caller). */
@@ -460,6 +501,16 @@ static void put_body(struct enc *e, const struct initcfg *c)
 	for (size_t i = 0; i < c->nr_groups; i++) {
 		put(e, "group");
 		put_uint(e, c->groups[i]);
+	}
+	for (size_t i = 0; i < c->nr_nics; i++) {
+		const uint8_t *m = c->nics[i].mac;
+		char mac[18];
+
+		snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3],
+			 m[4], m[5]);
+		put(e, "nic");
+		put(e, mac);
+		put(e, nic_names[c->nics[i].how]);
 	}
 }
 

@@ -18,6 +18,7 @@
 
 #include "lkvm/initcfg.h"
 #include "user.h"
+#include "net.h"
 
 /* linux/module.h, which musl's headers do not bring: the kernel decompresses the file. */
 #define MODULE_INIT_COMPRESSED_FILE 4
@@ -484,5 +485,7 @@ int main(void)
 		if (chdir(cwd))
 			fail(LKVM_STAGE_MOUNT, errno, "/");
 	}
+	/* After the root (its /etc gets resolv.conf) and the consoles (its lines reach stderr). */
+	init_net(&cfg, msg);
 	finish(run(&con, cwd));
 }

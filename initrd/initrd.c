@@ -175,7 +175,7 @@ int initrd_make(const struct initcfg *cfg, const char *kernel_path, const char *
 {
 	struct kmod_list mods = { 0 };
 	struct cpio c = { 0 };
-	int ret = kmod_for_kernel(kernel_path, moddir, mmio, &mods, err, errlen);
+	int ret = kmod_for_kernel(kernel_path, moddir, mmio, cfg->nr_nics > 0, &mods, err, errlen);
 
 	if (!ret)
 		ret = initrd_build(&c, cfg, &mods, err, errlen);

@@ -529,17 +529,23 @@ static int find_dir(const char *kernel_path, const char *moddir, const char *rel
 /* The modules the guest needs when the kernel has them as modules (a distribution kernel, a
  * tree after `make modules`); none when no module directory of its release exists (the
  * kernel then has to have everything built in, as the project's guest kernel does). */
-int kmod_for_kernel(const char *kernel_path, const char *moddir, bool mmio, struct kmod_list *mods,
-		    char *err, size_t errlen)
+int kmod_for_kernel(const char *kernel_path, const char *moddir, bool mmio, bool net,
+		    struct kmod_list *mods, char *err, size_t errlen)
 {
 	/* pvpanic_pci where there is one, so a panic ends the run with 2 (panic=-1 alone would
 	 * make it a reset, 125). */
-	static const char *const names[] = { INITRD_MODULES_9P_ROOT, "?pvpanic_pci",
-					     "virtio_mmio" };
+	static const char *const names[] = { INITRD_MODULES_9P_ROOT, "?pvpanic_pci", "virtio_mmio",
+					     "?virtio_net" };
+	const char *want[ARRAY_SIZE(names)];
 	char release[256], dir[PATH_MAX];
-	/* virtio_mmio only when a device of ours is on it. */
-	size_t n = ARRAY_SIZE(names) - !mmio;
+	size_t n = 0;
 	int ret;
+
+	/* virtio_mmio only when a device of ours is on it, virtio_net when init sets up a NIC. */
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if ((mmio || strcmp(names[i], "virtio_mmio")) &&
+		    (net || strcmp(names[i], "?virtio_net")))
+			want[n++] = names[i];
 
 	if (moddir && !is_dir(moddir)) {
 		errfmt(err, errlen,
@@ -555,7 +561,7 @@ int kmod_for_kernel(const char *kernel_path, const char *moddir, bool mmio, stru
 			release);
 		return 0;
 	}
-	ret = kmod_resolve(dir, names, n, mods, err, errlen);
+	ret = kmod_resolve(dir, want, n, mods, err, errlen);
 	if (ret == -ENOENT && moddir) {
 		errfmt(err, errlen,
 		       "--modules '%s': no modules.dep or modules.order in it (give a lib/modules/RELEASE directory)",

@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -33,6 +35,10 @@ extern char **environ;
 /* Room for a burst of whole frames on lkvm's side of the socket (best effort: the kernel
  * caps it at net.core.wmem_max): a frame that fits whole is never cut. */
 #define SOCK_SNDBUF (1 << 20)
+/* How long passt may take to say it is ready (its pid file written) before lkvm goes on
+ * without knowing; what passt writes to its stderr is kept up to STDERR_KEEP bytes. */
+#define READY_WAIT_MS 10000
+#define STDERR_KEEP (64 << 10)
 
 struct passt {
 	int fd;
@@ -275,6 +281,106 @@ static int find_passt(char *path, size_t len)
 	return -ENOENT;
 }
 
+/* passt's start-up: its stderr in a memfd sealed at STDERR_KEEP bytes (passt's writes beyond
+ * fail, never block: nobody reads it once passt runs), and a FIFO as its --pid file, which
+ * passt writes once it is set up. */
+struct passt_start {
+	char dir[64], fifo[80];
+	int fifo_fd, err_fd;
+};
+
+static void start_end(struct passt_start *st)
+{
+	if (st->fifo_fd >= 0)
+		close(st->fifo_fd);
+	if (st->err_fd >= 0)
+		close(st->err_fd);
+	if (st->fifo[0])
+		unlink(st->fifo);
+	if (st->dir[0])
+		rmdir(st->dir);
+}
+
+static int start_prepare(struct passt_start *st)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	*st = (struct passt_start){ .fifo_fd = -1, .err_fd = -1 };
+	st->err_fd = memfd_create("passt-stderr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (st->err_fd < 0 || ftruncate(st->err_fd, STDERR_KEEP) < 0 ||
+	    fcntl(st->err_fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK) < 0)
+		return -errno;
+	snprintf(st->dir, sizeof(st->dir), "%s/lkvm-passt-XXXXXX",
+		 tmp && *tmp == '/' && strlen(tmp) < 40 ? tmp : "/tmp");
+	if (!mkdtemp(st->dir)) {
+		st->dir[0] = '\0';
+		return -errno;
+	}
+	snprintf(st->fifo, sizeof(st->fifo), "%s/ready", st->dir);
+	/* A root lkvm's passt writes it as nobody. */
+	if (chmod(st->dir, 0711) < 0 || mkfifo(st->fifo, 0600) < 0 || chmod(st->fifo, 0622) < 0)
+		return -errno;
+	st->fifo_fd = open(st->fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	return st->fifo_fd < 0 ? -errno : 0;
+}
+
+/* passt's stderr as one line: its messages joined by "; ", without the noise of a passt
+ * that cannot reach syslog. */
+static void stderr_line(int fd, char *out, size_t len)
+{
+	static char buf[STDERR_KEEP + 1];
+	ssize_t n = pread(fd, buf, STDERR_KEEP, 0);
+	size_t o = 0;
+
+	out[0] = '\0';
+	buf[n > 0 ? n : 0] = '\0';
+	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l && o + 3 < len;
+	     l = strtok_r(NULL, "\n", &save)) {
+		if (!*l || (!strncmp(l, "Failed to send ", 15) && strstr(l, "syslog")))
+			continue;
+		o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "; " : "", l);
+	}
+	if (!out[0])
+		snprintf(out, len, "no message");
+}
+
+/* Waits until passt is set up (its pid in the FIFO) or gone: gone is the error, with passt's
+ * own words (e.g. "No external routable interface for IPv4" on a host without a route). */
+static int start_wait(struct passt_start *st, pid_t pid, int pidfd, char *err, size_t errlen)
+{
+	struct pollfd pf[2] = { { .fd = pidfd, .events = POLLIN },
+				{ .fd = st->fifo_fd, .events = POLLIN } };
+	char why[512], c;
+	siginfo_t si = { 0 };
+	int r;
+
+	do
+		r = poll(pf, 2, READY_WAIT_MS);
+	while (r < 0 && errno == EINTR);
+	/* Its pid there: set up, even if it is gone already (that is the link's end, later). The
+	 * FIFO closed empty: passt is leaving; its exit is waited for below. */
+	if (r > 0 && (pf[1].revents & (POLLIN | POLLHUP))) {
+		if (read(st->fifo_fd, &c, 1) == 1)
+			return 0;
+		do
+			r = poll(pf, 1, READY_WAIT_MS);
+		while (r < 0 && errno == EINTR);
+	}
+	if (r == 0)
+		pr_warn("passt (pid %d) not ready after %d ms: going on", (int)pid, READY_WAIT_MS);
+	if (r <= 0 || !(pf[0].revents & POLLIN))
+		return 0;
+	waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED);
+	stderr_line(st->err_fd, why, sizeof(why));
+	if (si.si_code == CLD_EXITED)
+		errfmt(err, errlen, "-n mode=user: passt could not start (status %d): %s",
+		       si.si_status, why);
+	else
+		errfmt(err, errlen, "-n mode=user: passt could not start (signal %d): %s",
+		       si.si_status, why);
+	return -ECHILD;
+}
+
 /*
  * Start `passt --foreground --quiet --fd 3` on the other end of a socket pair. passt leaves
  * when that socket closes (--fd implies one-off): lkvm's end is closed at teardown, or by the
@@ -282,10 +388,12 @@ static int find_passt(char *path, size_t len)
  * passt (a root lkvm's passt changes to nobody, which clears it). The child makes only
  * async-signal-safe calls before execve: lkvm may already have threads.
  */
-static int spawn_passt(int child_fd, pid_t *pidp, int *pidfdp, char *err, size_t errlen)
+static int spawn_passt(int child_fd, const struct passt_start *st, pid_t *pidp, int *pidfdp,
+		       char *err, size_t errlen)
 {
 	char path[PATH_MAX];
-	char *argv[] = { "passt", "--foreground", "--quiet", "--fd", "3", NULL, NULL, NULL };
+	char *argv[] = { "passt", "--foreground",   "--quiet", "--fd", "3",
+			 "--pid", (char *)st->fifo, NULL,      NULL,   NULL };
 	pid_t parent = getpid(), pid;
 	sigset_t none;
 	int pidfd, e;
@@ -297,8 +405,8 @@ static int spawn_passt(int child_fd, pid_t *pidp, int *pidfdp, char *err, size_t
 	}
 	if (geteuid() == 0) {
 		/* passt refuses to keep root; say which user it becomes. */
-		argv[5] = "--runas";
-		argv[6] = "nobody";
+		argv[7] = "--runas";
+		argv[8] = "nobody";
 	}
 	sigemptyset(&none);
 	pid = fork();
@@ -312,6 +420,8 @@ static int spawn_passt(int child_fd, pid_t *pidp, int *pidfdp, char *err, size_t
 		if (getppid() != parent)
 			_exit(127); /* lkvm died before the line above */
 		if (child_fd == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(child_fd, 3) < 0)
+			_exit(127);
+		if (dup2(st->err_fd, 2) < 0)
 			_exit(127);
 		syscall(SYS_close_range, 4, ~0U, 0);
 		/* lkvm's blocked signals (its signalfd's) and ignored SIGPIPE are not passt's. */
@@ -331,6 +441,27 @@ static int spawn_passt(int child_fd, pid_t *pidp, int *pidfdp, char *err, size_t
 	*pidp = pid;
 	*pidfdp = pidfd;
 	return 0;
+}
+
+/* passt started on child_fd and set up, or an error naming why it could not start. */
+static int passt_start(int child_fd, pid_t *pid, int *pidfd, char *err, size_t errlen)
+{
+	struct passt_start st;
+	int ret = start_prepare(&st);
+
+	if (ret < 0) {
+		errfmt(err, errlen, "-n mode=user: passt's start-up files: %s", strerror(-ret));
+		start_end(&st);
+		return ret;
+	}
+	ret = spawn_passt(child_fd, &st, pid, pidfd, err, errlen);
+	if (!ret) {
+		ret = start_wait(&st, *pid, *pidfd, err, errlen);
+		if (ret < 0)
+			close(*pidfd); /* reaped by start_wait */
+	}
+	start_end(&st);
+	return ret;
 }
 
 static int connect_passt(const char *path, char *err, size_t errlen)
@@ -388,7 +519,7 @@ int net_passt_open(const struct net_opts *o, struct net_backend **be, int n, cha
 			errfmt(err, errlen, "-n mode=user: socketpair: %s", strerror(-ret));
 			return ret;
 		}
-		ret = spawn_passt(sv[1], &pid, &pidfd, err, errlen);
+		ret = passt_start(sv[1], &pid, &pidfd, err, errlen);
 		close(sv[1]);
 		if (ret < 0) {
 			close(sv[0]);

@@ -30,6 +30,9 @@
  *   "user" UID GID                   CMD's user and group (decimal; optional: none, root),
  *                                    set after the mounts, just before CMD is started
  *   "group" GID                      one of CMD's supplementary groups (with "user" only)
+ *   "nic" MAC up|dhcp                a NIC (aa:bb:cc:dd:ee:ff) init brings up, and with dhcp
+ *                                    configures from a DHCP lease (init/net.c); lo is always
+ *                                    brought up
  * Every field is at most INITCFG_MAX_STRING bytes; the file at most INITCFG_MAX_SIZE. "root"
  * is required; the others have the defaults below. Nothing is optional in the format itself:
  * an unknown key, a missing field or a bad value makes the whole file invalid (a new field
@@ -47,6 +50,7 @@
 #define INITCFG_MAX_SHARES 32
 #define INITCFG_MAX_MODULES 256
 #define INITCFG_MAX_GROUPS 1024
+#define INITCFG_MAX_NICS 8
 
 #define INITCFG_DEFAULT_STDIO "/dev/hvc0"
 #define INITCFG_DEFAULT_STDERR "/dev/hvc1"
@@ -54,6 +58,12 @@
 
 enum initcfg_root { INITCFG_ROOT_INITRAMFS, INITCFG_ROOT_9P_OVERLAY };
 enum initcfg_tty { INITCFG_TTY, INITCFG_RAW };
+enum initcfg_nic_how { INITCFG_NIC_UP, INITCFG_NIC_DHCP };
+
+struct initcfg_nic {
+	uint8_t mac[6];
+	enum initcfg_nic_how how;
+};
 
 struct initcfg_share {
 	const char *tag;
@@ -84,6 +94,8 @@ struct initcfg {
 	uint32_t uid, gid;
 	uint32_t groups[INITCFG_MAX_GROUPS]; /* supplementary groups */
 	size_t nr_groups;
+	struct initcfg_nic nics[INITCFG_MAX_NICS];
+	size_t nr_nics;
 };
 
 /* Checks what the format allows (absolute paths, non-empty tags, NAME=VALUE entries, string

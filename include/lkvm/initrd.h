@@ -118,13 +118,13 @@ int kmod_resolve(const char *dir, const char *const *names, size_t n, struct kmo
 int kmod_beside(const char *kernel_path, char *libmod, size_t len) __must_check;
 
 /* The modules `run -- CMD` needs (INITRD_MODULES_9P_ROOT, pvpanic_pci where there is one,
- * virtio_mmio when mmio) for the kernel at kernel_path: from moddir (--modules DIR; not a
+ * virtio_mmio when mmio, virtio_net where there is one when net) for the kernel at kernel_path: from moddir (--modules DIR; not a
  * directory, or without modules.dep and modules.order: -ENOTDIR or -ENOENT with err), else
  * from its build tree, <root>/lib/modules/RELEASE beside <root>/boot/KERNEL (kmod_beside) or
  * /lib/modules/RELEASE, in that order (kmod_dir_find, kmod_resolve): none when it has no
  * release or no module directory (it then has to have them built in; a debug line says so).
  * 0 or -errno with err. */
-int kmod_for_kernel(const char *kernel_path, const char *moddir, bool mmio, struct kmod_list *mods,
-		    char *err, size_t errlen) __must_check;
+int kmod_for_kernel(const char *kernel_path, const char *moddir, bool mmio, bool net,
+		    struct kmod_list *mods, char *err, size_t errlen) __must_check;
 
 #endif

@@ -512,3 +512,21 @@ gdb("watch", 3, "Z2,1800,4", "Z3,1800,4", "Z4,1800,8", "Z1,1000,1", "vCont;c", "
 gdb("regs", 5, "G" + "00" * 600, "g", "p0", "p11", "p39", "p48", "P11=46020000", "Pff=00", "G0")
 gdb("garbage", 9, b"\x00\xff$g#00$", b"}" * 40, pkt("m" + "f" * 40 + ",1"), b"-", b"+",
     b"$" + b"a" * 5000 + b"#00", pkt("vCont;s:1;c;t"), pkt("qXfer:features:read:target.xml:fffffffffffffff0,ffffff"))
+
+
+# ---- dhcp: an IPv4 packet from its header (init/dhcp.c), for 52:54:00:12:34:56, xid 0x12345678 ----
+def dhcp_reply(opts, op=2, xid=0x12345678, frag=0):
+    b = bytes([op, 1, 6, 0]) + struct.pack(">IHH", xid, 0, 0x8000) + bytes(4) + bytes([192, 0, 2, 2]) + bytes(8)
+    b += bytes([0x52, 0x54, 0, 0x12, 0x34, 0x56]) + bytes(10 + 64 + 128) + bytes([0x63, 0x82, 0x53, 0x63]) + bytes(opts)
+    udp = struct.pack(">HHHH", 67, 68, 8 + len(b), 0) + b
+    return struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, frag, 64, 17, 0, bytes([192, 0, 2, 1]), bytes([255] * 4)) + udp
+
+
+full = [53, 1, 2, 1, 4, 255, 255, 255, 0, 3, 4, 192, 0, 2, 1, 6, 8, 10, 0, 0, 53, 10, 0, 0, 54, 54, 4, 192, 0, 2, 1, 255]
+write("dhcp", "offer", dhcp_reply(full))
+write("dhcp", "ack", dhcp_reply([53, 1, 5] + full[3:]))
+write("dhcp", "nak", dhcp_reply([53, 1, 6, 255]))
+write("dhcp", "many-dns", dhcp_reply([53, 1, 5, 6, 24] + list(range(24)) + [255]))
+write("dhcp", "pad-no-end", dhcp_reply([0, 0, 53, 1, 2, 0, 3, 4, 1, 2, 3, 4]))
+write("dhcp", "option-past-end", dhcp_reply([53, 1, 2, 3, 200, 1, 2]))
+write("dhcp", "fragment", dhcp_reply(full, frag=0x2000))

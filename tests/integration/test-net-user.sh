@@ -133,6 +133,10 @@ passt_child() {
 # uid_of PID: the real uid the process runs as.
 uid_of() { awk '/^Uid:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
+# What a stand-in passt runs to say it is set up, as passt does: its pid into its --pid file.
+# shellcheck disable=SC2016 # for the stand-in's shell
+READY_SH='while [ $# -gt 1 ] && [ "$1" != --pid ]; do shift; done; echo $$ >"$2"'
+
 # ---- (1) a non-root user, no tap, no namespace of its own: netconsole through lkvm's passt ----
 
 # as_nobody: lkvm and passt as user nobody, no tap, no namespace of its own: sets AS_UID, AS_USER
@@ -320,7 +324,9 @@ t_exit_paths() {
 	# A "passt" that does not leave when its socket closes (it never reads it): lkvm kills it
 	# through its pidfd at teardown, from main's sandbox (pidfd_send_signal, waitid), and reaps it.
 	mkdir -p "$WORK/stuck-bin"
-	printf '#!/bin/sh\nexec sleep %d\n' $((T + 60)) >"$WORK/stuck-bin/passt"
+	# Each says it is set up first, as passt does (its pid into --pid, lkvm's FIFO): else lkvm
+	# waits 10 s for it before the guest runs.
+	printf '#!/bin/sh\n%s\nexec sleep %d\n' "$READY_SH" $((T + 60)) >"$WORK/stuck-bin/passt"
 	chmod 755 "$WORK/stuck-bin/passt"
 	# shellcheck disable=SC2034 # read by run_lkvm
 	local LKVM_WRAP="env PATH=$WORK/stuck-bin:$PATH"
@@ -335,8 +341,8 @@ t_exit_paths() {
 		echo "exit-paths: no stuck passt as nobody (needs root and setpriv)" >&2
 		return
 	fi
-	printf '#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups sleep %d\n' \
-		$((T + 60)) >"$WORK/stuck-bin/passt"
+	printf '#!/bin/sh\n%s\nexec setpriv --reuid=65534 --regid=65534 --clear-groups sleep %d\n' \
+		"$READY_SH" $((T + 60)) >"$WORK/stuck-bin/passt"
 	run_lkvm "net-user-$_T_NAME-stuck-nobody" 124 -- run --debug -k "$G/vmlinux" -m 256 -n mode=user --timeout 3
 	p=$(sed -n 's/.*passt started (pid \([0-9]*\)).*/\1/p' "$LAST_LOG" | head -n 1)
 	[ -z "$p" ] || kill -KILL "$p" 2>/dev/null # ours to end: lkvm left it
@@ -364,7 +370,15 @@ t_bad_options() {
 	# shellcheck disable=SC2034 # read by run_lkvm
 	local LKVM_WRAP="env PATH=$WORK/empty-path"
 	run_lkvm net-user-no-passt 1 -- run -k "$G/vmlinux" -n mode=user || return
-	one_error_line "virtio-net: -n mode=user: passt is not in PATH \\(Debian: apt install passt\\)"
+	one_error_line "virtio-net: -n mode=user: passt is not in PATH \\(Debian: apt install passt\\)" || return
+	# A passt that cannot start (on a host without a route passt says "No external routable
+	# interface for IPv4; ..."): its words and status in lkvm's one line, not a link never up.
+	mkdir -p "$WORK/bad-passt" &&
+		printf '#!/bin/sh\necho "Failed to send 9 bytes to syslog" >&2\necho "no way out" >&2\nexit 3\n' >"$WORK/bad-passt/passt" &&
+		chmod 755 "$WORK/bad-passt/passt" || return
+	LKVM_WRAP="env PATH=$WORK/bad-passt:$PATH"
+	run_lkvm net-user-bad-passt 1 -- run -k "$G/vmlinux" --timeout 30 -n mode=user || return
+	one_error_line "virtio-net: -n mode=user: passt could not start \\(status 3\\): no way out"
 }
 
 # ---- (5) guest user space through passt: DHCP, a file fetched, the TCP rate against a tap ----
@@ -543,6 +557,34 @@ t_dhcp_fetch() {
 		fail "the file the guest wrote ($(stat -c %s "$d/out/fetched" 2>&1) bytes) differs from the host's: $(cmp "$d/data" "$d/out/fetched" 2>&1 | head -c 200)"
 }
 
+# run-net: `lkvm run -n mode=user -- CMD` with no network set-up in CMD: init brought eth0 up with
+# passt's DHCP lease (the host's address, the default route via the gateway, a nameserver in
+# the guest's /etc/resolv.conf) and lo up, and CMD fetches a file from a TCP server on the
+# host's loopback through the gateway's address (passt's mapping).
+t_run_net() {
+	need_user_net && need_guest_net || return
+	passt_works || return
+	local d=$WORK/$_T_NAME port want
+	mkdir -p "$d"
+	head -c 65536 /dev/urandom >"$d/data"
+	want=$(sha256sum <"$d/data")
+	want=${want%% *}
+	port=$(port_for 4)
+	tcp_serve "$_T_NAME" 127.0.0.1 "$port" send "$d/data" || return
+	cd "$WORK" || return
+	run_lkvm "net-user-$_T_NAME" 0 -- run -k "$G/bzImage" -m 256 --timeout "$VM_T" -n mode=user --user root -- \
+		sh -c "busybox ip -4 addr show eth0; busybox ip route; cat /etc/resolv.conf; busybox ip -4 addr show lo
+			socat -u TCP:$GW:$port CREATE:/tmp/lkvm-got && echo guest: got sha256=\$(busybox sha256sum </tmp/lkvm-got)"
+	local st=$?
+	serve_end
+	[ "$st" = 0 ] || return
+	expect_output "inet ${GUEST_IP//./\\.}/[0-9]+ " "eth0 with passt's address $GUEST_IP" &&
+		expect_output "^default via ${GW//./\\.} dev eth0" "the default route via $GW" &&
+		expect_output "^nameserver [0-9.]+" "a nameserver in /etc/resolv.conf" &&
+		expect_output "inet 127\\.0\\.0\\.1/8 " "lo up" &&
+		expect_output "^guest: got sha256=$want" "the host's file fetched through passt"
+}
+
 # tcp-rate: one TCP stream each way, guest<-host then guest->host, RATE_MB MiB each, through
 # passt (-n mode=user, the server on the host's loopback) and through a tap (in a namespace of
 # the test's, the server there), and where /dev/vhost-net is, through the tap with vhost=on:
@@ -620,7 +662,7 @@ skip_unless_kvm
 # Two groups: kernel (kernel mode only: a PVM host runs them) and userspace (guest user space:
 # a VMX/SVM host or the emulated one).
 KERNEL_TESTS="netconsole-nonroot socket passt-killed guest-link-down exit-paths bad-options"
-USERSPACE_TESTS="dhcp-fetch tcp-rate"
+USERSPACE_TESTS="dhcp-fetch run-net tcp-rate"
 tests=""
 for name in ${NET_USER_TESTS:-kernel userspace}; do
 	case $name in
@@ -638,6 +680,7 @@ for name in $tests; do
 	exit-paths) run_test "$name" t_exit_paths ;;
 	bad-options) run_test "$name" t_bad_options ;;
 	dhcp-fetch) run_test "$name" t_dhcp_fetch ;;
+	run-net) run_test "$name" t_run_net ;;
 	# Alone: nothing else of this script's runs while it measures.
 	tcp-rate) run_test_serial "$name" t_tcp_rate ;;
 	*) echo "test-net-user.sh: unknown test '$name' in NET_USER_TESTS" >&2; exit 2 ;;

@@ -40,6 +40,10 @@ static struct initcfg full_cfg(void)
 	c.modules[1] = "/lkvm/modules/01-9p.ko.xz";
 	c.groups[0] = 27;
 	c.groups[1] = 4294967294u; /* the largest id */
+	c.nics[0] =
+		(struct initcfg_nic){ { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 }, INITCFG_NIC_DHCP };
+	c.nics[1] = (struct initcfg_nic){ { 0x02, 0xab, 0xcd, 0xef, 0x00, 0xff }, INITCFG_NIC_UP };
+	c.nr_nics = 2;
 	return c;
 }
 
@@ -85,6 +89,11 @@ static void assert_same(const struct initcfg *a, const struct initcfg *b)
 	ck_assert_uint_eq(a->nr_groups, b->nr_groups);
 	for (size_t i = 0; i < a->nr_groups; i++)
 		ck_assert_uint_eq(a->groups[i], b->groups[i]);
+	ck_assert_uint_eq(a->nr_nics, b->nr_nics);
+	for (size_t i = 0; i < a->nr_nics; i++) {
+		ck_assert_mem_eq(a->nics[i].mac, b->nics[i].mac, 6);
+		ck_assert_int_eq(a->nics[i].how, b->nics[i].how);
+	}
 }
 
 START_TEST(test_round_trip_full)
@@ -295,6 +304,21 @@ START_TEST(test_bad_bodies)
 		       "msize\0"
 		       "4294967296\0") },
 		{ BODY("root\0initramfs\0\0"
+		       "nic\0"
+		       "52:54:00:12:34:56\0static\0") }, /* unknown way */
+		{ BODY("root\0initramfs\0\0"
+		       "nic\0"
+		       "52:54:00:12:34\0up\0") }, /* five bytes */
+		{ BODY("root\0initramfs\0\0"
+		       "nic\0"
+		       "52:54:00:12:34:5g\0up\0") },
+		{ BODY("root\0initramfs\0\0"
+		       "nic\0"
+		       "52:54:00:12:34:56:\0up\0") },
+		{ BODY("root\0initramfs\0\0"
+		       "nic\0"
+		       "52-54-00-12-34-56\0up\0") },
+		{ BODY("root\0initramfs\0\0"
 		       "cwd\0") }, /* missing field: file ends */
 		{ BODY("root\0initramfs\0\0"
 		       "cwd\0/a\0cwd\0/b\0") }, /* a single value twice */
@@ -331,6 +355,10 @@ START_TEST(test_bad_bodies)
 					  "user\0"
 					  "0\0"
 					  "0\0")),
+			 0);
+	ck_assert_int_eq(decode_body(BODY("root\0initramfs\0\0"
+					  "nic\0"
+					  "52:54:00:12:34:56\0dhcp\0")),
 			 0);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		ck_assert_msg(decode_body(bad[i].body, bad[i].len) == -EINVAL,

@@ -670,22 +670,26 @@ START_TEST(test_modules_beside_debian)
 	ck_assert_int_eq(glob("build/kvm-host/kernel/boot/vmlinuz-*", 0, NULL, &g), 0);
 	snprintf(kernel, sizeof(kernel), "%s", g.gl_pathv[0]);
 	globfree(&g);
-	ck_assert_msg(kmod_for_kernel(kernel, NULL, false, &l, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(kmod_for_kernel(kernel, NULL, false, false, &l, err, sizeof(err)) == 0, "%s",
+		      err);
 	ck_assert_uint_gt(l.n, 4);
 	ck_assert_msg(!strncmp(l.v[0].path, root, strlen(root)), "%s", l.v[0].path);
 	kmod_list_free(&l);
 
 	snprintf(moddir, sizeof(moddir), "%s/lib/modules/%s", root,
 		 strrchr(kernel, '/') + strlen("/vmlinuz-"));
-	ck_assert_msg(kmod_for_kernel(kernel, moddir, false, &l, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(kmod_for_kernel(kernel, moddir, false, false, &l, err, sizeof(err)) == 0,
+		      "%s", err);
 	ck_assert_uint_gt(l.n, 4);
 	kmod_list_free(&l);
 
-	ck_assert_int_eq(kmod_for_kernel(kernel, "/no/such/dir", false, &l, err, sizeof(err)),
+	ck_assert_int_eq(kmod_for_kernel(kernel, "/no/such/dir", false, false, &l, err,
+					 sizeof(err)),
 			 -ENOTDIR);
 	ck_assert_str_eq(
 		err, "--modules '/no/such/dir': not a directory (give a lib/modules/RELEASE one)");
-	ck_assert_int_eq(kmod_for_kernel(kernel, root, false, &l, err, sizeof(err)), -ENOENT);
+	ck_assert_int_eq(kmod_for_kernel(kernel, root, false, false, &l, err, sizeof(err)),
+			 -ENOENT);
 	ck_assert_str_eq(
 		err,
 		"--modules 'build/kvm-host/kernel': no modules.dep or modules.order in it (give a lib/modules/RELEASE directory)");

@@ -307,6 +307,9 @@ END_TEST
 
 static char bindir[64];
 
+/* What a fake passt says to be set up, as passt does: its pid into the --pid file (lkvm's FIFO). */
+#define READY "while [ $# -gt 1 ] && [ \"$1\" != --pid ]; do shift; done; echo $$ >\"$2\"\n"
+
 /* A "passt" in its own directory, first in PATH: `body` is its shell script after #!/bin/sh. */
 static void fake_passt(const char *body)
 {
@@ -366,9 +369,9 @@ START_TEST(passt_started_and_reaped)
 
 	/* Told --fd 3, which is a socket; no fd of the test's beyond it (the shell keeps its own at
 	 * 10 and up); then it echoes the stream. Any of these wrong: it exits, the echo fails. */
-	fake_passt("case \"$*\" in *'--foreground --quiet --fd 3'*) ;; *) exit 7 ;; esac\n"
+	fake_passt("case \"$*\" in *'--foreground --quiet --fd 3 --pid '*) ;; *) exit 7 ;; esac\n"
 		   "[ -S /proc/$$/fd/3 ] || exit 9\n"
-		   "for f in 4 5 6 7 8 9; do [ -e /proc/$$/fd/$f ] && exit 8; done\n"
+		   "for f in 4 5 6 7 8 9; do [ -e /proc/$$/fd/$f ] && exit 8; done\n" READY
 		   "exec /bin/cat <&3 >&3");
 	/* An fd lkvm inherited without close-on-exec: not passt's business. */
 	ck_assert_int_eq(dup2(STDIN_FILENO, 7), 7);
@@ -407,7 +410,7 @@ START_TEST(passt_dies)
 	ssize_t r;
 
 	signal(SIGPIPE, SIG_IGN);
-	fake_passt("exit 3");
+	fake_passt(READY "exit 3");
 	ck_assert_int_eq(net_passt_open(&o, be, 1, err, sizeof(err)), 0);
 	p = (struct pollfd){ .fd = be[0]->rx_fd, .events = POLLIN };
 	ck_assert_int_eq(poll(&p, 1, 10000), 1);
@@ -415,6 +418,35 @@ START_TEST(passt_dies)
 	ck_assert_int_eq(r, -EPIPE);
 	ck_assert_int_eq(be[0]->ops->peek_len(be[0]), -EPIPE);
 	be[0]->ops->close(be[0]);
+	setenv("PATH", oldpath, 1);
+	free(oldpath);
+	fake_passt_remove();
+}
+END_TEST
+
+/* A passt that exits before it is set up (on a host without a route: "No external routable
+ * interface for IPv4"): the open fails with its status and its words in one line, without
+ * passt's "cannot reach syslog" noise; nothing is left (reaped, its start-up files gone). */
+START_TEST(passt_cannot_start)
+{
+	struct net_opts o = { .mode = NET_MODE_USER, .queue_pairs = 1 };
+	struct net_backend *be[1];
+	char err[256], *oldpath = strdup(getenv("PATH") ? getenv("PATH") : "");
+
+	fake_passt("echo 'Failed to send 46 bytes to syslog' >&2\n"
+		   "echo 'No external routable interface for IPv4' >&2\n"
+		   "echo 'External interface not usable' >&2\nexit 1");
+	ck_assert_int_eq(net_passt_open(&o, be, 1, err, sizeof(err)), -ECHILD);
+	ck_assert_str_eq(err,
+			 "-n mode=user: passt could not start (status 1): No external routable "
+			 "interface for IPv4; External interface not usable");
+	ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+	ck_assert_int_eq(errno, ECHILD);
+	fake_passt_remove();
+	setenv("PATH", oldpath, 1);
+	fake_passt("kill -9 $$");
+	ck_assert_int_eq(net_passt_open(&o, be, 1, err, sizeof(err)), -ECHILD);
+	ck_assert_str_eq(err, "-n mode=user: passt could not start (signal 9): no message");
 	setenv("PATH", oldpath, 1);
 	free(oldpath);
 	fake_passt_remove();
@@ -501,6 +533,7 @@ static Suite *net_stream_suite(void)
 	tc = tcase_create("passt");
 	tcase_add_test(tc, passt_started_and_reaped);
 	tcase_add_test(tc, passt_dies);
+	tcase_add_test(tc, passt_cannot_start);
 	tcase_add_test(tc, passt_open_errors);
 	tcase_add_test(tc, passt_socket_connects);
 	suite_add_tcase(s, tc);
