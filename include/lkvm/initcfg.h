@@ -6,8 +6,8 @@
  * This header is compiled into lkvm and into the static guest program init/lkvm-init.c, so it
  * uses nothing but the C library (no lkvm/util.h).
  *
- * The configuration file, format version 1: a sequence of NUL-terminated strings.
- *   "lkvm-initcfg" "1" "<N>"         magic, format version, N = the whole file's length in
+ * The configuration file, format version 2 (2 added "user", "group" and "nic"): a sequence of NUL-terminated strings.
+ *   "lkvm-initcfg" "2" "<N>"         magic, format version, N = the whole file's length in
  *                                    bytes (decimal), so a truncated or padded file is refused
  *   then records, each a key followed by a fixed number of fields (initcfg_keys[] in
  *   init/initcfg.c holds the table):
@@ -44,7 +44,7 @@
 
 #define INITCFG_PATH "/lkvm/config"
 #define INITCFG_MAGIC "lkvm-initcfg"
-#define INITCFG_VERSION 1
+#define INITCFG_VERSION 2
 #define INITCFG_MAX_SIZE (4u << 20)	/* above Linux's 2 MiB of argv + environment */
 #define INITCFG_MAX_STRING (128u << 10) /* Linux's MAX_ARG_STRLEN */
 #define INITCFG_MAX_SHARES 32

@@ -118,7 +118,7 @@ START_TEST(test_round_trip_minimal)
 	struct initcfg in = { .root = INITCFG_ROOT_INITRAMFS }, out;
 	/* the literal's own NUL is the empty tag's */
 	static const char want[] = "lkvm-initcfg\0"
-				   "1\0"
+				   "2\0"
 				   "34\0"
 				   "root\0initramfs\0";
 	size_t len;
@@ -234,7 +234,7 @@ static int decode_body(const char *body, size_t body_len)
 	ck_assert_uint_lt(total, sizeof(buf));
 	memcpy(buf,
 	       INITCFG_MAGIC "\0"
-			     "1",
+			     "2",
 	       sizeof(INITCFG_MAGIC) + 2);
 	memcpy(buf + sizeof(INITCFG_MAGIC) + 2, num, strlen(num) + 1);
 	memcpy(buf + total - body_len, body, body_len);
@@ -371,23 +371,23 @@ START_TEST(test_bad_headers)
 	/* Each 34 bytes with the literal's NUL, like the valid one. */
 	static const char *const bad[] = {
 		"lkvm-initcfg\0"
-		"2\0"
+		"3\0"
 		"34\0"
 		"root\0initramfs\0", /* version */
 		"lkvm-initcfX\0"
-		"1\0"
+		"2\0"
 		"34\0"
 		"root\0initramfs\0", /* magic */
 		"lkvm-initcfg\0"
-		"1\0"
+		"2\0"
 		"35\0"
 		"root\0initramfs\0", /* length */
 		"lkvm-initcfg\0"
-		"1\0"
+		"2\0"
 		"034\0"
 		"root\0initramfs", /* leading zero */
 		"lkvm-initcfg\0"
-		"1\0"
+		"2\0"
 		"34\0"
 		"root\0initramfs\0", /* made to end without a NUL below */
 	};
@@ -395,7 +395,7 @@ START_TEST(test_bad_headers)
 	struct initcfg out;
 
 	ck_assert_int_eq(initcfg_decode("lkvm-initcfg\0"
-					"1\0"
+					"2\0"
 					"34\0"
 					"root\0initramfs\0",
 					34, &out),
