@@ -75,6 +75,9 @@ static void acpi_pm_io(struct kvm_cpu *vcpu, u64 port, u8 *data, u32 len, bool i
 			off = true;
 	}
 	pthread_mutex_unlock(&p->lock);
+	/* EXIT_GUEST_OK even with -- CMD, where a reset ends with kvm->guest_end_status (125):
+	 * S5 is the guest asking to be powered off, never a crashing kernel's fallback, so
+	 * `lkvm run -- poweroff -f` ends with 0. */
 	if (off)
 		kvm_request_exit(p->kvm, EXIT_GUEST_OK, "guest powered off");
 }
