@@ -10,11 +10,12 @@
 #include "lkvm/kvm.h"
 #include "lkvm/snap.h"
 
-/* PM1 status and enable bits that exist here: timer, bus master, global lock, power and
- * sleep buttons, RTC, wake. Nothing ever sets a status bit (lkvm raises no events), so
- * status reads 0 and a write-1-to-clear has nothing to clear. */
+/* PM1 enable bits kept: timer, global lock, power and sleep buttons, RTC. Nothing ever
+ * sets a status bit (lkvm raises no events), so status reads 0 and a write-1-to-clear has
+ * nothing to clear. */
 #define PM1_EN_MASK 0x0721u
-/* PM1 control bits kept: SCI_EN (read-only 1), BM_RLD, GBL_RLS (write-only), SLP_TYP. */
+/* PM1 control bits kept: BM_RLD and SLP_TYP. SCI_EN always reads 1, GBL_RLS and SLP_EN
+ * are write-only. */
 #define PM1_CNT_KEEP (ACPI_PM1_CNT_SLP_TYP_MASK | 0x0002u)
 
 struct acpi_pm {
@@ -42,9 +43,8 @@ static bool pm_write(struct acpi_pm *p, u64 off, u16 v)
 		p->en = v & PM1_EN_MASK;
 	} else if (off == ACPI_PM1_EVT_LEN) {
 		p->cnt = v & PM1_CNT_KEEP;
-		return (v & ACPI_PM1_CNT_SLP_EN) &&
-		       ((v & ACPI_PM1_CNT_SLP_TYP_MASK) >> ACPI_PM1_CNT_SLP_TYP_SHIFT) ==
-			       ACPI_SLP_TYP_S5;
+		return (v & ACPI_PM1_CNT_SLP_EN) && ((v & ACPI_PM1_CNT_SLP_TYP_MASK) >>
+						     ACPI_PM1_CNT_SLP_TYP_SHIFT) == ACPI_SLP_TYP_S5;
 	}
 	return false;
 }

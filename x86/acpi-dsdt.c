@@ -209,8 +209,7 @@ size_t acpi_dsdt_aml(u8 *buf, size_t size)
 	struct aml dev = { .p = dev_b, .cap = sizeof(dev_b) };
 	struct aml sb = { .p = sb_b, .cap = sizeof(sb_b) };
 	struct aml s5 = { .p = s5_b, .cap = sizeof(s5_b) };
-	static const u8 pkg = AML_PACKAGE, device[] = { AML_EXT, AML_DEVICE },
-			scope = AML_SCOPE;
+	static const u8 pkg = AML_PACKAGE, device[] = { AML_EXT, AML_DEVICE }, scope = AML_SCOPE;
 
 	/* Name(_S5, Package() { SLP_TYPa, SLP_TYPb, 0, 0 }): Linux writes SLP_TYPa. */
 	put8(&s5, 4);

@@ -140,8 +140,9 @@ static u8 checksum(const u8 *p, size_t len)
 /* Fill a header at t (its table len bytes long) and make the table's bytes sum to 0. */
 static void seal(u8 *t, const char *sig, u32 len, u8 rev)
 {
-	struct acpi_header h = { .length = len, .revision = rev, .oem_revision = 1,
-				 .creator_revision = 1 };
+	struct acpi_header h = {
+		.length = len, .revision = rev, .oem_revision = 1, .creator_revision = 1
+	};
 
 	memcpy(h.signature, sig, 4);
 	memcpy(h.oem_id, ACPI_OEM_ID, 6);
@@ -153,9 +154,10 @@ static void seal(u8 *t, const char *sig, u32 len, u8 rev)
 
 static struct acpi_gas io_gas(u16 port, u8 len)
 {
-	return (struct acpi_gas){
-		.space = 1, .bit_width = (u8)(8 * len), .access_size = len == 4 ? 3 : 2, .address = port
-	};
+	return (struct acpi_gas){ .space = 1,
+				  .bit_width = (u8)(8 * len),
+				  .access_size = len == 4 ? 3 : 2,
+				  .address = port };
 }
 
 static size_t fadt(u8 *t, u64 facs, u64 dsdt)
@@ -187,11 +189,13 @@ static size_t fadt(u8 *t, u64 facs, u64 dsdt)
  * everywhere: what the MP table says (mptable.c), which Linux ignores once it has this. */
 static size_t madt(u8 *t, int nr_cpus)
 {
-	struct madt_ioapic io = { .type = 1, .length = sizeof(io), .id = (u8)nr_cpus,
-				  .address = (u32)IOAPIC_ADDR };
+	struct madt_ioapic io = {
+		.type = 1, .length = sizeof(io), .id = (u8)nr_cpus, .address = (u32)IOAPIC_ADDR
+	};
 	struct madt_iso irq0 = { .type = 2, .length = sizeof(irq0), .source = 0, .gsi = 2 };
-	struct madt_lapic_nmi nmi = { .type = 4, .length = sizeof(nmi), .processor_uid = 0xff,
-				      .lint = 1 };
+	struct madt_lapic_nmi nmi = {
+		.type = 4, .length = sizeof(nmi), .processor_uid = 0xff, .lint = 1
+	};
 	size_t off = sizeof(struct acpi_header);
 	u32 v = (u32)LAPIC_ADDR;
 
@@ -200,8 +204,11 @@ static size_t madt(u8 *t, int nr_cpus)
 	memcpy(t + off + 4, &v, 4);
 	off += 8;
 	for (int i = 0; i < nr_cpus; i++) {
-		struct madt_lapic c = { .type = 0, .length = sizeof(c), .processor_uid = (u8)i,
-					.apic_id = (u8)i, .flags = 1 };
+		struct madt_lapic c = { .type = 0,
+					.length = sizeof(c),
+					.processor_uid = (u8)i,
+					.apic_id = (u8)i,
+					.flags = 1 };
 
 		memcpy(t + off, &c, sizeof(c));
 		off += sizeof(c);
@@ -230,8 +237,7 @@ static size_t sdt(u8 *t, const char *sig, size_t entry, const u64 *addr, int n)
 
 static void rsdp(u8 *t, u64 rsdt, u64 xsdt)
 {
-	struct acpi_rsdp r = { .revision = 2, .rsdt = (u32)rsdt, .length = sizeof(r),
-			       .xsdt = xsdt };
+	struct acpi_rsdp r = { .revision = 2, .rsdt = (u32)rsdt, .length = sizeof(r), .xsdt = xsdt };
 
 	memcpy(r.signature, "RSD PTR ", 8);
 	memcpy(r.oem_id, ACPI_OEM_ID, 6);
@@ -264,10 +270,10 @@ int acpi_build(u8 *buf, size_t size, u64 base, int nr_cpus)
 				 size - dsdt - sizeof(struct acpi_header));
 	fadt_at = align_up(dsdt + dsdt_len);
 	madt_at = align_up(fadt_at + sizeof(struct acpi_fadt));
-	rsdt_at = align_up(madt_at + sizeof(struct acpi_header) + 8 +
-			   (size_t)nr_cpus * sizeof(struct madt_lapic) +
-			   sizeof(struct madt_ioapic) + sizeof(struct madt_iso) +
-			   sizeof(struct madt_lapic_nmi));
+	rsdt_at =
+		align_up(madt_at + sizeof(struct acpi_header) + 8 +
+			 (size_t)nr_cpus * sizeof(struct madt_lapic) + sizeof(struct madt_ioapic) +
+			 sizeof(struct madt_iso) + sizeof(struct madt_lapic_nmi));
 	xsdt_at = align_up(rsdt_at + sizeof(struct acpi_header) + 2 * 4);
 	end = xsdt_at + sizeof(struct acpi_header) + 2 * 8;
 	if (end > size)
