@@ -60,7 +60,8 @@ int host_root_add_devices(struct kvm *kvm, const struct kvm_config *cfg)
 
 	if (!hr->on)
 		return 0;
-	/* A guest reset or power-off before init's report is a run without CMD's status. */
+	/* A guest reset before init's report is a run without CMD's status (an ACPI power-off
+	 * ends it with 0: hw/acpi-pm.c). */
 	kvm->guest_end_status = EXIT_GUEST_NO_STATUS;
 	ret = add_root(kvm);
 	/* hvc0 then hvc1: Linux numbers them in the order it finds them (PCI slot order). */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lkvm/acpi.h"
 #include "lkvm/boot.h"
 #include "lkvm/ctl.h"
 #include "lkvm/dev.h"
@@ -105,6 +106,7 @@ static const struct {
 	{ .always = i8042_add },
 	{ .always = rtc_add },
 	{ .always = pvpanic_add },
+	{ .always = acpi_pm_add }, /* the PM1 ports the ACPI tables name (acpi_write) */
 	{ .always = exitport_add },
 	{ .asked = host_root_add_devices },
 	{ .asked = add_nets },
@@ -198,7 +200,7 @@ static int make_vm(struct run_state *st, const struct kvm_config *cfg, char *err
 	return ret;
 }
 
-/* The kernel, initrd, command line and device tree in guest memory, and the MP table. */
+/* The kernel, initrd, command line and device tree in guest memory, the MP and ACPI tables. */
 static int load_guest(struct run_state *st, const struct kvm_config *cfg, struct boot_entry *entry,
 		      char *err, size_t errlen)
 {
@@ -227,6 +229,7 @@ static int load_guest(struct run_state *st, const struct kvm_config *cfg, struct
 		.cmdline = cmdline,
 		.dtb = st->dtb,
 		.dtb_len = st->dtb_len,
+		.acpi_rsdp = ACPI_TABLES_ADDR,
 	};
 	ret = boot_load(&kvm->mem, &args, entry, err, errlen);
 	if (ret < 0)
@@ -236,7 +239,9 @@ static int load_guest(struct run_state *st, const struct kvm_config *cfg, struct
 	free(st->initrd);
 	free(st->dtb);
 	st->kernel = st->initrd = st->dtb = NULL;
-	return mptable_write(&kvm->mem, cfg->nr_cpus, err, errlen);
+	ret = mptable_write(&kvm->mem, cfg->nr_cpus, err, errlen);
+	/* Both: a kernel without ACPI reads the MP table, one with it the ACPI tables. */
+	return ret ? ret : acpi_write(&kvm->mem, cfg->nr_cpus, err, errlen);
 }
 
 /* -n trace=on: the devices' stamps need the guest's TSC against the host's (kvm->guest_tsc,

@@ -343,13 +343,15 @@ void kvm_run_usage(FILE *out)
 		"Console: Ctrl-a x quits, Ctrl-a a sends Ctrl-a.\n"
 		"Control socket: $LKVM_RUNTIME_DIR, else /run/lkvm (root), else $XDG_RUNTIME_DIR/lkvm,\n"
 		"else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
-		"Exit status: 0 guest powered off or rebooted (or --exit-on matched), 1 error,\n"
+		"Exit status: 0 guest powered off (through ACPI: a kernel without CONFIG_ACPI only\n"
+		"halts) or rebooted (or --exit-on matched), 1 error,\n"
 		"2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
 		"128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n"
 		"With -- CMD: CMD's own status (0-255; 128+N when a signal N killed it), or 2, 124,\n"
 		"1, 128+N as above, and 125 when the guest ended without CMD's status (init could\n"
 		"not run it, e.g. the kernel cannot mount the 9p root: the error says what it lacks;\n"
-		"a reset or power-off before CMD ended), 141 when lkvm's stdout or stderr closed.\n");
+		"a reset before CMD ended), 141 when lkvm's stdout or stderr closed; 0 also when\n"
+		"the guest powered off through ACPI before CMD ended (lkvm run -- poweroff -f).\n");
 }
 
 /* A device's transport: its own trans= or else --virtio-transport. */

@@ -76,9 +76,10 @@ static void report(uint32_t word)
 		close(fd);
 }
 
-/* The end of the run: write back what CMD wrote to a share, report, and reboot (this machine
- * has no ACPI: a power-off would only halt, and PID 1 returning from it panics the kernel;
- * lkvm ends the run at the i8042 reset, after the report that decides its status). */
+/* The end of the run: write back what CMD wrote to a share, report, and reboot (a power-off
+ * works only in a kernel with CONFIG_ACPI, elsewhere it would only halt, and PID 1 returning
+ * from it panics the kernel; lkvm ends the run at the i8042 reset, after the report that
+ * decides its status, whatever the kernel). */
 static void __attribute__((noreturn)) finish(uint32_t word)
 {
 	sync();

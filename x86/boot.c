@@ -244,6 +244,7 @@ static int bz_zero_page(const struct guest_mem *m, const struct boot_args *a, u1
 		return n;
 	}
 	bp.e820_entries = (u8)n;
+	bp.acpi_rsdp_addr = a->acpi_rsdp;
 	ret = put_setup_data(m, a, &bp, version, err, errlen);
 	if (!ret)
 		ret = gput(m, BOOT_PARAMS_ADDR, &bp, sizeof(bp), "zero page", err, errlen);
@@ -600,6 +601,7 @@ static int pvh_start_info(const struct guest_mem *m, const struct boot_args *a, 
 	pvh.si.magic = PVH_START_MAGIC;
 	pvh.si.version = 1;
 	pvh.si.cmdline_paddr = BOOT_CMDLINE_ADDR;
+	pvh.si.rsdp_paddr = a->acpi_rsdp;
 	pvh.si.memmap_paddr = PVH_START_INFO_ADDR + offsetof(__typeof__(pvh), map);
 	pvh.si.memmap_entries = (u32)n;
 	if (a->initrd) {

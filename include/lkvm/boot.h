@@ -60,6 +60,10 @@ struct boot_args {
 	 * for it. */
 	const void *dtb;
 	size_t dtb_len;
+	/* The guest address of the ACPI RSDP (acpi_write puts it there), or 0 for none: in
+	 * the zero page's acpi_rsdp_addr or the PVH start info's rsdp_paddr, so the kernel
+	 * need not scan the BIOS area for it. */
+	u64 acpi_rsdp;
 };
 
 /* What the vCPU setup needs to start the boot CPU. */

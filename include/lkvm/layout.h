@@ -13,8 +13,9 @@
 #define BOOT_STACK_TOP 0x8ff0ULL
 #define BOOT_SETUP_DATA_ADDR 0x30000ULL /* setup_data list (the DTB), up to 64 KiB */
 #define BOOT_SETUP_DATA_MAX 0x10000ULL
-#define EBDA_START 0x9FC00ULL	/* RAM below this; reserved from here to 1 MiB */
-#define MPTABLE_ADDR 0xF0000ULL /* MP floating pointer + config table (BIOS area) */
+#define EBDA_START 0x9FC00ULL	    /* RAM below this; reserved from here to 1 MiB */
+#define ACPI_TABLES_ADDR 0xE0000ULL /* RSDP, then the ACPI tables (BIOS area) */
+#define MPTABLE_ADDR 0xF0000ULL	    /* MP floating pointer + config table (BIOS area) */
 #define BIOS_END 0x100000ULL
 #define KERNEL_LOAD_ADDR 0x100000ULL /* bzImage protected-mode code */
 #define BOOT_MIN_RAM (16ULL << 20)

@@ -49,6 +49,9 @@ static u64 rd64(struct vm *v, u64 gpa)
 	return x;
 }
 
+/* The ACPI RSDP address load() passes (0: none, as most tests have it). */
+static u64 load_rsdp;
+
 static int load(struct vm *v, const u8 *k, size_t klen, const u8 *initrd, size_t ilen,
 		const char *cmdline)
 {
@@ -58,6 +61,7 @@ static int load(struct vm *v, const u8 *k, size_t klen, const u8 *initrd, size_t
 		.initrd = initrd,
 		.initrd_len = ilen,
 		.cmdline = cmdline,
+		.acpi_rsdp = load_rsdp,
 	};
 
 	v->err[0] = 0;
@@ -645,6 +649,30 @@ START_TEST(pvh_elf64)
 }
 END_TEST
 
+/* The RSDP's address reaches the kernel on both paths: the zero page's acpi_rsdp_addr, the
+ * PVH start info's rsdp_paddr. */
+START_TEST(acpi_rsdp)
+{
+	struct vm v;
+	struct bz b;
+	struct boot_params bp;
+	struct elf_params p = elf_default(true);
+	struct pvh_start_info si;
+
+	load_rsdp = 0xe0000;
+	vm_init(&v, RAM_SIZE);
+	bz_default(&b);
+	ck_assert_int_eq(load(&v, bz_img(&b), b.len, NULL, 0, ""), 0);
+	ck_assert_int_eq(gmem_read(&v.m, BOOT_PARAMS_ADDR, &bp, sizeof(bp)), 0);
+	ck_assert_uint_eq(bp.acpi_rsdp_addr, 0xe0000);
+	ck_assert_int_eq(load_elf(&v, &p, NULL, 0, ""), 0);
+	ck_assert_int_eq(gmem_read(&v.m, PVH_START_INFO_ADDR, &si, sizeof(si)), 0);
+	ck_assert_uint_eq(si.rsdp_paddr, 0xe0000);
+	load_rsdp = 0;
+	vm_free(&v);
+}
+END_TEST
+
 START_TEST(pvh_elf64_short_desc)
 {
 	struct vm v;
@@ -919,6 +947,7 @@ static Suite *boot_suite(void)
 
 	tcase_add_test(bz, detect);
 	tcase_add_test(bz, bz_valid);
+	tcase_add_test(bz, acpi_rsdp);
 	tcase_add_test(bz, bz_no_cmdline_and_setup_sects_zero);
 	tcase_add_test(bz, bz_header_length_byte);
 	tcase_add_test(bz, bz_initrd);
