@@ -20,7 +20,7 @@ const char *host_root_kernel_params(const struct kvm_config *cfg);
  * -errno. */
 int host_root_add_devices(struct kvm *kvm, const struct kvm_config *cfg) __must_check;
 /* The virtio-mmio devices it adds with --virtio-transport mmio (the root's 9p device and
- * at most two consoles), for the parse-time count. */
+ * at most three consoles), for the parse-time count. */
 int host_root_mmio_devices(const struct kvm_config *cfg);
 
 /* Adds to kvm's device list ("cmd-stdin", hw/cmd-stdin.c): lkvm's stdin, framed

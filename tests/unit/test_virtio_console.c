@@ -105,7 +105,8 @@ START_TEST(test_console)
 	struct vd_fds fds;
 
 	env_up();
-	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, true, &c), 0);
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, NULL, true, &c),
+			 0);
 	t.vdev = virtio_console_vdev(c);
 	ck_assert_int_eq(t.vdev->nr_queues, 2);
 	start(2);
@@ -211,7 +212,8 @@ START_TEST(test_console_tx_budget)
 	o.cap = sizeof(want);
 	o.buf = calloc(1, o.cap);
 	atomic_store(&o.rx_at, ~0ULL);
-	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, note_out, true, &o.c), 0);
+	ck_assert_int_eq(
+		virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, note_out, NULL, true, &o.c), 0);
 	t.vdev = virtio_console_vdev(o.c);
 	queues_up(2);
 	fill_pattern(want, big, 3);
@@ -261,7 +263,8 @@ START_TEST(test_console_stop_huge_chain)
 
 	env_up();
 	memset(&o, 0, sizeof(o));
-	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, held_out, true, &o.c), 0);
+	ck_assert_int_eq(
+		virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, held_out, NULL, true, &o.c), 0);
 	t.vdev = virtio_console_vdev(o.c);
 	start(2);
 	memset(gp(0x100000), 'z', MiB(1));
@@ -328,7 +331,8 @@ START_TEST(test_console_quiesce)
 
 	ck_assert_ptr_nonnull(snap);
 	env_up();
-	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, true, &c), 0);
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, NULL, true, &c),
+			 0);
 	t.vdev = virtio_console_vdev(c);
 	start(2);
 	virtio_console_quiesce(c);

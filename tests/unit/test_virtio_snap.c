@@ -375,7 +375,8 @@ static struct virtio_console *console_new(void)
 {
 	struct virtio_console *c;
 
-	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, out_hook, true, &c), 0);
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, out_hook, NULL, true, &c),
+			 0);
 	o.c = c;
 	return c;
 }
