@@ -59,8 +59,9 @@ struct virtio_console {
 	struct vq_elem *ctl_elem; /* the control queues' (the queue thread's) */
 	struct vq_elem *tx_elem;  /* the TX chain being written, while tx_busy */
 	bool tx_busy;
-	u64 tx_off;    /* its bytes written so far */
-	bool flushing; /* virtio_console_flush: the worker is stopped, output goes on */
+	u64 tx_off;	       /* its bytes written so far */
+	bool flushing;	       /* virtio_console_flush: the worker is stopped, output goes on */
+	atomic_bool keep_busy; /* and a chain cut short stays taken (flush goes on with it) */
 	virtio_console_out_fn out;
 	char name[VIRTIO_CONSOLE_NAME_MAX + 1]; /* "": a console, no multiport */
 	struct vcon_ctl ctl;			/* the queue thread's (a snapshot's when parked) */
@@ -313,8 +314,9 @@ static void console_thread(void *arg)
 		rx_fill(c);
 	}
 	/* A chain cut short by stop was the last one taken: give it back (a restart without
-	 * reset writes it again; a reset discards the ring anyway). */
-	if (c->tx_busy) {
+	 * reset writes it again; a reset discards the ring anyway), unless the flush at teardown
+	 * goes on from where it stopped (given back, its start would be written twice). */
+	if (c->tx_busy && !atomic_load(&c->keep_busy)) {
 		vq_unpop(&c->vdev.q[TXQ].vq, 1);
 		c->tx_busy = false;
 	}
@@ -462,6 +464,7 @@ void virtio_console_stats(struct virtio_console *c, struct stats_visitor *v)
 
 void virtio_console_flush(struct virtio_console *c)
 {
+	atomic_store(&c->keep_busy, true);
 	worker_stop(&c->worker);
 	if (!c->vdev.q[TXQ].vq.ready)
 		return;
