@@ -512,3 +512,13 @@ gdb("watch", 3, "Z2,1800,4", "Z3,1800,4", "Z4,1800,8", "Z1,1000,1", "vCont;c", "
 gdb("regs", 5, "G" + "00" * 600, "g", "p0", "p11", "p39", "p48", "P11=46020000", "Pff=00", "G0")
 gdb("garbage", 9, b"\x00\xff$g#00$", b"}" * 40, pkt("m" + "f" * 40 + ",1"), b"-", b"+",
     b"$" + b"a" * 5000 + b"#00", pkt("vCont;s:1;c;t"), pkt("qXfer:features:read:target.xml:fffffffffffffff0,ffffff"))
+
+
+# ---- vcon: records of u8 message length, u8 answer room, the message ----
+def vmsg(ident, event, value, room=63):
+    return struct.pack("<BBIHH", 8, room, ident, event, value)
+
+
+write("vcon", "linux", vmsg(0xffffffff, 0, 1) + vmsg(0, 3, 1) + vmsg(0, 6, 1) + vmsg(0, 6, 0))
+write("vcon", "small-room", vmsg(0xffffffff, 0, 1, 7) + vmsg(0, 3, 1, 12) + vmsg(0, 3, 1, 19))
+write("vcon", "bad", vmsg(1, 3, 1) + vmsg(0, 3, 2) + vmsg(0, 5, 1) + bytes([7, 63]) + b"\0" * 7 + bytes([32, 63]) + b"\xff" * 32)

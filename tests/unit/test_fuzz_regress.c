@@ -24,6 +24,7 @@ static const struct {
 	{ "bench", fuzz_bench },
 	{ "snap", fuzz_snap },
 	{ "gdb", fuzz_gdb },
+	{ "vcon", fuzz_vcon },
 };
 
 /* Feed every regular file in dir to fn; returns how many (-1 when dir is missing). */
