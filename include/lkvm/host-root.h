@@ -15,7 +15,8 @@ struct kvm_config;
 const char *host_root_kernel_params(const struct kvm_config *cfg);
 
 /* Registers what host-root mode adds to the machine (cfg->host_root): the exit port, the
- * host's root over virtio-9p, CMD's consoles (hvc0 stdin+stdout, hvc1 stderr) and stdin's
+ * host's root over virtio-9p, CMD's consoles (hvc0: the terminal or stdin's way in; ports
+ * lkvm.stdout and lkvm.stderr for output that is not a terminal) and stdin's
  * forwarder (cmd_stdin_add). A machine-table row of machine.c: nothing when off. 0 or
  * -errno. */
 int host_root_add_devices(struct kvm *kvm, const struct kvm_config *cfg) __must_check;
