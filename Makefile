@@ -78,8 +78,8 @@ $(BUILD)/%.o: %.c
 # libc makes 700 KB), never sanitized, carried in lkvm through init/blob.S (.incbin).
 INIT_CC := musl-gcc
 INIT_BIN := build/init/lkvm-init
-INIT_SRCS := init/lkvm-init.c init/initcfg.c init/user.c init/net.c init/dhcp.c
-$(INIT_BIN): $(INIT_SRCS) include/lkvm/initcfg.h init/user.h init/net.h init/dhcp.h
+INIT_SRCS := init/lkvm-init.c init/initcfg.c init/user.c init/net.c init/dhcp.c init/ports.c
+$(INIT_BIN): $(INIT_SRCS) include/lkvm/initcfg.h init/user.h init/net.h init/dhcp.h init/ports.h
 	@mkdir -p $(dir $@)
 	$(INIT_CC) -static -s -Os -std=gnu11 $(WARN) -Iinclude -D_GNU_SOURCE -o $@ $(INIT_SRCS)
 $(BUILD)/init/blob.o: init/blob.S $(INIT_BIN)
@@ -129,7 +129,7 @@ unit-build: $(UNIT_BINS)
 # test_fuzz_regress links them too (built with $(CC)) and replays tests/fuzz/regress/ and
 # the seed corpora through them; `make fuzz` builds each with clang's libFuzzer, ASan and
 # UBSan against the library sources and runs it for FUZZ_SECONDS from its corpus.
-FUZZ_TARGETS := virtqueue pci net boot opts p9 stream bench snap gdb dhcp
+FUZZ_TARGETS := virtqueue pci net boot opts p9 stream bench snap gdb dhcp vcon
 FUZZ_SECONDS ?= 60
 FUZZ_OBJS := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz_%.o)
 $(BUILD)/tests/fuzz_%.o: tests/fuzz/fuzz_%.c

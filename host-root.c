@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "lkvm/host-root.h"
+#include "lkvm/initcfg.h"
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-9p.h"
 #include "lkvm/virtio-console.h"
@@ -50,7 +51,7 @@ static int add_root(struct kvm *kvm)
 
 int host_root_mmio_devices(const struct kvm_config *cfg)
 {
-	return cfg->host_root.on && cfg->virtio_trans == VIRTIO_TRANS_MMIO ? 3 : 0;
+	return cfg->host_root.on && cfg->virtio_trans == VIRTIO_TRANS_MMIO ? 4 : 0;
 }
 
 int host_root_add_devices(struct kvm *kvm, const struct kvm_config *cfg)
@@ -64,11 +65,14 @@ int host_root_add_devices(struct kvm *kvm, const struct kvm_config *cfg)
 	 * ends it with 0: hw/acpi-pm.c). */
 	kvm->guest_end_status = EXIT_GUEST_NO_STATUS;
 	ret = add_root(kvm);
-	/* hvc0 then hvc1: Linux numbers them in the order it finds them (PCI slot order). */
+	/* hvc0, the terminal or stdin's way in; output that is not a terminal on named ports,
+	 * whose writes do not wait for lkvm (a console's each do, and make CMD's stdout a tty). */
 	if (!ret)
-		ret = virtio_console_add_port(kvm, cmd_stdout, hr->tty);
+		ret = virtio_console_add_port(kvm, cmd_stdout, hr->tty, NULL);
+	if (!ret && !hr->tty)
+		ret = virtio_console_add_port(kvm, cmd_stdout, false, INITCFG_STDOUT_PORT);
 	if (!ret && hr->stderr_own)
-		ret = virtio_console_add_port(kvm, cmd_stderr, false);
+		ret = virtio_console_add_port(kvm, cmd_stderr, false, INITCFG_STDERR_PORT);
 	if (!ret && hr->stdin_framed)
 		ret = cmd_stdin_add(kvm);
 	return ret;

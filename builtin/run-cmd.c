@@ -240,7 +240,9 @@ static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
 		.root = INITCFG_ROOT_9P_OVERLAY,
 		.root_tag = HOST_ROOT_TAG,
 		.stdio_dev = "/dev/hvc0",
-		.stderr_dev = hr->stderr_own ? "/dev/hvc1" : "/dev/hvc0",
+		.stderr_dev = "/dev/hvc0",
+		.stdout_port = hr->tty ? NULL : INITCFG_STDOUT_PORT,
+		.stderr_port = hr->stderr_own ? INITCFG_STDERR_PORT : NULL,
 		.tty = hr->tty ? INITCFG_TTY : INITCFG_RAW,
 	};
 	static const struct run_cmd_pw pw = { getpwuid, getpwnam };

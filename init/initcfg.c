@@ -65,6 +65,17 @@ static int check_user(const struct initcfg *c)
 	return 0;
 }
 
+/* NULL (none), or 1 to INITCFG_PORT_NAME_MAX of A-Z a-z 0-9 . _ - */
+static bool port_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 1;
+
+	return !s ||
+	       (n && n <= INITCFG_PORT_NAME_MAX &&
+		strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+			n);
+}
+
 int initcfg_check(const struct initcfg *c)
 {
 	for (size_t i = 0; i < c->argc; i++)
@@ -96,7 +107,8 @@ int initcfg_check(const struct initcfg *c)
 		if (!abs_path_ok(c->modules[i]))
 			return -EINVAL;
 	if ((c->stdio_dev && !abs_path_ok(c->stdio_dev)) ||
-	    (c->stderr_dev && !abs_path_ok(c->stderr_dev)))
+	    (c->stderr_dev && !abs_path_ok(c->stderr_dev)) || !port_ok(c->stdout_port) ||
+	    !port_ok(c->stderr_port))
 		return -EINVAL;
 	if (c->rows > 0xffff || c->cols > 0xffff || !c->rows != !c->cols)
 		return -EINVAL;
@@ -181,6 +193,14 @@ static int key_console(struct dec *d, const char *const *f)
 	d->c->stdio_dev = f[0];
 	d->c->stderr_dev = f[1];
 	d->c->tty = (enum initcfg_tty)t;
+	return 0;
+}
+
+/* A port's name ("" in the file: none). */
+static int key_ports(struct dec *d, const char *const *f)
+{
+	d->c->stdout_port = f[0][0] ? f[0] : NULL;
+	d->c->stderr_port = f[1][0] ? f[1] : NULL;
 	return 0;
 }
 
@@ -277,19 +297,13 @@ static const struct {
 	bool repeat; /* may appear more than once */
 	key_fn fn;
 } keys[] = {
-	{ "arg", 1, true, key_arg },
-	{ "env", 1, true, key_env },
-	{ "cwd", 1, false, key_cwd },
-	{ "root", 2, false, key_root },
-	{ "share", 3, true, key_share },
-	{ "module", 1, true, key_module },
-	{ "console", 3, false, key_console },
-	{ "winsize", 2, false, key_winsize },
-	{ "exit-port", 1, false, key_exit_port },
-	{ "msize", 1, false, key_msize },
-	{ "user", 2, false, key_user },
-	{ "group", 1, true, key_group },
-	{ "nic", 2, true, key_nic },
+	{ "arg", 1, true, key_arg },	      { "env", 1, true, key_env },
+	{ "cwd", 1, false, key_cwd },	      { "root", 2, false, key_root },
+	{ "share", 3, true, key_share },      { "module", 1, true, key_module },
+	{ "console", 3, false, key_console }, { "ports", 2, false, key_ports },
+	{ "winsize", 2, false, key_winsize }, { "exit-port", 1, false, key_exit_port },
+	{ "msize", 1, false, key_msize },     { "user", 2, false, key_user },
+	{ "group", 1, true, key_group },      { "nic", 2, true, key_nic },
 };
 
 /* The next string at *pos (the buffer ends with a NUL, checked by the caller). */
@@ -479,6 +493,11 @@ static void put_body(struct enc *e, const struct initcfg *c)
 		put(e, c->stdio_dev ? c->stdio_dev : INITCFG_DEFAULT_STDIO);
 		put(e, c->stderr_dev ? c->stderr_dev : INITCFG_DEFAULT_STDERR);
 		put(e, tty_names[c->tty]);
+	}
+	if (c->stdout_port || c->stderr_port) {
+		put(e, "ports");
+		put(e, c->stdout_port ? c->stdout_port : "");
+		put(e, c->stderr_port ? c->stderr_port : "");
 	}
 	if (c->rows) {
 		put(e, "winsize");

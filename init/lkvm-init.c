@@ -19,6 +19,7 @@
 #include "lkvm/initcfg.h"
 #include "user.h"
 #include "net.h"
+#include "ports.h"
 
 /* linux/module.h, which musl's headers do not bring: the kernel decompresses the file. */
 #define MODULE_INIT_COMPRESSED_FILE 4
@@ -277,8 +278,25 @@ static const char *cfg_getenv(const char *name)
 }
 
 struct consoles {
-	int io, err;
+	int io, out, err; /* CMD's stdin (and the shell's terminal), stdout, stderr */
 };
+
+/* How long a named port may take to appear after the console driver's probe. */
+#define PORT_WAIT_MS 10000
+
+/* CMD's output on the virtio-serial port `name` when lkvm named one, else on fallback. */
+static int open_port(const char *name, int fallback)
+{
+	int fd;
+
+	if (!name)
+		return fallback;
+	fd = port_open(name, PORT_WAIT_MS);
+	if (fd >= 0)
+		return fd;
+	msg("virtio-serial port %s: %s; its output goes to the console", name, strerror(-fd));
+	return fallback;
+}
 
 static void open_consoles(struct consoles *con)
 {
@@ -294,6 +312,8 @@ static void open_consoles(struct consoles *con)
 		msg("%s: %s; CMD's stderr goes to %s", err, strerror(errno), io);
 		con->err = con->io;
 	}
+	con->out = open_port(cfg.stdout_port, con->io);
+	con->err = open_port(cfg.stderr_port, con->err);
 	log_fd = con->err;
 	/* raw: bytes pass unchanged both ways (no \n -> \r\n, no echo into stdout). A stderr
 	 * console of its own is raw even for the shell: on the host it is a file or a pipe (a
@@ -347,7 +367,7 @@ exec_cmd(const struct consoles *con, int in, char **argv, char **env)
 	/* The shell's terminal: its session's controlling tty, so job control and ^C work. */
 	if (cfg.tty == INITCFG_TTY)
 		ioctl(con->io, TIOCSCTTY, 1);
-	if (dup2(in, 0) < 0 || dup2(con->io, 1) < 0 || dup2(con->err, 2) < 0)
+	if (dup2(in, 0) < 0 || dup2(con->out, 1) < 0 || dup2(con->err, 2) < 0)
 		_exit(126);
 	/* After the mounts and the terminal (TIOCSCTTY needs root), before the exec. */
 	e = user_enter(&cfg, (const int[]){ 0, 1, 2 }, 3, &what);
@@ -457,8 +477,10 @@ static uint32_t run(const struct consoles *con, const char *cwd)
 		kill(relay, SIGKILL);
 		waitpid(relay, NULL, 0);
 	}
-	/* Everything CMD wrote reaches lkvm before the report ends the run. */
-	tcdrain(con->io);
+	/* Everything CMD wrote reaches lkvm before the report ends the run: a console's writes
+	 * wait for lkvm (tcdrain), a port's lkvm takes from its ring at teardown
+	 * (virtio_console_flush). */
+	tcdrain(con->out);
 	tcdrain(con->err);
 	if (WIFSIGNALED(st))
 		return LKVM_EXIT_WORD(LKVM_EXIT_SIGNALED, WTERMSIG(st), 0);

@@ -16,12 +16,13 @@ struct kvm_config;
 const char *host_root_kernel_params(const struct kvm_config *cfg);
 
 /* Registers what host-root mode adds to the machine (cfg->host_root): the exit port, the
- * host's root over virtio-9p, CMD's consoles (hvc0 stdin+stdout, hvc1 stderr) and stdin's
+ * host's root over virtio-9p, CMD's consoles (hvc0: the terminal or stdin's way in; ports
+ * lkvm.stdout and lkvm.stderr for output that is not a terminal) and stdin's
  * forwarder (cmd_stdin_add). A machine-table row of machine.c: nothing when off. 0 or
  * -errno. */
 int host_root_add_devices(struct kvm *kvm, const struct kvm_config *cfg) __must_check;
 /* The virtio-mmio devices it adds with --virtio-transport mmio (the root's 9p device and
- * at most two consoles), for the parse-time count. */
+ * at most three consoles), for the parse-time count. */
 int host_root_mmio_devices(const struct kvm_config *cfg);
 
 /* Adds to kvm's device list ("cmd-stdin", hw/cmd-stdin.c): lkvm's stdin, framed

@@ -6,7 +6,7 @@
  * This header is compiled into lkvm and into the static guest program init/lkvm-init.c, so it
  * uses nothing but the C library (no lkvm/util.h).
  *
- * The configuration file, format version 2 (2 added "user", "group" and "nic"): a sequence of NUL-terminated strings.
+ * The configuration file, format version 2 (2 added "user", "group", "nic" and "ports"): a sequence of NUL-terminated strings.
  *   "lkvm-initcfg" "2" "<N>"         magic, format version, N = the whole file's length in
  *                                    bytes (decimal), so a truncated or padded file is refused
  *   then records, each a key followed by a fixed number of fields (initcfg_keys[] in
@@ -24,6 +24,11 @@
  *                                    arrives framed (below) through init, which ends it at
  *                                    the end-of-input mark; a STDERR other than STDIO is
  *                                    always raw (it is a file or a pipe on the host)
+ *   "ports" STDOUT STDERR            virtio-serial ports (by name, "" for none) that carry
+ *                                    CMD's stdout and stderr instead of STDIO and STDERR:
+ *                                    init opens /dev/<P> of /sys/class/virtio-ports/<P>/name
+ *                                    (their writes do not wait for the host, and CMD's
+ *                                    output is not a terminal); optional
  *   "winsize" ROWS COLS              the console's size (optional)
  *   "exit-port" PORT                 I/O port of lkvm's exit device (decimal)
  *   "msize" BYTES                    9p msize (decimal)
@@ -55,6 +60,9 @@
 #define INITCFG_DEFAULT_STDIO "/dev/hvc0"
 #define INITCFG_DEFAULT_STDERR "/dev/hvc1"
 #define INITCFG_DEFAULT_MSIZE (512u << 10)
+#define INITCFG_PORT_NAME_MAX 31 /* VIRTIO_CONSOLE_NAME_MAX */
+#define INITCFG_STDOUT_PORT "lkvm.stdout"
+#define INITCFG_STDERR_PORT "lkvm.stderr"
 
 enum initcfg_root { INITCFG_ROOT_INITRAMFS, INITCFG_ROOT_9P_OVERLAY };
 enum initcfg_tty { INITCFG_TTY, INITCFG_RAW };
@@ -84,7 +92,8 @@ struct initcfg {
 	size_t nr_shares;
 	const char *modules[INITCFG_MAX_MODULES];
 	size_t nr_modules;
-	const char *stdio_dev, *stderr_dev; /* NULL: the defaults */
+	const char *stdio_dev, *stderr_dev;    /* NULL: the defaults */
+	const char *stdout_port, *stderr_port; /* NULL: none (CMD's output on the consoles) */
 	enum initcfg_tty tty;
 	unsigned rows, cols; /* 0: not given */
 	uint16_t exit_port;  /* 0: LKVM_EXIT_PORT */

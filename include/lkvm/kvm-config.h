@@ -21,7 +21,7 @@ struct host_root_cfg {
 	bool tty;	   /* stdin and stdout are terminals: hvc0 is CMD's terminal */
 	bool stdin_framed; /* not tty: stdin goes framed to init (initcfg.h), the host's
 			    * terminal, if any, is left as it is (term.c reads nothing) */
-	bool stderr_own;   /* CMD's stderr has its own console (hvc1): not a tty, or
+	bool stderr_own;   /* CMD's stderr has its own port (lkvm.stderr): not a tty, or
 			    * lkvm's stderr is not that terminal */
 	bool full_log;	   /* --console-log FILE: the whole kernel log, whatever its levels */
 };

@@ -530,3 +530,13 @@ write("dhcp", "many-dns", dhcp_reply([53, 1, 5, 6, 24] + list(range(24)) + [255]
 write("dhcp", "pad-no-end", dhcp_reply([0, 0, 53, 1, 2, 0, 3, 4, 1, 2, 3, 4]))
 write("dhcp", "option-past-end", dhcp_reply([53, 1, 2, 3, 200, 1, 2]))
 write("dhcp", "fragment", dhcp_reply(full, frag=0x2000))
+
+
+# ---- vcon: records of u8 message length, u8 answer room, the message ----
+def vmsg(ident, event, value, room=63):
+    return struct.pack("<BBIHH", 8, room, ident, event, value)
+
+
+write("vcon", "linux", vmsg(0xffffffff, 0, 1) + vmsg(0, 3, 1) + vmsg(0, 6, 1) + vmsg(0, 6, 0))
+write("vcon", "small-room", vmsg(0xffffffff, 0, 1, 7) + vmsg(0, 3, 1, 12) + vmsg(0, 3, 1, 19))
+write("vcon", "bad", vmsg(1, 3, 1) + vmsg(0, 3, 2) + vmsg(0, 5, 1) + bytes([7, 63]) + b"\0" * 7 + bytes([32, 63]) + b"\xff" * 32)

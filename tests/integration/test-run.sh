@@ -100,6 +100,22 @@ t_stdio() {
 	same "$LOG_DIR/run-stdio.err" "$WORK/stderr.bin" "stderr"
 }
 
+# Output that is not a terminal goes through named virtio-serial ports (lkvm.stdout), whose writes
+# do not wait for lkvm: CMD's stdout is no tty, so seq 200000 (1.29 MB) writes it in 4 KiB blocks
+# and it arrives byte for byte in a few hundred transmit chains (--stats' console tx packets);
+# through a console (hvc0) it was a tty, a chain per line or so (30,000 with our kernel).
+t_output() {
+	local chains
+	seq 200000 >"$WORK/seq.txt"
+	cmd_run run-output 0 --user root --stats -- sh -c 'test -t 1 && echo stdout-is-a-tty >&2; seq 200000' || return
+	same "$LOG_DIR/run-output.out" "$WORK/seq.txt" "stdout" || return
+	! grep -q stdout-is-a-tty "$LAST_LOG" || { fail "CMD's stdout was a terminal"; return; }
+	chains=$(awk '/^console[0-9]+:$/ { c = 1; next } /^[a-z0-9-]+:$/ { c = 0 }
+		c && $1 == "tx" { n += $5 } END { print n + 0 }' "$LAST_LOG")
+	[ "$chains" -gt 0 ] && [ "$chains" -le 2000 ] ||
+		fail "the consoles took $chains chains for 1.29 MB (want 1 to 2000)"
+}
+
 # The README's example: a pipe into cat.
 t_pipe() {
 	skip_unless_userspace || return
@@ -448,7 +464,7 @@ t_pvm() {
 }
 
 # RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
-RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio pipe root-write shares shell panic reset sigpipe timeout two debian no9p modules poweroff poweroff-pvh creds-nobody creds-sudo creds-bad-sudo user}
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio output pipe root-write shares shell panic reset sigpipe timeout two debian no9p modules poweroff poweroff-pvh creds-nobody creds-sudo creds-bad-sudo user}
 skip_unless_kvm
 for name in $RUN_TESTS; do
 	case $name in
@@ -459,7 +475,7 @@ for name in $RUN_TESTS; do
 	poweroff) run_test run-poweroff t_poweroff poweroff "$DEBIAN_BOOT/vmlinuz-$(uname -r)" ;;
 	poweroff-pvh) run_test run-poweroff-pvh t_poweroff poweroff-pvh "${DEBIAN_BOOT%/boot}/vmlinux" ;;
 	root-write | not-found | init-failed) run_test "run-$name" "t_${name//-/_}" ;;
-	signal | stdio | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p | modules)
+	signal | stdio | output | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p | modules)
 		run_test "run-$name" "t_$name" ;;
 	*) echo "test-run.sh: unknown test '$name' in RUN_TESTS" >&2; exit 2 ;;
 	esac

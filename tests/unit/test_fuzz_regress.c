@@ -25,6 +25,7 @@ static const struct {
 	{ "snap", fuzz_snap },
 	{ "gdb", fuzz_gdb },
 	{ "dhcp", fuzz_dhcp },
+	{ "vcon", fuzz_vcon },
 };
 
 /* Feed every regular file in dir to fn; returns how many (-1 when dir is missing). */

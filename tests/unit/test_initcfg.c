@@ -23,6 +23,7 @@ static struct initcfg full_cfg(void)
 		.nr_modules = 2,
 		.stdio_dev = "/dev/hvc0",
 		.stderr_dev = "/dev/hvc1",
+		.stdout_port = INITCFG_STDOUT_PORT,
 		.tty = INITCFG_RAW,
 		.rows = 50,
 		.cols = 132,
@@ -107,6 +108,8 @@ START_TEST(test_round_trip_full)
 	assert_same(&in, &out);
 	ck_assert_str_eq(out.stdio_dev, "/dev/hvc0");
 	ck_assert_str_eq(out.stderr_dev, "/dev/hvc1");
+	ck_assert_str_eq(out.stdout_port, "lkvm.stdout");
+	ck_assert_ptr_null(out.stderr_port);
 	initcfg_free(&out);
 	free(buf);
 }
@@ -133,6 +136,8 @@ START_TEST(test_round_trip_minimal)
 	ck_assert_ptr_null(out.envp[0]);
 	ck_assert_ptr_null(out.cwd);
 	ck_assert_ptr_null(out.stdio_dev);
+	ck_assert_ptr_null(out.stdout_port);
+	ck_assert_ptr_null(out.stderr_port);
 	ck_assert_int_eq(out.tty, INITCFG_TTY);
 	ck_assert_uint_eq(out.exit_port, 0);
 	ck_assert(!out.user);
@@ -277,6 +282,11 @@ START_TEST(test_bad_bodies)
 		       "module\0x.ko\0") },
 		{ BODY("root\0initramfs\0\0"
 		       "console\0/dev/a\0/dev/b\0cooked\0") },
+		{ BODY("root\0initramfs\0\0"
+		       "ports\0../vport0p1\0\0") }, /* not a name */
+		{ BODY("root\0initramfs\0\0"
+		       "ports\0\0"
+		       "23456789012345678901234567890123\0") }, /* 32 bytes */
 		{ BODY("root\0initramfs\0\0"
 		       "winsize\0"
 		       "0\0"
@@ -439,6 +449,12 @@ START_TEST(test_encoder_refuses_invalid)
 	ck_assert_int_eq(initcfg_encode(&c, &buf, &len), -EINVAL);
 	c = full_cfg();
 	c.gid = 0xffffffffu;
+	ck_assert_int_eq(initcfg_encode(&c, &buf, &len), -EINVAL);
+	c = full_cfg();
+	c.stderr_port = "";
+	ck_assert_int_eq(initcfg_encode(&c, &buf, &len), -EINVAL);
+	c = full_cfg();
+	c.stdout_port = "a b";
 	ck_assert_int_eq(initcfg_encode(&c, &buf, &len), -EINVAL);
 }
 END_TEST

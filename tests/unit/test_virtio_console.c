@@ -1,9 +1,11 @@
 /* Unit tests of virtio-console (output to the terminal hook, input into receive buffers) and virtio-rng, driven by the test without KVM. */
+#include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <linux/virtio_console.h>
 #include <linux/virtio_ring.h>
 
 #include "check_main.h"
@@ -22,7 +24,7 @@
 
 static struct {
 	struct virtio_device *vdev;
-	struct vd_queue q[2];
+	struct vd_queue q[4];
 	char out[256];
 	size_t out_len;
 	pthread_mutex_t lock;
@@ -105,7 +107,8 @@ START_TEST(test_console)
 	struct vd_fds fds;
 
 	env_up();
-	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, true, &c), 0);
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, NULL, true, &c),
+			 0);
 	t.vdev = virtio_console_vdev(c);
 	ck_assert_int_eq(t.vdev->nr_queues, 2);
 	start(2);
@@ -211,7 +214,8 @@ START_TEST(test_console_tx_budget)
 	o.cap = sizeof(want);
 	o.buf = calloc(1, o.cap);
 	atomic_store(&o.rx_at, ~0ULL);
-	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, note_out, true, &o.c), 0);
+	ck_assert_int_eq(
+		virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, note_out, NULL, true, &o.c), 0);
 	t.vdev = virtio_console_vdev(o.c);
 	queues_up(2);
 	fill_pattern(want, big, 3);
@@ -241,11 +245,132 @@ START_TEST(test_console_tx_budget)
 }
 END_TEST
 
+/* ---- a named port (multiport): its control channel, its flush ---- */
+
+/* A driver's control message (little-endian id, event, value) at gpa, posted on the control
+ * transmitq (3) and kicked. */
+static void ctl_msg(u64 gpa, u32 id, u16 ev, u16 val)
+{
+	u8 *m = gp(gpa);
+
+	memcpy(m, &id, 4);
+	memcpy(m + 4, &ev, 2);
+	memcpy(m + 6, &val, 2);
+	post1(3, gpa, 8, false);
+}
+
+static bool needs_reset(void)
+{
+	return atomic_load(&t.vdev->status) & VIRTIO_CONFIG_S_NEEDS_RESET;
+}
+
+/*
+ * Linux's side of a named port: DEVICE_READY gets PORT_ADD, PORT_READY gets the name and the
+ * host side open, in the driver's buffers; output then reaches the hook. The config space
+ * says one port. A message of 7 bytes breaks the device (NEEDS_RESET), nothing else.
+ */
+START_TEST(test_console_port)
+{
+	struct virtio_console *c;
+	struct vd_fds fds;
+	u32 ports = 0;
+	const u8 *m;
+
+	env_up();
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, "x", true, &c),
+			 0);
+	t.vdev = virtio_console_vdev(c);
+	ck_assert_int_eq(t.vdev->nr_queues, 4);
+	ck_assert(t.vdev->host_features & (1ULL << VIRTIO_CONSOLE_F_MULTIPORT));
+	t.vdev->ops->config_read(t.vdev, 4, (u8 *)&ports, 4);
+	ck_assert_uint_eq(ports, 1);
+	start(4);
+	for (int i = 0; i < 3; i++)
+		post1(2, 0x120000 + 0x100 * (u64)i, 64, true);
+	ctl_msg(0x130000, ~0u, 0, 1); /* DEVICE_READY */
+	ck_assert(wait_used(2, 1));
+	m = gp(0x120000);
+	ck_assert_uint_eq(t.q[2].used->ring[0].len, 8);
+	ck_assert(!memcmp(m, "\0\0\0\0\1\0", 6)); /* port 0, PORT_ADD */
+	ctl_msg(0x130100, 0, 3, 1);		  /* PORT_READY */
+	ck_assert(wait_used(2, 3));
+	ck_assert_uint_eq(t.q[2].used->ring[1].len, 9);
+	ck_assert(!memcmp(gp(0x120100), "\0\0\0\0\7\0\1\0x", 9)); /* PORT_NAME "x" */
+	ck_assert(!memcmp(gp(0x120200), "\0\0\0\0\6\0\1\0", 8));  /* PORT_OPEN 1 */
+	memcpy(gp(0x100000), "out", 3);
+	post1(1, 0x100000, 3, false);
+	ck_assert(wait_used(1, 1));
+	ck_assert_str_eq(t.out, "out");
+	ck_assert(!needs_reset());
+	post1(3, 0x130200, 7, false);
+	ck_assert(WAIT_UNTIL(WAIT_MS, needs_reset()));
+	vd_fds_save(&fds, t.vdev, 4);
+	virtio_console_destroy(c);
+	env_down(&fds);
+}
+END_TEST
+
+/* The control channel's checks: each malformed message refused with a reason; what is owed
+ * goes in order, and a buffer too small for it is refused. */
+START_TEST(test_console_ctl)
+{
+	static const struct {
+		u8 msg[9];
+		size_t len;
+		int want;
+	} cases[] = {
+		{ { 0xff, 0xff, 0xff, 0xff, 0, 0, 1, 0 }, 8, 0 }, /* DEVICE_READY, Linux's id */
+		{ { 0, 0, 0, 0, 3, 0, 1, 0 }, 8, 0 },		  /* PORT_READY */
+		{ { 0, 0, 0, 0, 6, 0, 1, 0 }, 8, 0 },		  /* PORT_OPEN */
+		{ { 0, 0, 0, 0, 6, 0, 1, 0 }, 7, -EINVAL },	  /* short */
+		{ { 0, 0, 0, 0, 6, 0, 1, 0 }, 9, -EINVAL },	  /* long */
+		{ { 1, 0, 0, 0, 3, 0, 1, 0 }, 8, -EINVAL },	  /* port 1 */
+		{ { 0, 0, 0, 0, 3, 0, 2, 0 }, 8, -EINVAL },	  /* value 2 */
+		{ { 0, 0, 0, 0, 5, 0, 1, 0 }, 8, -EINVAL },	  /* RESIZE: the device's */
+		{ { 0, 0, 0, 0, 8, 1, 1, 0 }, 8, -EINVAL },	  /* unknown */
+	};
+	struct vcon_ctl s = { 0 };
+	u8 buf[64];
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const char *why = NULL;
+
+		ck_assert_int_eq(vcon_ctl_recv(&s, cases[i].msg, cases[i].len, &why),
+				 cases[i].want);
+		ck_assert(cases[i].want == 0 || (why && *why));
+	}
+	ck_assert_uint_eq(s.pend, VCON_SEND_ALL);
+	ck_assert(s.guest_open);
+	ck_assert_int_eq(vcon_ctl_next(&s, "name", buf, 7), -ENOSPC);
+	ck_assert_int_eq(vcon_ctl_next(&s, "name", buf, sizeof(buf)), 8);
+	ck_assert_uint_eq(buf[4], 1);
+	ck_assert_int_eq(vcon_ctl_next(&s, "name", buf, 11), -ENOSPC);
+	ck_assert_int_eq(vcon_ctl_next(&s, "name", buf, sizeof(buf)), 12);
+	ck_assert_mem_eq(buf + 8, "name", 4);
+	ck_assert_int_eq(vcon_ctl_next(&s, "name", buf, sizeof(buf)), 8);
+	ck_assert_uint_eq(buf[4], 6);
+	ck_assert_int_eq(vcon_ctl_next(&s, "name", buf, sizeof(buf)), 0);
+}
+END_TEST
+
 /* Holds the first piece of output until the device was asked to stop. */
 static void held_out(struct kvm *kvm, const u8 *buf, size_t len)
 {
 	if (!atomic_exchange(&o.started, true))
 		WAIT_UNTIL(WAIT_MS, virtio_console_stopping(o.c));
+	atomic_fetch_add(&o.bytes, len);
+}
+
+/* held_out that keeps the bytes too (note_out's buffer). */
+static void held_note(struct kvm *kvm, const u8 *buf, size_t len)
+{
+	u64 done;
+
+	if (!atomic_exchange(&o.started, true))
+		WAIT_UNTIL(WAIT_MS, virtio_console_stopping(o.c));
+	done = atomic_load(&o.bytes);
+	if (done < o.cap)
+		memcpy(o.buf + done, buf, MIN(len, o.cap - done));
 	atomic_fetch_add(&o.bytes, len);
 }
 
@@ -261,7 +386,8 @@ START_TEST(test_console_stop_huge_chain)
 
 	env_up();
 	memset(&o, 0, sizeof(o));
-	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, held_out, true, &o.c), 0);
+	ck_assert_int_eq(
+		virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, held_out, NULL, true, &o.c), 0);
 	t.vdev = virtio_console_vdev(o.c);
 	start(2);
 	memset(gp(0x100000), 'z', MiB(1));
@@ -276,6 +402,57 @@ START_TEST(test_console_stop_huge_chain)
 	ck_assert_uint_eq(t.vdev->q[1].vq.last_avail, 0);
 	vd_fds_save(&fds, t.vdev, 2);
 	virtio_console_destroy(o.c);
+	env_down(&fds);
+}
+END_TEST
+
+/*
+ * The flush at teardown: a chain the stop cut short goes on where it stopped (nothing twice),
+ * and the chain after it is written too; a chain of 1 GiB stops at the flush's bound.
+ */
+START_TEST(test_console_flush)
+{
+	struct vd_fds fds;
+	u64 bytes;
+
+	env_up();
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, held_out, "x", true, &o.c),
+			 0);
+	t.vdev = virtio_console_vdev(o.c);
+	start(2);
+	memset(gp(0x100000), 'z', MiB(1));
+	post_aliased(1, 0x1c0000, 1024, 0x100000, (u32)MiB(1));
+	ck_assert(WAIT_UNTIL(WAIT_MS, atomic_load(&o.started)));
+	virtio_console_flush(o.c);
+	bytes = atomic_load(&o.bytes);
+	ck_assert_msg(bytes >= MiB(1) && bytes <= MiB(3), "%llu bytes flushed",
+		      (unsigned long long)bytes);
+	vd_fds_save(&fds, t.vdev, 2);
+	virtio_console_destroy(o.c);
+	env_down(&fds);
+
+	/* 3 chains of 8 KiB: the first cut short after its first piece, all 24 KiB out once. */
+	env_up();
+	memset(&o, 0, sizeof(o));
+	o.cap = 3 * 8192;
+	o.buf = calloc(1, o.cap);
+	ck_assert_int_eq(
+		virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, held_note, "x", true, &o.c), 0);
+	t.vdev = virtio_console_vdev(o.c);
+	queues_up(2);
+	fill_pattern(gp(0x100000), 3 * 8192, 9);
+	for (int i = 0; i < 3; i++)
+		post1(1, 0x100000 + 8192 * (u64)i, 8192, false);
+	vd_driver_ok(t.vdev);
+	ck_assert(WAIT_UNTIL(WAIT_MS, atomic_load(&o.started)));
+	virtio_console_flush(o.c);
+	ck_assert_uint_eq(atomic_load(&o.bytes), 3 * 8192);
+	ck_assert(!memcmp(o.buf, gp(0x100000), 3 * 8192));
+	ck_assert_uint_eq(vd_used_idx(&t.q[1]), 3);
+	vd_fds_save(&fds, t.vdev, 2);
+	virtio_console_destroy(o.c);
+	free(o.buf);
 	env_down(&fds);
 }
 END_TEST
@@ -328,7 +505,8 @@ START_TEST(test_console_quiesce)
 
 	ck_assert_ptr_nonnull(snap);
 	env_up();
-	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, true, &c), 0);
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, catch_out, NULL, true, &c),
+			 0);
 	t.vdev = virtio_console_vdev(c);
 	start(2);
 	virtio_console_quiesce(c);
@@ -391,6 +569,9 @@ static Suite *console_suite(void)
 	tcase_add_test(tc, test_console);
 	tcase_add_test(tc, test_console_tx_budget);
 	tcase_add_test(tc, test_console_stop_huge_chain);
+	tcase_add_test(tc, test_console_port);
+	tcase_add_test(tc, test_console_ctl);
+	tcase_add_test(tc, test_console_flush);
 	tcase_add_test(tc, test_rng);
 	tcase_add_test(tc, test_rng_stop_endless);
 	tcase_add_test(tc, test_console_quiesce);

@@ -375,7 +375,8 @@ static struct virtio_console *console_new(void)
 {
 	struct virtio_console *c;
 
-	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, out_hook, true, &c), 0);
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, out_hook, NULL, true, &c),
+			 0);
 	o.c = c;
 	return c;
 }
@@ -516,6 +517,153 @@ START_TEST(test_console_hostile)
 			snap_rec_free(&bad);
 		}
 		i++;
+	}
+	snap_rec_free(&good);
+	vd_vm_free();
+}
+END_TEST
+
+/* ---- a named port: its control channel ---- */
+
+#define MULTIPORT (1ULL << 1) /* VIRTIO_CONSOLE_F_MULTIPORT */
+#define CON_TAG_CTL (VIRTIO_SNAP_TAG_DEV + 2)
+
+static struct virtio_console *port_new(void)
+{
+	struct virtio_console *c;
+
+	ck_assert_int_eq(virtio_console_create(vd.kvm, VIRTIO_TRANS_PCI, out_hook, "lkvm.stdout",
+					       true, &c),
+			 0);
+	o.c = c;
+	return c;
+}
+
+/* A driver's control message (little-endian id, event, value) at gpa, on the control
+ * transmitq (3), kicked. */
+static void ctl_msg(struct virtio_device *v, struct vd_queue *dq, u64 gpa, u32 id, u16 ev, u16 val)
+{
+	u8 *m = gp(gpa);
+
+	memcpy(m, &id, 4);
+	memcpy(m + 4, &ev, 2);
+	memcpy(m + 6, &val, 2);
+	vd_post_desc(&dq[3], gpa, 8, 0);
+	vd_kick(v, 3);
+}
+
+/* A: its driver said DEVICE_READY, took PORT_ADD, said PORT_READY and opened the port; the
+ * PORT_NAME and PORT_OPEN it is owed wait for a control buffer. Saved into b. */
+static void port_saved(struct snap_rec_buf *b, struct vd_queue *dq)
+{
+	struct virtio_console *a = port_new();
+	struct virtio_device *v = virtio_console_vdev(a);
+	char err[256] = "";
+	struct vd_fds fds;
+
+	for (int i = 0; i < 4; i++)
+		vd_queue_up(v, i, &dq[i], QBASE(i), QSIZE, false);
+	v->driver_features = VERSION_1 | MULTIPORT;
+	atomic_store(&v->features, VERSION_1 | MULTIPORT);
+	vd_driver_ok(v);
+	vd_post_desc(&dq[2], 0x130000, 64, VRING_DESC_F_WRITE);
+	vd_kick(v, 2);
+	ctl_msg(v, dq, 0x140000, ~0u, 0, 1); /* DEVICE_READY */
+	ck_assert(vd_wait_used(&dq[2], 1, WAIT_MS));
+	ctl_msg(v, dq, 0x140100, 0, 3, 1); /* PORT_READY */
+	ctl_msg(v, dq, 0x140200, 0, 6, 1); /* PORT_OPEN */
+	ck_assert(vd_wait_used(&dq[3], 3, WAIT_MS));
+	virtio_console_quiesce(a);
+	ck_assert_int_eq(virtio_console_save(a, b, err, sizeof(err)), 0);
+	vd_fds_save(&fds, v, 4);
+	virtio_console_destroy(a);
+	vd_fds_close(&fds);
+}
+
+/* B sends what A owed, once the driver gives it buffers: the name, then the port open. */
+START_TEST(test_port_restore)
+{
+	struct snap_rec_buf b = { 0 };
+	struct vd_queue dq[4];
+	struct virtio_console *c;
+	struct virtio_device *v;
+	char err[256] = "";
+	struct vd_fds fds;
+	const u8 *m;
+
+	vd_vm_new(RAM_SIZE, 0);
+	memset(&o, 0, sizeof(o));
+	port_saved(&b, dq);
+	c = port_new();
+	v = virtio_console_vdev(c);
+	fds_new(v, &fds, 4);
+	ck_assert_msg(virtio_console_load(c, b.buf, b.len, err, sizeof(err)) == 0, "%s", err);
+	virtio_console_start(c);
+	vd_post_desc(&dq[2], 0x150000, 64, VRING_DESC_F_WRITE);
+	vd_post_desc(&dq[2], 0x150100, 64, VRING_DESC_F_WRITE);
+	vd_kick(v, 2);
+	ck_assert(vd_wait_used(&dq[2], 3, WAIT_MS));
+	m = gp(0x150000);
+	ck_assert_uint_eq(dq[2].used->ring[1].len, 8 + strlen("lkvm.stdout"));
+	ck_assert_uint_eq(m[4], 7); /* PORT_NAME */
+	ck_assert_mem_eq(m + 8, "lkvm.stdout", strlen("lkvm.stdout"));
+	m = gp(0x150100);
+	ck_assert_uint_eq(dq[2].used->ring[2].len, 8);
+	ck_assert_uint_eq(m[4], 6); /* PORT_OPEN 1 */
+	ck_assert_uint_eq(m[6], 1);
+	virtio_console_destroy(c);
+	vd_fds_close(&fds);
+	snap_rec_free(&b);
+	vd_vm_free();
+}
+END_TEST
+
+static void ctl_pend_bad(void *p)
+{
+	((u8 *)p)[0] = 0x80;
+}
+
+static void ctl_open_bad(void *p)
+{
+	((u8 *)p)[1] = 2;
+}
+
+/* A named port's section: each record dropped, shorter or longer, and its control record's
+ * fields out of range: refused, the port left reset. */
+START_TEST(test_port_hostile)
+{
+	static void (*const ctl_edits[])(void *) = { ctl_pend_bad, ctl_open_bad };
+	struct snap_rec_buf good = { 0 };
+	struct vd_queue dq[4];
+	int nrec = 0;
+
+	vd_vm_new(RAM_SIZE, 0);
+	memset(&o, 0, sizeof(o));
+	port_saved(&good, dq);
+	for (struct snap_rec_iter it = { good.buf, good.len };
+	     snap_rec_next(&it, &(u16){ 0 }, &(const void *){ NULL }, &(u32){ 0 }) == 1;)
+		nrec++;
+	for (int i = 0; i < 3 * nrec + 2; i++) {
+		struct mutation m = { .which = i / 3, .drop = i % 3 == 1, .delta = i % 3 - 1 };
+		struct snap_rec_buf bad = { 0 };
+		struct virtio_console *c = port_new();
+		char err[256] = "";
+		struct vd_fds fds;
+		int ret;
+
+		if (i >= 3 * nrec)
+			m = (struct mutation){ .which = -1,
+					       .tag = CON_TAG_CTL,
+					       .edit = ctl_edits[i - 3 * nrec] };
+		fds_new(virtio_console_vdev(c), &fds, 4);
+		mutate(&good, &bad, &m);
+		ret = virtio_console_load(c, bad.buf, bad.len, err, sizeof(err));
+		ck_assert_msg(ret == -EINVAL && *err, "mutation %d: %d", i, ret);
+		ck_assert_uint_eq(atomic_load(&virtio_console_vdev(c)->status), 0);
+		virtio_console_start(c);
+		virtio_console_destroy(c);
+		vd_fds_close(&fds);
+		snap_rec_free(&bad);
 	}
 	snap_rec_free(&good);
 	vd_vm_free();
@@ -714,6 +862,8 @@ static Suite *snap_suite(void)
 	tcase_add_test(tc, test_hostile);
 	tcase_add_test(tc, test_console_restore);
 	tcase_add_test(tc, test_console_hostile);
+	tcase_add_test(tc, test_port_restore);
+	tcase_add_test(tc, test_port_hostile);
 	tcase_add_test(tc, test_blk_restore);
 	tcase_add_test(tc, test_rng_pci_restore);
 	suite_add_tcase(s, tc);
