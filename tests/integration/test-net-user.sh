@@ -413,10 +413,16 @@ esac
 $bb ip link set eth0 up || { echo "guest: no eth0" >&2; exit 3; }
 case $1 in
 dhcp)
-	rm -f /tmp/lkvm-lease # the guest's /tmp shows the host's: only this lease counts
-	$bb udhcpc -i eth0 -f -q -n -t 10 -T 3 -s "$0" >&2 && [ -s /tmp/lkvm-lease ] ||
-		{ echo "guest: no DHCP lease" >&2; exit 3; }
-	. /tmp/lkvm-lease
+	# lkvm's init configures a -n mode=user NIC from passt's DHCP itself (init/net.c): its lease
+	# is the address and default route eth0 has; udhcpc only where it has none.
+	router=$($bb ip -4 route show default dev eth0 2>/dev/null | $bb sed -n 's/^default via \([0-9.]*\).*/\1/p')
+	ip=$($bb ip -4 addr show dev eth0 2>/dev/null | $bb sed -n 's/.*inet \([0-9.]*\)\/.*/\1/p')
+	if [ -z "$router" ] || [ -z "$ip" ]; then
+		rm -f /tmp/lkvm-lease # the guest's /tmp shows the host's: only this lease counts
+		$bb udhcpc -i eth0 -f -q -n -t 10 -T 3 -s "$0" >&2 && [ -s /tmp/lkvm-lease ] ||
+			{ echo "guest: no DHCP lease" >&2; exit 3; }
+		. /tmp/lkvm-lease
+	fi
 	server=$router
 	echo "guest: lease ip=$ip router=$router" ;;
 *)
