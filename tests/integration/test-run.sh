@@ -308,6 +308,7 @@ t_modules() {
 	expect_status 0 || return
 	[ "$(cat "$LOG_DIR/run-modules.out")" = "$(uname -r)" ] ||
 		fail "uname -r in the guest printed '$(head -c 100 "$LOG_DIR/run-modules.out")'"
+}
 
 # A power-off in the guest (reboot(2) POWER_OFF, here busybox's) ends the run with 0 and lkvm's
 # line, at once rather than at --timeout: the Debian kernel has ACPI, and lkvm's tables and PM1
