@@ -67,11 +67,17 @@ static const struct stats_col rng_cols[] = {
 	COL("requests", 12), COL("bytes", 14),	 { 0 },
 };
 static const struct stats_col p9_cols[] = {
-	COL("kicks", 12),      COL("trapped", 12),
-	COL("irqs", 12),       COL("requests", 12),
-	COL("bytes", 14),      COL("errors", 10),
-	COL("read_bytes", 14), COL("write_bytes", 14),
-	COL("malformed", 10),  { 0 },
+	COL("kicks", 12),
+	COL("trapped", 12),
+	COL("irqs", 12),
+	COL("requests", 12),
+	COL("bytes", 14),
+	COL("errors", 10),
+	COL("reads", 12),
+	COL("read_bytes", 14),
+	COL("write_bytes", 14),
+	COL("malformed", 10),
+	{ 0 },
 };
 static const char *const bounce_gauges[] = { "bytes", "peak", "limit", NULL };
 /* A NIC whose data rings vhost-net serves (no counters of those queues here). */

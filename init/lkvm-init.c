@@ -224,11 +224,14 @@ static void load_modules(void)
 	}
 }
 
-/* 9p mount options. The read-only root uses cache=loose: nothing in the guest can change it,
- * and page and dentry caching saves a round trip to lkvm for every exec, stat and read (each
- * one a virtqueue kick); host changes during the run may then be seen late. Shares use
- * cache=mmap: reads and writes go to the host at once (both sides see each other's writes),
- * and unlike cache=none shared writable mmap works. */
+/* 9p mount options: cache=mmap for the root and the shares. read() and write() go to the host
+ * at once, msize at a time, straight into the caller's buffer (so both sides see each other's
+ * writes, and a command sees the host's files as they are); only mmap'ed pages (executables,
+ * libraries) are cached, and unlike cache=none shared writable mmap works. The root used
+ * cache=loose until issue 26: every byte read went through the guest's page cache first, and
+ * filling it cost the guest far more than the Treads did (in the emulated host a cold 64 MiB
+ * read of the root took 6-10x as long as through a share or with O_DIRECT, and 3-6x vng's,
+ * whose root is cache=none); the overlay above the root keeps the dentries loose cached. */
 static void p9_opts(char *buf, size_t len, const char *cache)
 {
 	snprintf(buf, len, "trans=virtio,version=9p2000.L,msize=%u,cache=%s",
@@ -242,7 +245,7 @@ static void enter_root(void)
 	static const char *const moved[] = { "/dev", "/proc", "/sys" };
 	char opts[128], dst[64];
 
-	p9_opts(opts, sizeof(opts), "loose");
+	p9_opts(opts, sizeof(opts), "mmap");
 	mount_or_fail(LKVM_STAGE_ROOT, cfg.root_tag, LOWER_DIR, "9p", MS_RDONLY, opts);
 	mount_or_fail(LKVM_STAGE_ROOT, "tmpfs", RW_DIR, "tmpfs", 0, "mode=0755");
 	if (mkdir(RW_DIR "/upper", 0755) || mkdir(RW_DIR "/work", 0755))

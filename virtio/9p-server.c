@@ -1347,6 +1347,7 @@ static int op_read(struct p9_call *c)
 		return (int)n;
 	put32(c, (u32)n);
 	c->data_len = (size_t)n;
+	c->s->st.reads++;
 	c->s->st.read_bytes += (u64)n;
 	return 0;
 }

@@ -69,7 +69,7 @@ struct virtio_9p {
 	bool broken; /* the thread's, or stop's while the thread is not busy */
 	u8 config[sizeof(struct virtio_9p_config) + VIRTIO_9P_TAG_MAX];
 	/* The server's counters as of its last request (the server's own are the thread's). */
-	atomic_ullong errors, read_bytes, write_bytes;
+	atomic_ullong errors, reads, read_bytes, write_bytes;
 	atomic_uint fids, max_fids, msize;
 };
 
@@ -81,6 +81,7 @@ static void mirror_stats(struct virtio_9p *p)
 
 	p9_server_stats(p->srv, &st);
 	atomic_store_explicit(&p->errors, st.errors, memory_order_relaxed);
+	atomic_store_explicit(&p->reads, st.reads, memory_order_relaxed);
 	atomic_store_explicit(&p->read_bytes, st.read_bytes, memory_order_relaxed);
 	atomic_store_explicit(&p->write_bytes, st.write_bytes, memory_order_relaxed);
 	atomic_store_explicit(&p->fids, st.fids, memory_order_relaxed);
@@ -427,6 +428,7 @@ void virtio_9p_stats(struct virtio_9p *p, struct stats_visitor *v)
 {
 	virtio_queue_stats(&p->vdev, 0, v, "req0", "requests");
 	v->counter(v, "errors", atomic_load_explicit(&p->errors, memory_order_relaxed));
+	v->counter(v, "reads", atomic_load_explicit(&p->reads, memory_order_relaxed));
 	v->counter(v, "read_bytes", atomic_load_explicit(&p->read_bytes, memory_order_relaxed));
 	v->counter(v, "write_bytes", atomic_load_explicit(&p->write_bytes, memory_order_relaxed));
 	v->counter(v, "malformed",

@@ -128,6 +128,7 @@ struct p9_server_opts {
 struct p9_stats {
 	u64 requests;	 /* messages answered (framing errors not included) */
 	u64 errors;	 /* of those, answered with Rlerror */
+	u64 reads;	 /* Tread requests answered with data or EOF (how finely a read was cut) */
 	u64 read_bytes;	 /* file data returned by Tread */
 	u64 write_bytes; /* file data written by Twrite */
 	u32 fids;	 /* fids in use now */

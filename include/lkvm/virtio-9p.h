@@ -123,7 +123,7 @@ int virtio_9p_save(struct virtio_9p *p, struct snap_rec_buf *b, char *err,
 int virtio_9p_load(struct virtio_9p *p, const void *sec, size_t len, char *err,
 		   size_t errlen) __must_check;
 /* Counters: group req0 (kicks, trapped, irqs, requests, bytes of file data read and written,
- * errors: requests answered with Rlerror, read_bytes, write_bytes, malformed: chains that
+ * errors: requests answered with Rlerror, reads: Treads answered, read_bytes, write_bytes, malformed: chains that
  * put the device in NEEDS_RESET), then group fids (in_use, limit, msize: levels). */
 void virtio_9p_stats(struct virtio_9p *p, struct stats_visitor *v);
 

@@ -1032,6 +1032,7 @@ START_TEST(huge_counts_and_offsets)
 	p9_server_stats(t.s, &ps);
 	ck_assert_uint_eq(ps.msize, MSIZE);
 	ck_assert_uint_eq(ps.read_bytes, (u64)n + 100 - P9_HDR_SIZE - 4);
+	ck_assert_uint_eq(ps.reads, 3); /* the two above and the empty one past the end */
 }
 END_TEST
 

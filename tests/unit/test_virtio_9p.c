@@ -311,6 +311,7 @@ START_TEST(session_over_queue)
 	kicks = counter("req0.kicks");
 	ck_assert_uint_eq(counter("req0.requests"), 9);
 	ck_assert_uint_eq(counter("req0.errors"), 1);
+	ck_assert_uint_eq(counter("req0.reads"), 1);
 	ck_assert_uint_eq(counter("req0.read_bytes"), strlen(HELLO));
 	ck_assert_uint_eq(counter("req0.write_bytes"), 14);
 	ck_assert_uint_eq(counter("req0.bytes"), strlen(HELLO) + 14);
