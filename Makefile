@@ -78,8 +78,8 @@ $(BUILD)/%.o: %.c
 # libc makes 700 KB), never sanitized, carried in lkvm through init/blob.S (.incbin).
 INIT_CC := musl-gcc
 INIT_BIN := build/init/lkvm-init
-INIT_SRCS := init/lkvm-init.c init/initcfg.c init/user.c init/net.c init/dhcp.c init/ports.c
-$(INIT_BIN): $(INIT_SRCS) include/lkvm/initcfg.h init/user.h init/net.h init/dhcp.h init/ports.h
+INIT_SRCS := init/lkvm-init.c init/initcfg.c init/user.c init/net.c init/dhcp.c init/ports.c init/relay.c
+$(INIT_BIN): $(INIT_SRCS) include/lkvm/initcfg.h init/user.h init/net.h init/dhcp.h init/ports.h init/relay.h
 	@mkdir -p $(dir $@)
 	$(INIT_CC) -static -s -Os -std=gnu11 $(WARN) -Iinclude -D_GNU_SOURCE -o $@ $(INIT_SRCS)
 $(BUILD)/init/blob.o: init/blob.S $(INIT_BIN)

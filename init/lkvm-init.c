@@ -20,6 +20,7 @@
 #include "user.h"
 #include "net.h"
 #include "ports.h"
+#include "relay.h"
 
 /* linux/module.h, which musl's headers do not bring: the kernel decompresses the file. */
 #define MODULE_INIT_COMPRESSED_FILE 4
@@ -441,13 +442,36 @@ static int open_stdin(const struct consoles *con, pid_t *relay)
 	return p[0];
 }
 
+/* CMD's stdout and stderr where they are ports: pipes a relay empties into them (relay.h says
+ * why); outs[] the relays' pids (0: none, CMD writes the console itself). */
+static void open_outputs(const struct consoles *con, struct consoles *cmd, pid_t outs[2])
+{
+	int *fd[2] = { &cmd->out, &cmd->err };
+	int port[2] = { con->out, con->err };
+	bool is_port[2] = { cfg.stdout_port && con->out != con->io,
+			    cfg.stderr_port && con->err != con->io };
+
+	outs[0] = outs[1] = 0;
+	for (int i = 0; i < 2; i++) {
+		int w;
+
+		if (!is_port[i])
+			continue;
+		w = relay_start(port[i], i ? cmd->out : -1, &outs[i]);
+		if (w < 0)
+			fail(LKVM_STAGE_FORK, -w, i ? "stderr relay" : "stdout relay");
+		*fd[i] = w;
+	}
+}
+
 /* Runs CMD (or the shell) and waits for it, reaping every other orphan meanwhile as PID 1
  * must; returns the exit-port word for how it ended. */
 static uint32_t run(const struct consoles *con, const char *cwd)
 {
 	char *shell_argv[2] = { NULL, NULL };
 	char **argv = cfg.argv, **env;
-	pid_t pid, relay;
+	struct consoles cmd = *con; /* what CMD gets: pipes in place of the ports */
+	pid_t pid, relay, outs[2];
 	int st, in;
 
 	if (!cfg.argc) {
@@ -458,13 +482,17 @@ static uint32_t run(const struct consoles *con, const char *cwd)
 	}
 	env = make_env(cwd, !cfg.argc);
 	in = open_stdin(con, &relay);
+	open_outputs(con, &cmd, outs);
 	pid = fork();
 	if (pid < 0)
 		fail(LKVM_STAGE_FORK, errno, argv[0]);
 	if (pid == 0)
-		exec_cmd(con, in, argv, env);
+		exec_cmd(&cmd, in, argv, env);
 	if (in != con->io)
 		close(in);
+	for (int i = 0; i < 2; i++)
+		if (outs[i] > 0)
+			close(i ? cmd.err : cmd.out);
 	for (;;) {
 		pid_t p = wait(&st);
 
@@ -472,6 +500,9 @@ static uint32_t run(const struct consoles *con, const char *cwd)
 			break;
 		if (p == relay)
 			relay = 0; /* reaped: its pid may be anyone's now */
+		for (int i = 0; i < 2; i++)
+			if (p == outs[i])
+				outs[i] = 0; /* the pipe's end: all its output went out */
 		if (p < 0 && errno != EINTR)
 			fail(LKVM_STAGE_FORK, errno, "wait");
 	}
@@ -480,6 +511,8 @@ static uint32_t run(const struct consoles *con, const char *cwd)
 		kill(relay, SIGKILL);
 		waitpid(relay, NULL, 0);
 	}
+	relay_finish(outs[0]);
+	relay_finish(outs[1]);
 	/* Everything CMD wrote reaches lkvm before the report ends the run: a console's writes
 	 * wait for lkvm (tcdrain), a port's lkvm takes from its ring at teardown
 	 * (virtio_console_flush). */
