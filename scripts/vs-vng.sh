@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Times `lkvm run -- CMD` against virtme-ng's vng on the same kernel, alternating, and prints medians.
 #
-# Usage: scripts/vs-vng.sh [-n RUNS] [-k KERNEL] [--vng PATH] [--lkvm PATH]
+# Usage: scripts/vs-vng.sh [-n RUNS] [-k KERNEL] [--vng PATH] [--lkvm PATH] [--before PATH]
 #   -n RUNS      boots of each kind per row, alternating lkvm and vng (default 3)
 #   -k KERNEL    the kernel both boot (default /boot/vmlinuz-$(uname -r), else the Debian kernel
 #                scripts/kvm-host.sh unpacks under build/kvm-host/kernel/boot: the emulated
 #                host's own, whose modules are its /lib/modules)
 #   --vng PATH   vng to run (default: vng on PATH; none: lkvm's rows only)
 #   --lkvm PATH  lkvm to run (default: ./lkvm of this checkout)
+#   --before PATH  another lkvm (an older build) measured in the same alternation, its own column
 # Both get 1024 MiB, 1 vCPU and the host's / over virtio-9p (vng --force-9p), each at its own
 # default msize and mount options. Rows (docs/benchmarks.md):
 #   seq      `seq 200000` (1.29 MB) to stdout, timed in the guest (date +%s%N around it); the
@@ -23,13 +24,15 @@ runs=3
 kernel=
 vng=
 lkvm=$here/lkvm
-usage() { sed -n '4,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+before=
+usage() { sed -n '4,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	-n) [ $# -ge 2 ] || usage; runs=$2; shift 2 ;;
 	-k) [ $# -ge 2 ] || usage; kernel=$2; shift 2 ;;
 	--vng) [ $# -ge 2 ] || usage; vng=$2; shift 2 ;;
 	--lkvm) [ $# -ge 2 ] || usage; lkvm=$2; shift 2 ;;
+	--before) [ $# -ge 2 ] || usage; before=$2; shift 2 ;;
 	-h | --help) usage ;;
 	*) echo "vs-vng: unknown argument $1" >&2; usage ;;
 	esac
@@ -41,6 +44,7 @@ if [ -z "$kernel" ]; then
 fi
 [ -r "$kernel" ] || { echo "vs-vng: no kernel $kernel (-k KERNEL)" >&2; exit 2; }
 [ -x "$lkvm" ] || { echo "vs-vng: no $lkvm (make lkvm, or --lkvm PATH)" >&2; exit 2; }
+[ -z "$before" ] || [ -x "$before" ] || { echo "vs-vng: no $before (--before PATH)" >&2; exit 2; }
 [ -n "$vng" ] || vng=$(command -v vng || true)
 if [ -z "$vng" ] || [ ! -x "$vng" ]; then
 	echo "vs-vng: vng not found (install virtme-ng or pass --vng PATH): lkvm's rows only"
@@ -66,10 +70,12 @@ GUEST='t0=$(date +%s%N); seq "$1"; t1=$(date +%s%N)
 dd if="$2" of=/dev/null bs=1M 2>/dev/null; t2=$(date +%s%N)
 echo "vs-vng: seq_ns=$((t1 - t0)) read_ns=$((t2 - t1))" >&2'
 
-boot() { # boot TOOL CMD...: CMD on the tool's VM, stdout in $work/out, stderr in $work/err
-	if [ "$1" = lkvm ]; then
+boot() { # boot TOOL CMD...: CMD on the tool's VM (lkvm, before, vng), stdout in $work/out, stderr in $work/err
+	if [ "$1" != vng ]; then
+		local bin=$lkvm
+		[ "$1" = lkvm ] || bin=$before
 		shift
-		timeout -s KILL $((T + 30)) "$lkvm" run -k "$kernel" -m "$MEM" --cpus "$CPUS" \
+		timeout -s KILL $((T + 30)) "$bin" run -k "$kernel" -m "$MEM" --cpus "$CPUS" \
 			"${user_args[@]}" --timeout "$T" -- "$@"
 	else
 		shift
@@ -92,10 +98,10 @@ measure() { # measure TOOL: one boot for seq and read, one for uname
 	[ -n "$line" ] || line=$(tr -d '\r' <"$work/out" | grep -ao 'vs-vng: seq_ns=[0-9]* read_ns=[0-9]*' | tail -n 1)
 	if [ -z "$line" ]; then
 		note "$tool: no times from the guest: $(tail -c 300 "$work/err")"
-		[ "$tool" = lkvm ] && bad=1
+		[ "$tool" != vng ] && bad=1
 	elif ! cmp -s "$work/seq.got" "$work/seq.want"; then
 		note "$tool: stdout is not seq $SEQ_N's ($(stat -c %s "$work/seq.got") bytes): $(cmp "$work/seq.got" "$work/seq.want" 2>&1 | head -c 200)"
-		[ "$tool" = lkvm ] && bad=1
+		[ "$tool" != vng ] && bad=1
 	else
 		seq_ns=${line#*seq_ns=}; seq_ns=${seq_ns%% *}; read_ns=${line##*read_ns=}
 		vals[$tool.seq]+="$(awk -v n="$seq_ns" 'BEGIN { printf "%.3f", n / 1e9 }')"$'\n'
@@ -109,7 +115,7 @@ measure() { # measure TOOL: one boot for seq and read, one for uname
 		vals[$tool.uname]+="$(awk -v n=$((t1 - t0)) 'BEGIN { printf "%.2f", n / 1e9 }')"$'\n'
 	else
 		note "$tool: uname -r printed '${line:0:80}': $(tail -c 300 "$work/err")"
-		[ "$tool" = lkvm ] && bad=1
+		[ "$tool" != vng ] && bad=1
 	fi
 }
 
@@ -120,21 +126,23 @@ read -r l1 l5 l15 _ </proc/loadavg
 busy=$(awk -v l="$l1" 'BEGIN { print (l > 0.5) ? "BUSY (load > 0.5: timings distorted)" : "idle" }')
 echo "host load: $l1 $l5 $l15 ($busy)"
 echo "kernel: $kernel; $runs run(s) each, alternating; ${MEM} MiB, $CPUS vCPU, 9p root in both"
-echo "lkvm: $lkvm"
+echo "lkvm: $lkvm${before:+; before: $before}"
 echo "vng: ${vng:-not found}"
 for ((i = 1; i <= runs; i++)); do
+	[ -z "$before" ] || measure before
 	measure lkvm
 	[ -z "$vng" ] || measure vng
 done
 
-printf '\n| %-44s | %10s | %10s | %8s |\n' "median of $runs" lkvm vng lkvm/vng
-printf '| %-44s | %10s | %10s | %8s |\n' "$(printf -- '-%.0s' {1..44})" ---------- ---------- --------
+printf '\n| %-44s | %10s | %10s | %10s | %8s |\n' "median of $runs" before lkvm vng lkvm/vng
+printf '| %-44s | %10s | %10s | %10s | %8s |\n' "$(printf -- '-%.0s' {1..44})" ---------- ---------- ---------- --------
 row() { # row KEY LABEL
-	local a b r
+	local a b r p
+	p=$(median "before.$1")
 	a=$(median "lkvm.$1")
 	b=$(median "vng.$1")
 	r=$(awk -v a="$a" -v b="$b" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }')
-	printf '| %-44s | %10s | %10s | %8s |\n' "$2" "$a" "$b" "$r"
+	printf '| %-44s | %10s | %10s | %10s | %8s |\n' "$2" "$p" "$a" "$b" "$r"
 }
 row seq "seq $SEQ_N to stdout, in the guest (s)"
 row read "64 MiB cold read from the root (MB/s)"
