@@ -461,7 +461,8 @@ static size_t digits(size_t v)
 	return n;
 }
 
-static void put_body(struct enc *e, const struct initcfg *c)
+/* CMD, its environment, the root, shares, modules, consoles and the numbers (format version 1). */
+static void put_cmd(struct enc *e, const struct initcfg *c)
 {
 	for (size_t i = 0; i < c->argc; i++) {
 		put(e, "arg");
@@ -512,6 +513,11 @@ static void put_body(struct enc *e, const struct initcfg *c)
 		put(e, "msize");
 		put_uint(e, c->msize);
 	}
+}
+
+/* The records of CMD's user and its NICs (format version 2). */
+static void put_user_nics(struct enc *e, const struct initcfg *c)
+{
 	if (c->user) {
 		put(e, "user");
 		put_uint(e, c->uid);
@@ -531,6 +537,12 @@ static void put_body(struct enc *e, const struct initcfg *c)
 		put(e, mac);
 		put(e, nic_names[c->nics[i].how]);
 	}
+}
+
+static void put_body(struct enc *e, const struct initcfg *c)
+{
+	put_cmd(e, c);
+	put_user_nics(e, c);
 }
 
 int initcfg_encode(const struct initcfg *c, char **out, size_t *len)
