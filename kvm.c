@@ -357,7 +357,8 @@ static enum kvm_end end_of_status(int status)
 	}
 }
 
-static void request_end(struct kvm *kvm, enum kvm_end by, int status, const char *fmt, va_list ap)
+static __printf(4, 0) void request_end(struct kvm *kvm, enum kvm_end by, int status,
+				       const char *fmt, va_list ap)
 {
 	bool expected = false;
 
