@@ -291,7 +291,12 @@ t_pause_linux() {
 	# Only after the pause: while it boots, the kernel (emulated on PVM) rightly reports stretches of
 	# more than 2 s without scheduling.
 	local after
-	after=$(tail -c +$((at + 1)) "$VM_LOG" | grep -Em1 'soft lockup|watchdog: BUG|clocksource.*unstable|[Ss]kew is too large|rcu.*stall')
+	# Not the clocksource watchdog's "read-back delay ... marking unstable": that one says the
+	# vCPU was held up between two reads of the watchdog clock a few instructions apart (2.7 ms,
+	# seen once in a clean clone's make check with every core busy), a loaded host's scheduling,
+	# not a clock that ran over the pause (that is the skew message, still caught).
+	after=$(tail -c +$((at + 1)) "$VM_LOG" | grep -v 'read-back delay' |
+		grep -Em1 'soft lockup|watchdog: BUG|clocksource.*unstable|[Ss]kew is too large|rcu.*stall')
 	[ -z "$after" ] || { fail "after the pause: $after"; return; }
 	local why
 	why=$("$PY" - "$VM_LOG" "$(printk_s "$waiting")" "$(printk_s 'VFS: Cannot open root device')" \
