@@ -324,7 +324,7 @@ START_TEST(session_over_queue)
 	ck_assert_uint_eq(counter("fids.msize"), MSIZE);
 	out = stats_fmt("9p", t.p, visit, false);
 	ck_assert_msg(strstr(out, "9p0:") && strstr(out, "read_bytes") && strstr(out, "req0 ") &&
-			      strstr(out, "fids: in_use 3, limit 65536, msize 65536"),
+			      strstr(out, "fids: in_use 3, limit 1048576, msize 65536"),
 		      "%s", out);
 	free(out);
 	out = stats_fmt("9p", t.p, visit, true);
