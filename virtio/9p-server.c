@@ -119,9 +119,10 @@ static int fid_room(struct p9_server *s)
 		return 0;
 	s->st.fid_cap_hits++;
 	if (!s->fids_warned && s->warn) {
-		snprintf(msg, sizeof(msg),
-			 "share %s: %u fids (the most): the guest's next ones fail with ENFILE",
-			 s->label, s->max_fids);
+		snprintf(
+			msg, sizeof(msg),
+			"share %s: %u fids (the most): the guest's next ones fail with ENFILE; a fixed bound on lkvm's memory",
+			s->label, s->max_fids);
 		s->warn(s->warn_opaque, msg);
 	}
 	s->fids_warned = true;
