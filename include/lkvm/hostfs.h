@@ -96,7 +96,9 @@ int hostfs_open(struct hostfs **out, const char *root, const struct hostfs_opts 
 		size_t errlen) __must_check;
 /* Every node and descriptor closed, whatever still references them. NULL is fine. */
 void hostfs_close(struct hostfs *fs);
-/* A new session (a 9P Tversion, FUSE INIT, a device reset): every node but the root gone. */
+/* A new session (a 9P Tversion, FUSE INIT, a device reset): every node but the root gone.
+ * The server releases its handles first (hostfs_release_io, hostfs_put): a node is not
+ * touched after this. */
 void hostfs_reset(struct hostfs *fs);
 
 /* The root node (never freed while the table lives; hostfs_get it for a handle). */
