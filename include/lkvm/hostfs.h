@@ -67,7 +67,7 @@ struct hostfs_node {
 #define HOSTFS_NODE_BYTES sizeof(struct hostfs_node)
 
 struct hostfs_opts {
-	bool readonly;	   /* the table does not enforce it; hostfs_open_flags and the ops do */
+	bool readonly;	   /* reads O_NOATIME (hostfs_open_io); the servers refuse changes */
 	u32 max_nodes;	   /* 0: HOSTFS_NODES_DEFAULT; at most HOSTFS_NODES_MAX */
 	u32 max_cached;	   /* 0: HOSTFS_CACHED_DEFAULT; at least 8 */
 	u32 max_open;	   /* 0: HOSTFS_OPEN_DEFAULT */
