@@ -148,6 +148,35 @@ void kvm_snapshot_argv_free(char **argv, int argc)
 	snap_words_free(argv, argc);
 }
 
+int kvm_snapshot_device(const struct snap_reader *r, const char *name, int index, const void **sec,
+			size_t *len)
+{
+	for (u32 i = 0; i < snap_nr_sections(r); i++) {
+		u32 type, place, at;
+		char got[32] = "";
+
+		snap_section_at(r, i, &type, &place);
+		if (type != SNAP_SEC_DEVICE || snap_section(r, type, place, sec, len) < 0)
+			continue;
+		/* The name record's bytes, no NUL (dev-snap.c's save_one). */
+		for (struct snap_rec_iter it = { *sec, *len };;) {
+			const void *data;
+			u32 rlen;
+			u16 tag;
+
+			if (snap_rec_next(&it, &tag, &data, &rlen) != 1)
+				break;
+			if (tag == DEV_SNAP_TAG_NAME && rlen < sizeof(got))
+				memcpy(got, data, rlen);
+		}
+		if (!strcmp(got, name) &&
+		    snap_rec_get(*sec, *len, DEV_SNAP_TAG_INDEX, &at, sizeof(at)) == 0 &&
+		    at == (u32)index)
+			return 0;
+	}
+	return -ENOENT;
+}
+
 static int load_sections(struct kvm *kvm, const struct snap_reader *r, char *err, size_t errlen)
 {
 	const void *sec;

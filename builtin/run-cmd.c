@@ -64,7 +64,9 @@ int run_cmd_exec(const struct opt *opt, const char *v, void *base, char *err, si
 
 int run_cmd_check(struct kvm_config *cfg, const struct run_cmd_opts *cmd, char *err, size_t errlen)
 {
-	bool on = cmd->dashdash || (!cfg->kernel_path && !cfg->initrd_path && !cfg->nr_disks);
+	/* A restore names no kernel (none is read): only its own -- makes it -- CMD's. */
+	bool on = cmd->dashdash ||
+		  (!cfg->restore_path && !cfg->kernel_path && !cfg->initrd_path && !cfg->nr_disks);
 
 	cfg->host_root.on = on;
 	if (cmd->rw) {
@@ -333,8 +335,10 @@ int run_cmd_prepare(struct kvm_config *cfg, const struct run_cmd_opts *cmd, stru
 	if (!ret && rc->on) {
 		console_modes(&cfg->host_root);
 		cfg->host_root.full_log = cmd->console_log != NULL;
-		ret = find_kernel(rc, cfg, err, errlen);
-		if (!ret)
+		/* A restore boots nothing: its guest's init has its command and files already. */
+		if (!cfg->restore_path)
+			ret = find_kernel(rc, cfg, err, errlen);
+		if (!ret && !cfg->restore_path)
 			ret = make_initrd(rc, cfg, cmd, err, errlen);
 	}
 	if (ret) {

@@ -917,9 +917,20 @@ int virtio_blk_save(struct virtio_blk *b, struct snap_rec_buf *rb, char *err, si
 	s.size = b->size;
 	s.ro = b->ro;
 	s.waiting = b->waiting != NULL;
+	/* No path: the image is the restoring command line's -d (docs/snapshot.md), checked by
+	 * its size and mode. */
 	snap_rec_put(rb, BLK_SNAP_TAG_STATE, &s, sizeof(s));
-	snap_rec_put(rb, BLK_SNAP_TAG_PATH, b->path, strlen(b->path));
 	return virtio_snap_save(&b->vdev, rb, err, errlen);
+}
+
+int virtio_blk_snap_size(const void *sec, size_t len, u64 *size)
+{
+	struct blk_snap s;
+	int ret = snap_rec_get(sec, len, BLK_SNAP_TAG_STATE, &s, sizeof(s));
+
+	if (ret == 0)
+		*size = s.size;
+	return ret;
 }
 
 static int blk_snap_check(struct virtio_blk *b, const void *sec, size_t len, char *err,
