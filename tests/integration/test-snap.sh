@@ -157,7 +157,8 @@ t_again() {
 }
 
 # A disk saved: the restore names no image (one line saying to give -d, with the saved size);
-# the image given restores (the ticks go on); of another size, or gone, refused in one line.
+# the image given restores (the ticks go on), and a second restore beside it on the same image is
+# refused (its lock); of another size, or gone, refused in one line.
 t_disk() {
 	local img=$LOG_DIR/snap-disk.img snap=$LOG_DIR/disk.snap
 	rm -f "$img" && truncate -s 1M "$img" || { fail "cannot make $img"; return; }
@@ -169,6 +170,8 @@ t_disk() {
 	bad_restore snap-disk-none "$snap" "--restore: the snapshot's machine has a disk \(virtio-blk 0, 1 MiB\): give it with -d IMG" || return
 	VM_TIMEOUT=$T start_vm snap-disk2 snap-disk2 --restore "$snap" -d "$img"
 	wait_log "$VM_LOG" "TICK n=$want " 20 || return
+	# A second clone of a VM with a read-write disk would write the same image: refused.
+	bad_restore snap-disk-second "$snap" "virtio-blk: disk .*snap-disk\.img is in use by another process \(locked for writing\)" -d "$img" || return
 	ctl snap-disk-stop stop snap-disk2
 	wait_exit "$VM_PID" 20 || return
 	truncate -s 2M "$img"
