@@ -135,6 +135,27 @@ static int saved_options(int sargc, char **sargv, int argc, char **argv, char **
 	return n;
 }
 
+/* Options that set up a boot, which a restore does not do: said, not silently ignored. */
+static int check_no_boot(int argc, char **argv, int end, char *err, size_t errlen)
+{
+	static const char *const boot[] = { "kernel", "initrd", "params", "append", "modules" };
+	int n;
+
+	for (int i = 1; i < end; i += n) {
+		const struct opt *o = opt_argv_unit(&run_opt_set, argc, argv, i, &n);
+
+		for (size_t b = 0; o && b < ARRAY_SIZE(boot); b++) {
+			if (strcmp(o->name, boot[b]))
+				continue;
+			errfmt(err, errlen,
+			       "--%s: a restore boots nothing, its guest goes on where it was (leave --%s out)",
+			       o->name, o->name);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 /* -- CMD's machine shares the host's /: only this command line's -- (or --exec) gives it. */
 static int check_kind(const struct units *s, const struct units *l, char *err, size_t errlen)
 {
@@ -320,7 +341,9 @@ int run_restore_args(int argc, char **argv, struct restore_args *ra, char *err, 
 	/* The saved words are a run's argv without argv[0]: its options start at 0. */
 	send = scan(ra->nsaved, ra->saved, 0, &s);
 	end = scan(argc, argv, 1, &l);
-	ret = check_kind(&s, &l, err, errlen);
+	ret = check_no_boot(argc, argv, end, err, errlen);
+	if (ret == 0)
+		ret = check_kind(&s, &l, err, errlen);
 	if (ret == 0)
 		ret = check_counts(ra->snap, &s, &l, err, errlen);
 	if (ret < 0)

@@ -197,8 +197,8 @@ bad_restore() {
 	one_error_line "$re"
 }
 
-# Truncated, a flipped byte, another format version, more vCPUs than saved, no such file, not a
-# snapshot: one line each, status 1, no crash.
+# Truncated, a flipped byte, another format version, more vCPUs than saved, -k or -p given, no such
+# file, not a snapshot: one line each, status 1, no crash.
 t_bad() {
 	local f=$LOG_DIR/bad
 	make_bad_base || return
@@ -211,6 +211,9 @@ t_bad() {
 	printf '\x07' | dd of="$f-version.snap" bs=1 seek=8 conv=notrunc status=none
 	bad_restore snap-bad-version "$f-version.snap" '--restore: snapshot .*format version 7.*' || return
 	bad_restore snap-bad-cpus "$BASE" '.*has 1 vCPUs?, this machine 2.*' -c 2 || return
+	# What sets up a boot means nothing to a restore: refused, not ignored.
+	bad_restore snap-bad-kernel "$BASE" '--restore: --kernel: a restore boots nothing, .*' -k "$ELF" || return
+	bad_restore snap-bad-params "$BASE" '--restore: --params: a restore boots nothing, .*' -p quiet || return
 	bad_restore snap-bad-missing "$f-nosuch.snap" '--restore: .*No such file or directory.*' || return
 	head -c 4096 /dev/zero >"$f-zero.snap"
 	bad_restore snap-bad-zero "$f-zero.snap" '--restore: snapshot .*not an lkvm snapshot.*'

@@ -235,6 +235,26 @@ START_TEST(command_words)
 }
 END_TEST
 
+/* What sets up a boot is refused at a restore, not ignored (issue 40, finding 9). */
+START_TEST(boot_options_refused)
+{
+	char *k[] = { "run", "--restore", "F", "-k", "vmlinux" };
+	char *p[] = { "run", "--restore", "F", "-pquiet" };
+	char *mod[] = { "run", "--restore", "F", "--modules=/m", "--" };
+	char *e;
+
+	e = refused(SAVED("-k\0k\0"), 5, k);
+	ck_assert_str_eq(e, "--kernel: a restore boots nothing, its guest goes on where it was "
+			    "(leave --kernel out)");
+	free(e);
+	e = refused(SAVED("-k\0k\0"), 4, p);
+	ck_assert_str_eq(e, "--params: a restore boots nothing, its guest goes on where it was "
+			    "(leave --params out)");
+	free(e);
+	free(refused(SAVED("--\0sh\0"), 5, mod));
+}
+END_TEST
+
 START_TEST(restore_path)
 {
 	char *a[] = { "run", "-m", "64", "--restore", "F" };
@@ -281,6 +301,7 @@ static Suite *restore_suite(void)
 	tcase_add_test(tc, host_never_saved);
 	tcase_add_test(tc, missing_resources);
 	tcase_add_test(tc, shape_conflicts);
+	tcase_add_test(tc, boot_options_refused);
 	tcase_add_test(tc, command_words);
 	tcase_add_test(tc, restore_path);
 	tcase_add_test(tc, bad_records);
