@@ -156,11 +156,18 @@ static int check_no_boot(int argc, char **argv, int end, char *err, size_t errle
 	return 0;
 }
 
-/* -- CMD's machine shares the host's /: only this command line's -- (or --exec) gives it. */
-static int check_kind(const struct units *s, const struct units *l, char *err, size_t errlen)
+/* -- CMD's machine shares the host's /: only this command line's -- (or --exec) gives it. The
+ * file's record says which machine it is; an older lkvm's, its options. */
+static int check_kind(const struct snap_reader *r, const struct units *s, const struct units *l,
+		      char *err, size_t errlen)
 {
 	bool saved_cmd = s->cmd || !s->files;
+	int ret = kvm_snapshot_host_root(r, &saved_cmd);
 
+	if (ret < 0 && ret != -ENOENT) {
+		errfmt(err, errlen, "the snapshot's VM section has a bad record of its kind");
+		return -EINVAL;
+	}
 	if (saved_cmd && !l->cmd)
 		errfmt(err, errlen,
 		       "the snapshot's machine runs a command on the host's files (lkvm run -- CMD): give -- to share this host's / with it again");
@@ -343,7 +350,7 @@ int run_restore_args(int argc, char **argv, struct restore_args *ra, char *err, 
 	end = scan(argc, argv, 1, &l);
 	ret = check_no_boot(argc, argv, end, err, errlen);
 	if (ret == 0)
-		ret = check_kind(&s, &l, err, errlen);
+		ret = check_kind(ra->snap, &s, &l, err, errlen);
 	if (ret == 0)
 		ret = check_counts(ra->snap, &s, &l, err, errlen);
 	if (ret < 0)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# snap-edit.py IN OUT [--sub OLD NEW] WORD...: a copy of snapshot IN whose saved run options have OLD replaced by NEW in each word and WORDs appended, its checksums resealed (as a hostile sender would): the VM section rewritten at the end of the sections, the table and header after it (docs/snapshot.md's format).
+# snap-edit.py IN OUT [--sub OLD NEW] [--rec TAG HEX] WORD...: a copy of snapshot IN whose saved run options have OLD replaced by NEW and WORDs appended, and whose VM record TAG (65: the -- CMD machine's mark) holds HEX's bytes, its checksums resealed (as a hostile sender would): the VM section rewritten at the end of the sections, the table and header after it (docs/snapshot.md's format).
 import struct
 import sys
 
@@ -37,9 +37,13 @@ def records(sec):
 
 
 def main():
-    src, dst, words, sub = sys.argv[1], sys.argv[2], sys.argv[3:], None
-    if words[:1] == ["--sub"]:
-        sub, words = (words[1].encode(), words[2].encode()), words[3:]
+    src, dst, words, sub, rec = sys.argv[1], sys.argv[2], sys.argv[3:], None, {}
+    while words[:1] in (["--sub"], ["--rec"]):
+        if words[0] == "--sub":
+            sub = (words[1].encode(), words[2].encode())
+        else:
+            rec[int(words[1])] = bytes.fromhex(words[2])
+        words = words[3:]
     f = bytearray(open(src, "rb").read())
     table_off, nsec = struct.unpack_from("<QI", f, 40)
     entries = [list(struct.unpack_from("<IIQQII", f, table_off + i * ENTRY_LEN)) for i in range(nsec)]
@@ -50,6 +54,7 @@ def main():
         if tag == REC_ARGV:
             data = data.replace(*sub) if sub else data
             data += b"".join(w.encode() + b"\0" for w in words)
+        data = rec.get(tag, data)
         sec += struct.pack("<HI", tag, len(data)) + data
     # The old VM section stays where it was, unreferenced; the new one goes before the table.
     body = f[:table_off] + b"\0" * (-table_off % 8)

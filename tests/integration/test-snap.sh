@@ -242,7 +242,7 @@ EDIT=$(dirname "$0")/snap-edit.py
 
 # A snapshot is data (issue 40): the ticks guest saved with a NIC on a tap (script=none), its
 # saved options edited as a hostile sender would (script= a script that leaves a marker; a disk,
-# a share, -- CMD added; checksums resealed). Restored without the NIC: one line naming -n, and
+# a share, -- CMD's machine added; checksums resealed). Restored without the NIC: one line naming -n, and
 # the script never runs; restored with this command line's NIC: it runs on, on that NIC, and
 # the script still never runs. Each other resource added: one line naming its option.
 t_hostile() {
@@ -277,7 +277,7 @@ t_hostile_in() {
 	[ ! -e "$marker" ] || { fail "the snapshot's script ran"; return; }
 	"$PY" "$EDIT" "$base" "$evil" -d "$dir/victim.img" && bad_restore snap-hostile-disk "$evil" "--restore: the snapshot's machine has a disk \(virtio-blk 0\): give it with -d IMG" -n "$nic" || return
 	"$PY" "$EDIT" "$base" "$evil" --share "$dir" && bad_restore snap-hostile-share "$evil" "--restore: the snapshot's machine has a 9p share \(virtio-9p 0\): give it with --share DIR" -n "$nic" || return
-	"$PY" "$EDIT" "$base" "$evil" -- sh && bad_restore snap-hostile-cmd "$evil" "--restore: the snapshot's machine runs a command on the host's files .*give -- .*" -n "$nic"
+	"$PY" "$EDIT" "$base" "$evil" --rec 65 01 -- sh && bad_restore snap-hostile-cmd "$evil" "--restore: the snapshot's machine runs a command on the host's files .*give -- .*" -n "$nic"
 }
 
 LINUX_T=${LINUX_TIMEOUT:-600} # a kernel boot on a loaded PVM host (test-linux.sh's bound)

@@ -10,8 +10,11 @@
 #include "lkvm/vm-snap.h"
 
 #define VM_REC_ARGV 64 /* vm-snap.c's */
+#define VM_REC_HOST_ROOT 65
 
 static char path[] = "/tmp/lkvm-test-restore-XXXXXX";
+
+static int host_root_rec = -1; /* the next snapshot_with's VM_REC_HOST_ROOT, -1: none */
 
 /* A snapshot whose VM section holds the saved run's options (words, NUL-separated). */
 static struct snap_reader *snapshot_with(const char *words, size_t len)
@@ -27,6 +30,11 @@ static struct snap_reader *snapshot_with(const char *words, size_t len)
 	close(fd);
 	if (words)
 		snap_rec_put(&b, VM_REC_ARGV, words, len);
+	if (host_root_rec >= 0) {
+		u8 v = (u8)host_root_rec;
+
+		snap_rec_put(&b, VM_REC_HOST_ROOT, &v, 1);
+	}
 	snap_rec_put(&b, 1, "x", 1);
 	ck_assert_int_eq(snap_writer_open(&w, path, &m, err, sizeof(err)), 0);
 	ck_assert_int_eq(snap_add(w, SNAP_SEC_VM, 0, b.buf, b.len), 0);
@@ -255,6 +263,33 @@ START_TEST(boot_options_refused)
 }
 END_TEST
 
+/* The file's mark of a -- CMD machine decides, not its options (a restored VM saved again was
+ * given no -k); an older file without it: its options. */
+START_TEST(machine_kind_record)
+{
+	char *plain[] = { "run", "--restore", "F" };
+	char *cmd[] = { "run", "--restore", "F", "--" };
+	char *m;
+
+	host_root_rec = 0;
+	m = merged(SAVED("-m\0"
+			 "64\0--restore\0G\0"),
+		   3, plain);
+	ck_assert_str_eq(m, "run -m 64 --restore F");
+	free(m);
+	host_root_rec = 1;
+	free(refused(SAVED("-k\0k\0"), 3, plain));
+	m = merged(SAVED("-k\0k\0"), 4, cmd);
+	ck_assert_str_eq(m, "run --restore F --");
+	free(m);
+	host_root_rec = 2;
+	m = refused(SAVED("-k\0k\0"), 3, plain);
+	ck_assert_str_eq(m, "the snapshot's VM section has a bad record of its kind");
+	free(m);
+	host_root_rec = -1;
+}
+END_TEST
+
 START_TEST(restore_path)
 {
 	char *a[] = { "run", "-m", "64", "--restore", "F" };
@@ -302,6 +337,7 @@ static Suite *restore_suite(void)
 	tcase_add_test(tc, missing_resources);
 	tcase_add_test(tc, shape_conflicts);
 	tcase_add_test(tc, boot_options_refused);
+	tcase_add_test(tc, machine_kind_record);
 	tcase_add_test(tc, command_words);
 	tcase_add_test(tc, restore_path);
 	tcase_add_test(tc, bad_records);
