@@ -8,6 +8,7 @@
 
 #include "lkvm/builtin.h"
 #include "lkvm/ctl.h"
+#include "lkvm/sandbox.h"
 #include "lkvm/snap.h"
 
 /* Writing a large guest's memory takes as long as the disk does: the reply may be late. */
@@ -71,6 +72,12 @@ static int request(int sock, const char *name, int file_fd, bool stop, struct ct
 	return ret < 0 ? 1 : 0;
 }
 
+/* Between the write and the rename: where the test build lets a test act (sandbox.h). */
+static void before_rename(void *arg)
+{
+	lkvm_test_pause("snapshot-rename", ((struct snap_place *)arg)->sub);
+}
+
 static int snapshot(const char *dir, const char *name, const char *path, bool stop)
 {
 	struct snap_place place;
@@ -92,7 +99,7 @@ static int snapshot(const char *dir, const char *name, const char *path, bool st
 	if (stop && ctl_peer_pid(sock) > 0)
 		pidfd = (int)syscall(SYS_pidfd_open, ctl_peer_pid(sock), 0);
 	rc = request(sock, name, place.fd, stop, &kv);
-	if (rc == 0 && snap_place_commit(&place, NULL, NULL, err, sizeof(err)) < 0) {
+	if (rc == 0 && snap_place_commit(&place, before_rename, &place, err, sizeof(err)) < 0) {
 		pr_err("%s", err);
 		ctl_kvs_free(&kv);
 		rc = 1;

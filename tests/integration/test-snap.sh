@@ -280,6 +280,47 @@ t_hostile_in() {
 	"$PY" "$EDIT" "$base" "$evil" --rec 65 01 -- sh && bad_restore snap-hostile-cmd "$evil" "--restore: the snapshot's machine runs a command on the host's files .*give -- .*" -n "$nic"
 }
 
+# lkvm snapshot into a directory every user may write, without the sticky bit (issue 40): held by
+# the test build between its write and its rename, another user (uid OTHER_UID, by setpriv) cannot
+# write into the directory lkvm writes in, but renames it away and puts its own in its place, with
+# its own file under the snapshot's name. The snapshot still ends at FILE, exactly as lkvm wrote it:
+# the other user's bytes are not there, and FILE restores (the ticks go on).
+OTHER_UID=64123
+t_place() {
+	need_testhooks && need_guest ticks && need_cmd setpriv test || return
+	local shared fifo snap log=$LOG_DIR/snap-place-snap.log pid sub last
+	shared=$(mktemp -d "${TMPDIR:-/tmp}/lkvm-snap-shared.XXXXXX") && fifo=$shared.go && mkfifo "$fifo" ||
+		{ fail "cannot make a directory and a FIFO in ${TMPDIR:-/tmp}"; return; }
+	at_exit "rm -rf '$shared' '$fifo'"
+	chmod 0777 "$shared" && snap=$shared/vm.snap
+	as_other() { setpriv --reuid=$OTHER_UID --regid=$OTHER_UID --clear-groups -- sh -c "$1" 2>/dev/null; }
+	ticks_vm snap-place snap-place || return
+	local vm_pid=$VM_PID vm_log=$VM_LOG
+	wait_log "$vm_log" 'TICK n=1 ' 20 || return
+	LKVM_TEST_PAUSE_AT=snapshot-rename LKVM_TEST_PAUSE_GO=$fifo timeout -s KILL 60 "$LKVM_TESTHOOKS" \
+		snapshot snap-place "$snap" --stop >"$log" 2>&1 &
+	pid=$!
+	VM_PID=$pid wait_log "$log" '^lkvm-test: paused at snapshot-rename: ' 30 || { : >"$fifo"; return; }
+	sub=$(sed -n 's/^lkvm-test: paused at snapshot-rename: //p' "$log")
+	if as_other "echo theirs >'$shared/$sub/x'"; then
+		: >"$fifo"
+		fail "another user wrote into lkvm's directory $sub"
+		return
+	fi
+	as_other "mv '$shared/$sub' '$shared/moved' && mkdir '$shared/$sub' && echo theirs >'$shared/$sub/snapshot'" ||
+		{ : >"$fifo"; fail "the other user could not swap the directory's name (the test's premise)"; return; }
+	: >"$fifo" # lkvm goes on: the rename
+	wait "$pid"
+	LAST_STATUS=$? LAST_LOG=$log
+	expect_status 0 && expect_output "^snap-place: snapshot $snap \\(" "the snapshot's line" || return
+	! grep -q theirs "$snap" || { fail "FILE holds the other user's bytes"; return; }
+	wait_exit "$vm_pid" 20 || return
+	last=$(last_tick "$vm_log")
+	VM_TIMEOUT=$T start_vm snap-place2 snap-place2 --restore "$snap"
+	wait_log "$VM_LOG" "TICK n=$((last + 3)) " 20 || return
+	ctl snap-place-stop stop snap-place2
+}
+
 LINUX_T=${LINUX_TIMEOUT:-600} # a kernel boot on a loaded PVM host (test-linux.sh's bound)
 ROOTDELAY=3                   # s the kernel sleeps before it looks for its root (and panics)
 LINUX_GAP_S=8                 # the saved kernel lies this long in its file (see t_linux)
@@ -404,5 +445,6 @@ if [ "${SNAP_TESTS:-all}" != userspace ]; then
 	run_test snap-share t_share
 	run_test snap-net t_net
 	run_test snap-hostile t_hostile
+	run_test snap-place t_place
 fi
 finish_tests
