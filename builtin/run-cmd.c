@@ -74,6 +74,11 @@ int run_cmd_check(struct kvm_config *cfg, const struct run_cmd_opts *cmd, char *
 		       "--rw: lkvm keeps the guest's writes to / in its tmpfs overlay; give --share DIR (or --rwdir DIR) for a host directory the command writes to");
 		return -EINVAL;
 	}
+	if (cmd->modules && !on) {
+		errfmt(err, errlen,
+		       "--modules without -- CMD: lkvm puts modules only in the initramfs it makes for -- CMD");
+		return -EINVAL;
+	}
 	if (cmd->root && !on) {
 		errfmt(err, errlen, "--root is for -- CMD (the command runs as root in the guest)");
 		return -EINVAL;
@@ -82,11 +87,6 @@ int run_cmd_check(struct kvm_config *cfg, const struct run_cmd_opts *cmd, char *
 		return 0;
 	if (cfg->initrd_path) {
 		errfmt(err, errlen, "-i and -- CMD: lkvm makes the initramfs of -- CMD itself");
-		return -EINVAL;
-	}
-	if (cmd->modules && !on) {
-		errfmt(err, errlen,
-		       "--modules without -- CMD: lkvm puts modules only in the initramfs it makes for -- CMD");
 		return -EINVAL;
 	}
 	if (cfg->console_virtio) {
