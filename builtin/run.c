@@ -696,6 +696,15 @@ static struct run_state *prepare(struct run_args *a)
 		return NULL;
 	}
 	st->kvm.statm_fd = -1; /* kvm_create sets it again; until then nothing to close */
+	/* --user looked up before anything is built (drop_privileges looks again, after): an
+	 * unknown user is the run's one line, not its end after the VM's name. -- CMD's own
+	 * look-up is run_cmd_prepare's. */
+	if (a->cfg.user && !a->cfg.host_root.on &&
+	    sandbox_user_resolve(a->cfg.user, &(struct sandbox_user){ 0 }, err, sizeof(err)) < 0) {
+		pr_err("%s", err);
+		free(st);
+		return NULL;
+	}
 	if (run_cmd_prepare(&a->cfg, &a->cmd, &st->cmd, err, sizeof(err)) < 0) {
 		pr_err("%s", err);
 		free(st);
