@@ -886,3 +886,26 @@ int sandbox_enter(struct kvm *kvm, enum sandbox_kind kind)
 		test_violation(kvm, kind);
 	return ret;
 }
+
+#ifdef LKVM_TEST_HOOKS
+void lkvm_test_pause(const char *name, const char *detail)
+{
+	const char *at = getenv("LKVM_TEST_PAUSE_AT"), *go = getenv("LKVM_TEST_PAUSE_GO");
+	char buf[64];
+	int fd;
+
+	if (!at || !go || strcmp(at, name))
+		return;
+	fprintf(stderr, "lkvm-test: paused at %s: %s\n", name, detail);
+	/* The open blocks until the test opens the FIFO to write; its close ends the reads. */
+	fd = open(go, O_RDONLY | O_CLOEXEC);
+	while (fd >= 0 && read(fd, buf, sizeof(buf)) > 0)
+		;
+	if (fd >= 0)
+		close(fd);
+}
+#else
+void lkvm_test_pause(const char *name, const char *detail)
+{
+}
+#endif

@@ -13,6 +13,9 @@
 #include "lkvm/x86.h"
 
 #define VM_REC_ARGV 64 /* the run's options, NUL-terminated words (x86/snap.c has 1-63) */
+/* u8: 1 for lkvm run -- CMD's machine (the host's / shared), which a restore's options cannot
+ * tell once a restored VM is saved again (it was given no -k). */
+#define VM_REC_HOST_ROOT 65
 #define MAX_ARGV_BYTES 65536
 
 static void machine_of(struct kvm *kvm, struct snap_machine *m)
@@ -54,7 +57,10 @@ static int write_state(struct kvm *kvm, struct snap_writer *w, char *err, size_t
 	int ret = x86_snap_save_vm(kvm, &b, err, errlen);
 
 	if (!ret) {
+		u8 host_root = kvm->cfg.host_root.on;
+
 		put_argv(kvm, &b);
+		snap_rec_put(&b, VM_REC_HOST_ROOT, &host_root, sizeof(host_root));
 		ret = b.err ? b.err : snap_add(w, SNAP_SEC_VM, 0, b.buf, b.len);
 	}
 	snap_rec_free(&b);
@@ -143,9 +149,54 @@ int kvm_snapshot_argv(const struct snap_reader *r, char ***argv, int *argc, char
 	return ret == -ENOENT ? -EINVAL : ret == -EBADMSG ? -EINVAL : ret;
 }
 
+int kvm_snapshot_host_root(const struct snap_reader *r, bool *on)
+{
+	const void *sec;
+	size_t len;
+	u8 v;
+	int ret = snap_section(r, SNAP_SEC_VM, 0, &sec, &len);
+
+	if (ret == 0)
+		ret = snap_rec_get(sec, len, VM_REC_HOST_ROOT, &v, sizeof(v));
+	if (ret == 0 && v > 1)
+		ret = -EBADMSG;
+	if (ret == 0)
+		*on = v;
+	return ret;
+}
+
 void kvm_snapshot_argv_free(char **argv, int argc)
 {
 	snap_words_free(argv, argc);
+}
+
+int kvm_snapshot_device(const struct snap_reader *r, const char *name, int index, const void **sec,
+			size_t *len)
+{
+	for (u32 i = 0; i < snap_nr_sections(r); i++) {
+		u32 type, place, at;
+		char got[32] = "";
+
+		snap_section_at(r, i, &type, &place);
+		if (type != SNAP_SEC_DEVICE || snap_section(r, type, place, sec, len) < 0)
+			continue;
+		/* The name record's bytes, no NUL (dev-snap.c's save_one). */
+		for (struct snap_rec_iter it = { *sec, *len };;) {
+			const void *data;
+			u32 rlen;
+			u16 tag;
+
+			if (snap_rec_next(&it, &tag, &data, &rlen) != 1)
+				break;
+			if (tag == DEV_SNAP_TAG_NAME && rlen < sizeof(got))
+				memcpy(got, data, rlen);
+		}
+		if (!strcmp(got, name) &&
+		    snap_rec_get(*sec, *len, DEV_SNAP_TAG_INDEX, &at, sizeof(at)) == 0 &&
+		    at == (u32)index)
+			return 0;
+	}
+	return -ENOENT;
 }
 
 static int load_sections(struct kvm *kvm, const struct snap_reader *r, char *err, size_t errlen)

@@ -8,9 +8,14 @@
 
 int cmd_help(int argc, char **argv)
 {
-	if (argc < 2) {
+	/* lkvm help --help: help's own usage is the overall one. */
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
 		lkvm_usage(stdout);
 		return 0;
+	}
+	if (argc > 2) {
+		pr_err("help: unexpected '%s' (lkvm help [COMMAND])", argv[2]);
+		return 1;
 	}
 	const struct lkvm_cmd *c = lkvm_find_cmd(argv[1]);
 

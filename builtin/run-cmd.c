@@ -64,12 +64,19 @@ int run_cmd_exec(const struct opt *opt, const char *v, void *base, char *err, si
 
 int run_cmd_check(struct kvm_config *cfg, const struct run_cmd_opts *cmd, char *err, size_t errlen)
 {
-	bool on = cmd->dashdash || (!cfg->kernel_path && !cfg->initrd_path && !cfg->nr_disks);
+	/* A restore names no kernel (none is read): only its own -- makes it -- CMD's. */
+	bool on = cmd->dashdash ||
+		  (!cfg->restore_path && !cfg->kernel_path && !cfg->initrd_path && !cfg->nr_disks);
 
 	cfg->host_root.on = on;
 	if (cmd->rw) {
 		errfmt(err, errlen,
 		       "--rw: lkvm keeps the guest's writes to / in its tmpfs overlay; give --share DIR (or --rwdir DIR) for a host directory the command writes to");
+		return -EINVAL;
+	}
+	if (cmd->modules && !on) {
+		errfmt(err, errlen,
+		       "--modules without -- CMD: lkvm puts modules only in the initramfs it makes for -- CMD");
 		return -EINVAL;
 	}
 	if (cmd->root && !on) {
@@ -80,11 +87,6 @@ int run_cmd_check(struct kvm_config *cfg, const struct run_cmd_opts *cmd, char *
 		return 0;
 	if (cfg->initrd_path) {
 		errfmt(err, errlen, "-i and -- CMD: lkvm makes the initramfs of -- CMD itself");
-		return -EINVAL;
-	}
-	if (cmd->modules && !on) {
-		errfmt(err, errlen,
-		       "--modules without -- CMD: lkvm puts modules only in the initramfs it makes for -- CMD");
 		return -EINVAL;
 	}
 	if (cfg->console_virtio) {
@@ -333,8 +335,10 @@ int run_cmd_prepare(struct kvm_config *cfg, const struct run_cmd_opts *cmd, stru
 	if (!ret && rc->on) {
 		console_modes(&cfg->host_root);
 		cfg->host_root.full_log = cmd->console_log != NULL;
-		ret = find_kernel(rc, cfg, err, errlen);
-		if (!ret)
+		/* A restore boots nothing: its guest's init has its command and files already. */
+		if (!cfg->restore_path)
+			ret = find_kernel(rc, cfg, err, errlen);
+		if (!ret && !cfg->restore_path)
 			ret = make_initrd(rc, cfg, cmd, err, errlen);
 	}
 	if (ret) {

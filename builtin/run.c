@@ -183,8 +183,9 @@ static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { 
 
 static const struct opt run_opts[] = {
 	{ "kernel", 'k', OPT_STR, CFG(kernel_path), .arg = "FILE",
-	  .help = "kernel to boot (required without -- CMD)" },
-	{ "initrd", 'i', OPT_STR, CFG(initrd_path), .arg = "FILE", .help = "initial ramdisk" },
+	  .help = "kernel to boot (required without -- CMD)", .host = true },
+	{ "initrd", 'i', OPT_STR, CFG(initrd_path), .arg = "FILE", .help = "initial ramdisk",
+	  .host = true },
 	{ "params", 'p', OPT_STR, CFG(cmdline), .arg = "TEXT",
 	  .help = "kernel command line, appended to lkvm's defaults\n(\"" BASE_KERNEL_PARAMS
 		  "\")" },
@@ -212,17 +213,20 @@ static const struct opt run_opts[] = {
 	  .help = "auto (default): complete what the host cannot emulate\n"
 		  "when /sys/module/kvm_pvm exists; pvm: always; none: never" },
 	{ "network", 'n', OPT_FN, .fn = opt_net, .arg = "OPTS", .keys = &net_opt_set,
-	  .help = "a virtio-net NIC (up to " STR(MAX_NETS) "), OPTS as in kvmtool: KEY=VALUE,..." },
+	  .help = "a virtio-net NIC (up to " STR(MAX_NETS) "), OPTS as in kvmtool: KEY=VALUE,...",
+	  .host = true },
 	{ "disk", 'd', OPT_FN, .fn = opt_disk, .arg = "PATH[,OPTION...]", .keys = &blk_opt_set,
 	  .help = "a virtio-blk disk on a raw image (up to " STR(
-		  VIRTIO_BLK_MAX_DISKS) "), OPTION one of:" },
+		  VIRTIO_BLK_MAX_DISKS) "), OPTION one of:",
+	  .host = true },
 	{ "share", 0, OPT_FN, .fn = opt_share, .arg = "HOSTDIR[:GUESTDIR][,OPTION...]",
 	  .keys = &p9_share_opt_set,
 	  .help = "a host directory over virtio-9p (up to " STR(
 		  VIRTIO_9P_MAX_SHARES) "),\n"
 					"read-write unless ro; mount tags lkvm-share0, lkvm-share1, ... in order;\n"
 					"lkvm's init mounts it at GUESTDIR (default: HOSTDIR's absolute path);\n"
-					"OPTION one of:" },
+					"OPTION one of:",
+	  .host = true },
 	{ "no-ioeventfd", 0, OPT_FLAG, CFG(no_ioeventfd),
 	  .help = "every virtio notify traps to the vCPU thread (for comparison)" },
 	{ "virtio-transport", 0, OPT_CHOICE, CFG(virtio_trans), .choices = virtio_trans_choices,
@@ -269,7 +273,8 @@ static const struct opt run_opts[] = {
 	  .bad = "give a directory",
 	  .help = "with -- CMD: the kernel's modules from DIR (a lib/modules/RELEASE\n"
 		  "directory); default: its build tree, else <root>/lib/modules/RELEASE\n"
-		  "beside <root>/boot/KERNEL, else /lib/modules/RELEASE" },
+		  "beside <root>/boot/KERNEL, else /lib/modules/RELEASE",
+	  .host = true },
 	{ "gdb", 0, OPT_STR, CFG(gdb_addr), .arg = "ADDR",
 	  .bad = "give PORT, HOST:PORT or unix:PATH",
 	  .help = "serve gdb's remote protocol on ADDR: PORT (on 127.0.0.1),\n"
@@ -283,8 +288,11 @@ static const struct opt run_opts[] = {
 	{ "restore", 0, OPT_STR, CFG(restore_path), .arg = "FILE", .bad = "give a snapshot file",
 	  .process = true,
 	  .help = "start from a snapshot (lkvm snapshot) instead of booting:\n"
-		  "the machine is the saved one's (its options; those given\n"
-		  "here replace them), the guest goes on where it was" },
+		  "the machine is the saved one's (-m, -c, --console, ...; those\n"
+		  "given here replace them), the guest goes on where it was;\n"
+		  "each disk, NIC and share, and -- for a -- CMD run, is given\n"
+		  "here again (-d IMG, -n OPTS, --share DIR): none is taken\n"
+		  "from the file (docs/snapshot.md)" },
 	{ "debug", 0, OPT_FLAG, CFG(debug), .help = "more log lines, and the start-up profile",
 	  .process = true },
 	{ "root", 0, OPT_FLAG, OPT_AT(struct run_args, cmd.root),
@@ -293,11 +301,12 @@ static const struct opt run_opts[] = {
 	/* virtme-ng's spellings, where they mean what lkvm's options do. */
 	{ "memory", 0, OPT_FN, .fn = opt_mem, .arg = "MIB", .help = "= --mem (vng's spelling)" },
 	{ "append", 0, OPT_STR, CFG(cmdline), .arg = "TEXT", .help = "= --params" },
-	{ "exec", 0, OPT_FN, .fn = run_cmd_exec, .arg = "CMD", .help = "= -- sh -c CMD" },
+	{ "exec", 0, OPT_FN, .fn = run_cmd_exec, .arg = "CMD", .help = "= -- sh -c CMD",
+	  .host = true },
 	{ "rwdir", 0, OPT_FN, .fn = opt_rwdir, .arg = "DIR",
-	  .help = "= --share DIR (read-write, at the same path)" },
+	  .help = "= --share DIR (read-write, at the same path)", .host = true },
 	{ "net", 0, OPT_FN, .fn = opt_net_alias, .arg = "user|OPTS",
-	  .help = "user: = -n mode=user; OPTS: = -n OPTS" },
+	  .help = "user: = -n mode=user; OPTS: = -n OPTS", .host = true },
 	{ "verbose", 'v', OPT_FLAG, CFG(debug),
 	  .help = "= --debug (with -- CMD: the kernel's log on stderr)", .process = true },
 	{ "rw", 0, OPT_FLAG, OPT_AT(struct run_args, cmd.rw),
@@ -392,7 +401,7 @@ int kvm_run_parse(int argc, char **argv, struct run_args *a, FILE *out, char *er
 	ret = opt_parse_argv(&run_opt_set, argc, argv, a, out, err, errlen);
 	if (!ret && run_cmd_check(cfg, &a->cmd, err, errlen) < 0)
 		ret = -EINVAL;
-	if (!ret && !cfg->kernel_path && !cfg->host_root.on) {
+	if (!ret && !cfg->kernel_path && !cfg->host_root.on && !cfg->restore_path) {
 		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
 		ret = -EINVAL;
 	}
@@ -687,6 +696,15 @@ static struct run_state *prepare(struct run_args *a)
 		return NULL;
 	}
 	st->kvm.statm_fd = -1; /* kvm_create sets it again; until then nothing to close */
+	/* --user looked up before anything is built (drop_privileges looks again, after): an
+	 * unknown user is the run's one line, not its end after the VM's name. -- CMD's own
+	 * look-up is run_cmd_prepare's. */
+	if (a->cfg.user && !a->cfg.host_root.on &&
+	    sandbox_user_resolve(a->cfg.user, &(struct sandbox_user){ 0 }, err, sizeof(err)) < 0) {
+		pr_err("%s", err);
+		free(st);
+		return NULL;
+	}
 	if (run_cmd_prepare(&a->cfg, &a->cmd, &st->cmd, err, sizeof(err)) < 0) {
 		pr_err("%s", err);
 		free(st);
@@ -763,8 +781,7 @@ static int open_restore(const char *path, int *argc, char ***argv, struct restor
 	int ret = snap_open(&r->snap, path, 0, err, sizeof(err));
 
 	if (ret == 0)
-		ret = run_restore_args(*argc, *argv, r->snap, &r->argv, &r->argc, &r->saved,
-				       &r->nsaved, err, sizeof(err));
+		ret = run_restore_args(*argc, *argv, r, err, sizeof(err));
 	if (ret < 0) {
 		pr_err("--restore: %s", err[0] ? err : strerror(-ret));
 		return ret;
@@ -778,8 +795,7 @@ static void close_restore(struct restore_args *r)
 {
 	if (r->snap)
 		snap_close(r->snap);
-	kvm_snapshot_argv_free(r->saved, r->nsaved);
-	free(r->argv);
+	run_restore_free(r);
 }
 
 /* Parsed (and with --restore, merged with the snapshot's options first). 0, 1 after help, or

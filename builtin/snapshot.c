@@ -1,7 +1,5 @@
 /* `lkvm snapshot NAME FILE [--stop]`: a running VM's whole state written to FILE through its control socket. */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +8,8 @@
 
 #include "lkvm/builtin.h"
 #include "lkvm/ctl.h"
+#include "lkvm/sandbox.h"
+#include "lkvm/snap.h"
 
 /* Writing a large guest's memory takes as long as the disk does: the reply may be late. */
 #define SNAPSHOT_REPLY_MS 600000
@@ -24,10 +24,12 @@ void snapshot_usage(FILE *out)
 		"parked, devices quiet, clocks frozen), its vCPUs, interrupt controllers, clock,\n"
 		"devices and memory (pages that are all zero left out) are written, and it resumes;\n"
 		"a VM lkvm pause paused stays paused. lkvm run --restore FILE starts it again, as\n"
-		"many times as wanted. FILE is created by this command (as the user running it)\n"
-		"beside its final name and renamed into place once whole: FILE is the old file or\n"
-		"the whole new one. A VM with a device that cannot be saved (a 9p share, the\n"
-		"-- CMD mode's stdin) refuses, naming it, and runs on.\n"
+		"many times as wanted, with its disks, NICs and shares given again (-d, -n,\n"
+		"--share: a snapshot names no host resource). FILE is created by this command (as\n"
+		"the user running it) in a private directory beside its final name and renamed\n"
+		"into place once whole: FILE is the old file or the whole new one, exactly as\n"
+		"written (else an error). A VM with a device that cannot be saved (a vhost-net\n"
+		"NIC) refuses, naming it, and runs on.\n"
 		"\n"
 		"      --stop      stop the VM once it is saved (its run exits with 3), and wait\n"
 		"                  until its process is gone\n"
@@ -35,35 +37,6 @@ void snapshot_usage(FILE *out)
 		"\n"
 		"Exit status: 0 saved, 1 not (no such VM, a device that cannot be saved, FILE's\n"
 		"directory not writable, the disk full).\n");
-}
-
-/* FILE.tmp-XXXXXX beside FILE, for the VM to write into. */
-static int make_temp(const char *path, char *tmp, size_t len)
-{
-	int fd;
-
-	if ((size_t)snprintf(tmp, len, "%s.tmp-XXXXXX", path) >= len)
-		return -ENAMETOOLONG;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
-/* The rename is durable once FILE's data and its directory are on disk. */
-static int put_in_place(int fd, const char *tmp, const char *path)
-{
-	char dir[PATH_MAX];
-	int dfd, ret = 0;
-
-	if (fsync(fd) < 0 || rename(tmp, path) < 0)
-		return -errno;
-	snprintf(dir, sizeof(dir), "%s", path);
-	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		if (fsync(dfd) < 0)
-			ret = -errno;
-		close(dfd);
-	}
-	return ret;
 }
 
 /* Send the request with the file and read the reply into kv. 0, or 1 after the error line. */
@@ -99,33 +72,39 @@ static int request(int sock, const char *name, int file_fd, bool stop, struct ct
 	return ret < 0 ? 1 : 0;
 }
 
+/* Between the write and the rename: where the test build lets a test act (sandbox.h). */
+static void before_rename(void *arg)
+{
+	lkvm_test_pause("snapshot-rename", ((struct snap_place *)arg)->sub);
+}
+
 static int snapshot(const char *dir, const char *name, const char *path, bool stop)
 {
-	char tmp[PATH_MAX], err[512];
+	struct snap_place place;
+	char err[512];
 	struct ctl_kvs kv;
-	int sock, fd, pidfd = -1, rc;
+	int sock, pidfd = -1, rc;
 
 	sock = ctl_cli_connect(dir, name, err, sizeof(err));
 	if (sock < 0) {
 		pr_err("%s", err);
 		return 1;
 	}
-	fd = make_temp(path, tmp, sizeof(tmp));
-	if (fd < 0) {
-		pr_err("snapshot %s: cannot create a file beside it: %s", path, strerror(-fd));
+	/* Made in a private directory beside FILE (snap/place.c says why). */
+	if (snap_place_open(&place, path, err, sizeof(err)) < 0) {
+		pr_err("%s", err);
 		close(sock);
 		return 1;
 	}
 	if (stop && ctl_peer_pid(sock) > 0)
 		pidfd = (int)syscall(SYS_pidfd_open, ctl_peer_pid(sock), 0);
-	rc = request(sock, name, fd, stop, &kv);
-	if (rc == 0 && (rc = put_in_place(fd, tmp, path)) < 0) {
-		pr_err("snapshot %s: %s", path, strerror(-rc));
+	rc = request(sock, name, place.fd, stop, &kv);
+	if (rc == 0 && snap_place_commit(&place, before_rename, &place, err, sizeof(err)) < 0) {
+		pr_err("%s", err);
+		ctl_kvs_free(&kv);
 		rc = 1;
 	}
-	if (rc)
-		unlink(tmp);
-	close(fd);
+	snap_place_close(&place);
 	if (rc == 0) {
 		printf("%s: snapshot %s (%.1f MiB; paused in %.1f ms, written in %.1f ms)%s\n",
 		       name, path, ctl_kv_u64(&kv, "bytes") / 1048576.0,

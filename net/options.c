@@ -223,8 +223,9 @@ static const struct opt net_keys[] = {
 			       "starting one" },
 	[K_IOEVENTFD] = { "ioeventfd", 0, OPT_CHOICE, NET(ioeventfd), .choices = on_off,
 			  .help = "off: every notify traps to the vCPU thread" },
-	[K_QUEUES] = { "queues", 0, OPT_UINT, NET(queue_pairs), .min = 1,
-		       .max = NET_MAX_QUEUE_PAIRS, .bad = "want a number from",
+	[K_QUEUES] = { "queues", 0, OPT_UINT, NET(queue_pairs),
+		       OPT_GIVEN(struct net_opts, queues_set), .min = 1, .max = NET_MAX_QUEUE_PAIRS,
+		       .bad = "want a number from",
 		       .help = "queue pairs, 1 to " STR(NET_MAX_QUEUE_PAIRS) " (default 1)" },
 	[K_TX] = { "tx", 0, OPT_CHOICE, NET(tx_mode), .choices = net_tx_choices,
 		   .help = "TX wake-ups: kick drains on every notify\n"

@@ -697,6 +697,42 @@ buffered:
 		b->fd = open(o->path, flags);
 }
 
+/*
+ * Two VMs never write one image (issue 40), as QEMU locks its images: with an open file
+ * description (OFD) lock, held while the fd is open and dropped by the kernel when the
+ * process dies; one of a second open() conflicts even in the same process (a POSIX lock would
+ * not), and a byte-range lock past the data changes no I/O. A read-write opener holds a write
+ * lock on the byte, a read-only one a read lock: two read-only openers share it, anything
+ * with a writer is refused. The byte is QEMU's "write not shared" byte (RAW_LOCK_SHARED_BASE
+ * 200 + BLK_PERM_WRITE's bit 1): QEMU's writers test it and its read-only openers (qemu-img
+ * info) take a read lock on it, so each also sees lkvm's writer.
+ */
+#define BLK_LOCK_BYTE 201
+
+static int lock_image(struct virtio_blk *b, const char *path, char *err, size_t errlen)
+{
+	struct flock fl = { .l_type = b->ro ? F_RDLCK : F_WRLCK,
+			    .l_whence = SEEK_SET,
+			    .l_start = BLK_LOCK_BYTE,
+			    .l_len = 1 };
+
+	if (fcntl(b->fd, F_OFD_SETLK, &fl) == 0)
+		return 0;
+	if (errno != EAGAIN && errno != EACCES) {
+		errfmt(err, errlen, "-d '%s': cannot lock it: %s", path, strerror(errno));
+		return -errno;
+	}
+	/* Who holds it, for the message: a writer, or (to a writer) a reader. */
+	fl = (struct flock){
+		.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = BLK_LOCK_BYTE, .l_len = 1
+	};
+	if (fcntl(b->fd, F_OFD_GETLK, &fl) < 0)
+		fl.l_type = F_WRLCK;
+	errfmt(err, errlen, "disk %s is in use by another process (%s)", path,
+	       fl.l_type == F_RDLCK ? "open read-only" : "locked for writing");
+	return -EBUSY;
+}
+
 /* blk_init_state: the free request list, the config space and the serial of b (its size known). */
 static void blk_init_state(struct virtio_blk *b, const struct blk_opts *o)
 {
@@ -742,6 +778,9 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 		errfmt(err, errlen, "-d '%s': not a regular file (raw images only)", o->path);
 		goto fail;
 	}
+	ret = lock_image(b, o->path, err, errlen);
+	if (ret < 0)
+		goto fail;
 	b->size = (u64)st.st_size & ~(SECTOR - 1);
 	b->aio_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	b->elem = malloc(sizeof(*b->elem));
@@ -917,9 +956,20 @@ int virtio_blk_save(struct virtio_blk *b, struct snap_rec_buf *rb, char *err, si
 	s.size = b->size;
 	s.ro = b->ro;
 	s.waiting = b->waiting != NULL;
+	/* No path: the image is the restoring command line's -d (docs/snapshot.md), checked by
+	 * its size and mode. */
 	snap_rec_put(rb, BLK_SNAP_TAG_STATE, &s, sizeof(s));
-	snap_rec_put(rb, BLK_SNAP_TAG_PATH, b->path, strlen(b->path));
 	return virtio_snap_save(&b->vdev, rb, err, errlen);
+}
+
+int virtio_blk_snap_size(const void *sec, size_t len, u64 *size)
+{
+	struct blk_snap s;
+	int ret = snap_rec_get(sec, len, BLK_SNAP_TAG_STATE, &s, sizeof(s));
+
+	if (ret == 0)
+		*size = s.size;
+	return ret;
 }
 
 static int blk_snap_check(struct virtio_blk *b, const void *sec, size_t len, char *err,

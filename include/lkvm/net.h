@@ -51,6 +51,7 @@ struct net_opts {
 	enum virtio_trans trans;   /* trans=pci|mmio; default (zero) VIRTIO_TRANS_PCI */
 	bool trans_set;		   /* trans= given (else --virtio-transport decides) */
 	int queue_pairs;	   /* default 1, up to NET_MAX_QUEUE_PAIRS */
+	bool queues_set;	   /* queues= given (a restore keeps the snapshot's) */
 	enum net_tx_mode tx_mode;  /* default NET_TX_KICK */
 	u32 tx_timer_us;	   /* tx=timer: hold time (0 in a zeroed struct: the default) */
 	u32 poll_us;		   /* tx=poll: the longest poll window (0: the default) */

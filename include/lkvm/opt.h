@@ -41,6 +41,10 @@ struct opt {
 	/* lkvm run: the process's, not the machine's (--name, --gdb, --timeout, ...): a snapshot
 	 * does not carry it to the restored VM, which takes its own. */
 	bool process;
+	/* lkvm run: names a host resource (a file read, a tap, a script, a socket, a directory
+	 * shared, a command on the host's files): a restore never takes it from the snapshot, only
+	 * from its own command line (builtin/run-restore.c). */
+	bool host;
 };
 
 /* Where a field is: .off/.size for a target, .given for its "given" bool. */

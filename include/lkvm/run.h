@@ -25,8 +25,8 @@ struct run_args {
 /* --restore's snapshot and the merged argv, owned by lkvm run until it ends. */
 struct restore_args {
 	struct snap_reader *snap;
-	char **argv, **saved;
-	int argc, nsaved;
+	char **argv, **saved, **made; /* made: the -n and -d values with the saved shape */
+	int argc, nsaved, nmade;
 };
 
 /* Parse `lkvm run` arguments (argv[0] is "run"). Returns 0, 1 when help was asked for
@@ -75,13 +75,16 @@ int kvm_run_cmdline(const struct kvm_config *cfg, bool pvm_quirks, char *buf,
  * kvm_devs_init then builds them and kvm_destroy removes them. 0 or -errno. */
 int kvm_run_add_devices(struct kvm *kvm, char *err, size_t errlen) __must_check;
 
-/* lkvm run --restore (builtin/run-restore.c): argv merged with the snapshot's saved options
- * into *out (its words point into argv and into *saved, which the caller frees with
- * kvm_snapshot_argv_free after the run; *out with free). 0 or -errno with err. */
 /* --restore's FILE in a run's argv (options only), or NULL. */
 const char *run_restore_path(int argc, char **argv);
-int run_restore_args(int argc, char **argv, struct snap_reader *r, char ***out, int *outc,
-		     char ***saved, int *nsaved, char *err, size_t errlen) __must_check;
+/* lkvm run --restore (builtin/run-restore.c): argv merged with the machine's options of the
+ * snapshot ra->snap into ra->argv/argc (words pointing into argv and into ra's; the host's
+ * resources from argv only, with the saved NICs' and disks' shape added). 0, or -errno with a
+ * one-line reason (a resource the snapshot's machine has and argv does not give names the
+ * option). run_restore_free frees what it made, also after a failure. */
+int run_restore_args(int argc, char **argv, struct restore_args *ra, char *err,
+		     size_t errlen) __must_check;
+void run_restore_free(struct restore_args *ra);
 
 /* Run a VM to its end; returns the process exit status (EXIT_*). */
 int kvm_cmd_run(int argc, char **argv);

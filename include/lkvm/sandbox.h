@@ -84,4 +84,10 @@ int sandbox_allow_net_fd(int fd) __must_check;
  * common one and those of the kinds it creates). For reports and tests. */
 void sandbox_list_size(enum sandbox_kind kind, int *syscalls, int *ioctls);
 
+/* Test builds only (make build/testhooks/lkvm; a no-op in the release lkvm): with
+ * LKVM_TEST_PAUSE_AT=NAME and LKVM_TEST_PAUSE_GO=FIFO, point NAME prints "lkvm-test: paused at
+ * NAME: DETAIL" to stderr and waits until the test opens FIFO for writing and closes it, so a
+ * test can act in a window a real race would hit by chance (lkvm snapshot's rename). */
+void lkvm_test_pause(const char *name, const char *detail);
+
 #endif

@@ -2,6 +2,8 @@
 #ifndef LKVM_SNAP_H
 #define LKVM_SNAP_H
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/uio.h>
 
@@ -62,6 +64,25 @@ int snap_add_memory(struct snap_writer *w, const void *ram, u64 size);
 int snap_writer_finish(struct snap_writer *w, char *err, size_t errlen) __must_check;
 /* Drops the file being written (PATH untouched); frees w. */
 void snap_writer_abort(struct snap_writer *w);
+
+/*
+ * A new file put at PATH exactly as written, or not at all (snap/place.c; lkvm snapshot's
+ * FILE), also in a directory other users can write: open makes it in a private directory
+ * beside PATH (".BASE.lkvm-XXXXXXXX", 0700) and returns its fd; commit fsyncs it, renames it
+ * onto PATH through the directories' descriptors, and checks that PATH is the file written
+ * (-ESTALE, "not saved", when it is not), then fsyncs the directory; close removes the file
+ * (unless placed) and the private directory. before_rename (NULL but in tests) runs between
+ * the fsync and the rename. 0 or -errno, each with a one-line reason in err.
+ */
+struct snap_place {
+	int dirfd, subfd, fd;
+	bool placed;
+	char sub[256], base[256], path[PATH_MAX];
+};
+int snap_place_open(struct snap_place *p, const char *path, char *err, size_t errlen) __must_check;
+int snap_place_commit(struct snap_place *p, void (*before_rename)(void *arg), void *arg, char *err,
+		      size_t errlen) __must_check;
+void snap_place_close(struct snap_place *p);
 
 /*
  * Reader. Open validates the whole container before it returns: magic, version, sizes,

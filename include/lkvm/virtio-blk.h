@@ -54,12 +54,15 @@ void virtio_blk_destroy(struct virtio_blk *b);
  * bounce buffers for O_DIRECT (group bounce: bytes held now, the peak, the limit, beyond
  * which a request waits for completions, and how many requests had to wait). */
 void virtio_blk_stats(struct virtio_blk *b, struct stats_visitor *v);
-/* Snapshot (the VM paused): the image's size and path and the queue's state as records, and
- * back on a disk just created with the same options: 0, or -EINVAL with a reason ("PATH is
- * not the snapshot's (size X, was Y)" when the image differs; a failed load leaves it reset).
- * The path is record BLK_SNAP_TAG_PATH of the device's section (its bytes, no NUL). */
+/* Snapshot (the VM paused): the image's size and mode and the queue's state as records, and
+ * back on a disk just created from the restoring command line's -d: 0, or -EINVAL with a
+ * reason ("PATH is not the snapshot's (size X, was Y)" when the image differs; a failed load
+ * leaves it reset). No path is saved (an older lkvm's record BLK_SNAP_TAG_PATH is ignored):
+ * a snapshot names no host file. */
 #define BLK_SNAP_TAG_STATE VIRTIO_SNAP_TAG_DEV
 #define BLK_SNAP_TAG_PATH (VIRTIO_SNAP_TAG_DEV + 1)
+/* The saved image's size in bytes from a disk's section. 0, or -ENOENT/-EBADMSG. */
+int virtio_blk_snap_size(const void *sec, size_t len, u64 *size) __must_check;
 int virtio_blk_save(struct virtio_blk *b, struct snap_rec_buf *rb, char *err,
 		    size_t errlen) __must_check;
 int virtio_blk_load(struct virtio_blk *b, const void *sec, size_t len, char *err,

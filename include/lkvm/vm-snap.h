@@ -32,6 +32,13 @@ int kvm_snapshot(struct kvm *kvm, int fd, bool stop, struct kvm_snap_result *res
 int kvm_snapshot_argv(const struct snap_reader *r, char ***argv, int *argc, char *err,
 		      size_t errlen) __must_check;
 void kvm_snapshot_argv_free(char **argv, int argc);
+/* Whether the saved machine was lkvm run -- CMD's (the host's / shared): 0, -ENOENT (a
+ * snapshot of an older lkvm: its options tell), or -EBADMSG. */
+int kvm_snapshot_host_root(const struct snap_reader *r, bool *on);
+/* The section of device NAME number index (its records), for what a restore tells before the
+ * machine is built (a disk's size). 0 or -ENOENT. */
+int kvm_snapshot_device(const struct snap_reader *r, const char *name, int index, const void **sec,
+			size_t *len);
 
 /*
  * On a VM built from those options, its vCPUs created and not run: the machine checked

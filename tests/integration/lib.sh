@@ -627,7 +627,9 @@ start_vm() {
 	local name=$1 log=$2
 	shift 2
 	local args=("$@")
-	[[ " ${args[*]} " == *" -k "* ]] || args=(-k "$GUEST_DIR/spin.elf" "${args[@]}")
+	# A restore boots nothing (and refuses -k).
+	[[ " ${args[*]} " == *" -k "* || " ${args[*]} " == *" --restore "* ]] ||
+		args=(-k "$GUEST_DIR/spin.elf" "${args[@]}")
 	[ "$name" = - ] || args+=(--name "$name")
 	VM_LOG=$LOG_DIR/$log.log
 	# Emptied here, not by the background job's redirection: wait_log must never see an

@@ -2,7 +2,8 @@
 # virtio-blk, virtio-mmio, the device tree, virtio-console and virtio-rng: a freestanding guest reads
 # known sectors and writes some (checked in the image afterwards) over PCI and MMIO, libaio and
 # pread/pwrite; read-only disks; --dump-dtb parsed by dtc; Linux finds the mmio disk, its partition
-# table and mounts its ext4 root; where guest user space runs, it boots from an ext4 image built here.
+# table and mounts its ext4 root; where guest user space runs, it boots from an ext4 image built here;
+# an image in use by a writer is refused to a second opener.
 # BLK_TESTS=userspace runs only the user-space tests (make check runs them in the emulated host).
 set -u
 SUMMARY_PREFIX=blk
@@ -64,6 +65,38 @@ t_bad_disk() {
 	expect_output "error: virtio-blk: -d '.*does-not-exist.img': No such file" "a clear error" || return
 	run_lkvm blk-bad-opt 1 -- run -k "$ELF" -d "$WORK/x.img,rw" --timeout 10 || return
 	expect_output "error: -d .*unknown option 'rw'" "the bad option named"
+}
+
+# Two VMs never write one image (OFD locks, as QEMU's): beside a running writer, a second writer
+# and a reader are refused in one line naming the image; two readers run side by side, and a
+# writer beside them is refused; once they are gone a writer runs.
+t_lock() {
+	local img=$WORK/lock.img rc re="virtio-blk: disk $WORK/lock\.img is in use by another process"
+	local spin=$GUEST_DIR/spin.elf
+	rm -f "$img" && truncate -s 1M "$img" || { fail "cannot make $img"; return; }
+	start_vm blk-lock-w blk-lock-w -d "$img"
+	wait_vm blk-lock-w || return
+	run_lkvm blk-lock-w2 1 -- run -k "$spin" -d "$img" --timeout 10 &&
+		one_error_line "$re \(locked for writing\)" &&
+		run_lkvm blk-lock-r 1 -- run -k "$spin" -d "$img,ro" --timeout 10 &&
+		one_error_line "$re \(locked for writing\)"
+	rc=$?
+	ctl blk-lock-stop-w stop blk-lock-w
+	wait_exit "$VM_PID" 20 && [ "$rc" = 0 ] || return
+	start_vm blk-lock-r1 blk-lock-r1 -d "$img,ro"
+	local r1=$VM_PID
+	wait_vm blk-lock-r1 && start_vm blk-lock-r2 blk-lock-r2 -d "$img,ro" && wait_vm blk-lock-r2 &&
+		run_lkvm blk-lock-w3 1 -- run -k "$spin" -d "$img" --timeout 10 &&
+		one_error_line "$re \(open read-only\)"
+	rc=$?
+	ctl blk-lock-stop-r1 stop blk-lock-r1
+	ctl blk-lock-stop-r2 stop blk-lock-r2
+	wait_exit "$VM_PID" 20 && VM_PID=$r1 wait_exit "$r1" 20 && [ "$rc" = 0 ] || return
+	start_vm blk-lock-w4 blk-lock-w4 -d "$img"
+	wait_vm blk-lock-w4
+	rc=$?
+	ctl blk-lock-stop-w4 stop blk-lock-w4
+	return $rc
 }
 
 t_dtb() {
@@ -172,6 +205,7 @@ else
 	run_test blk-ro-mmio t_read_only mmio
 	run_test blk-ro-pci t_read_only pci
 	run_test blk-bad-disk t_bad_disk
+	run_test blk-lock t_lock
 	run_test blk-dtb t_dtb
 	run_test blk-linux-mmio t_linux mmio
 	run_test blk-linux-pci t_linux pci

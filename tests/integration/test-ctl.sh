@@ -53,7 +53,18 @@ t_help() {
 		expect_output "^usage: lkvm $c" "lkvm help $c" || return
 	done
 	ctl ctl-help-bad pause
-	expect_status 1 && expect_output "give one VM name"
+	expect_status 1 && expect_output "give one VM name" || return
+	# help's and version's own --help, a word version does not take, snapshot's refusals
+	# (issue 40, finding 9).
+	ctl ctl-help-help help --help
+	expect_status 0 && expect_output "^usage: lkvm COMMAND" "lkvm help --help" || return
+	ctl ctl-version-help version --help
+	expect_status 0 && expect_output "^usage: lkvm version" "lkvm version --help" || return
+	ctl ctl-version-bogus version --bogus
+	expect_status 1 && one_error_line "version: unexpected '--bogus' \(lkvm version takes no arguments\)" || return
+	ctl ctl-snapshot-help snapshot --help
+	expect_status 0 && expect_output "cannot be saved \(a vhost-net$" "snapshot --help's refusals" &&
+		expect_no_output "9p" "snapshot --help saying a 9p share cannot be saved (it can)"
 }
 
 t_missing() {

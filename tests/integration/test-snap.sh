@@ -156,7 +156,9 @@ t_again() {
 		fail "the second restore: $(tail -n 1 "$LOG_DIR/snap-again-check.log")"
 }
 
-# A disk saved by path: gone at the restore, or of another size, refused in one line.
+# A disk saved: the restore names no image (one line saying to give -d, with the saved size);
+# the image given restores (the ticks go on), and a second restore beside it on the same image is
+# refused (its lock); of another size, or gone, refused in one line.
 t_disk() {
 	local img=$LOG_DIR/snap-disk.img snap=$LOG_DIR/disk.snap
 	rm -f "$img" && truncate -s 1M "$img" || { fail "cannot make $img"; return; }
@@ -164,10 +166,18 @@ t_disk() {
 	wait_log "$VM_LOG" 'TICK n=1 ' 20 || return
 	snap_of snap-disk "$snap" snap-disk-snap --stop || return
 	wait_exit "$VM_PID" 20 || return
+	local want=$(($(last_tick "$VM_LOG") + 3))
+	bad_restore snap-disk-none "$snap" "--restore: the snapshot's machine has a disk \(virtio-blk 0, 1 MiB\): give it with -d IMG" || return
+	VM_TIMEOUT=$T start_vm snap-disk2 snap-disk2 --restore "$snap" -d "$img"
+	wait_log "$VM_LOG" "TICK n=$want " 20 || return
+	# A second clone of a VM with a read-write disk would write the same image: refused.
+	bad_restore snap-disk-second "$snap" "virtio-blk: disk .*snap-disk\.img is in use by another process \(locked for writing\)" -d "$img" || return
+	ctl snap-disk-stop stop snap-disk2
+	wait_exit "$VM_PID" 20 || return
 	truncate -s 2M "$img"
-	bad_restore snap-disk-resized "$snap" ".*is not the snapshot's.*" || return
+	bad_restore snap-disk-resized "$snap" ".*snap-disk\.img is not the snapshot's \(size 2097152, was 1048576\)" -d "$img" || return
 	rm -f "$img"
-	bad_restore snap-disk-gone "$snap" ".*snap-disk\.img.*No such file or directory.*"
+	bad_restore snap-disk-gone "$snap" ".*snap-disk\.img.*No such file or directory.*" -d "$img"
 }
 
 # One saved VM for the bad-file cases.
@@ -187,8 +197,8 @@ bad_restore() {
 	one_error_line "$re"
 }
 
-# Truncated, a flipped byte, another format version, more vCPUs than saved, no such file, not a
-# snapshot: one line each, status 1, no crash.
+# Truncated, a flipped byte, another format version, more vCPUs than saved, -k or -p given, no such
+# file, not a snapshot: one line each, status 1, no crash.
 t_bad() {
 	local f=$LOG_DIR/bad
 	make_bad_base || return
@@ -201,13 +211,16 @@ t_bad() {
 	printf '\x07' | dd of="$f-version.snap" bs=1 seek=8 conv=notrunc status=none
 	bad_restore snap-bad-version "$f-version.snap" '--restore: snapshot .*format version 7.*' || return
 	bad_restore snap-bad-cpus "$BASE" '.*has 1 vCPUs?, this machine 2.*' -c 2 || return
+	# What sets up a boot means nothing to a restore: refused, not ignored.
+	bad_restore snap-bad-kernel "$BASE" '--restore: --kernel: a restore boots nothing, .*' -k "$ELF" || return
+	bad_restore snap-bad-params "$BASE" '--restore: --params: a restore boots nothing, .*' -p quiet || return
 	bad_restore snap-bad-missing "$f-nosuch.snap" '--restore: .*No such file or directory.*' || return
 	head -c 4096 /dev/zero >"$f-zero.snap"
 	bad_restore snap-bad-zero "$f-zero.snap" '--restore: snapshot .*not an lkvm snapshot.*'
 }
 
 # A VM with a 9p share (no fid: the ticks guest mounts nothing) is saved and stopped, and
-# restored with the share from the snapshot's options: the ticks go on. With the share's
+# restored with the share given again: the ticks go on. Without --share, or with the share's
 # directory gone, the restore is refused in one line.
 t_share() {
 	local snap=$LOG_DIR/share.snap dir=$LOG_DIR/snap-share-dir last
@@ -217,11 +230,95 @@ t_share() {
 	snap_of snap-share "$snap" snap-share-snap --stop || return
 	wait_exit "$VM_PID" 20 || return
 	last=$(grep -o 'TICK n=[0-9]*' "$LOG_DIR/snap-share.log" | tail -n 1 | cut -d= -f2)
-	VM_TIMEOUT=$T start_vm snap-share2 snap-share2 --restore "$snap"
+	bad_restore snap-share-none "$snap" "--restore: the snapshot's machine has a 9p share \(virtio-9p 0\): give it with --share DIR" || return
+	VM_TIMEOUT=$T start_vm snap-share2 snap-share2 --restore "$snap" --share "$dir"
 	wait_log "$VM_LOG" "TICK n=$((last + 3)) " 20 || return
 	ctl snap-share-stop stop snap-share2
 	rmdir "$dir"
-	bad_restore snap-share-gone "$snap" ".*$dir.*No such file or directory.*"
+	bad_restore snap-share-gone "$snap" ".*$dir.*No such file or directory.*" --share "$dir"
+}
+
+EDIT=$(dirname "$0")/snap-edit.py
+
+# A snapshot is data (issue 40): the ticks guest saved with a NIC on a tap (script=none), its
+# saved options edited as a hostile sender would (script= a script that leaves a marker; a disk,
+# a share, -- CMD's machine added; checksums resealed). Restored without the NIC: one line naming -n, and
+# the script never runs; restored with this command line's NIC: it runs on, on that NIC, and
+# the script still never runs. Each other resource added: one line naming its option.
+t_hostile() {
+	skip_unless_net || return
+	need_guest ticks || return
+	in_netns t_hostile_in
+}
+
+t_hostile_in() {
+	local base=$LOG_DIR/hostile-base.snap evil=$LOG_DIR/hostile.snap dir marker last
+	local nic="mode=tap,tapif=lkvmhost0,script=none"
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/lkvm-hostile.XXXXXX") || { fail "mktemp"; return; }
+	at_exit "rm -rf '$dir'"
+	marker=$dir/script-ran
+	printf '#!/bin/sh\ntouch %s\n' "$marker" >"$dir/evil.sh" && chmod 755 "$dir/evil.sh"
+	truncate -s 1M "$dir/victim.img"
+	ticks_vm snap-hostile snap-hostile -n "$nic" || return
+	wait_log "$VM_LOG" 'TICK n=1 ' 20 || return
+	snap_of snap-hostile "$base" snap-hostile-snap --stop || return
+	wait_exit "$VM_PID" 20 || return
+	last=$(last_tick "$VM_LOG")
+	"$PY" "$EDIT" "$base" "$evil" --sub script=none "script=$dir/evil.sh" ||
+		{ fail "snap-edit.py could not edit $base"; return; }
+	grep -q "script=$dir/evil.sh" "$evil" || { fail "the edited snapshot lacks the script"; return; }
+	bad_restore snap-hostile-nic "$evil" "--restore: the snapshot's machine has a NIC \(virtio-net 0\): give it with -n OPTS .*"
+	[ ! -e "$marker" ] || { fail "the snapshot's script ran at a refused restore"; return; }
+	VM_TIMEOUT=$T start_vm snap-hostile2 snap-hostile2 --restore "$evil" -n "mode=tap,tapif=lkvmmine0,script=none"
+	wait_log "$VM_LOG" "TICK n=$((last + 3)) " 20 || return
+	ip netns exec "$NETNS" ip link show lkvmmine0 >/dev/null 2>&1 || { fail "the command line's tap lkvmmine0 is not there"; return; }
+	ctl snap-hostile-stop stop snap-hostile2
+	wait_exit "$VM_PID" 20 || return
+	[ ! -e "$marker" ] || { fail "the snapshot's script ran"; return; }
+	"$PY" "$EDIT" "$base" "$evil" -d "$dir/victim.img" && bad_restore snap-hostile-disk "$evil" "--restore: the snapshot's machine has a disk \(virtio-blk 0\): give it with -d IMG" -n "$nic" || return
+	"$PY" "$EDIT" "$base" "$evil" --share "$dir" && bad_restore snap-hostile-share "$evil" "--restore: the snapshot's machine has a 9p share \(virtio-9p 0\): give it with --share DIR" -n "$nic" || return
+	"$PY" "$EDIT" "$base" "$evil" --rec 65 01 -- sh && bad_restore snap-hostile-cmd "$evil" "--restore: the snapshot's machine runs a command on the host's files .*give -- .*" -n "$nic"
+}
+
+# lkvm snapshot into a directory every user may write, without the sticky bit (issue 40): held by
+# the test build between its write and its rename, another user (uid OTHER_UID, by setpriv) cannot
+# write into the directory lkvm writes in, but renames it away and puts its own in its place, with
+# its own file under the snapshot's name. The snapshot still ends at FILE, exactly as lkvm wrote it:
+# the other user's bytes are not there, and FILE restores (the ticks go on).
+OTHER_UID=64123
+t_place() {
+	need_testhooks && need_guest ticks && need_cmd setpriv test || return
+	local shared fifo snap log=$LOG_DIR/snap-place-snap.log pid sub last
+	shared=$(mktemp -d "${TMPDIR:-/tmp}/lkvm-snap-shared.XXXXXX") && fifo=$shared.go && mkfifo "$fifo" ||
+		{ fail "cannot make a directory and a FIFO in ${TMPDIR:-/tmp}"; return; }
+	at_exit "rm -rf '$shared' '$fifo'"
+	chmod 0777 "$shared" && snap=$shared/vm.snap
+	as_other() { setpriv --reuid=$OTHER_UID --regid=$OTHER_UID --clear-groups -- sh -c "$1" 2>/dev/null; }
+	ticks_vm snap-place snap-place || return
+	local vm_pid=$VM_PID vm_log=$VM_LOG
+	wait_log "$vm_log" 'TICK n=1 ' 20 || return
+	LKVM_TEST_PAUSE_AT=snapshot-rename LKVM_TEST_PAUSE_GO=$fifo timeout -s KILL 60 "$LKVM_TESTHOOKS" \
+		snapshot snap-place "$snap" --stop >"$log" 2>&1 &
+	pid=$!
+	VM_PID=$pid wait_log "$log" '^lkvm-test: paused at snapshot-rename: ' 30 || { : >"$fifo"; return; }
+	sub=$(sed -n 's/^lkvm-test: paused at snapshot-rename: //p' "$log")
+	if as_other "echo theirs >'$shared/$sub/x'"; then
+		: >"$fifo"
+		fail "another user wrote into lkvm's directory $sub"
+		return
+	fi
+	as_other "mv '$shared/$sub' '$shared/moved' && mkdir '$shared/$sub' && echo theirs >'$shared/$sub/snapshot'" ||
+		{ : >"$fifo"; fail "the other user could not swap the directory's name (the test's premise)"; return; }
+	: >"$fifo" # lkvm goes on: the rename
+	wait "$pid"
+	LAST_STATUS=$? LAST_LOG=$log
+	expect_status 0 && expect_output "^snap-place: snapshot $snap \\(" "the snapshot's line" || return
+	! grep -q theirs "$snap" || { fail "FILE holds the other user's bytes"; return; }
+	wait_exit "$vm_pid" 20 || return
+	last=$(last_tick "$vm_log")
+	VM_TIMEOUT=$T start_vm snap-place2 snap-place2 --restore "$snap"
+	wait_log "$VM_LOG" "TICK n=$((last + 3)) " 20 || return
+	ctl snap-place-stop stop snap-place2
 }
 
 LINUX_T=${LINUX_TIMEOUT:-600} # a kernel boot on a loaded PVM host (test-linux.sh's bound)
@@ -305,7 +402,8 @@ t_net_in() {
 }
 
 # run -- sh, its stdin a FIFO: saved at the shell's prompt (after a first command's output),
-# stopped, restored with a new stdin: a command typed there prints and its status is lkvm's.
+# stopped, restored with a new stdin (and -- again: the host's / is the restoring command line's):
+# a command typed there prints and its status is lkvm's.
 # Guest user space: the emulated host (a skip on a PVM host). FIFOs in /tmp: the emulated
 # host's checkout is a 9p share, which holds none.
 t_shell() {
@@ -323,7 +421,7 @@ t_shell() {
 	snap_of snap-shell "$snap" snap-shell-snapshot --stop || { exec 7>&-; return; }
 	exec 7>&-
 	wait "$pid"
-	timeout -s KILL $T "$LKVM" run --restore "$snap" --name snap-shell-r <"$in2" >"$out2" 2>"$LOG_DIR/snap-shell-restored.err" &
+	timeout -s KILL $T "$LKVM" run --restore "$snap" --name snap-shell-r -- <"$in2" >"$out2" 2>"$LOG_DIR/snap-shell-restored.err" &
 	pid=$!
 	echo 'echo after-$((6 * 7)); exit 5' >"$in2"
 	wait "$pid"
@@ -346,5 +444,7 @@ if [ "${SNAP_TESTS:-all}" != userspace ]; then
 	run_test snap-disk t_disk
 	run_test snap-share t_share
 	run_test snap-net t_net
+	run_test snap-hostile t_hostile
+	run_test snap-place t_place
 fi
 finish_tests

@@ -315,6 +315,11 @@ START_TEST(run_options_vng)
 	ck_assert_int_eq(parse(&a, err, 3, "run", "--rwdir", "/tmp,ro"), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "--rwdir '/tmp,ro': give a directory without"));
 	ck_assert_int_eq(parse(&a, err, 3, "run", "--rwdir", "/tmp:/mnt"), -EINVAL);
+	/* --modules is -- CMD's: without it, one line, not ignored (issue 40, finding 9). */
+	ck_assert_int_eq(parse(&a, err, 5, "run", "-k", "bz", "--modules", "/tmp"), -EINVAL);
+	ck_assert_str_eq(
+		err,
+		"--modules without -- CMD: lkvm puts modules only in the initramfs it makes for -- CMD");
 	/* --rw: one line naming --share. */
 	ck_assert_int_eq(parse(&a, err, 3, "run", "--rw", "--"), -EINVAL);
 	ck_assert_str_eq(

@@ -412,6 +412,53 @@ START_TEST(test_options)
 }
 END_TEST
 
+/* open(-d path[,ro]) as a device does: 0 or -errno with err. */
+static int open_disk(const char *spec, struct virtio_blk **b, char *err, size_t errlen)
+{
+	static struct kvm kvm;
+	struct blk_opts o;
+
+	ck_assert_int_eq(blk_parse_opts(spec, &o, err, errlen), 0);
+	return virtio_blk_create_bare(&kvm, &o, b, err, errlen);
+}
+
+/*
+ * Two VMs never write one image: a second writer, a reader beside a writer and a writer beside
+ * a reader are refused in one line naming the image; two readers share it; a closed image is
+ * free again. OFD locks conflict between two opens in one process, which is what lets one
+ * process test it (POSIX locks would not).
+ */
+START_TEST(test_image_lock)
+{
+	char path[] = "/tmp/lkvm-blk-lock-XXXXXX", ro[64], err[512];
+	struct virtio_blk *a, *b;
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 65536), 0);
+	close(fd);
+	snprintf(ro, sizeof(ro), "%s,ro", path);
+	ck_assert_int_eq(open_disk(path, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(open_disk(path, &b, err, sizeof(err)), -EBUSY);
+	ck_assert_str_eq(err + strlen(err) -
+				 strlen("is in use by another process (locked for writing)"),
+			 "is in use by another process (locked for writing)");
+	ck_assert_ptr_nonnull(strstr(err, path));
+	ck_assert_int_eq(open_disk(ro, &b, err, sizeof(err)), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(err, "(locked for writing)"));
+	virtio_blk_destroy(a);
+	ck_assert_int_eq(open_disk(ro, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(open_disk(ro, &b, err, sizeof(err)), 0);
+	virtio_blk_destroy(b);
+	ck_assert_int_eq(open_disk(path, &b, err, sizeof(err)), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(err, "(open read-only)"));
+	virtio_blk_destroy(a);
+	ck_assert_int_eq(open_disk(path, &a, err, sizeof(err)), 0);
+	virtio_blk_destroy(a);
+	unlink(path);
+}
+END_TEST
+
 static void blk_visit(void *dev, struct stats_visitor *v)
 {
 	virtio_blk_stats(dev, v);
@@ -610,6 +657,7 @@ static Suite *blk_suite(void)
 	tcase_add_test(tc, test_malformed_header);
 	tcase_add_test(tc, test_malformed_no_status);
 	tcase_add_test(tc, test_options);
+	tcase_add_test(tc, test_image_lock);
 	tcase_add_loop_test(tc, test_stop_endless_ring, 0, 2);
 	tcase_add_loop_test(tc, test_quiesce_holds_requests, 0, 2);
 	if (device_uses_direct_io()) {
