@@ -272,11 +272,14 @@ static const struct opt run_opts[] = {
 		  "beside <root>/boot/KERNEL, else /lib/modules/RELEASE" },
 	{ "gdb", 0, OPT_STR, CFG(gdb_addr), .arg = "ADDR",
 	  .bad = "give PORT, HOST:PORT or unix:PATH",
-	  .help = "serve gdb's remote protocol on ADDR: PORT (on 127.0.0.1),\n"
-		  "HOST:PORT or unix:PATH; gdb: target remote ADDR",
+	  .help = "serve gdb's remote protocol on ADDR; gdb: target remote ADDR.\n"
+		  "unix:PATH (recommended): a socket only you may open (0600);\n"
+		  "PORT: 127.0.0.1:PORT, where every local user can connect and\n"
+		  "read and write the guest; HOST:PORT: anyone who reaches it can",
 	  .process = true },
 	{ "gdb-default", 's', OPT_FLAG, CFG(gdb_default),
-	  .help = "--gdb 1234 (127.0.0.1:1234), as QEMU's -s", .process = true },
+	  .help = "--gdb 1234 (127.0.0.1:1234: open to every local user),\nas QEMU's -s",
+	  .process = true },
 	{ "gdb-wait", 0, OPT_FLAG, CFG(gdb_wait),
 	  .help = "with --gdb: no guest instruction runs until gdb continues\n(QEMU's -S)",
 	  .process = true },
