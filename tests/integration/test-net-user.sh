@@ -49,16 +49,6 @@ at_exit cleanup
 # Kernel mode only after boot: no initramfs, it waits for a disk that never comes.
 BOOTED="Waiting for root device"
 
-# The emulated host (scripts/kvm-host.sh) has no network at all: there, and only there (a
-# throwaway machine), a veth pair with an address and a default route gives passt a plan to copy.
-if [ "$(host_kind)" = emulated-svm ] && [ -z "$(ip -4 route show default 2>/dev/null)" ]; then
-	ip link set lo up &&
-		ip link add lkvmnu0 type veth peer name lkvmnu1 &&
-		ip addr add 192.0.2.2/24 dev lkvmnu0 && ip link set lkvmnu0 up && ip link set lkvmnu1 up &&
-		ip route add default via 192.0.2.1 dev lkvmnu0 ||
-		echo "test-net-user.sh: could not give the emulated host a default route" >&2
-fi
-
 # passt gives the guest the host's own address and reaches the host's loopback through the
 # gateway's (passt(1), "--no-map-gw"): netconsole's source and target are those.
 HOST_IF=$(ip -4 route show default 2>/dev/null | awk '{ for (i = 1; i < NF; i++) if ($i == "dev") { print $(i + 1); exit } }')
