@@ -354,7 +354,9 @@ void kvm_run_usage(FILE *out)
 		"1, 128+N as above, and 125 when the guest ended without CMD's status (init could\n"
 		"not run it, e.g. the kernel cannot mount the 9p root: the error says what it lacks;\n"
 		"a reset before CMD ended), 141 when lkvm's stdout or stderr closed; 0 also when\n"
-		"the guest powered off through ACPI before CMD ended (lkvm run -- poweroff -f).\n");
+		"the guest powered off before CMD ended (lkvm run --root -- poweroff -f: through\n"
+		"ACPI, or a kernel without it halts, which ends the run the same way; CMD must be\n"
+		"root in the guest: as root without sudo or --root, CMD runs as nobody).\n");
 }
 
 /* A device's transport: its own trans= or else --virtio-transport. */
