@@ -329,7 +329,8 @@ static void *server_thread(void *arg)
  * A unix socket's mode can be set only through its path (fchmod on the socket does not reach
  * the file it binds, and Linux has no fchmodat(AT_SYMLINK_NOFOLLOW) for it), a chmod of PATH
  * follows whatever another user who can write PATH's directory put there after the bind, and
- * a umask taken around bind is the whole process's (lkvm run has threads by then). So the
+ * a umask taken around bind is the whole process's: right only while no other thread makes a
+ * file, which this library cannot know of its callers (lkvm run, lkvm debug). So the
  * socket is bound in a fresh directory of ours beside PATH (mkdtemp: mode 0700, the same file
  * system), reached only through its descriptor (/proc/self/fd/N, never its name again), where
  * nobody else can put anything: its mode is set there, then it is linked to PATH, which neither
