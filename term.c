@@ -61,6 +61,7 @@ int term_init(struct kvm *kvm, struct term *t)
 		pthread_mutex_destroy(&t->out_lock);
 		return -e;
 	}
+	t->halt_watch = kvm->cfg.host_root.on;
 	if (kvm->cfg.exit_on && *kvm->cfg.exit_on) {
 		t->match = strdup(kvm->cfg.exit_on);
 		t->match_len = strlen(kvm->cfg.exit_on);
@@ -255,17 +256,51 @@ bool term_match_feed(struct term *t, const u8 *buf, size_t len)
 	return hit;
 }
 
+/*
+ * A kernel without ACPI (as the project's guest kernel) cannot power off: its power-off
+ * (`poweroff -f`, reboot(2)) halts instead, every vCPU in HLT with interrupts off, which KVM
+ * keeps to itself (no exit). With -- CMD such a guest can never report CMD's status, so the
+ * halt the kernel announces on its console ends the run as the power-off it was asked to be.
+ * Only the kernel (or root in the guest, who can power off anyway) writes that console: CMD's
+ * own output goes to virtio ports. The text is searched across writes, in a window on the
+ * stack (the UART writes a byte at a time).
+ */
+bool term_halt_feed(struct term *t, const u8 *buf, size_t len)
+{
+	static const char text[] = TERM_HALT_TEXT;
+	const size_t keep = sizeof(text) - 2; /* a match's first part, kept between writes */
+	char win[sizeof(t->halt_tail) + 64];
+
+	_Static_assert(sizeof(text) - 2 <= sizeof(t->halt_tail), "the tail holds a match's start");
+	if (!t->halt_watch)
+		return false;
+	while (len) {
+		size_t n = MIN(len, sizeof(win) - t->halt_tail_len), wlen = t->halt_tail_len + n;
+
+		memcpy(win, t->halt_tail, t->halt_tail_len);
+		memcpy(win + t->halt_tail_len, buf, n);
+		if (memmem(win, wlen, text, sizeof(text) - 1))
+			return true;
+		t->halt_tail_len = MIN(keep, wlen);
+		memcpy(t->halt_tail, win + wlen - t->halt_tail_len, t->halt_tail_len);
+		buf += n;
+		len -= n;
+	}
+	return false;
+}
+
 void term_output(struct kvm *kvm, const u8 *buf, size_t len)
 {
 	struct term *t = kvm->term;
 	int fd = t ? t->out_fd : STDOUT_FILENO;
-	bool hit = false;
+	bool hit = false, halted = false;
 
 	if (t)
 		pthread_mutex_lock(&t->out_lock);
 	write_full(fd, buf, len); /* stdout gone: the guest keeps running, output is dropped */
 	if (t && len) {
 		hit = term_match_feed(t, buf, len);
+		halted = term_halt_feed(t, buf, len);
 		t->last_out = buf[len - 1];
 	}
 	if (t)
@@ -273,4 +308,7 @@ void term_output(struct kvm *kvm, const u8 *buf, size_t len)
 	if (hit)
 		kvm_request_end(kvm, KVM_END_EXIT_ON, EXIT_GUEST_OK, "console printed \"%s\"",
 				kvm->cfg.exit_on);
+	if (halted)
+		kvm_request_end(kvm, KVM_END_POWEROFF, EXIT_GUEST_OK,
+				"guest halted (its kernel has no ACPI to power off with)");
 }

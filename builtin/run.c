@@ -277,11 +277,14 @@ static const struct opt run_opts[] = {
 	  .host = true },
 	{ "gdb", 0, OPT_STR, CFG(gdb_addr), .arg = "ADDR",
 	  .bad = "give PORT, HOST:PORT or unix:PATH",
-	  .help = "serve gdb's remote protocol on ADDR: PORT (on 127.0.0.1),\n"
-		  "HOST:PORT or unix:PATH; gdb: target remote ADDR",
+	  .help = "serve gdb's remote protocol on ADDR; gdb: target remote ADDR.\n"
+		  "unix:PATH (recommended): a socket only you may open (0600);\n"
+		  "PORT: 127.0.0.1:PORT, where every local user can connect and\n"
+		  "read and write the guest; HOST:PORT: anyone who reaches it can",
 	  .process = true },
 	{ "gdb-default", 's', OPT_FLAG, CFG(gdb_default),
-	  .help = "--gdb 1234 (127.0.0.1:1234), as QEMU's -s", .process = true },
+	  .help = "--gdb 1234 (127.0.0.1:1234: open to every local user),\nas QEMU's -s",
+	  .process = true },
 	{ "gdb-wait", 0, OPT_FLAG, CFG(gdb_wait),
 	  .help = "with --gdb: no guest instruction runs until gdb continues\n(QEMU's -S)",
 	  .process = true },
@@ -360,7 +363,9 @@ void kvm_run_usage(FILE *out)
 		"1, 128+N as above, and 125 when the guest ended without CMD's status (init could\n"
 		"not run it, e.g. the kernel cannot mount the 9p root: the error says what it lacks;\n"
 		"a reset before CMD ended), 141 when lkvm's stdout or stderr closed; 0 also when\n"
-		"the guest powered off through ACPI before CMD ended (lkvm run -- poweroff -f).\n");
+		"the guest powered off before CMD ended (lkvm run --root -- poweroff -f: through\n"
+		"ACPI, or a kernel without it halts, which ends the run the same way; CMD must be\n"
+		"root in the guest: as root without sudo or --root, CMD runs as nobody).\n");
 }
 
 /* A device's transport: its own trans= or else --virtio-transport. */

@@ -325,46 +325,112 @@ static void *server_thread(void *arg)
 
 /* ---- the address ---- */
 
-static int listen_unix(int *fd_out, char *path_out, const char *path, char *err, size_t errlen)
+/*
+ * A unix socket's mode can be set only through its path (fchmod on the socket does not reach
+ * the file it binds, and Linux has no fchmodat(AT_SYMLINK_NOFOLLOW) for it), a chmod of PATH
+ * follows whatever another user who can write PATH's directory put there after the bind, and
+ * a umask taken around bind is the whole process's: right only while no other thread makes a
+ * file, which this library cannot know of its callers (lkvm run, lkvm debug). So the
+ * socket is bound in a fresh directory of ours beside PATH (mkdtemp: mode 0700, the same file
+ * system), reached only through its descriptor (/proc/self/fd/N, never its name again), where
+ * nobody else can put anything: its mode is set there, then it is linked to PATH, which neither
+ * follows nor replaces anything at PATH (a symlink there: EEXIST), and its first name removed.
+ */
+static int private_dir(const char *path, char *tmp, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	int dfd, n;
+
+	if (!slash)
+		n = snprintf(tmp, len, ".lkvm-gdb-XXXXXX");
+	else
+		n = snprintf(tmp, len, "%.*s/.lkvm-gdb-XXXXXX", (int)(slash - path), path);
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	if (!mkdtemp(tmp))
+		return -errno;
+	dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* Still the directory mkdtemp made, not one put in its place: ours, 0700. */
+	if (dfd >= 0 &&
+	    (fstat(dfd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)) {
+		close(dfd);
+		dfd = -EPERM;
+	} else if (dfd < 0) {
+		dfd = -errno;
+	}
+	if (dfd < 0)
+		rmdir(tmp);
+	return dfd;
+}
+
+/* Bind *fd in the private directory dfd as "s", mode 0600, and link it to path. */
+static int bind_private(int fd, int dfd, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int ret = 0;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/s", dfd);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	if (fchmodat(dfd, "s", 0600, 0) < 0 || linkat(dfd, "s", AT_FDCWD, path, 0) < 0)
+		ret = -errno;
+	unlinkat(dfd, "s", 0);
+	return ret;
+}
+
+/* A socket already at path: a live one or anything else refused, a stale one removed. */
+static int clear_stale(const char *path, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
-	mode_t old;
-	int ret;
+	int fd, live;
 
-	if (!*path || strlen(path) >= sizeof(sa.sun_path)) {
+	if (lstat(path, &st) < 0)
+		return 0;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	live = fd >= 0 && S_ISSOCK(st.st_mode) &&
+	       (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno != ECONNREFUSED);
+	if (fd >= 0)
+		close(fd);
+	if (!S_ISSOCK(st.st_mode) || live) {
+		errfmt(err, errlen, "gdb: %s exists%s", path,
+		       S_ISSOCK(st.st_mode) ? " and is in use" : " and is not a socket");
+		return -EADDRINUSE;
+	}
+	unlink(path); /* a stale socket: nobody listens */
+	return 0;
+}
+
+static int listen_unix(int *fd_out, char *path_out, const char *path, char *err, size_t errlen)
+{
+	char tmp[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
+	int dfd, ret;
+
+	if (!*path || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		errfmt(err, errlen, "gdb: bad unix socket path '%s'", path);
 		return -EINVAL;
 	}
-	strcpy(sa.sun_path, path);
-	if (lstat(path, &st) == 0) {
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		int live = fd >= 0 && S_ISSOCK(st.st_mode) &&
-			   (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
-			    errno != ECONNREFUSED);
-
-		if (fd >= 0)
-			close(fd);
-		if (!S_ISSOCK(st.st_mode) || live) {
-			errfmt(err, errlen, "gdb: %s exists%s", path,
-			       S_ISSOCK(st.st_mode) ? " and is in use" : " and is not a socket");
-			return -EADDRINUSE;
-		}
-		unlink(path); /* a stale socket: nobody listens */
-	}
+	ret = clear_stale(path, err, errlen);
+	if (ret < 0)
+		return ret;
 	*fd_out = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (*fd_out < 0)
 		return -errno;
-	old = umask(0177); /* born 0600, as the control socket is */
-	ret = bind(*fd_out, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
+	dfd = private_dir(path, tmp, sizeof(tmp));
+	ret = dfd < 0 ? dfd : bind_private(*fd_out, dfd, path);
+	if (dfd >= 0) {
+		close(dfd);
+		rmdir(tmp); /* empty now; by name, which at worst removes another empty one */
+	}
 	if (ret < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "gdb: cannot listen on %s: %s", path, strerror(-ret));
+		errfmt(err, errlen, "gdb: cannot listen on %s: %s%s", path, strerror(-ret),
+		       ret == -EEXIST ? " (something was put there meanwhile)" : "");
 		return ret;
 	}
 	strcpy(path_out, path);
-	return chmod(path, 0600) < 0 ? -errno : 0;
+	return 0;
 }
 
 /* "PORT" (loopback) or "HOST:PORT" ("[v6]:PORT" too) into host and port. */

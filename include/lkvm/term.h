@@ -10,6 +10,8 @@
 struct kvm;
 
 #define TERM_ESCAPE 0x01 /* Ctrl-a, then x quits, a sends a literal Ctrl-a */
+/* What Linux's kernel_halt() prints last (KERN_EMERG, so even under `quiet`). */
+#define TERM_HALT_TEXT "reboot: System halted"
 
 struct term {
 	struct kvm *kvm;
@@ -27,6 +29,10 @@ struct term {
 	size_t match_len;
 	char *tail;
 	size_t tail_len;
+	/* -- CMD: the kernel's "System halted", the end of a power-off without ACPI (term.c). */
+	bool halt_watch;
+	char halt_tail[32];
+	size_t halt_tail_len;
 };
 
 /* Set up the console on stdin/stdout. Raw mode only when stdin is a terminal (then it is put
@@ -46,11 +52,13 @@ void term_set_input(struct kvm *kvm, size_t (*fn)(void *dev, const u8 *buf, size
 void term_clear_input(struct kvm *kvm, void *dev);
 
 /* Console output from the guest (the UART's transmitter). Writes to stdout and checks
- * for --exit-on text. Thread-safe. */
+ * for --exit-on text, and with -- CMD for the kernel's halt (TERM_HALT_TEXT). Thread-safe. */
 void term_output(struct kvm *kvm, const u8 *buf, size_t len);
 
 /* Pure matcher used by term_output (exposed for tests): feeds buf into the rolling
  * tail and returns true when the match text has appeared. */
 bool term_match_feed(struct term *t, const u8 *buf, size_t len);
+/* The same for TERM_HALT_TEXT, when t->halt_watch (exposed for tests). */
+bool term_halt_feed(struct term *t, const u8 *buf, size_t len);
 
 #endif

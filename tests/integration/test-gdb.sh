@@ -16,9 +16,9 @@ at_exit 'rm -f "$PIDS_FILE"'
 
 # A port for this test's server: 127.0.0.1, from the test's own pid (tests run in parallel).
 port_of() { echo $((20000 + ($1 % 20000))); }
-# The server's address for a gdb case: that port, or in the emulated host, whose network has no
-# loopback up (gdb: "Network is unreachable"), a unix socket in its /tmp (the checkout is a 9p
-# share there, which holds no socket).
+# The server's address for a gdb case: that port, or in the emulated host a unix socket in its
+# /tmp (the checkout is a 9p share there, which holds no socket), so that unix:PATH, the one
+# docs/debugging.md recommends, is served end to end by run --gdb and debug --gdb somewhere.
 gdb_addr() {
 	if [ "$(host_kind)" = emulated-svm ]; then
 		echo "unix:${TMPDIR:-/tmp}/lkvm-gdb-$1.sock"

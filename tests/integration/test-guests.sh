@@ -51,13 +51,19 @@ t_panic() {
 	expect_output '^GUEST panic: writing pvpanic'
 }
 
-# The guest spins for ever: status 124 and lkvm's line say the timeout ended it. It must not fire
-# early (a lower bound on the wall time cannot fail for a slow host; no upper bound is asserted).
+# The guest spins for ever: status 124, lkvm's line and --status-file's `ended=timeout` say the
+# timeout ended it (the unit test of the record calls the end itself; this one runs run.c's
+# timer). It must not fire early (a lower bound on the wall time cannot fail for a slow host; no
+# upper bound is asserted).
 t_spin() {
 	need_guest spin || return
-	run_lkvm spin 124 -- run -k "$ELF" --timeout 2 || return
+	local sf="$LOG_DIR/spin.status" got
+	run_lkvm spin 124 -- run -k "$ELF" --timeout 2 --status-file "$sf" || return
 	expect_output '^GUEST spin: spinning' || return
 	expect_output '^lkvm: error: timeout: 2 s passed' "lkvm's timeout line" || return
+	got=$(head -n 2 "$sf" 2>&1 | tr '\n' ' ')
+	[ "$got" = "ended=timeout status=124 " ] ||
+		{ fail "--status-file begins '$got', want 'ended=timeout status=124'"; return; }
 	local cs=${LAST_SECS/./}
 	[ "$((10#$cs))" -ge 200 ] || fail "ended after ${LAST_SECS}s, before the 2s timeout"
 }

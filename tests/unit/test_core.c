@@ -453,6 +453,64 @@ START_TEST(console_match_across_writes)
 }
 END_TEST
 
+/* Console output of a VM of `run -- CMD` (halt_watch) or a plain one, to /dev/null. */
+static void halt_vm(struct kvm *kvm, struct term *t, bool cmd)
+{
+	memset(kvm, 0, sizeof(*kvm));
+	memset(t, 0, sizeof(*t));
+	kvm->stop_fd = -1;
+	atomic_store(&kvm->exit_status, -1);
+	kvm->cfg.host_root.on = cmd;
+	kvm->guest_end_status = cmd ? EXIT_GUEST_NO_STATUS : EXIT_GUEST_OK;
+	t->kvm = kvm;
+	t->halt_watch = cmd;
+	t->out_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	ck_assert_int_ge(t->out_fd, 0);
+	pthread_mutex_init(&t->out_lock, NULL);
+	kvm->term = t;
+}
+
+/*
+ * A kernel without ACPI halts where it was asked to power off: with -- CMD its console's
+ * "reboot: System halted" ends the run as a power-off (0, ended=poweroff), written a byte at
+ * a time as the UART does or in one write longer than the search window; without -- CMD, or
+ * with the text cut, it does not.
+ */
+START_TEST(console_halt_ends_cmd_run)
+{
+	static const char log[] = "[    9.1] reboot: System halted\r\n";
+	struct kvm kvm;
+	struct term t;
+	char big[300];
+
+	halt_vm(&kvm, &t, true);
+	for (const char *p = log; *p; p++)
+		term_output(&kvm, (const u8 *)p, 1);
+	ck_assert(atomic_load(&kvm.stopping));
+	ck_assert_int_eq(atomic_load(&kvm.exit_status), EXIT_GUEST_OK);
+	ck_assert_int_eq(kvm.exit_by, KVM_END_POWEROFF);
+	close(t.out_fd);
+
+	halt_vm(&kvm, &t, true);
+	memset(big, '.', sizeof(big));
+	memcpy(big + 90, "reboot: System halted", 21); /* across the first window's end */
+	term_output(&kvm, (const u8 *)big, sizeof(big));
+	ck_assert(atomic_load(&kvm.stopping));
+	close(t.out_fd);
+
+	halt_vm(&kvm, &t, true);
+	term_output(&kvm, (const u8 *)"reboot: System halte", 20);
+	term_output(&kvm, (const u8 *)"x reboot: System", 16);
+	ck_assert(!atomic_load(&kvm.stopping));
+	close(t.out_fd);
+
+	halt_vm(&kvm, &t, false); /* a plain machine stays as it is, halted */
+	term_output(&kvm, (const u8 *)log, sizeof(log) - 1);
+	ck_assert(!atomic_load(&kvm.stopping));
+	close(t.out_fd);
+}
+END_TEST
+
 START_TEST(ratelimit_bounds_lines)
 {
 	struct ratelimit rl = { 0 };
@@ -548,6 +606,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, cmdline_building);
 	tcase_add_test(tc, emulation_decoder);
 	tcase_add_test(tc, console_match_across_writes);
+	tcase_add_test(tc, console_halt_ends_cmd_run);
 	tcase_add_test(tc, ratelimit_bounds_lines);
 	if (access("/dev/kvm", R_OK | W_OK) == 0)
 		tcase_add_test(tc, kvm_create_failure_leaks_nothing);

@@ -980,6 +980,47 @@ START_TEST(killed_server_leaves_nothing)
 }
 END_TEST
 
+/* `lkvm stop --all`: every VM of the runtime directory is asked to stop, none skipped (its
+ * threads share the names: a lost or repeated index leaves one running), and a stale socket
+ * (nobody listening) is passed over without failing the command. */
+START_TEST(stop_all_stops_every_vm)
+{
+	enum { NR = 5 };
+	char *argv[] = { "stop", "--all", "--wait", "0", NULL };
+	struct ctl_server *s[NR];
+	struct kvm *kvm[NR];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[64], err[256], name[16];
+	int stale;
+
+	rt_dir(dir);
+	for (int i = 0; i < NR; i++) {
+		kvm[i] = calloc(1, sizeof(*kvm[i]));
+		ck_assert_ptr_nonnull(kvm[i]);
+		kvm[i]->vm_fd = kvm[i]->sys_fd = kvm[i]->stop_fd = -1;
+		snprintf(name, sizeof(name), "vm%d", i);
+		ck_assert_msg(ctl_server_create(kvm[i], name, geteuid(), &s[i], err, sizeof(err)) ==
+				      0,
+			      "%s", err);
+		ck_assert_int_eq(ctl_server_start(s[i]), 0);
+	}
+	/* A socket left by a killed VM: bound, never listened on. */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/stale.sock", dir);
+	stale = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(stale, 0);
+	ck_assert_int_eq(bind(stale, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(cmd_stop(4, argv), 0);
+	for (int i = 0; i < NR; i++) {
+		ck_assert_msg(atomic_load(&kvm[i]->stopping), "vm%d was not asked to stop", i);
+		ck_assert_int_eq(atomic_load(&kvm[i]->exit_status), EXIT_STOPPED);
+		ctl_server_destroy(s[i]);
+		free(kvm[i]);
+	}
+	close(stale);
+	rt_dir_end(dir, "stale.sock");
+}
+END_TEST
+
 /* lkvm stop's wait: the end of the connection is not the end of the process. */
 START_TEST(wait_gone_waits_for_the_process)
 {
@@ -1043,6 +1084,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, teardown_with_pending_client);
 	tcase_add_test(tc, out_of_descriptors);
 	tcase_add_test(tc, queued_clients_answered_at_stop);
+	tcase_add_test(tc, stop_all_stops_every_vm);
 	suite_add_tcase(s, tc);
 	return s;
 }

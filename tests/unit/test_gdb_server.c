@@ -1,4 +1,5 @@
 /* Unit tests for the gdb server (gdb/server.c) end to end over a socket against a fake target: a session, resumes and stops, no-ack mode and resends, hostile clients, the addresses it listens on. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -560,6 +561,72 @@ START_TEST(server_unix_paths)
 }
 END_TEST
 
+/* Entries in dir other than . and .. */
+static int dir_entries(const char *d)
+{
+	DIR *dp = opendir(d);
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(dp);
+	while ((e = readdir(dp)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(dp);
+	return n;
+}
+
+/*
+ * unix:PATH's mode is 0600 whatever the umask (here 0, which would leave a bound socket 0777)
+ * and set without going through PATH: a symlink at PATH is neither followed nor replaced (its
+ * target keeps its mode), and the private directory the socket was bound in is gone.
+ */
+START_TEST(server_unix_mode_no_follow)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char err[256], addr[160], target[160];
+	struct gdb_server *s;
+	struct stat st;
+	mode_t old;
+	int fd;
+
+	strcpy(dir, "/tmp/lkvm-test-gdb-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(sock_path, sizeof(sock_path), "%s/gdb.sock", dir);
+	snprintf(target, sizeof(target), "%s/target", dir);
+	snprintf(addr, sizeof(addr), "unix:%s", sock_path);
+	old = umask(0);
+	ck_assert_msg(start_at(addr, &s, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(lstat(sock_path, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	ck_assert_int_eq(st.st_mode & 07777, 0600);
+	ck_assert_int_eq(st.st_uid, geteuid());
+	ck_assert_int_eq(dir_entries(dir), 1); /* no private directory left */
+	strcpy(sa.sun_path, sock_path);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	gdb_server_stop(s);
+	ck_assert_int_eq(lstat(sock_path, &st), -1);
+	/* A symlink at PATH, to a file of ours: refused, the link and its target as they were. */
+	fd = open(target, O_CREAT | O_WRONLY, 0644);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(symlink(target, sock_path), 0);
+	ck_assert_int_eq(start_at(addr, &s, err, sizeof(err)), -EADDRINUSE);
+	ck_assert_ptr_nonnull(strstr(err, "not a socket"));
+	ck_assert_int_eq(lstat(sock_path, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	ck_assert_int_eq(stat(target, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_int_eq(st.st_mode & 07777, 0644);
+	ck_assert_int_eq(dir_entries(dir), 2);
+	umask(old);
+	ck_assert_int_eq(unlink(sock_path), 0);
+	ck_assert_int_eq(unlink(target), 0);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static Suite *gdb_server_suite(void)
 {
 	Suite *s = suite_create("gdb-server");
@@ -574,6 +641,7 @@ static Suite *gdb_server_suite(void)
 	suite_add_tcase(s, srv_tc);
 	tcase_add_test(addr_tc, server_addresses);
 	tcase_add_test(addr_tc, server_unix_paths);
+	tcase_add_test(addr_tc, server_unix_mode_no_follow);
 	suite_add_tcase(s, addr_tc);
 	return s;
 }

@@ -353,6 +353,25 @@ START_TEST(test_console_ctl)
 }
 END_TEST
 
+/* A driver that failed to set up says so with value 0 (Linux's DEVICE_READY 0, PORT_READY 0):
+ * it is owed nothing, so no PORT_ADD (nor a name, nor an open) comes after it. */
+START_TEST(test_console_ctl_not_ready)
+{
+	static const u8 dev_not_ready[8] = { 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0 };
+	static const u8 port_not_ready[8] = { 0, 0, 0, 0, 3, 0, 0, 0 };
+	struct vcon_ctl s = { 0 };
+	const char *why = NULL;
+	u8 buf[64];
+
+	ck_assert_int_eq(vcon_ctl_recv(&s, dev_not_ready, 8, &why), 0);
+	ck_assert_uint_eq(s.pend, 0);
+	ck_assert_int_eq(vcon_ctl_next(&s, "name", buf, sizeof(buf)), 0);
+	ck_assert_int_eq(vcon_ctl_recv(&s, port_not_ready, 8, &why), 0);
+	ck_assert_uint_eq(s.pend, 0);
+	ck_assert_int_eq(vcon_ctl_next(&s, "name", buf, sizeof(buf)), 0);
+}
+END_TEST
+
 /* Holds the first piece of output until the device was asked to stop. */
 static void held_out(struct kvm *kvm, const u8 *buf, size_t len)
 {
@@ -571,6 +590,7 @@ static Suite *console_suite(void)
 	tcase_add_test(tc, test_console_stop_huge_chain);
 	tcase_add_test(tc, test_console_port);
 	tcase_add_test(tc, test_console_ctl);
+	tcase_add_test(tc, test_console_ctl_not_ready);
 	tcase_add_test(tc, test_console_flush);
 	tcase_add_test(tc, test_rng);
 	tcase_add_test(tc, test_rng_stop_endless);
