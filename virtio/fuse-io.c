@@ -97,28 +97,22 @@ static int create_existing(struct fuse_call *c, const char *name, int host, stru
 
 /*
  * The file made keeps the descriptor O_CREAT gave (a file created 0444 for writing, as git
- * and tar make them, could not be opened for writing again); its node is walked to by name
- * and must be the file that descriptor names.
+ * and tar make them, could not be opened for writing again); its node takes that
+ * descriptor's identity (hostfs_made), so it is the file created whatever the name holds now.
  */
-static int create_new(struct fuse_call *c, const char *name, int fd, int host, u32 mode,
+static int create_new(struct fuse_call *c, const char *name, int fd, u32 mode,
 		      struct hostfs_node **n, struct stat *st)
 {
-	struct stat fst;
-	int ret = fstat(fd, &fst) < 0 ? neg_errno() : hostfs_made(c->s->fs, c->node, name, n, st);
+	int ret = hostfs_made(c->s->fs, c->node, name, fd, n, st);
 
 	if (ret)
 		return ret;
-	if (st->st_dev != fst.st_dev || st->st_ino != fst.st_ino)
-		ret = -ESTALE; /* replaced on the host meanwhile */
-	if (!ret)
-		ret = hostfs_fix_mode(c->s->fs, fd, &fst, mode);
+	ret = hostfs_fix_mode(c->s->fs, fd, st, mode);
 	if (!ret)
 		ret = fstat(fd, st) < 0 ? neg_errno() : 0;
-	if (ret) {
+	if (ret)
 		hostfs_put(c->s->fs, *n);
-		return ret;
-	}
-	return 0;
+	return ret;
 }
 
 int fsrv_op_create(struct fuse_call *c)
@@ -146,7 +140,7 @@ int fsrv_op_create(struct fuse_call *c)
 		ret = create_existing(c, name, host, &n, &st);
 	else if (fd < 0)
 		ret = fd;
-	else if (!(ret = create_new(c, name, fd, host, mode, &n, &st)))
+	else if (!(ret = create_new(c, name, fd, mode, &n, &st)))
 		put_open(c, fsrv_handle_add(s, n, fd, (u32)host, false, true), false);
 	if (ret) {
 		if (fd >= 0)
