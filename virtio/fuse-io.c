@@ -282,29 +282,31 @@ static void plus_entry(struct fuse_server *s, struct hostfs_node *dir, const str
 }
 
 /* Emit one entry if it fits in size bytes; false when it does not. */
-static bool emit(struct fuse_call *c, struct fuse_handle *h, const struct dent *d, size_t size,
+static bool emit(struct fuse_call *c, struct fuse_handle *h, const struct dent *dent, size_t size,
 		 bool plus)
 {
 	size_t head = plus ? sizeof(struct fuse_entry_out) : 0;
-	size_t rec = head + FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + d->len);
-	struct fuse_dirent de = {
-		.ino = d->ino, .off = d->off, .namelen = (u32)d->len, .type = d->type
-	};
+	size_t rec = head + FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + dent->len);
+	struct dent d = *dent;
+	struct fuse_dirent de;
 	struct fuse_entry_out e;
 	static const u8 zero[8];
 
 	if (c->out_len + rec > size)
 		return false;
 	/* The root's ".." would name a host directory outside: it names the root. */
-	if (h->n == hostfs_root(c->s->fs) && d->len == 2 && !memcmp(d->name, "..", 2))
-		de.ino = h->n->ino;
+	if (h->n == hostfs_root(c->s->fs) && d.len == 2 && !memcmp(d.name, "..", 2))
+		d.ino = h->n->ino;
+	de = (struct fuse_dirent){
+		.ino = d.ino, .off = d.off, .namelen = (u32)d.len, .type = d.type
+	};
 	if (plus) {
-		plus_entry(c->s, h->n, d, &e);
+		plus_entry(c->s, h->n, &d, &e);
 		fsrv_put(c, &e, sizeof(e));
 	}
 	fsrv_put(c, &de, FUSE_NAME_OFFSET);
-	fsrv_put(c, d->name, d->len);
-	fsrv_put(c, zero, rec - head - FUSE_NAME_OFFSET - d->len);
+	fsrv_put(c, d.name, d.len);
+	fsrv_put(c, zero, rec - head - FUSE_NAME_OFFSET - d.len);
 	return true;
 }
 

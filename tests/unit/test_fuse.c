@@ -305,6 +305,13 @@ START_TEST(forget_counts)
 		fc_call_noreply();
 	}
 	ck_assert_int_eq(f_getattr(id, NULL, &a), -ESTALE);
+	/* A node forgotten while something else holds it (an open file, a child) is not the
+	 * guest's to name any more. */
+	id = f_id(FC_ROOT, "dir");
+	ck_assert_uint_gt(f_id(id, "inner"), FC_ROOT);
+	f_forget(id, 1);
+	ck_assert_int_eq(f_getattr(id, NULL, &a), -ESTALE);
+	ck_assert_int_eq(f_lookup(id, "inner", NULL), -ESTALE);
 	/* A forgotten node looked up again works. */
 	ck_assert_int_eq(f_getattr(f_id(FC_ROOT, "dir"), NULL, &a), 0);
 }
@@ -620,6 +627,21 @@ START_TEST(readdir_root_dotdot)
 		if (!strcmp(names[i], ".."))
 			ck_assert_uint_eq(d.ino, host_ino("."));
 		at += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + d.namelen);
+	}
+	/* READDIRPLUS's entry for it too (the fuzzer found it there). */
+	n = f_readdir(fh, 0, 4096, true);
+	cnt = parse_dir(fc_rm + 16, (size_t)n, true, names, ids, &off, 64);
+	for (size_t at = 0, i = 0; i < (size_t)cnt; i++) {
+		struct fuse_entry_out e;
+		struct fuse_dirent d;
+
+		memcpy(&e, fc_rm + 16 + at, sizeof(e));
+		memcpy(&d, fc_rm + 16 + at + sizeof(e), FUSE_NAME_OFFSET);
+		if (!strcmp(names[i], "..")) {
+			ck_assert_uint_eq(d.ino, host_ino("."));
+			ck_assert_uint_eq(e.attr.ino, host_ino("."));
+		}
+		at += sizeof(e) + FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + d.namelen);
 	}
 	ck_assert_int_eq(f_releasedir(fh), 0);
 }
