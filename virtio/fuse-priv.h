@@ -144,16 +144,36 @@ int fsrv_open_flags(struct fuse_server *s, u32 flags);
 
 /* The operations (fuse-ops.c, fuse-io.c): each parses its arguments and returns 0 with the
  * reply body in c->out, or -errno. */
-#define FSRV_OPS(X)                                                                             \
-	X(getattr)                                                                              \
-	X(setattr)                                                                              \
-	X(readlink)                                                                             \
-	X(symlink) X(mknod) X(mkdir) X(unlink) X(rmdir) X(rename) X(rename2) X(link) X(statfs)  \
-		X(access) X(getxattr) X(listxattr) X(setxattr) X(removexattr) X(open) X(create) \
-			X(read) X(write) X(release) X(releasedir) X(flush) X(fsync) X(opendir)  \
-				X(readdir) X(readdirplus) X(fallocate) X(lseek) X(copy_file_range)
-#define FSRV_DECLARE(name) int fsrv_op_##name(struct fuse_call *c);
-FSRV_OPS(FSRV_DECLARE)
-#undef FSRV_DECLARE
+int fsrv_op_getattr(struct fuse_call *c);
+int fsrv_op_setattr(struct fuse_call *c);
+int fsrv_op_readlink(struct fuse_call *c);
+int fsrv_op_symlink(struct fuse_call *c);
+int fsrv_op_mknod(struct fuse_call *c);
+int fsrv_op_mkdir(struct fuse_call *c);
+int fsrv_op_unlink(struct fuse_call *c);
+int fsrv_op_rmdir(struct fuse_call *c);
+int fsrv_op_rename(struct fuse_call *c);
+int fsrv_op_rename2(struct fuse_call *c);
+int fsrv_op_link(struct fuse_call *c);
+int fsrv_op_statfs(struct fuse_call *c);
+int fsrv_op_access(struct fuse_call *c);
+int fsrv_op_getxattr(struct fuse_call *c);
+int fsrv_op_listxattr(struct fuse_call *c);
+int fsrv_op_setxattr(struct fuse_call *c);
+int fsrv_op_removexattr(struct fuse_call *c);
+int fsrv_op_open(struct fuse_call *c);
+int fsrv_op_create(struct fuse_call *c);
+int fsrv_op_read(struct fuse_call *c);
+int fsrv_op_write(struct fuse_call *c);
+int fsrv_op_release(struct fuse_call *c);
+int fsrv_op_releasedir(struct fuse_call *c);
+int fsrv_op_flush(struct fuse_call *c);
+int fsrv_op_fsync(struct fuse_call *c);
+int fsrv_op_opendir(struct fuse_call *c);
+int fsrv_op_readdir(struct fuse_call *c);
+int fsrv_op_readdirplus(struct fuse_call *c);
+int fsrv_op_fallocate(struct fuse_call *c);
+int fsrv_op_lseek(struct fuse_call *c);
+int fsrv_op_copy_file_range(struct fuse_call *c);
 
 #endif
