@@ -119,6 +119,8 @@ void fsrv_held_compact(struct fuse_server *s)
 {
 	u32 k = 0;
 
+	if (!s->nheld)
+		return;
 	qsort(s->held, s->nheld, sizeof(*s->held), cmp_u64);
 	for (u32 i = 0; i < s->nheld; i++) {
 		struct hostfs_node *n = hostfs_find(s->fs, s->held[i]);
