@@ -136,6 +136,12 @@ void hostfs_trim(struct hostfs *fs);
  */
 int hostfs_open_io(struct hostfs *fs, struct hostfs_node *n, int flags) __must_check;
 void hostfs_release_io(struct hostfs *fs, struct hostfs_node *n, int fd);
+/* fd, an open descriptor of n that the caller made itself (O_CREAT's, n from hostfs_made),
+ * counted as one of n's opens as hostfs_open_io's are (given back by hostfs_release_io): 0,
+ * or -ENFILE at max_open (fd left to the caller). hostfs_open_room() first says whether
+ * there is room, before a file is made that could not be kept open. */
+int hostfs_take_io(struct hostfs *fs, struct hostfs_node *n, int fd) __must_check;
+int hostfs_open_room(struct hostfs *fs) __must_check;
 /*
  * The node for a file just made as `name` in directory node dir (created, mkdir'ed,
  * symlinked, linked): walked to as hostfs_walk does. fd >= 0: an open descriptor of it
