@@ -253,8 +253,7 @@ int fsrv_handle_room(struct fuse_server *s)
 	return 0;
 }
 
-u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 flags, bool dir,
-		    bool own_fd)
+u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 flags, bool dir)
 {
 	struct fuse_handle *h;
 	u32 i;
@@ -272,7 +271,6 @@ u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 fl
 	h->fd = fd;
 	h->flags = flags & FUSE_FH_REOPEN_FLAGS;
 	h->dir = dir;
-	h->own_fd = own_fd;
 	h->used = true;
 	s->nused++;
 	return (u64)h->gen << 32 | i;
@@ -280,10 +278,7 @@ u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 fl
 
 void fsrv_handle_del(struct fuse_server *s, struct fuse_handle *h)
 {
-	if (h->own_fd)
-		close(h->fd);
-	else
-		hostfs_release_io(s->fs, h->n, h->fd);
+	hostfs_release_io(s->fs, h->n, h->fd);
 	hostfs_put(s->fs, h->n);
 	h->used = false;
 	h->n = NULL;

@@ -56,9 +56,14 @@ static char *host_read(const char *path, char *buf, size_t len)
 	return buf;
 }
 
+static u32 t_max_cached; /* hostfs's cache of O_PATH descriptors (0: its default) */
+
 static void server_up(bool ro, enum fuse_cache cache, u32 max_handles)
 {
-	struct fuse_server_opts o = { .readonly = ro, .cache = cache, .max_handles = max_handles };
+	struct fuse_server_opts o = { .readonly = ro,
+				      .cache = cache,
+				      .max_handles = max_handles,
+				      .fs = { .max_cached = t_max_cached } };
 	char err[256];
 
 	if (t.s)
@@ -74,6 +79,7 @@ static void setup(void)
 	char p[256];
 
 	memset(&t, 0, sizeof(t));
+	t_max_cached = 0;
 	fc_unique = 0;
 	fc_room = 0;
 	fc_handle = handle_raw;
@@ -388,6 +394,48 @@ START_TEST(create_files)
 	ck_assert_int_eq(f_create(f_id(FC_ROOT, "file"), "x", O_RDWR | O_CREAT, 0640, &e2, &fh2),
 			 -ENOTDIR);
 	ck_assert_int_eq(f_release(fh), 0);
+}
+END_TEST
+
+/* A file CREATE made, unlinked while open, its node's descriptor cache churned: the node
+ * still answers by its id (the open pins it), as one opened by OPEN does. */
+START_TEST(created_unlinked_pinned)
+{
+	struct fuse_entry_out e;
+	struct fuse_attr a;
+	char p[256];
+	u64 fh;
+
+	for (int i = 0; i < 24; i++) {
+		snprintf(p, sizeof(p), "%s/d%02d", t.share, i);
+		ck_assert_int_eq(mkdir(p, 0755), 0);
+	}
+	t_max_cached = 8;
+	server_up(false, FUSE_CACHE_AUTO, 0);
+	f_init();
+	ck_assert_int_eq(f_create(FC_ROOT, "tmp", O_RDWR | O_CREAT | O_EXCL, 0600, &e, &fh), 0);
+	ck_assert_int_eq(f_write(fh, 0, "kept", 4), 4);
+	ck_assert_int_eq(f_unlink(FC_ROOT, "tmp"), 0);
+	for (int i = 0; i < 24; i++) {
+		snprintf(p, sizeof(p), "d%02d", i);
+		ck_assert_int_eq(f_getattr(f_id(FC_ROOT, p), NULL, &a), 0);
+	}
+	ck_assert_int_eq(f_getattr(e.nodeid, NULL, &a), 0);
+	ck_assert_uint_eq(a.nlink, 0);
+	ck_assert_uint_eq(a.size, 4);
+	{
+		struct fuse_srv_stats st;
+
+		fuse_server_stats(t.s, &st);
+		ck_assert_uint_eq(st.fs.open, 1); /* counted as an open file */
+	}
+	ck_assert_int_eq(f_release(fh), 0);
+	{
+		struct fuse_srv_stats st;
+
+		fuse_server_stats(t.s, &st);
+		ck_assert_uint_eq(st.fs.open, 0);
+	}
 }
 END_TEST
 
@@ -1420,6 +1468,7 @@ static Suite *fuse_suite(void)
 	tcase_add_test(ops, read_write_release);
 	tcase_add_test(ops, create_files);
 	tcase_add_test(ops, posix_open_unlinked);
+	tcase_add_test(ops, created_unlinked_pinned);
 	tcase_add_test(ops, names_and_links);
 	tcase_add_test(ops, setattr_ops);
 	tcase_add_test(ops, readdir_and_plus);
