@@ -318,6 +318,25 @@ START_TEST(forget_counts)
 	f_forget(id, 1);
 	ck_assert_int_eq(f_getattr(id, NULL, &a), -ESTALE);
 	ck_assert_int_eq(f_lookup(id, "inner", NULL), -ESTALE);
+	/* A batch larger than the arguments' copy: every entry carried out. */
+	{
+		struct fuse_batch_forget_in in = { .count = 1000 };
+		struct fuse_forget_one junk = { .nodeid = 99999, .nlookup = 1 };
+		u64 ids[2] = { f_id(FC_ROOT, "file"), f_id(FC_ROOT, "fifo") };
+
+		fc_begin(FUSE_BATCH_FORGET, 0);
+		fc_put(&in, sizeof(in));
+		for (int i = 0; i < 998; i++)
+			fc_put(&junk, sizeof(junk));
+		for (int i = 0; i < 2; i++) {
+			struct fuse_forget_one one = { .nodeid = ids[i], .nlookup = 1 };
+
+			fc_put(&one, sizeof(one));
+		}
+		fc_call_noreply();
+		ck_assert_int_eq(f_getattr(ids[0], NULL, &a), -ESTALE);
+		ck_assert_int_eq(f_getattr(ids[1], NULL, &a), -ESTALE);
+	}
 	/* A forgotten node looked up again works. */
 	ck_assert_int_eq(f_getattr(f_id(FC_ROOT, "dir"), NULL, &a), 0);
 }
