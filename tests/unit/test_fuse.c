@@ -458,6 +458,41 @@ START_TEST(created_unlinked_pinned)
 }
 END_TEST
 
+/* Renames move the nodes' names (hostfs_renamed): after a rename, an exchange and an unlink
+ * the nodes found again by name after their descriptors were evicted are the right files. */
+START_TEST(renames_follow_nodes)
+{
+	struct fuse_entry_out e;
+	struct fuse_attr a;
+	char p[256];
+	u64 dir, d2, file;
+
+	for (int i = 0; i < 24; i++) {
+		snprintf(p, sizeof(p), "%s/d%02d", t.share, i);
+		ck_assert_int_eq(mkdir(p, 0755), 0);
+	}
+	t_max_cached = 8;
+	server_up(false, FUSE_CACHE_AUTO, 0);
+	f_init();
+	dir = f_id(FC_ROOT, "dir");
+	ck_assert_int_eq(f_mkdir(FC_ROOT, "other", 0755, &e), 0);
+	d2 = e.nodeid;
+	file = f_id(FC_ROOT, "file");
+	ck_assert_int_eq(f_rename(FC_ROOT, "file", dir, "moved", 0), 0);
+	ck_assert_int_eq(f_rename(FC_ROOT, "dir", FC_ROOT, "other", RENAME_EXCHANGE), 0);
+	for (int i = 0; i < 24; i++) {
+		snprintf(p, sizeof(p), "d%02d", i);
+		ck_assert_int_eq(f_getattr(f_id(FC_ROOT, p), NULL, &a), 0);
+	}
+	ck_assert_int_eq(f_getattr(dir, NULL, &a), 0);
+	ck_assert_uint_eq(a.ino, host_ino("other"));
+	ck_assert_int_eq(f_getattr(d2, NULL, &a), 0);
+	ck_assert_uint_eq(a.ino, host_ino("dir"));
+	ck_assert_int_eq(f_getattr(file, NULL, &a), 0);
+	ck_assert_uint_eq(a.ino, host_ino("other/moved"));
+}
+END_TEST
+
 /* open, unlink, fstat and read on the open file; rename over an open file. */
 START_TEST(posix_open_unlinked)
 {
@@ -1488,6 +1523,7 @@ static Suite *fuse_suite(void)
 	tcase_add_test(ops, create_files);
 	tcase_add_test(ops, posix_open_unlinked);
 	tcase_add_test(ops, created_unlinked_pinned);
+	tcase_add_test(ops, renames_follow_nodes);
 	tcase_add_test(ops, names_and_links);
 	tcase_add_test(ops, setattr_ops);
 	tcase_add_test(ops, readdir_and_plus);
