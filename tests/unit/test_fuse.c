@@ -9,7 +9,9 @@
 #include <unistd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <grp.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
 #include "check_main.h"
 #include "fuse_client.h"
@@ -490,6 +492,44 @@ START_TEST(renames_follow_nodes)
 	ck_assert_uint_eq(a.ino, host_ino("dir"));
 	ck_assert_int_eq(f_getattr(file, NULL, &a), 0);
 	ck_assert_uint_eq(a.ino, host_ino("other/moved"));
+}
+END_TEST
+
+/* As a user who is not root (lkvm drops its capabilities): a file created 0444 for writing is
+ * written through CREATE's own descriptor (git's objects, tar's read-only files); reopening
+ * it by its magic link would be refused. */
+START_TEST(create_readonly_mode_as_user)
+{
+	char p[256], data[16];
+	int status;
+	pid_t pid;
+
+	ck_assert_int_eq(chmod(t.top, 0711), 0); /* mkdtemp's 0700: let the user reach the share */
+	ck_assert_int_eq(chown(t.share, 65534, 65534), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		struct fuse_entry_out e;
+		u64 fh, fh2;
+
+		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(10);
+		t.s = NULL;
+		server_up(false, FUSE_CACHE_AUTO, 0);
+		f_init();
+		if (f_create(FC_ROOT, "obj", O_WRONLY | O_CREAT | O_EXCL, 0444, &e, &fh))
+			_exit(11);
+		if (f_write(fh, 0, "obj", 3) != 3)
+			_exit(12);
+		if (f_open(e.nodeid, O_WRONLY, &fh2) != -EACCES) /* the host's check, as lkvm */
+			_exit(13);
+		_exit(f_release(fh) ? 14 : 0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+	path_of(p, sizeof(p), "obj");
+	ck_assert_str_eq(host_read(p, data, sizeof(data)), "obj");
 }
 END_TEST
 
@@ -1524,6 +1564,11 @@ static Suite *fuse_suite(void)
 	tcase_add_test(ops, posix_open_unlinked);
 	tcase_add_test(ops, created_unlinked_pinned);
 	tcase_add_test(ops, renames_follow_nodes);
+	if (geteuid() == 0)
+		tcase_add_test(ops, create_readonly_mode_as_user);
+	else
+		lkvm_skip("test_fuse", 1, "create_readonly_mode_as_user",
+			  "needs root to become another user");
 	tcase_add_test(ops, names_and_links);
 	tcase_add_test(ops, setattr_ops);
 	tcase_add_test(ops, readdir_and_plus);
