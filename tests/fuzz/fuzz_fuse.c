@@ -21,7 +21,8 @@
  *   bit 1: no INIT (otherwise the harness starts a 7.36 session)
  *   bits 2-3: the request's first 256 bytes cut into iovecs of (whole, 1, 5, 64) bytes
  *   bits 4-5: the reply's likewise
- *   bit 6: reply room 200 bytes instead of 1 MiB + 4 KiB; bit 7: 12 bytes (not even a header)
+ *   bits 6-7: reply room 64 KiB + 4 KiB (0), 200 bytes (1), 12 bytes (2: not even a header),
+ *   1 MiB + 4 KiB (3: a whole max_write READ; allocated per request, so not the default)
  * Bytes 8..15 of a request (its unique) are left as they are; a node id or fh of the form
  * 0xff..ff NN (top bytes all set) is replaced by the NN-th one the server gave in this input,
  * so the fuzzer reaches real nodes and handles without guessing generations.
@@ -322,7 +323,8 @@ static void one(struct fuse_server *s, const u8 *msg, size_t len, u8 flags)
 {
 	static const size_t chunks[] = { 0, 1, 5, 64 };
 	static struct iovec in[257], out[257];
-	size_t room = flags & 0x80 ? 12 : flags & 0x40 ? 200 : FZ_ROOM;
+	static const size_t rooms[] = { KiB(68), 200, 12, FZ_ROOM };
+	size_t room = rooms[flags >> 6];
 	u8 *req = malloc(len ? len : 1), *rep = malloc(room);
 	int nin, nout;
 
