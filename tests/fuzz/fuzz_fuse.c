@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <linux/fuse.h>
@@ -154,6 +156,10 @@ static void fz_init(void)
 	fz.forbidden[0] = ino_of(fz.top);
 	fz.forbidden[1] = ino_of(outside);
 	fz.forbidden[2] = ino_of(fz.secret);
+	/* The tree is on tmpfs: a FALLOCATE or truncate of gigabytes is RAM (and a wipe of it
+	 * takes seconds). Files stop at 16 MiB (EFBIG, SIGXFSZ ignored), as a full disk would. */
+	signal(SIGXFSZ, SIG_IGN);
+	FUZZ_ASSERT(setrlimit(RLIMIT_FSIZE, &(struct rlimit){ MiB(16), MiB(16) }) == 0);
 	fz.ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	FUZZ_ASSERT(fz.ino >= 0);
 	FUZZ_ASSERT(inotify_add_watch(fz.ino, outside, IN_ALL_EVENTS) >= 0);
