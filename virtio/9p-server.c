@@ -121,7 +121,7 @@ static int fid_room(struct p9_server *s)
 	if (!s->fids_warned && s->warn) {
 		snprintf(
 			msg, sizeof(msg),
-			"share %s: %u fids (the most): the guest's next ones fail with ENFILE; a fixed bound on lkvm's memory",
+			"share %s: %u fids (the most): the guest's next ones fail with ENFILE; --share's fids=N raises it",
 			s->label, s->max_fids);
 		s->warn(s->warn_opaque, msg);
 	}

@@ -288,7 +288,7 @@ int virtio_9p_create(struct kvm *kvm, const struct p9_share *share, bool bare, u
 {
 	struct p9_server_opts o = {
 		.readonly = share->ro,
-		.max_fids = max_fids,
+		.max_fids = max_fids ? max_fids : share->fids,
 		.fs = { .label = share->host_dir, .warn = share_warn },
 	};
 	struct virtio_9p *p;

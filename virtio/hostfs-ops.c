@@ -83,7 +83,7 @@ static const char *const cap_what[HOSTFS_CAP_NR] = {
 	[HOSTFS_CAP_NODES] = "files known to the guest at once",
 	[HOSTFS_CAP_OPEN] = "files open at once",
 };
-/* How each cap is raised: the open-file cap follows the descriptor limit (virtio-9p.h's
+/* How each cap is raised: the open-file cap follows the descriptor limit (host-files.h's
  * host_files_fit), the node cap is memory and fixed. */
 static const char *const cap_raise[HOSTFS_CAP_NR] = {
 	[HOSTFS_CAP_NODES] = "a fixed bound on lkvm's memory",

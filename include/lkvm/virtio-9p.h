@@ -34,7 +34,8 @@ struct p9_share {
 	char host_dir[PATH_MAX];	 /* absolute, an existing directory */
 	char guest_dir[PATH_MAX];	 /* where lkvm's init mounts it (absolute); "" for none */
 	char tag[VIRTIO_9P_TAG_MAX + 1]; /* mount tag, 1..VIRTIO_9P_TAG_MAX bytes */
-	bool ro; /* every request that would change the host answers EROFS */
+	bool ro;  /* every request that would change the host answers EROFS */
+	u32 fids; /* the fid bound (`fids=N`; 0: P9_FIDS_DEFAULT), memory: 48 bytes a fid */
 	enum virtio_trans trans;
 	bool trans_set; /* else --virtio-transport decides */
 };
@@ -47,7 +48,7 @@ struct p9_shares {
 };
 
 /*
- * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio]` into the next share of s:
+ * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio][,fids=N]` into the next share of s:
  * HOSTDIR made absolute (realpath) and checked to be a directory, GUESTDIR (absolute)
  * defaulting to it, tag VIRTIO_9P_SHARE_TAG + its index; read-write unless ro. Neither
  * directory can contain ':' or ','. 0, or -errno with a one-line reason in err (missing
@@ -75,7 +76,7 @@ int virtio_9p_add(struct kvm *kvm, const struct p9_share *share) __must_check;
 
 /*
  * The device itself (for the device list and for tests). Opens share->host_dir with the
- * server (read-only shares refuse every change; max_fids 0: P9_FIDS_DEFAULT) and attaches
+ * server (read-only shares refuse every change; max_fids 0: share->fids, else P9_FIDS_DEFAULT) and attaches
  * to share->trans (else --virtio-transport), or to no transport when bare (tests set up the
  * queue and call ops->start). 0 or -errno with a one-line reason in err.
  */

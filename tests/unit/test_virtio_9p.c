@@ -695,14 +695,15 @@ START_TEST(share_parse)
 	ck_assert_ptr_nonnull(realpath(t.share, real));
 	snprintf(arg, sizeof(arg), "%s/../share", t.share);
 	ck_assert_msg(p9_share_parse(&s, arg, err, sizeof(err)) == 0, "%s", err);
-	snprintf(arg, sizeof(arg), "%s:/data,ro,trans=mmio", t.share);
+	snprintf(arg, sizeof(arg), "%s:/data,ro,trans=mmio,fids=4096", t.share);
 	ck_assert_msg(p9_share_parse(&s, arg, err, sizeof(err)) == 0, "%s", err);
 	sh = p9_share_get(&s, 0);
 	ck_assert_str_eq(sh->host_dir, real);
 	ck_assert_str_eq(sh->guest_dir, real); /* GUESTDIR defaults to HOSTDIR, made absolute */
 	ck_assert_str_eq(sh->tag, "lkvm-share0");
-	ck_assert(!sh->ro && !sh->trans_set);
+	ck_assert(!sh->ro && !sh->trans_set && !sh->fids);
 	sh = p9_share_get(&s, 1);
+	ck_assert_uint_eq(sh->fids, 4096);
 	ck_assert_str_eq(sh->guest_dir, "/data");
 	ck_assert_str_eq(sh->tag, "lkvm-share1");
 	ck_assert(sh->ro && sh->trans_set && sh->trans == VIRTIO_TRANS_MMIO);
@@ -722,7 +723,8 @@ START_TEST(share_parse_errors)
 	} bad[] = {
 		{ "/nope", -ENOENT, "No such file or directory" },
 		{ "/../share/file", -ENOTDIR, "is not a directory" },
-		{ ",rx", -EINVAL, "unknown option 'rx' (want ro, trans=pci|mmio)" },
+		{ ",rx", -EINVAL, "unknown option 'rx' (want ro, trans=pci|mmio, fids=N)" },
+		{ ",fids=8", -EINVAL, "fids" }, /* below the 16 a mount needs */
 		{ ",trans=isa", -EINVAL, "unknown option 'trans=isa'" },
 		{ ",rw", -EINVAL, "unknown option 'rw'" },
 		{ ":data", -EINVAL, "guest directory 'data' is not an absolute path" },
