@@ -267,7 +267,8 @@ static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
 	}
 	for (const struct p9_share *s; ic.nr_shares < INITCFG_MAX_SHARES &&
 				       (s = p9_share_get(cfg->shares, (int)ic.nr_shares));)
-		ic.shares[ic.nr_shares++] = (struct initcfg_share){ s->tag, s->guest_dir, s->ro };
+		ic.shares[ic.nr_shares++] =
+			(struct initcfg_share){ .tag = s->tag, .path = s->guest_dir, .ro = s->ro };
 	add_nics(&ic, cfg);
 	ret = initrd_make(&ic, cfg->kernel_path, cmd->modules,
 			  cfg->virtio_trans == VIRTIO_TRANS_MMIO, &rc->initrd, &rc->initrd_len, err,
