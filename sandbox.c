@@ -59,7 +59,7 @@ struct sb_kind {
  * tkill, rt_sigqueueinfo and rt_tgsigqueueinfo, which can all reach another process, and
  * pidfd_send_signal but in main on the pidfd of the passt lkvm started (conds); no thread
  * opens a file, creates or removes one,
- * except the 9p server's, beneath its share (SB_P9).
+ * except the file servers', beneath their shares (SB_P9, SB_FS).
  */
 static const struct sb_kind common = {
 	.name = "common",
@@ -196,6 +196,32 @@ static const struct sb_kind kinds[SB_NR] = {
 			   SCMP_SYS(unlinkat), SCMP_SYS(renameat), SCMP_SYS(fchmodat),
 			   SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
 			   SCMP_SYS(fsync), SCMP_SYS(fdatasync) },
+		.ioctls = { KVM_IRQ_LINE },
+	},
+	[SB_FS] = {
+		.name = "fs",
+		/* The FUSE server (virtio/fuse-server.c over virtio/hostfs.c): 9p's calls for the
+		 * same walks, opens (openat2 beneath the share; openat for the /proc/self/fd
+		 * reopen of an O_PATH node), attributes, directory reads, file I/O and namespace
+		 * changes, and what FUSE asks beyond 9P: RENAME2's flags (renameat2),
+		 * FALLOCATE, COPY_FILE_RANGE, LSEEK's SEEK_DATA/HOLE (lseek), the xattr requests
+		 * on a node's descriptor (f*xattr; fchdir and the path calls for a symlink's or
+		 * an O_PATH node's, as virtiofsd does them in /proc/self/fd), file locks (flock,
+		 * fcntl), fchmod/fchown of an open file. Which files these reach is the server's
+		 * and the credentials' business. Started by main before main confines itself. */
+		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat), SCMP_SYS(statx),
+			   SCMP_SYS(fstatfs), SCMP_SYS(fcntl), SCMP_SYS(getdents64), SCMP_SYS(lseek),
+			   SCMP_SYS(preadv), SCMP_SYS(pwritev), SCMP_SYS(pread64), SCMP_SYS(pwrite64),
+			   SCMP_SYS(mkdirat), SCMP_SYS(mknodat), SCMP_SYS(symlinkat),
+			   SCMP_SYS(readlinkat), SCMP_SYS(linkat), SCMP_SYS(unlinkat),
+			   SCMP_SYS(renameat), SCMP_SYS(renameat2), SCMP_SYS(fchmodat),
+			   SCMP_SYS(fchmod), SCMP_SYS(fchownat), SCMP_SYS(fchown),
+			   SCMP_SYS(utimensat), SCMP_SYS(ftruncate), SCMP_SYS(fallocate),
+			   SCMP_SYS(copy_file_range), SCMP_SYS(fsync), SCMP_SYS(fdatasync),
+			   SCMP_SYS(flock), SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr),
+			   SCMP_SYS(flistxattr), SCMP_SYS(fremovexattr), SCMP_SYS(getxattr),
+			   SCMP_SYS(setxattr), SCMP_SYS(listxattr), SCMP_SYS(removexattr),
+			   SCMP_SYS(lgetxattr), SCMP_SYS(llistxattr), SCMP_SYS(fchdir) },
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_CTL] = {
@@ -743,7 +769,7 @@ static int build_and_load(enum sandbox_kind kind)
  * stopped even if the thread's own list allowed everything, and prove nothing about that
  * list. So each kind's probe is a call its own list forbids and the filter it inherits allows:
  * the vCPU's for the threads the vCPU starts on DRIVER_OK (the kinds in its `spawns`); none
- * for main and the threads main starts before it confines itself (vcpu, console, 9p, ctl),
+ * for main and the threads main starts before it confines itself (vcpu, console, 9p, fs, ctl),
  * whose probe main's list allows all the same (a call lkvm makes, not only an absurd one).
  * probe_proves checks this against the lists at run time. Each probe passes fd -1 (or an
  * invalid address or context) so that, unfiltered (--sandbox=off), it fails harmlessly.
@@ -778,6 +804,8 @@ static const struct sb_probe {
 		     "blk's (any fd), in the filter of the vCPU that starts rng" },
 	[SB_P9] = { SCMP_SYS(fstat), 0, "fstat",
 		    "main's (9p has newfstatat only): main starts 9p before its filter" },
+	[SB_FS] = { SCMP_SYS(fstat), 0, "fstat",
+		    "main's (fs has newfstatat only): main starts fs before its filter" },
 	[SB_CTL] = { SCMP_SYS(ioctl), KVM_SET_GSI_ROUTING, "ioctl KVM_SET_GSI_ROUTING",
 		     "main's (teardown): main starts ctl before its filter" },
 	[SB_GDB] = { SCMP_SYS(ioctl), KVM_GET_VCPU_EVENTS, "ioctl KVM_GET_VCPU_EVENTS",

@@ -4,6 +4,7 @@
 
 #include <limits.h>
 
+#include "lkvm/fuse-server.h"
 #include "lkvm/virtio.h"
 
 struct kvm;
@@ -55,6 +56,10 @@ struct p9_share {
 	bool ro; /* every request that would change the host answers EROFS */
 	enum virtio_trans trans;
 	bool trans_set; /* else --virtio-transport decides */
+	/* Which devices serve it (virtio-fs.h; --fs, decided by share_fs_decide in
+	 * builtin/run.c): virtio-9p unless no_9p, virtio-fs too (or only) when vfs. */
+	bool no_9p, vfs;
+	enum fuse_cache cache; /* virtio-fs's cache mode (cache=; default auto) */
 };
 
 /* The --share options of a run (struct kvm_config's shares: NULL when none, which every
@@ -65,7 +70,7 @@ struct p9_shares {
 };
 
 /*
- * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio]` into the next share of s:
+ * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio][,cache=auto|always|none]` into the next share of s:
  * HOSTDIR made absolute (realpath) and checked to be a directory, GUESTDIR (absolute)
  * defaulting to it, tag VIRTIO_9P_SHARE_TAG + its index; read-write unless ro. Neither
  * directory can contain ':' or ','. 0, or -errno with a one-line reason in err (missing
@@ -74,8 +79,12 @@ struct p9_shares {
  */
 /* Its suffixes (for --help). */
 extern const struct opt_set p9_share_opt_set;
+/* cache='s values (and --cache's): auto, always, none (never: the same). */
+struct opt_choice;
+extern const struct opt_choice fuse_cache_choices[];
 int p9_share_parse(struct p9_shares *s, const char *arg, char *err, size_t errlen) __must_check;
-/* How many of s end up on transport t (dflt: --virtio-transport), for the mmio bound. */
+/* How many devices of s (9p and virtio-fs) end up on transport t (dflt: --virtio-transport),
+ * for the mmio bound. */
 int p9_shares_on(const struct p9_shares *s, enum virtio_trans dflt, enum virtio_trans t);
 
 /* Share i of the run's --share options (for lkvm's init configuration), or NULL past the
@@ -137,7 +146,7 @@ void virtio_9p_stats(struct virtio_9p *p, struct stats_visitor *v);
  */
 int virtio_9p_fit_fids(struct kvm *kvm, u32 later, char *err, size_t errlen) __must_check;
 
-/* Add one device per share of s, in order. 0 or the first -errno. */
+/* Add one device per share of s that has one (not no_9p), in order. 0 or the first -errno. */
 int virtio_9p_add_shares(struct kvm *kvm, const struct p9_shares *s) __must_check;
 
 #endif

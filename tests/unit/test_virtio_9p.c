@@ -681,7 +681,8 @@ START_TEST(share_parse_errors)
 	} bad[] = {
 		{ "/nope", -ENOENT, "No such file or directory" },
 		{ "/../share/file", -ENOTDIR, "is not a directory" },
-		{ ",rx", -EINVAL, "unknown option 'rx' (want ro, trans=pci|mmio)" },
+		{ ",rx", -EINVAL,
+		  "unknown option 'rx' (want ro, trans=pci|mmio, cache=auto|always|none|never)" },
 		{ ",trans=isa", -EINVAL, "unknown option 'trans=isa'" },
 		{ ",rw", -EINVAL, "unknown option 'rw'" },
 		{ ":data", -EINVAL, "guest directory 'data' is not an absolute path" },
