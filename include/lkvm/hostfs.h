@@ -53,22 +53,24 @@ struct hostfs_node {
 	bool opaque; /* root of a kernel-interface mount (or inside one): stat only */
 	u64 nlookup; /* the FUSE server's lookup count (hostfs only stores it) */
 	/* the rest is hostfs.c's own */
-	struct hostfs_node *parent; /* NULL: the root, or a node whose name is gone */
-	char *name;		    /* its name under parent (NULL with parent) */
-	u32 refs;		    /* handles, children and lookups holding it */
-	u32 nopen;		    /* open I/O descriptors (hostfs_open_io) */
-	int fd;			    /* O_PATH, -1 when not cached */
-	struct hostfs_node *lru_prev, *lru_next;
+	struct hostfs_node *parent;		 /* NULL: the root, or a node whose name is gone */
+	char *name;				 /* its name under parent (NULL with parent) */
+	u32 refs;				 /* handles, children and lookups holding it */
+	u32 nopen;				 /* open I/O descriptors (hostfs_open_io) */
+	int fd;					 /* O_PATH, -1 when not cached */
+	struct hostfs_node *lru_prev, *lru_next; /* in the cache's LRU (not while open) */
+	/* chains of the three hash tables: by (dev, ino), by id, by (parent, name) */
+	struct hostfs_node *ino_next, *id_next, *name_next;
 };
 
 /* Bytes of a node beside its name, for the bound docs/ states. */
 #define HOSTFS_NODE_BYTES sizeof(struct hostfs_node)
 
 struct hostfs_opts {
-	bool readonly;	/* the table does not enforce it; hostfs_open_flags and the ops do */
-	u32 max_nodes;	/* 0: HOSTFS_NODES_DEFAULT; at most HOSTFS_NODES_MAX */
-	u32 max_cached; /* 0: HOSTFS_CACHED_DEFAULT; at least 8 */
-	u32 max_open;	/* 0: HOSTFS_OPEN_DEFAULT */
+	bool readonly;	   /* the table does not enforce it; hostfs_open_flags and the ops do */
+	u32 max_nodes;	   /* 0: HOSTFS_NODES_DEFAULT; at most HOSTFS_NODES_MAX */
+	u32 max_cached;	   /* 0: HOSTFS_CACHED_DEFAULT; at least 8 */
+	u32 max_open;	   /* 0: HOSTFS_OPEN_DEFAULT */
 	const char *label; /* the share, for the warning (its host directory, tag...) */
 	/* Called once per cap the first time it is reached (NULL: silent); msg is one line
 	 * without "lkvm: warning: ", e.g. "share /x: 4096 files open at once (the most): ...". */
@@ -80,8 +82,8 @@ struct hostfs_stats {
 	u32 nodes, max_nodes;
 	u32 cached, max_cached;
 	u32 open, max_open;
-	u64 reopens;		   /* evicted nodes opened again by their names */
-	u64 stale;		   /* of those, answered -ESTALE (gone, or another file there) */
+	u64 reopens;		     /* evicted nodes opened again by their names */
+	u64 stale;		     /* of those, answered -ESTALE (gone, or another file there) */
 	u64 cap_hits[HOSTFS_CAP_NR]; /* requests refused at each cap */
 };
 
@@ -139,7 +141,7 @@ void hostfs_release_io(struct hostfs *fs, struct hostfs_node *n, int fd);
  * symlinked, linked): walked to as hostfs_walk does. fd >= 0: an open descriptor of it
  * (O_CREAT's), whose identity is taken instead of a second lookup. Same returns.
  */
-int hostfs_made(struct hostfs *fs, struct hostfs_node *dir, const char *name,
+int hostfs_made(struct hostfs *fs, struct hostfs_node *dir, const char *name, int fd,
 		struct hostfs_node **to, struct stat *st) __must_check;
 
 /* After the guest renamed dir/name to ndir/nname (through the server): the node named so
@@ -164,6 +166,7 @@ int hostfs_path(const struct hostfs *fs, const struct hostfs_node *n, char *buf,
  * hostfs_is_device_type: mknod of a character or block device is refused (EPERM).
  */
 u32 hostfs_guest_mode(u32 mode, bool dir);
+bool hostfs_is_device_type(u32 mode);
 int hostfs_fix_mode(struct hostfs *fs, int fd, const struct stat *st, u32 mode) __must_check;
 
 bool hostfs_readonly(const struct hostfs *fs);
