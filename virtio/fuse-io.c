@@ -104,7 +104,8 @@ static int create_new(struct fuse_call *c, const char *name, int fd, int host, u
 		      struct hostfs_node **n, struct stat *st)
 {
 	struct stat fst;
-	int ret = fstat(fd, &fst) < 0 ? neg_errno() : hostfs_made(c->s->fs, c->node, name, n, st);
+	int ret = fstat(fd, &fst) < 0 ? neg_errno()
+				      : hostfs_made(c->s->fs, c->node, name, fd, n, st);
 
 	if (ret)
 		return ret;

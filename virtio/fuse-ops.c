@@ -183,7 +183,7 @@ static int made(struct fuse_call *c, const char *name, s64 mode)
 	struct fuse_server *s = c->s;
 	struct hostfs_node *n;
 	struct stat st;
-	int ret = hostfs_made(s->fs, c->node, name, &n, &st);
+	int ret = hostfs_made(s->fs, c->node, name, -1, &n, &st);
 	int fd;
 
 	if (ret)
