@@ -366,6 +366,7 @@ END_TEST
 START_TEST(pause_answers_nothing)
 {
 	struct fuse_forget_in fi = { .nlookup = 1 };
+	struct fuse_getattr_in ga = { 0 };
 	u16 before0, before1;
 
 	driver_up();
@@ -374,7 +375,7 @@ START_TEST(pause_answers_nothing)
 	before0 = vd_used_idx(&t.q[0]);
 	before1 = vd_used_idx(&t.q[1]);
 	vd_post(&t.q[1],
-		(struct vd_buf[]){ { REQ_GPA, request(FUSE_GETATTR, 1, "", 0), false },
+		(struct vd_buf[]){ { REQ_GPA, request(FUSE_GETATTR, 1, &ga, sizeof(ga)), false },
 				   { RESP_GPA, RESP_ROOM, true } },
 		2);
 	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
