@@ -200,28 +200,22 @@ static const struct sb_kind kinds[SB_NR] = {
 	},
 	[SB_FS] = {
 		.name = "fs",
-		/* The FUSE server (virtio/fuse-server.c over virtio/hostfs.c): 9p's calls for the
-		 * same walks, opens (openat2 beneath the share; openat for the /proc/self/fd
-		 * reopen of an O_PATH node), attributes, directory reads, file I/O and namespace
-		 * changes, and what FUSE asks beyond 9P: RENAME2's flags (renameat2),
-		 * FALLOCATE, COPY_FILE_RANGE, LSEEK's SEEK_DATA/HOLE (lseek), the xattr requests
-		 * on a node's descriptor (f*xattr; fchdir and the path calls for a symlink's or
-		 * an O_PATH node's, as virtiofsd does them in /proc/self/fd), file locks (flock,
-		 * fcntl), fchmod/fchown of an open file. Which files these reach is the server's
-		 * and the credentials' business. Started by main before main confines itself. */
-		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat), SCMP_SYS(statx),
+		/* The FUSE server (virtio/fuse-*.c on the node table virtio/hostfs*.c): 9p's calls
+		 * for the same walks (openat2 beneath the share; openat for the /proc/self/fd reopen
+		 * of an O_PATH node), attributes, directory reads, file I/O and namespace changes,
+		 * and what FUSE asks beyond 9P: RENAME2 (renameat2, also for plain renames),
+		 * FALLOCATE, COPY_FILE_RANGE, LSEEK (SEEK_DATA/HOLE), ACCESS (faccessat2 on the
+		 * node's descriptor, AT_EMPTY_PATH). No xattr call: the server refuses xattrs as 9P
+		 * does. Which files these reach is the server's and the credentials' business.
+		 * Started by main before main confines itself (virtio/fs.c). */
+		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat),
 			   SCMP_SYS(fstatfs), SCMP_SYS(fcntl), SCMP_SYS(getdents64), SCMP_SYS(lseek),
-			   SCMP_SYS(preadv), SCMP_SYS(pwritev), SCMP_SYS(pread64), SCMP_SYS(pwrite64),
-			   SCMP_SYS(mkdirat), SCMP_SYS(mknodat), SCMP_SYS(symlinkat),
-			   SCMP_SYS(readlinkat), SCMP_SYS(linkat), SCMP_SYS(unlinkat),
-			   SCMP_SYS(renameat), SCMP_SYS(renameat2), SCMP_SYS(fchmodat),
-			   SCMP_SYS(fchmod), SCMP_SYS(fchownat), SCMP_SYS(fchown),
-			   SCMP_SYS(utimensat), SCMP_SYS(ftruncate), SCMP_SYS(fallocate),
-			   SCMP_SYS(copy_file_range), SCMP_SYS(fsync), SCMP_SYS(fdatasync),
-			   SCMP_SYS(flock), SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr),
-			   SCMP_SYS(flistxattr), SCMP_SYS(fremovexattr), SCMP_SYS(getxattr),
-			   SCMP_SYS(setxattr), SCMP_SYS(listxattr), SCMP_SYS(removexattr),
-			   SCMP_SYS(lgetxattr), SCMP_SYS(llistxattr), SCMP_SYS(fchdir) },
+			   SCMP_SYS(preadv), SCMP_SYS(pwritev), SCMP_SYS(mkdirat), SCMP_SYS(mknodat),
+			   SCMP_SYS(symlinkat), SCMP_SYS(readlinkat), SCMP_SYS(linkat),
+			   SCMP_SYS(unlinkat), SCMP_SYS(renameat2), SCMP_SYS(fchmodat),
+			   SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
+			   SCMP_SYS(fallocate), SCMP_SYS(copy_file_range), SCMP_SYS(faccessat2),
+			   SCMP_SYS(fsync), SCMP_SYS(fdatasync) },
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_CTL] = {
