@@ -108,7 +108,7 @@ $(BUILD)/tests/test_cpuid: LDFLAGS += -Wl,--wrap=ioctl
 # The gdb target's test boots tests/guest/gdb-target.c (built with the unit tests, order only).
 $(BUILD)/tests/test_gdb_target: | build/guests/gdb-target.elf
 # Small host-side programs the integration tests use.
-TOOLS := build/tools/udp-sink build/tools/net-peer build/tools/mkinitrd
+TOOLS := build/tools/udp-sink build/tools/net-peer build/tools/mkinitrd build/tools/fs-posix
 tools: $(TOOLS)
 build/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
