@@ -97,29 +97,22 @@ static int create_existing(struct fuse_call *c, const char *name, int host, stru
 
 /*
  * The file made keeps the descriptor O_CREAT gave (a file created 0444 for writing, as git
- * and tar make them, could not be opened for writing again); its node is walked to by name
- * and must be the file that descriptor names.
+ * and tar make them, could not be opened for writing again); its node takes that
+ * descriptor's identity (hostfs_made), so it is the file created whatever the name holds now.
  */
-static int create_new(struct fuse_call *c, const char *name, int fd, int host, u32 mode,
+static int create_new(struct fuse_call *c, const char *name, int fd, u32 mode,
 		      struct hostfs_node **n, struct stat *st)
 {
-	struct stat fst;
-	int ret = fstat(fd, &fst) < 0 ? neg_errno()
-				      : hostfs_made(c->s->fs, c->node, name, fd, n, st);
+	int ret = hostfs_made(c->s->fs, c->node, name, fd, n, st);
 
 	if (ret)
 		return ret;
-	if (st->st_dev != fst.st_dev || st->st_ino != fst.st_ino)
-		ret = -ESTALE; /* replaced on the host meanwhile */
-	if (!ret)
-		ret = hostfs_fix_mode(c->s->fs, fd, &fst, mode);
+	ret = hostfs_fix_mode(c->s->fs, fd, st, mode);
 	if (!ret)
 		ret = fstat(fd, st) < 0 ? neg_errno() : 0;
-	if (ret) {
+	if (ret)
 		hostfs_put(c->s->fs, *n);
-		return ret;
-	}
-	return 0;
+	return ret;
 }
 
 int fsrv_op_create(struct fuse_call *c)
@@ -147,7 +140,7 @@ int fsrv_op_create(struct fuse_call *c)
 		ret = create_existing(c, name, host, &n, &st);
 	else if (fd < 0)
 		ret = fd;
-	else if (!(ret = create_new(c, name, fd, host, mode, &n, &st)))
+	else if (!(ret = create_new(c, name, fd, mode, &n, &st)))
 		put_open(c, fsrv_handle_add(s, n, fd, (u32)host, false, true), false);
 	if (ret) {
 		if (fd >= 0)
@@ -289,29 +282,31 @@ static void plus_entry(struct fuse_server *s, struct hostfs_node *dir, const str
 }
 
 /* Emit one entry if it fits in size bytes; false when it does not. */
-static bool emit(struct fuse_call *c, struct fuse_handle *h, const struct dent *d, size_t size,
+static bool emit(struct fuse_call *c, struct fuse_handle *h, const struct dent *dent, size_t size,
 		 bool plus)
 {
 	size_t head = plus ? sizeof(struct fuse_entry_out) : 0;
-	size_t rec = head + FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + d->len);
-	struct fuse_dirent de = {
-		.ino = d->ino, .off = d->off, .namelen = (u32)d->len, .type = d->type
-	};
+	size_t rec = head + FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + dent->len);
+	struct dent d = *dent;
+	struct fuse_dirent de;
 	struct fuse_entry_out e;
 	static const u8 zero[8];
 
 	if (c->out_len + rec > size)
 		return false;
 	/* The root's ".." would name a host directory outside: it names the root. */
-	if (h->n == hostfs_root(c->s->fs) && d->len == 2 && !memcmp(d->name, "..", 2))
-		de.ino = h->n->ino;
+	if (h->n == hostfs_root(c->s->fs) && d.len == 2 && !memcmp(d.name, "..", 2))
+		d.ino = h->n->ino;
+	de = (struct fuse_dirent){
+		.ino = d.ino, .off = d.off, .namelen = (u32)d.len, .type = d.type
+	};
 	if (plus) {
-		plus_entry(c->s, h->n, d, &e);
+		plus_entry(c->s, h->n, &d, &e);
 		fsrv_put(c, &e, sizeof(e));
 	}
 	fsrv_put(c, &de, FUSE_NAME_OFFSET);
-	fsrv_put(c, d->name, d->len);
-	fsrv_put(c, zero, rec - head - FUSE_NAME_OFFSET - d->len);
+	fsrv_put(c, d.name, d.len);
+	fsrv_put(c, zero, rec - head - FUSE_NAME_OFFSET - d.len);
 	return true;
 }
 

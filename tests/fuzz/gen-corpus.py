@@ -387,6 +387,93 @@ p9("setid", 0, walk(0, 1), m9("lcreate", u32(1), "x", u32(1), u32(0o6755), u32(0
    m9("mkdir", u32(0), "d", u32(0o6775), u32(0)), m9("mknod", u32(0), "p", u32(0o14644), u32(0), u32(0), u32(0)),
    m9("mknod", u32(0), "blk", u32(0o60600), u32(8), u32(0), u32(0)))
 
+# ---- fuse: u8 flags, then (u16 length, request) pairs; node ids and fhs of the form
+# 0xffffffffffffffNN name the NN-th one the server gave in this input (node 0: the root) ----
+FO = dict(lookup=1, forget=2, getattr=3, setattr=4, readlink=5, symlink=6, mknod=8, mkdir=9, unlink=10,
+          rmdir=11, rename=12, link=13, open=14, read=15, write=16, statfs=17, release=18, fsync=20,
+          setxattr=21, getxattr=22, listxattr=23, removexattr=24, flush=25, init=26, opendir=27,
+          readdir=28, releasedir=29, fsyncdir=30, getlk=31, access=34, create=35, interrupt=36,
+          destroy=38, batch_forget=42, fallocate=43, readdirplus=44, rename2=45, lseek=46,
+          copy_file_range=47)
+
+
+def N(k): return 0xffffffffffffff00 | k
+def FH(k): return 0xffffffffffffff00 | k
+
+
+def fm(op, node, *fields, length=None):
+    """A FUSE request: fields are (struct format, value) pairs, bytes, or str (a NUL-terminated name)."""
+    body = b""
+    for f in fields:
+        body += f.encode() + b"\0" if isinstance(f, str) else f if isinstance(f, bytes) else struct.pack("<" + f[0], f[1])
+    n = 40 + len(body) if length is None else length
+    return struct.pack("<IIQQIIIHH", n, FO[op] if isinstance(op, str) else op, 7, node, 0, 0, 0, 0, 0) + body
+
+
+def fuse(name, flags, *msgs):
+    write("fuse", name, bytes([flags]) + b"".join(struct.pack("<H", len(m)) + m for m in msgs))
+
+
+def rd(op, fh, off, size): return fm(op, 1, u64(fh), u64(off), u32(size), u32(0), u64(0), u32(0), u32(0))
+def rel(op, fh): return fm(op, 1, u64(fh), u32(0), u32(0), u64(0))
+def opn(op, node, flags): return fm(op, node, u32(flags), u32(0))
+def setattr(node, valid, fh=0, size=0, mode=0, atime=0, mtime=0):
+    return fm("setattr", node, u32(valid), u32(0), u64(fh), u64(size), u64(0), u64(atime), u64(mtime), u64(0),
+              u32(0), u32(0), u32(0), u32(mode), u32(0), u32(0), u32(0), u32(0))
+
+
+fuse("lookup-read", 0, fm("lookup", 1, "file"), opn("open", N(1), 0), rd("read", FH(0), 0, 100),
+     rd("read", FH(0), 7, 0xffffffff), fm("getattr", N(1), u32(1), u32(0), u64(FH(0))), rel("release", FH(0)),
+     fm("forget", N(1), u64(1)), fm("getattr", N(1), u32(0), u32(0), u64(0)))
+fuse("readdir", 0, opn("opendir", 1, 0o200000), rd("readdirplus", FH(0), 0, 4096), rd("readdir", FH(0), 0, 4096),
+     rd("readdirplus", FH(0), 0, 200), rd("readdirplus", FH(0), 3, 40), fm("lookup", 1, "dir"), opn("opendir", N(1), 0),
+     rd("readdirplus", FH(1), 0, 4096), rel("releasedir", FH(0)), rel("releasedir", FH(1)))
+fuse("create-write", 0, fm("create", 1, u32(0o102), u32(0o100644), u32(0o22), u32(0), "new"),
+     fm("write", 1, u64(FH(0)), u64(0), u32(5), u32(0), u64(0), u32(0), u32(0), b"hello"), rd("read", FH(0), 0, 64),
+     fm("fsync", 1, u64(FH(0)), u32(1), u32(0)), setattr(N(1), 0x1 | 0x8 | 0x40 | 0x20, fh=FH(0), size=2, mode=0o600, mtime=99),
+     fm("fallocate", 1, u64(FH(0)), u64(0), u64(8192), u32(0), u32(0)),
+     fm("lseek", 1, u64(FH(0)), u64(0), u32(4), u32(0)),
+     fm("create", 1, u32(0o2), u32(0o100644), u32(0), u32(0), "copy"),
+     fm("copy_file_range", 1, u64(FH(0)), u64(0), u64(N(2)), u64(FH(1)), u64(0), u64(100), u64(0)),
+     fm("flush", 1, u64(FH(0)), u32(0), u32(0), u64(0)), rel("release", FH(0)))
+fuse("namespace", 0, fm("mkdir", 1, u32(0o2755), u32(0o22), "d"), fm("symlink", N(1), "sl", "../file"),
+     fm("readlink", N(2)), fm("lookup", 1, "file"), fm("link", N(1), u64(N(3)), "hard"),
+     fm("mknod", N(1), u32(0o10644), u32(0), u32(0), u32(0), "p"), fm("mknod", N(1), u32(0o20644), u32(0x103), u32(0), u32(0), "c"),
+     fm("rename2", N(1), u64(1), u32(0), u32(0), "hard", "moved"), fm("rename2", 1, u64(N(1)), u32(2), u32(0), "moved", "p"),
+     fm("rename", 1, u64(1), "dir", "file"), fm("unlink", 1, "moved"), fm("rmdir", 1, "d"), fm("statfs", 1),
+     fm("access", N(3), u32(4), u32(0)), fm("unlink", N(1), "p"), fm("unlink", N(1), "sl"), fm("rmdir", 1, "d"))
+fuse("escape", 0, fm("lookup", 1, "abs"), opn("open", N(1), 0), fm("readlink", N(1)), fm("lookup", 1, ".."),
+     fm("lookup", 1, "dirout"), fm("lookup", N(2), "secret"), fm("lookup", 1, "fifo"), opn("open", N(3), 0),
+     fm("lookup", 1, "dir"), fm("lookup", N(4), ".."), fm("link", 1, u64(N(1)), "hl"), setattr(N(1), 1, mode=0o777),
+     fm("create", N(1), u32(0o2), u32(0o100644), u32(0), u32(0), "x"), opn("opendir", N(2), 0))
+fuse("names", 0, fm("lookup", 1, "a/b"), fm("lookup", 1, "."), fm("lookup", 1, ""), fm("lookup", 1, "x" * 256),
+     fm("mkdir", 1, u32(0o755), u32(0), ".."), fm("mkdir", 1, u32(0o755), u32(0), b"abc"),
+     fm("mkdir", 1, u32(0o755), u32(0), b"ok\0../x\0"), fm("symlink", 1, "s", b"unterminated"))
+fuse("xattr", 0, fm("getxattr", 1, u32(100), u32(0), "security.capability"), fm("listxattr", 1, u32(0), u32(0)),
+     fm("listxattr", 1, u32(100), u32(0)), fm("setxattr", 1, u32(1), u32(0), "user.a", b"v"),
+     fm("removexattr", 1, "user.a"), fm("getlk", 1, bytes(48)), fm("interrupt", 0, u64(7)))
+fuse("readonly", RO, fm("lookup", 1, "file"), opn("open", N(1), 2), opn("open", N(1), 0o1000), opn("open", N(1), 0),
+     fm("write", 1, u64(FH(0)), u64(0), u32(1), u32(0), u64(0), u32(0), u32(0), b"x"),
+     fm("mkdir", 1, u32(0o755), u32(0), "d"), fm("unlink", 1, "file"), setattr(N(1), 8),
+     fm("create", 1, u32(0), u32(0o100644), u32(0), u32(0), "c"))
+fuse("raw-init", RAW, fm("lookup", 1, "file"), fm("init", 0, u32(7), u32(30), u32(0), u32(0)),
+     fm("init", 0, u32(8), u32(0), u32(0), u32(0)), fm("init", 0, u32(7), u32(31), u32(65536), u32(0xffffffff)),
+     fm("lookup", 1, "dir"), fm("destroy", 0), fm("lookup", 1, "dir"))
+fuse("malformed", 0, fm("getattr", 1, u64(0), length=39), fm("getattr", 1, u64(0), length=200), fm("getattr", 1, length=40),
+     fm("write", 1, u64(FH(0)), u64(0), u32(1000), u32(0), u64(0), u32(0), u32(0), b"x"), rd("read", FH(0), 1 << 63, 10),
+     fm("batch_forget", 0, u32(1000), u32(0), u64(N(1)), u64(5)), fm(0xffffffff, 1), fm(4096, 1), b"")
+fuse("forget", 0, fm("lookup", 1, "dir"), fm("lookup", N(1), "inner"), fm("forget", N(1), u64(99)),
+     fm("getattr", N(1), bytes(16)), fm("batch_forget", 0, u32(2), u32(0), u64(N(2)), u64(1), u64(1), u64(1)),
+     fm("forget", 1, u64(1)), fm("getattr", 1, bytes(16)))
+fuse("split", SPLIT_REQ | SPLIT_REP, fm("create", 1, u32(0o2), u32(0o100644), u32(0), u32(0), "s"),
+     fm("write", 1, u64(FH(0)), u64(0), u32(300), u32(0), u64(0), u32(0), u32(0), bytes(range(256)) + bytes(44)),
+     rd("read", FH(0), 0, 400), opn("opendir", 1, 0), rd("readdirplus", FH(1), 0, 1000))
+fuse("small-reply", SMALL_REP, fm("lookup", 1, "file"), opn("open", N(1), 0), rd("read", FH(0), 0, 1000),
+     fm("mkdir", 1, u32(0o755), u32(0), "d"), opn("opendir", 1, 0), rd("readdirplus", FH(1), 0, 1000))
+fuse("handle-exhaust", 0, fm("lookup", 1, "file"), *[opn("open", N(1), 0) for i in range(20)], rel("release", FH(3)),
+     opn("opendir", 1, 0))
+fuse("tiny-reply", TINY_REP, fm("lookup", 1, "file"), fm("forget", N(1), u64(1)))
+
 # ---- stream: u16 chunk seed, then the bytes passt sends (4-byte big-endian length, frame) ----
 def rec(payload, length=None):
     return struct.pack(">I", len(payload) if length is None else length) + payload
