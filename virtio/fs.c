@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <linux/virtio_fs.h>
 #include <linux/virtio_ids.h>
@@ -454,10 +455,32 @@ struct fs_dev_arg {
 	struct virtio_fs_share fs;
 };
 
+/*
+ * The soft RLIMIT_NOFILE raised by what one more share's table may hold at its default caps
+ * (cached O_PATH descriptors, open files, a request's few transient ones), within the hard
+ * limit, which is the user's word. Before the share opens, as virtio-9p raises it. The 9p
+ * shares' fid bound is settled later from what is left (virtio_9p_fit_fids), at most its
+ * default: with a hard limit that low this headroom can still be shared out to 9p fids.
+ * TODO(issue 39): one budget over every host-file table (hostfs caps) once hostfs has it.
+ */
+static void raise_nofile_for_share(void)
+{
+	rlim_t want = HOSTFS_CACHED_DEFAULT + HOSTFS_OPEN_DEFAULT + 8;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max - rl.rlim_cur > want ? rl.rlim_cur + want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		pr_debug("virtio-fs: RLIMIT_NOFILE not raised: %s", strerror(errno));
+}
+
 static int fs_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
 	struct fs_dev_arg *a = d->arg;
 
+	raise_nofile_for_share();
 	return virtio_fs_create(kvm, &a->share, &a->fs, false, (struct virtio_fs **)&d->priv, err,
 				errlen);
 }
