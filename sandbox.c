@@ -203,17 +203,17 @@ static const struct sb_kind kinds[SB_NR] = {
 		/* The FUSE server (virtio/fuse-*.c on the node table virtio/hostfs*.c): 9p's calls
 		 * for the same walks (openat2 beneath the share; openat for the /proc/self/fd reopen
 		 * of an O_PATH node), attributes, directory reads, file I/O and namespace changes,
-		 * and what FUSE asks beyond 9P: RENAME2 (renameat2, also for plain renames),
-		 * FALLOCATE, COPY_FILE_RANGE, LSEEK (SEEK_DATA/HOLE), ACCESS (faccessat2 on the
-		 * node's descriptor, AT_EMPTY_PATH). No xattr call: the server refuses xattrs as 9P
+		 * and what FUSE asks beyond 9P: RENAME2 (renameat2; glibc makes one without flags
+		 * a renameat), FALLOCATE, COPY_FILE_RANGE, LSEEK (SEEK_DATA/HOLE), ACCESS
+		 * (faccessat2 on the node's descriptor, AT_EMPTY_PATH). No xattr call: the server refuses xattrs as 9P
 		 * does. Which files these reach is the server's and the credentials' business.
 		 * Started by main before main confines itself (virtio/fs.c). */
 		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat),
 			   SCMP_SYS(fstatfs), SCMP_SYS(fcntl), SCMP_SYS(getdents64), SCMP_SYS(lseek),
 			   SCMP_SYS(preadv), SCMP_SYS(pwritev), SCMP_SYS(mkdirat), SCMP_SYS(mknodat),
 			   SCMP_SYS(symlinkat), SCMP_SYS(readlinkat), SCMP_SYS(linkat),
-			   SCMP_SYS(unlinkat), SCMP_SYS(renameat2), SCMP_SYS(fchmodat),
-			   SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
+			   SCMP_SYS(unlinkat), SCMP_SYS(renameat), SCMP_SYS(renameat2),
+			   SCMP_SYS(fchmodat), SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
 			   SCMP_SYS(fallocate), SCMP_SYS(copy_file_range), SCMP_SYS(faccessat2),
 			   SCMP_SYS(fsync), SCMP_SYS(fdatasync) },
 		.ioctls = { KVM_IRQ_LINE },

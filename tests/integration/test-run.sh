@@ -193,10 +193,10 @@ t_fs() {
 	mkdir -p "$d/rw" "$d/ro" && head -c 1048576 /dev/urandom >"$d/data" ||
 		{ fail "cannot make $d"; return; }
 	if [ "$fs" = virtiofs ]; then
-		root='lkvm-init: /lkvm/lower: virtiofs (lkvm-fs-root)'
+		root='^lkvm-init: /lkvm/lower: virtiofs \(lkvm-fs-root\)'
 		rw='^lkvm-fs0 /mnt/rw virtiofs rw' ro='^lkvm-fs1 /mnt/ro virtiofs ro'
 	else
-		mode=9p root='lkvm-init: /lkvm/lower: 9p (lkvm-root)'
+		mode=9p root='^lkvm-init: /lkvm/lower: 9p \(lkvm-root\)'
 		rw='^lkvm-share0 /mnt/rw 9p rw' ro='^lkvm-share1 /mnt/ro 9p ro'
 	fi
 	cmd_run "run-fs-$fs" 0 --user root --debug --stats --fs "$mode" \
@@ -211,8 +211,8 @@ t_fs() {
 	grep -q "^fs-posix: ok" "$LOG_DIR/run-fs-$fs.out" ||
 		{ fail "fs-posix: $(head -c 300 "$LOG_DIR/run-fs-$fs.out" | tr '\n' '|')"; return; }
 	if [ "$fs" = virtiofs ]; then
-		expect_output "fs0:" "the virtio-fs devices' counters (--stats)"
-	elif grep -q "fs0:" "$LAST_LOG"; then
+		expect_output "^fs0:" "the virtio-fs devices' counters (--stats)"
+	elif grep -q "^fs0:" "$LAST_LOG"; then
 		fail "--fs 9p made virtio-fs devices"
 	fi
 }
