@@ -23,6 +23,10 @@
 #define FUSE_SRV_ARGS_MAX 8192 /* arguments copied: SYMLINK's name and PATH_MAX target fit */
 #define FUSE_SRV_OPCODES 64    /* the ops table's size: every opcode Linux sends is below */
 #define FUSE_SRV_ALWAYS_TIMEOUT 86400u
+/* INIT flags the server may agree to (FUSE_CACHE_SYMLINKS only in FUSE_CACHE_ALWAYS). */
+#define FSRV_INIT_FLAGS                                                                  \
+	(FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES | FUSE_DO_READDIRPLUS | \
+	 FUSE_READDIRPLUS_AUTO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES)
 
 /* Open flags a handle keeps for a reopen at snapshot restore: truncating, creating or
  * refusing an existing file was done once, by the request. */
@@ -49,9 +53,14 @@ struct fuse_server {
 	/* handles: slots 0..nhandles-1, a free list through next_free (UINT32_MAX ends it) */
 	struct fuse_handle *h;
 	u32 nhandles, cap, nused, free_head, max_handles;
-	u8 *args;			    /* the request's arguments, copied once */
-	u8 *rbuf;			    /* the reply, built here (header and body) */
-	u8 *dbuf;			    /* getdents64 output */
+	/* Node ids whose lookup count went from 0 to 1, for a snapshot (hostfs has no walk of
+	 * its nodes): may hold forgotten ones and repeats, compacted as it grows. */
+	u64 *held;
+	u32 nheld, held_cap;
+	bool held_lost; /* an id could not be kept (no memory): a snapshot is refused */
+	u8 *args;	/* the request's arguments, copied once */
+	u8 *rbuf;	/* the reply, built here (header and body) */
+	u8 *dbuf;	/* getdents64 output */
 	struct iovec iov[FUSE_SRV_MAX_IOV]; /* READ/WRITE data, a slice of the transport's */
 	struct fuse_srv_stats st;
 };
@@ -107,6 +116,10 @@ void fsrv_fill_entry(struct fuse_server *s, struct fuse_entry_out *e, u64 id,
 void fsrv_fill_attr(struct fuse_attr *a, const struct stat *st);
 /* One more lookup of n, whose reference (from a walk) the count takes over or drops. */
 void fsrv_count_lookup(struct fuse_server *s, struct hostfs_node *n);
+/* The held list compacted: forgotten ids and repeats gone, sorted. */
+void fsrv_held_compact(struct fuse_server *s);
+/* A restored node's k lookups (a snapshot's), with their reference. */
+void fsrv_restore_lookups(struct fuse_server *s, struct hostfs_node *n, u64 k);
 /* Drop k lookups of n (no more than it has); the reference goes with the last. */
 void fsrv_forget(struct fuse_server *s, struct hostfs_node *n, u64 k);
 
@@ -119,21 +132,48 @@ int fsrv_handle_room(struct fuse_server *s);
 u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 flags, bool dir,
 		    bool own_fd);
 void fsrv_handle_del(struct fuse_server *s, struct fuse_handle *h);
+/* A restored handle at exactly fh's slot and generation (a reference on n taken): 0, -EINVAL
+ * (a slot past max_handles, generation 0), -EEXIST (in use), -ENOMEM. Then the free list is
+ * rebuilt once every handle is placed (fsrv_handles_relink). */
+int fsrv_handle_place(struct fuse_server *s, u64 fh, struct hostfs_node *n, int fd, u32 flags,
+		      bool dir);
+void fsrv_handles_relink(struct fuse_server *s);
 void fsrv_handles_clear(struct fuse_server *s);
 /* Host open flags for FUSE's open flags (EROFS on a read-only share for what writes). */
 int fsrv_open_flags(struct fuse_server *s, u32 flags);
 
 /* The operations (fuse-ops.c, fuse-io.c): each parses its arguments and returns 0 with the
  * reply body in c->out, or -errno. */
-#define FSRV_OPS(X)                                                                                \
-	X(getattr)                                                                                 \
-	X(setattr) X(readlink) X(symlink) X(mknod) X(mkdir) X(unlink) X(rmdir) X(rename)           \
-		X(rename2) X(link) X(statfs) X(access) X(getxattr) X(listxattr) X(setxattr)        \
-			X(removexattr) X(open) X(create) X(read) X(write) X(release) X(releasedir) \
-				X(flush) X(fsync) X(opendir) X(readdir) X(readdirplus)             \
-					X(fallocate) X(lseek) X(copy_file_range)
-#define FSRV_DECLARE(name) int fsrv_op_##name(struct fuse_call *c);
-FSRV_OPS(FSRV_DECLARE)
-#undef FSRV_DECLARE
+int fsrv_op_getattr(struct fuse_call *c);
+int fsrv_op_setattr(struct fuse_call *c);
+int fsrv_op_readlink(struct fuse_call *c);
+int fsrv_op_symlink(struct fuse_call *c);
+int fsrv_op_mknod(struct fuse_call *c);
+int fsrv_op_mkdir(struct fuse_call *c);
+int fsrv_op_unlink(struct fuse_call *c);
+int fsrv_op_rmdir(struct fuse_call *c);
+int fsrv_op_rename(struct fuse_call *c);
+int fsrv_op_rename2(struct fuse_call *c);
+int fsrv_op_link(struct fuse_call *c);
+int fsrv_op_statfs(struct fuse_call *c);
+int fsrv_op_access(struct fuse_call *c);
+int fsrv_op_getxattr(struct fuse_call *c);
+int fsrv_op_listxattr(struct fuse_call *c);
+int fsrv_op_setxattr(struct fuse_call *c);
+int fsrv_op_removexattr(struct fuse_call *c);
+int fsrv_op_open(struct fuse_call *c);
+int fsrv_op_create(struct fuse_call *c);
+int fsrv_op_read(struct fuse_call *c);
+int fsrv_op_write(struct fuse_call *c);
+int fsrv_op_release(struct fuse_call *c);
+int fsrv_op_releasedir(struct fuse_call *c);
+int fsrv_op_flush(struct fuse_call *c);
+int fsrv_op_fsync(struct fuse_call *c);
+int fsrv_op_opendir(struct fuse_call *c);
+int fsrv_op_readdir(struct fuse_call *c);
+int fsrv_op_readdirplus(struct fuse_call *c);
+int fsrv_op_fallocate(struct fuse_call *c);
+int fsrv_op_lseek(struct fuse_call *c);
+int fsrv_op_copy_file_range(struct fuse_call *c);
 
 #endif

@@ -28,9 +28,6 @@
  * once through its own callback.
  */
 
-#define FSRV_INIT_FLAGS                                                                  \
-	(FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES | FUSE_DO_READDIRPLUS | \
-	 FUSE_READDIRPLUS_AUTO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES)
 #define FSRV_PAGE 4096u
 #define FSRV_DBUF_SIZE 65536u /* getdents64's buffer: a directory read is one page in practice */
 
@@ -111,10 +108,64 @@ int fsrv_dir_fd(struct fuse_server *s, struct hostfs_node *n)
  * the first keeps the reference its walk made, later ones drop theirs, and the forget that
  * takes the count to 0 drops the one kept. The root's reference is the table's own.
  */
+static int cmp_u64(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void fsrv_held_compact(struct fuse_server *s)
+{
+	u32 k = 0;
+
+	qsort(s->held, s->nheld, sizeof(*s->held), cmp_u64);
+	for (u32 i = 0; i < s->nheld; i++) {
+		struct hostfs_node *n = hostfs_find(s->fs, s->held[i]);
+
+		if (n && n->nlookup && (!k || s->held[k - 1] != s->held[i]))
+			s->held[k++] = s->held[i];
+	}
+	s->nheld = k;
+}
+
+/* Remember an id that the guest now holds (for fuse_server_save). The list is compacted when
+ * full and grown when that leaves it more than half full: amortised O(1) a lookup. */
+static void held_add(struct fuse_server *s, u64 id)
+{
+	if (s->nheld == s->held_cap) {
+		fsrv_held_compact(s);
+		if (s->nheld >= s->held_cap / 2) {
+			u32 cap = s->held_cap ? 2 * s->held_cap : 64;
+			u64 *h = realloc(s->held, (size_t)cap * sizeof(*h));
+
+			if (h) {
+				s->held = h;
+				s->held_cap = cap;
+			}
+		}
+	}
+	if (s->nheld < s->held_cap)
+		s->held[s->nheld++] = id;
+	else
+		s->held_lost = true;
+}
+
 void fsrv_count_lookup(struct fuse_server *s, struct hostfs_node *n)
 {
 	if (n->nlookup++)
 		hostfs_put(s->fs, n);
+	else
+		held_add(s, n->id);
+}
+
+void fsrv_restore_lookups(struct fuse_server *s, struct hostfs_node *n, u64 k)
+{
+	if (!k || n->nlookup)
+		return;
+	n->nlookup = k;
+	hostfs_get(n);
+	held_add(s, n->id);
 }
 
 void fsrv_forget(struct fuse_server *s, struct hostfs_node *n, u64 k)
@@ -242,6 +293,48 @@ void fsrv_handle_del(struct fuse_server *s, struct fuse_handle *h)
 	s->nused--;
 }
 
+int fsrv_handle_place(struct fuse_server *s, u64 fh, struct hostfs_node *n, int fd, u32 flags,
+		      bool dir)
+{
+	u32 i = (u32)fh, gen = (u32)(fh >> 32);
+
+	if (!gen || i >= s->max_handles)
+		return -EINVAL;
+	if (i >= s->cap) {
+		u32 cap = MIN(MAX(i + 1, 2 * s->cap), s->max_handles);
+		struct fuse_handle *nh = realloc(s->h, (size_t)cap * sizeof(*nh));
+
+		if (!nh)
+			return -ENOMEM;
+		s->h = nh;
+		s->cap = cap;
+	}
+	while (s->nhandles <= i)
+		s->h[s->nhandles++] = (struct fuse_handle){ .gen = 1, .fd = -1 };
+	if (s->h[i].used)
+		return -EEXIST;
+	hostfs_get(n);
+	s->h[i] = (struct fuse_handle){ .n = n,
+					.fd = fd,
+					.gen = gen,
+					.used = true,
+					.dir = dir,
+					.flags = flags & FUSE_FH_REOPEN_FLAGS };
+	s->nused++;
+	return 0;
+}
+
+void fsrv_handles_relink(struct fuse_server *s)
+{
+	s->free_head = FSRV_NO_SLOT;
+	for (u32 i = s->nhandles; i-- > 0;) {
+		if (s->h[i].used)
+			continue;
+		s->h[i].next_free = s->free_head;
+		s->free_head = i;
+	}
+}
+
 void fsrv_handles_clear(struct fuse_server *s)
 {
 	for (u32 i = 0; i < s->nhandles; i++)
@@ -261,6 +354,8 @@ static void session_end(struct fuse_server *s)
 	fsrv_handles_clear(s);
 	hostfs_reset(s->fs);
 	hostfs_root(s->fs)->nlookup = 0;
+	s->nheld = 0;
+	s->held_lost = false;
 	s->minor = 0;
 	s->flags = 0;
 }
@@ -573,6 +668,7 @@ void fuse_server_close(struct fuse_server *s)
 	if (s->fs)
 		fsrv_handles_clear(s);
 	hostfs_close(s->fs);
+	free(s->held);
 	free(s->args);
 	free(s->rbuf);
 	free(s->dbuf);

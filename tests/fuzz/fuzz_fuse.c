@@ -32,8 +32,8 @@
  * Oracles, besides the sanitizers: a negative return only for framing errors, 0 only for the
  * opcodes that take no reply; a reply's header consistent and within the buffers, an error one
  * exactly a header; no inode number in any entry, attribute or directory entry names the tree's
- * top, the outside directory or the secret; the secret's text in no reply; inotify sees nothing
- * outside the share touched; no set-id file or device node left in the share; no descriptor
+ * top, the outside directory or the secret; inotify sees nothing outside the share touched (the
+ * secret is never opened: its text in a reply would prove nothing, the guest can write it); no set-id file or device node left in the share; no descriptor
  * leaked once the server is closed.
  */
 #define FZ_ROOM (FUSE_SRV_MAX_WRITE + 4096)
@@ -210,7 +210,6 @@ static void check_body(u32 op, const u8 *body, size_t len)
 {
 	struct fuse_open_out o;
 
-	FUZZ_ASSERT(!memmem(body, len, FZ_SECRET, 10));
 	switch (op) {
 	case FUSE_LOOKUP:
 	case FUSE_MKDIR:

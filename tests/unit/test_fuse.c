@@ -1180,11 +1180,236 @@ START_TEST(split_iovecs)
 }
 END_TEST
 
+/* ---- snapshots ---- */
+
+#define TAG 0x40
+
+/* Save the server's state into b (asserted to work). */
+static void save_to(struct snap_rec_buf *b)
+{
+	char err[256];
+
+	*b = (struct snap_rec_buf){ 0 };
+	ck_assert_msg(fuse_server_save(t.s, TAG, b, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(b->err, 0);
+}
+
+/* A new server on the share, loaded from b: 0 or the load's error (err in msg). */
+static int load_from(const struct snap_rec_buf *b, bool ro, char *msg, size_t len)
+{
+	server_up(ro, FUSE_CACHE_AUTO, 0);
+	return fuse_server_load(t.s, TAG, b->buf, b->len, msg, len);
+}
+
+START_TEST(snap_round_trip)
+{
+	struct snap_rec_buf b;
+	struct fuse_attr a;
+	struct fuse_entry_out e;
+	u64 file, dir, inner, fh, dfh, gone, fh2;
+	char buf[64], err[256];
+
+	f_init();
+	file = f_id(FC_ROOT, "file");
+	ck_assert_uint_eq(f_id(FC_ROOT, "file"), file); /* two lookups */
+	dir = f_id(FC_ROOT, "dir");
+	inner = f_id(dir, "inner");
+	fh = open_file("file", O_RDWR | O_APPEND);
+	ck_assert_int_eq(f_opendir(dir, &dfh), 0);
+	gone = f_id(FC_ROOT, "link-in");
+	f_forget(gone, 1);
+	ck_assert_int_eq(f_release(open_file("file", O_RDONLY)), 0); /* a stale fh's slot */
+	save_to(&b);
+	ck_assert_msg(load_from(&b, false, err, sizeof(err)) == 0, "%s", err);
+	/* The same ids, lookup counts and handles. */
+	ck_assert_int_eq(f_getattr(file, NULL, &a), 0);
+	ck_assert_uint_eq(a.ino, host_ino("file"));
+	ck_assert_int_eq(f_getattr(inner, NULL, &a), 0);
+	ck_assert_uint_eq(a.ino, host_ino("dir/inner"));
+	ck_assert_int_eq(f_getattr(gone, NULL, &a), -ESTALE);
+	ck_assert_int_eq(f_write(fh, 0, "!", 1), 1); /* O_APPEND kept */
+	ck_assert_int_eq(f_read(fh, 0, sizeof(buf), buf), (ssize_t)strlen(HELLO) + 1);
+	ck_assert_int_eq(buf[strlen(HELLO)], '!');
+	ck_assert_int_gt(f_readdir(dfh, 0, 4096, false), 0);
+	ck_assert_int_eq(f_release(fh + (1ull << 32)), -EBADF);
+	/* New handles and nodes do not collide with the restored ones. */
+	fh2 = open_file("file", O_RDONLY);
+	ck_assert_uint_ne(fh2, fh);
+	ck_assert_uint_ne(fh2, dfh);
+	ck_assert_int_eq(f_lookup(FC_ROOT, "fifo", &e), 0);
+	ck_assert(e.nodeid != file && e.nodeid != dir && e.nodeid != inner);
+	/* 4 lookups saved (2, and one per open_file) and 1 since. */
+	f_forget(file, 4);
+	ck_assert_int_eq(f_getattr(file, NULL, &a), 0);
+	f_forget(file, 1);
+	ck_assert_int_eq(f_getattr(file, NULL, &a), -ESTALE);
+	ck_assert_int_eq(f_release(fh), 0);
+	ck_assert_int_eq(f_releasedir(dfh), 0);
+	snap_rec_free(&b);
+	/* Before INIT: an empty session comes back empty. */
+	server_up(false, FUSE_CACHE_AUTO, 0);
+	save_to(&b);
+	ck_assert_int_eq(load_from(&b, false, err, sizeof(err)), 0);
+	ck_assert_int_eq(f_lookup(FC_ROOT, "file", &e), -EIO);
+	snap_rec_free(&b);
+}
+END_TEST
+
+START_TEST(snap_refusals)
+{
+	struct snap_rec_buf b = { 0 };
+	char err[256], p[256];
+	u64 fh, id;
+
+	f_init();
+	ck_assert_uint_gt(f_id(FC_ROOT, "dir"), 1);
+	id = f_id(FC_ROOT, "file");
+	fh = open_file("file", O_RDWR);
+	/* An unlinked open file cannot be found again by its name. */
+	ck_assert_int_eq(f_unlink(FC_ROOT, "file"), 0);
+	ck_assert_int_eq(fuse_server_save(t.s, TAG, &b, err, sizeof(err)), -EOPNOTSUPP);
+	ck_assert_ptr_nonnull(strstr(err, "gone"));
+	snap_rec_free(&b);
+	ck_assert_int_eq(f_release(fh), 0);
+	f_forget(id, 2); /* the guest lets go of it: then it saves */
+	/* A path gone, or another kind now, at restore. */
+	save_to(&b);
+	path_of(p, sizeof(p), "dir/inner");
+	ck_assert_int_eq(unlink(p), 0);
+	path_of(p, sizeof(p), "dir");
+	ck_assert_int_eq(rmdir(p), 0);
+	host_write(p, "now a file\n");
+	ck_assert_int_eq(load_from(&b, false, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "is a file now"));
+	/* The server is left empty. */
+	ck_assert_int_eq(f_lookup(FC_ROOT, "file", NULL), -EIO);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(load_from(&b, false, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "gone"));
+	snap_rec_free(&b);
+}
+END_TEST
+
+/* Hand-made records: every field checked. */
+struct h_session {
+	u32 minor, flags, nnodes, nhandles;
+	u64 root_dev, root_ino;
+};
+struct h_node {
+	u64 id, nlookup;
+	u32 type, reserved;
+	u64 dev, ino;
+};
+struct h_handle {
+	u64 fh, node;
+	u32 flags;
+	u8 dir, reserved[3];
+};
+
+static int load_built(const struct h_session *ss, const struct h_node *n, const char *path,
+		      const struct h_handle *h, bool ro, char *err)
+{
+	struct snap_rec_buf b = { 0 };
+	int ret;
+
+	if (n) {
+		u8 rec[sizeof(*n) + PATH_MAX];
+
+		memcpy(rec, n, sizeof(*n));
+		memcpy(rec + sizeof(*n), path, strlen(path));
+		snap_rec_put(&b, TAG + 1, rec, sizeof(*n) + strlen(path));
+	}
+	snap_rec_put(&b, TAG, ss, sizeof(*ss));
+	if (h)
+		snap_rec_put(&b, TAG + 2, h, sizeof(*h));
+	server_up(ro, FUSE_CACHE_AUTO, 0);
+	ret = fuse_server_load(t.s, TAG, b.buf, b.len, err, 256);
+	snap_rec_free(&b);
+	return ret;
+}
+
+START_TEST(snap_hostile_records)
+{
+	struct stat st;
+	struct h_session ss = { .minor = 31, .nnodes = 1, .nhandles = 1 };
+	struct h_node n = { .id = 7, .nlookup = 1, .type = S_IFREG };
+	struct h_handle h = { .fh = 1ull << 32 | 3, .node = 7, .flags = O_RDWR };
+	char err[256];
+
+	ck_assert_int_eq(stat(t.share, &st), 0);
+	ss.root_dev = st.st_dev;
+	ss.root_ino = st.st_ino;
+	n.dev = st.st_dev;
+	n.ino = host_ino("file");
+	ck_assert_msg(load_built(&ss, &n, "file", &h, false, err) == 0, "%s", err);
+	{
+		char buf[16];
+
+		ck_assert_int_eq(f_read(h.fh, 0, 5, buf), 5);
+		ck_assert_int_eq(f_getattr(7, NULL, NULL), 0);
+	}
+	/* Each field broken once. */
+#define BAD(expr)                                                                             \
+	do {                                                                                  \
+		struct h_session s2 = ss;                                                     \
+		struct h_node n2 = n;                                                         \
+		struct h_handle h2 = h;                                                       \
+		const char *p2 = "file";                                                      \
+		bool ro = false;                                                              \
+		expr;                                                                         \
+		ck_assert_msg(load_built(&s2, &n2, p2, &h2, ro, err) == -EINVAL, "%s loaded", \
+			      #expr);                                                         \
+		ck_assert_int_eq(f_getattr(FC_ROOT, NULL, NULL), -EIO);                       \
+	} while (0)
+	BAD(s2.minor = 30);
+	BAD(s2.minor = 99);
+	BAD(s2.flags = FUSE_POSIX_LOCKS);
+	BAD(s2.nnodes = 2);
+	BAD(s2.nnodes = 0);
+	BAD(s2.nhandles = 0);
+	BAD(s2.nhandles = 100000);
+	BAD(s2.minor = 0);
+	BAD(n2.id = 0);
+	BAD(n2.id = 1);
+	BAD(n2.reserved = 1);
+	BAD(n2.type = S_IFDIR);
+	BAD(n2.ino++);
+	BAD(p2 = "../outside/secret");
+	BAD(p2 = "dir/../file");
+	BAD(p2 = "/file");
+	BAD(p2 = "file/");
+	BAD(p2 = "link-in");
+	BAD(p2 = "missing");
+	BAD(p2 = "");
+	BAD(h2.node = 8);
+	BAD(h2.fh = 3);
+	BAD(h2.fh = 1ull << 32 | 70000);
+	BAD(h2.flags = O_RDWR | O_TRUNC);
+	BAD(h2.flags = O_ACCMODE);
+	BAD(h2.dir = 1);
+	BAD(h2.dir = 2);
+	BAD(h2.reserved[1] = 1);
+	BAD(ro = true);
+	/* Cut short, or no session at all. */
+	{
+		struct snap_rec_buf b = { 0 };
+
+		snap_rec_put(&b, TAG, &ss, sizeof(ss) - 1);
+		server_up(false, FUSE_CACHE_AUTO, 0);
+		ck_assert_int_eq(fuse_server_load(t.s, TAG, b.buf, b.len, err, sizeof(err)),
+				 -EINVAL);
+		ck_assert_int_eq(fuse_server_load(t.s, TAG, b.buf, 3, err, sizeof(err)), -EINVAL);
+		ck_assert_int_eq(fuse_server_load(t.s, TAG, NULL, 0, err, sizeof(err)), -EINVAL);
+		snap_rec_free(&b);
+	}
+}
+END_TEST
+
 static Suite *fuse_suite(void)
 {
 	Suite *s = suite_create("fuse");
 	TCase *ops = tcase_create("ops"), *esc = tcase_create("escapes");
-	TCase *bnd = tcase_create("bounds");
+	TCase *bnd = tcase_create("bounds"), *snp = tcase_create("snapshot");
 
 	tcase_add_checked_fixture(ops, setup, teardown);
 	tcase_add_checked_fixture(esc, setup, teardown);
@@ -1213,7 +1438,12 @@ static Suite *fuse_suite(void)
 	tcase_add_test(bnd, small_room_changes_nothing);
 	suite_add_tcase(s, ops);
 	suite_add_tcase(s, esc);
+	tcase_add_checked_fixture(snp, setup, teardown);
+	tcase_add_test(snp, snap_round_trip);
+	tcase_add_test(snp, snap_refusals);
+	tcase_add_test(snp, snap_hostile_records);
 	suite_add_tcase(s, bnd);
+	suite_add_tcase(s, snp);
 	return s;
 }
 
