@@ -447,6 +447,36 @@ void virtio_fs_stats(struct virtio_fs *f, struct stats_visitor *v)
 	load_counter(v, "cap_hits", &f->cap_hits);
 }
 
+/* ---- snapshot ---- */
+
+/* The server's records (FUSE_SNAP_TAGS of them) after the core's. */
+#define FS_TAG_SERVER VIRTIO_SNAP_TAG_DEV
+
+int virtio_fs_save(struct virtio_fs *f, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	/* Quiesced: the thread is parked between two drains, no request half answered. */
+	int ret = fuse_server_save(f->srv, FS_TAG_SERVER, b, err, errlen);
+
+	return ret ? ret : virtio_snap_save(&f->vdev, b, err, errlen);
+}
+
+int virtio_fs_load(struct virtio_fs *f, const void *sec, size_t len, char *err, size_t errlen)
+{
+	int ret = virtio_snap_load(&f->vdev, sec, len, err, errlen);
+
+	if (ret < 0)
+		return ret;
+	ret = fuse_server_load(f->srv, FS_TAG_SERVER, sec, len, err, errlen);
+	if (ret < 0) {
+		/* Back to power-on, as virtio_snap_load leaves a device it refuses. */
+		virtio_device_reset(&f->vdev);
+		f->vdev.snap_start = false;
+		return ret;
+	}
+	mirror_stats(f);
+	return 0;
+}
+
 /* ---- the share as an entry of the VM's device list ---- */
 
 /* What the list copies: the share and how virtio-fs serves it. */
@@ -519,8 +549,18 @@ static void fs_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 	virtio_fs_destroy(d->priv);
 }
 
-/* No save or load yet: a VM with a virtio-fs share refuses a snapshot (kvm_devs_can_save)
- * until the FUSE server can save its nodes and handles (fuse_server_save/load). */
+static int fs_dev_save(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen)
+{
+	return virtio_fs_save(d->priv, b, err, errlen);
+}
+
+static int fs_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen)
+{
+	return virtio_fs_load(d->priv, sec, len, err, errlen);
+}
+
+/* In a snapshot: the virtio core's records and the server's (each node by its path beneath
+ * the share, found again at restore from the same --share, or the host's / for run -- CMD). */
 static const struct kvm_dev_ops fs_dev_ops = {
 	.name = "virtio-fs",
 	.prio = DEV_PRIO_VIRTIO,
@@ -532,6 +572,8 @@ static const struct kvm_dev_ops fs_dev_ops = {
 	.stats = fs_dev_stats,
 	.stats_name = "fs",
 	.exit = fs_dev_exit,
+	.save = fs_dev_save,
+	.load = fs_dev_load,
 };
 
 int virtio_fs_add(struct kvm *kvm, const struct p9_share *share, const struct virtio_fs_share *fs)

@@ -61,6 +61,16 @@ void virtio_fs_resume(struct virtio_fs *f);
 /* Stop the thread, detach, close the server. NULL is fine. */
 void virtio_fs_destroy(struct virtio_fs *f);
 /*
+ * Snapshot (as virtio_9p_save/load): the core's records and the server's (fuse_server_save:
+ * refused for a node whose name is gone); load, on a device just created from the same share,
+ * the core's state then the server's, else -EINVAL with the reason in err and the device
+ * reset. The list's start op serves a restored device (virtio_snap_start).
+ */
+int virtio_fs_save(struct virtio_fs *f, struct snap_rec_buf *b, char *err,
+		   size_t errlen) __must_check;
+int virtio_fs_load(struct virtio_fs *f, const void *sec, size_t len, char *err,
+		   size_t errlen) __must_check;
+/*
  * Counters: group hiprio and req0 (kicks, trapped, irqs, requests, bytes of file data;
  * malformed: chains that put the device in NEEDS_RESET), the server's errors, reads,
  * read_bytes, write_bytes, then group files (handles, handle_limit, nodes, node_limit,

@@ -16,6 +16,7 @@
 #include "wait.h"
 #include "lkvm/kvm.h"
 #include "lkvm/run.h"
+#include "lkvm/snap.h"
 #include "lkvm/stats.h"
 #include "lkvm/virtio-9p.h"
 #include "lkvm/virtio-fs.h"
@@ -398,6 +399,93 @@ START_TEST(pause_answers_nothing)
 }
 END_TEST
 
+/* ---- snapshot ---- */
+
+/* Device A with "file" looked up and a GETATTR of it posted and kicked while paused, saved into
+ * b and destroyed (guest RAM stays as A left it); the node id in *node. */
+static void a_saved(struct snap_rec_buf *b, u64 *node)
+{
+	struct fuse_getattr_in ga = { 0 };
+	struct fuse_entry_out *e;
+	char err[384] = "";
+
+	driver_up();
+	fuse_init();
+	ck_assert_int_eq(call(FUSE_LOOKUP, FUSE_ROOT_ID, "file", 5, (void **)&e), 0);
+	*node = e->nodeid;
+	virtio_fs_quiesce(t.f);
+	vd_post(&t.q[1],
+		(struct vd_buf[]){
+			{ REQ_GPA, request(FUSE_GETATTR, *node, &ga, sizeof(ga)), false },
+			{ RESP_GPA, RESP_ROOM, true } },
+		2);
+	wr(VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	ck_assert(HOLDS_FOR(50, vd_used_idx(&t.q[1]) == 2)); /* INIT, LOOKUP */
+	ck_assert_msg(virtio_fs_save(t.f, b, err, sizeof(err)) == 0, "%s", err);
+	virtio_fs_destroy(t.f);
+	t.f = NULL;
+}
+
+static void b_created(void)
+{
+	struct virtio_mmio_slot slots[VIRTIO_MMIO_MAX_DEVS];
+	struct p9_share sh = { .ro = false };
+	struct virtio_fs_share fs = { .tag = TAG, .cache = FUSE_CACHE_AUTO };
+	char err[256];
+
+	strcpy(sh.host_dir, t.share);
+	ck_assert_msg(virtio_fs_create(vd.kvm, &sh, &fs, false, &t.f, err, sizeof(err)) == 0, "%s",
+		      err);
+	ck_assert_int_eq(virtio_mmio_slots(vd.kvm, slots), 1);
+	t.base = slots[0].addr;
+}
+
+/* Device B loads A's section on the same share: nothing moves before start; started, the
+ * GETATTR posted before the snapshot is answered, and the node A looked up is B's too. */
+START_TEST(restored_device_goes_on)
+{
+	struct snap_rec_buf b = { 0 };
+	struct fuse_attr_out *a;
+	char err[384] = "";
+	u64 node;
+
+	a_saved(&b, &node);
+	b_created();
+	ck_assert_msg(virtio_fs_load(t.f, b.buf, b.len, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_ge(counter("files.nodes"), 2);
+	ck_assert_int_eq(virtio_fs_run(t.f), 0);
+	ck_assert(HOLDS_FOR(50, vd_used_idx(&t.q[1]) == 2));
+	ck_assert_int_eq(virtio_snap_start(virtio_fs_vdev(t.f)), 0);
+	ck_assert(WAIT_UNTIL(WAIT_MS, vd_used_idx(&t.q[1]) == 3));
+	a = (void *)((struct fuse_out_header *)gp(RESP_GPA) + 1);
+	ck_assert_int_eq(((struct fuse_out_header *)gp(RESP_GPA))->error, 0);
+	ck_assert_uint_eq(a->attr.size, strlen(HELLO));
+	t.unique = 100;
+	ck_assert_int_eq(call(FUSE_GETATTR, node, &(struct fuse_getattr_in){ 0 },
+			      sizeof(struct fuse_getattr_in), NULL),
+			 0);
+	snap_rec_free(&b);
+}
+END_TEST
+
+/* The file A looked up is gone when B loads: refused with a reason, B at power-on. */
+START_TEST(restore_refused_when_gone)
+{
+	struct snap_rec_buf b = { 0 };
+	char err[384] = "", path[160];
+	u64 node;
+
+	a_saved(&b, &node);
+	snprintf(path, sizeof(path), "%s/file", t.share);
+	ck_assert_int_eq(unlink(path), 0);
+	b_created();
+	ck_assert_int_eq(virtio_fs_load(t.f, b.buf, b.len, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "file"), "%s", err);
+	ck_assert_uint_eq(rd(VIRTIO_MMIO_STATUS), 0);
+	snap_rec_free(&b);
+}
+END_TEST
+
 /* ---- --fs: which devices serve each share ---- */
 
 static int parse(struct run_args *a, const char *const *args)
@@ -485,6 +573,8 @@ static Suite *virtio_fs_suite(void)
 	tcase_add_test(dev, forget_on_hiprio);
 	tcase_add_test(dev, malformed_chain_then_reset);
 	tcase_add_test(dev, pause_answers_nothing);
+	tcase_add_test(dev, restored_device_goes_on);
+	tcase_add_test(dev, restore_refused_when_gone);
 	tcase_add_checked_fixture(opt, tree_up, tree_down);
 	tcase_add_test(opt, fs_option);
 	tcase_add_test(opt, fs_auto_fits_mmio);
