@@ -145,12 +145,13 @@ t_root_write() {
 	[ ! -e /lkvm-run-test-marker ] || fail "the guest's write to / reached the host"
 }
 
-# A 64 MiB read of the root goes to the host msize at a time and does not fill the guest's page
-# cache (init/lkvm-init.c: the root's cache=mmap; under cache=loose the page cache grew by the
-# whole file, and filling it made such reads 6-10x slower), and the bytes are the host's.
+# A 64 MiB read of the 9p root goes to the host msize at a time and does not fill the guest's
+# page cache (init/lkvm-init.c: the root's cache=mmap; under cache=loose the page cache grew by
+# the whole file, and filling it made such reads 6-10x slower), and the bytes are the host's.
+# --fs 9p: over virtio-fs the root is cache=always, whose page cache is the point.
 t_root_read() {
 	head -c 67108864 /dev/urandom >"$WORK/read-64m"
-	cmd_run run-root-read 0 --user root --stats -- sh -c '
+	cmd_run run-root-read 0 --user root --stats --fs 9p -- sh -c '
 		cached() { sed -n "s/^Cached: *\([0-9]*\) kB/\1/p" /proc/meminfo; }
 		c0=$(cached); dd if="$1" of=/dev/null bs=1M 2>/dev/null || exit 1; c1=$(cached)
 		echo "cached_kb=$((c1 - c0)) tail=$(tail -c 16 "$1" | od -An -tx1 | tr -d " \n")"' sh "$WORK/read-64m" || return
