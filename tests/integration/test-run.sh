@@ -323,10 +323,12 @@ t_debian() {
 	debian_kernel || return
 	LAST_LOG=$LOG_DIR/run-debian.err
 	timeout -s KILL $((T + GUARD_SLACK)) unshare -m sh -c 'mount --bind "$1" /boot && cd / &&
-		shift && exec "$@"' sh "$DEBIAN_BOOT" "$LKVM" run -m 512 --timeout "$T" -- uname -r \
+		shift && exec "$@"' sh "$DEBIAN_BOOT" "$LKVM" run -m 512 --timeout "$T" --debug -- uname -r \
 		</dev/null >"$LOG_DIR/run-debian.out" 2>"$LAST_LOG"
 	LAST_STATUS=$?
 	expect_status 0 || return
+	# Its fuse and virtiofs modules went into the initramfs, and init mounted the root with them.
+	expect_output '^lkvm-init: /lkvm/lower: virtiofs \(lkvm-fs-root\)' "init's virtio-fs root line" || return
 	tr -d '\r' <"$LAST_LOG" | grep -qxF "lkvm: kernel: /boot/vmlinuz-$(uname -r) (/boot/vmlinuz-\$(uname -r))" ||
 		{ fail "no line saying which kernel"; return; }
 	[ "$(cat "$LOG_DIR/run-debian.out")" = "$(uname -r)" ] ||
