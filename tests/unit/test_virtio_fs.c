@@ -363,6 +363,28 @@ START_TEST(malformed_chain_then_reset)
 }
 END_TEST
 
+/* A device reset ends the session: the node looked up before is unknown to the next one. */
+START_TEST(reset_forgets_session)
+{
+	struct fuse_getattr_in ga = { 0 };
+	struct fuse_entry_out *e;
+	u64 node;
+
+	driver_up();
+	fuse_init();
+	ck_assert_int_eq(call(FUSE_LOOKUP, FUSE_ROOT_ID, "file", 5, (void **)&e), 0);
+	node = e->nodeid;
+	ck_assert_int_eq(call(FUSE_GETATTR, node, &ga, sizeof(ga), NULL), 0);
+	ck_assert_uint_eq(counter("files.nodes"), 2);
+	wr(VIRTIO_MMIO_STATUS, 0);
+	ck_assert_uint_eq(counter("files.nodes"), 1);
+	driver_up();
+	fuse_init();
+	ck_assert_int_ne(call(FUSE_GETATTR, node, &ga, sizeof(ga), NULL), 0);
+	ck_assert_int_eq(call(FUSE_GETATTR, FUSE_ROOT_ID, &ga, sizeof(ga), NULL), 0);
+}
+END_TEST
+
 /* Paused, the device answers nothing on either queue; after resume, what came is answered. */
 START_TEST(pause_answers_nothing)
 {
@@ -572,6 +594,7 @@ static Suite *virtio_fs_suite(void)
 	tcase_add_test(dev, init_then_lookup);
 	tcase_add_test(dev, forget_on_hiprio);
 	tcase_add_test(dev, malformed_chain_then_reset);
+	tcase_add_test(dev, reset_forgets_session);
 	tcase_add_test(dev, pause_answers_nothing);
 	tcase_add_test(dev, restored_device_goes_on);
 	tcase_add_test(dev, restore_refused_when_gone);
