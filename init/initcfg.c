@@ -720,12 +720,15 @@ static const struct {
 	{ LKVM_STAGE_MODULE, EOPNOTSUPP, "a compressed module needs CONFIG_MODULE_DECOMPRESS" },
 	{ LKVM_STAGE_MODULE, ENOSYS, "the kernel has no module support (CONFIG_MODULES)" },
 	{ LKVM_STAGE_ROOT, ENODEV,
-	  "the kernel needs CONFIG_9P_FS, CONFIG_NET_9P and CONFIG_OVERLAY_FS" },
+	  "the kernel needs CONFIG_9P_FS, CONFIG_NET_9P and CONFIG_OVERLAY_FS; "
+	  "--fs virtiofs: CONFIG_FUSE_FS and CONFIG_VIRTIO_FS" },
 	{ LKVM_STAGE_ROOT, EINVAL, "the kernel needs CONFIG_NET_9P_VIRTIO (9p over virtio)" },
-	{ LKVM_STAGE_ROOT, ENOENT, "no virtio-9p device with the root's tag" },
-	{ LKVM_STAGE_SHARE, ENODEV, "the kernel needs CONFIG_9P_FS and CONFIG_NET_9P" },
+	{ LKVM_STAGE_ROOT, ENOENT, "no virtio-9p or virtio-fs device with the root's tag" },
+	{ LKVM_STAGE_SHARE, ENODEV,
+	  "the kernel needs CONFIG_9P_FS and CONFIG_NET_9P; "
+	  "--fs virtiofs: CONFIG_FUSE_FS and CONFIG_VIRTIO_FS" },
 	{ LKVM_STAGE_SHARE, EINVAL, "the kernel needs CONFIG_NET_9P_VIRTIO (9p over virtio)" },
-	{ LKVM_STAGE_SHARE, ENOENT, "no virtio-9p device with the share's tag" },
+	{ LKVM_STAGE_SHARE, ENOENT, "no virtio-9p or virtio-fs device with the share's tag" },
 	{ LKVM_STAGE_CONSOLE, 0,
 	  "the kernel needs CONFIG_VIRTIO_CONSOLE and the VM a virtio-console" },
 };
