@@ -10,6 +10,7 @@
 #include "lkvm/dev.h"
 #include "lkvm/exitport.h"
 #include "lkvm/fdt.h"
+#include "lkvm/host-files.h"
 #include "lkvm/host-root.h"
 #include "lkvm/hw.h"
 #include "lkvm/kvm-cpu.h"
@@ -268,8 +269,8 @@ static void read_guest_tsc(struct kvm *kvm, const struct kvm_config *cfg)
 }
 
 /*
- * Descriptors a run opens after its set-up, beyond those open when the 9p shares' fid bounds
- * are settled (virtio_9p_fit_fids counts those): the control socket's clients
+ * Descriptors a run opens after its set-up, beyond those open when the host-file shares' descriptor caps
+ * are settled (host_files_fit counts those): the control socket's clients
  * (CTL_SERVER_RUN_FDS), the terminal's wake eventfd (term_init), --debug's /proc/self/statm,
  * and 8 short-lived ones (the C library's: --user's look-up of the user and its groups reads
  * /etc/passwd, /etc/group, nsswitch.conf).
@@ -338,7 +339,7 @@ int kvm_run_setup(struct run_state *st, const struct kvm_config *cfg, char *err,
 		read_guest_tsc(kvm, cfg);
 	/* Everything of the set-up is open: what is left of RLIMIT_NOFILE goes to the shares. */
 	if (!ret)
-		ret = virtio_9p_fit_fids(kvm, RUN_LATER_FDS, err, errlen);
+		ret = host_files_fit(kvm, RUN_LATER_FDS, err, errlen);
 	/* Last: the memslots' thread had the whole set-up to finish in. */
 	if (!ret)
 		ret = kvm_ram_ready(kvm, err, errlen);

@@ -101,9 +101,8 @@ static const char *const vhost_gauges[] = { "pairs", "running", "*_used_idx", NU
 static const char *const trace_gauges[] = { "tsc_khz", "clock_err_ns", "*_p50_ns", "*_p99_ns",
 					    NULL };
 static const char *const fid_gauges[] = { "in_use", "limit", "msize", NULL };
-/* The FUSE server's tables: levels; reopens, stale and cap_hits count up. */
-static const char *const file_gauges[] = { "handles", "handle_limit", "nodes", "node_limit",
-					   "cached",  "open",	      NULL };
+/* A share's host files (hostfs): levels; reopens, stale and cap_hits count up. */
+static const char *const file_gauges[] = { "nodes", "cached", "open", NULL };
 
 static const struct stats_group net_groups[] = {
 	{ "vhost", vhost_gauges },
@@ -111,8 +110,15 @@ static const struct stats_group net_groups[] = {
 	{ NULL, NULL },
 };
 static const struct stats_group disk_groups[] = { { "bounce", bounce_gauges }, { NULL, NULL } };
-static const struct stats_group p9_groups[] = { { "fids", fid_gauges }, { NULL, NULL } };
-static const struct stats_group fs_groups[] = { { "files", file_gauges }, { NULL, NULL } };
+static const struct stats_group p9_groups[] = {
+	{ "fids", fid_gauges },
+	{ "files", file_gauges },
+	{ NULL, NULL },
+};
+/* virtio-fs's files group: 9p's and the FUSE server's open handles, and both limits. */
+static const char *const fs_file_gauges[] = { "handles", "handle_limit", "nodes", "node_limit",
+					      "cached",	 "open",	 NULL };
+static const struct stats_group fs_groups[] = { { "files", fs_file_gauges }, { NULL, NULL } };
 
 static const struct stats_kind kinds[] = {
 	{ "net", "nets", "nic", net_cols, net_groups },

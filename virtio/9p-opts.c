@@ -1,4 +1,4 @@
-/* `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio][,cache=MODE]`: one shared directory per option (virtio-9p, virtio-fs or both: --fs). */
+/* `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio][,fids=N][,cache=MODE]`: one shared directory per option (virtio-9p, virtio-fs or both: --fs). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "lkvm/opt.h"
+#include "lkvm/p9.h"
 #include "lkvm/virtio-9p.h"
 
 #define SHARE(member) OPT_AT(struct p9_share, member)
@@ -24,6 +25,8 @@ static const struct opt share_keys[] = {
 	{ "ro", 0, OPT_FLAG, SHARE(ro), .help = "read-only: every change refused (EROFS)" },
 	{ "trans", 0, OPT_CHOICE, SHARE(trans), OPT_GIVEN(struct p9_share, trans_set),
 	  .choices = virtio_trans_choices, .help = "the transport (default: --virtio-transport)" },
+	{ "fids", 0, OPT_UINT, SHARE(fids), .min = 16, .max = P9_FIDS_MAX,
+	  .help = "the most fids the guest may hold (default 1048576; memory, not descriptors)" },
 	{ "cache", 0, OPT_CHOICE, SHARE(cache), .choices = fuse_cache_choices,
 	  .help = "virtio-fs caching: auto (default: host writes seen),\n"
 		  "always (long timeouts, contents kept), none (never/direct I/O)" },

@@ -1,4 +1,4 @@
-/* The 9P server in a snapshot: each fid's path kept beside it as the server goes, the session and every fid saved by that path, walked and reopened at restore as the live server would. */
+/* The 9P server in a snapshot: the session and every fid saved by its node's path beneath the share (hostfs_path), walked and reopened at restore as the live server would. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,68 +46,6 @@ struct p9_snap_fid {
 };
 _Static_assert(sizeof(struct p9_snap_fid) == 32, "p9_snap_fid has a hole");
 
-/* ---- fid paths, kept by the live server for a snapshot (9p-priv.h) ---- */
-
-/*
- * The path n names reached from `from` (NULL: unknown) by a walk of validated names: ".."
- * takes the last component off (the root's stays the root; the server follows no symlink,
- * so a path's ".." is its parent, unless a directory was moved on the host, which a
- * restore's check of the inode finds). NULL when unknown, longer than P9_PATH_MAX, or out
- * of memory: the fid is then one a snapshot refuses.
- */
-char *p9_path_walk(const char *from, const char (*names)[NAME_MAX + 1], int n)
-{
-	char buf[P9_PATH_MAX + 1];
-	size_t len;
-
-	if (!from || strlen(from) > P9_PATH_MAX)
-		return NULL;
-	len = strlen(from);
-	memcpy(buf, from, len + 1);
-	for (int i = 0; i < n; i++) {
-		size_t nl = strlen(names[i]);
-		char *slash;
-
-		if (!strcmp(names[i], "..")) {
-			slash = strrchr(buf, '/');
-			len = slash ? (size_t)(slash - buf) : 0;
-			buf[len] = '\0';
-			continue;
-		}
-		if (len + !!len + nl > P9_PATH_MAX)
-			return NULL;
-		if (len)
-			buf[len++] = '/';
-		memcpy(buf + len, names[i], nl + 1);
-		len += nl;
-	}
-	return strdup(buf);
-}
-
-/*
- * After a rename of `from` to `to` (NULL: not known): every fid at from or beneath it is at
- * to now. from NULL: which fids moved is not known, so no fid's path is.
- */
-void p9_paths_renamed(struct p9_server *s, const char *from, const char *to)
-{
-	size_t fl = from ? strlen(from) : 0;
-
-	for (u32 i = 0; i < s->nslots; i++) {
-		struct p9_fid *f = &s->fids[i];
-		char *p = f->path, *np = NULL;
-
-		if (f->kind != FID_FILE || !p)
-			continue;
-		if (from && (strncmp(p, from, fl) || (p[fl] && p[fl] != '/')))
-			continue;
-		if (from && to && strlen(to) + strlen(p + fl) <= P9_PATH_MAX &&
-		    asprintf(&np, "%s%s", to, p + fl) < 0)
-			np = NULL;
-		free(p);
-		f->path = np;
-	}
-}
-
 /* A guest's path for a one-line message: control bytes as '?', cut at 200 bytes. */
 static const char *shown(char out[208], const char *p)
 {
@@ -126,47 +64,70 @@ static const char *err_name(int err)
 	return n ? n : "an error";
 }
 
-static int save_fid(struct p9_server *s, const struct p9_fid *f, u16 tag, struct snap_rec_buf *b,
-		    char *err, size_t errlen)
+/* Why fid f (its path, NULL when its name is gone) cannot be saved, into err. */
+static int refuse_removed(const struct p9_fid *f, const char *path, int err_no, char *err,
+			  size_t errlen)
 {
-	struct {
-		struct p9_snap_fid h;
-		char path[P9_PATH_MAX];
-	} r;
+	const char *why = err_no != -ENOENT && err_no != -ESTALE ? strerror(-err_no)
+			  : f->ofd >= 0 ? "an open file was removed from the share"
+					: "a file the guest holds was removed from the share";
 	char sh[208];
+
+	if (path)
+		errfmt(err, errlen, "fid %u ('%s'): %s", f->id, shown(sh, path), why);
+	else
+		errfmt(err, errlen, "fid %u: %s", f->id, why);
+	return -EOPNOTSUPP;
+}
+
+/* The fid's path beneath the share into path (its length), or -EOPNOTSUPP with why in err. */
+static int fid_path(struct p9_server *s, const struct p9_fid *f, char *path, char *err,
+		    size_t errlen)
+{
 	struct stat st;
-	size_t plen;
-	int ret;
+	int ret, sr;
 
 	if (f->kind == FID_XATTR) {
 		errfmt(err, errlen, "fid %u: an xattr fid cannot be saved", f->id);
 		return -EOPNOTSUPP;
 	}
-	if (!f->path || (plen = strlen(f->path)) > P9_PATH_MAX) {
+	ret = hostfs_path(s->fs, f->node, path, P9_PATH_MAX + 1);
+	if (ret == -ENAMETOOLONG) {
 		errfmt(err, errlen,
 		       "fid %u: its path beneath the share is not known (longer than %d bytes)",
 		       f->id, P9_PATH_MAX);
 		return -EOPNOTSUPP;
 	}
-	ret = p9_fd_stat(f->node.fd, &st);
-	if (!ret && !st.st_nlink)
-		ret = -ENOENT;
-	if (ret) {
-		errfmt(err, errlen, "fid %u ('%s'): %s", f->id, shown(sh, f->path),
-		       ret != -ENOENT ? strerror(-ret)
-		       : f->ofd >= 0  ? "an open file was removed from the share"
-				      : "a file the guest holds was removed from the share");
-		return -EOPNOTSUPP;
-	}
+	if (ret < 0) /* its name gone: unlinked, or renamed over, through the server */
+		return refuse_removed(f, NULL, ret, err, errlen);
+	/* A name that names nothing or another file now (hostfs_stat's -ESTALE), or an open
+	 * file unlinked on the host: the file was removed from the share. */
+	sr = hostfs_stat(s->fs, f->node, &st);
+	if (sr < 0 || !st.st_nlink)
+		return refuse_removed(f, path, sr < 0 ? sr : -ENOENT, err, errlen);
+	return ret;
+}
+
+static int save_fid(struct p9_server *s, const struct p9_fid *f, u16 tag, struct snap_rec_buf *b,
+		    char *err, size_t errlen)
+{
+	struct {
+		struct p9_snap_fid h;
+		char path[P9_PATH_MAX + 1];
+	} r;
+	int plen;
+
 	memset(&r, 0, sizeof(r));
+	plen = fid_path(s, f, r.path, err, errlen);
+	if (plen < 0)
+		return plen;
 	r.h.id = f->id;
-	r.h.type = f->node.mode & S_IFMT;
+	r.h.type = f->node->mode & S_IFMT;
 	r.h.open = f->ofd >= 0;
 	r.h.oflags = r.h.open ? f->oflags : 0;
-	r.h.dev = f->node.dev;
-	r.h.ino = f->node.ino;
-	memcpy(r.path, f->path, plen);
-	snap_rec_put(b, (u16)(tag + REC_FID), &r, sizeof(r.h) + plen);
+	r.h.dev = f->node->dev;
+	r.h.ino = f->node->ino;
+	snap_rec_put(b, (u16)(tag + REC_FID), &r, sizeof(r.h) + (size_t)plen);
 	return 0;
 }
 
@@ -176,8 +137,8 @@ int p9_server_save(struct p9_server *s, u16 tag, struct snap_rec_buf *b, char *e
 		.msize = s->msize,
 		.nfids = s->nfids,
 		.ndevs = s->ndevs,
-		.root_dev = s->root.dev,
-		.root_ino = s->root.ino,
+		.root_dev = hostfs_root(s->fs)->dev,
+		.root_ino = hostfs_root(s->fs)->ino,
 	};
 	u64 devs[P9_QID_DEVS];
 
@@ -219,33 +180,31 @@ static bool path_ok(const char *p, size_t len)
 	return true;
 }
 
-/* The root, then each component of path (path_ok), walked as Twalk walks: n gets the last
- * node, st its stat. 0 or -errno. */
-static int walk_path(struct p9_server *s, const char *path, struct p9_node *n, struct stat *st)
+/* The root, then each component of path (path_ok), walked as Twalk walks: *n gets the last
+ * node (referenced), st its stat. 0 or -errno. */
+static int walk_path(struct p9_server *s, const char *path, struct hostfs_node **n, struct stat *st)
 {
 	char name[NAME_MAX + 1];
-	struct p9_node next;
+	struct hostfs_node *next;
 	int ret;
 
-	*n = s->root;
-	n->fd = fcntl(s->root_fd, F_DUPFD_CLOEXEC, 0);
-	if (n->fd < 0)
-		return neg_errno();
-	ret = p9_fd_stat(n->fd, st);
+	*n = hostfs_root(s->fs);
+	hostfs_get(*n);
+	ret = hostfs_stat(s->fs, *n, st);
 	while (!ret && *path) {
 		size_t len = strcspn(path, "/");
 
 		memcpy(name, path, len);
 		name[len] = '\0';
 		path += len + (path[len] == '/');
-		ret = p9_walk_one(s, n, name, &next, st);
+		ret = hostfs_walk(s->fs, *n, name, &next, st);
 		if (!ret) {
-			close(n->fd);
+			hostfs_put(s->fs, *n);
 			*n = next;
 		}
 	}
 	if (ret)
-		close(n->fd);
+		hostfs_put(s->fs, *n);
 	return ret;
 }
 
@@ -281,14 +240,38 @@ static int check_fid(struct p9_server *s, const struct p9_snap_fid *h, char *err
 	return -EINVAL;
 }
 
+/* Saved fid h's node n (at path), on the same share or not: -EINVAL with why when it is not
+ * the file it was; when it was open, opened again (*ofd). */
+static int check_reopen(struct p9_server *s, const struct p9_snap_fid *h, const char *path,
+			struct hostfs_node *n, bool same, int *ofd, char *err, size_t errlen)
+{
+	char sh[208];
+
+	*ofd = -1;
+	if (n->mode != h->type)
+		errfmt(err, errlen, "fid %u's path '%s' is a %s now, was a %s", h->id,
+		       shown(sh, path), kind_name(n->mode), kind_name(h->type));
+	else if (same && (n->dev != h->dev || n->ino != h->ino))
+		errfmt(err, errlen,
+		       "fid %u's path '%s' names another file now (inode %llu, was %llu)", h->id,
+		       shown(sh, path), (unsigned long long)n->ino, (unsigned long long)h->ino);
+	else if (h->open && (*ofd = hostfs_open_io(s->fs, n, p9_host_open_flags(s, h->oflags))) < 0)
+		errfmt(err, errlen, "fid %u's path '%s' cannot be opened again (%s)", h->id,
+		       shown(sh, path), err_name(-*ofd));
+	else
+		return 0;
+	return -EINVAL;
+}
+
 /* Fid h at path (path_ok) walked to and, when it was open, opened again: the same kind, and on
  * the same share the same inode. */
 static int reopen(struct p9_server *s, const struct p9_snap_fid *h, const char *path, bool same,
 		  char *err, size_t errlen)
 {
-	struct p9_node n;
+	struct hostfs_node *n;
+	struct p9_fid *f;
 	struct stat st;
-	int ofd = -1, ret = walk_path(s, path, &n, &st);
+	int ofd, ret = walk_path(s, path, &n, &st);
 	char sh[208];
 
 	if (ret) {
@@ -296,31 +279,24 @@ static int reopen(struct p9_server *s, const struct p9_snap_fid *h, const char *
 		       shown(sh, path), err_name(-ret));
 		return -EINVAL;
 	}
-	ret = -EINVAL;
-	if ((st.st_mode & S_IFMT) != h->type)
-		errfmt(err, errlen, "fid %u's path '%s' is a %s now, was a %s", h->id,
-		       shown(sh, path), kind_name(st.st_mode & S_IFMT), kind_name(h->type));
-	else if (same && (st.st_dev != h->dev || st.st_ino != h->ino))
-		errfmt(err, errlen,
-		       "fid %u's path '%s' names another file now (inode %llu, was %llu)", h->id,
-		       shown(sh, path), (unsigned long long)st.st_ino, (unsigned long long)h->ino);
-	else if (h->open && (ofd = p9_node_open(s, &n, p9_host_open_flags(s, h->oflags))) < 0)
-		errfmt(err, errlen, "fid %u's path '%s' cannot be opened again (%s)", h->id,
-		       shown(sh, path), err_name(-ofd));
-	else if ((ret = p9_fid_add(s, h->id, FID_FILE, &n, strdup(path))) < 0)
-		errfmt(err, errlen, "fid %u: %s", h->id, strerror(-ret));
+	ret = check_reopen(s, h, path, n, same, &ofd, err, errlen);
 	if (ret) {
-		close(n.fd);
-		if (ofd >= 0)
-			close(ofd);
+		hostfs_put(s->fs, n);
 		return ret;
 	}
-	if (ofd >= 0) {
-		struct p9_fid *f = p9_fid_find(s, h->id);
-
-		f->ofd = ofd;
-		f->oflags = h->oflags;
+	hostfs_get(n); /* kept past a failed add, for the release of its open file */
+	ret = p9_fid_add(s, h->id, FID_FILE, n);
+	if (ret) {
+		errfmt(err, errlen, "fid %u: %s", h->id, strerror(-ret));
+		if (ofd >= 0)
+			hostfs_release_io(s->fs, n, ofd);
+		hostfs_put(s->fs, n);
+		return ret;
 	}
+	hostfs_put(s->fs, n);
+	f = p9_fid_find(s, h->id);
+	f->ofd = ofd;
+	f->oflags = ofd >= 0 ? h->oflags : 0;
 	return 0;
 }
 
@@ -374,7 +350,8 @@ static int load_session(struct p9_server *s, const void *sec, size_t len, u16 ta
 static int load_records(struct p9_server *s, const void *sec, size_t len, u16 tag,
 			const struct p9_snap_session *ss, char *err, size_t errlen)
 {
-	bool same = ss->root_dev == s->root.dev && ss->root_ino == s->root.ino;
+	const struct hostfs_node *root = hostfs_root(s->fs);
+	bool same = ss->root_dev == root->dev && ss->root_ino == root->ino;
 	struct snap_rec_iter it = { sec, len };
 	u32 rlen, nfids = 0, ndevs = 0;
 	const void *data;
@@ -419,7 +396,7 @@ int p9_server_load(struct p9_server *s, u16 tag, const void *sec, size_t len, ch
 	if (ret) {
 		/* Back to a server that has answered nothing. */
 		p9_server_reset(s);
-		s->devs[0] = s->root.dev;
+		s->devs[0] = hostfs_root(s->fs)->dev;
 		s->ndevs = 1;
 		return ret;
 	}

@@ -1,17 +1,16 @@
 /* virtio-9p (virtio 1.2 §5.11): one request queue served by the 9P2000.L server (9p-server.c) on its own thread. */
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <linux/virtio_9p.h>
 #include <linux/virtio_ids.h>
 #include <linux/virtio_ring.h>
 
 #include "lkvm/dev.h"
+#include "lkvm/host-files.h"
 #include "lkvm/kvm.h"
 #include "lkvm/p9.h"
 #include "lkvm/stats.h"
@@ -30,21 +29,6 @@
  */
 #define REQS_PER_WAKE 64
 #define BYTES_PER_WAKE MiB(8)
-/* Headroom asked for beside the shares' fids when the soft RLIMIT_NOFILE is raised (lkvm's
- * own descriptors are counted, not guessed, when the bounds are settled: fit_fids). */
-#define FD_HEADROOM 1024u
-/* Descriptors per fid at most: its O_PATH node and, once opened, the open file. */
-#define P9_FDS_PER_FID 2u
-/*
- * Descriptors a share holds beyond its fids' for a moment, while it answers one request (each
- * share's thread may be in one at once): a Twalk's node in the middle of the path, the next
- * one and the ".." climb's check (walk_one, beneath_root); Tlcreate's name looked up and its
- * new O_PATH copy (the open file becomes the fid's second) stay within these. A share's own
- * (its root, /proc/self/fd, its eventfds and its transport's) are open by the time the bounds
- * are settled, and counted there.
- */
-#define P9_SHARE_TRANSIENT_FDS 3u
-
 struct virtio_9p {
 	struct virtio_device vdev;
 	struct kvm *kvm;
@@ -71,6 +55,8 @@ struct virtio_9p {
 	/* The server's counters as of its last request (the server's own are the thread's). */
 	atomic_ullong errors, reads, read_bytes, write_bytes;
 	atomic_uint fids, max_fids, msize;
+	atomic_uint nodes, cached, open;
+	atomic_ullong reopens, stale, cap_hits;
 };
 
 /* ---- the request queue ---- */
@@ -87,6 +73,15 @@ static void mirror_stats(struct virtio_9p *p)
 	atomic_store_explicit(&p->fids, st.fids, memory_order_relaxed);
 	atomic_store_explicit(&p->max_fids, st.max_fids, memory_order_relaxed);
 	atomic_store_explicit(&p->msize, st.msize, memory_order_relaxed);
+	atomic_store_explicit(&p->nodes, st.fs.nodes, memory_order_relaxed);
+	atomic_store_explicit(&p->cached, st.fs.cached, memory_order_relaxed);
+	atomic_store_explicit(&p->open, st.fs.open, memory_order_relaxed);
+	atomic_store_explicit(&p->reopens, st.fs.reopens, memory_order_relaxed);
+	atomic_store_explicit(&p->stale, st.fs.stale, memory_order_relaxed);
+	atomic_store_explicit(&p->cap_hits,
+			      st.fid_cap_hits + st.fs.cap_hits[HOSTFS_CAP_NODES] +
+				      st.fs.cap_hits[HOSTFS_CAP_OPEN],
+			      memory_order_relaxed);
 }
 
 static bool still_serving(struct virtio_9p *p)
@@ -282,62 +277,20 @@ static int check_share(const struct p9_share *s)
 	return 0;
 }
 
-u32 p9_fid_budget(u64 nofile, u64 reserve, u32 nshares)
+/* A cap reached (the server's or its table's, once each): one line on lkvm's stderr. */
+static void share_warn(void *opaque, const char *msg)
 {
-	u64 fixed = reserve + (u64)nshares * P9_SHARE_TRANSIENT_FDS, per;
-
-	if (!nshares || nofile <= fixed)
-		return 0;
-	per = (nofile - fixed) / ((u64)nshares * P9_FDS_PER_FID);
-	return per < P9_FIDS_MIN ? 0 : (u32)MIN(per, (u64)P9_FIDS_DEFAULT);
-}
-
-u64 p9_fid_budget_need(u64 reserve, u32 nshares)
-{
-	return reserve + (u64)nshares * (P9_SHARE_TRANSIENT_FDS + P9_FDS_PER_FID * P9_FIDS_MIN);
-}
-
-/*
- * The soft RLIMIT_NOFILE up to what n shares at P9_FIDS_DEFAULT could use, within the hard
- * limit, which is left alone: it is the user's (or the service manager's) word on how many
- * descriptors lkvm may hold. Returns the soft limit now in force.
- */
-static u64 raise_nofile(u32 n)
-{
-	rlim_t want = (rlim_t)n * (P9_FDS_PER_FID * P9_FIDS_DEFAULT + P9_SHARE_TRANSIENT_FDS) +
-		      FD_HEADROOM;
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return 0;
-	if (rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
-		struct rlimit up = { .rlim_cur = MIN(want, rl.rlim_max), .rlim_max = rl.rlim_max };
-
-		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
-			rl = up;
-	}
-	return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (u64)rl.rlim_cur;
-}
-
-/* Descriptors open in this process now (the directory's own not counted). */
-static int count_open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	if (!d)
-		return -errno;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1;
+	pr_warn("%s", msg);
 }
 
 int virtio_9p_create(struct kvm *kvm, const struct p9_share *share, bool bare, u32 max_fids,
 		     struct virtio_9p **out, char *err, size_t errlen)
 {
-	struct p9_server_opts o = { .readonly = share->ro, .max_fids = max_fids };
+	struct p9_server_opts o = {
+		.readonly = share->ro,
+		.max_fids = max_fids ? max_fids : share->fids,
+		.fs = { .label = share->host_dir, .warn = share_warn },
+	};
 	struct virtio_9p *p;
 	size_t tl;
 	int ret;
@@ -437,6 +390,13 @@ void virtio_9p_stats(struct virtio_9p *p, struct stats_visitor *v)
 	v->counter(v, "in_use", atomic_load_explicit(&p->fids, memory_order_relaxed));
 	v->counter(v, "limit", atomic_load_explicit(&p->max_fids, memory_order_relaxed));
 	v->counter(v, "msize", atomic_load_explicit(&p->msize, memory_order_relaxed));
+	v->group(v, "files");
+	v->counter(v, "nodes", atomic_load_explicit(&p->nodes, memory_order_relaxed));
+	v->counter(v, "cached", atomic_load_explicit(&p->cached, memory_order_relaxed));
+	v->counter(v, "open", atomic_load_explicit(&p->open, memory_order_relaxed));
+	v->counter(v, "reopens", atomic_load_explicit(&p->reopens, memory_order_relaxed));
+	v->counter(v, "stale", atomic_load_explicit(&p->stale, memory_order_relaxed));
+	v->counter(v, "cap_hits", atomic_load_explicit(&p->cap_hits, memory_order_relaxed));
 }
 
 /* ---- snapshot ---- */
@@ -478,10 +438,10 @@ static int p9_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t err
 	int n = 0;
 
 	for (struct kvm_dev *o = kvm->devs; o; o = o->next)
-		n += o->ops == &p9_dev_ops;
+		n += o->ops->host_files != NULL;
 	/* Raised now, before this share's and the later devices' descriptors are opened; the
-	 * bound itself is settled once all of them are (virtio_9p_fit_fids). */
-	raise_nofile((u32)n);
+	 * caps themselves are settled once all of them are (host_files_fit). */
+	host_files_raise_nofile((u32)n);
 	return virtio_9p_create(kvm, d->arg, false, 0, (struct virtio_9p **)&d->priv, err, errlen);
 }
 
@@ -529,6 +489,11 @@ static int p9_dev_load(struct kvm_dev *d, const void *sec, size_t len, char *err
 	return virtio_9p_load(d->priv, sec, len, err, errlen);
 }
 
+static struct hostfs *p9_dev_host_files(struct kvm_dev *d)
+{
+	return p9_server_fs(((struct virtio_9p *)d->priv)->srv);
+}
+
 /* In a snapshot: the virtio core's records and the server's (each fid by its path beneath the
  * share, reopened at restore from the same --share, or the host's / again for run -- CMD). */
 static const struct kvm_dev_ops p9_dev_ops = {
@@ -544,48 +509,8 @@ static const struct kvm_dev_ops p9_dev_ops = {
 	.exit = p9_dev_exit,
 	.save = p9_dev_save,
 	.load = p9_dev_load,
+	.host_files = p9_dev_host_files,
 };
-
-int virtio_9p_fit_fids(struct kvm *kvm, u32 later, char *err, size_t errlen)
-{
-	u32 n = 0, per;
-	int open;
-	u64 nofile;
-
-	for (struct kvm_dev *d = kvm->devs; d; d = d->next)
-		n += d->ops == &p9_dev_ops && d->up;
-	if (!n)
-		return 0;
-	nofile = raise_nofile(n);
-	open = count_open_fds();
-	if (open < 0) {
-		errfmt(err, errlen,
-		       "virtio-9p: cannot count lkvm's descriptors in /proc/self/fd: %s",
-		       strerror(-open));
-		return open;
-	}
-	per = p9_fid_budget(nofile, (u64)open + later, n);
-	if (!per) {
-		errfmt(err, errlen,
-		       "virtio-9p: %u shares need at least %llu descriptors; RLIMIT_NOFILE allows %llu: raise it with ulimit -n",
-		       n, (unsigned long long)p9_fid_budget_need((u64)open + later, n),
-		       (unsigned long long)nofile);
-		return -EMFILE;
-	}
-	if (per < P9_FIDS_DEFAULT)
-		pr_debug(
-			"virtio-9p: %llu descriptors allowed (RLIMIT_NOFILE), %d open: %u fids per share",
-			(unsigned long long)nofile, open, per);
-	for (struct kvm_dev *d = kvm->devs; d; d = d->next) {
-		struct virtio_9p *p = d->priv;
-
-		if (d->ops != &p9_dev_ops || !d->up)
-			continue;
-		p9_server_set_max_fids(p->srv, per);
-		mirror_stats(p);
-	}
-	return 0;
-}
 
 int virtio_9p_add(struct kvm *kvm, const struct p9_share *share)
 {

@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <linux/virtio_fs.h>
 #include <linux/virtio_ids.h>
 #include <linux/virtio_ring.h>
 
 #include "lkvm/dev.h"
+#include "lkvm/host-files.h"
 #include "lkvm/kvm.h"
 #include "lkvm/stats.h"
 #include "lkvm/virtio-9p.h"
@@ -485,32 +485,16 @@ struct fs_dev_arg {
 	struct virtio_fs_share fs;
 };
 
-/*
- * The soft RLIMIT_NOFILE raised by what one more share's table may hold at its default caps
- * (cached O_PATH descriptors, open files, a request's few transient ones), within the hard
- * limit, which is the user's word. Before the share opens, as virtio-9p raises it. The 9p
- * shares' fid bound is settled later from what is left (virtio_9p_fit_fids), at most its
- * default: with a hard limit that low this headroom can still be shared out to 9p fids.
- * TODO(issue 39): one budget over every host-file table (hostfs caps) once hostfs has it.
- */
-static void raise_nofile_for_share(void)
-{
-	rlim_t want = HOSTFS_CACHED_DEFAULT + HOSTFS_OPEN_DEFAULT + 8;
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
-	    rl.rlim_cur >= rl.rlim_max)
-		return;
-	rl.rlim_cur = rl.rlim_max - rl.rlim_cur > want ? rl.rlim_cur + want : rl.rlim_max;
-	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-		pr_debug("virtio-fs: RLIMIT_NOFILE not raised: %s", strerror(errno));
-}
-
 static int fs_dev_init(struct kvm *kvm, struct kvm_dev *d, char *err, size_t errlen)
 {
 	struct fs_dev_arg *a = d->arg;
+	u32 n = 0;
 
-	raise_nofile_for_share();
+	for (struct kvm_dev *o = kvm->devs; o; o = o->next)
+		n += o->ops->host_files != NULL;
+	/* Raised now, before this share's and the later devices' descriptors are opened; the
+	 * caps themselves are settled once all of them are (host_files_fit), as 9p's. */
+	host_files_raise_nofile(n);
 	return virtio_fs_create(kvm, &a->share, &a->fs, false, (struct virtio_fs **)&d->priv, err,
 				errlen);
 }
@@ -544,6 +528,12 @@ static void fs_dev_stats(struct kvm_dev *d, struct stats_visitor *v)
 	virtio_fs_stats(d->priv, v);
 }
 
+/* Its share's node table, for the descriptor budget (host_files_fit). */
+static struct hostfs *fs_dev_host_files(struct kvm_dev *d)
+{
+	return virtio_fs_hostfs(d->priv);
+}
+
 static void fs_dev_exit(struct kvm *kvm, struct kvm_dev *d)
 {
 	virtio_fs_destroy(d->priv);
@@ -571,6 +561,7 @@ static const struct kvm_dev_ops fs_dev_ops = {
 	.reset = fs_dev_reset,
 	.stats = fs_dev_stats,
 	.stats_name = "fs",
+	.host_files = fs_dev_host_files,
 	.exit = fs_dev_exit,
 	.save = fs_dev_save,
 	.load = fs_dev_load,

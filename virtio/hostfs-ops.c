@@ -83,7 +83,7 @@ static const char *const cap_what[HOSTFS_CAP_NR] = {
 	[HOSTFS_CAP_NODES] = "files known to the guest at once",
 	[HOSTFS_CAP_OPEN] = "files open at once",
 };
-/* How each cap is raised: the open-file cap follows the descriptor limit (virtio-9p.h's
+/* How each cap is raised: the open-file cap follows the descriptor limit (host-files.h's
  * host_files_fit), the node cap is memory and fixed. */
 static const char *const cap_raise[HOSTFS_CAP_NR] = {
 	[HOSTFS_CAP_NODES] = "a fixed bound on lkvm's memory",
@@ -129,6 +129,27 @@ static int open_node(struct hostfs *fs, const struct hostfs_node *n, int pfd, in
 	return hostfs_open_at(fs, fs->proc_fd, name, flags | O_CLOEXEC | O_NOCTTY);
 }
 
+int hostfs_open_room(struct hostfs *fs)
+{
+	if (fs->nopen < fs->max_open)
+		return 0;
+	hostfs_cap_hit(fs, HOSTFS_CAP_OPEN);
+	return -ENFILE;
+}
+
+int hostfs_take_io(struct hostfs *fs, struct hostfs_node *n, int fd)
+{
+	int ret = hostfs_open_room(fs);
+
+	if (!ret)
+		ret = hostfs_fd(fs, n); /* pinned means cached: it must hold its O_PATH one */
+	if (ret < 0)
+		return ret;
+	hostfs_pin(fs, n);
+	fs->nopen++;
+	return 0;
+}
+
 int hostfs_open_io(struct hostfs *fs, struct hostfs_node *n, int flags)
 {
 	int pfd, fd;
@@ -137,10 +158,8 @@ int hostfs_open_io(struct hostfs *fs, struct hostfs_node *n, int flags)
 		return -EACCES;
 	if (!S_ISDIR(n->mode) && !S_ISREG(n->mode))
 		return S_ISLNK(n->mode) ? -ELOOP : -EPERM;
-	if (fs->nopen >= fs->max_open) {
-		hostfs_cap_hit(fs, HOSTFS_CAP_OPEN);
+	if (hostfs_open_room(fs))
 		return -ENFILE;
-	}
 	pfd = hostfs_fd(fs, n);
 	if (pfd < 0)
 		return pfd;

@@ -578,6 +578,8 @@ int hostfs_made(struct hostfs *fs, struct hostfs_node *dir, const char *name, in
 		return hostfs_walk(fs, dir, name, to, st);
 	if (!name_ok(name) || !strcmp(name, ".."))
 		return -EINVAL;
+	if (dir->opaque)
+		return -EACCES; /* nothing is made inside a kernel interface's mount */
 	ret = hostfs_fd_stat(fd, st);
 	if (ret)
 		return ret;

@@ -8,6 +8,7 @@
 
 struct kvm;
 struct kvm_dev;
+struct hostfs;
 struct stats_visitor;
 struct snap_rec_buf;
 struct snap_writer;
@@ -57,6 +58,10 @@ struct kvm_dev_ops {
 	 */
 	int (*save)(struct kvm_dev *d, struct snap_rec_buf *b, char *err, size_t errlen);
 	int (*load)(struct kvm_dev *d, const void *sec, size_t len, char *err, size_t errlen);
+	/* A device serving host files (virtio-9p, virtio-fs): its share's node table, whose
+	 * descriptor caps host_files_fit() settles with the others' (host-files.h). NULL: not
+	 * one. */
+	struct hostfs *(*host_files)(struct kvm_dev *d);
 	/* Undo a successful init. */
 	void (*exit)(struct kvm *kvm, struct kvm_dev *d);
 };

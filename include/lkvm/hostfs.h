@@ -67,7 +67,7 @@ struct hostfs_node {
 #define HOSTFS_NODE_BYTES sizeof(struct hostfs_node)
 
 struct hostfs_opts {
-	bool readonly;	   /* the table does not enforce it; hostfs_open_flags and the ops do */
+	bool readonly;	   /* reads O_NOATIME (hostfs_open_io); the servers refuse changes */
 	u32 max_nodes;	   /* 0: HOSTFS_NODES_DEFAULT; at most HOSTFS_NODES_MAX */
 	u32 max_cached;	   /* 0: HOSTFS_CACHED_DEFAULT; at least 8 */
 	u32 max_open;	   /* 0: HOSTFS_OPEN_DEFAULT */
@@ -96,7 +96,9 @@ int hostfs_open(struct hostfs **out, const char *root, const struct hostfs_opts 
 		size_t errlen) __must_check;
 /* Every node and descriptor closed, whatever still references them. NULL is fine. */
 void hostfs_close(struct hostfs *fs);
-/* A new session (a 9P Tversion, FUSE INIT, a device reset): every node but the root gone. */
+/* A new session (a 9P Tversion, FUSE INIT, a device reset): every node but the root gone.
+ * The server releases its handles first (hostfs_release_io, hostfs_put): a node is not
+ * touched after this. */
 void hostfs_reset(struct hostfs *fs);
 
 /* The root node (never freed while the table lives; hostfs_get it for a handle). */
@@ -136,6 +138,12 @@ void hostfs_trim(struct hostfs *fs);
  */
 int hostfs_open_io(struct hostfs *fs, struct hostfs_node *n, int flags) __must_check;
 void hostfs_release_io(struct hostfs *fs, struct hostfs_node *n, int fd);
+/* fd, an open descriptor of n that the caller made itself (O_CREAT's, n from hostfs_made),
+ * counted as one of n's opens as hostfs_open_io's are (given back by hostfs_release_io): 0,
+ * or -ENFILE at max_open (fd left to the caller). hostfs_open_room() first says whether
+ * there is room, before a file is made that could not be kept open. */
+int hostfs_take_io(struct hostfs *fs, struct hostfs_node *n, int fd) __must_check;
+int hostfs_open_room(struct hostfs *fs) __must_check;
 /*
  * The node for a file just made as `name` in directory node dir (created, mkdir'ed,
  * symlinked, linked): walked to as hostfs_walk does. fd >= 0: an open descriptor of it

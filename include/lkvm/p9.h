@@ -5,6 +5,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "lkvm/hostfs.h"
 #include "lkvm/util.h"
 
 /*
@@ -15,15 +16,19 @@
  *   every fixed-size reply fits (Rgetattr is 160 bytes, a 16-name Rwalk 217), but not every
  *   Rreadlink: a target may be PATH_MAX - 1 = 4095 bytes, 4104 with the reply's header and
  *   length, so one longer than 4087 bytes answers EMSGSIZE at msize 4096.
- * - fids: every fid holds an O_PATH descriptor (two once opened), and with cache=loose Linux
- *   keeps one fid per cached dentry, so the bound is a host descriptor budget: 65536 per
- *   share by default (the caller raises RLIMIT_NOFILE to match). Past it, Twalk, Tattach and
- *   Txattrwalk answer ENFILE; the table grows with use, never beyond twice the bound in slots.
+ * - fids: a fid is a slot of the server's table (struct p9_fid: an id, its kind, an open
+ *   descriptor when opened, and a reference to a hostfs node) naming a node of the share's
+ *   hostfs table, shared by every fid naming the same host file. A fid holds no path and no
+ *   descriptor of its own: descriptors are hostfs's, bounded by its cache and open caps
+ *   (max_cached, max_open), nodes by its node cap (hostfs.h). So the fid bound is memory:
+ *   P9_FIDS_DEFAULT per share, past which Twalk, Tattach and Txattrwalk answer ENFILE (and
+ *   the first time, one warning); the table grows with use, never beyond twice the bound in
+ *   slots. docs/devices.md states the bytes.
  */
 #define P9_MSIZE_MIN 4096u
 #define P9_MSIZE_MAX KiB(512)
-#define P9_FIDS_DEFAULT 65536u
-#define P9_FIDS_MAX (1u << 20)
+#define P9_FIDS_DEFAULT (1u << 20)
+#define P9_FIDS_MAX (1u << 22)
 /* Most iovecs on either side of one request (the virtqueue's own chain bound). */
 #define P9_MAX_IOV 1024
 
@@ -122,18 +127,23 @@ struct p9_server_opts {
 	bool readonly; /* every request that would change the host answers EROFS */
 	u32 max_msize; /* 0: P9_MSIZE_MAX; else clamped to [P9_MSIZE_MIN, P9_MSIZE_MAX] */
 	u32 max_fids;  /* 0: P9_FIDS_DEFAULT; else at most P9_FIDS_MAX */
+	/* the node table's caps, the share's label and the warning said once per bound reached
+	 * (the fid bound's too); readonly is copied in */
+	struct hostfs_opts fs;
 };
 
 /* Counters for --stats and `lkvm stat` (read by the thread that calls p9_server_handle). */
 struct p9_stats {
-	u64 requests;	 /* messages answered (framing errors not included) */
-	u64 errors;	 /* of those, answered with Rlerror */
-	u64 reads;	 /* Tread requests answered with data or EOF (how finely a read was cut) */
-	u64 read_bytes;	 /* file data returned by Tread */
-	u64 write_bytes; /* file data written by Twrite */
-	u32 fids;	 /* fids in use now */
-	u32 max_fids;	 /* the bound */
-	u32 msize;	 /* negotiated by the last Tversion (0: none yet) */
+	u64 requests;	  /* messages answered (framing errors not included) */
+	u64 errors;	  /* of those, answered with Rlerror */
+	u64 reads;	  /* Tread requests answered with data or EOF (how finely a read was cut) */
+	u64 read_bytes;	  /* file data returned by Tread */
+	u64 write_bytes;  /* file data written by Twrite */
+	u32 fids;	  /* fids in use now */
+	u32 max_fids;	  /* the bound */
+	u32 msize;	  /* negotiated by the last Tversion (0: none yet) */
+	u64 fid_cap_hits; /* fids refused at max_fids */
+	struct hostfs_stats fs; /* the share's nodes, descriptors and caps */
 };
 
 /*
@@ -179,6 +189,8 @@ void p9_server_set_max_fids(struct p9_server *s, u32 max_fids);
 void p9_server_reset(struct p9_server *s);
 
 void p9_server_stats(const struct p9_server *s, struct p9_stats *st);
+/* The share's node table (its caps settled by the device: host_files_fit). */
+struct hostfs *p9_server_fs(struct p9_server *s);
 
 /*
  * Snapshot (virtio/9p-snap.c): the session (msize) and every fid as records of tags tag ..

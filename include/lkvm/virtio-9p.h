@@ -23,37 +23,20 @@ struct virtio_9p;
 #define VIRTIO_9P_SHARE_TAG "lkvm-share"
 
 /*
- * Most --share options. Each share is a device with its own fid table of up to
- * P9_FIDS_DEFAULT fids, each holding up to two host descriptors: 8 shares (plus the host
- * root of `lkvm run -- CMD`) at that bound need about Linux's largest descriptor limit
- * (fs.nr_open, 1048576 by default); where RLIMIT_NOFILE is lower, every share's bound shrinks
- * to fit beside lkvm's own descriptors (virtio_9p_fit_fids), or lkvm does not start. 8 also fits on the virtio-mmio bus (9 slots) beside the root.
+ * Most --share options. Each share is a device with its own fid table (memory: P9_FIDS_DEFAULT
+ * fids) and node table (hostfs), whose descriptor caps are settled from RLIMIT_NOFILE with
+ * every other host-file device's (host_files_fit, host-files.h), or lkvm does not start.
+ * 8 also fits on the virtio-mmio bus (9 slots) beside the root.
  */
 #define VIRTIO_9P_MAX_SHARES 8
-
-/*
- * Fewest fids a share is served with: enough for the guest's mount (the attach fid, the root
- * dentry's) and walks a few levels deep with some files open. Fewer, and lkvm does not start.
- */
-#define P9_FIDS_MIN 16u
-
-/*
- * The fid bound of each of nshares shares when lkvm may hold nofile descriptors
- * (RLIMIT_NOFILE) and reserve of them are not the shares' fids' (lkvm's own, see
- * virtio_9p_fit_fids): what is left after each share's few short-lived ones
- * (P9_SHARE_TRANSIENT_FDS), two descriptors per fid, shared out evenly, at most
- * P9_FIDS_DEFAULT. 0 when that is below P9_FIDS_MIN: the shares cannot be served.
- */
-u32 p9_fid_budget(u64 nofile, u64 reserve, u32 nshares);
-/* The least RLIMIT_NOFILE with which p9_fid_budget(., reserve, nshares) is not 0. */
-u64 p9_fid_budget_need(u64 reserve, u32 nshares);
 
 /* One shared directory, as --share gives it or as `lkvm run -- CMD` makes the host root. */
 struct p9_share {
 	char host_dir[PATH_MAX];	 /* absolute, an existing directory */
 	char guest_dir[PATH_MAX];	 /* where lkvm's init mounts it (absolute); "" for none */
 	char tag[VIRTIO_9P_TAG_MAX + 1]; /* mount tag, 1..VIRTIO_9P_TAG_MAX bytes */
-	bool ro; /* every request that would change the host answers EROFS */
+	bool ro;  /* every request that would change the host answers EROFS */
+	u32 fids; /* the fid bound (`fids=N`; 0: P9_FIDS_DEFAULT), memory: 48 bytes a fid */
 	enum virtio_trans trans;
 	bool trans_set; /* else --virtio-transport decides */
 	/* Which devices serve it (virtio-fs.h; --fs, decided by share_fs_decide in
@@ -70,7 +53,7 @@ struct p9_shares {
 };
 
 /*
- * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio][,cache=auto|always|none]` into the next share of s:
+ * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio][,fids=N][,cache=MODE]` into the next share of s:
  * HOSTDIR made absolute (realpath) and checked to be a directory, GUESTDIR (absolute)
  * defaulting to it, tag VIRTIO_9P_SHARE_TAG + its index; read-write unless ro. Neither
  * directory can contain ':' or ','. 0, or -errno with a one-line reason in err (missing
@@ -102,7 +85,7 @@ int virtio_9p_add(struct kvm *kvm, const struct p9_share *share) __must_check;
 
 /*
  * The device itself (for the device list and for tests). Opens share->host_dir with the
- * server (read-only shares refuse every change; max_fids 0: P9_FIDS_DEFAULT) and attaches
+ * server (read-only shares refuse every change; max_fids 0: share->fids, else P9_FIDS_DEFAULT) and attaches
  * to share->trans (else --virtio-transport), or to no transport when bare (tests set up the
  * queue and call ops->start). 0 or -errno with a one-line reason in err.
  */
@@ -133,18 +116,11 @@ int virtio_9p_load(struct virtio_9p *p, const void *sec, size_t len, char *err,
 		   size_t errlen) __must_check;
 /* Counters: group req0 (kicks, trapped, irqs, requests, bytes of file data read and written,
  * errors: requests answered with Rlerror, reads: Treads answered, read_bytes, write_bytes, malformed: chains that
- * put the device in NEEDS_RESET), then group fids (in_use, limit, msize: levels). */
+ * put the device in NEEDS_RESET), then group fids (in_use, limit, msize: levels), then group
+ * files, the share's host files (hostfs_stats): nodes, cached, open (levels), reopens, stale
+ * (evicted nodes found again, and those gone or replaced), cap_hits (requests refused at the
+ * fid bound or a hostfs cap; the first of each also said once as a warning). */
 void virtio_9p_stats(struct virtio_9p *p, struct stats_visitor *v);
-
-/*
- * Settle the fid bound of every 9p device of kvm (up: its share open) once everything of the
- * VM's set-up is open, before the guest runs: the soft RLIMIT_NOFILE raised as far as the
- * shares could use (within the hard limit, which is left alone), minus the descriptors open
- * now and `later` more that lkvm opens while it runs, shared out by p9_fid_budget. Until then
- * a device has P9_FIDS_DEFAULT. 0, or -EMFILE with a one-line reason in err when the limit
- * cannot give every share P9_FIDS_MIN fids (or -errno when /proc/self/fd cannot be read).
- */
-int virtio_9p_fit_fids(struct kvm *kvm, u32 later, char *err, size_t errlen) __must_check;
 
 /* Add one device per share of s that has one (not no_9p), in order. 0 or the first -errno. */
 int virtio_9p_add_shares(struct kvm *kvm, const struct p9_shares *s) __must_check;

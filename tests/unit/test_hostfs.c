@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "check_main.h"
 #include "lkvm/hostfs.h"
@@ -475,6 +478,81 @@ START_TEST(reparent_cycle_refused)
 }
 END_TEST
 
+/* A mount namespace of this process's own (as root, or in a user namespace): 0 or -errno. */
+static int own_mount_ns(void)
+{
+	if (unshare(CLONE_NEWNS) < 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		return -errno;
+	return mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ? -errno : 0;
+}
+
+/* Can this host give a test a mount namespace? (In a child: this process stays as it is.) */
+static bool can_bind_mount(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(own_mount_ns() ? 1 : 0);
+	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       !WEXITSTATUS(status);
+}
+
+/* The cycle check of bind_mount_cycle, in a child with its own mount namespace: a/b/c is a bind
+ * mount of a, so walking a, b, c reaches a's own inode again. Exit status: 0 passed, else the
+ * number of the check that failed, in order. */
+static int cycle_child(void)
+{
+	struct hostfs_node *a, *c, *c2;
+	char p[256], q[256], path[PATH_MAX];
+	struct stat s;
+
+	at(p, sizeof(p), "a");
+	at(q, sizeof(q), "a/b/c");
+	if (own_mount_ns() || mount(p, q, NULL, MS_BIND, NULL))
+		return 1;
+	fs_up(0, SMALL_CACHE, 0); /* its root in this namespace, where the bind mount is */
+	if (walk_path("a", &a, &s) || walk_path("a/b/c", &c, &s))
+		return 2;
+	if (c != a) /* the same host file: the same node */
+		return 3;
+	/* a keeps its name: named c beneath b, it would be its own ancestor */
+	if (hostfs_path(t.fs, a, path, sizeof(path)) != 1 || strcmp(path, "a"))
+		return 4;
+	if (walk_path("a/b/c/b/c/b/c", &c2, &s) || c2 != a)
+		return 5;
+	evict();
+	if (hostfs_stat(t.fs, a, &s) || hostfs_path(t.fs, a, path, sizeof(path)) != 1)
+		return 6;
+	hostfs_put(t.fs, c2);
+	hostfs_put(t.fs, c);
+	hostfs_put(t.fs, a);
+	return 0;
+}
+
+/* A bind mount of a directory inside itself: a walk through it reaches a known node by a name
+ * beneath that node, which must not take it (names would be a cycle: paths, reopens and frees
+ * would never end). */
+START_TEST(bind_mount_cycle)
+{
+	int status;
+	pid_t pid;
+
+	host_mkdir("a");
+	host_mkdir("a/b");
+	host_mkdir("a/b/c");
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		alarm(30); /* a cycle would loop for ever: the child ends all the same */
+		_exit(cycle_child());
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && !WEXITSTATUS(status),
+		      "check %d of cycle_child failed (status 0x%x)", WEXITSTATUS(status), status);
+}
+END_TEST
+
 START_TEST(set_id_and_find)
 {
 	struct hostfs_node *a, *b;
@@ -519,6 +597,10 @@ static Suite *hostfs_suite(void)
 	tcase_add_test(tc, node_memory);
 	tcase_add_test(tc, reparent_cycle_refused);
 	tcase_add_test(tc, set_id_and_find);
+	if (can_bind_mount())
+		tcase_add_test(tc, bind_mount_cycle);
+	else
+		lkvm_skip("test_hostfs", 1, "bind_mount_cycle", "no mount namespace here");
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -19,6 +19,7 @@
 #include "lkvm/kvm.h"
 #include "lkvm/p9.h"
 #include "lkvm/sandbox.h"
+#include "../../virtio/9p-priv.h" /* struct p9_fid: what a fid costs */
 
 #define SECRET "outside: never to be read through the share\n"
 #define HELLO "hello, world\n"
@@ -1271,6 +1272,67 @@ START_TEST(fid_exhaustion)
 }
 END_TEST
 
+/* Descriptors open in this process now. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * Issue 39: a fid costs memory, not descriptors. 300 fids on 300 files, each stat'ed and a
+ * few of them open, with the share's descriptor cache at 16: lkvm holds no more descriptors
+ * than the cache, the open files and their nodes (hostfs_trim after every request), and
+ * every fid still answers. A fid is a slot of at most 256 bytes beside its node's name.
+ */
+#define MANY_FIDS 300
+START_TEST(fids_cost_memory_not_descriptors)
+{
+	struct p9_stats ps;
+	char rel[32], p[256];
+	struct attr a;
+	int base;
+
+	ck_assert_uint_le(2 * sizeof(struct p9_fid) + HOSTFS_NODE_BYTES, 256);
+	ck_assert_int_eq(mkdir(strcat(strcpy(p, t.share), "/many"), 0755), 0);
+	for (int i = 0; i < MANY_FIDS; i++) {
+		snprintf(p, sizeof(p), "%s/many/f%d", t.share, i);
+		host_write(p, "x");
+	}
+	hostfs_set_caps(p9_server_fs(t.s), 0, 16, 4);
+	session();
+	base = open_fds();
+	for (u32 i = 0; i < MANY_FIDS; i++) {
+		snprintf(rel, sizeof(rel), "f%u", i);
+		ck_assert_int_eq(t_walk(ROOT, 100 + i, NULL, "many", rel), 2);
+		if (i < 4)
+			ck_assert_int_eq(t_lopen(100 + i, 0, NULL), 0);
+		ck_assert_int_le(open_fds(), base + 16 + 2 * 4);
+	}
+	for (u32 i = 0; i < MANY_FIDS; i++) {
+		ck_assert_int_eq(t_getattr(100 + i, &a), 0);
+		ck_assert_int_le(open_fds(), base + 16 + 2 * 4);
+	}
+	p9_server_stats(t.s, &ps);
+	ck_assert_uint_eq(ps.fids, 1 + MANY_FIDS);
+	ck_assert_uint_eq(ps.fs.open, 4);
+	ck_assert_uint_le(ps.fs.cached, 16);
+	ck_assert_uint_ge(ps.fs.reopens, MANY_FIDS - 16);
+	ck_assert_uint_eq(ps.fs.stale, 0);
+	/* the open cap: ENFILE, counted */
+	ck_assert_int_eq(t_lopen(100 + 4, 0, NULL), -ENFILE);
+	p9_server_stats(t.s, &ps);
+	ck_assert_uint_eq(ps.fs.cap_hits[HOSTFS_CAP_OPEN], 1);
+}
+END_TEST
+
 /* The fid table under churn: random adds and clunks against a reference set. */
 START_TEST(fid_table_churn)
 {
@@ -1543,6 +1605,7 @@ static Suite *p9_suite(void)
 	tcase_add_test(bnd, huge_counts_and_offsets);
 	tcase_add_test(bnd, fid_exhaustion);
 	tcase_add_test(bnd, fid_table_churn);
+	tcase_add_test(bnd, fids_cost_memory_not_descriptors);
 	tcase_add_test(bnd, malformed_framing);
 	tcase_add_test(bnd, malformed_bodies);
 	tcase_add_loop_test(bnd, small_room_changes_nothing, 0, (int)ARRAY_SIZE(room_cases));

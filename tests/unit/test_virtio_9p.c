@@ -23,6 +23,8 @@
 #include "lkvm/run.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/snap.h"
+#include "lkvm/host-files.h"
+#include "lkvm/hostfs.h"
 #include "lkvm/virtio-9p.h"
 #include "lkvm/virtio-mmio.h"
 
@@ -322,9 +324,14 @@ START_TEST(session_over_queue)
 	ck_assert_uint_eq(counter("fids.in_use"), 3);
 	ck_assert_uint_eq(counter("fids.limit"), P9_FIDS_DEFAULT);
 	ck_assert_uint_eq(counter("fids.msize"), MSIZE);
+	/* the share's host files: the root, file and new; two of them open */
+	ck_assert_uint_eq(counter("files.nodes"), 3);
+	ck_assert_uint_eq(counter("files.open"), 2);
+	ck_assert_uint_eq(counter("files.cap_hits"), 0);
 	out = stats_fmt("9p", t.p, visit, false);
+	ck_assert_msg(strstr(out, "files: nodes 3, cached "), "%s", out);
 	ck_assert_msg(strstr(out, "9p0:") && strstr(out, "read_bytes") && strstr(out, "req0 ") &&
-			      strstr(out, "fids: in_use 3, limit 65536, msize 65536"),
+			      strstr(out, "fids: in_use 3, limit 1048576, msize 65536"),
 		      "%s", out);
 	free(out);
 	out = stats_fmt("9p", t.p, visit, true);
@@ -352,6 +359,40 @@ START_TEST(readonly_share)
 	ck_assert_int_eq(t_read(3, 0, sizeof(buf), buf, sizeof(buf)), (int)strlen(HELLO));
 	ck_assert_str_eq(host_read(in_share("file"), buf, sizeof(buf)), HELLO);
 	ck_assert_int_eq(access(t.share, F_OK), 0);
+}
+END_TEST
+
+/*
+ * Issue 39: a share's bound reached says so once, on lkvm's stderr, as one "lkvm: warning:"
+ * line naming the share and the bound, and --stats counts every refusal.
+ */
+START_TEST(cap_warns_once)
+{
+	char path[] = "/tmp/lkvm-9p-warn-XXXXXX", text[4096];
+	int fd = mkstemp(path), saved = dup(STDERR_FILENO), lines = 0;
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	dev_down();
+	dev_up(false, 3);
+	driver_up();
+	session(); /* the attach: 1 of 3 */
+	ck_assert_int_eq(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+	ck_assert_int_eq(walk_to(2, "file"), 0);
+	ck_assert_int_eq(walk_to(3, "file"), 0);
+	ck_assert_int_eq(walk_to(4, "file"), -ENFILE);
+	ck_assert_int_eq(walk_to(5, "file"), -ENFILE);
+	ck_assert_int_eq(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	n = pread(fd, text, sizeof(text) - 1, 0);
+	close(fd);
+	unlink(path);
+	ck_assert_int_ge(n, 0);
+	text[n] = '\0';
+	for (char *l = text; (l = strstr(l, "lkvm: warning: ")); l++, lines++)
+		ck_assert_msg(strstr(l, t.share) && strstr(l, "3 fids (the most)"), "%s", text);
+	ck_assert_msg(lines == 1, "%d warnings: %s", lines, text);
+	ck_assert_uint_eq(counter("files.cap_hits"), 2);
 }
 END_TEST
 
@@ -654,14 +695,15 @@ START_TEST(share_parse)
 	ck_assert_ptr_nonnull(realpath(t.share, real));
 	snprintf(arg, sizeof(arg), "%s/../share", t.share);
 	ck_assert_msg(p9_share_parse(&s, arg, err, sizeof(err)) == 0, "%s", err);
-	snprintf(arg, sizeof(arg), "%s:/data,ro,trans=mmio", t.share);
+	snprintf(arg, sizeof(arg), "%s:/data,ro,trans=mmio,fids=4096", t.share);
 	ck_assert_msg(p9_share_parse(&s, arg, err, sizeof(err)) == 0, "%s", err);
 	sh = p9_share_get(&s, 0);
 	ck_assert_str_eq(sh->host_dir, real);
 	ck_assert_str_eq(sh->guest_dir, real); /* GUESTDIR defaults to HOSTDIR, made absolute */
 	ck_assert_str_eq(sh->tag, "lkvm-share0");
-	ck_assert(!sh->ro && !sh->trans_set);
+	ck_assert(!sh->ro && !sh->trans_set && !sh->fids);
 	sh = p9_share_get(&s, 1);
+	ck_assert_uint_eq(sh->fids, 4096);
 	ck_assert_str_eq(sh->guest_dir, "/data");
 	ck_assert_str_eq(sh->tag, "lkvm-share1");
 	ck_assert(sh->ro && sh->trans_set && sh->trans == VIRTIO_TRANS_MMIO);
@@ -682,7 +724,8 @@ START_TEST(share_parse_errors)
 		{ "/nope", -ENOENT, "No such file or directory" },
 		{ "/../share/file", -ENOTDIR, "is not a directory" },
 		{ ",rx", -EINVAL,
-		  "unknown option 'rx' (want ro, trans=pci|mmio, cache=auto|always|none|never)" },
+		  "unknown option 'rx' (want ro, trans=pci|mmio, fids=N, cache=auto|always|none|never)" },
+		{ ",fids=8", -EINVAL, "fids" }, /* below the 16 a mount needs */
 		{ ",trans=isa", -EINVAL, "unknown option 'trans=isa'" },
 		{ ",rw", -EINVAL, "unknown option 'rw'" },
 		{ ":data", -EINVAL, "guest directory 'data' is not an absolute path" },
@@ -774,42 +817,50 @@ START_TEST(run_options)
 END_TEST
 
 /*
- * The fid bounds fit the descriptor limit: whatever the limit, lkvm's reserve and the number of
- * shares, every share holding every fid it may (two descriptors each) and its short-lived ones
- * (3) stays within RLIMIT_NOFILE, or the shares are refused. Issue 27: with the kernel's
- * default hard limit 4096 and 6 shares, each share got at least 256 fids, 3072 descriptors
- * beyond the guess of lkvm's own, and a guest could fill lkvm's table.
+ * The shares' descriptor caps fit the descriptor limit: whatever the limit, lkvm's reserve and
+ * the number of shares, every share holding its whole cache, every open file it may (two
+ * descriptors each) and one request's (HOST_FILES_REQ_FDS) stays within RLIMIT_NOFILE, or the
+ * shares are refused. Issue 27: with the kernel's default hard limit 4096 and 6 shares, the
+ * shares could hold 3072 descriptors beyond the guess of lkvm's own. Issue 39: with the
+ * descriptors in hostfs's caps, fids cost memory alone.
  */
-START_TEST(fid_budget_fits)
+START_TEST(host_files_budget_fits)
 {
 	const u64 reserves[] = { 0, 40, 71, 300, 4000 };
+	struct host_files_caps c;
 
 	for (u32 n = 1; n <= VIRTIO_9P_MAX_SHARES + 1; n++)
 		for (size_t r = 0; r < ARRAY_SIZE(reserves); r++)
-			for (u64 nofile = 0; nofile <= 20000; nofile += 7) {
-				u32 per = p9_fid_budget(nofile, reserves[r], n);
-				u64 need = p9_fid_budget_need(reserves[r], n);
+			for (u64 nofile = 0; nofile <= 120000; nofile += 7) {
+				int ret = host_files_budget(nofile, reserves[r], n, &c);
+				u64 need = host_files_budget_need(reserves[r], n);
+				u64 held = HOST_FILES_REQ_FDS + c.max_cached +
+					   HOST_FILES_FDS_PER_OPEN * (u64)c.max_open;
 
-				ck_assert_msg(per == 0 || reserves[r] + n * (3 + 2 * (u64)per) <=
-								  nofile,
-					      "%u shares, reserve %llu, limit %llu: %u fids each",
-					      n, (unsigned long long)reserves[r],
-					      (unsigned long long)nofile, per);
-				ck_assert_msg(per == 0 || per >= P9_FIDS_MIN, "%u fids", per);
+				ck_assert_msg(ret || reserves[r] + n * held <= nofile,
+					      "%u shares, reserve %llu, limit %llu: %u+%u each", n,
+					      (unsigned long long)reserves[r],
+					      (unsigned long long)nofile, c.max_cached, c.max_open);
+				ck_assert(ret || (c.max_cached >= HOST_FILES_MIN_CACHED &&
+						  c.max_open >= HOST_FILES_MIN_OPEN &&
+						  c.max_cached <= HOSTFS_CACHED_DEFAULT &&
+						  c.max_open <= HOSTFS_OPEN_DEFAULT));
 				/* Refused exactly below what the refusal says is needed. */
-				ck_assert_msg((per != 0) == (nofile >= need),
-					      "limit %llu, need %llu, %u fids",
+				ck_assert_msg((ret == 0) == (nofile >= need),
+					      "limit %llu, need %llu: %d",
 					      (unsigned long long)nofile, (unsigned long long)need,
-					      per);
+					      ret);
 			}
-	/* The issue's case: 4096 descriptors, lkvm's own 100, 6 shares. */
-	ck_assert_uint_eq(p9_fid_budget(4096, 100, 6), (4096 - 100 - 6 * 3) / 12);
-	/* A large limit: the default bound, no more. */
-	ck_assert_uint_eq(p9_fid_budget(1u << 30, 100, 9), P9_FIDS_DEFAULT);
-	ck_assert_uint_eq(p9_fid_budget(UINT64_MAX, 100, 9), P9_FIDS_DEFAULT);
-	ck_assert_uint_eq(p9_fid_budget(4096, 100, 0), 0);
-	ck_assert_uint_eq(p9_fid_budget(100, 100, 1), 0);
-	ck_assert_uint_eq(p9_fid_budget_need(100, 6), 100 + 6 * (3 + 2 * P9_FIDS_MIN));
+	/* The issue's case: soft 1024 raised to the hard 4096, lkvm's own 100, one share. */
+	ck_assert_int_eq(host_files_budget(4096, 100, 1, &c), 0);
+	ck_assert_uint_eq(c.max_open, (4096 - 100 - HOST_FILES_REQ_FDS) / 4);
+	/* A large limit: the defaults, no more. */
+	ck_assert_int_eq(host_files_budget(UINT64_MAX, 100, 9, &c), 0);
+	ck_assert_uint_eq(c.max_cached, HOSTFS_CACHED_DEFAULT);
+	ck_assert_uint_eq(c.max_open, HOSTFS_OPEN_DEFAULT);
+	ck_assert_int_eq(host_files_budget(4096, 100, 0, &c), -EMFILE);
+	ck_assert_int_eq(host_files_budget(100, 100, 1, &c), -EMFILE);
+	ck_assert_uint_ge(host_files_want(1), host_files_budget_need(0, 1));
 }
 END_TEST
 
@@ -823,6 +874,7 @@ static Suite *virtio_9p_suite(void)
 	tcase_add_test(dev, identity_and_tag);
 	tcase_add_test(dev, session_over_queue);
 	tcase_add_test(dev, readonly_share);
+	tcase_add_test(dev, cap_warns_once);
 	tcase_add_test(dev, malformed_message_gets_rlerror);
 	tcase_add_test(dev, malformed_chain_then_reset);
 	tcase_add_test(dev, pause_answers_nothing);
@@ -836,7 +888,7 @@ static Suite *virtio_9p_suite(void)
 	tcase_add_test(opt, share_parse_errors);
 	tcase_add_test(opt, add_checks_share);
 	tcase_add_test(opt, run_options);
-	tcase_add_test(opt, fid_budget_fits);
+	tcase_add_test(opt, host_files_budget_fits);
 	LKVM_ADD_FORKED_EXIT_TEST(s, sbx, "test_virtio_9p", thread_in_sandbox, tree_up, tree_down);
 	suite_add_tcase(s, dev);
 	suite_add_tcase(s, bare);
