@@ -61,7 +61,7 @@ static int open_node(struct fuse_call *c, int host, bool dir)
 	fd = hostfs_open_io(s->fs, c->node, host);
 	if (fd < 0)
 		return fd;
-	put_open(c, fsrv_handle_add(s, c->node, fd, (u32)host, dir, false), dir);
+	put_open(c, fsrv_handle_add(s, c->node, fd, (u32)host, dir), dir);
 	return 0;
 }
 
@@ -91,14 +91,15 @@ static int create_existing(struct fuse_call *c, const char *name, int host, stru
 		hostfs_put(c->s->fs, *n);
 		return fd;
 	}
-	put_open(c, fsrv_handle_add(c->s, *n, fd, (u32)host, false, false), false);
+	put_open(c, fsrv_handle_add(c->s, *n, fd, (u32)host, false), false);
 	return 0;
 }
 
 /*
  * The file made keeps the descriptor O_CREAT gave (a file created 0444 for writing, as git
  * and tar make them, could not be opened for writing again); its node takes that
- * descriptor's identity (hostfs_made), so it is the file created whatever the name holds now.
+ * descriptor's identity (hostfs_made), so it is the file created whatever the name holds now,
+ * and counts it as one of its opens (hostfs_take_io), as hostfs_open_io's are.
  */
 static int create_new(struct fuse_call *c, const char *name, int fd, u32 mode,
 		      struct hostfs_node **n, struct stat *st)
@@ -110,6 +111,9 @@ static int create_new(struct fuse_call *c, const char *name, int fd, u32 mode,
 	ret = hostfs_fix_mode(c->s->fs, fd, st, mode);
 	if (!ret)
 		ret = fstat(fd, st) < 0 ? neg_errno() : 0;
+	/* Counted as an open of the node (pinned: an unlink leaves it answering by its id). */
+	if (!ret)
+		ret = hostfs_take_io(c->s->fs, *n, fd);
 	if (ret)
 		hostfs_put(c->s->fs, *n);
 	return ret;
@@ -130,6 +134,8 @@ int fsrv_op_create(struct fuse_call *c)
 		return ret;
 	host = fsrv_open_flags(s, flags);
 	ret = host < 0 ? host : fsrv_handle_room(s);
+	if (!ret)
+		ret = hostfs_open_room(s->fs); /* a file made is one we can keep open */
 	dfd = ret ? ret : fsrv_dir_fd(s, c->node);
 	if (dfd < 0)
 		return dfd;
@@ -141,7 +147,7 @@ int fsrv_op_create(struct fuse_call *c)
 	else if (fd < 0)
 		ret = fd;
 	else if (!(ret = create_new(c, name, fd, mode, &n, &st)))
-		put_open(c, fsrv_handle_add(s, n, fd, (u32)host, false, true), false);
+		put_open(c, fsrv_handle_add(s, n, fd, (u32)host, false), false);
 	if (ret) {
 		if (fd >= 0)
 			close(fd);

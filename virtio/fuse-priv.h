@@ -35,11 +35,10 @@
 /* An open file or directory: what the guest's fh names. */
 struct fuse_handle {
 	struct hostfs_node *n; /* referenced while open */
-	int fd;		       /* open for I/O (hostfs_open_io's, or our own for CREATE) */
-	u32 gen;	       /* the fh's upper half; bumped when the slot is freed */
-	u32 flags;	       /* host open flags (FUSE_FH_REOPEN_FLAGS of them) */
+	int fd;	   /* open for I/O: hostfs_open_io's, or CREATE's given to hostfs_take_io */
+	u32 gen;   /* the fh's upper half; bumped when the slot is freed */
+	u32 flags; /* host open flags (FUSE_FH_REOPEN_FLAGS of them) */
 	bool used, dir;
-	bool own_fd; /* fd is ours (CREATE's), not counted by hostfs_open_io */
 	u32 next_free;
 };
 
@@ -129,8 +128,7 @@ struct fuse_handle *fsrv_handle(struct fuse_server *s, u64 fh, bool dir);
 /* Is there room for one more handle? 0 or -ENFILE. */
 int fsrv_handle_room(struct fuse_server *s);
 /* A new handle for node n (a reference taken) and fd; its fh. fsrv_handle_room first. */
-u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 flags, bool dir,
-		    bool own_fd);
+u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 flags, bool dir);
 void fsrv_handle_del(struct fuse_server *s, struct fuse_handle *h);
 /* A restored handle at exactly fh's slot and generation (a reference on n taken): 0, -EINVAL
  * (a slot past max_handles, generation 0), -EEXIST (in use), -ENOMEM. Then the free list is

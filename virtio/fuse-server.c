@@ -119,6 +119,8 @@ void fsrv_held_compact(struct fuse_server *s)
 {
 	u32 k = 0;
 
+	if (!s->nheld)
+		return;
 	qsort(s->held, s->nheld, sizeof(*s->held), cmp_u64);
 	for (u32 i = 0; i < s->nheld; i++) {
 		struct hostfs_node *n = hostfs_find(s->fs, s->held[i]);
@@ -251,8 +253,7 @@ int fsrv_handle_room(struct fuse_server *s)
 	return 0;
 }
 
-u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 flags, bool dir,
-		    bool own_fd)
+u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 flags, bool dir)
 {
 	struct fuse_handle *h;
 	u32 i;
@@ -270,7 +271,6 @@ u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 fl
 	h->fd = fd;
 	h->flags = flags & FUSE_FH_REOPEN_FLAGS;
 	h->dir = dir;
-	h->own_fd = own_fd;
 	h->used = true;
 	s->nused++;
 	return (u64)h->gen << 32 | i;
@@ -278,10 +278,7 @@ u64 fsrv_handle_add(struct fuse_server *s, struct hostfs_node *n, int fd, u32 fl
 
 void fsrv_handle_del(struct fuse_server *s, struct fuse_handle *h)
 {
-	if (h->own_fd)
-		close(h->fd);
-	else
-		hostfs_release_io(s->fs, h->n, h->fd);
+	hostfs_release_io(s->fs, h->n, h->fd);
 	hostfs_put(s->fs, h->n);
 	h->used = false;
 	h->n = NULL;
@@ -445,20 +442,20 @@ static int op_forget(struct fuse_call *c)
 	return 0;
 }
 
+/* The entries are read from the guest's buffers one by one, not copied with the arguments:
+ * a batch of any size is carried out (a forget dropped would hold its node for ever). */
 static int op_batch_forget(struct fuse_call *c)
 {
 	const struct fuse_batch_forget_in *in = fsrv_take(c, sizeof(*in));
+	size_t at = sizeof(struct fuse_in_header) + sizeof(*in);
 	u32 count = in->count;
 
 	/* As many as the request carries, however many it claims. */
-	for (u32 i = 0; i < count; i++) {
-		const struct fuse_forget_one *f = fsrv_take(c, sizeof(*f));
+	for (u32 i = 0; i < count && c->args_len - sizeof(*in) >= (i + 1ull) * 16; i++) {
 		struct fuse_forget_one one;
 		struct hostfs_node *n;
 
-		if (!f)
-			break;
-		memcpy(&one, f, sizeof(one));
+		iov_from(c->req, c->req_cnt, at + (size_t)i * sizeof(one), &one, sizeof(one));
 		n = fsrv_node(c->s, one.nodeid);
 		if (n)
 			fsrv_forget(c->s, n, one.nlookup);
@@ -573,13 +570,15 @@ static int dispatch(struct fuse_call *c)
 }
 
 /* The arguments copied: all of them, but WRITE's data, which stays in the guest's buffers
- * (pwritev reads it from there). */
+ * (pwritev reads it from there), and BATCH_FORGET's entries (read one at a time). */
 static int copy_args(struct fuse_call *c)
 {
 	size_t n = c->args_len;
 
 	if (c->ih.opcode == FUSE_WRITE)
 		n = MIN(n, sizeof(struct fuse_write_in));
+	if (c->ih.opcode == FUSE_BATCH_FORGET)
+		n = MIN(n, sizeof(struct fuse_batch_forget_in));
 	if (n > FUSE_SRV_ARGS_MAX)
 		return -E2BIG;
 	iov_from(c->req, c->req_cnt, sizeof(c->ih), c->s->args, n);

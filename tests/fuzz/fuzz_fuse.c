@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <linux/fuse.h>
@@ -21,7 +23,8 @@
  *   bit 1: no INIT (otherwise the harness starts a 7.36 session)
  *   bits 2-3: the request's first 256 bytes cut into iovecs of (whole, 1, 5, 64) bytes
  *   bits 4-5: the reply's likewise
- *   bit 6: reply room 200 bytes instead of 1 MiB + 4 KiB; bit 7: 12 bytes (not even a header)
+ *   bits 6-7: reply room 64 KiB + 4 KiB (0), 200 bytes (1), 12 bytes (2: not even a header),
+ *   1 MiB + 4 KiB (3: a whole max_write READ; allocated per request, so not the default)
  * Bytes 8..15 of a request (its unique) are left as they are; a node id or fh of the form
  * 0xff..ff NN (top bytes all set) is replaced by the NN-th one the server gave in this input,
  * so the fuzzer reaches real nodes and handles without guessing generations.
@@ -153,6 +156,10 @@ static void fz_init(void)
 	fz.forbidden[0] = ino_of(fz.top);
 	fz.forbidden[1] = ino_of(outside);
 	fz.forbidden[2] = ino_of(fz.secret);
+	/* The tree is on tmpfs: a FALLOCATE or truncate of gigabytes is RAM (and a wipe of it
+	 * takes seconds). Files stop at 16 MiB (EFBIG, SIGXFSZ ignored), as a full disk would. */
+	signal(SIGXFSZ, SIG_IGN);
+	FUZZ_ASSERT(setrlimit(RLIMIT_FSIZE, &(struct rlimit){ MiB(16), MiB(16) }) == 0);
 	fz.ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	FUZZ_ASSERT(fz.ino >= 0);
 	FUZZ_ASSERT(inotify_add_watch(fz.ino, outside, IN_ALL_EVENTS) >= 0);
@@ -322,7 +329,8 @@ static void one(struct fuse_server *s, const u8 *msg, size_t len, u8 flags)
 {
 	static const size_t chunks[] = { 0, 1, 5, 64 };
 	static struct iovec in[257], out[257];
-	size_t room = flags & 0x80 ? 12 : flags & 0x40 ? 200 : FZ_ROOM;
+	static const size_t rooms[] = { KiB(68), 200, 12, FZ_ROOM };
+	size_t room = rooms[flags >> 6];
 	u8 *req = malloc(len ? len : 1), *rep = malloc(room);
 	int nin, nout;
 

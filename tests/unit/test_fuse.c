@@ -9,7 +9,9 @@
 #include <unistd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <grp.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
 #include "check_main.h"
 #include "fuse_client.h"
@@ -56,9 +58,14 @@ static char *host_read(const char *path, char *buf, size_t len)
 	return buf;
 }
 
+static u32 t_max_cached; /* hostfs's cache of O_PATH descriptors (0: its default) */
+
 static void server_up(bool ro, enum fuse_cache cache, u32 max_handles)
 {
-	struct fuse_server_opts o = { .readonly = ro, .cache = cache, .max_handles = max_handles };
+	struct fuse_server_opts o = { .readonly = ro,
+				      .cache = cache,
+				      .max_handles = max_handles,
+				      .fs = { .max_cached = t_max_cached } };
 	char err[256];
 
 	if (t.s)
@@ -74,6 +81,7 @@ static void setup(void)
 	char p[256];
 
 	memset(&t, 0, sizeof(t));
+	t_max_cached = 0;
 	fc_unique = 0;
 	fc_room = 0;
 	fc_handle = handle_raw;
@@ -312,6 +320,25 @@ START_TEST(forget_counts)
 	f_forget(id, 1);
 	ck_assert_int_eq(f_getattr(id, NULL, &a), -ESTALE);
 	ck_assert_int_eq(f_lookup(id, "inner", NULL), -ESTALE);
+	/* A batch larger than the arguments' copy: every entry carried out. */
+	{
+		struct fuse_batch_forget_in in = { .count = 1000 };
+		struct fuse_forget_one junk = { .nodeid = 99999, .nlookup = 1 };
+		u64 ids[2] = { f_id(FC_ROOT, "file"), f_id(FC_ROOT, "fifo") };
+
+		fc_begin(FUSE_BATCH_FORGET, 0);
+		fc_put(&in, sizeof(in));
+		for (int i = 0; i < 998; i++)
+			fc_put(&junk, sizeof(junk));
+		for (int i = 0; i < 2; i++) {
+			struct fuse_forget_one one = { .nodeid = ids[i], .nlookup = 1 };
+
+			fc_put(&one, sizeof(one));
+		}
+		fc_call_noreply();
+		ck_assert_int_eq(f_getattr(ids[0], NULL, &a), -ESTALE);
+		ck_assert_int_eq(f_getattr(ids[1], NULL, &a), -ESTALE);
+	}
 	/* A forgotten node looked up again works. */
 	ck_assert_int_eq(f_getattr(f_id(FC_ROOT, "dir"), NULL, &a), 0);
 }
@@ -388,6 +415,121 @@ START_TEST(create_files)
 	ck_assert_int_eq(f_create(f_id(FC_ROOT, "file"), "x", O_RDWR | O_CREAT, 0640, &e2, &fh2),
 			 -ENOTDIR);
 	ck_assert_int_eq(f_release(fh), 0);
+}
+END_TEST
+
+/* A file CREATE made, unlinked while open, its node's descriptor cache churned: the node
+ * still answers by its id (the open pins it), as one opened by OPEN does. */
+START_TEST(created_unlinked_pinned)
+{
+	struct fuse_entry_out e;
+	struct fuse_attr a;
+	char p[256];
+	u64 fh;
+
+	for (int i = 0; i < 24; i++) {
+		snprintf(p, sizeof(p), "%s/d%02d", t.share, i);
+		ck_assert_int_eq(mkdir(p, 0755), 0);
+	}
+	t_max_cached = 8;
+	server_up(false, FUSE_CACHE_AUTO, 0);
+	f_init();
+	ck_assert_int_eq(f_create(FC_ROOT, "tmp", O_RDWR | O_CREAT | O_EXCL, 0600, &e, &fh), 0);
+	ck_assert_int_eq(f_write(fh, 0, "kept", 4), 4);
+	ck_assert_int_eq(f_unlink(FC_ROOT, "tmp"), 0);
+	for (int i = 0; i < 24; i++) {
+		snprintf(p, sizeof(p), "d%02d", i);
+		ck_assert_int_eq(f_getattr(f_id(FC_ROOT, p), NULL, &a), 0);
+	}
+	ck_assert_int_eq(f_getattr(e.nodeid, NULL, &a), 0);
+	ck_assert_uint_eq(a.nlink, 0);
+	ck_assert_uint_eq(a.size, 4);
+	{
+		struct fuse_srv_stats st;
+
+		fuse_server_stats(t.s, &st);
+		ck_assert_uint_eq(st.fs.open, 1); /* counted as an open file */
+	}
+	ck_assert_int_eq(f_release(fh), 0);
+	{
+		struct fuse_srv_stats st;
+
+		fuse_server_stats(t.s, &st);
+		ck_assert_uint_eq(st.fs.open, 0);
+	}
+}
+END_TEST
+
+/* Renames move the nodes' names (hostfs_renamed): after a rename, an exchange and an unlink
+ * the nodes found again by name after their descriptors were evicted are the right files. */
+START_TEST(renames_follow_nodes)
+{
+	struct fuse_entry_out e;
+	struct fuse_attr a;
+	char p[256];
+	u64 dir, d2, file;
+
+	for (int i = 0; i < 24; i++) {
+		snprintf(p, sizeof(p), "%s/d%02d", t.share, i);
+		ck_assert_int_eq(mkdir(p, 0755), 0);
+	}
+	t_max_cached = 8;
+	server_up(false, FUSE_CACHE_AUTO, 0);
+	f_init();
+	dir = f_id(FC_ROOT, "dir");
+	ck_assert_int_eq(f_mkdir(FC_ROOT, "other", 0755, &e), 0);
+	d2 = e.nodeid;
+	file = f_id(FC_ROOT, "file");
+	ck_assert_int_eq(f_rename(FC_ROOT, "file", dir, "moved", 0), 0);
+	ck_assert_int_eq(f_rename(FC_ROOT, "dir", FC_ROOT, "other", RENAME_EXCHANGE), 0);
+	for (int i = 0; i < 24; i++) {
+		snprintf(p, sizeof(p), "d%02d", i);
+		ck_assert_int_eq(f_getattr(f_id(FC_ROOT, p), NULL, &a), 0);
+	}
+	ck_assert_int_eq(f_getattr(dir, NULL, &a), 0);
+	ck_assert_uint_eq(a.ino, host_ino("other"));
+	ck_assert_int_eq(f_getattr(d2, NULL, &a), 0);
+	ck_assert_uint_eq(a.ino, host_ino("dir"));
+	ck_assert_int_eq(f_getattr(file, NULL, &a), 0);
+	ck_assert_uint_eq(a.ino, host_ino("other/moved"));
+}
+END_TEST
+
+/* As a user who is not root (lkvm drops its capabilities): a file created 0444 for writing is
+ * written through CREATE's own descriptor (git's objects, tar's read-only files); reopening
+ * it by its magic link would be refused. */
+START_TEST(create_readonly_mode_as_user)
+{
+	char p[256], data[16];
+	int status;
+	pid_t pid;
+
+	ck_assert_int_eq(chmod(t.top, 0711), 0); /* mkdtemp's 0700: let the user reach the share */
+	ck_assert_int_eq(chown(t.share, 65534, 65534), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		struct fuse_entry_out e;
+		u64 fh, fh2;
+
+		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(10);
+		t.s = NULL;
+		server_up(false, FUSE_CACHE_AUTO, 0);
+		f_init();
+		if (f_create(FC_ROOT, "obj", O_WRONLY | O_CREAT | O_EXCL, 0444, &e, &fh))
+			_exit(11);
+		if (f_write(fh, 0, "obj", 3) != 3)
+			_exit(12);
+		if (f_open(e.nodeid, O_WRONLY, &fh2) != -EACCES) /* the host's check, as lkvm */
+			_exit(13);
+		_exit(f_release(fh) ? 14 : 0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+	path_of(p, sizeof(p), "obj");
+	ck_assert_str_eq(host_read(p, data, sizeof(data)), "obj");
 }
 END_TEST
 
@@ -1420,6 +1562,13 @@ static Suite *fuse_suite(void)
 	tcase_add_test(ops, read_write_release);
 	tcase_add_test(ops, create_files);
 	tcase_add_test(ops, posix_open_unlinked);
+	tcase_add_test(ops, created_unlinked_pinned);
+	tcase_add_test(ops, renames_follow_nodes);
+	if (geteuid() == 0)
+		tcase_add_test(ops, create_readonly_mode_as_user);
+	else
+		lkvm_skip("test_fuse", 1, "create_readonly_mode_as_user",
+			  "needs root to become another user");
 	tcase_add_test(ops, names_and_links);
 	tcase_add_test(ops, setattr_ops);
 	tcase_add_test(ops, readdir_and_plus);
