@@ -205,9 +205,12 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * of an O_PATH node), attributes, directory reads, file I/O and namespace changes,
 		 * and what FUSE asks beyond 9P: RENAME2 (renameat2; glibc makes one without flags
 		 * a renameat), FALLOCATE, COPY_FILE_RANGE, LSEEK (SEEK_DATA/HOLE), ACCESS
-		 * (faccessat2 on the node's descriptor, AT_EMPTY_PATH). No xattr call: the server refuses xattrs as 9P
-		 * does. Which files these reach is the server's and the credentials' business.
-		 * Started by main before main confines itself (virtio/fs.c). */
+		 * (faccessat2 on the node's descriptor, AT_EMPTY_PATH). No xattr call: the server
+		 * refuses xattrs as 9P does. sysinfo: glibc's qsort asks the RAM size
+		 * (sysconf(_SC_PHYS_PAGES)) before it sorts a large array, as the list of node ids
+		 * the guest holds becomes with many files (fuse-server.c's compaction). Which files
+		 * these reach is the server's and the credentials' business. Started by main before
+		 * main confines itself (virtio/fs.c). */
 		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat),
 			   SCMP_SYS(fstatfs), SCMP_SYS(fcntl), SCMP_SYS(getdents64), SCMP_SYS(lseek),
 			   SCMP_SYS(preadv), SCMP_SYS(pwritev), SCMP_SYS(mkdirat), SCMP_SYS(mknodat),
@@ -215,7 +218,7 @@ static const struct sb_kind kinds[SB_NR] = {
 			   SCMP_SYS(unlinkat), SCMP_SYS(renameat), SCMP_SYS(renameat2),
 			   SCMP_SYS(fchmodat), SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
 			   SCMP_SYS(fallocate), SCMP_SYS(copy_file_range), SCMP_SYS(faccessat2),
-			   SCMP_SYS(fsync), SCMP_SYS(fdatasync) },
+			   SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(sysinfo) },
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_CTL] = {
