@@ -237,8 +237,12 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * file comes with the request (recvmsg's SCM_RIGHTS: lkvm opens nothing), is
 		 * written with pwrite and its size read with lseek; the paused VM's state read
 		 * with the KVM_GET_* of each vCPU and of the VM (and KVM_CHECK_EXTENSION and the
-		 * MSR list, on /dev/kvm's fd, to know what to read); a 9p share's fids fstat'ed
-		 * (newfstatat with AT_EMPTY_PATH: a file removed from the share refuses).
+		 * MSR list, on /dev/kvm's fd, to know what to read); a share's nodes (9p fids,
+		 * virtio-fs node ids) fstat'ed (newfstatat with AT_EMPTY_PATH: a file removed from
+		 * the share refuses), a node evicted from its share's descriptor cache first opened
+		 * again by its names beneath the share (hostfs_fd: openat2, O_PATH, each component
+		 * RESOLVE_BENEATH; a snapshot of a guest holding more nodes than the cache stopped
+		 * lkvm with 159 without it).
 		 * `lkvm debug NAME --gdb` (CTL_GDB): whether KVM can debug guests
 		 * (KVM_CHECK_EXTENSION, a question), and the gdb server's thread for that client,
 		 * which only this thread can start once the VM runs (main confines itself with no
@@ -250,7 +254,7 @@ static const struct sb_kind kinds[SB_NR] = {
 			   SCMP_SYS(sendmsg), SCMP_SYS(fcntl), SCMP_SYS(geteuid), SCMP_SYS(getuid),
 			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown),
 			   SCMP_SYS(lseek), SCMP_SYS(mincore), SCMP_SYS(pwrite64),
-			   SCMP_SYS(newfstatat), SCMP_SYS(fstat) },
+			   SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(openat2) },
 		.ioctls = { KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_KVMCLOCK_CTRL, KVM_GET_REGS, KVM_GET_SREGS,
 			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE,
 			    VHOST_NET_SET_BACKEND, VHOST_GET_VRING_BASE, VHOST_SET_VRING_BASE,
