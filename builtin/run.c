@@ -344,13 +344,13 @@ void kvm_run_usage(FILE *out)
 		"\n"
 		"Boot a Linux kernel (bzImage, or an ELF vmlinux with a PVH note) with a serial console.\n"
 		"With -- CMD (or with none of -k, -i, -d): run CMD (nothing after --: $SHELL, else\n"
-		"/bin/sh) in the kernel on the host's files: / over virtio-9p, read-only, under a\n"
-		"tmpfs the command writes to, in the current directory, as the user whose credentials\n"
-		"serve the files (--root: as root), with the user's environment;\n"
+		"/bin/sh) in the kernel on the host's files: / over virtio-fs or virtio-9p (--fs),\n"
+		"read-only, under a tmpfs the command writes to, in the current directory, as the\n"
+		"user whose credentials serve the files (--root: as root), with the user's environment;\n"
 		"CMD's stdout and stderr are lkvm's, stdin is forwarded, lkvm exits with CMD's status.\n"
 		"Without -k the kernel is ./bzImage, ./arch/x86/boot/bzImage,\n"
 		"../../arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r), the first there; a modular\n"
-		"kernel's virtio, 9p and overlay modules come from its tree, <root>/lib/modules\n"
+		"kernel's virtio, virtiofs, 9p and overlay modules come from its tree, <root>/lib/modules\n"
 		"beside <root>/boot/KERNEL or /lib/modules (--modules DIR: from DIR).\n"
 		"\n");
 	opt_usage(out, &run_opt_set);

@@ -17,7 +17,7 @@ struct p9_shares;
 
 /*
  * Host-root mode (`lkvm run -- CMD`, or `lkvm run` alone; builtin/run-cmd.c decides it and the
- * console modes): the machine adds lkvm's exit port, the host's / over virtio-9p and the
+ * console modes): the machine adds lkvm's exit port, the host's / over virtio-9p/-fs and the
  * command's consoles and stdin (host-root.c). All false: the plain machine.
  */
 struct host_root_cfg {
