@@ -26,7 +26,9 @@ struct virtio_9p;
  * Most --share options. Each share is a device with its own fid table (memory: P9_FIDS_DEFAULT
  * fids) and node table (hostfs), whose descriptor caps are settled from RLIMIT_NOFILE with
  * every other host-file device's (host_files_fit, host-files.h), or lkvm does not start.
- * 8 also fits on the virtio-mmio bus (9 slots) beside the root.
+ * 8 also fits on the virtio-mmio bus (9 slots) beside the root over one file system; with
+ * --fs auto both devices of every share would not (18), so there virtio-fs takes only the
+ * slots 9p leaves, the root first (builtin/run.c's share_fs_decide).
  */
 #define VIRTIO_9P_MAX_SHARES 8
 
