@@ -15,6 +15,7 @@
 
 #include "fuzz.h"
 #include "lkvm/fuse-server.h"
+#include "lkvm/snap.h"
 
 /*
  * Input: u8 flags, then requests, each a u16 length and that many bytes handed to the server
@@ -25,6 +26,9 @@
  *   bits 4-5: the reply's likewise
  *   bits 6-7: reply room 64 KiB + 4 KiB (0), 200 bytes (1), 12 bytes (2: not even a header),
  *   1 MiB + 4 KiB (3: a whole max_write READ; allocated per request, so not the default)
+ * A request of length 0 is a snapshot instead: the server saved, and (when the save works) a
+ * new server on the share loaded from it and taking over; a load that fails must leave it
+ * answering nothing (no session). The requests after it go to whichever server there is.
  * Bytes 8..15 of a request (its unique) are left as they are; a node id or fh of the form
  * 0xff..ff NN (top bytes all set) is replaced by the NN-th one the server gave in this input,
  * so the fuzzer reaches real nodes and handles without guessing generations.
@@ -344,6 +348,35 @@ static void one(struct fuse_server *s, const u8 *msg, size_t len, u8 flags)
 	free(rep);
 }
 
+/* Save s and load a new server from it (fuse_server_save/load), which replaces s. */
+static struct fuse_server *snapshot(struct fuse_server *s, const struct fuse_server_opts *o,
+				    const char *share)
+{
+	struct snap_rec_buf b = { 0 };
+	struct fuse_server *n;
+	char err[256];
+	int ret = fuse_server_save(s, 0x100, &b, err, sizeof(err));
+
+	FUZZ_ASSERT(!ret || ret == -EOPNOTSUPP || ret == -ENOMEM);
+	if (ret || b.err) {
+		snap_rec_free(&b);
+		return s;
+	}
+	fuse_server_close(s);
+	FUZZ_ASSERT(fuse_server_open(&n, share, o, err, sizeof(err)) == 0);
+	ret = fuse_server_load(n, 0x100, b.buf, b.len, err, sizeof(err));
+	FUZZ_ASSERT(!ret || ret == -EINVAL);
+	if (ret) {
+		/* Left empty: no handle, no node but the root. */
+		struct fuse_srv_stats st;
+
+		fuse_server_stats(n, &st);
+		FUZZ_ASSERT(st.handles == 0 && st.fs.nodes <= 1 && st.fs.open == 0);
+	}
+	snap_rec_free(&b);
+	return n;
+}
+
 static void handshake(struct fuse_server *s, u8 flags)
 {
 	struct {
@@ -382,7 +415,10 @@ int fuzz_fuse(const uint8_t *data, size_t size)
 		size_t len = (size_t)fuzz_take(&in, 2);
 
 		len = MIN(len, in.left);
-		one(s, in.p, len, flags);
+		if (!len)
+			s = snapshot(s, &o, share);
+		else
+			one(s, in.p, len, flags);
 		in.p += len;
 		in.left -= len;
 	}

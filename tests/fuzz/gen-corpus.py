@@ -472,6 +472,10 @@ fuse("small-reply", SMALL_REP, fm("lookup", 1, "file"), opn("open", N(1), 0), rd
      fm("mkdir", 1, u32(0o755), u32(0), "d"), opn("opendir", 1, 0), rd("readdirplus", FH(1), 0, 1000))
 fuse("handle-exhaust", 0, fm("lookup", 1, "file"), *[opn("open", N(1), 0) for i in range(20)], rel("release", FH(3)),
      opn("opendir", 1, 0))
+fuse("snapshot", 0, fm("lookup", 1, "file"), fm("lookup", 1, "dir"), fm("lookup", N(2), "inner"), opn("open", N(1), 2),
+     opn("opendir", N(2), 0), rel("release", FH(0)), opn("open", N(3), 0), fm("forget", N(2), u64(1)), b"",
+     rd("read", FH(2), 0, 10), rd("readdirplus", FH(1), 0, 4096), fm("getattr", N(3), bytes(16)),
+     fm("lookup", 1, "fifo"), b"", fm("getattr", N(4), bytes(16)))
 fuse("tiny-reply", TINY_REP, fm("lookup", 1, "file"), fm("forget", N(1), u64(1)))
 
 # ---- stream: u16 chunk seed, then the bytes passt sends (4-byte big-endian length, frame) ----

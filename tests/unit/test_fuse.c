@@ -1222,6 +1222,49 @@ START_TEST(every_op_short)
 }
 END_TEST
 
+/* Every opcode with 4 KiB of 0xff after its header (no name terminated, every id and fh
+ * unknown, every count huge): a well-formed reply, or none for the four that take none, and
+ * nothing changed; with ih.len one byte past the buffers, no reply at all. */
+START_TEST(every_op_long_and_lying)
+{
+	static u8 junk[4096];
+
+	memset(junk, 0xff, sizeof(junk));
+	for (u32 op = 1; op < 64; op++) {
+		bool none = op == FUSE_FORGET || op == FUSE_BATCH_FORGET || op == FUSE_INTERRUPT ||
+			    op == FUSE_NOTIFY_REPLY;
+		ssize_t n;
+
+		f_init();
+		fc_begin(op, FC_ROOT);
+		fc_put(junk, sizeof(junk));
+		n = fc_send_raw(sizeof(fc_rm), 0);
+		if (none) {
+			ck_assert_int_eq(n, 0);
+		} else {
+			struct fuse_out_header oh;
+
+			ck_assert_int_ge(n, (ssize_t)sizeof(oh));
+			memcpy(&oh, fc_rm, sizeof(oh));
+			ck_assert_uint_eq(oh.len, (u32)n);
+			ck_assert_uint_eq(oh.unique, fc_unique);
+			ck_assert_msg(oh.error < 0 || op == FUSE_INIT || op == FUSE_DESTROY ||
+					      op == FUSE_STATFS || op == FUSE_LISTXATTR ||
+					      op == FUSE_OPENDIR,
+				      "opcode %u with junk answered %d", op, oh.error);
+		}
+		ck_assert_int_eq(fc_send_raw(sizeof(fc_rm), 1), -EBADMSG);
+	}
+	ck_assert(host_exists("file") && host_exists("dir/inner") && host_exists("fifo"));
+	{
+		char p[256], data[64];
+
+		path_of(p, sizeof(p), "file");
+		ck_assert_str_eq(host_read(p, data, sizeof(data)), HELLO);
+	}
+}
+END_TEST
+
 /* Requests longer than their arguments: the extra bytes are ignored; over the copy bound the
  * request is refused. */
 START_TEST(long_and_lying)
@@ -1584,6 +1627,7 @@ static Suite *fuse_suite(void)
 	tcase_add_test(bnd, malformed_framing);
 	tcase_add_test(bnd, every_op_short);
 	tcase_add_test(bnd, long_and_lying);
+	tcase_add_test(bnd, every_op_long_and_lying);
 	tcase_add_test(bnd, small_room_changes_nothing);
 	suite_add_tcase(s, ops);
 	suite_add_tcase(s, esc);
