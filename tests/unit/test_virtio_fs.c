@@ -510,16 +510,18 @@ END_TEST
 
 /* ---- --fs: which devices serve each share ---- */
 
+/* `lkvm run ARGS...` parsed (args ends with NULL, at most 30 of them). */
 static int parse(struct run_args *a, const char *const *args)
 {
-	char *argv[16];
+	char *argv[32] = { "run" };
 	char err[512];
-	int argc = 0, ret;
+	int argc = 0;
 
-	for (argv[argc] = "run"; args[argc]; argc++)
+	for (; args[argc]; argc++) {
+		ck_assert_int_lt(argc + 1, 32);
 		argv[argc + 1] = (char *)args[argc];
-	ret = kvm_run_parse(argc + 1, argv, a, NULL, err, sizeof(err));
-	return ret;
+	}
+	return kvm_run_parse(argc + 1, argv, a, NULL, err, sizeof(err));
 }
 
 START_TEST(fs_option)
