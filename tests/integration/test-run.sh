@@ -187,13 +187,15 @@ t_shares() {
 # shares (/proc/mounts) mounted by the file system asked for, a 1 MiB file read through the root
 # and written through the rw share arrives byte-exact on the host, the ro share refuses a
 # write, and tests/tools/fs-posix's cases (open+unlink+fstat+read, rename over an open file, a
-# hard link, a MAP_SHARED write seen by read()) on the rw share. FS: virtiofs or 9p.
+# hard link, a MAP_SHARED write seen by read()) on the rw share. FS: virtiofs (--fs auto), 9p
+# or only (--fs virtiofs: the same, and no 9p device at all).
 t_fs() {
 	local fs=$1 mode=auto root rw ro posix=$REPO_ROOT/build/tools/fs-posix d=$WORK/fs-$1
 	[ -x "$posix" ] || { fail "no $posix (make tools)"; return; }
 	mkdir -p "$d/rw" "$d/ro" && head -c 1048576 /dev/urandom >"$d/data" ||
 		{ fail "cannot make $d"; return; }
-	if [ "$fs" = virtiofs ]; then
+	[ "$fs" = only ] && mode=virtiofs
+	if [ "$fs" != 9p ]; then
 		root='^lkvm-init: /lkvm/lower: virtiofs \(lkvm-fs-root\)'
 		rw='^lkvm-fs0 /mnt/rw virtiofs rw' ro='^lkvm-fs1 /mnt/ro virtiofs ro'
 	else
@@ -211,10 +213,14 @@ t_fs() {
 	[ ! -e "$d/ro/out" ] || { fail "the read-only share was written"; return; }
 	grep -q "^fs-posix: ok" "$LOG_DIR/run-fs-$fs.out" ||
 		{ fail "fs-posix: $(head -c 300 "$LOG_DIR/run-fs-$fs.out" | tr '\n' '|')"; return; }
-	if [ "$fs" = virtiofs ]; then
-		expect_output "^fs0:" "the virtio-fs devices' counters (--stats)"
+	if [ "$fs" != 9p ]; then
+		expect_output "^fs0:" "the virtio-fs devices' counters (--stats)" || return
 	elif grep -q "^fs0:" "$LAST_LOG"; then
 		fail "--fs 9p made virtio-fs devices"
+		return
+	fi
+	if [ "$fs" = only ] && grep -q "^9p0:" "$LAST_LOG"; then
+		fail "--fs virtiofs made virtio-9p devices"
 	fi
 }
 
@@ -569,7 +575,7 @@ t_pvm() {
 }
 
 # RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
-RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio output pipe root-write root-read shares fs-virtiofs fs-9p shell panic reset sigpipe timeout two debian no9p modules poweroff poweroff-pvh creds-nobody creds-sudo creds-bad-sudo user many-files}
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio output pipe root-write root-read shares fs-virtiofs fs-9p fs-only shell panic reset sigpipe timeout two debian no9p modules poweroff poweroff-pvh creds-nobody creds-sudo creds-bad-sudo user many-files}
 skip_unless_kvm
 for name in $RUN_TESTS; do
 	case $name in
@@ -580,7 +586,7 @@ for name in $RUN_TESTS; do
 	poweroff) run_test run-poweroff t_poweroff poweroff "$DEBIAN_BOOT/vmlinuz-$(uname -r)" ;;
 	poweroff-pvh) run_test run-poweroff-pvh t_poweroff poweroff-pvh "${DEBIAN_BOOT%/boot}/vmlinux" ;;
 	root-write | root-read | not-found | init-failed | many-files) run_test "run-$name" "t_${name//-/_}" ;;
-	fs-virtiofs | fs-9p) run_test "run-$name" t_fs "${name#fs-}" ;;
+	fs-virtiofs | fs-9p | fs-only) run_test "run-$name" t_fs "${name#fs-}" ;;
 	signal | stdio | output | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p | modules)
 		run_test "run-$name" "t_$name" ;;
 	*) echo "test-run.sh: unknown test '$name' in RUN_TESTS" >&2; exit 2 ;;
