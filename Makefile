@@ -96,7 +96,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/liblkvm.a
 # The unit tests that drive a virtio device or transport through tests/unit/vdriver.c.
 VNET_USERS := test_virtio_net test_virtio_net_rx test_virtio_net_tx test_virtio_net_ctrl test_virtio_net_snap
 VDRIVER_USERS := $(VNET_USERS) test_virtio_blk test_virtio_console test_virtio_9p test_virtio_snap \
-	test_virtio_mmio test_virtio_pci test_cmd_stdin
+	test_virtio_mmio test_virtio_pci test_cmd_stdin test_virtio_fs
 $(VDRIVER_USERS:%=$(BUILD)/tests/%): $(BUILD)/tests/vdriver.o
 # The virtio-net tests' device, driver calls and waits (tests/unit/vnet.c).
 $(VNET_USERS:%=$(BUILD)/tests/%): $(BUILD)/tests/vnet.o
@@ -108,7 +108,7 @@ $(BUILD)/tests/test_cpuid: LDFLAGS += -Wl,--wrap=ioctl
 # The gdb target's test boots tests/guest/gdb-target.c (built with the unit tests, order only).
 $(BUILD)/tests/test_gdb_target: | build/guests/gdb-target.elf
 # Small host-side programs the integration tests use.
-TOOLS := build/tools/udp-sink build/tools/net-peer build/tools/mkinitrd
+TOOLS := build/tools/udp-sink build/tools/net-peer build/tools/mkinitrd build/tools/fs-posix
 tools: $(TOOLS)
 build/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)

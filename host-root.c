@@ -8,6 +8,7 @@
 #include "lkvm/kvm.h"
 #include "lkvm/virtio-9p.h"
 #include "lkvm/virtio-console.h"
+#include "lkvm/virtio-fs.h"
 
 const char *host_root_kernel_params(const struct kvm_config *cfg)
 {
@@ -42,16 +43,21 @@ static void cmd_stderr(struct kvm *kvm, const u8 *buf, size_t len)
 
 /* ---- the machine's part ---- */
 
-static int add_root(struct kvm *kvm)
+/* The host's /, read-only, over 9p, virtio-fs or both (--fs: host_root.no_9p, vfs). */
+static int add_root(struct kvm *kvm, const struct host_root_cfg *hr)
 {
 	struct p9_share root = { .host_dir = "/", .tag = HOST_ROOT_TAG, .ro = true };
+	struct virtio_fs_share fs = { .tag = VIRTIO_FS_ROOT_TAG, .cache = hr->cache };
+	int ret = hr->no_9p ? 0 : virtio_9p_add(kvm, &root);
 
-	return virtio_9p_add(kvm, &root);
+	return !ret && hr->vfs ? virtio_fs_add(kvm, &root, &fs) : ret;
 }
 
 int host_root_mmio_devices(const struct kvm_config *cfg)
 {
-	return cfg->host_root.on && cfg->virtio_trans == VIRTIO_TRANS_MMIO ? 4 : 0;
+	const struct host_root_cfg *hr = &cfg->host_root;
+
+	return hr->on && cfg->virtio_trans == VIRTIO_TRANS_MMIO ? 3 + !hr->no_9p + hr->vfs : 0;
 }
 
 int host_root_add_devices(struct kvm *kvm, const struct kvm_config *cfg)
@@ -64,7 +70,7 @@ int host_root_add_devices(struct kvm *kvm, const struct kvm_config *cfg)
 	/* A guest reset before init's report is a run without CMD's status (an ACPI power-off
 	 * ends it with 0: hw/acpi-pm.c). */
 	kvm->guest_end_status = EXIT_GUEST_NO_STATUS;
-	ret = add_root(kvm);
+	ret = add_root(kvm, hr);
 	/* hvc0, the terminal or stdin's way in; output that is not a terminal on named ports,
 	 * whose writes do not wait for lkvm (a console's each do, and make CMD's stdout a tty). */
 	if (!ret)

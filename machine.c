@@ -21,6 +21,7 @@
 #include "lkvm/snap.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-9p.h"
+#include "lkvm/virtio-fs.h"
 #include "lkvm/virtio-blk.h"
 #include "lkvm/virtio-console.h"
 #include "lkvm/virtio-mmio.h"
@@ -93,7 +94,9 @@ static int add_rng(struct kvm *kvm, const struct kvm_config *cfg)
 
 static int add_shares(struct kvm *kvm, const struct kvm_config *cfg)
 {
-	return virtio_9p_add_shares(kvm, cfg->shares);
+	int ret = virtio_9p_add_shares(kvm, cfg->shares);
+
+	return ret ? ret : virtio_fs_add_shares(kvm, cfg->shares);
 }
 
 /* Each row adds its devices to the list (each device file knows its own lifecycle); the

@@ -59,7 +59,7 @@ struct sb_kind {
  * tkill, rt_sigqueueinfo and rt_tgsigqueueinfo, which can all reach another process, and
  * pidfd_send_signal but in main on the pidfd of the passt lkvm started (conds); no thread
  * opens a file, creates or removes one,
- * except the 9p server's, beneath its share (SB_P9).
+ * except the file servers', beneath their shares (SB_P9, SB_FS).
  */
 static const struct sb_kind common = {
 	.name = "common",
@@ -198,6 +198,29 @@ static const struct sb_kind kinds[SB_NR] = {
 			   SCMP_SYS(fsync), SCMP_SYS(fdatasync) },
 		.ioctls = { KVM_IRQ_LINE },
 	},
+	[SB_FS] = {
+		.name = "fs",
+		/* The FUSE server (virtio/fuse-*.c on the node table virtio/hostfs*.c): 9p's calls
+		 * for the same walks (openat2 beneath the share; openat for the /proc/self/fd reopen
+		 * of an O_PATH node), attributes, directory reads, file I/O and namespace changes,
+		 * and what FUSE asks beyond 9P: RENAME2 (renameat2; glibc makes one without flags
+		 * a renameat), FALLOCATE, COPY_FILE_RANGE, LSEEK (SEEK_DATA/HOLE), ACCESS
+		 * (faccessat2 on the node's descriptor, AT_EMPTY_PATH). No xattr call: the server
+		 * refuses xattrs as 9P does. sysinfo: glibc's qsort asks the RAM size
+		 * (sysconf(_SC_PHYS_PAGES)) before it sorts a large array, as the list of node ids
+		 * the guest holds becomes with many files (fuse-server.c's compaction). Which files
+		 * these reach is the server's and the credentials' business. Started by main before
+		 * main confines itself (virtio/fs.c). */
+		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat),
+			   SCMP_SYS(fstatfs), SCMP_SYS(fcntl), SCMP_SYS(getdents64), SCMP_SYS(lseek),
+			   SCMP_SYS(preadv), SCMP_SYS(pwritev), SCMP_SYS(mkdirat), SCMP_SYS(mknodat),
+			   SCMP_SYS(symlinkat), SCMP_SYS(readlinkat), SCMP_SYS(linkat),
+			   SCMP_SYS(unlinkat), SCMP_SYS(renameat), SCMP_SYS(renameat2),
+			   SCMP_SYS(fchmodat), SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
+			   SCMP_SYS(fallocate), SCMP_SYS(copy_file_range), SCMP_SYS(faccessat2),
+			   SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(sysinfo) },
+		.ioctls = { KVM_IRQ_LINE },
+	},
 	[SB_CTL] = {
 		.name = "ctl",
 		/* Clients: accept, their uid, framed replies (sendto/sendmsg reach only sockets:
@@ -214,8 +237,12 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * file comes with the request (recvmsg's SCM_RIGHTS: lkvm opens nothing), is
 		 * written with pwrite and its size read with lseek; the paused VM's state read
 		 * with the KVM_GET_* of each vCPU and of the VM (and KVM_CHECK_EXTENSION and the
-		 * MSR list, on /dev/kvm's fd, to know what to read); a 9p share's fids fstat'ed
-		 * (newfstatat with AT_EMPTY_PATH: a file removed from the share refuses).
+		 * MSR list, on /dev/kvm's fd, to know what to read); a share's nodes (9p fids,
+		 * virtio-fs node ids) fstat'ed (newfstatat with AT_EMPTY_PATH: a file removed from
+		 * the share refuses), a node evicted from its share's descriptor cache first opened
+		 * again by its names beneath the share (hostfs_fd: openat2, O_PATH, each component
+		 * RESOLVE_BENEATH; a snapshot of a guest holding more nodes than the cache stopped
+		 * lkvm with 159 without it).
 		 * `lkvm debug NAME --gdb` (CTL_GDB): whether KVM can debug guests
 		 * (KVM_CHECK_EXTENSION, a question), and the gdb server's thread for that client,
 		 * which only this thread can start once the VM runs (main confines itself with no
@@ -227,7 +254,7 @@ static const struct sb_kind kinds[SB_NR] = {
 			   SCMP_SYS(sendmsg), SCMP_SYS(fcntl), SCMP_SYS(geteuid), SCMP_SYS(getuid),
 			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown),
 			   SCMP_SYS(lseek), SCMP_SYS(mincore), SCMP_SYS(pwrite64),
-			   SCMP_SYS(newfstatat), SCMP_SYS(fstat) },
+			   SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(openat2) },
 		.ioctls = { KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_KVMCLOCK_CTRL, KVM_GET_REGS, KVM_GET_SREGS,
 			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE,
 			    VHOST_NET_SET_BACKEND, VHOST_GET_VRING_BASE, VHOST_SET_VRING_BASE,
@@ -743,7 +770,7 @@ static int build_and_load(enum sandbox_kind kind)
  * stopped even if the thread's own list allowed everything, and prove nothing about that
  * list. So each kind's probe is a call its own list forbids and the filter it inherits allows:
  * the vCPU's for the threads the vCPU starts on DRIVER_OK (the kinds in its `spawns`); none
- * for main and the threads main starts before it confines itself (vcpu, console, 9p, ctl),
+ * for main and the threads main starts before it confines itself (vcpu, console, 9p, fs, ctl),
  * whose probe main's list allows all the same (a call lkvm makes, not only an absurd one).
  * probe_proves checks this against the lists at run time. Each probe passes fd -1 (or an
  * invalid address or context) so that, unfiltered (--sandbox=off), it fails harmlessly.
@@ -778,6 +805,8 @@ static const struct sb_probe {
 		     "blk's (any fd), in the filter of the vCPU that starts rng" },
 	[SB_P9] = { SCMP_SYS(fstat), 0, "fstat",
 		    "main's (9p has newfstatat only): main starts 9p before its filter" },
+	[SB_FS] = { SCMP_SYS(fstat), 0, "fstat",
+		    "main's (fs has newfstatat only): main starts fs before its filter" },
 	[SB_CTL] = { SCMP_SYS(ioctl), KVM_SET_GSI_ROUTING, "ioctl KVM_SET_GSI_ROUTING",
 		     "main's (teardown): main starts ctl before its filter" },
 	[SB_GDB] = { SCMP_SYS(ioctl), KVM_GET_VCPU_EVENTS, "ioctl KVM_GET_VCPU_EVENTS",

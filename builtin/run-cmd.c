@@ -17,6 +17,7 @@
 #include "lkvm/sandbox.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-9p.h"
+#include "lkvm/virtio-fs.h"
 #include "lkvm/virtio-net.h"
 #include "lkvm/x86.h"
 
@@ -230,6 +231,31 @@ static void add_nics(struct initcfg *ic, const struct kvm_config *cfg)
 	}
 }
 
+/* The root's and the shares' virtio-fs tags where lkvm offers it (--fs: share_fs_decide),
+ * the shares, and --debug (init then says which file system it mounted). */
+static void add_shares(struct initcfg *ic, const struct kvm_config *cfg,
+		       char (*fs_tags)[VIRTIO_FS_TAG_MAX + 1])
+{
+	const struct host_root_cfg *hr = &cfg->host_root;
+
+	ic->root_fs_tag = hr->vfs ? VIRTIO_FS_ROOT_TAG : NULL;
+	ic->root_fs_only = hr->no_9p;
+	ic->debug = cfg->debug;
+	for (const struct p9_share *s; ic->nr_shares < INITCFG_MAX_SHARES &&
+				       (s = p9_share_get(cfg->shares, (int)ic->nr_shares));) {
+		struct initcfg_share *is = &ic->shares[ic->nr_shares];
+
+		*is = (struct initcfg_share){ .tag = s->tag, .path = s->guest_dir, .ro = s->ro };
+		if (s->vfs) {
+			snprintf(fs_tags[ic->nr_shares], VIRTIO_FS_TAG_MAX + 1,
+				 VIRTIO_FS_SHARE_TAG "%zu", ic->nr_shares);
+			is->fs_tag = fs_tags[ic->nr_shares];
+			is->fs_only = s->no_9p;
+		}
+		ic->nr_shares++;
+	}
+}
+
 /* Init's configuration: CMD, its user, the user's environment and directory, the host's root,
  * the shares, CMD's consoles; initrd_make adds the modules its kernel needs. */
 static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
@@ -249,6 +275,7 @@ static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
 	};
 	static const struct run_cmd_pw pw = { getpwuid, getpwnam };
 	static struct run_cmd_guest guest; /* large; ic.envp points into it */
+	static char fs_tags[INITCFG_MAX_SHARES][VIRTIO_FS_TAG_MAX + 1];
 	char cwd[PATH_MAX];
 	struct winsize ws;
 	int ret;
@@ -267,9 +294,7 @@ static int make_initrd(struct run_cmd *rc, const struct kvm_config *cfg,
 		ic.rows = ws.ws_row;
 		ic.cols = ws.ws_col;
 	}
-	for (const struct p9_share *s; ic.nr_shares < INITCFG_MAX_SHARES &&
-				       (s = p9_share_get(cfg->shares, (int)ic.nr_shares));)
-		ic.shares[ic.nr_shares++] = (struct initcfg_share){ s->tag, s->guest_dir, s->ro };
+	add_shares(&ic, cfg, fs_tags);
 	add_nics(&ic, cfg);
 	ret = initrd_make(&ic, cfg->kernel_path, cmd->modules,
 			  cfg->virtio_trans == VIRTIO_TRANS_MMIO, &rc->initrd, &rc->initrd_len, err,

@@ -177,6 +177,12 @@ static const struct opt_choice quirks_choices[] = {
 	{ "none", QUIRKS_NONE },
 	{ NULL, 0 },
 };
+static const struct opt_choice fs_choices[] = {
+	{ "auto", FS_AUTO },
+	{ "9p", FS_9P },
+	{ "virtiofs", FS_VIRTIOFS },
+	{ NULL, 0 },
+};
 static const struct opt_choice on_off[] = { { "on", true }, { "off", false }, { NULL, 0 } };
 
 #define CFG(member) OPT_AT(struct run_args, cfg.member)
@@ -221,12 +227,22 @@ static const struct opt run_opts[] = {
 	  .host = true },
 	{ "share", 0, OPT_FN, .fn = opt_share, .arg = "HOSTDIR[:GUESTDIR][,OPTION...]",
 	  .keys = &p9_share_opt_set,
-	  .help = "a host directory over virtio-9p (up to " STR(
+	  .help = "a host directory over virtio-9p and virtio-fs (--fs; up to " STR(
 		  VIRTIO_9P_MAX_SHARES) "),\n"
-					"read-write unless ro; mount tags lkvm-share0, lkvm-share1, ... in order;\n"
-					"lkvm's init mounts it at GUESTDIR (default: HOSTDIR's absolute path);\n"
-					"OPTION one of:",
+					"read-write unless ro; mount tags lkvm-share0, lkvm-share1, ... (9p)\n"
+					"and lkvm-fs0, lkvm-fs1, ... (virtio-fs) in order; lkvm's init mounts\n"
+					"it at GUESTDIR (default: HOSTDIR's absolute path); OPTION one of:",
 	  .host = true },
+	{ "fs", 0, OPT_CHOICE, CFG(fs), .choices = fs_choices, .arg = "MODE",
+	  .help = "the shares' and the host root's file system: auto (default):\n"
+		  "both devices, init mounts virtio-fs where the kernel has it,\n"
+		  "else 9p (virtio-mmio: virtio-fs only where the bus has room,\n"
+		  "the host root first); 9p or virtiofs: that one only" },
+	{ "cache", 0, OPT_CHOICE, CFG(host_root.cache), .choices = fuse_cache_choices,
+	  .arg = "MODE",
+	  .help = "with -- CMD: the host root's virtio-fs caching (virtiofsd's\n"
+		  "--cache): always (default: the host's files as CMD starts),\n"
+		  "auto (host changes seen), none (never cached)" },
 	{ "no-ioeventfd", 0, OPT_FLAG, CFG(no_ioeventfd),
 	  .help = "every virtio notify traps to the vCPU thread (for comparison)" },
 	{ "virtio-transport", 0, OPT_CHOICE, CFG(virtio_trans), .choices = virtio_trans_choices,
@@ -340,13 +356,13 @@ void kvm_run_usage(FILE *out)
 		"\n"
 		"Boot a Linux kernel (bzImage, or an ELF vmlinux with a PVH note) with a serial console.\n"
 		"With -- CMD (or with none of -k, -i, -d): run CMD (nothing after --: $SHELL, else\n"
-		"/bin/sh) in the kernel on the host's files: / over virtio-9p, read-only, under a\n"
-		"tmpfs the command writes to, in the current directory, as the user whose credentials\n"
-		"serve the files (--root: as root), with the user's environment;\n"
+		"/bin/sh) in the kernel on the host's files: / over virtio-fs or virtio-9p (--fs),\n"
+		"read-only, under a tmpfs the command writes to, in the current directory, as the\n"
+		"user whose credentials serve the files (--root: as root), with the user's environment;\n"
 		"CMD's stdout and stderr are lkvm's, stdin is forwarded, lkvm exits with CMD's status.\n"
 		"Without -k the kernel is ./bzImage, ./arch/x86/boot/bzImage,\n"
 		"../../arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r), the first there; a modular\n"
-		"kernel's virtio, 9p and overlay modules come from its tree, <root>/lib/modules\n"
+		"kernel's virtio, virtiofs, 9p and overlay modules come from its tree, <root>/lib/modules\n"
 		"beside <root>/boot/KERNEL or /lib/modules (--modules DIR: from DIR).\n"
 		"\n");
 	opt_usage(out, &run_opt_set);
@@ -391,6 +407,36 @@ static int count_mmio(const struct kvm_config *cfg)
 	return n;
 }
 
+/*
+ * --fs into each share's and the root's devices. auto offers virtio-fs beside 9p (init mounts
+ * the one the kernel has); on virtio-mmio, whose 9 slots 8 shares and the root already fill
+ * with 9p alone, only while a slot is free: the host root first (its files are what every
+ * command reads), then the shares in order. A share without virtio-fs there keeps 9p.
+ */
+static void share_fs_decide(struct kvm_config *cfg)
+{
+	bool only = cfg->fs == FS_VIRTIOFS;
+	struct host_root_cfg *hr = &cfg->host_root;
+	int room;
+
+	if (cfg->fs == FS_9P)
+		return;
+	room = VIRTIO_MMIO_MAX_DEVS - count_mmio(cfg);
+	if (hr->on && (only || cfg->virtio_trans != VIRTIO_TRANS_MMIO || room-- > 0)) {
+		hr->vfs = true;
+		hr->no_9p = only;
+	}
+	for (int i = 0; cfg->shares && i < cfg->shares->nr; i++) {
+		struct p9_share *sh = &cfg->shares->share[i];
+		bool mmio = trans_of(cfg, sh->trans_set, sh->trans) == VIRTIO_TRANS_MMIO;
+
+		if (only || !mmio || room-- > 0) {
+			sh->vfs = true;
+			sh->no_9p = only;
+		}
+	}
+}
+
 int kvm_run_parse(int argc, char **argv, struct run_args *a, FILE *out, char *err, size_t errlen)
 {
 	struct kvm_config *cfg = &a->cfg;
@@ -402,10 +448,13 @@ int kvm_run_parse(int argc, char **argv, struct run_args *a, FILE *out, char *er
 	cfg->quirks = QUIRKS_AUTO;
 	cfg->console_serial = true;
 	cfg->sandbox = true;
+	cfg->host_root.cache = FUSE_CACHE_ALWAYS;
 
 	ret = opt_parse_argv(&run_opt_set, argc, argv, a, out, err, errlen);
 	if (!ret && run_cmd_check(cfg, &a->cmd, err, errlen) < 0)
 		ret = -EINVAL;
+	if (!ret)
+		share_fs_decide(cfg);
 	if (!ret && !cfg->kernel_path && !cfg->host_root.on && !cfg->restore_path) {
 		errfmt(err, errlen, "no kernel given: use -k KERNEL (see lkvm run --help)");
 		ret = -EINVAL;

@@ -79,6 +79,20 @@ static const struct stats_col p9_cols[] = {
 	COL("malformed", 10),
 	{ 0 },
 };
+/* virtio-fs: hiprio and req0 as queues, the server's counters beside them (as 9p's). */
+static const struct stats_col fs_cols[] = {
+	COL("kicks", 12),
+	COL("trapped", 12),
+	COL("irqs", 12),
+	COL("requests", 12),
+	COL("bytes", 14),
+	COL("errors", 10),
+	COL("reads", 12),
+	COL("read_bytes", 14),
+	COL("write_bytes", 14),
+	COL("malformed", 10),
+	{ 0 },
+};
 static const char *const bounce_gauges[] = { "bytes", "peak", "limit", NULL };
 /* A NIC whose data rings vhost-net serves (no counters of those queues here). */
 static const char *const vhost_gauges[] = { "pairs", "running", "*_used_idx", NULL };
@@ -101,6 +115,10 @@ static const struct stats_group p9_groups[] = {
 	{ "files", file_gauges },
 	{ NULL, NULL },
 };
+/* virtio-fs's files group: 9p's and the FUSE server's open handles, and both limits. */
+static const char *const fs_file_gauges[] = { "handles", "handle_limit", "nodes", "node_limit",
+					      "cached",	 "open",	 NULL };
+static const struct stats_group fs_groups[] = { { "files", fs_file_gauges }, { NULL, NULL } };
 
 static const struct stats_kind kinds[] = {
 	{ "net", "nets", "nic", net_cols, net_groups },
@@ -108,6 +126,7 @@ static const struct stats_kind kinds[] = {
 	{ "console", "consoles", "console", console_cols, NULL },
 	{ "rng", "rngs", "rng", rng_cols, NULL },
 	{ "9p", "shares", "share", p9_cols, p9_groups },
+	{ "fs", "fs_shares", "share", fs_cols, fs_groups },
 };
 
 /* The device-wide group called name, or NULL when it is a queue. */

@@ -13,7 +13,8 @@ static const char *const root_names[] = {
 	[INITCFG_ROOT_INITRAMFS] = "initramfs", [INITCFG_ROOT_9P_OVERLAY] = "9p-overlay"
 };
 static const char *const tty_names[] = { [INITCFG_TTY] = "tty", [INITCFG_RAW] = "raw" };
-static const char *const ro_names[] = { "rw", "ro" }; /* indexed by share.ro */
+static const char *const ro_names[] = { "rw", "ro" };	   /* indexed by share.ro */
+static const char *const fs_names[] = { "first", "only" }; /* indexed by fs_only */
 static const char *const nic_names[] = { [INITCFG_NIC_UP] = "up", [INITCFG_NIC_DHCP] = "dhcp" };
 
 static int name_index(const char *const *names, size_t n, const char *s)
@@ -76,6 +77,21 @@ static bool port_ok(const char *s)
 			n);
 }
 
+/* A virtio-fs tag: NULL, or a non-empty string (only with one beside it, for the root). */
+static bool fs_tags_ok(const struct initcfg *c)
+{
+	if (c->root_fs_tag &&
+	    (!str_ok(c->root_fs_tag) || !c->root_fs_tag[0] || c->root != INITCFG_ROOT_9P_OVERLAY))
+		return false;
+	for (size_t i = 0; i < c->nr_shares; i++) {
+		const char *t = c->shares[i].fs_tag;
+
+		if ((t && (!str_ok(t) || !t[0])) || (!t && c->shares[i].fs_only))
+			return false;
+	}
+	return !c->root_fs_only || c->root_fs_tag;
+}
+
 int initcfg_check(const struct initcfg *c)
 {
 	for (size_t i = 0; i < c->argc; i++)
@@ -114,7 +130,7 @@ int initcfg_check(const struct initcfg *c)
 		return -EINVAL;
 	if (c->exit_port > 0xffff - (LKVM_EXIT_PORT_LEN - 1))
 		return -EINVAL;
-	if (c->nr_nics > INITCFG_MAX_NICS)
+	if (c->nr_nics > INITCFG_MAX_NICS || !fs_tags_ok(c))
 		return -EINVAL;
 	for (size_t i = 0; i < c->nr_nics; i++)
 		if ((unsigned)c->nics[i].how >= NELEM(nic_names))
@@ -172,7 +188,8 @@ static int key_share(struct dec *d, const char *const *f)
 
 	if (ro < 0 || c->nr_shares == INITCFG_MAX_SHARES)
 		return -EINVAL;
-	c->shares[c->nr_shares++] = (struct initcfg_share){ f[0], f[1], ro == 1 };
+	c->shares[c->nr_shares++] =
+		(struct initcfg_share){ .tag = f[0], .path = f[1], .ro = ro == 1 };
 	return 0;
 }
 
@@ -290,6 +307,34 @@ static int key_nic(struct dec *d, const char *const *f)
 	return 0;
 }
 
+/* The root's or a share's virtio-fs tag, by its 9p tag (an earlier record), once. */
+static int key_virtiofs(struct dec *d, const char *const *f)
+{
+	int only = name_index(fs_names, NELEM(fs_names), f[2]);
+	struct initcfg *c = d->c;
+
+	if (only < 0)
+		return -EINVAL;
+	if (c->root_tag && !strcmp(c->root_tag, f[0]) && !c->root_fs_tag) {
+		c->root_fs_tag = f[1];
+		c->root_fs_only = only;
+		return 0;
+	}
+	for (size_t i = 0; i < c->nr_shares; i++)
+		if (!strcmp(c->shares[i].tag, f[0]) && !c->shares[i].fs_tag) {
+			c->shares[i].fs_tag = f[1];
+			c->shares[i].fs_only = only;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int key_debug(struct dec *d, const char *const *f)
+{
+	d->c->debug = true;
+	return 0;
+}
+
 #define MAX_FIELDS 3
 static const struct {
 	const char *key;
@@ -297,13 +342,14 @@ static const struct {
 	bool repeat; /* may appear more than once */
 	key_fn fn;
 } keys[] = {
-	{ "arg", 1, true, key_arg },	      { "env", 1, true, key_env },
-	{ "cwd", 1, false, key_cwd },	      { "root", 2, false, key_root },
-	{ "share", 3, true, key_share },      { "module", 1, true, key_module },
-	{ "console", 3, false, key_console }, { "ports", 2, false, key_ports },
-	{ "winsize", 2, false, key_winsize }, { "exit-port", 1, false, key_exit_port },
-	{ "msize", 1, false, key_msize },     { "user", 2, false, key_user },
-	{ "group", 1, true, key_group },      { "nic", 2, true, key_nic },
+	{ "arg", 1, true, key_arg },	       { "env", 1, true, key_env },
+	{ "cwd", 1, false, key_cwd },	       { "root", 2, false, key_root },
+	{ "share", 3, true, key_share },       { "module", 1, true, key_module },
+	{ "console", 3, false, key_console },  { "ports", 2, false, key_ports },
+	{ "winsize", 2, false, key_winsize },  { "exit-port", 1, false, key_exit_port },
+	{ "msize", 1, false, key_msize },      { "user", 2, false, key_user },
+	{ "group", 1, true, key_group },       { "nic", 2, true, key_nic },
+	{ "virtiofs", 3, true, key_virtiofs }, { "debug", 0, false, key_debug },
 };
 
 /* The next string at *pos (the buffer ends with a NUL, checked by the caller). */
@@ -539,10 +585,31 @@ static void put_user_nics(struct enc *e, const struct initcfg *c)
 	}
 }
 
+static void put_virtiofs(struct enc *e, const char *tag, const char *fs_tag, bool only)
+{
+	if (!fs_tag)
+		return;
+	put(e, "virtiofs");
+	put(e, tag);
+	put(e, fs_tag);
+	put(e, fs_names[only]);
+}
+
+/* The virtio-fs tags of the root and the shares, and "debug" (format version 3). */
+static void put_fs_debug(struct enc *e, const struct initcfg *c)
+{
+	put_virtiofs(e, c->root_tag, c->root_fs_tag, c->root_fs_only);
+	for (size_t i = 0; i < c->nr_shares; i++)
+		put_virtiofs(e, c->shares[i].tag, c->shares[i].fs_tag, c->shares[i].fs_only);
+	if (c->debug)
+		put(e, "debug");
+}
+
 static void put_body(struct enc *e, const struct initcfg *c)
 {
 	put_cmd(e, c);
 	put_user_nics(e, c);
+	put_fs_debug(e, c);
 }
 
 int initcfg_encode(const struct initcfg *c, char **out, size_t *len)
@@ -653,12 +720,15 @@ static const struct {
 	{ LKVM_STAGE_MODULE, EOPNOTSUPP, "a compressed module needs CONFIG_MODULE_DECOMPRESS" },
 	{ LKVM_STAGE_MODULE, ENOSYS, "the kernel has no module support (CONFIG_MODULES)" },
 	{ LKVM_STAGE_ROOT, ENODEV,
-	  "the kernel needs CONFIG_9P_FS, CONFIG_NET_9P and CONFIG_OVERLAY_FS" },
+	  "the kernel needs CONFIG_9P_FS, CONFIG_NET_9P and CONFIG_OVERLAY_FS; "
+	  "--fs virtiofs: CONFIG_FUSE_FS and CONFIG_VIRTIO_FS" },
 	{ LKVM_STAGE_ROOT, EINVAL, "the kernel needs CONFIG_NET_9P_VIRTIO (9p over virtio)" },
-	{ LKVM_STAGE_ROOT, ENOENT, "no virtio-9p device with the root's tag" },
-	{ LKVM_STAGE_SHARE, ENODEV, "the kernel needs CONFIG_9P_FS and CONFIG_NET_9P" },
+	{ LKVM_STAGE_ROOT, ENOENT, "no virtio-9p or virtio-fs device with the root's tag" },
+	{ LKVM_STAGE_SHARE, ENODEV,
+	  "the kernel needs CONFIG_9P_FS and CONFIG_NET_9P; "
+	  "--fs virtiofs: CONFIG_FUSE_FS and CONFIG_VIRTIO_FS" },
 	{ LKVM_STAGE_SHARE, EINVAL, "the kernel needs CONFIG_NET_9P_VIRTIO (9p over virtio)" },
-	{ LKVM_STAGE_SHARE, ENOENT, "no virtio-9p device with the share's tag" },
+	{ LKVM_STAGE_SHARE, ENOENT, "no virtio-9p or virtio-fs device with the share's tag" },
 	{ LKVM_STAGE_CONSOLE, 0,
 	  "the kernel needs CONFIG_VIRTIO_CONSOLE and the VM a virtio-console" },
 };

@@ -239,15 +239,45 @@ static void p9_opts(char *buf, size_t len, const char *cache)
 		 cfg.msize ? cfg.msize : INITCFG_DEFAULT_MSIZE, cache);
 }
 
+/*
+ * One shared directory at dst: over virtio-fs when lkvm offers it (fs_tag) and the kernel has
+ * it, else over 9p (unless fs_only: there is no 9p device). The virtio-fs mount takes no
+ * cache options: the server's replies set the timeouts and caching (lkvm's cache modes).
+ * With "debug", one line says which.
+ */
+static void mount_dir(enum lkvm_init_stage stage, const char *tag, const char *fs_tag, bool fs_only,
+		      const char *dst, unsigned long flags)
+{
+	char opts[128];
+	int ret = fs_tag ? mkdir_p(dst, 0755) : 0, fs_err = 0;
+
+	if (ret)
+		fail(stage, -ret, dst);
+	if (fs_tag && !mount(fs_tag, dst, "virtiofs", flags, NULL)) {
+		if (cfg.debug)
+			msg("%s: virtiofs (%s)", dst, fs_tag);
+		return;
+	}
+	if (fs_tag)
+		fs_err = errno;
+	if (fs_only)
+		fail(stage, fs_err, dst);
+	p9_opts(opts, sizeof(opts), "mmap");
+	mount_or_fail(stage, tag, dst, "9p", flags, opts);
+	if (cfg.debug)
+		msg("%s: 9p (%s)%s%s", dst, tag, fs_err ? ", virtiofs: " : "",
+		    fs_err ? strerror(fs_err) : "");
+}
+
 /* The host's root read-only, a tmpfs over it, and the overlay entered as / (what switch_root
  * does: move the mounts, move the new root onto /, chroot). */
 static void enter_root(void)
 {
 	static const char *const moved[] = { "/dev", "/proc", "/sys" };
-	char opts[128], dst[64];
+	char dst[64];
 
-	p9_opts(opts, sizeof(opts), "mmap");
-	mount_or_fail(LKVM_STAGE_ROOT, cfg.root_tag, LOWER_DIR, "9p", MS_RDONLY, opts);
+	mount_dir(LKVM_STAGE_ROOT, cfg.root_tag, cfg.root_fs_tag, cfg.root_fs_only, LOWER_DIR,
+		  MS_RDONLY);
 	mount_or_fail(LKVM_STAGE_ROOT, "tmpfs", RW_DIR, "tmpfs", 0, "mode=0755");
 	if (mkdir(RW_DIR "/upper", 0755) || mkdir(RW_DIR "/work", 0755))
 		fail(LKVM_STAGE_ROOT, errno, RW_DIR);
@@ -263,12 +293,10 @@ static void enter_root(void)
 
 static void mount_shares(void)
 {
-	char opts[128];
-
-	p9_opts(opts, sizeof(opts), "mmap");
 	for (size_t i = 0; i < cfg.nr_shares; i++)
-		mount_or_fail(LKVM_STAGE_SHARE, cfg.shares[i].tag, cfg.shares[i].path, "9p",
-			      cfg.shares[i].ro ? MS_RDONLY : 0, opts);
+		mount_dir(LKVM_STAGE_SHARE, cfg.shares[i].tag, cfg.shares[i].fs_tag,
+			  cfg.shares[i].fs_only, cfg.shares[i].path,
+			  cfg.shares[i].ro ? MS_RDONLY : 0);
 }
 
 static const char *cfg_getenv(const char *name)

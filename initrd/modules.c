@@ -534,8 +534,8 @@ int kmod_for_kernel(const char *kernel_path, const char *moddir, bool mmio, bool
 {
 	/* pvpanic_pci where there is one, so a panic ends the run with 2 (panic=-1 alone would
 	 * make it a reset, 125). */
-	static const char *const names[] = { INITRD_MODULES_9P_ROOT, "?pvpanic_pci", "virtio_mmio",
-					     "?virtio_net" };
+	static const char *const names[] = { INITRD_MODULES_VIRTIOFS, INITRD_MODULES_9P_ROOT,
+					     "?pvpanic_pci", "virtio_mmio", "?virtio_net" };
 	const char *want[ARRAY_SIZE(names)];
 	char release[256], dir[PATH_MAX];
 	size_t n = 0;

@@ -1,4 +1,4 @@
-/* `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio][,fids=N]`: one virtio-9p share per option. */
+/* `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio][,fids=N][,cache=MODE]`: one shared directory per option (virtio-9p, virtio-fs or both: --fs). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,15 @@
 
 #define SHARE(member) OPT_AT(struct p9_share, member)
 
+/* virtiofsd's names (and "never", its Rust version's for none). */
+const struct opt_choice fuse_cache_choices[] = {
+	{ "auto", FUSE_CACHE_AUTO },
+	{ "always", FUSE_CACHE_ALWAYS },
+	{ "none", FUSE_CACHE_NONE },
+	{ "never", FUSE_CACHE_NONE },
+	{ NULL, 0 },
+};
+
 /* The suffixes after the directories. */
 static const struct opt share_keys[] = {
 	{ "ro", 0, OPT_FLAG, SHARE(ro), .help = "read-only: every change refused (EROFS)" },
@@ -18,6 +27,9 @@ static const struct opt share_keys[] = {
 	  .choices = virtio_trans_choices, .help = "the transport (default: --virtio-transport)" },
 	{ "fids", 0, OPT_UINT, SHARE(fids), .min = 16, .max = P9_FIDS_MAX,
 	  .help = "the most fids the guest may hold (default 1048576; memory, not descriptors)" },
+	{ "cache", 0, OPT_CHOICE, SHARE(cache), .choices = fuse_cache_choices,
+	  .help = "virtio-fs caching: auto (default: host writes seen),\n"
+		  "always (long timeouts, contents kept), none (never/direct I/O)" },
 	{ .kind = OPT_END },
 };
 
@@ -117,6 +129,7 @@ int p9_shares_on(const struct p9_shares *s, enum virtio_trans dflt, enum virtio_
 	int n = 0;
 
 	for (int i = 0; s && i < s->nr; i++)
-		n += (s->share[i].trans_set ? s->share[i].trans : dflt) == t;
+		if ((s->share[i].trans_set ? s->share[i].trans : dflt) == t)
+			n += !s->share[i].no_9p + s->share[i].vfs;
 	return n;
 }

@@ -524,6 +524,7 @@ int virtio_9p_add_shares(struct kvm *kvm, const struct p9_shares *s)
 	int ret = 0;
 
 	for (int i = 0; s && i < s->nr && !ret; i++)
-		ret = virtio_9p_add(kvm, &s->share[i]);
+		if (!s->share[i].no_9p)
+			ret = virtio_9p_add(kvm, &s->share[i]);
 	return ret;
 }

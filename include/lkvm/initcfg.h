@@ -6,7 +6,8 @@
  * This header is compiled into lkvm and into the static guest program init/lkvm-init.c, so it
  * uses nothing but the C library (no lkvm/util.h).
  *
- * The configuration file, format version 2 (2 added "user", "group", "nic" and "ports"): a sequence of NUL-terminated strings.
+ * The configuration file, format version 3 (2 added "user", "group", "nic" and "ports"; 3
+ * "virtiofs" and "debug"): a sequence of NUL-terminated strings.
  *   "lkvm-initcfg" "2" "<N>"         magic, format version, N = the whole file's length in
  *                                    bytes (decimal), so a truncated or padded file is refused
  *   then records, each a key followed by a fixed number of fields (initcfg_keys[] in
@@ -38,6 +39,11 @@
  *   "nic" MAC up|dhcp                a NIC (aa:bb:cc:dd:ee:ff) init brings up, and with dhcp
  *                                    configures from a DHCP lease (init/net.c); lo is always
  *                                    brought up
+ *   "virtiofs" TAG FSTAG first|only  the root or share of 9p tag TAG (an earlier record) is
+ *                                    also a virtio-fs device of tag FSTAG: init mounts that
+ *                                    first and 9p only if it fails (first), or virtio-fs
+ *                                    alone (only: there is no 9p device)
+ *   "debug"                          init says on its console which it mounted (no fields)
  * Every field is at most INITCFG_MAX_STRING bytes; the file at most INITCFG_MAX_SIZE. "root"
  * is required; the others have the defaults below. Nothing is optional in the format itself:
  * an unknown key, a missing field or a bad value makes the whole file invalid (a new field
@@ -49,7 +55,7 @@
 
 #define INITCFG_PATH "/lkvm/config"
 #define INITCFG_MAGIC "lkvm-initcfg"
-#define INITCFG_VERSION 2
+#define INITCFG_VERSION 3
 #define INITCFG_MAX_SIZE (4u << 20)	/* above Linux's 2 MiB of argv + environment */
 #define INITCFG_MAX_STRING (128u << 10) /* Linux's MAX_ARG_STRLEN */
 #define INITCFG_MAX_SHARES 32
@@ -77,6 +83,8 @@ struct initcfg_share {
 	const char *tag;
 	const char *path;
 	bool ro;
+	const char *fs_tag; /* "virtiofs": its virtio-fs tag, or NULL */
+	bool fs_only;	    /* no 9p device: virtio-fs or nothing */
 };
 
 /* A decoded configuration (its strings point into the decoded buffer), or one to encode. */
@@ -87,7 +95,10 @@ struct initcfg {
 	size_t envc;
 	const char *cwd; /* NULL: / */
 	enum initcfg_root root;
-	const char *root_tag; /* 9p-overlay only */
+	const char *root_tag;	 /* 9p-overlay only */
+	const char *root_fs_tag; /* 9p-overlay: the root's virtio-fs tag, or NULL */
+	bool root_fs_only;	 /* the root has no 9p device */
+	bool debug;		 /* "debug" */
 	struct initcfg_share shares[INITCFG_MAX_SHARES];
 	size_t nr_shares;
 	const char *modules[INITCFG_MAX_MODULES];
@@ -178,7 +189,7 @@ enum lkvm_init_stage {
 	LKVM_STAGE_CONFIG,  /* reading or decoding /lkvm/config */
 	LKVM_STAGE_MOUNT,   /* proc, sys, dev, tmp, run, devpts */
 	LKVM_STAGE_MODULE,  /* loading a kernel module */
-	LKVM_STAGE_ROOT,    /* the 9p root, its tmpfs and overlay, entering it */
+	LKVM_STAGE_ROOT,    /* the 9p (or virtio-fs) root, its tmpfs and overlay, entering it */
 	LKVM_STAGE_SHARE,   /* mounting a share */
 	LKVM_STAGE_CONSOLE, /* opening the consoles */
 	LKVM_STAGE_FORK,    /* starting CMD */

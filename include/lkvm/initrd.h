@@ -92,6 +92,8 @@ void kernel_tree(const char *path, char *tree, size_t len);
 /* What `run -- CMD` needs when the kernel has them as modules (in this order; virtio_mmio is
  * for --virtio-transport mmio). */
 #define INITRD_MODULES_9P_ROOT "virtio_pci", "virtio_console", "9pnet_virtio", "9p", "overlay"
+/* virtio-fs, which init tries before 9p (--fs auto), where the kernel has it. */
+#define INITRD_MODULES_VIRTIOFS "?fuse", "?virtiofs"
 
 /* The module directory for a kernel of release `release`: tree (a kernel build tree, or
  * NULL) when `make modules` ran there (its modules.order) for that same release

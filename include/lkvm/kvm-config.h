@@ -6,6 +6,10 @@
 #include "lkvm/virtio-trans.h"
 
 enum quirks_mode { QUIRKS_AUTO, QUIRKS_PVM, QUIRKS_NONE };
+/* --fs: which device serves each shared directory (the host root and --share's). auto: both,
+ * init mounts virtio-fs where the kernel has it, else 9p (on virtio-mmio only where the bus
+ * has room: builtin/run.c's share_fs_decide). */
+enum fs_mode { FS_AUTO, FS_9P, FS_VIRTIOFS };
 
 struct net_opts;
 struct blk_opts;
@@ -13,7 +17,7 @@ struct p9_shares;
 
 /*
  * Host-root mode (`lkvm run -- CMD`, or `lkvm run` alone; builtin/run-cmd.c decides it and the
- * console modes): the machine adds lkvm's exit port, the host's / over virtio-9p and the
+ * console modes): the machine adds lkvm's exit port, the host's / over virtio-9p/-fs and the
  * command's consoles and stdin (host-root.c). All false: the plain machine.
  */
 struct host_root_cfg {
@@ -24,6 +28,10 @@ struct host_root_cfg {
 	bool stderr_own;   /* CMD's stderr has its own port (lkvm.stderr): not a tty, or
 			    * lkvm's stderr is not that terminal */
 	bool full_log;	   /* --console-log FILE: the whole kernel log, whatever its levels */
+	/* The root's devices as for a share (p9_share's no_9p, vfs) and its virtio-fs cache
+	 * mode (--cache; enum fuse_cache, default always: the host's files as CMD starts). */
+	bool no_9p, vfs;
+	int cache;
 };
 
 struct kvm_config {
@@ -54,6 +62,7 @@ struct kvm_config {
 	/* --share, up to VIRTIO_9P_MAX_SHARES (virtio-9p.h): allocated with the first one, like
 	 * the arrays above; NULL when there is none. */
 	struct p9_shares *shares;
+	enum fs_mode fs;  /* --fs */
 	bool sandbox;	  /* --sandbox=on (default): drop capabilities, seccomp per thread */
 	const char *user; /* --user USER: switch to it after set-up, or NULL */
 	struct host_root_cfg host_root;

@@ -25,6 +25,7 @@ enum sandbox_kind {
 	SB_P9,	     /* virtio-9p: the file server's requests against its share */
 	SB_CTL,	     /* the control socket: lkvm stat/pause/resume/debug/stop requests */
 	SB_GDB,	     /* the gdb server: its client's packets, the stopped vCPUs' state */
+	SB_FS,	     /* virtio-fs: the FUSE server's requests against its share */
 	SB_NR
 };
 

@@ -4,6 +4,7 @@
 
 #include <limits.h>
 
+#include "lkvm/fuse-server.h"
 #include "lkvm/virtio.h"
 
 struct kvm;
@@ -25,7 +26,9 @@ struct virtio_9p;
  * Most --share options. Each share is a device with its own fid table (memory: P9_FIDS_DEFAULT
  * fids) and node table (hostfs), whose descriptor caps are settled from RLIMIT_NOFILE with
  * every other host-file device's (host_files_fit, host-files.h), or lkvm does not start.
- * 8 also fits on the virtio-mmio bus (9 slots) beside the root.
+ * 8 also fits on the virtio-mmio bus (9 slots) beside the root over one file system; with
+ * --fs auto both devices of every share would not (18), so there virtio-fs takes only the
+ * slots 9p leaves, the root first (builtin/run.c's share_fs_decide).
  */
 #define VIRTIO_9P_MAX_SHARES 8
 
@@ -38,6 +41,10 @@ struct p9_share {
 	u32 fids; /* the fid bound (`fids=N`; 0: P9_FIDS_DEFAULT), memory: 48 bytes a fid */
 	enum virtio_trans trans;
 	bool trans_set; /* else --virtio-transport decides */
+	/* Which devices serve it (virtio-fs.h; --fs, decided by share_fs_decide in
+	 * builtin/run.c): virtio-9p unless no_9p, virtio-fs too (or only) when vfs. */
+	bool no_9p, vfs;
+	enum fuse_cache cache; /* virtio-fs's cache mode (cache=; default auto) */
 };
 
 /* The --share options of a run (struct kvm_config's shares: NULL when none, which every
@@ -48,7 +55,7 @@ struct p9_shares {
 };
 
 /*
- * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio][,fids=N]` into the next share of s:
+ * Parse one `--share HOSTDIR[:GUESTDIR][,ro][,trans=pci|mmio][,fids=N][,cache=MODE]` into the next share of s:
  * HOSTDIR made absolute (realpath) and checked to be a directory, GUESTDIR (absolute)
  * defaulting to it, tag VIRTIO_9P_SHARE_TAG + its index; read-write unless ro. Neither
  * directory can contain ':' or ','. 0, or -errno with a one-line reason in err (missing
@@ -57,8 +64,12 @@ struct p9_shares {
  */
 /* Its suffixes (for --help). */
 extern const struct opt_set p9_share_opt_set;
+/* cache='s values (and --cache's): auto, always, none (never: the same). */
+struct opt_choice;
+extern const struct opt_choice fuse_cache_choices[];
 int p9_share_parse(struct p9_shares *s, const char *arg, char *err, size_t errlen) __must_check;
-/* How many of s end up on transport t (dflt: --virtio-transport), for the mmio bound. */
+/* How many devices of s (9p and virtio-fs) end up on transport t (dflt: --virtio-transport),
+ * for the mmio bound. */
 int p9_shares_on(const struct p9_shares *s, enum virtio_trans dflt, enum virtio_trans t);
 
 /* Share i of the run's --share options (for lkvm's init configuration), or NULL past the
@@ -113,7 +124,7 @@ int virtio_9p_load(struct virtio_9p *p, const void *sec, size_t len, char *err,
  * fid bound or a hostfs cap; the first of each also said once as a warning). */
 void virtio_9p_stats(struct virtio_9p *p, struct stats_visitor *v);
 
-/* Add one device per share of s, in order. 0 or the first -errno. */
+/* Add one device per share of s that has one (not no_9p), in order. 0 or the first -errno. */
 int virtio_9p_add_shares(struct kvm *kvm, const struct p9_shares *s) __must_check;
 
 #endif

@@ -161,8 +161,9 @@ t_fd_limit() {
 	need_guest hlt && need_cmd prlimit test || return
 	dir=$(mktemp -d "$LOG_DIR/9p-fd-limit.XXXXXX")
 	for i in 1 2 3 4 5 6 7 8; do args+=(--share "$dir"); done
+	# --fs 9p: 9p's devices alone (--fs auto adds a virtio-fs device per share to the budget).
 	LKVM_WRAP="prlimit --nofile=256:256" run_lkvm 9p-fd-limit 1 -- run -k "$ELF" "${args[@]}" \
-		--timeout $T || return
+		--fs 9p --timeout $T || return
 	one_error_line 'virtio-9p: 8 shares need at least [0-9]+ descriptors; RLIMIT_NOFILE allows 256: raise it with ulimit -n' || return
 	rm -rf "$dir"
 }

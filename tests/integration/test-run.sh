@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `lkvm run -- CMD` and the shell mode: CMD on the host's files over virtio-9p, its status, stdout, stderr and stdin, shares, the shell on a terminal, the statuses of a run without CMD's, a stock Debian kernel, and the PVM host's refusal.
+# `lkvm run -- CMD` and the shell mode: CMD on the host's files over virtio-fs or virtio-9p, its status, stdout, stderr and stdin, shares, the shell on a terminal, the statuses of a run without CMD's, a stock Debian kernel, and the PVM host's refusal.
 # Needs guest user space (a VMX/SVM host or the emulated one); RUN_TESTS=pvm-refusal runs the
 # refusal, which needs a PVM host (tests/check.sh runs it natively there).
 # shellcheck disable=SC2016 # the guest's commands are single-quoted on purpose: the guest expands them
@@ -145,12 +145,13 @@ t_root_write() {
 	[ ! -e /lkvm-run-test-marker ] || fail "the guest's write to / reached the host"
 }
 
-# A 64 MiB read of the root goes to the host msize at a time and does not fill the guest's page
-# cache (init/lkvm-init.c: the root's cache=mmap; under cache=loose the page cache grew by the
-# whole file, and filling it made such reads 6-10x slower), and the bytes are the host's.
+# A 64 MiB read of the 9p root goes to the host msize at a time and does not fill the guest's
+# page cache (init/lkvm-init.c: the root's cache=mmap; under cache=loose the page cache grew by
+# the whole file, and filling it made such reads 6-10x slower), and the bytes are the host's.
+# --fs 9p: over virtio-fs the root is cache=always, whose page cache is the point.
 t_root_read() {
 	head -c 67108864 /dev/urandom >"$WORK/read-64m"
-	cmd_run run-root-read 0 --user root --stats -- sh -c '
+	cmd_run run-root-read 0 --user root --stats --fs 9p -- sh -c '
 		cached() { sed -n "s/^Cached: *\([0-9]*\) kB/\1/p" /proc/meminfo; }
 		c0=$(cached); dd if="$1" of=/dev/null bs=1M 2>/dev/null || exit 1; c1=$(cached)
 		echo "cached_kb=$((c1 - c0)) tail=$(tail -c 16 "$1" | od -An -tx1 | tr -d " \n")"' sh "$WORK/read-64m" || return
@@ -179,6 +180,48 @@ t_shares() {
 		{ fail "the read-write share's file on the host: '$(head -c 100 "$WORK/rw/out" 2>&1)'"; return; }
 	[ ! -e "$WORK/ro/out" ] || { fail "the read-only share was written"; return; }
 	expect_output "Read-only file system" "the guest's error for the read-only share"
+}
+
+# virtio-fs (--fs auto, the default, on a kernel that has it) and --fs 9p, one boot each: the
+# root (init's --debug line: its lower layer is outside the command's /proc/mounts) and both
+# shares (/proc/mounts) mounted by the file system asked for, a 1 MiB file read through the root
+# and written through the rw share arrives byte-exact on the host, the ro share refuses a
+# write, and tests/tools/fs-posix's cases (open+unlink+fstat+read, rename over an open file, a
+# hard link, a MAP_SHARED write seen by read()) on the rw share. FS: virtiofs (--fs auto), 9p
+# or only (--fs virtiofs: the same, and no 9p device at all).
+t_fs() {
+	local fs=$1 mode=auto root rw ro posix=$REPO_ROOT/build/tools/fs-posix d=$WORK/fs-$1
+	[ -x "$posix" ] || { fail "no $posix (make tools)"; return; }
+	mkdir -p "$d/rw" "$d/ro" && head -c 1048576 /dev/urandom >"$d/data" ||
+		{ fail "cannot make $d"; return; }
+	[ "$fs" = only ] && mode=virtiofs
+	if [ "$fs" != 9p ]; then
+		root='^lkvm-init: /lkvm/lower: virtiofs \(lkvm-fs-root\)'
+		rw='^lkvm-fs0 /mnt/rw virtiofs rw' ro='^lkvm-fs1 /mnt/ro virtiofs ro'
+	else
+		mode=9p root='^lkvm-init: /lkvm/lower: 9p \(lkvm-root\)'
+		rw='^lkvm-share0 /mnt/rw 9p rw' ro='^lkvm-share1 /mnt/ro 9p ro'
+	fi
+	cmd_run "run-fs-$fs" 0 --user root --debug --stats --fs "$mode" \
+		--share "$d/rw:/mnt/rw" --share "$d/ro:/mnt/ro,ro" -- sh -c '
+		for m in "$1" "$2"; do grep -q "$m" /proc/mounts || { echo "no mount $m"; cat /proc/mounts; exit 1; }; done
+		cp "$4/data" /mnt/rw/copy || exit 1
+		if echo no >/mnt/ro/out; then echo "ro share written"; exit 1; fi
+		"$3" /mnt/rw' sh "$rw" "$ro" "$posix" "$d" || return
+	expect_output "$root" "init's line for the root" || return
+	same "$d/rw/copy" "$d/data" "the file written through the share" || return
+	[ ! -e "$d/ro/out" ] || { fail "the read-only share was written"; return; }
+	grep -q "^fs-posix: ok" "$LOG_DIR/run-fs-$fs.out" ||
+		{ fail "fs-posix: $(head -c 300 "$LOG_DIR/run-fs-$fs.out" | tr '\n' '|')"; return; }
+	if [ "$fs" != 9p ]; then
+		expect_output "^fs0:" "the virtio-fs devices' counters (--stats)" || return
+	elif grep -q "^fs0:" "$LAST_LOG"; then
+		fail "--fs 9p made virtio-fs devices"
+		return
+	fi
+	if [ "$fs" = only ] && grep -q "^9p0:" "$LAST_LOG"; then
+		fail "--fs virtiofs made virtio-9p devices"
+	fi
 }
 
 # The shell on a pseudo-terminal: typed commands run, Ctrl-a x ends lkvm with 0 and the
@@ -286,10 +329,12 @@ t_debian() {
 	debian_kernel || return
 	LAST_LOG=$LOG_DIR/run-debian.err
 	timeout -s KILL $((T + GUARD_SLACK)) unshare -m sh -c 'mount --bind "$1" /boot && cd / &&
-		shift && exec "$@"' sh "$DEBIAN_BOOT" "$LKVM" run -m 512 --timeout "$T" -- uname -r \
+		shift && exec "$@"' sh "$DEBIAN_BOOT" "$LKVM" run -m 512 --timeout "$T" --debug -- uname -r \
 		</dev/null >"$LOG_DIR/run-debian.out" 2>"$LAST_LOG"
 	LAST_STATUS=$?
 	expect_status 0 || return
+	# Its fuse and virtiofs modules went into the initramfs, and init mounted the root with them.
+	expect_output '^lkvm-init: /lkvm/lower: virtiofs \(lkvm-fs-root\)' "init's virtio-fs root line" || return
 	tr -d '\r' <"$LAST_LOG" | grep -qxF "lkvm: kernel: /boot/vmlinuz-$(uname -r) (/boot/vmlinuz-\$(uname -r))" ||
 		{ fail "no line saying which kernel"; return; }
 	[ "$(cat "$LOG_DIR/run-debian.out")" = "$(uname -r)" ] ||
@@ -543,7 +588,7 @@ t_pvm() {
 }
 
 # RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
-RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio output pipe root-write root-read shares shell panic reset sigpipe timeout two debian no9p modules poweroff poweroff-pvh halt creds-nobody creds-sudo creds-bad-sudo user many-files}
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio output pipe root-write root-read shares fs-virtiofs fs-9p fs-only shell panic reset sigpipe timeout two debian no9p modules poweroff poweroff-pvh halt creds-nobody creds-sudo creds-bad-sudo user many-files}
 skip_unless_kvm
 for name in $RUN_TESTS; do
 	case $name in
@@ -554,6 +599,7 @@ for name in $RUN_TESTS; do
 	poweroff) run_test run-poweroff t_poweroff poweroff "$DEBIAN_BOOT/vmlinuz-$(uname -r)" ;;
 	poweroff-pvh) run_test run-poweroff-pvh t_poweroff poweroff-pvh "${DEBIAN_BOOT%/boot}/vmlinux" ;;
 	root-write | root-read | not-found | init-failed | many-files) run_test "run-$name" "t_${name//-/_}" ;;
+	fs-virtiofs | fs-9p | fs-only) run_test "run-$name" t_fs "${name#fs-}" ;;
 	signal | stdio | output | pipe | shares | shell | panic | reset | sigpipe | timeout | two | debian | no9p | modules | halt)
 		run_test "run-$name" "t_$name" ;;
 	*) echo "test-run.sh: unknown test '$name' in RUN_TESTS" >&2; exit 2 ;;

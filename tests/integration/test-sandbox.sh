@@ -15,10 +15,10 @@ T=20
 # thread gives itself (main is the process itself).
 declare -A THREAD_OF=(
 	[main]="" [vcpu]=lkvm-vcpu0 [console]=lkvm-console [net-rx]=lkvm-net-rx0 [net-tx]=lkvm-net-tx0
-	[net-ctl]=lkvm-net-ctl [blk]=lkvm-blk [virtio-console]=lkvm-vcon [rng]=lkvm-rng [ctl]=lkvm-ctl [9p]=lkvm-9p
+	[net-ctl]=lkvm-net-ctl [blk]=lkvm-blk [virtio-console]=lkvm-vcon [rng]=lkvm-rng [ctl]=lkvm-ctl [9p]=lkvm-9p [fs]=lkvm-fs
 	[gdb]=lkvm-gdb
 )
-KINDS="main vcpu console net-rx net-tx net-ctl blk virtio-console rng ctl 9p gdb"
+KINDS="main vcpu console net-rx net-tx net-ctl blk virtio-console rng ctl 9p fs gdb"
 # Kinds in sandbox.c's table that no lkvm option starts yet: each reports a skip until one does.
 UNSTARTED=""
 # Kinds another script's guest starts: net-irq needs /dev/vhost-net (test-vhost.sh's sandbox test).

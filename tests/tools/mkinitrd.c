@@ -59,8 +59,9 @@ static void add_share(struct initcfg *cfg, char *spec)
 	mode = strchr(path, ':');
 	if (mode)
 		*mode++ = '\0';
-	cfg->shares[cfg->nr_shares++] =
-		(struct initcfg_share){ spec, path, mode && !strcmp(mode, "ro") };
+	cfg->shares[cfg->nr_shares++] = (struct initcfg_share){ .tag = spec,
+								.path = path,
+								.ro = mode && !strcmp(mode, "ro") };
 }
 
 int main(int argc, char **argv)

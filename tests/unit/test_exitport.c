@@ -140,7 +140,8 @@ START_TEST(test_init_failed)
 	expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_INIT_FAILED, LKVM_STAGE_ROOT, ENODEV), 1,
 		    EXIT_GUEST_NO_STATUS,
 		    "guest init failed mounting the 9p root and its overlay: No such device "
-		    "(the kernel needs CONFIG_9P_FS, CONFIG_NET_9P and CONFIG_OVERLAY_FS)");
+		    "(the kernel needs CONFIG_9P_FS, CONFIG_NET_9P and CONFIG_OVERLAY_FS; "
+		    "--fs virtiofs: CONFIG_FUSE_FS and CONFIG_VIRTIO_FS)");
 	expect_exit(LKVM_EXIT_WORD(LKVM_EXIT_INIT_FAILED, LKVM_STAGE_FORK, 0), 4,
 		    EXIT_GUEST_NO_STATUS, "guest init failed starting the command: no error code");
 }

@@ -35,8 +35,11 @@ static struct initcfg full_cfg(void)
 		.nr_groups = 2,
 	};
 
-	c.shares[0] = (struct initcfg_share){ "data", "/data", false };
-	c.shares[1] = (struct initcfg_share){ "ref", "/srv/ref dir", true };
+	c.shares[0] = (struct initcfg_share){ .tag = "data", .path = "/data", .fs_tag = "fs-data" };
+	c.shares[1] = (struct initcfg_share){ .tag = "ref", .path = "/srv/ref dir", .ro = true };
+	c.root_fs_tag = "lkvm-fs-root";
+	c.root_fs_only = true;
+	c.debug = true;
 	c.modules[0] = "/lkvm/modules/00-virtio_pci.ko";
 	c.modules[1] = "/lkvm/modules/01-9p.ko.xz";
 	c.groups[0] = 27;
@@ -75,7 +78,14 @@ static void assert_same(const struct initcfg *a, const struct initcfg *b)
 		ck_assert_str_eq(a->shares[i].tag, b->shares[i].tag);
 		ck_assert_str_eq(a->shares[i].path, b->shares[i].path);
 		ck_assert_int_eq(a->shares[i].ro, b->shares[i].ro);
+		ck_assert_str_eq(a->shares[i].fs_tag ? a->shares[i].fs_tag : "",
+				 b->shares[i].fs_tag ? b->shares[i].fs_tag : "");
+		ck_assert_int_eq(a->shares[i].fs_only, b->shares[i].fs_only);
 	}
+	ck_assert_str_eq(a->root_fs_tag ? a->root_fs_tag : "",
+			 b->root_fs_tag ? b->root_fs_tag : "");
+	ck_assert_int_eq(a->root_fs_only, b->root_fs_only);
+	ck_assert_int_eq(a->debug, b->debug);
 	ck_assert_uint_eq(a->nr_modules, b->nr_modules);
 	for (size_t i = 0; i < a->nr_modules; i++)
 		ck_assert_str_eq(a->modules[i], b->modules[i]);
@@ -121,7 +131,7 @@ START_TEST(test_round_trip_minimal)
 	struct initcfg in = { .root = INITCFG_ROOT_INITRAMFS }, out;
 	/* the literal's own NUL is the empty tag's */
 	static const char want[] = "lkvm-initcfg\0"
-				   "2\0"
+				   "3\0"
 				   "34\0"
 				   "root\0initramfs\0";
 	size_t len;
@@ -239,7 +249,7 @@ static int decode_body(const char *body, size_t body_len)
 	ck_assert_uint_lt(total, sizeof(buf));
 	memcpy(buf,
 	       INITCFG_MAGIC "\0"
-			     "2",
+			     "3",
 	       sizeof(INITCFG_MAGIC) + 2);
 	memcpy(buf + sizeof(INITCFG_MAGIC) + 2, num, strlen(num) + 1);
 	memcpy(buf + total - body_len, body, body_len);
@@ -274,6 +284,21 @@ START_TEST(test_bad_bodies)
 		       "env\0=x\0") },
 		{ BODY("root\0initramfs\0\0"
 		       "share\0t\0/p\0rx\0") },
+		{ BODY("root\0initramfs\0\0"
+		       "virtiofs\0t\0fs\0first\0") }, /* no share or root of that tag */
+		{ BODY("root\0initramfs\0\0"
+		       "share\0t\0/p\0ro\0"
+		       "virtiofs\0t\0fs\0maybe\0") }, /* neither first nor only */
+		{ BODY("root\0initramfs\0\0"
+		       "share\0t\0/p\0ro\0"
+		       "virtiofs\0t\0\0first\0") }, /* no tag */
+		{ BODY("root\0initramfs\0\0"
+		       "share\0t\0/p\0ro\0"
+		       "virtiofs\0t\0fs\0first\0"
+		       "virtiofs\0t\0fs2\0first\0") }, /* twice */
+		{ BODY("root\0initramfs\0\0"
+		       "debug\0"
+		       "debug\0") },
 		{ BODY("root\0initramfs\0\0"
 		       "share\0\0/p\0ro\0") },
 		{ BODY("root\0initramfs\0\0"
@@ -381,23 +406,23 @@ START_TEST(test_bad_headers)
 	/* Each 34 bytes with the literal's NUL, like the valid one. */
 	static const char *const bad[] = {
 		"lkvm-initcfg\0"
-		"3\0"
-		"34\0"
-		"root\0initramfs\0", /* version */
-		"lkvm-initcfX\0"
 		"2\0"
+		"34\0"
+		"root\0initramfs\0", /* version (an older one) */
+		"lkvm-initcfX\0"
+		"3\0"
 		"34\0"
 		"root\0initramfs\0", /* magic */
 		"lkvm-initcfg\0"
-		"2\0"
+		"3\0"
 		"35\0"
 		"root\0initramfs\0", /* length */
 		"lkvm-initcfg\0"
-		"2\0"
+		"3\0"
 		"034\0"
 		"root\0initramfs", /* leading zero */
 		"lkvm-initcfg\0"
-		"2\0"
+		"3\0"
 		"34\0"
 		"root\0initramfs\0", /* made to end without a NUL below */
 	};
@@ -405,7 +430,7 @@ START_TEST(test_bad_headers)
 	struct initcfg out;
 
 	ck_assert_int_eq(initcfg_decode("lkvm-initcfg\0"
-					"2\0"
+					"3\0"
 					"34\0"
 					"root\0initramfs\0",
 					34, &out),

@@ -723,7 +723,8 @@ START_TEST(share_parse_errors)
 	} bad[] = {
 		{ "/nope", -ENOENT, "No such file or directory" },
 		{ "/../share/file", -ENOTDIR, "is not a directory" },
-		{ ",rx", -EINVAL, "unknown option 'rx' (want ro, trans=pci|mmio, fids=N)" },
+		{ ",rx", -EINVAL,
+		  "unknown option 'rx' (want ro, trans=pci|mmio, fids=N, cache=auto|always|none|never)" },
 		{ ",fids=8", -EINVAL, "fids" }, /* below the 16 a mount needs */
 		{ ",trans=isa", -EINVAL, "unknown option 'trans=isa'" },
 		{ ",rw", -EINVAL, "unknown option 'rw'" },
