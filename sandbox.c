@@ -186,7 +186,9 @@ static const struct sb_kind kinds[SB_NR] = {
 		/* The 9P2000.L server (virtio/9p-server.c): walks and creates beneath its share
 		 * (openat2; openat for "..", "." and the /proc/self/fd reopen of an O_PATH fid),
 		 * attributes, directory reads, file I/O, and a read-write share's namespace
-		 * changes. Which files these reach is the server's and the credentials' business:
+		 * changes; name_to_handle_at, a node's file handle (only compared, never opened:
+		 * an inode number the host reused for another file is told apart by it, hostfs.c).
+		 * Which files these reach is the server's and the credentials' business:
 		 * a filter cannot read the paths. Its threads are started by main before main
 		 * confines itself (virtio/9p.c), so no other kind's filter carries these calls. */
 		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat),
@@ -195,7 +197,7 @@ static const struct sb_kind kinds[SB_NR] = {
 			   SCMP_SYS(symlinkat), SCMP_SYS(readlinkat), SCMP_SYS(linkat),
 			   SCMP_SYS(unlinkat), SCMP_SYS(renameat), SCMP_SYS(fchmodat),
 			   SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
-			   SCMP_SYS(fsync), SCMP_SYS(fdatasync) },
+			   SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(name_to_handle_at) },
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_FS] = {
@@ -208,7 +210,8 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * (faccessat2 on the node's descriptor, AT_EMPTY_PATH). No xattr call: the server
 		 * refuses xattrs as 9P does. sysinfo: glibc's qsort asks the RAM size
 		 * (sysconf(_SC_PHYS_PAGES)) before it sorts a large array, as the list of node ids
-		 * the guest holds becomes with many files (fuse-server.c's compaction). Which files
+		 * the guest holds becomes with many files (fuse-server.c's compaction).
+		 * name_to_handle_at: as 9p's (a node's identity beyond its inode number). Which files
 		 * these reach is the server's and the credentials' business. Started by main before
 		 * main confines itself (virtio/fs.c). */
 		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat),
@@ -218,7 +221,8 @@ static const struct sb_kind kinds[SB_NR] = {
 			   SCMP_SYS(unlinkat), SCMP_SYS(renameat), SCMP_SYS(renameat2),
 			   SCMP_SYS(fchmodat), SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
 			   SCMP_SYS(fallocate), SCMP_SYS(copy_file_range), SCMP_SYS(faccessat2),
-			   SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(sysinfo) },
+			   SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(sysinfo),
+			   SCMP_SYS(name_to_handle_at) },
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_CTL] = {
@@ -241,8 +245,8 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * virtio-fs node ids) fstat'ed (newfstatat with AT_EMPTY_PATH: a file removed from
 		 * the share refuses), a node evicted from its share's descriptor cache first opened
 		 * again by its names beneath the share (hostfs_fd: openat2, O_PATH, each component
-		 * RESOLVE_BENEATH; a snapshot of a guest holding more nodes than the cache stopped
-		 * lkvm with 159 without it).
+		 * RESOLVE_BENEATH, its file handle compared: name_to_handle_at; a snapshot of a guest
+		 * holding more nodes than the cache stopped lkvm with 159 without it).
 		 * `lkvm debug NAME --gdb` (CTL_GDB): whether KVM can debug guests
 		 * (KVM_CHECK_EXTENSION, a question), and the gdb server's thread for that client,
 		 * which only this thread can start once the VM runs (main confines itself with no
@@ -254,7 +258,8 @@ static const struct sb_kind kinds[SB_NR] = {
 			   SCMP_SYS(sendmsg), SCMP_SYS(fcntl), SCMP_SYS(geteuid), SCMP_SYS(getuid),
 			   SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(shutdown),
 			   SCMP_SYS(lseek), SCMP_SYS(mincore), SCMP_SYS(pwrite64),
-			   SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(openat2) },
+			   SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(openat2),
+			   SCMP_SYS(name_to_handle_at) },
 		.ioctls = { KVM_GET_CLOCK, KVM_SET_CLOCK, KVM_KVMCLOCK_CTRL, KVM_GET_REGS, KVM_GET_SREGS,
 			    KVM_GET_VCPU_EVENTS, KVM_GET_DEVICE_ATTR, KVM_SET_DEVICE_ATTR, KVM_IRQ_LINE,
 			    VHOST_NET_SET_BACKEND, VHOST_GET_VRING_BASE, VHOST_SET_VRING_BASE,

@@ -245,7 +245,8 @@ static void name_drop(struct hostfs *fs, struct hostfs_node *n);
 
 static void node_free(struct hostfs *fs, struct hostfs_node *n)
 {
-	htab_del(fs, &fs->by_ino, n, OFF_INO);
+	if (!n->retired)
+		htab_del(fs, &fs->by_ino, n, OFF_INO);
 	htab_del(fs, &fs->by_id, n, OFF_ID);
 	if (n->fd >= 0) {
 		if (!n->nopen)
@@ -329,6 +330,29 @@ static u64 new_id(struct hostfs *fs)
 	return fs->next_id++;
 }
 
+/*
+ * The identity beyond (dev, ino) of the file fd names: a hash of its file handle, whose
+ * generation number a reused inode number does not keep (0: the file system has no handles,
+ * e.g. proc, or the call is refused). name_to_handle_at needs no privilege; the handle is
+ * only compared, never opened.
+ */
+static u64 file_gen(int fd)
+{
+	union {
+		struct file_handle fh;
+		unsigned char b[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+	} h = { .fh.handle_bytes = MAX_HANDLE_SZ };
+	const unsigned char *p = h.b + offsetof(struct file_handle, f_handle);
+	u64 v = 0xcbf29ce484222325ull; /* FNV-1a */
+	int mount_id;
+
+	if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) < 0)
+		return 0;
+	for (unsigned i = 0; i < h.fh.handle_bytes && i < MAX_HANDLE_SZ; i++)
+		v = (v ^ p[i]) * 0x100000001b3ull;
+	return (v ^ (u64)h.fh.handle_type) | 1; /* never 0: 0 means "none" */
+}
+
 /* A new node for host file fd (stat st), named dir/name (name NULL: no name). */
 static int node_new(struct hostfs *fs, struct hostfs_node *dir, const char *name, int fd,
 		    const struct stat *st, struct hostfs_node **out)
@@ -346,6 +370,7 @@ static int node_new(struct hostfs *fs, struct hostfs_node *dir, const char *name
 	n->dev = st->st_dev;
 	n->ino = st->st_ino;
 	n->mode = st->st_mode & S_IFMT;
+	n->gen = file_gen(fd);
 	/* Only a device change can enter another file system: statfs then, not on every step. */
 	n->opaque = st->st_dev != fs->root->dev &&
 		    (st->st_dev == dir->dev ? dir->opaque : hostfs_kernel_fs(fd));
@@ -361,6 +386,39 @@ static int node_new(struct hostfs *fs, struct hostfs_node *dir, const char *name
 }
 
 /*
+ * Is host file fd (same dev and ino as n) n's file? Certainly while n holds a descriptor (the
+ * inode cannot be freed and its number reused under it) or an open file. Otherwise the host
+ * may have freed n's inode and given its number to a new file: the file handles must agree
+ * where the file system has them, and a node whose name is gone (removed) is not taken for a
+ * file found by a name where it has none.
+ */
+static bool same_file(const struct hostfs *fs, const struct hostfs_node *n, int fd)
+{
+	u64 gen;
+
+	if (n->fd >= 0 || n->nopen || n == fs->root)
+		return true;
+	gen = n->gen ? file_gen(fd) : 0;
+	if (gen && gen != n->gen)
+		return false;
+	return gen || n->parent;
+}
+
+/*
+ * n is not the file its (dev, ino) names now: it leaves the identity table (its id stays, for
+ * the guest's handles, which find it stale: its name is dropped, and a reopen compares the
+ * file handle). NULL: the caller makes a new node.
+ */
+static struct hostfs_node *retire(struct hostfs *fs, struct hostfs_node *n)
+{
+	htab_del(fs, &fs->by_ino, n, OFF_INO);
+	n->retired = true;
+	name_drop(fs, n);
+	fs->st.stale++;
+	return NULL;
+}
+
+/*
  * The node for host file fd (taken over: closed or cached), stat st, just reached as dir/name
  * (name NULL: by ".."): an existing one for the same file, which takes the name, or a new one.
  * *to referenced.
@@ -371,6 +429,8 @@ static int node_for(struct hostfs *fs, struct hostfs_node *dir, const char *name
 	struct hostfs_node *n = find_ino(fs, st->st_dev, st->st_ino);
 	int ret = 0;
 
+	if (n && !same_file(fs, n, fd))
+		n = retire(fs, n);
 	if (n) {
 		hostfs_get(n);
 		if (name)
@@ -405,8 +465,9 @@ static int reopen_step(int dfd, const struct hostfs_node *c)
 	if (fd < 0)
 		return stale_of(fd);
 	ret = hostfs_fd_stat(fd, &st);
-	if (!ret && (st.st_dev != c->dev || st.st_ino != c->ino))
-		ret = -ESTALE;
+	if (!ret && (c->retired || st.st_dev != c->dev || st.st_ino != c->ino ||
+		     (c->gen && file_gen(fd) != c->gen)))
+		ret = -ESTALE; /* another file at that name, or an inode number reused */
 	if (ret) {
 		close(fd);
 		return ret;

@@ -49,9 +49,14 @@ struct hostfs_node {
 	u64 id; /* unique within the table, never reused while it lives: FUSE's nodeid */
 	dev_t dev;
 	ino_t ino;
-	u32 mode;    /* S_IFMT bits: the type never changes for one inode */
-	bool opaque; /* root of a kernel-interface mount (or inside one): stat only */
-	u64 nlookup; /* the FUSE server's lookup count (hostfs only stores it) */
+	u32 mode;     /* S_IFMT bits: the type never changes for one inode */
+	bool opaque;  /* root of a kernel-interface mount (or inside one): stat only */
+	bool retired; /* out of the identity table: its inode number names another file now */
+	u64 nlookup;  /* the FUSE server's lookup count (hostfs only stores it) */
+	/* A hash of the host's file handle (name_to_handle_at: inode and generation), 0 where
+	 * the file system gives none: an inode number the host reused for another file, once
+	 * no descriptor of ours held the old one, is told apart by it. */
+	u64 gen;
 	/* the rest is hostfs.c's own */
 	struct hostfs_node *parent;		 /* NULL: the root, or a node whose name is gone */
 	char *name;				 /* its name under parent (NULL with parent) */

@@ -11,6 +11,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <stdbool.h>
 
 #include "check_main.h"
 #include "lkvm/hostfs.h"
@@ -229,6 +230,78 @@ START_TEST(replaced_file_is_stale)
 	hostfs_put(t.fs, n);
 }
 END_TEST
+
+/*
+ * A file a handle names is removed and its node evicted; the host may then give the freed inode
+ * number to a new file at the same name (ext4 does so at once): a walk to that name must make a
+ * new node, and the old one answer -ESTALE, never with the new file. Removed on the host (the
+ * node keeps its name), then by the guest (hostfs_unlinked: the name dropped). The file handle
+ * (name_to_handle_at's generation) tells the two apart.
+ */
+START_TEST(reused_inode_number_is_another_file)
+{
+	for (int by_guest = 0; by_guest < 2; by_guest++) {
+		struct hostfs_node *n, *m;
+		struct stat s;
+		char p[256], buf[16];
+		ino_t ino;
+		int tries;
+
+		host_write("victim", "old\n");
+		ck_assert_int_eq(walk_path("victim", &n, &s), 0);
+		ino = s.st_ino;
+		evict();
+		at(p, sizeof(p), "victim");
+		ck_assert_int_eq(unlink(p), 0);
+		if (by_guest)
+			hostfs_unlinked(t.fs, hostfs_root(t.fs), "victim");
+		for (tries = 0; tries < 64; tries++) {
+			host_write("victim", "NEW\n");
+			if (host_ino("victim") == ino)
+				break;
+			ck_assert_int_eq(unlink(p), 0);
+		}
+		ck_assert_msg(tries < 64, "the host did not reuse inode %lu", (unsigned long)ino);
+		ck_assert_int_eq(walk_path("victim", &m, &s), 0);
+		ck_assert_ptr_ne(m, n);
+		ck_assert_uint_ne(m->id, n->id);
+		ck_assert_int_eq(hostfs_stat(t.fs, n, &s), -ESTALE);
+		read_node(m, buf, sizeof(buf));
+		ck_assert_str_eq(buf, "NEW\n");
+		hostfs_put(t.fs, m);
+		hostfs_put(t.fs, n);
+		ck_assert_int_eq(unlink(p), 0);
+	}
+}
+END_TEST
+
+/* Does this file system give a freed inode number to the next file made (and have handles)? */
+static bool inode_numbers_reused(void)
+{
+	char dir[] = "/tmp/lkvm-hostfs-reuse-XXXXXX", p[64];
+	struct stat a, b;
+	bool yes = false;
+	int fd;
+
+	if (!mkdtemp(dir))
+		return false;
+	snprintf(p, sizeof(p), "%s/f", dir);
+	if ((fd = open(p, O_CREAT | O_WRONLY, 0600)) >= 0 && !fstat(fd, &a) && !close(fd) &&
+	    !unlink(p) && (fd = open(p, O_CREAT | O_WRONLY, 0600)) >= 0 && !fstat(fd, &b)) {
+		struct {
+			struct file_handle fh;
+			unsigned char h[MAX_HANDLE_SZ];
+		} h = { .fh.handle_bytes = MAX_HANDLE_SZ };
+		int mid;
+
+		yes = a.st_ino == b.st_ino &&
+		      !name_to_handle_at(fd, "", &h.fh, &mid, AT_EMPTY_PATH);
+		close(fd);
+	}
+	unlink(p);
+	rmdir(dir);
+	return yes;
+}
 
 START_TEST(swapped_symlink_parent_not_followed)
 {
@@ -597,6 +670,11 @@ static Suite *hostfs_suite(void)
 	tcase_add_test(tc, node_memory);
 	tcase_add_test(tc, reparent_cycle_refused);
 	tcase_add_test(tc, set_id_and_find);
+	if (inode_numbers_reused())
+		tcase_add_test(tc, reused_inode_number_is_another_file);
+	else
+		lkvm_skip("test_hostfs", 1, "reused_inode_number_is_another_file",
+			  "/tmp's file system does not reuse a freed inode number at once");
 	if (can_bind_mount())
 		tcase_add_test(tc, bind_mount_cycle);
 	else

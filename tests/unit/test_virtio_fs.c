@@ -1,4 +1,5 @@
 /* Unit tests of the virtio-fs device driven through its virtio-mmio registers without KVM (identity, config space, FUSE requests over the request queue, FORGET on hiprio, malformed chains, reset, pause, counters) and of --fs's choice of devices. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "lkvm/virtio-9p.h"
 #include "lkvm/virtio-fs.h"
 #include "lkvm/virtio-mmio.h"
+#include "lkvm/hostfs.h"
 
 #define RAM_SIZE MiB(4)
 #define QSIZE 64
@@ -385,6 +387,74 @@ START_TEST(reset_forgets_session)
 }
 END_TEST
 
+/* A file the guest still knows (looked up, not forgotten) is removed, its node evicted from
+ * the descriptor cache, and a new file made in the same directory, which the host may give the
+ * freed inode number: the new file must come back with a reply and a node id of its own, never
+ * the removed file's (hostfs tells them apart by their file handles; test_hostfs's
+ * reused_inode_number_is_another_file checks that the host did reuse the number). */
+START_TEST(reused_inode)
+{
+	struct fuse_create_in ci = { .flags = O_RDWR | O_CREAT, .mode = 0100644 };
+	struct fuse_release_in ri = { 0 };
+	char arg[64];
+	int fails = 0, reused = 0;
+	u64 held[64];
+	u64 gens[64];
+	int nheld = 0;
+
+	driver_up();
+	fuse_init();
+	hostfs_set_caps(virtio_fs_hostfs(t.f), 0, 8, 8);
+	for (int round = 0; round < 50; round++) {
+		struct {
+			struct fuse_entry_out e;
+			struct fuse_open_out o;
+		} * r;
+		char name[16];
+		int err;
+
+		snprintf(name, sizeof(name), "c%d", round);
+		memcpy(arg, &ci, sizeof(ci));
+		strcpy(arg + sizeof(ci), name);
+		err = call(FUSE_CREATE, FUSE_ROOT_ID, arg, (u32)(sizeof(ci) + strlen(name) + 1),
+			   (void **)&r);
+		if (err) {
+			fprintf(stderr, "round %d: CREATE %s: %d\n", round, name, err);
+			fails++;
+			continue;
+		}
+		for (int k = 0; k < nheld; k++)
+			if (held[k] == r->e.nodeid && gens[k] == r->e.generation) {
+				fprintf(stderr,
+					"round %d: %s got node %llu gen %llu of a removed file\n",
+					round, name, (unsigned long long)r->e.nodeid,
+					(unsigned long long)r->e.generation);
+				reused++;
+			}
+		held[nheld] = r->e.nodeid;
+		gens[nheld++] = r->e.generation;
+		ri.fh = r->o.fh;
+		ck_assert_int_eq(call(FUSE_RELEASE, r->e.nodeid, &ri, sizeof(ri), NULL), 0);
+		ck_assert_int_eq(call(FUSE_UNLINK, FUSE_ROOT_ID, name, (u32)strlen(name) + 1, NULL),
+				 0);
+		/* Evict: look up other names (the share's "file") many times. */
+		for (int i = 0; i < 12; i++) {
+			char other[16];
+			snprintf(other, sizeof(other), "o%d", i);
+			memcpy(arg, &ci, sizeof(ci));
+			strcpy(arg + sizeof(ci), other);
+			if (call(FUSE_CREATE, FUSE_ROOT_ID, arg,
+				 (u32)(sizeof(ci) + strlen(other) + 1), (void **)&r) == 0) {
+				ri.fh = r->o.fh;
+				call(FUSE_RELEASE, r->e.nodeid, &ri, sizeof(ri), NULL);
+			}
+		}
+	}
+	ck_assert_int_eq(fails, 0);
+	ck_assert_int_eq(reused, 0);
+}
+END_TEST
+
 /* Paused, the device answers nothing on either queue; after resume, what came is answered. */
 START_TEST(pause_answers_nothing)
 {
@@ -597,6 +667,7 @@ static Suite *virtio_fs_suite(void)
 	tcase_add_test(dev, forget_on_hiprio);
 	tcase_add_test(dev, malformed_chain_then_reset);
 	tcase_add_test(dev, reset_forgets_session);
+	tcase_add_test(dev, reused_inode);
 	tcase_add_test(dev, pause_answers_nothing);
 	tcase_add_test(dev, restored_device_goes_on);
 	tcase_add_test(dev, restore_refused_when_gone);
