@@ -14,6 +14,7 @@
 #include <linux/virtio_ring.h>
 
 #include "lkvm/dev.h"
+#include "lkvm/disk.h"
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
 #include "lkvm/snap.h"
@@ -62,6 +63,7 @@ struct virtio_blk {
 	struct virtio_device vdev;
 	struct kvm *kvm;
 	int fd;
+	struct disk *disk; /* qcow2 or snapshot=on: that backend, synchronously (fd is -1) */
 	bool ro, direct;
 	u32 dio_align; /* O_DIRECT buffer and length alignment */
 	enum blk_io io;
@@ -233,6 +235,17 @@ static int io_buffers(struct virtio_blk *b, struct blk_req *r, const struct iove
 	return 0;
 }
 
+/* A disk backend (disk.h): the whole transfer now, on the queue thread. */
+static u8 do_disk(struct virtio_blk *b, struct blk_req *r)
+{
+	int ret = r->type == VIRTIO_BLK_T_FLUSH ? disk_flush(b->disk)
+		  : r->type == VIRTIO_BLK_T_IN
+			  ? disk_read(b->disk, r->iov, r->niov, r->off, r->len)
+			  : disk_write(b->disk, r->iov, r->niov, r->off, r->len);
+
+	return ret == 0 ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
+}
+
 /* Synchronous backend: the whole transfer now, on the queue thread. */
 static u8 do_sync(struct virtio_blk *b, struct blk_req *r)
 {
@@ -240,6 +253,8 @@ static u8 do_sync(struct virtio_blk *b, struct blk_req *r)
 	u64 done = 0;
 	int n;
 
+	if (b->disk)
+		return do_disk(b, r);
 	if (r->type == VIRTIO_BLK_T_FLUSH)
 		return fdatasync(b->fd) == 0 ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
 	if (io_buffers(b, r, &iov, &n) < 0)
@@ -622,6 +637,9 @@ static const struct opt_choice aio_choices[] = {
 	{ "sync", BLK_IO_SYNC },
 	{ NULL, 0 },
 };
+static const struct opt_choice snapshot_choices[] = { { "on", true },
+						      { "off", false },
+						      { NULL, 0 } };
 static const struct opt_choice direct_choices[] = { { "on", false }, { "off", true }, { NULL, 0 } };
 
 #define BLK(member) OPT_AT(struct blk_opts, member)
@@ -635,6 +653,8 @@ static const struct opt blk_keys[] = {
 	  .help = "I/O through libaio (default) or pread/pwrite" },
 	{ "direct", 0, OPT_CHOICE, BLK(no_direct), .choices = direct_choices,
 	  .help = "on (default): O_DIRECT where the file system\nallows it" },
+	{ "snapshot", 0, OPT_CHOICE, BLK(snapshot), .choices = snapshot_choices,
+	  .help = "on: writes go to a private overlay discarded\nat exit; the image is never written" },
 	{ .kind = OPT_END },
 };
 
@@ -697,6 +717,25 @@ buffered:
 		b->fd = open(o->path, flags);
 }
 
+/* A qcow2 image or snapshot=on goes through a disk backend (disk.h), served synchronously;
+ * a raw image without an overlay keeps the fd paths (libaio, O_DIRECT). */
+static int blk_open_disk(struct virtio_blk *b, const struct blk_opts *o, char *err, size_t errlen)
+{
+	struct disk_opts d = { .path = o->path, .ro = o->ro, .snapshot = o->snapshot };
+	enum disk_fmt fmt = DISK_RAW;
+	int ret;
+
+	/* An image that cannot be probed: open_image says why. */
+	if (!o->snapshot && (disk_probe(o->path, &fmt) < 0 || fmt == DISK_RAW))
+		return 0;
+	ret = disk_open(&d, &b->disk, err, errlen);
+	if (ret < 0)
+		return ret;
+	b->io = BLK_IO_SYNC;
+	b->size = b->disk->size & ~(SECTOR - 1);
+	return 0;
+}
+
 /* blk_init_state: the free request list, the config space and the serial of b (its size known). */
 static void blk_init_state(struct virtio_blk *b, const struct blk_opts *o)
 {
@@ -731,6 +770,12 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 	memcpy(b->path, o->path, sizeof(b->path));
 	b->io = o->io;
 	b->aio_efd = -1;
+	b->fd = -1;
+	ret = blk_open_disk(b, o, err, errlen);
+	if (ret < 0)
+		goto fail;
+	if (b->disk)
+		goto opened;
 	open_image(b, o);
 	if (b->fd < 0) {
 		ret = -errno;
@@ -743,6 +788,7 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 		goto fail;
 	}
 	b->size = (u64)st.st_size & ~(SECTOR - 1);
+opened:
 	b->aio_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	b->elem = malloc(sizeof(*b->elem));
 	if (b->aio_efd < 0 || !b->elem || worker_init(&b->worker, kvm) < 0) {
@@ -823,6 +869,7 @@ void virtio_blk_destroy(struct virtio_blk *b)
 	}
 	if (b->fd >= 0)
 		close(b->fd);
+	disk_close(b->disk);
 	if (b->aio_efd >= 0)
 		close(b->aio_efd);
 	free(b->elem);
@@ -839,6 +886,8 @@ void virtio_blk_stats(struct virtio_blk *b, struct stats_visitor *v)
 	v->counter(v, "peak", atomic_load(&b->bounce_peak));
 	v->counter(v, "limit", BOUNCE_MAX);
 	v->counter(v, "waits", atomic_load(&b->bounce_waits));
+	if (b->disk)
+		disk_stats(b->disk, v);
 }
 
 /* ---- the disk as an entry of the VM's device list ---- */
@@ -913,6 +962,11 @@ int virtio_blk_save(struct virtio_blk *b, struct snap_rec_buf *rb, char *err, si
 {
 	struct blk_snap s;
 
+	if (b->disk) {
+		errfmt(err, errlen, "virtio-blk: %s: snapshots of a %s disk are not supported",
+		       b->path, disk_format(b->disk));
+		return -ENOTSUP;
+	}
 	memset(&s, 0, sizeof(s));
 	s.size = b->size;
 	s.ro = b->ro;
