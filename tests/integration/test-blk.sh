@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # virtio-blk, virtio-mmio, the device tree, virtio-console and virtio-rng: a freestanding guest reads
 # known sectors and writes some (checked in the image afterwards) over PCI and MMIO, libaio and
-# pread/pwrite; read-only disks; --dump-dtb parsed by dtc; Linux finds the mmio disk, its partition
+# pread/pwrite; read-only disks; snapshot=on (10 VMs on one image, which stays as it was); --dump-dtb parsed by dtc; Linux finds the mmio disk, its partition
 # table and mounts its ext4 root; where guest user space runs, it boots from an ext4 image built here.
 # BLK_TESTS=userspace runs only the user-space tests (make check runs them in the emulated host).
 set -u
@@ -38,8 +38,9 @@ t_verify() {
 	run_guest blk-verify-$trans${extra//[,=]/-} 0 -- run -k "$ELF" -d "$img,trans=$trans$extra" \
 		-p "blk=verify trans=$trans blk.capacity=2048" --timeout 60 --stats || return
 	check_written "$img" || { fail "image check: $(check_written "$img" 2>&1)"; return; }
-	# 8 reads, a write, a flush and one refused read past the end: 11 requests, 1 error.
-	grep -Eq '^req0 +[0-9]+ +0 +[0-9]+ +11 +36864 +1$' "$LAST_LOG" ||
+	# 8 reads, a write, a flush, a read back and one refused read past the end: 12 requests,
+	# 1 error.
+	grep -Eq '^req0 +[0-9]+ +0 +[0-9]+ +12 +40960 +1$' "$LAST_LOG" ||
 		fail "disk counters: $(grep '^req0' "$LAST_LOG")"
 }
 
@@ -56,6 +57,28 @@ t_read_only() {
 	# 8 reads, the refused write, 1 read: 10 requests, 1 error.
 	grep -Eq '^req0 +[0-9]+ +0 +[0-9]+ +10 +[0-9]+ +1$' "$LAST_LOG" ||
 		fail "disk counters: $(grep '^req0' "$LAST_LOG")"
+}
+
+# t_snapshot N: N VMs at once on one image with snapshot=on: each guest writes sectors 64-71 and
+# reads its own bytes back (blk=verify), each overlay holds the one cluster written, and the
+# image is byte for byte what it was.
+t_snapshot() {
+	local n=$1 img=$WORK/snapshot.img sum i pids=() bad=""
+	need_python && need_guest blk-test || return
+	make_pattern_image "$img" 2048
+	sum=$(sha256sum <"$img")
+	for i in $(seq "$n"); do
+		timeout -s KILL 120 "$LKVM" run -k "$ELF" -d "$img,snapshot=on" --timeout 60 --stats \
+			-p "blk=verify trans=pci blk.capacity=2048" </dev/null >"$LOG_DIR/blk-snapshot-$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for i in $(seq "$n"); do
+		wait "${pids[$((i - 1))]}" || bad+=" vm$i:status=$?"
+		grep -q "BLK-VERIFY-OK capacity=2048" "$LOG_DIR/blk-snapshot-$i.log" || bad+=" vm$i:no-verify"
+		grep -Eq '^ *overlay: bytes 65536, clusters 1' "$LOG_DIR/blk-snapshot-$i.log" || bad+=" vm$i:overlay"
+	done
+	[ -z "$bad" ] || { fail "snapshot=on VMs:$bad (logs $LOG_DIR/blk-snapshot-N.log)"; return; }
+	[ "$(sha256sum <"$img")" = "$sum" ] || fail "snapshot=on wrote the image"
 }
 
 t_bad_disk() {
@@ -169,6 +192,7 @@ else
 	run_test blk-verify-mmio t_verify mmio
 	run_test blk-verify-mmio-sync t_verify mmio ,aio=sync
 	run_test blk-verify-pci-buffered t_verify pci ,direct=off
+	run_test blk-snapshot t_snapshot 10
 	run_test blk-ro-mmio t_read_only mmio
 	run_test blk-ro-pci t_read_only pci
 	run_test blk-bad-disk t_bad_disk
