@@ -32,8 +32,15 @@ int disk_iov_slice(const struct iovec *src, int n, u64 off, u64 len, struct iove
 	return len ? -EINVAL : k;
 }
 
-/* Both directions: whole transfers, EINTR and short counts retried. */
-static int rw_all(int fd, const struct iovec *iov, int n, u64 off, u64 len, bool wr)
+void disk_iov_zero(const struct iovec *iov, int n)
+{
+	for (int i = 0; i < n; i++)
+		memset(iov[i].iov_base, 0, iov[i].iov_len);
+}
+
+/* Both directions: whole transfers, EINTR and short counts retried; a read that meets the end
+ * of the file is -EIO, or with zeros the rest reads as zeros. */
+static int rw_all(int fd, const struct iovec *iov, int n, u64 off, u64 len, bool wr, bool zeros)
 {
 	struct iovec rest[DISK_MAX_IOV];
 	u64 done = 0;
@@ -50,6 +57,10 @@ static int rw_all(int fd, const struct iovec *iov, int n, u64 off, u64 len, bool
 			continue;
 		if (got < 0)
 			return -errno;
+		if (got == 0 && zeros && !wr) {
+			disk_iov_zero(rest, k);
+			return 0;
+		}
 		if (got == 0)
 			return -EIO; /* end of file inside the range */
 		done += (u64)got;
@@ -59,12 +70,17 @@ static int rw_all(int fd, const struct iovec *iov, int n, u64 off, u64 len, bool
 
 int disk_pread_all(int fd, const struct iovec *iov, int n, u64 off, u64 len)
 {
-	return rw_all(fd, iov, n, off, len, false);
+	return rw_all(fd, iov, n, off, len, false, false);
+}
+
+int disk_pread_zeros(int fd, const struct iovec *iov, int n, u64 off, u64 len)
+{
+	return rw_all(fd, iov, n, off, len, false, true);
 }
 
 int disk_pwrite_all(int fd, const struct iovec *iov, int n, u64 off, u64 len)
 {
-	return rw_all(fd, iov, n, off, len, true);
+	return rw_all(fd, iov, n, off, len, true, false);
 }
 
 /* ---- raw ---- */
@@ -125,7 +141,7 @@ int disk_raw_new(int fd, bool ro, struct disk **out)
 
 /* ---- opening ---- */
 
-static int probe_fd(int fd, enum disk_fmt *fmt)
+int disk_probe_fd(int fd, enum disk_fmt *fmt)
 {
 	u8 magic[4];
 	ssize_t got = pread(fd, magic, sizeof(magic), 0);
@@ -142,7 +158,7 @@ int disk_probe(const char *path, enum disk_fmt *fmt)
 
 	if (fd < 0)
 		return -errno;
-	ret = probe_fd(fd, fmt);
+	ret = disk_probe_fd(fd, fmt);
 	close(fd);
 	return ret;
 }
@@ -156,7 +172,7 @@ int disk_open(const struct disk_opts *o, struct disk **out, char *err, size_t er
 	struct disk *d;
 
 	*out = NULL;
-	if (fd < 0 || (ret = probe_fd(fd, &fmt)) < 0) {
+	if (fd < 0 || (ret = disk_probe_fd(fd, &fmt)) < 0) {
 		ret = -errno;
 		errfmt(err, errlen, "-d '%s': %s", o->path, strerror(errno));
 		if (fd >= 0)
@@ -164,7 +180,7 @@ int disk_open(const struct disk_opts *o, struct disk **out, char *err, size_t er
 		return ret;
 	}
 	if (fmt == DISK_QCOW2)
-		ret = qcow2_open(fd, o->path, ro, o->backing, &d, err, errlen);
+		ret = qcow2_open(fd, o->path, ro, o->backing, 0, &d, err, errlen);
 	else if ((ret = disk_raw_new(fd, ro, &d)) < 0)
 		errfmt(err, errlen, "-d '%s': not a regular file", o->path);
 	if (ret < 0)

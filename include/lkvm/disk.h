@@ -42,6 +42,7 @@ struct disk_opts {
 
 /* The format of the image at path, by its first bytes: 0 or -errno. */
 int disk_probe(const char *path, enum disk_fmt *fmt) __must_check;
+int disk_probe_fd(int fd, enum disk_fmt *fmt) __must_check;
 /* Open the image at o->path in its format (and its backing chain), behind an overlay for
  * o->snapshot. 0 or -errno with a one-line reason in err. */
 int disk_open(const struct disk_opts *o, struct disk **out, char *err, size_t errlen) __must_check;
@@ -64,6 +65,10 @@ void disk_close(struct disk *d); /* NULL is fine */
 int disk_iov_slice(const struct iovec *src, int n, u64 off, u64 len, struct iovec *dst, int max);
 /* preadv/pwritev of the whole range, retried over short transfers; -EIO at end of file. */
 int disk_pread_all(int fd, const struct iovec *iov, int n, u64 off, u64 len) __must_check;
+/* The same read, where the end of the file reads as zeros (qcow2: a last cluster cut short). */
+int disk_pread_zeros(int fd, const struct iovec *iov, int n, u64 off, u64 len) __must_check;
+/* Zeros into the iovecs. */
+void disk_iov_zero(const struct iovec *iov, int n);
 int disk_pwrite_all(int fd, const struct iovec *iov, int n, u64 off, u64 len) __must_check;
 
 #endif
