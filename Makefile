@@ -129,7 +129,7 @@ unit-build: $(UNIT_BINS)
 # test_fuzz_regress links them too (built with $(CC)) and replays tests/fuzz/regress/ and
 # the seed corpora through them; `make fuzz` builds each with clang's libFuzzer, ASan and
 # UBSan against the library sources and runs it for FUZZ_SECONDS from its corpus.
-FUZZ_TARGETS := virtqueue pci net boot opts p9 stream bench snap gdb dhcp vcon
+FUZZ_TARGETS := virtqueue pci net boot opts p9 stream bench snap gdb dhcp vcon qcow2
 FUZZ_SECONDS ?= 60
 FUZZ_OBJS := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz_%.o)
 $(BUILD)/tests/fuzz_%.o: tests/fuzz/fuzz_%.c

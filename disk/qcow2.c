@@ -113,16 +113,18 @@ bool qcow2_host_ok(const struct qcow2 *q, u64 off)
 /* A table of n big-endian u64 at off (inside the file), into host order. */
 int qcow2_table_read(struct qcow2 *q, u64 off, u64 n, u64 **out)
 {
-	u64 *t = calloc(n ? n : 1, 8);
-	struct iovec v = { t, n * 8 };
+	u64 *t;
+	struct iovec v;
 	int ret;
 
+	/* Inside the file before any memory is taken for it. */
+	if (!qcow2_host_ok(q, off) || n * 8 > q->file_end - off)
+		return -EINVAL;
+	t = calloc(n ? n : 1, 8);
 	if (!t)
 		return -ENOMEM;
-	if (!qcow2_host_ok(q, off) || n * 8 > q->file_end - off)
-		ret = -EINVAL;
-	else
-		ret = disk_pread_zeros(q->fd, &v, 1, off, n * 8);
+	v = (struct iovec){ t, n * 8 };
+	ret = disk_pread_zeros(q->fd, &v, 1, off, n * 8);
 	for (u64 i = 0; ret == 0 && i < n; i++)
 		t[i] = be64toh(t[i]);
 	if (ret < 0)
