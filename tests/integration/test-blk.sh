@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # virtio-blk, virtio-mmio, the device tree, virtio-console and virtio-rng: a freestanding guest reads
 # known sectors and writes some (checked in the image afterwards) over PCI and MMIO, libaio and
-# pread/pwrite; read-only disks; snapshot=on (10 VMs on one image, which stays as it was); --dump-dtb parsed by dtc; Linux finds the mmio disk, its partition
+# pread/pwrite; read-only disks; snapshot=on (10 VMs on one image, which stays as it was); qcow2
+# images (converted from raw, an overlay on a raw base, with snapshot=on), qemu-img check after; --dump-dtb parsed by dtc; Linux finds the mmio disk, its partition
 # table and mounts its ext4 root; where guest user space runs, it boots from an ext4 image built here.
 # BLK_TESTS=userspace runs only the user-space tests (make check runs them in the emulated host).
 set -u
@@ -79,6 +80,34 @@ t_snapshot() {
 	done
 	[ -z "$bad" ] || { fail "snapshot=on VMs:$bad (logs $LOG_DIR/blk-snapshot-N.log)"; return; }
 	[ "$(sha256sum <"$img")" = "$sum" ] || fail "snapshot=on wrote the image"
+}
+
+# t_qcow2 KIND: the guest's checks (blk=verify) through a qcow2 image: "convert" is the pattern
+# image converted by qemu-img, "overlay" a qcow2 overlay on the raw one (which stays as it was),
+# "snapshot" the converted one with snapshot=on (unchanged). qemu-img check is clean after, and
+# qemu-img convert reads back what the guest wrote.
+t_qcow2() {
+	local kind=$1 raw=$WORK/qcow2-$1.raw q=$WORK/qcow2-$1.qcow2 opt="" rawsum qsum
+	need_python && need_guest blk-test && need_cmd qemu-img test || return
+	make_pattern_image "$raw" 2048
+	rm -f "$q"
+	if [ "$kind" = overlay ]; then
+		(cd "$WORK" && qemu-img create -q -f qcow2 -b "qcow2-$kind.raw" -F raw "qcow2-$kind.qcow2") || { fail "qemu-img create"; return; }
+	else
+		qemu-img convert -f raw -O qcow2 "$raw" "$q" || { fail "qemu-img convert"; return; }
+	fi
+	[ "$kind" = snapshot ] && opt=,snapshot=on
+	rawsum=$(sha256sum <"$raw") qsum=$(sha256sum <"$q")
+	run_guest "blk-qcow2-$kind" 0 -- run -k "$ELF" -d "$q$opt" -p "blk=verify trans=pci blk.capacity=2048" \
+		--timeout 60 --stats || return
+	[ "$(sha256sum <"$raw")" = "$rawsum" ] || { fail "the raw base changed"; return; }
+	qemu-img check -q "$q" >"$WORK/check-$kind.log" 2>&1 || { fail "qemu-img check: $(head -c 300 "$WORK/check-$kind.log")"; return; }
+	if [ "$kind" = snapshot ]; then
+		[ "$(sha256sum <"$q")" = "$qsum" ] || fail "snapshot=on wrote the qcow2 image"
+		return
+	fi
+	qemu-img convert -O raw "$q" "$WORK/qcow2-$kind.out" || { fail "qemu-img convert back"; return; }
+	check_written "$WORK/qcow2-$kind.out" || fail "image check: $(check_written "$WORK/qcow2-$kind.out" 2>&1)"
 }
 
 t_bad_disk() {
@@ -193,6 +222,9 @@ else
 	run_test blk-verify-mmio-sync t_verify mmio ,aio=sync
 	run_test blk-verify-pci-buffered t_verify pci ,direct=off
 	run_test blk-snapshot t_snapshot 10
+	run_test blk-qcow2-convert t_qcow2 convert
+	run_test blk-qcow2-overlay t_qcow2 overlay
+	run_test blk-qcow2-snapshot t_qcow2 snapshot
 	run_test blk-ro-mmio t_read_only mmio
 	run_test blk-ro-pci t_read_only pci
 	run_test blk-bad-disk t_bad_disk
