@@ -909,8 +909,9 @@ int virtio_blk_save(struct virtio_blk *b, struct snap_rec_buf *rb, char *err, si
 	struct blk_snap s;
 
 	if (b->disk) {
-		errfmt(err, errlen, "virtio-blk: %s: snapshots of a %s disk are not supported",
-		       b->path, disk_format(b->disk));
+		errfmt(err, errlen,
+		       "virtio-blk: %s (%s): a snapshot of this disk is not supported yet", b->path,
+		       disk_format(b->disk));
 		return -ENOTSUP;
 	}
 	memset(&s, 0, sizeof(s));
