@@ -244,7 +244,8 @@ static int geometry(struct qcow2 *q, const struct qc_hdr *x, u64 fsize, bool ro)
 	q->d.size = x->size;
 	q->d.ro = ro;
 	q->buf = malloc(q->cs);
-	return q->buf ? 0 : -ENOMEM;
+	q->l2c = malloc(q->cs);
+	return q->buf && q->l2c ? 0 : -ENOMEM;
 }
 
 /* Header, extensions and tables: 0, or -errno with what is wrong in why. */

@@ -154,7 +154,7 @@ static int write_new(struct qcow2 *q, u64 e, const struct iovec *part, int k, u6
 	iov_from(part, k, 0, q->buf + (pos & (q->cs - 1)), l);
 	ret = disk_pwrite_all(q->fd, &v, 1, host, q->cs);
 	if (ret == 0)
-		ret = put_be64(q, l2off + gc % q->l2_entries * 8, host | QC_COPIED);
+		ret = qcow2_l2_put(q, l2off, gc % q->l2_entries, host | QC_COPIED);
 	return ret;
 }
 

@@ -134,18 +134,43 @@ int qcow2_table_read(struct qcow2 *q, u64 off, u64 n, u64 **out)
 	return ret;
 }
 
+/*
+ * One L2 table is kept (the last one used): at 64 KiB clusters it maps 512 MiB, so a guest's
+ * sequential I/O reads it once rather than an entry per request. It stays right because the
+ * one queue thread changes entries only through qcow2_l2_put, and no data cluster can be a
+ * table (open refuses an image where one is).
+ */
 int qcow2_l2_get(struct qcow2 *q, u64 gc, u64 *entry)
 {
-	u64 l1e = q->l1[gc / q->l2_entries], v;
-	struct iovec io = { &v, 8 };
+	u64 l2off = q->l1[gc / q->l2_entries] & QC_OFFSET_MASK;
+	struct iovec io = { q->l2c, q->cs };
 	int ret;
 
 	*entry = 0;
-	if (!(l1e & QC_OFFSET_MASK))
+	if (!l2off)
 		return 0;
-	ret = disk_pread_zeros(q->fd, &io, 1, (l1e & QC_OFFSET_MASK) + gc % q->l2_entries * 8, 8);
-	if (ret == 0)
-		*entry = be64toh(v);
+	if (l2off != q->l2c_off) {
+		q->l2c_off = 0;
+		ret = disk_pread_zeros(q->fd, &io, 1, l2off, q->cs);
+		if (ret < 0)
+			return ret;
+		q->l2c_off = l2off;
+	}
+	*entry = be64toh(q->l2c[gc % q->l2_entries]);
+	return 0;
+}
+
+int qcow2_l2_put(struct qcow2 *q, u64 l2off, u64 i, u64 entry)
+{
+	u64 be = htobe64(entry);
+	struct iovec v = { &be, 8 };
+	int ret = disk_pwrite_all(q->fd, &v, 1, l2off + i * 8, 8);
+
+	/* A failed write may have been half done: the table is read again then. */
+	if (l2off == q->l2c_off && ret == 0)
+		q->l2c[i] = be;
+	else if (l2off == q->l2c_off)
+		q->l2c_off = 0;
 	return ret;
 }
 
@@ -247,6 +272,7 @@ static void qcow2_close(struct disk *d)
 	free(q->l1);
 	free(q->rt);
 	free(q->buf);
+	free(q->l2c);
 	free(q);
 }
 

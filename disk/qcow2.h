@@ -29,6 +29,7 @@ struct qcow2 {
 	u64 file_end;	       /* the file's size rounded up to a cluster: new clusters go here */
 	struct disk *backing;  /* NULL: unallocated clusters read as zeros */
 	u8 *buf;	       /* one cluster, for copies */
+	u64 *l2c, l2c_off;     /* the L2 table read last (big-endian, as in the file), where */
 	u64 nr_data, nr_alloc; /* data clusters in the image, clusters allocated by this run */
 };
 
@@ -67,6 +68,8 @@ int qcow2_table_read(struct qcow2 *q, u64 off, u64 n, u64 **out) __must_check;
 bool qcow2_host_ok(const struct qcow2 *q, u64 off);
 /* The L2 entry of guest cluster gc (0 when its L2 table is not there): 0 or -errno. */
 int qcow2_l2_get(struct qcow2 *q, u64 gc, u64 *entry) __must_check;
+/* Set entry i of the L2 table at l2off, in the file and in the cached copy. */
+int qcow2_l2_put(struct qcow2 *q, u64 l2off, u64 i, u64 entry) __must_check;
 /* Guest cluster gc as the image shows it before any cluster of its own is allocated: the
  * backing file's bytes (zeros past its end), or zeros, into q->buf. */
 int qcow2_lower_read(struct qcow2 *q, u64 gc) __must_check;
