@@ -110,6 +110,25 @@ t_qcow2() {
 	check_written "$WORK/qcow2-$kind.out" || fail "image check: $(check_written "$WORK/qcow2-$kind.out" 2>&1)"
 }
 
+# t_qcow2_refused: a backing file elsewhere than beside the image is refused in one line that
+# says how to allow it, and opened when named with backing=; compressed clusters are refused.
+t_qcow2_refused() {
+	local raw=$WORK/refused.raw q=$WORK/refused.qcow2 z=$WORK/refused-z.qcow2
+	need_python && need_guest blk-test && need_cmd qemu-img test || return
+	make_pattern_image "$raw" 2048
+	rm -f "$q" "$z"
+	qemu-img create -q -f qcow2 -b "$raw" -F raw "$q" && qemu-img convert -c -O qcow2 "$raw" "$z" ||
+		{ fail "qemu-img"; return; }
+	run_lkvm blk-qcow2-backing-refused 1 -- run -k "$ELF" -d "$q" --timeout 10 || return
+	expect_output "^lkvm: error: virtio-blk: -d '.*refused.qcow2': backing file '.*refused.raw' is not beside the image; allow it with -d .*refused.qcow2,backing=PATH$" \
+		"the backing file refused" || return
+	run_guest blk-qcow2-backing-allowed 0 -- run -k "$ELF" -d "$q,backing=$raw" \
+		-p "blk=verify trans=pci blk.capacity=2048" --timeout 60 || return
+	run_lkvm blk-qcow2-compressed 1 -- run -k "$ELF" -d "$z" --timeout 10 || return
+	expect_output "^lkvm: error: virtio-blk: -d '.*refused-z.qcow2': qcow2 compressed clusters: not supported$" \
+		"compressed clusters refused"
+}
+
 t_bad_disk() {
 	need_guest blk-test || return
 	run_lkvm blk-missing 1 -- run -k "$ELF" -d "$WORK/does-not-exist.img" --timeout 10 || return
@@ -225,6 +244,7 @@ else
 	run_test blk-qcow2-convert t_qcow2 convert
 	run_test blk-qcow2-overlay t_qcow2 overlay
 	run_test blk-qcow2-snapshot t_qcow2 snapshot
+	run_test blk-qcow2-refused t_qcow2_refused
 	run_test blk-ro-mmio t_read_only mmio
 	run_test blk-ro-pci t_read_only pci
 	run_test blk-bad-disk t_bad_disk
