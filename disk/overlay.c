@@ -19,10 +19,10 @@
 struct overlay {
 	struct disk d;
 	struct disk *base;
-	int fd;	    /* the overlay file: guest offsets as they are, holes elsewhere */
-	u64 *bits;  /* bit c: cluster c is in the overlay file */
-	u8 *buf;    /* one cluster, for copy-up */
-	u64 nr_set; /* clusters in the overlay */
+	int fd;		      /* the overlay file: guest offsets as they are, holes elsewhere */
+	u64 *bits;	      /* bit c: cluster c is in the overlay file */
+	u8 *buf;	      /* one cluster, for copy-up */
+	atomic_ullong nr_set; /* clusters in the overlay (read by lkvm stat's thread) */
 };
 
 static bool is_set(const struct overlay *ov, u64 c)
@@ -76,7 +76,7 @@ static int copy_up(struct overlay *ov, u64 c, const struct iovec *part, int k, u
 	if (ret < 0)
 		return ret;
 	ov->bits[c / 64] |= 1ULL << (c % 64);
-	ov->nr_set++;
+	atomic_fetch_add_explicit(&ov->nr_set, 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -114,8 +114,10 @@ static void ov_stats(struct disk *d, struct stats_visitor *v)
 
 	disk_stats(ov->base, v);
 	v->group(v, "overlay");
-	v->counter(v, "bytes", ov->nr_set * OV_CLUSTER);
-	v->counter(v, "clusters", ov->nr_set);
+	u64 n = atomic_load_explicit(&ov->nr_set, memory_order_relaxed);
+
+	v->counter(v, "bytes", n * OV_CLUSTER);
+	v->counter(v, "clusters", n);
 }
 
 static void ov_close(struct disk *d)

@@ -72,7 +72,8 @@ static int use_l2(struct usage *u, struct qcow2 *q, const char **why)
 				ret = -EINVAL, *why = "an L2 entry";
 			else if (off && (ret = use(u, q, off)) < 0)
 				*why = "a data cluster";
-			q->nr_data += off && ret == 0;
+			if (off && ret == 0)
+				atomic_fetch_add_explicit(&q->nr_data, 1, memory_order_relaxed);
 		}
 		free(l2);
 		if (ret < 0)

@@ -142,8 +142,10 @@ static int write_new(struct qcow2 *q, u64 e, const struct iovec *part, int k, u6
 	/* Allocations first: a new refcount block is made in q->buf. */
 	if (ret == 0 && !host) {
 		ret = alloc_cluster(q, &host);
-		q->nr_alloc += ret == 0;
-		q->nr_data += ret == 0;
+		if (ret == 0) {
+			atomic_fetch_add_explicit(&q->nr_alloc, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&q->nr_data, 1, memory_order_relaxed);
+		}
 	}
 	if (ret == 0 && e & QC_ZERO)
 		memset(q->buf, 0, q->cs);

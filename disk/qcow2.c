@@ -259,8 +259,8 @@ static void qcow2_stats(struct disk *d, struct stats_visitor *v)
 	struct qcow2 *q = (struct qcow2 *)d;
 
 	v->group(v, "qcow2");
-	v->counter(v, "clusters", q->nr_data);
-	v->counter(v, "allocated", q->nr_alloc);
+	v->counter(v, "clusters", atomic_load_explicit(&q->nr_data, memory_order_relaxed));
+	v->counter(v, "allocated", atomic_load_explicit(&q->nr_alloc, memory_order_relaxed));
 }
 
 static void qcow2_close(struct disk *d)

@@ -18,19 +18,20 @@
 struct qcow2 {
 	struct disk d;
 	int fd;
-	u32 cbits;	       /* cluster size = 1 << cbits */
-	u64 cs, l2_entries;    /* bytes per cluster, entries per L2 table */
-	u32 rbits;	       /* bits per refcount (1 << refcount_order) */
-	u64 rb_entries;	       /* refcounts per refcount block */
-	u64 *l1, l1_off;       /* the L1 table (host byte order), where it is */
-	u32 l1_size;	       /* its entries */
-	u64 *rt, rt_off;       /* the refcount table (host byte order), where it is */
-	u64 rt_entries;	       /* its entries */
-	u64 file_end;	       /* the file's size rounded up to a cluster: new clusters go here */
-	struct disk *backing;  /* NULL: unallocated clusters read as zeros */
-	u8 *buf;	       /* one cluster, for copies */
-	u64 *l2c, l2c_off;     /* the L2 table read last (big-endian, as in the file), where */
-	u64 nr_data, nr_alloc; /* data clusters in the image, clusters allocated by this run */
+	u32 cbits;	      /* cluster size = 1 << cbits */
+	u64 cs, l2_entries;   /* bytes per cluster, entries per L2 table */
+	u32 rbits;	      /* bits per refcount (1 << refcount_order) */
+	u64 rb_entries;	      /* refcounts per refcount block */
+	u64 *l1, l1_off;      /* the L1 table (host byte order), where it is */
+	u32 l1_size;	      /* its entries */
+	u64 *rt, rt_off;      /* the refcount table (host byte order), where it is */
+	u64 rt_entries;	      /* its entries */
+	u64 file_end;	      /* the file's size rounded up to a cluster: new clusters go here */
+	struct disk *backing; /* NULL: unallocated clusters read as zeros */
+	u8 *buf;	      /* one cluster, for copies */
+	u64 *l2c, l2c_off;    /* the L2 table read last (big-endian, as in the file), where */
+	/* Data clusters in the image, clusters allocated by this run (lkvm stat reads them). */
+	atomic_ullong nr_data, nr_alloc;
 };
 
 /* The qcow2 image open on fd (owned from now on, closed on failure too), path its name (for
