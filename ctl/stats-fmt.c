@@ -109,7 +109,15 @@ static const struct stats_group net_groups[] = {
 	{ "trace", trace_gauges },
 	{ NULL, NULL },
 };
-static const struct stats_group disk_groups[] = { { "bounce", bounce_gauges }, { NULL, NULL } };
+/* snapshot=on's overlay and a qcow2 image's allocation: sizes now, not rates. */
+static const char *const overlay_gauges[] = { "bytes", "clusters", NULL };
+static const char *const qcow2_gauges[] = { "clusters", "allocated", NULL };
+static const struct stats_group disk_groups[] = {
+	{ "bounce", bounce_gauges },
+	{ "overlay", overlay_gauges },
+	{ "qcow2", qcow2_gauges },
+	{ NULL, NULL },
+};
 static const struct stats_group p9_groups[] = {
 	{ "fids", fid_gauges },
 	{ "files", file_gauges },

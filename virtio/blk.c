@@ -14,6 +14,7 @@
 #include <linux/virtio_ring.h>
 
 #include "lkvm/dev.h"
+#include "lkvm/disk.h"
 #include "lkvm/iov.h"
 #include "lkvm/kvm.h"
 #include "lkvm/snap.h"
@@ -62,6 +63,8 @@ struct virtio_blk {
 	struct virtio_device vdev;
 	struct kvm *kvm;
 	int fd;
+	struct disk *disk; /* qcow2 or snapshot=on: that backend, synchronously (fd is -1) */
+	int lock_fd;	   /* with disk: the image's lock (disk_lock), else -1 */
 	bool ro, direct;
 	u32 dio_align; /* O_DIRECT buffer and length alignment */
 	enum blk_io io;
@@ -233,6 +236,17 @@ static int io_buffers(struct virtio_blk *b, struct blk_req *r, const struct iove
 	return 0;
 }
 
+/* A disk backend (disk.h): the whole transfer now, on the queue thread. */
+static u8 do_disk(struct virtio_blk *b, struct blk_req *r)
+{
+	int ret = r->type == VIRTIO_BLK_T_FLUSH ? disk_flush(b->disk)
+		  : r->type == VIRTIO_BLK_T_IN
+			  ? disk_read(b->disk, r->iov, r->niov, r->off, r->len)
+			  : disk_write(b->disk, r->iov, r->niov, r->off, r->len);
+
+	return ret == 0 ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
+}
+
 /* Synchronous backend: the whole transfer now, on the queue thread. */
 static u8 do_sync(struct virtio_blk *b, struct blk_req *r)
 {
@@ -240,6 +254,8 @@ static u8 do_sync(struct virtio_blk *b, struct blk_req *r)
 	u64 done = 0;
 	int n;
 
+	if (b->disk)
+		return do_disk(b, r);
 	if (r->type == VIRTIO_BLK_T_FLUSH)
 		return fdatasync(b->fd) == 0 ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
 	if (io_buffers(b, r, &iov, &n) < 0)
@@ -615,58 +631,6 @@ static const struct virtio_dev_ops virtio_blk_ops = {
 	.stop = blk_stop,
 };
 
-/* ---- options ---- */
-
-static const struct opt_choice aio_choices[] = {
-	{ "libaio", BLK_IO_LIBAIO },
-	{ "sync", BLK_IO_SYNC },
-	{ NULL, 0 },
-};
-static const struct opt_choice direct_choices[] = { { "on", false }, { "off", true }, { NULL, 0 } };
-
-#define BLK(member) OPT_AT(struct blk_opts, member)
-
-/* What may follow -d PATH (any item refused is an "unknown option"). */
-static const struct opt blk_keys[] = {
-	{ "ro", 0, OPT_FLAG, BLK(ro), .help = "read-only" },
-	{ "trans", 0, OPT_CHOICE, BLK(trans), OPT_GIVEN(struct blk_opts, trans_set),
-	  .choices = virtio_trans_choices, .help = "the transport (default: --virtio-transport)" },
-	{ "aio", 0, OPT_CHOICE, BLK(io), .choices = aio_choices,
-	  .help = "I/O through libaio (default) or pread/pwrite" },
-	{ "direct", 0, OPT_CHOICE, BLK(no_direct), .choices = direct_choices,
-	  .help = "on (default): O_DIRECT where the file system\nallows it" },
-	{ .kind = OPT_END },
-};
-
-const struct opt_set blk_opt_set = {
-	.opts = blk_keys,
-	.prefix = "-d ",
-	.verb = "want",
-	.name = "-d",
-	.lenient = true,
-	.help_col = 20,
-};
-
-int blk_parse_opts(const char *arg, struct blk_opts *o, char *err, size_t errlen)
-{
-	size_t n = strlen(arg), plen = strcspn(arg, ",");
-	char keys[128];
-
-	memset(o, 0, sizeof(*o));
-	if (n == 0 || n >= PATH_MAX + 64) {
-		opt_kv_list(&blk_opt_set, keys, sizeof(keys));
-		errfmt(err, errlen, "-d: give an image path (and options: %s)", keys);
-		return -EINVAL;
-	}
-	if (plen == 0 || plen >= sizeof(o->path)) {
-		errfmt(err, errlen, "-d '%s': give an image path first", arg);
-		return -EINVAL;
-	}
-	memcpy(o->path, arg, plen);
-	o->path[plen] = '\0';
-	return opt_parse_kv(&blk_opt_set, arg + plen, arg, o, NULL, err, errlen) < 0 ? -EINVAL : 0;
-}
-
 /* ---- creation, teardown, counters ---- */
 
 /* O_DIRECT where the file system takes it and guest sectors (512 bytes) satisfy it. */
@@ -697,40 +661,36 @@ buffered:
 		b->fd = open(o->path, flags);
 }
 
-/*
- * Two VMs never write one image (issue 40), as QEMU locks its images: with an open file
- * description (OFD) lock, held while the fd is open and dropped by the kernel when the
- * process dies; one of a second open() conflicts even in the same process (a POSIX lock would
- * not), and a byte-range lock past the data changes no I/O. A read-write opener holds a write
- * lock on the byte, a read-only one a read lock: two read-only openers share it, anything
- * with a writer is refused. The byte is QEMU's "write not shared" byte (RAW_LOCK_SHARED_BASE
- * 200 + BLK_PERM_WRITE's bit 1): QEMU's writers test it and its read-only openers (qemu-img
- * info) take a read lock on it, so each also sees lkvm's writer.
- */
-#define BLK_LOCK_BYTE 201
-
-static int lock_image(struct virtio_blk *b, const char *path, char *err, size_t errlen)
+/* A qcow2 image or snapshot=on goes through a disk backend (disk.h), served synchronously;
+ * a raw image without an overlay keeps the fd paths (libaio, O_DIRECT). The image is locked as
+ * a raw one is, through a descriptor of its own (lock_fd): snapshot=on only reads it, so any
+ * number of such VMs share it, and no writer joins them. */
+static int blk_open_disk(struct virtio_blk *b, const struct blk_opts *o, char *err, size_t errlen)
 {
-	struct flock fl = { .l_type = b->ro ? F_RDLCK : F_WRLCK,
-			    .l_whence = SEEK_SET,
-			    .l_start = BLK_LOCK_BYTE,
-			    .l_len = 1 };
+	struct disk_opts d = { .path = o->path,
+			       .ro = o->ro,
+			       .snapshot = o->snapshot,
+			       .backing = o->backing[0] ? o->backing : NULL };
+	enum disk_fmt fmt = DISK_RAW;
+	int ret;
 
-	if (fcntl(b->fd, F_OFD_SETLK, &fl) == 0)
+	/* An image that cannot be probed: open_image says why. */
+	if (!o->snapshot && (disk_probe(o->path, &fmt) < 0 || fmt == DISK_RAW))
 		return 0;
-	if (errno != EAGAIN && errno != EACCES) {
-		errfmt(err, errlen, "-d '%s': cannot lock it: %s", path, strerror(errno));
+	ret = disk_open(&d, &b->disk, err, errlen);
+	if (ret < 0)
+		return ret;
+	b->lock_fd = open(o->path, O_RDONLY | O_CLOEXEC);
+	if (b->lock_fd < 0) {
+		errfmt(err, errlen, "-d '%s': %s", o->path, strerror(errno));
 		return -errno;
 	}
-	/* Who holds it, for the message: a writer, or (to a writer) a reader. */
-	fl = (struct flock){
-		.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = BLK_LOCK_BYTE, .l_len = 1
-	};
-	if (fcntl(b->fd, F_OFD_GETLK, &fl) < 0)
-		fl.l_type = F_WRLCK;
-	errfmt(err, errlen, "disk %s is in use by another process (%s)", path,
-	       fl.l_type == F_RDLCK ? "open read-only" : "locked for writing");
-	return -EBUSY;
+	ret = disk_lock(b->lock_fd, o->ro || o->snapshot, o->path, err, errlen);
+	if (ret < 0)
+		return ret;
+	b->io = BLK_IO_SYNC;
+	b->size = b->disk->size & ~(SECTOR - 1);
+	return 0;
 }
 
 /* blk_init_state: the free request list, the config space and the serial of b (its size known). */
@@ -767,6 +727,12 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 	memcpy(b->path, o->path, sizeof(b->path));
 	b->io = o->io;
 	b->aio_efd = -1;
+	b->fd = b->lock_fd = -1;
+	ret = blk_open_disk(b, o, err, errlen);
+	if (ret < 0)
+		goto fail;
+	if (b->disk)
+		goto opened;
 	open_image(b, o);
 	if (b->fd < 0) {
 		ret = -errno;
@@ -778,10 +744,11 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 		errfmt(err, errlen, "-d '%s': not a regular file (raw images only)", o->path);
 		goto fail;
 	}
-	ret = lock_image(b, o->path, err, errlen);
+	ret = disk_lock(b->fd, b->ro, o->path, err, errlen);
 	if (ret < 0)
 		goto fail;
 	b->size = (u64)st.st_size & ~(SECTOR - 1);
+opened:
 	b->aio_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	b->elem = malloc(sizeof(*b->elem));
 	if (b->aio_efd < 0 || !b->elem || worker_init(&b->worker, kvm) < 0) {
@@ -862,6 +829,9 @@ void virtio_blk_destroy(struct virtio_blk *b)
 	}
 	if (b->fd >= 0)
 		close(b->fd);
+	disk_close(b->disk);
+	if (b->lock_fd >= 0)
+		close(b->lock_fd);
 	if (b->aio_efd >= 0)
 		close(b->aio_efd);
 	free(b->elem);
@@ -878,6 +848,8 @@ void virtio_blk_stats(struct virtio_blk *b, struct stats_visitor *v)
 	v->counter(v, "peak", atomic_load(&b->bounce_peak));
 	v->counter(v, "limit", BOUNCE_MAX);
 	v->counter(v, "waits", atomic_load(&b->bounce_waits));
+	if (b->disk)
+		disk_stats(b->disk, v);
 }
 
 /* ---- the disk as an entry of the VM's device list ---- */
@@ -952,6 +924,12 @@ int virtio_blk_save(struct virtio_blk *b, struct snap_rec_buf *rb, char *err, si
 {
 	struct blk_snap s;
 
+	if (b->disk) {
+		errfmt(err, errlen,
+		       "virtio-blk: %s (%s): a snapshot of this disk is not supported yet", b->path,
+		       disk_format(b->disk));
+		return -ENOTSUP;
+	}
 	memset(&s, 0, sizeof(s));
 	s.size = b->size;
 	s.ro = b->ro;

@@ -1,4 +1,4 @@
-/* The virtio-blk device on a raw image file: requests through libaio (or synchronous pread/pwrite), flush, get-id, read-only. */
+/* The virtio-blk device on a raw image file (qcow2 and overlays through disk.h): requests through libaio (or synchronous pread/pwrite), flush, get-id, read-only. */
 #ifndef LKVM_VIRTIO_BLK_H
 #define LKVM_VIRTIO_BLK_H
 
@@ -16,14 +16,17 @@ struct virtio_blk;
 
 enum blk_io { BLK_IO_LIBAIO, BLK_IO_SYNC };
 
-/* What `-d PATH[,ro][,trans=pci|mmio][,aio=libaio|sync][,direct=on|off]` says. */
+/* What `-d PATH[,ro][,trans=pci|mmio][,aio=libaio|sync][,direct=on|off][,snapshot=on]
+ * [,backing=PATH]` says. */
 struct blk_opts {
 	char path[PATH_MAX];
 	bool ro;
 	enum virtio_trans trans;
-	bool trans_set; /* else --virtio-transport decides */
-	enum blk_io io; /* default libaio */
-	bool no_direct; /* direct=off: never O_DIRECT */
+	bool trans_set;		/* else --virtio-transport decides */
+	enum blk_io io;		/* default libaio */
+	bool no_direct;		/* direct=off: never O_DIRECT */
+	bool snapshot;		/* snapshot=on: writes go to a private overlay (disk.h) */
+	char backing[PATH_MAX]; /* backing=PATH: a qcow2 image's backing file ("": beside it) */
 };
 
 /* What may follow -d PATH: the keys blk_parse_opts reads, and their help. */

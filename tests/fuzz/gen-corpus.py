@@ -631,3 +631,36 @@ def vmsg(ident, event, value, room=63):
 write("vcon", "linux", vmsg(0xffffffff, 0, 1) + vmsg(0, 3, 1) + vmsg(0, 6, 1) + vmsg(0, 6, 0))
 write("vcon", "small-room", vmsg(0xffffffff, 0, 1, 7) + vmsg(0, 3, 1, 12) + vmsg(0, 3, 1, 19))
 write("vcon", "bad", vmsg(1, 3, 1) + vmsg(0, 3, 2) + vmsg(0, 5, 1) + bytes([7, 63]) + b"\0" * 7 + bytes([32, 63]) + b"\xff" * 32)
+
+
+# ---- qcow2: 32 control bytes (4 operations: flags, u32 offset, u16 length - 1, pad), then an
+# image qemu-img makes (small clusters keep the files a few KiB); without qemu-img (qemu-utils)
+# the committed seeds stay as they are ----
+def qcow2_seeds():
+    import shutil
+    import subprocess
+    import tempfile
+    if not shutil.which("qemu-img"):
+        print("gen-corpus: no qemu-img: qcow2 seeds left as they are", file=sys.stderr)
+        return
+    ops = b"".join(struct.pack("<BIHB", f, o, l, 0) for f, o, l in
+                   [(0x81, 1000, 3000), (0, 0, 8191), (1, 40000, 700), (0, 39000, 4000)])
+    with tempfile.TemporaryDirectory() as t:
+        with open(os.path.join(t, "raw"), "wb") as f:
+            f.write(bytes((i * 7 + i // 512 * 13 + 1) & 0xff for i in range(16384)))
+        for name, cmd in [
+            ("v3-empty", "create -f qcow2 -o cluster_size=512 img 64K"),
+            ("v3-data", "convert -O qcow2 -o cluster_size=512 raw img"),
+            ("v2-data", "convert -O qcow2 -o cluster_size=512,compat=0.10 raw img"),
+            ("refcount8", "convert -O qcow2 -o cluster_size=512,refcount_bits=8 raw img"),
+            ("refcount64", "create -f qcow2 -o cluster_size=1024,refcount_bits=64 img 64K"),
+            ("backing", "create -f qcow2 -o cluster_size=512 -b raw -F raw img 64K"),
+            ("c4k", "create -f qcow2 -o cluster_size=4096 img 64K"),
+        ]:
+            subprocess.run(["qemu-img"] + cmd.split(), cwd=t, check=True, stdout=subprocess.DEVNULL)
+            with open(os.path.join(t, "img"), "rb") as f:
+                write("qcow2", name, ops + f.read())
+            os.unlink(os.path.join(t, "img"))
+
+
+qcow2_seeds()

@@ -7,8 +7,8 @@
  *   blk=verify blk.capacity=N
  *                      the disk has N sectors (the host's image size); read sectors 0..63 and
  *                      check the host's pattern (byte i of sector s is (s * 13 + i * 7 + 1) &
- *                      0xff), then write sectors 64..71 with (s * 29 + i * 3 + 5) & 0xff and
- *                      flush, and a read past the end fails. The device must not offer
+ *                      0xff), then write sectors 64..71 with (s * 29 + i * 3 + 5) & 0xff,
+ *                      flush, read them back, and a read past the end fails. The device must not offer
  *                      VIRTIO_BLK_F_RO. The guest asserts each (guest.h) and ends with status 0;
  *                      "BLK-VERIFY-OK" is printed for the reader.
  *   blk=ro blk.capacity=N
@@ -262,6 +262,12 @@ static void verify(void)
 	gprintf("GUEST blk-test: sectors 0-63 read back as the host wrote them\n");
 	GUEST_ASSERT_EQ(write_64(), BLK_S_OK);
 	GUEST_ASSERT_EQ(do_io(BLK_T_FLUSH, 0, 0), BLK_S_OK);
+	/* Read back (through snapshot=on's overlay, say): the guest's own bytes. */
+	GUEST_ASSERT_EQ(do_io(BLK_T_IN, 64, 8 * SECTOR), BLK_S_OK);
+	for (u64 i = 0; i < 8 * SECTOR; i++)
+		if (B.reqs[0].buf[i] != (u8)((64 + i / SECTOR) * 29 + i % SECTOR * 3 + 5))
+			GUEST_FAIL("sector %llu byte %llu read back 0x%x", 64 + i / SECTOR,
+				   i % SECTOR, B.reqs[0].buf[i]);
 	/* Past the end: an error status, not a crash. */
 	GUEST_ASSERT(do_io(BLK_T_IN, B.capacity, SECTOR) != BLK_S_OK);
 	gprintf("BLK-VERIFY-OK capacity=%llu\n", B.capacity);

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # virtio-blk, virtio-mmio, the device tree, virtio-console and virtio-rng: a freestanding guest reads
 # known sectors and writes some (checked in the image afterwards) over PCI and MMIO, libaio and
-# pread/pwrite; read-only disks; --dump-dtb parsed by dtc; Linux finds the mmio disk, its partition
-# table and mounts its ext4 root; where guest user space runs, it boots from an ext4 image built here;
-# an image in use by a writer is refused to a second opener.
+# pread/pwrite; read-only disks; snapshot=on (10 VMs on one image, which stays as it was); qcow2
+# images (converted from raw, an overlay on a raw base, with snapshot=on), qemu-img check after;
+# --dump-dtb parsed by dtc; Linux finds the mmio disk, its partition table and mounts its ext4 root;
+# where guest user space runs, it boots from an ext4 image built here; an image in use by a writer
+# is refused to a second opener.
 # BLK_TESTS=userspace runs only the user-space tests (make check runs them in the emulated host).
 set -u
 SUMMARY_PREFIX=blk
@@ -39,8 +41,9 @@ t_verify() {
 	run_guest blk-verify-$trans${extra//[,=]/-} 0 -- run -k "$ELF" -d "$img,trans=$trans$extra" \
 		-p "blk=verify trans=$trans blk.capacity=2048" --timeout 60 --stats || return
 	check_written "$img" || { fail "image check: $(check_written "$img" 2>&1)"; return; }
-	# 8 reads, a write, a flush and one refused read past the end: 11 requests, 1 error.
-	grep -Eq '^req0 +[0-9]+ +0 +[0-9]+ +11 +36864 +1$' "$LAST_LOG" ||
+	# 8 reads, a write, a flush, a read back and one refused read past the end: 12 requests,
+	# 1 error.
+	grep -Eq '^req0 +[0-9]+ +0 +[0-9]+ +12 +40960 +1$' "$LAST_LOG" ||
 		fail "disk counters: $(grep '^req0' "$LAST_LOG")"
 }
 
@@ -57,6 +60,75 @@ t_read_only() {
 	# 8 reads, the refused write, 1 read: 10 requests, 1 error.
 	grep -Eq '^req0 +[0-9]+ +0 +[0-9]+ +10 +[0-9]+ +1$' "$LAST_LOG" ||
 		fail "disk counters: $(grep '^req0' "$LAST_LOG")"
+}
+
+# t_snapshot N: N VMs at once on one image with snapshot=on: each guest writes sectors 64-71 and
+# reads its own bytes back (blk=verify), each overlay holds the one cluster written, and the
+# image is byte for byte what it was.
+t_snapshot() {
+	local n=$1 img=$WORK/snapshot.img sum i pids=() bad=""
+	need_python && need_guest blk-test || return
+	make_pattern_image "$img" 2048
+	sum=$(sha256sum <"$img")
+	for i in $(seq "$n"); do
+		timeout -s KILL 120 "$LKVM" run -k "$ELF" -d "$img,snapshot=on" --timeout 60 --stats \
+			-p "blk=verify trans=pci blk.capacity=2048" </dev/null >"$LOG_DIR/blk-snapshot-$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for i in $(seq "$n"); do
+		wait "${pids[$((i - 1))]}" || bad+=" vm$i:status=$?"
+		grep -q "BLK-VERIFY-OK capacity=2048" "$LOG_DIR/blk-snapshot-$i.log" || bad+=" vm$i:no-verify"
+		grep -Eq '^ *overlay: bytes 65536, clusters 1' "$LOG_DIR/blk-snapshot-$i.log" || bad+=" vm$i:overlay"
+	done
+	[ -z "$bad" ] || { fail "snapshot=on VMs:$bad (logs $LOG_DIR/blk-snapshot-N.log)"; return; }
+	[ "$(sha256sum <"$img")" = "$sum" ] || fail "snapshot=on wrote the image"
+}
+
+# t_qcow2 KIND: the guest's checks (blk=verify) through a qcow2 image: "convert" is the pattern
+# image converted by qemu-img, "overlay" a qcow2 overlay on the raw one (which stays as it was),
+# "snapshot" the converted one with snapshot=on (unchanged). qemu-img check is clean after, and
+# qemu-img convert reads back what the guest wrote.
+t_qcow2() {
+	local kind=$1 raw=$WORK/qcow2-$1.raw q=$WORK/qcow2-$1.qcow2 opt="" rawsum qsum
+	need_python && need_guest blk-test && need_cmd qemu-img test || return
+	make_pattern_image "$raw" 2048
+	rm -f "$q"
+	if [ "$kind" = overlay ]; then
+		(cd "$WORK" && qemu-img create -q -f qcow2 -b "qcow2-$kind.raw" -F raw "qcow2-$kind.qcow2") || { fail "qemu-img create"; return; }
+	else
+		qemu-img convert -f raw -O qcow2 "$raw" "$q" || { fail "qemu-img convert"; return; }
+	fi
+	[ "$kind" = snapshot ] && opt=,snapshot=on
+	rawsum=$(sha256sum <"$raw") qsum=$(sha256sum <"$q")
+	run_guest "blk-qcow2-$kind" 0 -- run -k "$ELF" -d "$q$opt" -p "blk=verify trans=pci blk.capacity=2048" \
+		--timeout 60 --stats || return
+	[ "$(sha256sum <"$raw")" = "$rawsum" ] || { fail "the raw base changed"; return; }
+	qemu-img check -q "$q" >"$WORK/check-$kind.log" 2>&1 || { fail "qemu-img check: $(head -c 300 "$WORK/check-$kind.log")"; return; }
+	if [ "$kind" = snapshot ]; then
+		[ "$(sha256sum <"$q")" = "$qsum" ] || fail "snapshot=on wrote the qcow2 image"
+		return
+	fi
+	qemu-img convert -O raw "$q" "$WORK/qcow2-$kind.out" || { fail "qemu-img convert back"; return; }
+	check_written "$WORK/qcow2-$kind.out" || fail "image check: $(check_written "$WORK/qcow2-$kind.out" 2>&1)"
+}
+
+# t_qcow2_refused: a backing file elsewhere than beside the image is refused in one line that
+# says how to allow it, and opened when named with backing=; compressed clusters are refused.
+t_qcow2_refused() {
+	local raw=$WORK/refused.raw q=$WORK/refused.qcow2 z=$WORK/refused-z.qcow2
+	need_python && need_guest blk-test && need_cmd qemu-img test || return
+	make_pattern_image "$raw" 2048
+	rm -f "$q" "$z"
+	qemu-img create -q -f qcow2 -b "$raw" -F raw "$q" && qemu-img convert -c -O qcow2 "$raw" "$z" ||
+		{ fail "qemu-img"; return; }
+	run_lkvm blk-qcow2-backing-refused 1 -- run -k "$ELF" -d "$q" --timeout 10 || return
+	expect_output "^lkvm: error: virtio-blk: -d '.*refused.qcow2': backing file '.*refused.raw' is not beside the image; allow it with -d .*refused.qcow2,backing=PATH$" \
+		"the backing file refused" || return
+	run_guest blk-qcow2-backing-allowed 0 -- run -k "$ELF" -d "$q,backing=$raw" \
+		-p "blk=verify trans=pci blk.capacity=2048" --timeout 60 || return
+	run_lkvm blk-qcow2-compressed 1 -- run -k "$ELF" -d "$z" --timeout 10 || return
+	expect_output "^lkvm: error: virtio-blk: -d '.*refused-z.qcow2': qcow2 compressed clusters: not supported$" \
+		"compressed clusters refused"
 }
 
 t_bad_disk() {
@@ -202,6 +274,11 @@ else
 	run_test blk-verify-mmio t_verify mmio
 	run_test blk-verify-mmio-sync t_verify mmio ,aio=sync
 	run_test blk-verify-pci-buffered t_verify pci ,direct=off
+	run_test blk-snapshot t_snapshot 10
+	run_test blk-qcow2-convert t_qcow2 convert
+	run_test blk-qcow2-overlay t_qcow2 overlay
+	run_test blk-qcow2-snapshot t_qcow2 snapshot
+	run_test blk-qcow2-refused t_qcow2_refused
 	run_test blk-ro-mmio t_read_only mmio
 	run_test blk-ro-pci t_read_only pci
 	run_test blk-bad-disk t_bad_disk

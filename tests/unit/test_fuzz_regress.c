@@ -27,6 +27,7 @@ static const struct {
 	{ "dhcp", fuzz_dhcp },
 	{ "vcon", fuzz_vcon },
 	{ "fuse", fuzz_fuse },
+	{ "qcow2", fuzz_qcow2 },
 };
 
 /* Feed every regular file in dir to fn; returns how many (-1 when dir is missing). */

@@ -18,6 +18,7 @@
 #include "vdriver.h"
 #include "wait.h"
 #include "lkvm/kvm.h"
+#include "lkvm/snap.h"
 #include "lkvm/virtio-blk.h"
 
 #define RAM_SIZE MiB(8)
@@ -273,6 +274,38 @@ START_TEST(test_rw_sync)
 }
 END_TEST
 
+/* snapshot=on: the device reads the image and its own writes (in the overlay); the file is
+ * untouched, and a snapshot of the VM is refused in one line. */
+START_TEST(test_snapshot_on)
+{
+	struct snap_rec_buf rb = { 0 };
+	u64 data;
+	u8 buf[512];
+	char err[256];
+
+	dev_up(",snapshot=on");
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 3, 1024, false, false, &data), VIRTIO_BLK_S_OK);
+	check_sectors(data, 3, 2);
+	request(VIRTIO_BLK_T_OUT, 20, 1024, true, true, &data);
+	memset(gp(data), 0x5a, 1024);
+	vd_kick(t.vdev, 0);
+	ck_assert(wait_used(t.q.aidx));
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_FLUSH, 0, 0, false, false, &data), VIRTIO_BLK_S_OK);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 20, 1024, true, false, &data), VIRTIO_BLK_S_OK);
+	for (int i = 0; i < 1024; i++)
+		ck_assert_uint_eq(((u8 *)gp(data))[i], 0x5a);
+	ck_assert_uint_eq(run1(VIRTIO_BLK_T_IN, 19, 512, false, false, &data), VIRTIO_BLK_S_OK);
+	check_sectors(data, 19, 1);
+	file_read(20 * 512, buf, 512);
+	ck_assert_uint_eq(buf[0], pattern(20, 0));
+	ck_assert_int_eq(virtio_blk_save(t.b, &rb, err, sizeof(err)), -ENOTSUP);
+	ck_assert_msg(strstr(err, "(overlay): a snapshot of this disk is not supported"), "%s",
+		      err);
+	snap_rec_free(&rb);
+	dev_down();
+}
+END_TEST
+
 /* Out of the image, overflowing, not whole sectors, unknown types: that request fails, the device goes on. */
 START_TEST(test_bounds)
 {
@@ -395,6 +428,12 @@ START_TEST(test_options)
 			 0);
 	ck_assert(o.ro && o.trans_set && o.trans == VIRTIO_TRANS_MMIO && o.io == BLK_IO_SYNC &&
 		  o.no_direct);
+	ck_assert(!o.snapshot && !o.backing[0]);
+	ck_assert_int_eq(
+		blk_parse_opts("q.qcow2,snapshot=on,backing=/b/base.img", &o, err, sizeof(err)), 0);
+	ck_assert(o.snapshot);
+	ck_assert_str_eq(o.backing, "/b/base.img");
+	ck_assert_int_eq(blk_parse_opts("q.qcow2,snapshot=maybe", &o, err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(blk_parse_opts("", &o, err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(blk_parse_opts(",ro", &o, err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(blk_parse_opts("a.img,rw", &o, err, sizeof(err)), -EINVAL);
@@ -650,6 +689,7 @@ static Suite *blk_suite(void)
 	tcase_add_test(tc, test_rw_libaio);
 	tcase_add_test(tc, test_rw_libaio_buffered);
 	tcase_add_test(tc, test_rw_sync);
+	tcase_add_test(tc, test_snapshot_on);
 	tcase_add_test(tc, test_bounds);
 	tcase_add_test(tc, test_read_only);
 	tcase_add_test(tc, test_io_error_libaio);
