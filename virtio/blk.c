@@ -680,7 +680,8 @@ static int blk_open_disk(struct virtio_blk *b, const struct blk_opts *o, char *e
 	ret = disk_open(&d, &b->disk, err, errlen);
 	if (ret < 0)
 		return ret;
-	b->lock_fd = open(o->path, O_RDONLY | O_CLOEXEC);
+	/* A write lock needs a descriptor open for writing (EBADF otherwise). */
+	b->lock_fd = open(o->path, (o->ro || o->snapshot ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (b->lock_fd < 0) {
 		errfmt(err, errlen, "-d '%s': %s", o->path, strerror(errno));
 		return -errno;
