@@ -9,9 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lkvm/boot.h"
 #include "lkvm/kvm-cpu.h"
-#include "lkvm/layout.h"
 #include "lkvm/kvm.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/x86.h"

@@ -5,7 +5,6 @@
 
 #include "check_main.h"
 #include "lkvm/acpi.h"
-#include "lkvm/boot.h"
 #include "lkvm/dev.h"
 #include "lkvm/io.h"
 #include "lkvm/kvm.h"
