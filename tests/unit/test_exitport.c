@@ -9,17 +9,15 @@
 #include "lkvm/kvm.h"
 #include "lkvm/snap.h"
 
+#include "fake_vm.h"
+
 /* cmd: the VM runs -- CMD (the reports are its command's) rather than a test guest. */
 static struct kvm *vm_new_as(bool cmd)
 {
-	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	struct kvm *kvm = fake_vm_new(0);
 	char err[256];
 
-	ck_assert_ptr_nonnull(kvm);
-	kvm->stop_fd = -1;
 	kvm->cfg.host_root.on = cmd;
-	io_bus_init(&kvm->pio);
-	io_bus_init(&kvm->mmio);
 	ck_assert_int_eq(exitport_add(kvm), 0);
 	ck_assert_int_eq(kvm_devs_init(kvm, err, sizeof(err)), 0);
 	return kvm;
@@ -34,9 +32,7 @@ static void vm_free(struct kvm *kvm)
 {
 	kvm_devs_exit(kvm);
 	ck_assert_int_eq(kvm->pio.nr, 0);
-	io_bus_destroy(&kvm->pio);
-	io_bus_destroy(&kvm->mmio);
-	free(kvm);
+	fake_vm_free(kvm);
 }
 
 /* The word in accesses of `width` bytes, in increasing port order. */
