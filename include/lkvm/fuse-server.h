@@ -16,8 +16,8 @@
  * the server's own table of open files. Every length, node id, file handle and name is
  * checked: a bad one is an error reply, never a host access.
  */
-#define FUSE_SRV_MAX_WRITE MiB(1) /* max_write and max_readahead offered at INIT */
-#define FUSE_SRV_MAX_IOV 1024	  /* buffers on either side of one request */
+#define FUSE_SRV_MAX_WRITE MiB(1)	/* max_write and max_readahead offered at INIT */
+#define FUSE_SRV_MAX_IOV 1024		/* buffers on either side of one request */
 #define FUSE_SRV_HANDLES_DEFAULT 65536u /* open files and directories per share */
 
 /* What the guest may cache (docs/run.md): names and attributes for `timeout` seconds, and
@@ -31,7 +31,7 @@ enum fuse_cache {
 struct fuse_server;
 
 struct fuse_server_opts {
-	bool readonly;	       /* every request that would change the host answers EROFS */
+	bool readonly; /* every request that would change the host answers EROFS */
 	enum fuse_cache cache;
 	u32 timeout_s;	       /* entry and attribute timeout in FUSE_CACHE_ALWAYS (0: 86400) */
 	u32 max_handles;       /* 0: FUSE_SRV_HANDLES_DEFAULT */
