@@ -103,14 +103,10 @@ END_TEST
 /* Every VM gets the port from the machine, and run -- CMD's devices add it again: one device. */
 START_TEST(test_added_once)
 {
-	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	struct kvm *kvm = fake_vm_new(0);
 	char err[256];
 	int n = 0;
 
-	ck_assert_ptr_nonnull(kvm);
-	kvm->stop_fd = -1;
-	io_bus_init(&kvm->pio);
-	io_bus_init(&kvm->mmio);
 	ck_assert_int_eq(exitport_add(kvm), 0);
 	ck_assert_int_eq(exitport_add(kvm), 0);
 	for (struct kvm_dev *d = kvm->devs; d; d = d->next)
