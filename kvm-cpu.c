@@ -9,10 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lkvm/boot.h"
-#include "lkvm/gdb-target.h"
 #include "lkvm/kvm-cpu.h"
-#include "lkvm/layout.h"
 #include "lkvm/kvm.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/x86.h"
@@ -190,13 +187,28 @@ static enum exit_action handle_system_event(struct kvm_cpu *vcpu)
 	return EXIT_STOP;
 }
 
+/* The debugger's (kvm_cpu_set_debug_hooks): set by the layer above, read by every vCPU thread;
+ * an atomic pointer, as a debugger may be attached to a VM that runs already. */
+static const struct kvm_cpu_debug_hooks *debug_hooks;
+
+void kvm_cpu_set_debug_hooks(const struct kvm_cpu_debug_hooks *hooks)
+{
+	__atomic_store_n(&debug_hooks, hooks, __ATOMIC_RELEASE);
+}
+
+static const struct kvm_cpu_debug_hooks *hooks_now(void)
+{
+	return __atomic_load_n(&debug_hooks, __ATOMIC_ACQUIRE);
+}
+
 /* The arch completes what it can (x86/emulate.c); what it cannot ends the run here. */
 static enum exit_action handle_internal_error(struct kvm_cpu *vcpu)
 {
+	const struct kvm_cpu_debug_hooks *h = hooks_now();
 	char why[256]; /* as long as kvm->exit_reason */
 
 	/* Before the completions: an int3 of gdb's is a stop, not the guest's #BP. */
-	if (gdb_vm_emulated_int3(vcpu))
+	if (h && h->internal_error && h->internal_error(vcpu))
 		return EXIT_CONTINUE;
 	if (x86_handle_internal_error(vcpu, why, sizeof(why)) == 0)
 		return EXIT_CONTINUE;
@@ -217,7 +229,9 @@ static enum exit_action handle_fail_entry(struct kvm_cpu *vcpu)
 /* Only with gdb's guest debugging on: the vCPU holds itself, the stop goes to the server. */
 static enum exit_action handle_debug(struct kvm_cpu *vcpu)
 {
-	if (gdb_vm_debug_exit(vcpu))
+	const struct kvm_cpu_debug_hooks *h = hooks_now();
+
+	if (h && h->debug_exit && h->debug_exit(vcpu))
 		return EXIT_CONTINUE;
 	kvm_request_exit(vcpu->kvm, EXIT_LKVM_ERROR, "vCPU %d: debug exit without gdb", vcpu->id);
 	return EXIT_STOP;

@@ -1,14 +1,15 @@
 /* Snapshot and restore of a whole VM: the file's sections in order (machine, vCPUs, devices, memory), on a paused VM and on a new one. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "lkvm/builtin.h"
 #include "lkvm/dev.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
 #include "lkvm/snap.h"
+#include "lkvm/version.h"
 #include "lkvm/vm-snap.h"
 #include "lkvm/x86.h"
 

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "lkvm/builtin.h"
-#include "lkvm/run.h"
 #include "lkvm/util.h"
 
 int cmd_help(int argc, char **argv)

@@ -7,7 +7,6 @@
 #include "lkvm/net.h"
 #include "lkvm/opt.h"
 #include "lkvm/run.h"
-#include "lkvm/snap.h"
 #include "lkvm/virtio-blk.h"
 #include "lkvm/vm-snap.h"
 

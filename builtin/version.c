@@ -4,6 +4,7 @@
 
 #include "lkvm/builtin.h"
 #include "lkvm/util.h"
+#include "lkvm/version.h"
 
 int cmd_version(int argc, char **argv)
 {

@@ -20,13 +20,13 @@
 #include <unistd.h>
 #include <linux/capability.h>
 
-#include "lkvm/builtin.h"
 #include "lkvm/ctl.h"
 #include "lkvm/gdb-target.h"
 #include "lkvm/kvm-cpu.h"
 #include "lkvm/kvm.h"
 #include "lkvm/sandbox.h"
 #include "lkvm/stats.h"
+#include "lkvm/version.h"
 #include "lkvm/vm-snap.h"
 
 #define MAX_CONNS 8    /* clients served at once; more wait in the listen backlog */

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,36 @@ struct exitport {
 	atomic_uint kind; /* of the first valid end report (exitport_report_kind); 0: none yet */
 	void (*ready)(void *arg); /* exitport_on_stdin_ready */
 	void *ready_arg;
+	/* A failed GUEST_ASSERT_EQ's two values, from its LKVM_EXIT_ASSERT_VALUE pieces (a bit per
+	 * piece in pieces); only the vCPU that fails writes them, under lock. Not in a snapshot: one
+	 * taken between the pieces and the assertion costs the values, not the failure. */
+	u64 vals[2];
+	u8 pieces;
 };
+
+/* One LKVM_EXIT_ASSERT_VALUE piece: value idx (0-7) holds bits (idx % 4) * 16 of vals[idx / 4]. */
+static void exitport_piece(struct exitport *e, unsigned idx, unsigned piece)
+{
+	unsigned shift = (idx % 4) * 16;
+
+	e->vals[idx / 4] = (e->vals[idx / 4] & ~(0xffffull << shift)) | ((u64)piece << shift);
+	e->pieces |= 1u << idx;
+}
+
+/* The failed assertion's end: its line, and its values when every piece came. */
+static void exitport_assert(struct exitport *e, unsigned line)
+{
+	char vals[64] = "";
+
+	if (e->pieces == (1u << LKVM_EXIT_ASSERT_PIECES) - 1)
+		snprintf(vals, sizeof(vals), "a=0x%llx b=0x%llx; ", (unsigned long long)e->vals[0],
+			 (unsigned long long)e->vals[1]);
+	/* Only numbers: the guest's own words stay on its console. */
+	kvm_request_exit(e->kvm, EXIT_GUEST_ASSERT,
+			 "guest assertion failed at line %u (%sits console's GUEST FAIL line says "
+			 "where and why)",
+			 line, vals);
+}
 
 static void exitport_report(struct exitport *e, u32 word)
 {
@@ -48,12 +78,11 @@ static void exitport_report(struct exitport *e, u32 word)
 				"guest init failed %s: %s%s%s%s", stage,
 				detail ? strerror((int)detail) : "no error code", *hint ? " (" : "",
 				hint, *hint ? ")" : "");
+	} else if (kind == LKVM_EXIT_ASSERT_VALUE && value < LKVM_EXIT_ASSERT_PIECES) {
+		exitport_piece(e, value, detail);
+		return; /* not an end */
 	} else if (kind == LKVM_EXIT_GUEST_ASSERT && !value) {
-		/* Only a number: the guest's own words stay on its console. */
-		kvm_request_exit(e->kvm, EXIT_GUEST_ASSERT,
-				 "guest assertion failed at line %u (its console's GUEST FAIL line "
-				 "says where and why)",
-				 detail);
+		exitport_assert(e, detail);
 	} else {
 		pr_warn_rl(&e->rl, "lkvm-exit: invalid report 0x%08x ignored", word);
 		return;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lkvm/net.h"
+#include "lkvm/virtio.h"
 
 static const u8 default_mac[6] = { 0x52, 0x54, 0x00, 0x12, 0x34, 0x56 };
 

@@ -20,7 +20,6 @@
 
 #include "lkvm/net.h"
 #include "lkvm/net-trace.h"
-#include "lkvm/net-vhost.h"
 #include "lkvm/virtio.h"
 #include "lkvm/virtio-net.h"
 #include "lkvm/worker.h"

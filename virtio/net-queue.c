@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lkvm/kvm.h"
 #include "net-priv.h"
 
 /* ---- waiting ---- */

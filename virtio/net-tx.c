@@ -7,7 +7,6 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "lkvm/kvm.h"
 #include "net-priv.h"
 
 /* ---- TX ---- */

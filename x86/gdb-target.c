@@ -60,12 +60,20 @@ int gdb_vm_supported(struct kvm *kvm, char *err, size_t errlen)
 	return 0;
 }
 
+/* The vCPU loop's way to the stops below (kvm-cpu.c names nothing of gdb's). */
+static const struct kvm_cpu_debug_hooks gdb_vm_hooks = {
+	.debug_exit = gdb_vm_debug_exit,
+	.internal_error = gdb_vm_emulated_int3,
+};
+
 int gdb_vm_create(struct kvm *kvm, bool wait, struct gdb_vm **out)
 {
 	struct gdb_vm *g = calloc(1, sizeof(*g));
 
 	if (!g)
 		return -ENOMEM;
+	/* Before kvm->gdb is published: a vCPU that sees it also reaches the hooks. */
+	kvm_cpu_set_debug_hooks(&gdb_vm_hooks);
 	g->kvm = kvm;
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_cond_init(&g->cond, NULL);

@@ -38,8 +38,4 @@ int cmd_snapshot(int argc, char **argv);
 void snapshot_usage(FILE *out);
 void debug_usage(FILE *out);
 
-#ifndef LKVM_VERSION
-#define LKVM_VERSION "0.1.0"
-#endif
-
 #endif

@@ -157,7 +157,8 @@ size_t initcfg_stdin_decode(struct initcfg_stdin_dec *d, const uint8_t *in, size
  * little-endian word to LKVM_EXIT_PORT..+3, either as one outl or as four byte writes in
  * increasing port order (what /dev/port does); the write that reaches the last byte commits.
  * The freestanding test guests (tests/guest/lib/) report through it too: their pass as
- * LKVM_EXIT_EXITED 0, a failed GUEST_ASSERT as LKVM_EXIT_GUEST_ASSERT.
+ * LKVM_EXIT_EXITED 0, a failed GUEST_ASSERT as LKVM_EXIT_GUEST_ASSERT (a GUEST_ASSERT_EQ sends
+ * the two values before it, as LKVM_EXIT_ASSERT_VALUE pieces).
  *   bits 0-7   value: CMD's exit status, its signal number, or the init stage (below)
  *   bits 8-15  kind (enum lkvm_exit_kind)
  *   bits 16-31 detail: for LKVM_EXIT_INIT_FAILED the errno (0: none), for
@@ -179,7 +180,12 @@ enum lkvm_exit_kind {
 	/* A test guest's assertion failed (value 0, detail its line; the file and the values
 	 * are on its console, "GUEST FAIL file:line: ..."): lkvm exits EXIT_GUEST_ASSERT. */
 	LKVM_EXIT_GUEST_ASSERT = 5,
+	/* Not an end: one 16-bit piece (detail) of a failed GUEST_ASSERT_EQ's values, sent before
+	 * its LKVM_EXIT_GUEST_ASSERT so lkvm's line shows them (KVM selftests' ucall carries them
+	 * so): value = the piece, 0-3 the first value's from its low end, 4-7 the second's. */
+	LKVM_EXIT_ASSERT_VALUE = 6,
 };
+#define LKVM_EXIT_ASSERT_PIECES 8
 
 #define LKVM_EXIT_WORD(kind, value, detail) \
 	((uint32_t)(value) | ((uint32_t)(kind) << 8) | ((uint32_t)(detail) << 16))

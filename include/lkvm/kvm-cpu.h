@@ -76,6 +76,15 @@ bool kvm_cpu_tsc_stops_over_pause(struct kvm_cpu *vcpu);
  * two host TSC reads, the offset then within half that window. 0 or -errno. */
 struct kvm_guest_tsc;
 int kvm_cpu_guest_tsc(struct kvm_cpu *vcpu, struct kvm_guest_tsc *out) __must_check;
+/* Exits a debugger takes before the vCPU loop's own handling, registered by the layer above
+ * (x86/gdb-target.c) so the loop names nothing of it. Each returns true when it took the exit
+ * (the vCPU continues), false to leave it to the loop. */
+struct kvm_cpu_debug_hooks {
+	bool (*debug_exit)(struct kvm_cpu *vcpu);     /* KVM_EXIT_DEBUG */
+	bool (*internal_error)(struct kvm_cpu *vcpu); /* before the arch's completions */
+};
+/* Process-wide, set once before a vCPU can see such an exit; NULL takes none. */
+void kvm_cpu_set_debug_hooks(const struct kvm_cpu_debug_hooks *hooks);
 /* The KVM exit reason's name ("io", "mmio", "hlt", ...) or NULL. */
 const char *kvm_exit_name(u32 reason);
 /* Append the vCPU's registers and last exit to a text buffer (lkvm debug). */

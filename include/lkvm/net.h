@@ -7,7 +7,7 @@
 
 #include "lkvm/opt.h"
 #include "lkvm/util.h"
-#include "lkvm/virtio.h"
+#include "lkvm/virtio-trans.h"
 
 #define NET_MAX_QUEUE_PAIRS 8
 /* sizeof(struct virtio_net_hdr_v1): the only header layout the device and backends use. */

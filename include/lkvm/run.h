@@ -5,11 +5,9 @@
 #include <stdio.h>
 
 #include "lkvm/kvm.h"
-#include "lkvm/net.h"
 #include "lkvm/opt.h"
 #include "lkvm/run-cmd.h"
 #include "lkvm/term.h"
-#include "lkvm/virtio-blk.h"
 
 /* `lkvm run`'s options: what kvm_run_parse reads and kvm_run_usage prints. */
 extern const struct opt_set run_opt_set;

@@ -2,9 +2,8 @@
 #ifndef LKVM_STATS_FMT_H
 #define LKVM_STATS_FMT_H
 
+#include <stdbool.h>
 #include <stdio.h>
-
-#include "lkvm/util.h"
 
 struct ctl_kvs;
 

@@ -7,6 +7,7 @@
  *                  command line must hold libtest.echo=hello libtest.n=0x10 (read back here)
  *   assert         a GUEST_ASSERT that fails at CPL3 (exit 4, "GUEST FAIL file:line: cond")
  *   assert0        the same at CPL0
+ *   assert-eq      a GUEST_ASSERT_EQ that fails (exit 4; lkvm's line shows both values)
  *   fault          a page fault at CPL3 (exit 2, "GUEST EXCEPTION vector=14")
  *   ud             ud2 at CPL3 (exit 2, "GUEST EXCEPTION vector=6")
  */
@@ -90,6 +91,8 @@ static void user_main(void *arg)
 	GUEST_ASSERT(iopl() == 0 || iopl() == 3); /* 0: a PVM host (guest.h) */
 	if (!strcmp(test, "assert"))
 		GUEST_ASSERT(cpl() == 0);
+	if (!strcmp(test, "assert-eq"))
+		GUEST_ASSERT_EQ(cpl() + 0x1234567890ull, 0xfedcba9876543210ull);
 	if (!strcmp(test, "fault"))
 		WRITE_ONCE(*(volatile u32 *)0x100000000ull, 1); /* above the 4 GiB identity map */
 	if (!strcmp(test, "ud"))

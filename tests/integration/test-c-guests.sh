@@ -31,6 +31,16 @@ t_libtest_fail() {
 	expect_output "^lkvm: error: guest assertion failed at line $line " "lkvm's line naming line $line"
 }
 
+# A failed GUEST_ASSERT_EQ: lkvm's own line carries both values (the exit port's pieces), as the
+# guest's console does.
+t_libtest_assert_eq() {
+	t_libtest_fail assert-eq 4 \
+		'^GUEST FAIL tests/guest/libtest\.c:[0-9]+: .* == 0xfedcba9876543210ull: a=0x1234567893 b=0xfedcba9876543210$' ||
+		return
+	expect_output '^lkvm: error: guest assertion failed at line [0-9]+ \(a=0x1234567893 b=0xfedcba9876543210; ' \
+		"lkvm's line with both values"
+}
+
 # ---- net-bench against net-peer ----
 
 # t_bench TEST PEER-MODE SIZE [EXTRA -p WORDS] [EXTRA -n OPTIONS]
@@ -98,6 +108,7 @@ skip_unless_kvm
 run_test libtest t_libtest
 run_test libtest-assert t_libtest_fail assert 4 '^GUEST FAIL tests/guest/libtest\.c:[0-9]+: cpl\(\) == 0$'
 run_test libtest-assert-cpl0 t_libtest_fail assert0 4 '^GUEST FAIL tests/guest/libtest\.c:[0-9]+: cpl\(\) == 3$'
+run_test libtest-assert-eq t_libtest_assert_eq
 run_test libtest-pagefault t_libtest_fail fault 2 '^GUEST EXCEPTION vector=14 #PF rip=0x[0-9a-f]+ err=0x[0-9a-f]+ cs=0x2b .*cr2=0x100000000$'
 run_test libtest-ud t_libtest_fail ud 2 '^GUEST EXCEPTION vector=6 #UD rip=0x[0-9a-f]+ err=0x0 cs=0x2b '
 run_test net-bench-nonic t_bench_nonic

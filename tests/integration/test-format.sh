@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tree stays formatted: every C file is as clang-format (.clang-format) would write it, no function outside tests/ is
-# over 60 lines (scripts/funclen.awk), and the checks see a file that breaks them.
+# over 60 lines (scripts/funclen.awk), README.md's source map and docs/design.md name the tree and only what is in it,
+# and the checks see a file or tree that breaks them.
 set -u
 # shellcheck disable=SC2034 # read by lib.sh
 SUMMARY_PREFIX=format
@@ -96,8 +97,97 @@ t_sees_long_function() {
 		fail "expected only long.c's function listed, got: '$(tr '\n' ' ' <<<"$out")'"
 }
 
+# ---- the map: README.md's source map and docs/design.md name the tree, and only what is in it ----
+
+# tree_entries ROOT: the files and folders (a folder with its slash) at ROOT's top level and the
+# files under include/lkvm/, one per line: git's list when ROOT is a clone's top, else find's.
+tree_entries() {
+	local root=$1
+	if [ "$(git -C "$root" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$root" && pwd -P)" ]; then
+		git -C "$root" ls-files
+	else
+		(cd "$root" && find . -path ./build -prune -o -type f -print | sed 's|^\./||')
+	fi | awk -F/ 'NF == 1 { print; next } { print $1 "/" } $1 "/" $2 == "include/lkvm" && NF == 3' |
+		sort -u
+}
+
+# unmapped ROOT: each tree_entries entry that neither ROOT/README.md nor ROOT/docs/design.md names
+# as a word of its own, a folder with its slash (include/lkvm/'s files by their names; README.md
+# is the map itself).
+unmapped() {
+	local root=$1 e name re
+	tree_entries "$root" | while read -r e; do
+		[ "$e" = README.md ] && continue
+		name=${e#include/lkvm/}
+		re=${name//./[.]}
+		[[ $name == */ ]] || re+='([^A-Za-z0-9_-]|$)' # a folder's slash ends its name
+		grep -qE "(^|[^A-Za-z0-9_./-])$re" "$root/README.md" \
+			"$root/docs/design.md" 2>/dev/null || echo "$e"
+	done
+}
+
+# design_names FILE: the C names FILE gives in backquotes outside code blocks (an identifier with an
+# underscore, after an optional struct or enum and before an optional "()").
+design_names() {
+	# shellcheck disable=SC2016 # the backquotes are markdown's
+	awk '/^```/ { code = !code; next } !code' "$1" | tr '\n' ' ' | grep -o '`[^`]*`' | tr -d '`' |
+		sed -E 's/^(struct|enum) //; s/\(\)$//' | grep -E '^[A-Za-z_][A-Za-z0-9_]*_[A-Za-z0-9_]*$' |
+		sort -u
+}
+
+# stale_names ROOT: each name ROOT/docs/design.md gives that no C file of ROOT has as a word.
+stale_names() {
+	local root=$1
+	comm -23 <(design_names "$root/docs/design.md") \
+		<(cd "$root" && c_files_in "$root" | xargs -d '\n' cat |
+			grep -oE '[A-Za-z_][A-Za-z0-9_]*' | sort -u)
+}
+
+# c_files_in ROOT: c_files for ROOT (a made-up tree is no clone: find's list).
+c_files_in() {
+	if [ "$(git -C "$1" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$1" && pwd -P)" ]; then
+		git -C "$1" ls-files '*.c' '*.h'
+	else
+		(cd "$1" && find . -name '*.[ch]' -print | sed 's|^\./||')
+	fi
+}
+
+t_map() {
+	local missing stale n
+	n=$(tree_entries "$REPO_ROOT" | wc -l)
+	[ "$n" -gt 60 ] || { fail "found only $n files and folders to map under $REPO_ROOT"; return; }
+	missing=$(unmapped "$REPO_ROOT")
+	stale=$(stale_names "$REPO_ROOT")
+	[ -z "$missing" ] || fail "named in neither README.md's source map nor docs/design.md: $(paste -sd ' ' <<<"$missing")"
+	[ -z "$stale" ] || fail "docs/design.md names what is in no C file: $(paste -sd ' ' <<<"$stale")"
+}
+
+# The same checks on a made-up tree: a file nobody names, a header nobody names and a stale name
+# must be listed; what the docs name (a file, a folder, a header, a function, a struct) and a
+# name in a code block must not.
+# shellcheck disable=SC2016 # the backquotes are markdown's
+t_sees_stale_map() {
+	local d out
+	d=$(mktemp -d "$LOG_DIR/format.XXXXXX")
+	mkdir -p "$d/docs" "$d/sub" "$d/include/lkvm"
+	printf 'int real_fn(void);\nstruct real_type { int x; };\n' >"$d/a.c"
+	: >"$d/b.c"
+	: >"$d/sub/c.c"
+	: >"$d/include/lkvm/x.h"
+	: >"$d/include/lkvm/y.h"
+	printf '| `/` | `a.c` |\n| `sub/` | more |\n| `docs/` | docs |\n| `include/lkvm/` | headers |\n' >"$d/README.md"
+	printf '# D\n`x.h`; `real_fn` calls\n`made_up_fn`, `struct real_type`, `gone_fn()`.\n```\nin_code_fn\n```\n' \
+		>"$d/docs/design.md"
+	out="$(unmapped "$d" | paste -sd ' ') / $(stale_names "$d" | paste -sd ' ')"
+	rm -rf "$d"
+	[ "$out" = "b.c include/lkvm/y.h / gone_fn made_up_fn" ] ||
+		fail "expected 'b.c include/lkvm/y.h / gone_fn made_up_fn', got '$out'"
+}
+
 run_test tree-formatted t_tree
 run_test short-functions t_short_functions
 run_test sees-long-function t_sees_long_function
 run_test sees-misformat t_sees_misformat
+run_test map t_map
+run_test sees-stale-map t_sees_stale_map
 finish_tests

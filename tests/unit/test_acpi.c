@@ -5,12 +5,13 @@
 
 #include "check_main.h"
 #include "lkvm/acpi.h"
-#include "lkvm/boot.h"
 #include "lkvm/dev.h"
 #include "lkvm/io.h"
 #include "lkvm/kvm.h"
 #include "lkvm/layout.h"
 #include "lkvm/snap.h"
+
+#include "fake_vm.h"
 
 #define BASE 0xE0000u
 
@@ -188,14 +189,10 @@ END_TEST
 
 static struct kvm *pm_vm(void)
 {
-	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	struct kvm *kvm = fake_vm_new(0);
 	char err[128];
 
-	ck_assert_ptr_nonnull(kvm);
-	kvm->stop_fd = -1;
 	atomic_store(&kvm->exit_status, -1);
-	io_bus_init(&kvm->pio);
-	io_bus_init(&kvm->mmio);
 	ck_assert_int_eq(acpi_pm_add(kvm), 0);
 	ck_assert_msg(kvm_devs_init(kvm, err, sizeof(err)) == 0, "%s", err);
 	return kvm;
@@ -205,9 +202,7 @@ static void pm_free(struct kvm *kvm)
 {
 	kvm_devs_exit(kvm);
 	ck_assert_int_eq(kvm->pio.nr, 0);
-	io_bus_destroy(&kvm->pio);
-	io_bus_destroy(&kvm->mmio);
-	free(kvm);
+	fake_vm_free(kvm);
 }
 
 static void out(struct kvm *kvm, u16 port, u32 v, u32 len)

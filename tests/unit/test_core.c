@@ -9,9 +9,11 @@
 #include "check_main.h"
 #include "lkvm/io.h"
 #include "lkvm/kvm.h"
+#include "lkvm/net.h"
 #include "lkvm/run.h"
 #include "lkvm/term.h"
 #include "lkvm/virtio-9p.h"
+#include "lkvm/virtio-blk.h"
 #include "lkvm/x86.h"
 
 struct hits {

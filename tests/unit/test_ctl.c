@@ -23,6 +23,8 @@
 #include "lkvm/run.h"
 #include "lkvm/sandbox.h"
 
+#include "fake_vm.h"
+
 START_TEST(header_roundtrip)
 {
 	struct ctl_hdr h = { .magic = CTL_MAGIC,
@@ -568,9 +570,7 @@ static void srv_start_owned(struct srv *t, uid_t owner)
 	char err[256];
 
 	rt_dir(t->dir);
-	t->kvm = calloc(1, sizeof(*t->kvm));
-	ck_assert_ptr_nonnull(t->kvm);
-	t->kvm->vm_fd = t->kvm->sys_fd = t->kvm->stop_fd = -1;
+	t->kvm = fake_vm_new(0);
 	ck_assert_msg(ctl_server_create(t->kvm, "vm", owner, &t->s, err, sizeof(err)) == 0, "%s",
 		      err);
 	ck_assert_int_eq(ctl_server_start(t->s), 0);
@@ -585,7 +585,7 @@ static void srv_start(struct srv *t)
 static void srv_end(struct srv *t)
 {
 	ctl_server_destroy(t->s);
-	free(t->kvm);
+	fake_vm_free(t->kvm);
 	rt_dir_end(t->dir, NULL);
 }
 
@@ -735,7 +735,7 @@ START_TEST(teardown_with_pending_client)
 
 		if (!kvm)
 			_exit(100);
-		kvm->vm_fd = kvm->sys_fd = kvm->stop_fd = -1;
+		fake_vm_init(kvm, 0);
 		if (ctl_server_create(kvm, "vm", geteuid(), &s, err, sizeof(err)) < 0 ||
 		    sandbox_drop_privileges(NULL, err, sizeof(err)) < 0)
 			_exit(101);
@@ -815,7 +815,7 @@ static int starve(struct starved *t, int n)
 	t->last = -1;
 	if (!t->kvm)
 		return 100;
-	t->kvm->vm_fd = t->kvm->sys_fd = t->kvm->stop_fd = -1;
+	fake_vm_init(t->kvm, 0);
 	if (ctl_server_create(t->kvm, "vm", geteuid(), &t->s, err, sizeof(err)) < 0 ||
 	    ctl_server_start(t->s) < 0)
 		return 101;
@@ -995,9 +995,7 @@ START_TEST(stop_all_stops_every_vm)
 
 	rt_dir(dir);
 	for (int i = 0; i < NR; i++) {
-		kvm[i] = calloc(1, sizeof(*kvm[i]));
-		ck_assert_ptr_nonnull(kvm[i]);
-		kvm[i]->vm_fd = kvm[i]->sys_fd = kvm[i]->stop_fd = -1;
+		kvm[i] = fake_vm_new(0);
 		snprintf(name, sizeof(name), "vm%d", i);
 		ck_assert_msg(ctl_server_create(kvm[i], name, geteuid(), &s[i], err, sizeof(err)) ==
 				      0,
@@ -1014,7 +1012,7 @@ START_TEST(stop_all_stops_every_vm)
 		ck_assert_msg(atomic_load(&kvm[i]->stopping), "vm%d was not asked to stop", i);
 		ck_assert_int_eq(atomic_load(&kvm[i]->exit_status), EXIT_STOPPED);
 		ctl_server_destroy(s[i]);
-		free(kvm[i]);
+		fake_vm_free(kvm[i]);
 	}
 	close(stale);
 	rt_dir_end(dir, "stale.sock");

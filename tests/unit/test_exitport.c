@@ -9,17 +9,15 @@
 #include "lkvm/kvm.h"
 #include "lkvm/snap.h"
 
+#include "fake_vm.h"
+
 /* cmd: the VM runs -- CMD (the reports are its command's) rather than a test guest. */
 static struct kvm *vm_new_as(bool cmd)
 {
-	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	struct kvm *kvm = fake_vm_new(0);
 	char err[256];
 
-	ck_assert_ptr_nonnull(kvm);
-	kvm->stop_fd = -1;
 	kvm->cfg.host_root.on = cmd;
-	io_bus_init(&kvm->pio);
-	io_bus_init(&kvm->mmio);
 	ck_assert_int_eq(exitport_add(kvm), 0);
 	ck_assert_int_eq(kvm_devs_init(kvm, err, sizeof(err)), 0);
 	return kvm;
@@ -34,9 +32,7 @@ static void vm_free(struct kvm *kvm)
 {
 	kvm_devs_exit(kvm);
 	ck_assert_int_eq(kvm->pio.nr, 0);
-	io_bus_destroy(&kvm->pio);
-	io_bus_destroy(&kvm->mmio);
-	free(kvm);
+	fake_vm_free(kvm);
 }
 
 /* The word in accesses of `width` bytes, in increasing port order. */
@@ -82,6 +78,46 @@ START_TEST(test_exited)
 }
 END_TEST
 
+/* The first n pieces of a and b (LKVM_EXIT_ASSERT_VALUE), then a failed assertion at line 9:
+ * the pieces end nothing, and lkvm's reason is returned in reason. */
+static void assert_with_pieces(u64 a, u64 b, u32 n, char *reason, size_t len)
+{
+	const u64 v[2] = { a, b };
+	struct kvm *kvm = vm_new_as(false);
+
+	for (u32 i = 0; i < n; i++) {
+		write_word(kvm,
+			   LKVM_EXIT_WORD(LKVM_EXIT_ASSERT_VALUE, i,
+					  (v[i / 4] >> (i % 4) * 16) & 0xffff),
+			   4);
+		ck_assert(!atomic_load(&kvm->stopping));
+	}
+	write_word(kvm, LKVM_EXIT_WORD(LKVM_EXIT_GUEST_ASSERT, 0, 9), 4);
+	ck_assert(atomic_load(&kvm->stopping));
+	ck_assert_int_eq(atomic_load(&kvm->exit_status), EXIT_GUEST_ASSERT);
+	snprintf(reason, len, "%s", kvm->exit_reason);
+	vm_free(kvm);
+}
+
+/* A failed GUEST_ASSERT_EQ's values reach lkvm's line when all eight pieces came before it; a
+ * report that lost some says the line alone, never a half-made value. */
+START_TEST(test_assert_values)
+{
+	char r[256];
+
+	assert_with_pieces(0x1234567893ull, 0xfedcba9876543210ull, 8, r, sizeof(r));
+	ck_assert_str_eq(r,
+			 "guest assertion failed at line 9 (a=0x1234567893 b=0xfedcba9876543210; "
+			 "its console's GUEST FAIL line says where and why)");
+	assert_with_pieces(0, ~0ull, 8, r, sizeof(r));
+	ck_assert_str_eq(r, "guest assertion failed at line 9 (a=0x0 b=0xffffffffffffffff; its "
+			    "console's GUEST FAIL line says where and why)");
+	assert_with_pieces(1, 2, 7, r, sizeof(r));
+	ck_assert_str_eq(r, "guest assertion failed at line 9 (its console's GUEST FAIL line says "
+			    "where and why)");
+}
+END_TEST
+
 /* A test guest (no -- CMD): its pass is status 0, a failed assertion EXIT_GUEST_ASSERT with
  * its line, and nothing but that number of the guest's reaches lkvm's message. */
 START_TEST(test_guest_results)
@@ -107,14 +143,10 @@ END_TEST
 /* Every VM gets the port from the machine, and run -- CMD's devices add it again: one device. */
 START_TEST(test_added_once)
 {
-	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	struct kvm *kvm = fake_vm_new(0);
 	char err[256];
 	int n = 0;
 
-	ck_assert_ptr_nonnull(kvm);
-	kvm->stop_fd = -1;
-	io_bus_init(&kvm->pio);
-	io_bus_init(&kvm->mmio);
 	ck_assert_int_eq(exitport_add(kvm), 0);
 	ck_assert_int_eq(exitport_add(kvm), 0);
 	for (struct kvm_dev *d = kvm->devs; d; d = d->next)
@@ -277,6 +309,7 @@ static Suite *exitport_suite(void)
 
 	tcase_add_test(tc, test_exited);
 	tcase_add_test(tc, test_guest_results);
+	tcase_add_test(tc, test_assert_values);
 	tcase_add_test(tc, test_added_once);
 	tcase_add_test(tc, test_signaled);
 	tcase_add_test(tc, test_init_failed);

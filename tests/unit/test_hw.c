@@ -14,14 +14,12 @@
 #include "lkvm/pci.h"
 #include "lkvm/snap.h"
 
+#include "fake_vm.h"
+
 static struct kvm *vm_new(bool with_pci)
 {
-	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	struct kvm *kvm = fake_vm_new(0);
 
-	ck_assert_ptr_nonnull(kvm);
-	kvm->stop_fd = -1;
-	io_bus_init(&kvm->pio);
-	io_bus_init(&kvm->mmio);
 	if (with_pci)
 		ck_assert_int_eq(pci_bus_create(kvm), 0);
 	return kvm;
@@ -41,9 +39,7 @@ static void vm_free(struct kvm *kvm)
 	pci_bus_destroy(kvm);
 	ck_assert_int_eq(kvm->pio.nr, 0);
 	ck_assert_int_eq(kvm->mmio.nr, 0);
-	io_bus_destroy(&kvm->pio);
-	io_bus_destroy(&kvm->mmio);
-	free(kvm);
+	fake_vm_free(kvm);
 }
 
 static void outb(struct kvm *kvm, u16 port, u8 v)

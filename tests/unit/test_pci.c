@@ -9,6 +9,8 @@
 #include "lkvm/pci.h"
 #include "lkvm/snap.h"
 
+#include "fake_vm.h"
+
 struct tdev {
 	struct pci_device pci;
 	u64 last_off;
@@ -66,12 +68,8 @@ static void tdev_init(struct tdev *d, u32 bar0, u32 bar2)
 
 static struct kvm *vm_new(void)
 {
-	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	struct kvm *kvm = fake_vm_new(0);
 
-	ck_assert_ptr_nonnull(kvm);
-	kvm->stop_fd = -1;
-	io_bus_init(&kvm->pio);
-	io_bus_init(&kvm->mmio);
 	ck_assert_int_eq(pci_bus_create(kvm), 0);
 	ck_assert_ptr_nonnull(kvm->pci);
 	return kvm;
@@ -83,9 +81,7 @@ static void vm_free(struct kvm *kvm)
 	ck_assert_ptr_null(kvm->pci);
 	ck_assert_int_eq(kvm->pio.nr, 0);
 	ck_assert_int_eq(kvm->mmio.nr, 0);
-	io_bus_destroy(&kvm->pio);
-	io_bus_destroy(&kvm->mmio);
-	free(kvm);
+	fake_vm_free(kvm);
 }
 
 static u32 port_io(struct kvm *kvm, u16 port, u32 len, bool is_write, u32 v)

@@ -7,7 +7,6 @@
 #include "check_main.h"
 #include "lkvm/run.h"
 #include "lkvm/snap.h"
-#include "lkvm/vm-snap.h"
 
 #define VM_REC_ARGV 64 /* vm-snap.c's */
 #define VM_REC_HOST_ROOT 65

@@ -9,16 +9,14 @@
 #include "lkvm/kvm.h"
 #include "lkvm/run-status.h"
 
+#include "fake_vm.h"
+
 static struct kvm *vm_new(void)
 {
-	struct kvm *kvm = calloc(1, sizeof(*kvm));
+	struct kvm *kvm = fake_vm_new(0);
 	char err[256];
 
-	ck_assert_ptr_nonnull(kvm);
-	kvm->stop_fd = -1;
 	kvm->cfg.host_root.on = true;
-	io_bus_init(&kvm->pio);
-	io_bus_init(&kvm->mmio);
 	ck_assert_int_eq(exitport_add(kvm), 0);
 	ck_assert_int_eq(kvm_devs_init(kvm, err, sizeof(err)), 0);
 	return kvm;
@@ -27,9 +25,7 @@ static struct kvm *vm_new(void)
 static void vm_free(struct kvm *kvm)
 {
 	kvm_devs_exit(kvm);
-	io_bus_destroy(&kvm->pio);
-	io_bus_destroy(&kvm->mmio);
-	free(kvm);
+	fake_vm_free(kvm);
 }
 
 /* init's report: one 32-bit write to the exit port. */

@@ -9,6 +9,8 @@
 #include "lkvm/kvm.h"
 #include "lkvm/snap.h"
 
+#include "fake_vm.h"
+
 #define BASE 0x3f8
 #define IRQ 4
 
@@ -48,9 +50,7 @@ static struct tvm *tvm_new(void)
 	struct tvm *t = calloc(1, sizeof(*t));
 
 	ck_assert_ptr_nonnull(t);
-	t->kvm.stop_fd = -1;
-	io_bus_init(&t->kvm.pio);
-	io_bus_init(&t->kvm.mmio);
+	fake_vm_init(&t->kvm, 0);
 	t->s = serial8250_create(&t->kvm, BASE, IRQ);
 	ck_assert_ptr_nonnull(t->s);
 	serial8250_set_hooks(t->s, fake_irq, fake_out);
@@ -60,8 +60,7 @@ static struct tvm *tvm_new(void)
 static void tvm_free(struct tvm *t)
 {
 	serial8250_destroy(t->s);
-	io_bus_destroy(&t->kvm.pio);
-	io_bus_destroy(&t->kvm.mmio);
+	fake_vm_exit(&t->kvm);
 	free(t);
 }
 

@@ -43,7 +43,8 @@ static struct env *env_new(void)
 	struct env *e = calloc(1, sizeof(*e));
 
 	ck_assert_ptr_nonnull(e);
-	e->ram = vd_kvm_init(&e->kvm, RAM_SIZE);
+	fake_vm_init(&e->kvm, RAM_SIZE);
+	e->ram = e->kvm.mem.base;
 	e->kvm.cfg.nr_cpus = 2;
 	vd_tdev_init(&e->t, 2, 0, "\x01\x02\x03\x04\x05\x06\x07\x08");
 	e->t.vdev.use_ioeventfd = true; /* no VM: must fall back to trapping */
@@ -60,7 +61,7 @@ static void env_free(struct env *e)
 {
 	vd_tdev_detach(&e->t, virtio_device_exit, &e->kvm);
 	ck_assert_ptr_null(slot(e, 0));
-	vd_kvm_exit(&e->kvm, e->ram);
+	fake_vm_exit(&e->kvm);
 	free(e);
 }
 

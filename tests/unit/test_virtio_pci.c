@@ -42,7 +42,8 @@ static struct env *env_new(void)
 	struct env *e = calloc(1, sizeof(*e));
 
 	ck_assert_ptr_nonnull(e);
-	e->ram = vd_kvm_init(&e->kvm, RAM_SIZE);
+	fake_vm_init(&e->kvm, RAM_SIZE);
+	e->ram = e->kvm.mem.base;
 	ck_assert_int_eq(pci_bus_create(&e->kvm), 0);
 
 	vd_tdev_init(&e->t, 1, 0x020000, MAC_CONFIG);
@@ -62,7 +63,7 @@ static void env_free(struct env *e)
 	vd_tdev_detach(&e->t, virtio_pci_destroy, &e->kvm);
 	pthread_mutex_destroy(&e->t.vdev.lock);
 	pci_bus_destroy(&e->kvm);
-	vd_kvm_exit(&e->kvm, e->ram);
+	fake_vm_exit(&e->kvm);
 	free(e);
 }
 
@@ -914,7 +915,8 @@ START_TEST(test_ioeventfds_follow_bar0)
 
 	ck_assert_ptr_nonnull(e);
 	ck_assert_int_ge(sys_fd, 0);
-	e->ram = vd_kvm_init(&e->kvm, RAM_SIZE);
+	fake_vm_init(&e->kvm, RAM_SIZE);
+	e->ram = e->kvm.mem.base;
 	e->kvm.vm_fd = ioctl(sys_fd, KVM_CREATE_VM, 0);
 	ck_assert_int_ge(e->kvm.vm_fd, 0);
 	pthread_mutex_init(&e->kvm.irq_lock, NULL);
@@ -958,7 +960,7 @@ START_TEST(test_ioeventfds_follow_bar0)
 	pthread_mutex_destroy(&e->kvm.irq_lock);
 	close(e->kvm.vm_fd);
 	close(sys_fd);
-	vd_kvm_exit(&e->kvm, e->ram);
+	fake_vm_exit(&e->kvm);
 	free(e);
 }
 END_TEST

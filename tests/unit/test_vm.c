@@ -16,6 +16,7 @@
 #include "lkvm/pci.h"
 #include "lkvm/run.h"
 #include "lkvm/stats.h"
+#include "lkvm/virtio-blk.h"
 #include "lkvm/virtio-mmio.h"
 #include "lkvm/virtio-net.h"
 

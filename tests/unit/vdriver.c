@@ -12,40 +12,20 @@ struct vdriver vd;
 
 /* ---- the VM ---- */
 
-u8 *vd_kvm_init(struct kvm *kvm, u64 ram_size)
-{
-	u8 *ram = aligned_alloc(4096, ram_size);
-
-	ck_assert_ptr_nonnull(ram);
-	memset(ram, 0, ram_size);
-	kvm->vm_fd = kvm->sys_fd = kvm->stop_fd = -1;
-	io_bus_init(&kvm->pio);
-	io_bus_init(&kvm->mmio);
-	ck_assert_int_eq(gmem_init(&kvm->mem, ram, ram_size), 0);
-	return ram;
-}
-
-void vd_kvm_exit(struct kvm *kvm, u8 *ram)
-{
-	io_bus_destroy(&kvm->pio);
-	io_bus_destroy(&kvm->mmio);
-	free(ram);
-}
-
 void vd_vm_new(u64 ram_size, u64 buf_base)
 {
 	memset(&vd, 0, sizeof(vd));
 	vd.kvm = calloc(1, sizeof(*vd.kvm));
 	ck_assert_ptr_nonnull(vd.kvm);
-	vd.ram = vd_kvm_init(vd.kvm, ram_size);
+	fake_vm_init(vd.kvm, ram_size);
+	vd.ram = vd.kvm->mem.base;
 	vd.ram_size = ram_size;
 	vd.buf_next = buf_base;
 }
 
 void vd_vm_free(void)
 {
-	vd_kvm_exit(vd.kvm, vd.ram);
-	free(vd.kvm);
+	fake_vm_free(vd.kvm);
 	memset(&vd, 0, sizeof(vd));
 }
 

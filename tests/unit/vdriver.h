@@ -6,6 +6,7 @@
 #include <linux/virtio_ring.h>
 
 #include "lkvm/kvm.h"
+#include "fake_vm.h"
 #include "lkvm/virtio.h"
 
 /* ---- the VM: guest RAM and a struct kvm without /dev/kvm ---- */
@@ -20,11 +21,6 @@ struct vdriver {
 
 extern struct vdriver vd;
 
-/* A struct kvm (zeroed by the caller) with no VM behind it: fds -1, empty buses, and ram_size
- * bytes of zeroed, page-aligned RAM, returned. */
-u8 *vd_kvm_init(struct kvm *kvm, u64 ram_size);
-/* Its buses and that RAM freed. */
-void vd_kvm_exit(struct kvm *kvm, u8 *ram);
 /* vd: ram_size bytes of zeroed, page-aligned RAM in a new struct kvm; vd_galloc from buf_base. */
 void vd_vm_new(u64 ram_size, u64 buf_base);
 void vd_vm_free(void);

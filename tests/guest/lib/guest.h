@@ -27,9 +27,10 @@
  *   guest_fail(...)   prints "GUEST FAIL file:line: message" on the console and reports
  *                     "assertion failed" (LKVM_EXIT_GUEST_ASSERT, with the line) through the
  *                     exit port: lkvm exits 4, EXIT_GUEST_ASSERT, and says "guest assertion
- *                     failed at line N"; GUEST_ASSERT(cond) ("GUEST FAIL file:line: cond") and
- *                     GUEST_ASSERT_EQ(a, b) ("GUEST FAIL file:line: a == b: a=0x.. b=0x..")
- *                     use it. The text stays on the console: only the line number reaches lkvm;
+ *                     failed at line N"; GUEST_ASSERT(cond) ("GUEST FAIL file:line: cond")
+ *                     uses it, GUEST_ASSERT_EQ(a, b) its twin guest_fail_eq ("GUEST FAIL
+ *                     file:line: a == b: a=0x.. b=0x..", the values also sent to lkvm, whose
+ *                     line shows them). The text stays on the console: only numbers reach lkvm;
  *   guest_panic()     writes the ISA pvpanic port 0x505 (lkvm exits 2), printing nothing.
  * An exception prints "GUEST EXCEPTION vector=.. rip=.. err=.." and panics (lkvm exits 2).
  */
@@ -217,12 +218,14 @@ void guest_fail(const char *file, int line, const char *fmt, ...) __printf(3, 4)
 		if (!(cond))                                         \
 			guest_fail(__FILE__, __LINE__, "%s", #cond); \
 	} while (0)
-#define GUEST_ASSERT_EQ(a, b)                                                                     \
-	do {                                                                                      \
-		u64 a_ = (u64)(a), b_ = (u64)(b);                                                 \
-		if (a_ != b_)                                                                     \
-			guest_fail(__FILE__, __LINE__, "%s == %s: a=0x%llx b=0x%llx", #a, #b, a_, \
-				   b_);                                                           \
+/* GUEST_FAIL's line with both values, which also reach lkvm's line (LKVM_EXIT_ASSERT_VALUE). */
+void guest_fail_eq(const char *file, int line, const char *a_expr, const char *b_expr, u64 a,
+		   u64 b) __noreturn;
+#define GUEST_ASSERT_EQ(a, b)                                              \
+	do {                                                               \
+		u64 a_ = (u64)(a), b_ = (u64)(b);                          \
+		if (a_ != b_)                                              \
+			guest_fail_eq(__FILE__, __LINE__, #a, #b, a_, b_); \
 	} while (0)
 
 /* ---- boot information ---- */

@@ -140,6 +140,20 @@ void guest_fail(const char *file, int line, const char *fmt, ...)
 	guest_panic(); /* without an exit port (QEMU): still a failure */
 }
 
+void guest_fail_eq(const char *file, int line, const char *a_expr, const char *b_expr, u64 a, u64 b)
+{
+	const u64 vals[2] = { a, b };
+
+	gprintf("GUEST FAIL %s:%d: %s == %s: a=0x%llx b=0x%llx\n", file, line, a_expr, b_expr, a,
+		b);
+	/* The values first, in pieces the exit port's word can carry; lkvm's line shows them. */
+	for (u32 i = 0; i < LKVM_EXIT_ASSERT_PIECES; i++)
+		outl(LKVM_EXIT_PORT, LKVM_EXIT_WORD(LKVM_EXIT_ASSERT_VALUE, i,
+						    (vals[i / 4] >> (i % 4) * 16) & 0xffff));
+	exit_report(LKVM_EXIT_GUEST_ASSERT, line > 0 && line <= 0xffff ? (u32)line : 0);
+	guest_panic(); /* without an exit port (QEMU): still a failure */
+}
+
 u64 lib_io_emulated;
 static exc_handler_t handlers[256];
 
