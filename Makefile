@@ -50,6 +50,17 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
+# The version (one place: include/lkvm/builtin.h) and the commit built from: `git describe` when
+# this is a git tree, else nothing (a tarball, a source package). builtin/version.c is compiled
+# again when the commit changes: $(BUILD)/git-describe is rewritten only then.
+VERSION := $(shell sed -n 's/^\#define LKVM_VERSION "\(.*\)"/\1/p' include/lkvm/builtin.h)
+GIT_DESCRIBE := $(shell git -C $(CURDIR) rev-parse --is-inside-work-tree >/dev/null 2>&1 && \
+	git -C $(CURDIR) describe --always --dirty 2>/dev/null)
+$(shell mkdir -p $(BUILD) && { echo '$(GIT_DESCRIBE)' | cmp -s - $(BUILD)/git-describe || \
+	echo '$(GIT_DESCRIBE)' >$(BUILD)/git-describe; })
+$(BUILD)/builtin/version.o: $(BUILD)/git-describe
+$(BUILD)/builtin/version.o: CFLAGS += -DLKVM_GIT='"$(GIT_DESCRIBE)"'
+
 .PHONY: all clean distclean check unit unit-build guests run deps tools bench fuzz fuzz-build fuzz-targets format
 all: $(LKVM)
 

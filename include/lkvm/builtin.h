@@ -38,8 +38,8 @@ int cmd_snapshot(int argc, char **argv);
 void snapshot_usage(FILE *out);
 void debug_usage(FILE *out);
 
-#ifndef LKVM_VERSION
+/* The one place the version is set: the Makefile reads it (make install, the man pages), and
+ * debian/changelog's first entry must match it (tests/integration/test-install.sh). */
 #define LKVM_VERSION "0.1.0"
-#endif
 
 #endif
