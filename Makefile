@@ -61,7 +61,7 @@ $(shell mkdir -p $(BUILD) && { echo '$(GIT_DESCRIBE)' | cmp -s - $(BUILD)/git-de
 $(BUILD)/builtin/version.o: $(BUILD)/git-describe
 $(BUILD)/builtin/version.o: CFLAGS += -DLKVM_GIT='"$(GIT_DESCRIBE)"'
 
-.PHONY: all clean distclean check unit unit-build guests run deps tools bench fuzz fuzz-build fuzz-targets format
+.PHONY: all clean distclean check man install uninstall unit unit-build guests run deps tools bench fuzz fuzz-build fuzz-targets format
 all: $(LKVM)
 
 $(LKVM): $(BUILD)/main.o $(BUILD)/liblkvm.a
@@ -196,6 +196,29 @@ bench: $(LKVM) guests tools
 check:
 	@tests/check.sh
 
+# Installing: lkvm (its guest init is inside it), the man pages made from its --help texts
+# (scripts/mkman.sh) and the bash completion (completion/lkvm reads lkvm's help when it
+# completes). Nothing is written outside $(DESTDIR). lkvm bench stays a checkout's tool: it runs
+# build/guests/net-bench.elf and build/tools/net-peer (or --guest, --peer), not installed.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+COMPLETIONDIR ?= $(PREFIX)/share/bash-completion/completions
+MAN_DIR := build/man
+man: $(MAN_DIR)/lkvm.1
+$(MAN_DIR)/lkvm.1: lkvm scripts/mkman.sh
+	@rm -rf $(MAN_DIR)
+	@scripts/mkman.sh ./lkvm $(MAN_DIR)
+install: lkvm $(MAN_DIR)/lkvm.1
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(COMPLETIONDIR)
+	install -m 0755 lkvm $(DESTDIR)$(BINDIR)/lkvm
+	install -m 0644 $(MAN_DIR)/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 completion/lkvm $(DESTDIR)$(COMPLETIONDIR)/lkvm
+# The pages removed are those of this tree's command table (the ones install wrote).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/lkvm $(DESTDIR)$(COMPLETIONDIR)/lkvm
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard $(MAN_DIR)/*.1)))
+
 # Reformat every C file in the tree with .clang-format (the format stage of `make check` fails on
 # any file this would change).
 format:
@@ -205,7 +228,7 @@ run:
 	@scripts/run.sh
 
 clean:
-	rm -rf build/obj build/asan build/tsan build/testhooks build/fuzz build/guests build/init lkvm
+	rm -rf build/obj build/asan build/tsan build/testhooks build/fuzz build/guests build/init build/man lkvm
 
 # Also removes the cached guest kernel and initramfs (minutes to rebuild).
 distclean: clean

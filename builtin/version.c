@@ -8,7 +8,8 @@
 int cmd_version(int argc, char **argv)
 {
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: lkvm version\n\nPrint lkvm's version and the git commit it was built from\n(git describe; only the version for a build outside git).\n");
+		printf("usage: lkvm version\n\nPrint lkvm's version and the git commit it was built from\n(git describe; only the version for a build outside git).\n\n"
+		       "Exit status: 0, or 1 an unexpected argument.\n");
 		return 0;
 	}
 	/* Anything else is a mistake said, not ignored. */

@@ -4,7 +4,7 @@
 set -euo pipefail
 what=${1:-all}
 build_pkgs="gcc make pkg-config libfdt-dev libaio-dev libcap-ng-dev libseccomp-dev liburing-dev musl-tools"  # musl-tools: the static guest init; liburing-dev: -n batch=on
-test_pkgs="check iproute2 iputils-ping socat device-tree-compiler e2fsprogs python3 cpio procps clang-format passt gdb"  # gdb: tests/integration/test-gdb.sh drives it; dtc: --dump-dtb; mkfs.ext4 -d: disk images; python3: raw control clients, a pseudo-terminal driver; cpio: test_initrd extracts archives; pgrep: lkvm's cleanup helper; clang-format: the format stage; passt: -n mode=user's tests
+test_pkgs="check iproute2 iputils-ping socat device-tree-compiler e2fsprogs python3 cpio procps clang-format passt gdb man-db groff-base"  # man-db, groff-base: the install stage renders the man pages; gdb: tests/integration/test-gdb.sh drives it; dtc: --dump-dtb; mkfs.ext4 -d: disk images; python3: raw control clients, a pseudo-terminal driver; cpio: test_initrd extracts archives; pgrep: lkvm's cleanup helper; clang-format: the format stage; passt: -n mode=user's tests
 kvm_host_pkgs="qemu-system-x86 busybox-static cpio gzip xz-utils binutils util-linux coreutils"
 bench_pkgs="librsvg2-bin python3 qemu-system-x86"  # rsvg-convert: the bench charts as PNG (tests look at them); python3 checks the JSON and SVG in tests; --qemu
 fuzz_pkgs="clang libclang-rt-dev"  # libFuzzer (libclang_rt.fuzzer) and the sanitizer runtimes

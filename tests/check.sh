@@ -124,6 +124,10 @@ stage harness 1 - harness 'tests/integration/test-harness.sh'
 # The tree is as clang-format (.clang-format) writes it (`make format` fixes a file this fails on),
 # and no function outside tests/ is over 60 lines (scripts/funclen.awk).
 stage format 1 - format 'tests/integration/test-format.sh'
+# make install into a temporary DESTDIR (as nobody when root), the installed lkvm, its man pages
+# (rendered with no warning, each page's options those of --help) and bash completion, make
+# uninstall (seconds).
+stage install 1 - install 'tests/integration/test-install.sh'
 # The stages that run two tests at a time on this machine's KVM, longest first.
 kernel_net="scripts/kvm-host.sh --timeout 1500 -- bash -c 'rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc'"
 stage net $kvm kernel net,virtio-guest "$kernel_net"
