@@ -54,8 +54,9 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 # this is a git tree, else nothing (a tarball, a source package). builtin/version.c is compiled
 # again when the commit changes: $(BUILD)/git-describe is rewritten only then.
 VERSION := $(shell sed -n 's/^\#define LKVM_VERSION "\(.*\)"/\1/p' include/lkvm/builtin.h)
-GIT_DESCRIBE := $(shell git -C $(CURDIR) rev-parse --is-inside-work-tree >/dev/null 2>&1 && \
-	git -C $(CURDIR) describe --always --dirty 2>/dev/null)
+# Only a tree's own .git counts: a copy inside another checkout (tests/integration/test-deb.sh
+# builds one under build/) is not that checkout's commit.
+GIT_DESCRIBE := $(if $(wildcard $(CURDIR)/.git),$(shell git -C $(CURDIR) describe --always --dirty 2>/dev/null))
 $(shell mkdir -p $(BUILD) && { echo '$(GIT_DESCRIBE)' | cmp -s - $(BUILD)/git-describe || \
 	echo '$(GIT_DESCRIBE)' >$(BUILD)/git-describe; })
 $(BUILD)/builtin/version.o: $(BUILD)/git-describe
@@ -83,7 +84,7 @@ $(BUILD)/liblkvm.a: $(LIB_OBJS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 # lkvm's guest init (init/): a static program for the guest (musl: 50 KB where glibc's static
 # libc makes 700 KB), never sanitized, carried in lkvm through init/blob.S (.incbin).
