@@ -215,10 +215,10 @@ install: lkvm $(MAN_DIR)/lkvm.1
 	install -m 0755 lkvm $(DESTDIR)$(BINDIR)/lkvm
 	install -m 0644 $(MAN_DIR)/*.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 completion/lkvm $(DESTDIR)$(COMPLETIONDIR)/lkvm
-# The pages removed are those of this tree's command table (the ones install wrote).
+# lkvm-*.1: every command's page, also after make clean (and of a command since removed).
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/lkvm $(DESTDIR)$(COMPLETIONDIR)/lkvm
-	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard $(MAN_DIR)/*.1)))
+	rm -f $(DESTDIR)$(MANDIR)/man1/lkvm.1 $(DESTDIR)$(MANDIR)/man1/lkvm-*.1
 
 # Reformat every C file in the tree with .clang-format (the format stage of `make check` fails on
 # any file this would change).
