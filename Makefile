@@ -50,7 +50,19 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 
-.PHONY: all clean distclean check unit unit-build guests run deps tools bench fuzz fuzz-build fuzz-targets format
+# The version (one place: include/lkvm/version.h) and the commit built from: `git describe` when
+# this is a git tree, else nothing (a tarball, a source package). builtin/version.c is compiled
+# again when the commit changes: $(BUILD)/git-describe is rewritten only then.
+VERSION := $(shell sed -n 's/^\#define LKVM_VERSION "\(.*\)"/\1/p' include/lkvm/version.h)
+# Only a tree's own .git counts: a copy inside another checkout (tests/integration/test-deb.sh
+# builds one under build/) is not that checkout's commit.
+GIT_DESCRIBE := $(if $(wildcard $(CURDIR)/.git),$(shell git -C $(CURDIR) describe --always --dirty 2>/dev/null))
+$(shell mkdir -p $(BUILD) && { echo '$(GIT_DESCRIBE)' | cmp -s - $(BUILD)/git-describe || \
+	echo '$(GIT_DESCRIBE)' >$(BUILD)/git-describe; })
+$(BUILD)/builtin/version.o: $(BUILD)/git-describe
+$(BUILD)/builtin/version.o: CFLAGS += -DLKVM_GIT='"$(GIT_DESCRIBE)"'
+
+.PHONY: all clean distclean check man install uninstall unit unit-build guests run deps tools bench fuzz fuzz-build fuzz-targets format
 all: $(LKVM)
 
 $(LKVM): $(BUILD)/main.o $(BUILD)/liblkvm.a
@@ -72,7 +84,7 @@ $(BUILD)/liblkvm.a: $(LIB_OBJS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 # lkvm's guest init (init/): a static program for the guest (musl: 50 KB where glibc's static
 # libc makes 700 KB), never sanitized, carried in lkvm through init/blob.S (.incbin).
@@ -185,6 +197,29 @@ bench: $(LKVM) guests tools
 check:
 	@tests/check.sh
 
+# Installing: lkvm (its guest init is inside it), the man pages made from its --help texts
+# (scripts/mkman.sh) and the bash completion (completion/lkvm reads lkvm's help when it
+# completes). Nothing is written outside $(DESTDIR). lkvm bench stays a checkout's tool: it runs
+# build/guests/net-bench.elf and build/tools/net-peer (or --guest, --peer), not installed.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+COMPLETIONDIR ?= $(PREFIX)/share/bash-completion/completions
+MAN_DIR := build/man
+man: $(MAN_DIR)/lkvm.1
+$(MAN_DIR)/lkvm.1: lkvm scripts/mkman.sh
+	@rm -rf $(MAN_DIR)
+	@scripts/mkman.sh ./lkvm $(MAN_DIR)
+install: lkvm $(MAN_DIR)/lkvm.1
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(COMPLETIONDIR)
+	install -m 0755 lkvm $(DESTDIR)$(BINDIR)/lkvm
+	install -m 0644 $(MAN_DIR)/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 completion/lkvm $(DESTDIR)$(COMPLETIONDIR)/lkvm
+# lkvm-*.1: every command's page, also after make clean (and of a command since removed).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/lkvm $(DESTDIR)$(COMPLETIONDIR)/lkvm
+	rm -f $(DESTDIR)$(MANDIR)/man1/lkvm.1 $(DESTDIR)$(MANDIR)/man1/lkvm-*.1
+
 # Reformat every C file in the tree with .clang-format (the format stage of `make check` fails on
 # any file this would change).
 format:
@@ -194,7 +229,7 @@ run:
 	@scripts/run.sh
 
 clean:
-	rm -rf build/obj build/asan build/tsan build/testhooks build/fuzz build/guests build/init lkvm
+	rm -rf build/obj build/asan build/tsan build/testhooks build/fuzz build/guests build/init build/man lkvm
 
 # Also removes the cached guest kernel and initramfs (minutes to rebuild).
 distclean: clean

@@ -1,4 +1,4 @@
-/* `lkvm version`: the version string. */
+/* `lkvm version`: the version string and the commit lkvm was built from. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,7 +9,8 @@
 int cmd_version(int argc, char **argv)
 {
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: lkvm version\n\nPrint lkvm's version.\n");
+		printf("usage: lkvm version\n\nPrint lkvm's version and the git commit it was built from\n(git describe; only the version for a build outside git).\n\n"
+		       "Exit status: 0, or 1 an unexpected argument.\n");
 		return 0;
 	}
 	/* Anything else is a mistake said, not ignored. */
@@ -17,6 +18,14 @@ int cmd_version(int argc, char **argv)
 		pr_err("version: unexpected '%s' (lkvm version takes no arguments)", argv[1]);
 		return 1;
 	}
-	printf("lkvm version %s\n", LKVM_VERSION);
+	/* LKVM_GIT: `git describe --always --dirty` when the Makefile ran in a git tree, else empty
+	 * (a tarball, a source package): then only the version is said. */
+#ifndef LKVM_GIT
+#define LKVM_GIT ""
+#endif
+	if (LKVM_GIT[0])
+		printf("lkvm version %s (git %s)\n", LKVM_VERSION, LKVM_GIT);
+	else
+		printf("lkvm version %s\n", LKVM_VERSION);
 	return 0;
 }

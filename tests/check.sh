@@ -22,7 +22,7 @@ RAN=() # the stages that ran, whose logs the list of skips is read from
 
 # The Debian packages the tests use: one that cannot be installed is a failure (what the project
 # installs itself is never a reason to skip a test).
-for group in test guest bench; do
+for group in test guest bench deb; do
     scripts/deps.sh "$group" || { echo "check: scripts/deps.sh $group failed"; total_f=$((total_f + 1)); }
 done
 
@@ -124,6 +124,13 @@ stage harness 1 - harness 'tests/integration/test-harness.sh'
 # The tree is as clang-format (.clang-format) writes it (`make format` fixes a file this fails on),
 # and no function outside tests/ is over 60 lines (scripts/funclen.awk).
 stage format 1 - format 'tests/integration/test-format.sh'
+# make install into a temporary DESTDIR (as nobody when root), the installed lkvm, its man pages
+# (rendered with no warning, each page's options those of --help) and bash completion, make
+# uninstall (seconds).
+stage install 1 - install 'tests/integration/test-install.sh'
+# The Debian package: dpkg-buildpackage -b (one core, the unit tests inside: about 3 minutes),
+# lintian, dpkg -i and the installed lkvm.
+stage deb 1 - deb 'tests/integration/test-deb.sh'
 # The stages that run two tests at a time on this machine's KVM, longest first.
 kernel_net="scripts/kvm-host.sh --timeout 1500 -- bash -c 'rc=0; tests/integration/test-net.sh || rc=1; tests/integration/test-virtio-guest.sh || rc=1; exit \$rc'"
 stage net $kvm kernel net,virtio-guest "$kernel_net"
