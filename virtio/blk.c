@@ -711,11 +711,33 @@ static void blk_init_state(struct virtio_blk *b, const struct blk_opts *o)
 	memcpy(b->id, id, MIN(strlen(id), sizeof(b->id)));
 }
 
+/* A raw image without an overlay, on the fd paths: opened, checked to be a file, locked. */
+static int blk_open_raw(struct virtio_blk *b, const struct blk_opts *o, char *err, size_t errlen)
+{
+	struct stat st;
+	int ret;
+
+	open_image(b, o);
+	if (b->fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "-d '%s': %s", o->path, strerror(-ret));
+		return ret;
+	}
+	if (fstat(b->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		errfmt(err, errlen, "-d '%s': not a regular file (raw images only)", o->path);
+		return -EINVAL;
+	}
+	ret = disk_lock(b->fd, b->ro, o->path, err, errlen);
+	if (ret < 0)
+		return ret;
+	b->size = (u64)st.st_size & ~(SECTOR - 1);
+	return 0;
+}
+
 static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_blk **out, char *err,
 		     size_t errlen)
 {
 	struct virtio_blk *b = calloc(1, sizeof(*b));
-	struct stat st;
 	int ret;
 
 	*out = NULL;
@@ -730,26 +752,10 @@ static int blk_alloc(struct kvm *kvm, const struct blk_opts *o, struct virtio_bl
 	b->aio_efd = -1;
 	b->fd = b->lock_fd = -1;
 	ret = blk_open_disk(b, o, err, errlen);
+	if (!ret && !b->disk)
+		ret = blk_open_raw(b, o, err, errlen);
 	if (ret < 0)
 		goto fail;
-	if (b->disk)
-		goto opened;
-	open_image(b, o);
-	if (b->fd < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "-d '%s': %s", o->path, strerror(errno));
-		goto fail;
-	}
-	if (fstat(b->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		ret = -EINVAL;
-		errfmt(err, errlen, "-d '%s': not a regular file (raw images only)", o->path);
-		goto fail;
-	}
-	ret = disk_lock(b->fd, b->ro, o->path, err, errlen);
-	if (ret < 0)
-		goto fail;
-	b->size = (u64)st.st_size & ~(SECTOR - 1);
-opened:
 	b->aio_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	b->elem = malloc(sizeof(*b->elem));
 	if (b->aio_efd < 0 || !b->elem || worker_init(&b->worker, kvm) < 0) {

@@ -1,4 +1,5 @@
 /* Unit tests of the virtio-fs device driven through its virtio-mmio registers without KVM (identity, config space, FUSE requests over the request queue, FORGET on hiprio, malformed chains, reset, pause, counters) and of --fs's choice of devices. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
