@@ -540,3 +540,13 @@ def vmsg(ident, event, value, room=63):
 write("vcon", "linux", vmsg(0xffffffff, 0, 1) + vmsg(0, 3, 1) + vmsg(0, 6, 1) + vmsg(0, 6, 0))
 write("vcon", "small-room", vmsg(0xffffffff, 0, 1, 7) + vmsg(0, 3, 1, 12) + vmsg(0, 3, 1, 19))
 write("vcon", "bad", vmsg(1, 3, 1) + vmsg(0, 3, 2) + vmsg(0, 5, 1) + bytes([7, 63]) + b"\0" * 7 + bytes([32, 63]) + b"\xff" * 32)
+
+
+# ---- failon: u8 pattern length, the pattern, then records of u8 length and console bytes ----
+def cons(*writes):
+    return b"".join(bytes([len(w)]) + w for w in writes)
+
+
+write("failon", "warning", bytes([4]) + b"oops" + cons(b"[ 0.1] boot\r\n[ 0.2] WARN", b"ING: CPU: 0\r\n"))
+write("failon", "long", bytes([0]) + cons(*([b"a" * 255] * 4), b"KASAN: x", b"\n", b"BUG: y\n"))
+write("failon", "hostile", bytes([6]) + b"\x1b[2J\\\xff" + cons(b"\x1b[2J\\\xff\r", b"Kernel panic\x00\n"))

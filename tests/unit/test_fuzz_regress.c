@@ -26,6 +26,7 @@ static const struct {
 	{ "gdb", fuzz_gdb },
 	{ "dhcp", fuzz_dhcp },
 	{ "vcon", fuzz_vcon },
+	{ "failon", fuzz_failon },
 };
 
 /* Feed every regular file in dir to fn; returns how many (-1 when dir is missing). */
