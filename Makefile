@@ -42,7 +42,7 @@ LKVM := lkvm
 endif
 
 # Every .c under these folders is part of the VMM library; main.c holds only main().
-LIB_SRCS := $(wildcard builtin/*.c bench/*.c snap/*.c gdb/*.c virtio/*.c net/*.c hw/*.c x86/*.c ctl/*.c initrd/*.c) kvm.c kvm-cpu.c dev.c dev-snap.c vm-snap.c host-root.c machine.c opt.c stats.c worker.c \
+LIB_SRCS := $(wildcard builtin/*.c bench/*.c snap/*.c gdb/*.c virtio/*.c net/*.c hw/*.c x86/*.c ctl/*.c initrd/*.c) kvm.c kvm-cpu.c dev.c dev-snap.c vm-snap.c vm-dump.c elfcore.c host-root.c machine.c opt.c stats.c worker.c \
 	util.c mem.c io.c iov.c term.c failon.c pause.c sandbox.c init/initcfg.c init/dhcp.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/init/blob.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
