@@ -42,8 +42,8 @@ LKVM := lkvm
 endif
 
 # Every .c under these folders is part of the VMM library; main.c holds only main().
-LIB_SRCS := $(wildcard builtin/*.c disk/*.c bench/*.c snap/*.c gdb/*.c virtio/*.c net/*.c hw/*.c x86/*.c ctl/*.c initrd/*.c) kvm.c kvm-cpu.c dev.c dev-snap.c vm-snap.c host-root.c machine.c opt.c stats.c worker.c \
-	util.c mem.c io.c iov.c term.c pause.c sandbox.c init/initcfg.c init/dhcp.c
+LIB_SRCS := $(wildcard builtin/*.c disk/*.c bench/*.c snap/*.c gdb/*.c virtio/*.c net/*.c hw/*.c x86/*.c ctl/*.c initrd/*.c) kvm.c kvm-cpu.c dev.c dev-snap.c vm-snap.c vm-dump.c elfcore.c host-root.c machine.c opt.c stats.c worker.c \
+	util.c mem.c io.c iov.c term.c failon.c pause.c sandbox.c init/initcfg.c init/dhcp.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/init/blob.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -141,7 +141,7 @@ unit-build: $(UNIT_BINS)
 # test_fuzz_regress links them too (built with $(CC)) and replays tests/fuzz/regress/ and
 # the seed corpora through them; `make fuzz` builds each with clang's libFuzzer, ASan and
 # UBSan against the library sources and runs it for FUZZ_SECONDS from its corpus.
-FUZZ_TARGETS := virtqueue pci net boot opts p9 stream bench snap gdb dhcp vcon fuse qcow2
+FUZZ_TARGETS := virtqueue pci net boot opts p9 stream bench snap gdb dhcp vcon fuse qcow2 failon
 FUZZ_SECONDS ?= 60
 FUZZ_OBJS := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz_%.o)
 $(BUILD)/tests/fuzz_%.o: tests/fuzz/fuzz_%.c

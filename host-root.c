@@ -16,8 +16,11 @@ const char *host_root_kernel_params(const struct kvm_config *cfg)
 		return "";
 	/* A log someone keeps (--console-log, --debug's stderr) is the whole log: the console
 	 * prints every level (ignore_loglevel), where it otherwise prints only errors. */
-	return cfg->debug || cfg->host_root.full_log ? "ignore_loglevel panic=-1"
-						     : "quiet panic=-1";
+	if (cfg->debug || cfg->host_root.full_log)
+		return "ignore_loglevel panic=-1";
+	/* --fail-on reads the console: warnings (level 4: WARN_ON's "WARNING:", an oops) must
+	 * reach it, which quiet (console level 4: errors and worse) keeps back. */
+	return cfg->nr_fail_on ? "loglevel=5 panic=-1" : "quiet panic=-1";
 }
 
 /* ---- CMD's consoles ---- */

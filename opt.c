@@ -278,7 +278,7 @@ static int check_item(const struct opt_set *s, const char *p, size_t tlen, const
 		errfmt(err, errlen, "%s: '%.*s' is not key=value", s->name, (int)tlen, p);
 	else if (i < 0)
 		errfmt(err, errlen, "%s: unknown key '%.*s'", s->name, (int)klen, p);
-	else if (seen & (1u << i))
+	else if ((seen & (1u << i)) && !s->opts[i].repeat)
 		errfmt(err, errlen, "%s: duplicate key '%s'", s->name, s->opts[i].name);
 	else if (klen + 1 == tlen)
 		errfmt(err, errlen, "%s: empty value for '%s'", s->name, s->opts[i].name);

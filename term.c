@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -62,6 +63,15 @@ int term_init(struct kvm *kvm, struct term *t)
 		return -e;
 	}
 	t->halt_watch = kvm->cfg.host_root.on;
+	for (int i = 0; i < kvm->cfg.nr_fail_on; i++) {
+		int ret = failon_add(&t->fail, kvm->cfg.fail_on[i]);
+
+		if (ret < 0) { /* checked by the option's parser: only a caller's own config */
+			close(t->wake_fd);
+			pthread_mutex_destroy(&t->out_lock);
+			return ret;
+		}
+	}
 	if (kvm->cfg.exit_on && *kvm->cfg.exit_on) {
 		t->match = strdup(kvm->cfg.exit_on);
 		t->match_len = strlen(kvm->cfg.exit_on);
@@ -293,7 +303,7 @@ void term_output(struct kvm *kvm, const u8 *buf, size_t len)
 {
 	struct term *t = kvm->term;
 	int fd = t ? t->out_fd : STDOUT_FILENO;
-	bool hit = false, halted = false;
+	bool hit = false, halted = false, failed = false;
 
 	if (t)
 		pthread_mutex_lock(&t->out_lock);
@@ -301,6 +311,9 @@ void term_output(struct kvm *kvm, const u8 *buf, size_t len)
 	if (t && len) {
 		hit = term_match_feed(t, buf, len);
 		halted = term_halt_feed(t, buf, len);
+		failed = failon_feed(&t->fail, buf, len);
+		if (failed)
+			snprintf(kvm->fail_on_line, sizeof(kvm->fail_on_line), "%s", t->fail.text);
 		t->last_out = buf[len - 1];
 	}
 	if (t)
@@ -308,7 +321,34 @@ void term_output(struct kvm *kvm, const u8 *buf, size_t len)
 	if (hit)
 		kvm_request_end(kvm, KVM_END_EXIT_ON, EXIT_GUEST_OK, "console printed \"%s\"",
 				kvm->cfg.exit_on);
+	if (failed && !t->fail.hit_deferred && !kvm->cfg.fail_on_finish)
+		kvm_request_end(kvm, KVM_END_FAIL_ON, EXIT_FAIL_ON,
+				"console printed a kernel bug: %s", kvm->fail_on_line);
 	if (halted)
 		kvm_request_end(kvm, KVM_END_POWEROFF, EXIT_GUEST_OK,
 				"guest halted (its kernel has no ACPI to power off with)");
+}
+
+/* The ends a --fail-on line that came before them turns into fail-on: the guest's own, and
+ * the waits for it. A panic (pvpanic), an assertion, a stop, a signal, Ctrl-a x, lkvm's own
+ * error and a closed stdout say something of their own. */
+static const bool fail_on_overrides[KVM_END_NR] = {
+	[KVM_END_OTHER] = true,	  [KVM_END_COMMAND] = true, [KVM_END_INIT] = true,
+	[KVM_END_TIMEOUT] = true, [KVM_END_REBOOT] = true,  [KVM_END_POWEROFF] = true,
+	[KVM_END_EXIT_ON] = true,
+};
+
+int term_fail_on_settle(struct kvm *kvm, int status)
+{
+	char was[96];
+
+	if (!kvm->fail_on_line[0] || (unsigned)kvm->exit_by >= KVM_END_NR ||
+	    !fail_on_overrides[kvm->exit_by])
+		return status;
+	/* Both cut to fit the reason's 256 bytes; the status file has the whole line. */
+	snprintf(was, sizeof(was), "%.80s", kvm->exit_reason);
+	snprintf(kvm->exit_reason, sizeof(kvm->exit_reason),
+		 "console printed a kernel bug: %.120s (then: %.80s)", kvm->fail_on_line, was);
+	kvm->exit_by = KVM_END_FAIL_ON;
+	return EXIT_FAIL_ON;
 }

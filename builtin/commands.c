@@ -18,6 +18,8 @@ const struct lkvm_cmd lkvm_commands[] = {
 	{ "debug", "a running VM's vCPU registers and last exits", cmd_debug, debug_usage },
 	{ "snapshot", "write a running VM's whole state to a file (lkvm run --restore FILE)",
 	  cmd_snapshot, snapshot_usage },
+	{ "dump", "write a running VM's RAM and registers as an ELF core (gdb, crash)", cmd_dump,
+	  dump_usage },
 	{ "bench", "measure virtio-net per TX strategy (lkvm bench net --help)", cmd_bench,
 	  bench_usage },
 	{ "help", "show this text, or a command's help (lkvm help run)", cmd_help, NULL },

@@ -12,11 +12,14 @@
 #include "lkvm/sandbox.h"
 
 static const char *const kind_names[] = {
-	[KVM_END_OTHER] = "other",   [KVM_END_COMMAND] = "command",   [KVM_END_INIT] = "init",
-	[KVM_END_ASSERT] = "assert", [KVM_END_PANIC] = "panic",	      [KVM_END_TIMEOUT] = "timeout",
-	[KVM_END_ERROR] = "error",   [KVM_END_STOP] = "stop",	      [KVM_END_SIGNAL] = "signal",
-	[KVM_END_REBOOT] = "reboot", [KVM_END_POWEROFF] = "poweroff", [KVM_END_EXIT_ON] = "exit-on",
-	[KVM_END_QUIT] = "quit",     [KVM_END_CLOSED] = "closed",     [KVM_END_SANDBOX] = "sandbox",
+	[KVM_END_OTHER] = "other",	 [KVM_END_COMMAND] = "command",
+	[KVM_END_INIT] = "init",	 [KVM_END_ASSERT] = "assert",
+	[KVM_END_PANIC] = "panic",	 [KVM_END_TIMEOUT] = "timeout",
+	[KVM_END_ERROR] = "error",	 [KVM_END_STOP] = "stop",
+	[KVM_END_SIGNAL] = "signal",	 [KVM_END_REBOOT] = "reboot",
+	[KVM_END_POWEROFF] = "poweroff", [KVM_END_EXIT_ON] = "exit-on",
+	[KVM_END_QUIT] = "quit",	 [KVM_END_CLOSED] = "closed",
+	[KVM_END_SANDBOX] = "sandbox",	 [KVM_END_FAIL_ON] = "fail-on",
 };
 _Static_assert(sizeof(kind_names) / sizeof(kind_names[0]) == KVM_END_NR, "a name per kind");
 
@@ -63,6 +66,8 @@ int run_status_format(const struct run_status *s, char *buf, size_t len)
 	at = put_int(buf, at, len, "status", s->status);
 	if (s->reason[0])
 		at = put_line(buf, at, len, "reason", s->reason);
+	if (s->fail_on[0])
+		at = put_line(buf, at, len, "fail_on", s->fail_on);
 	if (len)
 		buf[MIN(at, len - 1)] = '\0';
 	return at < len ? (int)at : -ENOSPC;
@@ -79,6 +84,10 @@ void run_status_collect(struct run_status *s, struct kvm *kvm, int status)
 	if (!ended)
 		return; /* never ran: the error line said why */
 	snprintf(s->reason, sizeof(s->reason), "%s", kvm->exit_reason);
+	snprintf(s->fail_on, sizeof(s->fail_on), "%s", kvm->fail_on_line);
+	/* A --fail-on-finish run's CMD reported its status: still the command's. */
+	if (s->by == KVM_END_FAIL_ON && exitport_report_kind(kvm) == LKVM_EXIT_EXITED)
+		s->command_status = exit_status;
 	if (s->by == KVM_END_COMMAND)
 		s->command_status = exit_status;
 	if (s->by == KVM_END_COMMAND && exitport_report_kind(kvm) == LKVM_EXIT_SIGNALED)
@@ -126,7 +135,7 @@ int run_status_open(const char *path, char *err, size_t errlen)
 
 void run_status_close(const struct run_status *s)
 {
-	char buf[512];
+	char buf[512 + FAILON_TEXT_MAX];
 	int n;
 
 	if (status_fd < 0)

@@ -153,6 +153,32 @@ static int opt_net_alias(const struct opt *o, const char *v, void *base, char *e
 	return opt_net(o, strcmp(v, "user") ? v : "mode=user", base, err, errlen);
 }
 
+/* --fail-on PATTERN|default, repeatable: checked by expanding all given so far (term.c does it
+ * again for the run), so that a pattern too long or one too many is the option's error. */
+_Static_assert(FAILON_MAX == 32, "--fail-on's help says 32");
+static int opt_fail_on(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
+{
+	struct kvm_config *cfg = &((struct run_args *)base)->cfg;
+	struct failon f = { 0 };
+	int ret = 0;
+
+	for (int i = 0; ret == 0 && i < cfg->nr_fail_on; i++)
+		ret = failon_add(&f, cfg->fail_on[i]);
+	if (ret == 0 && cfg->nr_fail_on < FAILON_MAX)
+		ret = failon_add(&f, v);
+	else if (ret == 0)
+		ret = -E2BIG;
+	if (ret == -E2BIG)
+		errfmt(err, errlen, "--fail-on '%.64s': more than %d patterns (default counts %d)",
+		       v, FAILON_MAX, FAILON_DEFAULT_NR);
+	else if (ret < 0)
+		errfmt(err, errlen, "--fail-on '%.64s': give 1 to %d bytes of text, or default", v,
+		       FAILON_PATTERN_MAX);
+	else
+		cfg->fail_on[cfg->nr_fail_on++] = v;
+	return ret;
+}
+
 static int opt_stats(const struct opt *o, const char *v, void *base, char *err, size_t errlen)
 {
 	struct kvm_config *cfg = &((struct run_args *)base)->cfg;
@@ -215,6 +241,19 @@ static const struct opt run_opts[] = {
 	  .help = "stop the guest after SECS seconds and exit with 124", .process = true },
 	{ "exit-on", 0, OPT_STR, CFG(exit_on), .arg = "TEXT", .bad = "the text must not be empty",
 	  .help = "exit with 0 as soon as the console prints TEXT", .process = true },
+	{ "fail-on", 0, OPT_FN, .fn = opt_fail_on, .arg = "PATTERN",
+	  .help = "exit with 5 as soon as a console line contains PATTERN\n"
+		  "(repeatable, up to 32 patterns); default: the kernel's bug\n"
+		  "reports, BUG:, WARNING:, KASAN:, KFENCE:, UBSAN:, Oops:,\n"
+		  "soft lockup, blocked for more than (hung task), Kernel panic\n"
+		  "(unless pvpanic reports it: 2); with -- CMD the kernel then\n"
+		  "logs warnings too (loglevel=5: each console byte costs the\n"
+		  "UART's exits)",
+	  .process = true },
+	{ "fail-on-finish", 0, OPT_FLAG, CFG(fail_on_finish),
+	  .help = "with --fail-on: the run goes on to its end, then exits with 5\n"
+		  "if a line matched (unless it ended by panic, stop or signal)",
+	  .process = true },
 	{ "quirks", 0, OPT_CHOICE, CFG(quirks), .choices = quirks_choices, .arg = "MODE",
 	  .help = "auto (default): complete what the host cannot emulate\n"
 		  "when /sys/module/kvm_pvm exists; pvm: always; none: never" },
@@ -282,8 +321,9 @@ static const struct opt run_opts[] = {
 	  .bad = "give a file name",
 	  .help = "at the end write how the run ended to FILE, key=value lines:\n"
 		  "ended=command|init|panic|timeout|error|stop|signal|reboot|\n"
-		  "poweroff|exit-on|quit|closed|sandbox|assert, command_status=N\n"
-		  "(CMD's own), status=N (lkvm's exit status), ... (docs/run.md)",
+		  "poweroff|exit-on|quit|closed|sandbox|assert|fail-on,\n"
+		  "command_status=N (CMD's own), status=N (lkvm's exit status),\n"
+		  "fail_on=LINE (the first --fail-on match), ... (docs/run.md)",
 	  .process = true },
 	{ "modules", 0, OPT_STR, OPT_AT(struct run_args, cmd.modules), .arg = "DIR",
 	  .bad = "give a directory",
@@ -373,7 +413,8 @@ void kvm_run_usage(FILE *out)
 		"else /tmp/lkvm-UID; NAME.sock in it (see lkvm help).\n"
 		"Exit status: 0 guest powered off (through ACPI: a kernel without CONFIG_ACPI only\n"
 		"halts) or rebooted (or --exit-on matched), 1 error,\n"
-		"2 guest panic (pvpanic), 3 stopped by lkvm stop, 124 --timeout expired,\n"
+		"2 guest panic (pvpanic), 3 stopped by lkvm stop, 5 a --fail-on line,\n"
+		"124 --timeout expired,\n"
 		"128+N stopped by signal N (159: the sandbox stopped a forbidden system call).\n"
 		"With -- CMD: CMD's own status (0-255; 128+N when a signal N killed it), or 2, 124,\n"
 		"1, 128+N as above, and 125 when the guest ended without CMD's status (init could\n"
@@ -716,6 +757,12 @@ static int finish(struct run_state *st, const struct kvm_config *cfg, struct ctl
 	st->term_up = false;
 
 	status = run_cmd_end(&st->kvm, atomic_load(&st->kvm.exit_status), &quiet);
+	if (st->kvm.fail_on_line[0]) {
+		int settled = term_fail_on_settle(&st->kvm, status);
+
+		quiet &= settled == status; /* CMD's status is no longer lkvm's: say why */
+		status = settled;
+	}
 	if (quiet)
 		pr_debug("%s", st->kvm.exit_reason);
 	else if (status == EXIT_GUEST_OK || status == EXIT_STOPPED)

@@ -27,6 +27,7 @@
 #include "lkvm/sandbox.h"
 #include "lkvm/stats.h"
 #include "lkvm/version.h"
+#include "lkvm/vm-dump.h"
 #include "lkvm/vm-snap.h"
 
 #define MAX_CONNS 8    /* clients served at once; more wait in the listen backlog */
@@ -442,11 +443,53 @@ static void snapshot_request(struct ctl_server *s, struct conn *c, struct ctl_ms
 	ctl_add_u64(r, "bytes", res.bytes);
 }
 
+/* lkvm dump: the file came with the request; the reply says its size and the pause's times. */
+static void dump_request(struct ctl_server *s, struct conn *c, struct ctl_msg *r)
+{
+	struct kvm_dump_result res;
+	char err[384] = "";
+	int ret;
+
+	if (c->passed_fd < 0) {
+		reply_error(r, CTL_ERR_PROTO, "%s: a dump request comes with its file's descriptor",
+			    s->name);
+		return;
+	}
+	ret = kvm_dump(s->kvm, c->passed_fd, &res, err, sizeof(err));
+	drop_passed(c);
+	if (ret < 0) {
+		reply_error(r,
+			    ret == -EBUSY || atomic_load(&s->kvm->stopping) ? CTL_ERR_STATE
+									    : CTL_ERR_FAILED,
+			    "%s: %s", s->name, err);
+		return;
+	}
+	add_info(s, r);
+	ctl_add_u64(r, "pause_ns", res.pause_ns);
+	ctl_add_u64(r, "write_ns", res.write_ns);
+	ctl_add_u64(r, "bytes", res.bytes);
+}
+
+/* lkvm debug: every vCPU's registers and last exit, as text. */
+static void debug_request(struct ctl_server *s, struct ctl_msg *r)
+{
+	char err[256] = "";
+	char *text = kvm_debug_dump(s->kvm, PARK_TIMEOUT_MS, err, sizeof(err));
+
+	if (!text) {
+		reply_error(r, CTL_ERR_STATE, "%s: %s", s->name, err);
+		return;
+	}
+	ctl_add_str(r, "name", s->name);
+	ctl_add_str(r, "state", state_name(s->kvm));
+	ctl_add_strn(r, "text", text, MIN(strlen(text), (size_t)CTL_STR_MAX));
+	free(text);
+}
+
 static bool handle(struct ctl_server *s, struct conn *c, u16 type, struct ctl_msg *r)
 {
 	struct kvm *kvm = s->kvm;
 	char err[256] = "";
-	char *text;
 	int ret;
 
 	switch (type) {
@@ -481,18 +524,13 @@ static bool handle(struct ctl_server *s, struct conn *c, u16 type, struct ctl_ms
 			add_info(s, r);
 		return false;
 	case CTL_DEBUG:
-		text = kvm_debug_dump(kvm, PARK_TIMEOUT_MS, err, sizeof(err));
-		if (!text) {
-			reply_error(r, CTL_ERR_STATE, "%s: %s", s->name, err);
-			return false;
-		}
-		ctl_add_str(r, "name", s->name);
-		ctl_add_str(r, "state", state_name(kvm));
-		ctl_add_strn(r, "text", text, MIN(strlen(text), (size_t)CTL_STR_MAX));
-		free(text);
+		debug_request(s, r);
 		return false;
 	case CTL_SNAPSHOT:
 		snapshot_request(s, c, r);
+		return false;
+	case CTL_DUMP:
+		dump_request(s, c, r);
 		return false;
 	default:
 		reply_error(r, CTL_ERR_TYPE, "unknown request type %u (this lkvm knows 1 to %d)",

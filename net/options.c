@@ -182,6 +182,100 @@ static const struct opt_choice vhost_modes[NET_VHOST_NR + 1] = {
 	[NET_VHOST_AUTO] = { "auto", NET_VHOST_AUTO },
 };
 
+/* A port: 1-65535 in decimal digits only (no sign, no spaces, no hex). */
+static bool parse_port(const char *s, size_t len, unsigned *port)
+{
+	unsigned v = 0;
+
+	if (len == 0 || len > 5)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (unsigned)(s[i] - '0');
+	}
+	*port = v;
+	return v >= 1 && v <= 65535;
+}
+
+/* The forward's words split at ':': PROTO, [ADDR,] HOSTPORT, GUESTPORT. */
+static int split_fwd(const char *v, const char *w[4], size_t wl[4])
+{
+	int n = 0;
+
+	for (const char *p = v;; p++) {
+		size_t len = strcspn(p, ":");
+
+		if (n == 4)
+			return -EINVAL;
+		w[n] = p;
+		wl[n++] = len;
+		p += len;
+		if (!*p)
+			break;
+	}
+	return n;
+}
+
+/* fwd's value into passt's spec "ADDR/HOSTPORT:GUESTPORT" (ADDR normalised, default
+ * 127.0.0.1: this host's own users only). False when any part does not parse. */
+static bool parse_fwd(const char *v, struct net_fwd *f, unsigned *hp)
+{
+	const char *w[4];
+	size_t wl[4];
+	int n = split_fwd(v, w, wl);
+	char addr[INET_ADDRSTRLEN];
+	struct in_addr a = { htonl(INADDR_LOOPBACK) };
+	unsigned gp;
+
+	if (n < 3 || wl[0] != 3 || (memcmp(w[0], "tcp", 3) && memcmp(w[0], "udp", 3)))
+		return false;
+	if (n == 4) {
+		if (wl[1] >= sizeof(addr))
+			return false;
+		memcpy(addr, w[1], wl[1]);
+		addr[wl[1]] = '\0';
+		if (inet_pton(AF_INET, addr, &a) != 1)
+			return false;
+	}
+	if (!parse_port(w[n - 2], wl[n - 2], hp) || !parse_port(w[n - 1], wl[n - 1], &gp))
+		return false;
+	f->udp = w[0][0] == 'u';
+	inet_ntop(AF_INET, &a, addr, sizeof(addr));
+	snprintf(f->spec, sizeof(f->spec), "%s/%u:%u", addr, *hp, gp);
+	return true;
+}
+
+/* fwd=tcp|udp:[ADDR:]HOSTPORT:GUESTPORT, repeatable: a host port forwarded by passt to the
+ * guest's port; the same host port and address twice is refused here, not by passt later. */
+static int key_fwd(const struct opt *k, const char *v, void *base, char *err, size_t errlen)
+{
+	struct net_opts *o = base;
+	struct net_fwd f = { 0 };
+	unsigned hp;
+
+	if (!parse_fwd(v, &f, &hp)) {
+		errfmt(err, errlen,
+		       "-n %s '%.80s': want tcp|udp:[ADDR:]HOSTPORT:GUESTPORT (ports 1-65535, ADDR IPv4)",
+		       k->name, v);
+		return -EINVAL;
+	}
+	if (o->nr_fwds >= NET_MAX_FWDS) {
+		errfmt(err, errlen, "-n %s: at most %d forwards per NIC", k->name, NET_MAX_FWDS);
+		return -EINVAL;
+	}
+	for (int i = 0; i < o->nr_fwds; i++) {
+		if (o->fwd[i].udp == f.udp &&
+		    !strncmp(o->fwd[i].spec, f.spec, strcspn(f.spec, ":") + 1)) {
+			errfmt(err, errlen, "-n %s '%.80s': that %s host port is forwarded twice",
+			       k->name, v, f.udp ? "udp" : "tcp");
+			return -EINVAL;
+		}
+	}
+	o->fwd[o->nr_fwds++] = f;
+	return 0;
+}
+
 #define NET(member) OPT_AT(struct net_opts, member)
 #define STR_(x) #x
 #define STR(x) STR_(x) /* a number in the help text */
@@ -204,6 +298,7 @@ enum {
 	K_TRANS,
 	K_VHOST,
 	K_TRACE,
+	K_FWD,
 };
 static const struct opt net_keys[] = {
 	[K_MODE] = { "mode", 0, OPT_CHOICE, NET(mode), .choices = net_modes,
@@ -261,6 +356,11 @@ static const struct opt net_keys[] = {
 		      .help = "on: time each stage of a bench rr round\n"
 			      "trip from the stamps in its frames (group\n"
 			      "trace of --stats; pair 0); off (default)" },
+	[K_FWD] = { "fwd", 0, OPT_FN, .fn = key_fwd, .repeat = true, .arg = "SPEC",
+		    .help = "mode=user: SPEC tcp|udp:[ADDR:]HOSTPORT:GUESTPORT,\n"
+			    "passt forwards the host's port (on ADDR, an\n"
+			    "IPv4 address; default 127.0.0.1) to the\n"
+			    "guest's; repeatable, up to " STR(NET_MAX_FWDS) " per NIC" },
 	{ .kind = OPT_END },
 };
 _Static_assert(ARRAY_SIZE(net_keys) <= 32, "net_parse_opts's seen bits hold every key");
@@ -332,6 +432,12 @@ static int check_backend_keys(const struct net_opts *o, unsigned seen, char *err
 	if (o->mode == NET_MODE_USER) {
 		static const int tap_only[] = { K_TAPIF, K_HOST_IP, K_SCRIPT };
 
+		if ((seen & (1u << K_FWD)) && (seen & (1u << K_SOCKET))) {
+			errfmt(err, errlen,
+			       "-n fwd: only with the passt lkvm starts (a passt at socket= has its own -t/-u)");
+			return -EINVAL;
+		}
+
 		for (size_t i = 0; i < ARRAY_SIZE(tap_only); i++) {
 			if (seen & (1u << tap_only[i])) {
 				errfmt(err, errlen,
@@ -348,6 +454,9 @@ static int check_backend_keys(const struct net_opts *o, unsigned seen, char *err
 		}
 	} else if (seen & (1u << K_SOCKET)) {
 		errfmt(err, errlen, "-n socket: only with mode=user");
+		return -EINVAL;
+	} else if (seen & (1u << K_FWD)) {
+		errfmt(err, errlen, "-n fwd: only with mode=user (passt forwards the ports)");
 		return -EINVAL;
 	}
 	return 0;

@@ -287,6 +287,7 @@ static int find_passt(char *path, size_t len)
 struct passt_start {
 	char dir[64], fifo[80];
 	int fifo_fd, err_fd;
+	const struct net_opts *o; /* its fwd= become passt's -t and -u */
 };
 
 static void start_end(struct passt_start *st)
@@ -381,6 +382,30 @@ static int start_wait(struct passt_start *st, pid_t pid, int pidfd, char *err, s
 	return -ECHILD;
 }
 
+/* passt's options, --runas for root, two words per forward (-t|-u SPEC), the NULL. */
+#define PASST_ARGV_MAX (7 + 2 + 2 * NET_MAX_FWDS + 1)
+static void passt_argv(const struct passt_start *st, char *argv[PASST_ARGV_MAX])
+{
+	static const char *const base[] = {
+		"passt", "--foreground", "--quiet", "--fd", "3", "--pid"
+	};
+	int argc = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(base); i++)
+		argv[argc++] = (char *)base[i];
+	argv[argc++] = (char *)st->fifo;
+	if (geteuid() == 0) {
+		/* passt refuses to keep root; say which user it becomes. */
+		argv[argc++] = "--runas";
+		argv[argc++] = "nobody";
+	}
+	for (int i = 0; i < st->o->nr_fwds; i++) {
+		argv[argc++] = st->o->fwd[i].udp ? "-u" : "-t";
+		argv[argc++] = (char *)st->o->fwd[i].spec;
+	}
+	argv[argc] = NULL;
+}
+
 /*
  * Start `passt --foreground --quiet --fd 3` on the other end of a socket pair. passt leaves
  * when that socket closes (--fd implies one-off): lkvm's end is closed at teardown, or by the
@@ -392,8 +417,7 @@ static int spawn_passt(int child_fd, const struct passt_start *st, pid_t *pidp, 
 		       char *err, size_t errlen)
 {
 	char path[PATH_MAX];
-	char *argv[] = { "passt", "--foreground",   "--quiet", "--fd", "3",
-			 "--pid", (char *)st->fifo, NULL,      NULL,   NULL };
+	char *argv[PASST_ARGV_MAX];
 	pid_t parent = getpid(), pid;
 	sigset_t none;
 	int pidfd, e;
@@ -403,11 +427,7 @@ static int spawn_passt(int child_fd, const struct passt_start *st, pid_t *pidp, 
 		       "-n mode=user: passt is not in PATH (Debian: apt install passt)");
 		return -ENOENT;
 	}
-	if (geteuid() == 0) {
-		/* passt refuses to keep root; say which user it becomes. */
-		argv[7] = "--runas";
-		argv[8] = "nobody";
-	}
+	passt_argv(st, argv);
 	sigemptyset(&none);
 	pid = fork();
 	if (pid < 0) {
@@ -444,11 +464,13 @@ static int spawn_passt(int child_fd, const struct passt_start *st, pid_t *pidp, 
 }
 
 /* passt started on child_fd and set up, or an error naming why it could not start. */
-static int passt_start(int child_fd, pid_t *pid, int *pidfd, char *err, size_t errlen)
+static int passt_start(const struct net_opts *o, int child_fd, pid_t *pid, int *pidfd, char *err,
+		       size_t errlen)
 {
 	struct passt_start st;
 	int ret = start_prepare(&st);
 
+	st.o = o;
 	if (ret < 0) {
 		errfmt(err, errlen, "-n mode=user: passt's start-up files: %s", strerror(-ret));
 		start_end(&st);
@@ -519,7 +541,7 @@ int net_passt_open(const struct net_opts *o, struct net_backend **be, int n, cha
 			errfmt(err, errlen, "-n mode=user: socketpair: %s", strerror(-ret));
 			return ret;
 		}
-		ret = passt_start(sv[1], &pid, &pidfd, err, errlen);
+		ret = passt_start(o, sv[1], &pid, &pidfd, err, errlen);
 		close(sv[1]);
 		if (ret < 0) {
 			close(sv[0]);

@@ -35,6 +35,8 @@ int cmd_stat(int argc, char **argv);
 void stat_usage(FILE *out);
 int cmd_debug(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+void dump_usage(FILE *out);
 void snapshot_usage(FILE *out);
 void debug_usage(FILE *out);
 

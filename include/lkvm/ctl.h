@@ -43,7 +43,8 @@ enum ctl_type {
 	CTL_SNAPSHOT = 7, /* issue 31: the VM's state written to a file (docs/snapshot.md) */
 	CTL_GDB = 8,	  /* lkvm debug NAME --gdb: after the reply ("name") the connection is a
 			   * gdb client of the VM's gdb server (remote protocol bytes both ways) */
-	CTL_TYPE_MAX = 8,
+	CTL_DUMP = 9,	  /* issue 42: an ELF core of the paused VM written to the file passed */
+	CTL_TYPE_MAX = 9,
 };
 
 enum ctl_status {

@@ -2,6 +2,7 @@
 #ifndef LKVM_KVM_CONFIG_H
 #define LKVM_KVM_CONFIG_H
 
+#include "lkvm/failon.h"
 #include "lkvm/util.h"
 #include "lkvm/virtio-trans.h"
 
@@ -40,6 +41,11 @@ struct kvm_config {
 	const char *cmdline; /* user's -p, may be NULL */
 	const char *name;
 	const char *exit_on; /* --exit-on TEXT: end with 0 when the console prints TEXT */
+	/* --fail-on PATTERN|default, as given (term.c expands them), and --fail-on-finish: a
+	 * kernel-bug line on the console ends the run with EXIT_FAIL_ON, or only sets it. */
+	const char *fail_on[FAILON_MAX];
+	int nr_fail_on;
+	bool fail_on_finish;
 	u64 ram_mib;
 	int nr_cpus;
 	int timeout_s; /* 0: none */

@@ -21,6 +21,8 @@ enum {
 	EXIT_STOPPED = 3,     /* `lkvm stop` asked for it (an orderly shutdown) */
 	EXIT_GUEST_ASSERT =
 		4, /* a test guest's assertion failed (lkvm-exit, LKVM_EXIT_GUEST_ASSERT) */
+	/* the console printed a --fail-on line (a kernel bug) */
+	EXIT_FAIL_ON = 5,
 	EXIT_TIMEOUT = 124, /* --timeout expired (the timeout(1) convention) */
 	EXIT_GUEST_NO_STATUS =
 		125, /* lkvm's guest init could not run the command (git bisect's "skip") */
@@ -44,6 +46,7 @@ enum kvm_end {
 	KVM_END_QUIT,	  /* Ctrl-a x */
 	KVM_END_CLOSED,	  /* CMD's stdout or stderr was closed on the host (141) */
 	KVM_END_SANDBOX,  /* the sandbox stopped a forbidden system call (159; no request) */
+	KVM_END_FAIL_ON,  /* the console printed a --fail-on line (5) */
 	KVM_END_NR
 };
 
@@ -124,6 +127,9 @@ struct kvm {
 	atomic_int exit_status;
 	int exit_by; /* enum kvm_end: set with exit_reason, by the request that won */
 	char exit_reason[256];
+	/* The first --fail-on line the console printed, escaped (failon.h); "": none. Written
+	 * once, under the terminal's output lock; read after the vCPUs stopped. */
+	char fail_on_line[FAILON_TEXT_MAX];
 	int stop_fd; /* eventfd */
 	/* /proc/self/statm, opened by the run before the sandbox (which lets threads read only
 	 * the fds they know and open nothing); -1: lkvm's memory is not reported. */

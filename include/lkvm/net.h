@@ -17,6 +17,14 @@
 #define NET_TX_BATCH 64
 #define NET_RX_BATCH 32
 
+/* -n mode=user,fwd=...: at most this many forwards per NIC. */
+#define NET_MAX_FWDS 16
+/* One forward as passt takes it: -t or -u with "ADDR/HOSTPORT:GUESTPORT" (ADDR IPv4). */
+struct net_fwd {
+	bool udp;
+	char spec[32]; /* "255.255.255.255/65535:65535" at most */
+};
+
 enum net_mode { NET_MODE_NONE, NET_MODE_TAP, NET_MODE_USER, NET_MODE_FAKE };
 
 /* How a TX thread learns about new chains (see net_tx_thread in virtio/net-tx.c). */
@@ -36,8 +44,8 @@ enum net_vhost_mode { NET_VHOST_OFF, NET_VHOST_ON, NET_VHOST_AUTO, NET_VHOST_NR 
 
 /* What `-n mode=tap|user|none,tapif=NAME,guest_mac=MAC,host_ip=IP/PREFIX,script=PATH|none,socket=PATH,
  * ioeventfd=on|off,queues=N,tx=kick|timer|poll,tx_timer_us=N,poll_us=N,batch=on|off,trans=pci|mmio,
- * vhost=on|off|auto,trace=on|off` says (kvmtool's names, plus the TX strategy, batching, passt's socket and
- * vhost). Unset strings are
+ * vhost=on|off|auto,trace=on|off,fwd=SPEC...` says (kvmtool's names, plus the TX strategy, batching,
+ * passt's socket and forwards, and vhost). Unset strings are
  * empty. */
 struct net_opts {
 	enum net_mode mode;
@@ -60,6 +68,9 @@ struct net_opts {
 	bool batch_set;		   /* batch= given (an unavailable batch=on is then a warning) */
 	enum net_vhost_mode vhost; /* default NET_VHOST_OFF; mode=tap only */
 	bool trace; /* trace=on: time the stages of bench rr round trips (virtio/net-trace.c) */
+	/* fwd=tcp|udp:[ADDR:]HOSTPORT:GUESTPORT, repeatable (mode=user, lkvm's own passt). */
+	int nr_fwds;
+	struct net_fwd fwd[NET_MAX_FWDS];
 };
 
 /* "kick", "timer", "poll" (for messages and stats); the same as -n tx='s choices. */

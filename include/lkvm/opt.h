@@ -45,6 +45,8 @@ struct opt {
 	 * shared, a command on the host's files): a restore never takes it from the snapshot, only
 	 * from its own command line (builtin/run-restore.c). */
 	bool host;
+	/* KEY=VALUE sets: the key may be given more than once (-n fwd=), each value taken. */
+	bool repeat;
 };
 
 /* Where a field is: .off/.size for a target, .given for its "given" bool. */

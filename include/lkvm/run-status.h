@@ -15,6 +15,8 @@
  *   signal=N              the signal that stopped lkvm (ended=signal, and sandbox: SIGSYS)
  *   status=N              lkvm's exit status, as without the option
  *   reason=TEXT           lkvm's closing line's reason, on one line
+ *   fail_on=LINE          the first console line --fail-on matched, \xNN-escaped (also when
+ *                         the run did not end by it: a panic, a stop, ...)
  * An empty file: lkvm was killed (SIGKILL) before it could write it.
  */
 struct run_status {
@@ -24,6 +26,8 @@ struct run_status {
 	int command_signal; /* 0: none */
 	int signal;	    /* 0: none */
 	char reason[256];   /* "": none */
+	/* The first --fail-on line, escaped; "": none. */
+	char fail_on[FAILON_TEXT_MAX];
 };
 
 /* The record of a run that ended (kvm->stopping: kvm->exit_by, the exit port's report, the

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <termios.h>
 
+#include "lkvm/failon.h"
 #include "lkvm/util.h"
 
 struct kvm;
@@ -29,6 +30,8 @@ struct term {
 	size_t match_len;
 	char *tail;
 	size_t tail_len;
+	/* --fail-on: the kernel-bug lines (failon.c), fed under out_lock. */
+	struct failon fail;
 	/* -- CMD: the kernel's "System halted", the end of a power-off without ACPI (term.c). */
 	bool halt_watch;
 	char halt_tail[32];
@@ -54,6 +57,12 @@ void term_clear_input(struct kvm *kvm, void *dev);
 /* Console output from the guest (the UART's transmitter). Writes to stdout and checks
  * for --exit-on text, and with -- CMD for the kernel's halt (TERM_HALT_TEXT). Thread-safe. */
 void term_output(struct kvm *kvm, const u8 *buf, size_t len);
+
+/* --fail-on at the run's end: a line matched whose run was let go on (--fail-on-finish, or
+ * the panic line pvpanic did not report) and ended in a way a bug report tells better (the
+ * guest's own end, CMD's status, --exit-on, --timeout): the run's end becomes fail-on, its
+ * reason says both, and EXIT_FAIL_ON is returned; otherwise status. After the vCPUs stopped. */
+int term_fail_on_settle(struct kvm *kvm, int status);
 
 /* Pure matcher used by term_output (exposed for tests): feeds buf into the rolling
  * tail and returns true when the match text has appeared. */

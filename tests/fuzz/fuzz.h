@@ -20,6 +20,7 @@ int fuzz_dhcp(const uint8_t *data, size_t size);
 int fuzz_vcon(const uint8_t *data, size_t size);
 int fuzz_fuse(const uint8_t *data, size_t size);
 int fuzz_qcow2(const uint8_t *data, size_t size);
+int fuzz_failon(const uint8_t *data, size_t size);
 
 /* A broken invariant the sanitizers cannot see: stop here so libFuzzer keeps the input. */
 #define FUZZ_ASSERT(c)                    \

@@ -664,3 +664,13 @@ def qcow2_seeds():
 
 
 qcow2_seeds()
+
+
+# ---- failon: u8 pattern length, the pattern, then records of u8 length and console bytes ----
+def cons(*writes):
+    return b"".join(bytes([len(w)]) + w for w in writes)
+
+
+write("failon", "warning", bytes([4]) + b"oops" + cons(b"[ 0.1] boot\r\n[ 0.2] WARN", b"ING: CPU: 0\r\n"))
+write("failon", "long", bytes([0]) + cons(*([b"a" * 255] * 4), b"KASAN: x", b"\n", b"BUG: y\n"))
+write("failon", "hostile", bytes([6]) + b"\x1b[2J\\\xff" + cons(b"\x1b[2J\\\xff\r", b"Kernel panic\x00\n"))

@@ -41,6 +41,28 @@ t_libtest_assert_eq() {
 		"lkvm's line with both values"
 }
 
+# ---- --fail-on: kernel-bug lines on the console (kbug.c prints them) ----
+
+# t_kbug WHAT STATUS ENDED [OPTION...]: kbug=WHAT run with --fail-on OPTION... ends with STATUS,
+# the status file's ended=ENDED; with fail-on a fail_on= line that names the bug line.
+t_kbug() {
+	local what=$1 want=$2 ended=$3 st
+	shift 3
+	need_guest kbug || return
+	st=$LOG_DIR/c-$_T_NAME.status
+	run_lkvm "c-$_T_NAME" "$want" -- run -k "$ELF" --timeout $T -p "kbug=$what" \
+		--status-file "$st" "$@" || return
+	grep -qx "ended=$ended" "$st" || { fail "$st: not ended=$ended: $(tr '\n' ' ' <"$st")"; return; }
+	case $what in
+	warning) [ "$ended" = command ] || grep -qx 'fail_on=\[    1\.000000\] WARNING: CPU: 0 PID: 1 at tests/guest/kbug\.c:[0-9]* guest_main' "$st" ;;
+	hostile) grep -qx 'fail_on=\[    1\.000000\] WARNING: \\x1b\[2J\\x07[0-9]*' "$st" &&
+		[ "$(grep '^fail_on=' "$st" | wc -c)" -le 300 ] ;;
+	panic) grep -q '^fail_on=.*Kernel panic - not syncing: kbug$' "$st" ;;
+	*) ! grep -q '^fail_on=' "$st" ;;
+	esac || { fail "$st: the fail_on= line is not what kbug printed: $(grep '^fail_on=' "$st" | cut -c1-200)"; return; }
+	[ "$want" != 5 ] || expect_output '^lkvm: error: console printed a kernel bug: ' "lkvm's line naming the bug"
+}
+
 # ---- net-bench against net-peer ----
 
 # t_bench TEST PEER-MODE SIZE [EXTRA -p WORDS] [EXTRA -n OPTIONS]
@@ -112,6 +134,14 @@ run_test libtest-assert-eq t_libtest_assert_eq
 run_test libtest-pagefault t_libtest_fail fault 2 '^GUEST EXCEPTION vector=14 #PF rip=0x[0-9a-f]+ err=0x[0-9a-f]+ cs=0x2b .*cr2=0x100000000$'
 run_test libtest-ud t_libtest_fail ud 2 '^GUEST EXCEPTION vector=6 #UD rip=0x[0-9a-f]+ err=0x0 cs=0x2b '
 run_test net-bench-nonic t_bench_nonic
+run_test kbug-warning t_kbug warning 5 fail-on --fail-on default
+run_test kbug-warning-finish t_kbug warning 5 fail-on --fail-on default --fail-on-finish
+run_test kbug-warning-own t_kbug warning 5 fail-on --fail-on 'PID: 1 at'
+run_test kbug-warning-off t_kbug warning 0 command
+run_test kbug-warning-other t_kbug warning 0 command --fail-on 'KASAN:'
+run_test kbug-hostile t_kbug hostile 5 fail-on --fail-on default
+run_test kbug-panic-pvpanic t_kbug panic 2 panic --fail-on default
+run_test kbug-none t_kbug none 0 command --fail-on default
 # The benchmarks one at a time: the hosts have 2 cores and a spinning vCPU takes one.
 run_test_serial net-bench-tx-64 t_bench tx count 64
 run_test_serial net-bench-tx-1514 t_bench tx count 1514

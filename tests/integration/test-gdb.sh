@@ -269,6 +269,48 @@ t_linux() {
 	expect_status 3
 }
 
+# core_jiffies CORE: jiffies as gdb reads it from CORE with vmlinux's symbols (empty: none).
+core_jiffies() {
+	gdb -batch -nx "$G/vmlinux" ${1:+"$1"} -ex 'p *(unsigned long *)&jiffies' 2>/dev/null |
+		sed -n 's/^\$1 = \([0-9][0-9]*\)$/\1/p'
+}
+
+# lkvm dump of the Linux guest (nokaslr, 2 vCPUs) waiting for its disk: readelf reads the core's
+# header, its PT_LOADs (direct map and kernel map) and two NT_PRSTATUS; gdb with vmlinux reads
+# jiffies from it, past the value vmlinux itself holds (INITIAL_JIFFIES); a second dump's is
+# later (the VM ran on after the first, as lkvm list says), and lkvm stop ends it (3).
+t_dump() {
+	need_kernel bzImage vmlinux && need_cmd gdb test && need_cmd readelf build || return
+	local name=gdb-dump-$BASHPID core=$LOG_DIR/gdb-dump-$BASHPID.core j0 j1 j2
+	VM_TIMEOUT=$LINUX_T start_vm "$name" gdb-dump -k "$G/bzImage" -m 256 -c 2 \
+		-p "nokaslr root=/dev/vda rootwait"
+	wait_log "$VM_LOG" "$LINUX_LAST_STAGE" "$LINUX_T" || { kill "$VM_PID" 2>/dev/null; return 1; }
+	ctl gdb-dump-1 dump "$name" "$core"
+	if ! expect_status 0; then kill "$VM_PID" 2>/dev/null; return 1; fi
+	readelf -h -l -n "$core" >"$LOG_DIR/gdb-dump.readelf" 2>&1
+	j0=$(core_jiffies) j1=$(core_jiffies "$core")
+	ctl gdb-dump-2 dump "$name" "$core.2"
+	j2=$(core_jiffies "$core.2")
+	ctl gdb-dump-list list
+	grep -Eq "^$name +[0-9]+ +running " "$LAST_LOG" || { fail "not running after the dumps: $(cat "$LAST_LOG")"; kill "$VM_PID"; return 1; }
+	ctl gdb-dump-stop stop "$name"
+	end_vm
+	rm -f "$core.2"
+	grep -q 'Type: *CORE' "$LOG_DIR/gdb-dump.readelf" &&
+		[ "$(grep -c '^ *LOAD ' "$LOG_DIR/gdb-dump.readelf")" = 2 ] &&
+		grep -q '^ *LOAD .* 0xffff888000000000 0x0000000000000000$' "$LOG_DIR/gdb-dump.readelf" &&
+		grep -q '^ *LOAD .* 0xffffffff80000000 0x0000000000000000$' "$LOG_DIR/gdb-dump.readelf" &&
+		[ "$(grep -c 'NT_PRSTATUS' "$LOG_DIR/gdb-dump.readelf")" = 2 ] ||
+		{ fail "readelf of the core: $(tr '\n' ' ' <"$LOG_DIR/gdb-dump.readelf" | head -c 300)"; return; }
+	rm -f "$core"
+	if [ -z "$j0" ] || [ -z "$j1" ] || [ -z "$j2" ] || [ "$j1" -le "$j0" ] || [ "$j2" -le "$j1" ]; then
+		fail "jiffies: vmlinux's $j0, the first dump's '$j1', the second's '$j2'"
+		return
+	fi
+	echo "jiffies: vmlinux $j0, dump 1 $j1, dump 2 $j2" >&2
+	expect_status 3
+}
+
 # What t_linux's gdb session printed.
 linux_gdb_checks() {
 	local rip addr j1 j2 threads
@@ -446,6 +488,7 @@ run_test gdb-wait-alone t_wait_alone
 run_test gdb-bad-addr t_bad_addr
 run_test gdb-port-in-use t_port_in_use
 run_test gdb-linux t_linux
+run_test gdb-dump t_dump
 run_test gdb-attach t_attach
 run_test gdb-attach-exit t_attach_exit
 run_test gdb-attach-vanish t_attach_vanish

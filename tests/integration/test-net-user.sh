@@ -584,6 +584,53 @@ t_run_net() {
 		expect_output "^guest: got sha256=$want" "the host's file fetched through passt"
 }
 
+# fwd_get URL FILE: one HTTP GET of URL into FILE (5 s at most); fails on anything but a 200.
+fwd_get() {
+	"$PY" - "$1" "$2" <<'PYEOF' 2>/dev/null
+import sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=5) as r, open(sys.argv[2], "wb") as f:
+    f.write(r.read())
+PYEOF
+}
+
+# fwd_ready PORT FILE: the guest's page fetched through the forward, or the VM gone (no wait).
+fwd_ready() { fwd_get "http://127.0.0.1:$1/page" "$2" || gone "$VM_PID"; }
+
+# fwd: `lkvm run -n mode=user,fwd=tcp:PORT:8080 -- busybox httpd -f -p 8080`: a web server in
+# the guest answers an HTTP GET on the host's 127.0.0.1:PORT through passt's forward (polled
+# until it does: passt listens at once, the guest's server only after the boot), the page's
+# bytes the host's file's; a UDP forward beside it; the run goes on until lkvm stop (3).
+t_fwd() {
+	need_user_net && need_guest_net || return
+	passt_works || return
+	busybox --list | grep -qx httpd ||
+		{ skip "$(command -v busybox) has no httpd applet: no web server for the guest"; return; }
+	local d=$WORK/$_T_NAME port name=lkvm-fwd-$$
+	mkdir -p "$d/www"
+	head -c 100000 /dev/urandom >"$d/www/page"
+	chmod -R a+rX "$d"
+	port=$(port_for 0)
+	cd "$WORK" || return
+	# Not start_vm: it adds --timeout and --name after the arguments, which -- CMD would take.
+	VM_LOG=$LOG_DIR/net-user-$_T_NAME.log
+	"$LKVM" run --name "$name" -k "$G/bzImage" -m 256 --timeout "$VM_T" \
+		-n "mode=user,fwd=tcp:$port:8080,fwd=udp:127.0.0.1:$port:53" --user root -- \
+		busybox httpd -f -p 8080 -h "$d/www" </dev/null >"$VM_LOG" 2>&1 &
+	VM_PID=$!
+	[ -z "${PIDS_FILE-}" ] || echo "$VM_PID" >>"$PIDS_FILE"
+	if ! wait_until "$VM_T" fwd_ready "$port" "$d/got" || gone "$VM_PID"; then
+		"$LKVM" stop "$name" >/dev/null 2>&1
+		end_vm
+		fail "no page from 127.0.0.1:$port (lkvm: $(tail -n 2 "$LAST_LOG" | tr '\n' ' '))"
+		return
+	fi
+	"$LKVM" stop "$name" >/dev/null 2>&1
+	end_vm
+	expect_status 3 || return
+	cmp -s "$d/www/page" "$d/got" ||
+		fail "the page fetched through the forward ($(stat -c %s "$d/got") bytes) differs from the guest's: $(cmp "$d/www/page" "$d/got" 2>&1 | head -c 200)"
+}
+
 # tcp-rate: one TCP stream each way, guest<-host then guest->host, RATE_MB MiB each, through
 # passt (-n mode=user, the server on the host's loopback) and through a tap (in a namespace of
 # the test's, the server there), and where /dev/vhost-net is, through the tap with vhost=on:
@@ -661,7 +708,7 @@ skip_unless_kvm
 # Two groups: kernel (kernel mode only: a PVM host runs them) and userspace (guest user space:
 # a VMX/SVM host or the emulated one).
 KERNEL_TESTS="netconsole-nonroot socket passt-killed guest-link-down exit-paths bad-options"
-USERSPACE_TESTS="dhcp-fetch run-net tcp-rate"
+USERSPACE_TESTS="dhcp-fetch run-net fwd tcp-rate"
 tests=""
 for name in ${NET_USER_TESTS:-kernel userspace}; do
 	case $name in
@@ -680,6 +727,7 @@ for name in $tests; do
 	bad-options) run_test "$name" t_bad_options ;;
 	dhcp-fetch) run_test "$name" t_dhcp_fetch ;;
 	run-net) run_test "$name" t_run_net ;;
+	fwd) run_test "$name" t_fwd ;;
 	# Alone: nothing else of this script's runs while it measures.
 	tcp-rate) run_test_serial "$name" t_tcp_rate ;;
 	*) echo "test-net-user.sh: unknown test '$name' in NET_USER_TESTS" >&2; exit 2 ;;

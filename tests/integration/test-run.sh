@@ -260,6 +260,27 @@ t_panic() {
 		fail "--console-log's file is not the whole log: no KERN_INFO 'Memory: ...K available' line ($(wc -l <"$LOG_DIR/run-panic.console") lines)"
 }
 
+# --fail-on default in a quiet -- CMD run: a WARNING written to the kernel's log (as root, to
+# /dev/kmsg, at the default level 4, which quiet keeps from the console) ends the run with 5
+# before CMD's own 0 is reported (the run may end before CMD's next line reaches the host); with
+# --fail-on-finish CMD runs to its end, its 0 is reported first and the run's end is 5.
+t_fail_on() {
+	local st=$LOG_DIR/run-fail-on-$1.status opt=
+	[ "$1" = finish ] && opt=--fail-on-finish
+	cmd_run "run-fail-on-$1" 5 --root --fail-on default $opt --status-file "$st" -- \
+		sh -c 'echo "WARNING: lkvm fail-on test" >/dev/kmsg && echo written' || return
+	if [ "$1" = finish ]; then
+		# The run went on: CMD's output after the WARNING is there.
+		[ "$(cat "$LOG_DIR/run-fail-on-$1.out")" = written ] ||
+			{ fail "the command printed '$(head -c 100 "$LOG_DIR/run-fail-on-$1.out")'"; return; }
+		status_file "$st" "ended=fail-on\ncommand_status=0\nstatus=5\n" || return
+	else
+		status_file "$st" "ended=fail-on\nstatus=5\n" || return
+	fi
+	grep -qx 'fail_on=\[ *[0-9.]*\] WARNING: lkvm fail-on test' "$st" ||
+		fail "no fail_on= line naming the WARNING in $st: $(grep fail_on "$st" | head -c 200)"
+}
+
 t_timeout() {
 	cmd_run run-timeout 124 --timeout 30 --status-file "$LOG_DIR/run-timeout.status" -- sleep 1000 ||
 		return
@@ -588,12 +609,14 @@ t_pvm() {
 }
 
 # RUN_TESTS: the tests to run, by name without "run-" (default: all but pvm-refusal).
-RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio output pipe root-write root-read shares fs-virtiofs fs-9p fs-only shell panic reset sigpipe timeout two debian no9p modules poweroff poweroff-pvh halt creds-nobody creds-sudo creds-bad-sudo user many-files}
+RUN_TESTS=${RUN_TESTS:-status-0 status-1 status-7 status-255 signal not-found init-failed stdio output pipe root-write root-read shares fs-virtiofs fs-9p fs-only shell panic fail-on fail-on-finish reset sigpipe timeout two debian no9p modules poweroff poweroff-pvh halt creds-nobody creds-sudo creds-bad-sudo user many-files}
 skip_unless_kvm
 for name in $RUN_TESTS; do
 	case $name in
 	status-*) run_test "run-$name" t_status "${name#status-}" ;;
 	pvm-refusal) run_test run-pvm-refusal t_pvm ;;
+	fail-on) run_test run-fail-on t_fail_on first ;;
+	fail-on-finish) run_test run-fail-on-finish t_fail_on finish ;;
 	creds-nobody | creds-sudo | user) run_test "run-$name" with_creds_dir "t_${name//-/_}" ;;
 	creds-bad-sudo) run_test "run-$name" t_creds_bad_sudo ;;
 	poweroff) run_test run-poweroff t_poweroff poweroff "$DEBIAN_BOOT/vmlinuz-$(uname -r)" ;;

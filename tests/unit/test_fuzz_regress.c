@@ -28,6 +28,7 @@ static const struct {
 	{ "vcon", fuzz_vcon },
 	{ "fuse", fuzz_fuse },
 	{ "qcow2", fuzz_qcow2 },
+	{ "failon", fuzz_failon },
 };
 
 /* Feed every regular file in dir to fn; returns how many (-1 when dir is missing). */

@@ -153,6 +153,38 @@ static const struct {
 	{ "mode=user,socket=", "empty value for 'socket'" },
 	{ "mode=user,socket=/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 	  "socket: want a path of 1 to 107 bytes" },
+	/* fwd=: the user's own input, parsed strictly; passt never sees a spec that did not. */
+	{ "fwd=tcp:8080:80", "fwd: only with mode=user" },
+	{ "mode=none,fwd=tcp:8080:80", "fwd: only with mode=user" },
+	{ "mode=user,socket=/x,fwd=tcp:8080:80", "fwd: only with the passt lkvm starts" },
+	{ "mode=user,fwd=", "empty value for 'fwd'" },
+	{ "mode=user,fwd=tcp", "fwd 'tcp': want tcp|udp:[ADDR:]HOSTPORT:GUESTPORT" },
+	{ "mode=user,fwd=tcp:80", "fwd 'tcp:80'" },
+	{ "mode=user,fwd=sctp:1:2", "fwd 'sctp:1:2'" },
+	{ "mode=user,fwd=TCP:1:2", "fwd 'TCP:1:2'" },
+	{ "mode=user,fwd=tcpx:1:2", "fwd 'tcpx:1:2'" },
+	{ "mode=user,fwd=tcp:0:80", "fwd 'tcp:0:80'" },
+	{ "mode=user,fwd=tcp:80:0", "fwd 'tcp:80:0'" },
+	{ "mode=user,fwd=tcp:65536:80", "fwd 'tcp:65536:80'" },
+	{ "mode=user,fwd=tcp:80:99999999999999999999", "fwd 'tcp:80:99999999999999999999'" },
+	{ "mode=user,fwd=tcp:-1:80", "fwd 'tcp:-1:80'" },
+	{ "mode=user,fwd=tcp:+80:80", "fwd 'tcp:+80:80'" },
+	{ "mode=user,fwd=tcp: 80:80", "fwd 'tcp: 80:80'" },
+	{ "mode=user,fwd=tcp:0x50:80", "fwd 'tcp:0x50:80'" },
+	{ "mode=user,fwd=tcp:80:", "fwd 'tcp:80:'" },
+	{ "mode=user,fwd=tcp::80:80", "fwd 'tcp::80:80'" },
+	{ "mode=user,fwd=tcp:1.2.3:80:80", "fwd 'tcp:1.2.3:80:80'" },
+	{ "mode=user,fwd=tcp:1.2.3.256:80:80", "fwd 'tcp:1.2.3.256:80:80'" },
+	{ "mode=user,fwd=tcp:localhost:80:80", "fwd 'tcp:localhost:80:80'" },
+	{ "mode=user,fwd=tcp:1.2.3.4/8:80:80", "fwd 'tcp:1.2.3.4/8:80:80'" },
+	{ "mode=user,fwd=tcp:::1:80:80", "fwd 'tcp:::1:80:80'" },
+	{ "mode=user,fwd=tcp:1.2.3.4:80:80:1", "fwd 'tcp:1.2.3.4:80:80:1'" },
+	{ "mode=user,fwd=tcp:80:80%eth0", "fwd 'tcp:80:80%eth0'" },
+	{ "mode=user,fwd=tcp:80-90:80", "fwd 'tcp:80-90:80'" },
+	{ "mode=user,fwd=tcp:~80:80", "fwd 'tcp:~80:80'" },
+	{ "mode=user,fwd=tcp:8080:80,fwd=tcp:127.0.0.1:8080:22",
+	  "fwd 'tcp:127.0.0.1:8080:22': that tcp host port is forwarded twice" },
+	{ "mode=user,fwd=tcp:8080:80,fwd=tcp:8080:81", "forwarded twice" },
 	{ "mode=User", "mode 'User': want tap, user or none" },
 	{ "mode=bridge", "mode 'bridge'" },
 	{ "mode=TAP", "mode 'TAP'" },
@@ -1021,6 +1053,51 @@ START_TEST(test_tap_script)
 }
 END_TEST
 
+/* fwd= made into passt's own -t/-u specs, repeatable up to NET_MAX_FWDS, the address
+ * normalised (127.0.0.1 unless given); the same port for tcp and udp, or on two addresses,
+ * is two forwards. */
+START_TEST(test_opts_fwd)
+{
+	struct net_opts o;
+	char err[256], arg[1024];
+	int n;
+
+	ck_assert_int_eq(net_parse_opts("mode=user,fwd=tcp:8080:80,fwd=udp:5353:53,fwd=udp:8080:80,"
+					"fwd=tcp:0.0.0.0:2222:22,fwd=tcp:10.0.0.1:8080:8080,"
+					"fwd=tcp:65535:65535,fwd=tcp:1:1",
+					&o, err, sizeof(err)),
+			 0);
+	ck_assert_int_eq(o.nr_fwds, 7);
+	ck_assert(!o.fwd[0].udp);
+	ck_assert_str_eq(o.fwd[0].spec, "127.0.0.1/8080:80");
+	ck_assert(o.fwd[1].udp);
+	ck_assert_str_eq(o.fwd[1].spec, "127.0.0.1/5353:53");
+	ck_assert(o.fwd[2].udp);
+	ck_assert_str_eq(o.fwd[3].spec, "0.0.0.0/2222:22");
+	ck_assert_str_eq(o.fwd[4].spec, "10.0.0.1/8080:8080");
+	ck_assert_str_eq(o.fwd[5].spec, "127.0.0.1/65535:65535");
+	ck_assert_str_eq(o.fwd[6].spec, "127.0.0.1/1:1");
+	/* A leading zero is still the number (no octal); the longest address fits. */
+	ck_assert_int_eq(net_parse_opts("mode=user,fwd=tcp:255.255.255.255:08080:00080", &o, err,
+					sizeof(err)),
+			 0);
+	ck_assert_str_eq(o.fwd[0].spec, "255.255.255.255/8080:80");
+	/* NET_MAX_FWDS, not one more. */
+	n = snprintf(arg, sizeof(arg), "mode=user");
+	for (int i = 0; i < NET_MAX_FWDS; i++)
+		n += snprintf(arg + n, sizeof(arg) - (size_t)n, ",fwd=tcp:%d:80", 10000 + i);
+	ck_assert_int_eq(net_parse_opts(arg, &o, err, sizeof(err)), 0);
+	ck_assert_int_eq(o.nr_fwds, NET_MAX_FWDS);
+	snprintf(arg + n, sizeof(arg) - (size_t)n, ",fwd=udp:1:1");
+	ck_assert_int_eq(net_parse_opts(arg, &o, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "-n fwd: at most 16 forwards per NIC");
+	/* Another key still may not repeat. */
+	ck_assert_int_eq(net_parse_opts("mode=user,fwd=tcp:1:1,mode=user", &o, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_str_eq(err, "-n: duplicate key 'mode'");
+}
+END_TEST
+
 static Suite *net_suite(void)
 {
 	Suite *s = suite_create("net");
@@ -1033,6 +1110,7 @@ static Suite *net_suite(void)
 	tcase_add_test(opts, test_opts_defaults);
 	tcase_add_test(opts, test_opts_all_keys);
 	tcase_add_test(opts, test_opts_tx_modes);
+	tcase_add_test(opts, test_opts_fwd);
 	tcase_add_loop_test(opts, test_opts_bad, 0, (int)ARRAY_SIZE(bad_opts));
 	tcase_add_test(opts, test_opts_err_buffers);
 	tcase_add_test(opts, test_parse_mac);

@@ -8,6 +8,7 @@
 #include "lkvm/initcfg.h"
 #include "lkvm/kvm.h"
 #include "lkvm/run-status.h"
+#include "lkvm/term.h"
 
 #include "fake_vm.h"
 
@@ -96,6 +97,22 @@ START_TEST(test_kinds)
 }
 END_TEST
 
+/* --fail-on-finish: CMD's status stays in the record, the line is there, escaped by term.c. */
+START_TEST(test_fail_on)
+{
+	struct kvm *kvm = vm_new();
+
+	snprintf(kvm->fail_on_line, sizeof(kvm->fail_on_line), "WARNING: x\\x1b");
+	report(kvm, LKVM_EXIT_EXITED, 0);
+	ck_assert_int_eq(term_fail_on_settle(kvm, 0), EXIT_FAIL_ON);
+	expect_record(kvm, 5,
+		      "ended=fail-on\ncommand_status=0\nstatus=5\n"
+		      "reason=console printed a kernel bug: WARNING: x\\x1b (then: command exited "
+		      "with 0 (lkvm-exit))\nfail_on=WARNING: x\\x1b\n");
+	vm_free(kvm);
+}
+END_TEST
+
 /* A run that never started (a missing kernel) is lkvm's error; a kind out of range is other;
  * a buffer too short is said. */
 START_TEST(test_not_run)
@@ -121,6 +138,7 @@ static Suite *run_status_suite(void)
 	tcase_add_test(tc, test_command_or_panic);
 	tcase_add_test(tc, test_kinds);
 	tcase_add_test(tc, test_not_run);
+	tcase_add_test(tc, test_fail_on);
 	suite_add_tcase(s, tc);
 	return s;
 }
