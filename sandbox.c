@@ -187,7 +187,9 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * (openat2; openat for "..", "." and the /proc/self/fd reopen of an O_PATH fid),
 		 * attributes, directory reads, file I/O, and a read-write share's namespace
 		 * changes; name_to_handle_at, a node's file handle (only compared, never opened:
-		 * an inode number the host reused for another file is told apart by it, hostfs.c).
+		 * an inode number the host reused for another file is told apart by it, hostfs.c);
+		 * fstat of an open file: glibc makes it newfstatat, but ThreadSanitizer's runtime
+		 * calls the fstat system call itself (make check's tsan stage stopped here).
 		 * Which files these reach is the server's and the credentials' business:
 		 * a filter cannot read the paths. Its threads are started by main before main
 		 * confines itself (virtio/9p.c), so no other kind's filter carries these calls. */
@@ -197,7 +199,8 @@ static const struct sb_kind kinds[SB_NR] = {
 			   SCMP_SYS(symlinkat), SCMP_SYS(readlinkat), SCMP_SYS(linkat),
 			   SCMP_SYS(unlinkat), SCMP_SYS(renameat), SCMP_SYS(fchmodat),
 			   SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
-			   SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(name_to_handle_at) },
+			   SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(name_to_handle_at),
+			   SCMP_SYS(fstat) },
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_FS] = {
@@ -211,7 +214,8 @@ static const struct sb_kind kinds[SB_NR] = {
 		 * refuses xattrs as 9P does. sysinfo: glibc's qsort asks the RAM size
 		 * (sysconf(_SC_PHYS_PAGES)) before it sorts a large array, as the list of node ids
 		 * the guest holds becomes with many files (fuse-server.c's compaction).
-		 * name_to_handle_at: as 9p's (a node's identity beyond its inode number). Which files
+		 * name_to_handle_at and fstat: as 9p's (a node's identity beyond its inode number; the
+		 * sanitizer runtimes' own fstat). Which files
 		 * these reach is the server's and the credentials' business. Started by main before
 		 * main confines itself (virtio/fs.c). */
 		.calls = { SCMP_SYS(openat2), SCMP_SYS(openat), SCMP_SYS(newfstatat),
@@ -222,7 +226,7 @@ static const struct sb_kind kinds[SB_NR] = {
 			   SCMP_SYS(fchmodat), SCMP_SYS(fchownat), SCMP_SYS(utimensat), SCMP_SYS(ftruncate),
 			   SCMP_SYS(fallocate), SCMP_SYS(copy_file_range), SCMP_SYS(faccessat2),
 			   SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(sysinfo),
-			   SCMP_SYS(name_to_handle_at) },
+			   SCMP_SYS(name_to_handle_at), SCMP_SYS(fstat) },
 		.ioctls = { KVM_IRQ_LINE },
 	},
 	[SB_CTL] = {

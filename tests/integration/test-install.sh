@@ -17,18 +17,29 @@ INSTALL_LOG=$LOG_DIR/install-make.log
 # The commands of the command table, as `lkvm help` lists them.
 commands() { "$1" help | awk '/^Commands:/ {on = 1; next} on && /^$/ {exit} on {print $1}'; }
 
-# Installing: lkvm and the man pages are made first (as this user), then `make install` runs as
-# nobody when this is root (as this user otherwise) into a directory only it may write: a write
-# outside DESTDIR fails. GIT_DESCRIBE as the build had it: nobody's git refuses root's tree.
+# as_installer CMD...: CMD where a write outside DESTDIR fails. As root: as nobody when nobody can
+# read the tree (DEST is made nobody's); else (a checkout under a 0700 directory, as mktemp -d
+# makes) as root in a private mount namespace whose / is remounted read-only, DEST bound writable
+# over itself. Not root: as this user, who owns only what it owns.
+NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+as_installer() {
+	if [ "$(id -u)" != 0 ]; then
+		"$@"
+	elif "${NOBODY[@]}" test -r "$REPO_ROOT/Makefile"; then
+		chown -R 65534:65534 "$DEST" && "${NOBODY[@]}" "$@"
+	else
+		unshare --mount --propagation private -- sh -c \
+			'mount --bind "$1" "$1" && mount -o remount,bind,ro / && shift && exec "$@"' \
+			sh "$DEST" "$@"
+	fi
+}
+
+# Installing: lkvm and the man pages are made first (as this user), then `make install` runs
+# through as_installer. GIT_DESCRIBE as the build had it: nobody's git refuses root's tree.
 install_tree() {
 	make -s -C "$REPO_ROOT" lkvm man || return 1
-	local as=() gd
-	gd=$(cat "$REPO_ROOT/build/obj/git-describe")
-	if [ "$(id -u)" = 0 ]; then
-		chown 65534:65534 "$DEST"
-		as=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
-	fi
-	"${as[@]}" make -s -C "$REPO_ROOT" install DESTDIR="$DEST" GIT_DESCRIBE="$gd"
+	as_installer make -s -C "$REPO_ROOT" install DESTDIR="$DEST" \
+		GIT_DESCRIBE="$(cat "$REPO_ROOT/build/obj/git-describe")"
 }
 install_tree >"$INSTALL_LOG" 2>&1 || fail_all "make install into $DEST failed: $(tail -n 3 "$INSTALL_LOG" | tr '\n' ' ')"
 
@@ -143,9 +154,7 @@ t_completion() {
 
 # make uninstall removes what install wrote.
 t_uninstall() {
-	local as=()
-	[ "$(id -u)" = 0 ] && as=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
-	"${as[@]}" make -s -C "$REPO_ROOT" uninstall DESTDIR="$DEST" \
+	as_installer make -s -C "$REPO_ROOT" uninstall DESTDIR="$DEST" \
 		GIT_DESCRIBE="$(cat "$REPO_ROOT/build/obj/git-describe")" >"$LOG_DIR/uninstall.log" 2>&1 ||
 		{ fail "make uninstall failed: $(tail -n 2 "$LOG_DIR/uninstall.log")"; return; }
 	local left

@@ -451,24 +451,27 @@ skip_unless_kvm
 # caps of a few dozen; 300 files walked over the virtio-fs root): the snapshot stats every held
 # node on the control thread, reopening the evicted ones by name (its filter allows openat2;
 # without it lkvm stopped with 159), then the restored guest (restored with 1024: the restore
-# itself holds more) finishes its command (status 0, its count of the tree). The guest waits for
-# a file the test makes only after the snapshot (the root cached with --cache auto, so a name's
-# absence is asked again), never for a fixed time.
+# itself holds more) finishes its command (status 0, its count of the tree). The guest waits on
+# its stdin, a FIFO nobody writes while it is saved, then the restored run's (EOF at once): never
+# for a fixed time.
 t_evicted() {
-	local snap=$LOG_DIR/evicted.snap tree=$LOG_DIR/snap-evicted-tree out=$LOG_DIR/snap-evicted.out pid
+	local snap=$LOG_DIR/evicted.snap tree=$LOG_DIR/snap-evicted-tree out=$LOG_DIR/snap-evicted.out pid in
 	skip_unless_userspace || return
 	need_kernel bzImage || return
 	rm -rf "$tree" && mkdir -p "$tree" && (cd "$tree" && for i in $(seq 1 30); do
 		mkdir "d$i" && touch "d$i/f"{1..9}; done) || { fail "cannot make $tree"; return; }
+	in=$(mktemp -u "${TMPDIR:-/tmp}/lkvm-snap-evicted.XXXXXX")
+	mkfifo "$in" || { fail "mkfifo in ${TMPDIR:-/tmp}"; return; }
+	at_exit "rm -f '$in'"
 	(ulimit -Sn 256 && ulimit -Hn 256 && exec timeout -s KILL $T "$LKVM" run -k "$G/bzImage" \
-		--name snap-evicted --user root --cache auto -- sh -c 'ls -R "$1" >/dev/null; echo ready
-		until [ -e "$1/go" ]; do sleep 0.2; done; ls -R "$1" | grep -c "^f"' sh "$tree") \
-		>"$out" 2>"$LOG_DIR/snap-evicted-saved.err" &
+		--name snap-evicted --user root -- sh -c 'ls -R "$1" >/dev/null; echo ready; read -r x
+		ls -R "$1" | grep -c "^f"' sh "$tree") <"$in" >"$out" 2>"$LOG_DIR/snap-evicted-saved.err" &
 	pid=$!
-	VM_PID=$pid wait_log "$out" '^ready' $T || return
-	snap_of snap-evicted "$snap" snap-evicted-snapshot --stop || return
+	exec 7>"$in" # the guest's read waits: nothing is written
+	VM_PID=$pid wait_log "$out" '^ready' $T || { exec 7>&-; return; }
+	snap_of snap-evicted "$snap" snap-evicted-snapshot --stop || { exec 7>&-; return; }
+	exec 7>&-
 	wait "$pid"
-	touch "$tree/go" || { fail "cannot make $tree/go"; return; }
 	(ulimit -Sn 1024 && ulimit -Hn 1024 && exec timeout -s KILL $T "$LKVM" run --restore "$snap" \
 		--name snap-evicted-r --user root --) >"$out.r" 2>"$LOG_DIR/snap-evicted-restored.err" </dev/null
 	LAST_STATUS=$? LAST_LOG=$LOG_DIR/snap-evicted-restored.err
