@@ -49,6 +49,10 @@ tty_lkvm() {
 	[ "$mode" = pipe ] && return 0
 	case $res in
 	*" restored=-"*) ;; # hung up: nothing left to read back
+	*" raw=0 restored=1 "*) [ -n "${TTY_NEVER_RAW:-}" ] ||
+		{ fail "lkvm never put the terminal in raw mode ($res)"; return 1; } ;;
+	*" raw=1 "*) [ -z "${TTY_NEVER_RAW:-}" ] ||
+		{ fail "lkvm put the terminal in raw mode for a run it refused ($res)"; return 1; } ;;&
 	*" raw=1 restored=1 "*) ;;
 	*" raw=0 "*) fail "lkvm never put the terminal in raw mode ($res)"; return 1 ;;
 	*) fail "the terminal was not restored: ${res#* restored=0 }"; return 1 ;;
@@ -151,8 +155,10 @@ t_restore_stop() {
 	restored stop 3 '^lkvm: con-stop: stopped by lkvm stop' "$READY" \
 		"sh:$(printf '%q stop con-stop' "$LKVM")" -- --name con-stop
 }
+# A run refused before the VM is built (an unknown --user is looked up first) leaves the terminal
+# as it found it and never raw (TTY_NEVER_RAW).
 t_restore_error() {
-	restored error 1 "^lkvm: error: --user 'lkvm-no-such-user': no such user" -- \
+	TTY_NEVER_RAW=1 restored error 1 "^lkvm: error: --user 'lkvm-no-such-user': no such user" -- \
 		--user lkvm-no-such-user || return
 	[ "$(grep -c '^lkvm: error:' "$LAST_LOG")" = 1 ] ||
 		fail "not one 'lkvm: error:' line: $(grep '^lkvm: error:' "$LAST_LOG" | tr '\n' '|')"
